@@ -1,0 +1,4 @@
+//! agenthold's in-sandbox side: the tunnel wire protocol (shared with the server) and the
+//! sandboxd daemon that carries processes and terminals over it.
+
+pub mod protocol;

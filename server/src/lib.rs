@@ -1,0 +1,1 @@
+//! agenthold server library.
