@@ -2,3 +2,4 @@
 //! sandboxd daemon that carries processes and terminals over it.
 
 pub mod protocol;
+pub mod fakeagent;

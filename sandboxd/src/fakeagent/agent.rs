@@ -1,0 +1,343 @@
+//! The agent's shared state and the stdin reader: it reads every line, answers requests,
+//! routes the client's responses to the prompt thread waiting for them, and delivers
+//! `session/cancel` to the running prompt of that session.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Map, Value, json};
+
+use super::config::Config;
+use super::history;
+use super::turn::{self, Cancel};
+use super::wire::{self, Out, RpcError, code};
+
+/// One session fakeagent knows in this process.
+struct Session {
+    /// Where relative script paths resolve and `run` commands run.
+    cwd: PathBuf,
+    /// The running prompt's cancel flag, if a prompt is running.
+    turn: Option<Arc<Cancel>>,
+}
+
+/// Everything the reader thread and the prompt threads share.
+pub struct Agent {
+    /// The settings from the environment.
+    pub config: Config,
+    /// The serialised stdout.
+    pub out: Out,
+    /// Sessions created, loaded or resumed in this process, by id.
+    sessions: Mutex<HashMap<String, Session>>,
+    /// Requests fakeagent sent to the client, by id (as JSON text), and who waits for the answer.
+    pending: Mutex<HashMap<String, Sender<Value>>>,
+    /// Numbers `call-N` tool call ids.
+    next_call: AtomicU64,
+    /// Numbers fakeagent's own request ids.
+    next_request: AtomicU64,
+}
+
+/// How a request gets answered.
+enum Reply {
+    /// Answer now with this result or error.
+    Now(Result<Value, RpcError>),
+    /// A prompt thread answers when the turn ends.
+    Later,
+}
+
+/// Locks a mutex, carrying on with the data if another thread panicked while holding it.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Agent {
+    /// A fresh agent writing to `out`.
+    pub fn new(config: Config, out: Out) -> Arc<Self> {
+        Arc::new(Agent {
+            config,
+            out,
+            sessions: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(1),
+            next_request: AtomicU64::new(1),
+        })
+    }
+
+    /// Reads messages from `input` until end of input.
+    pub fn serve(self: &Arc<Self>, mut input: impl BufRead) -> std::io::Result<()> {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if input.read_until(b'\n', &mut line)? == 0 {
+                return Ok(());
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<Value>(&line) {
+                Ok(message) => self.handle(message),
+                Err(e) => eprintln!("fakeagent: parse error, ignoring input line: {e}"),
+            }
+        }
+    }
+
+    /// A new unique tool call id, `call-N`.
+    pub fn tool_call_id(&self) -> String {
+        format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Sends a request to the client; its response goes to `reply`. Returns the request id
+    /// key to pass to [`Agent::forget`].
+    pub fn request(&self, method: &str, params: Value, reply: Sender<Value>) -> String {
+        let id = json!(format!("fa-req-{}", self.next_request.fetch_add(1, Ordering::Relaxed)));
+        let key = id.to_string();
+        lock(&self.pending).insert(key.clone(), reply);
+        self.out.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        key
+    }
+
+    /// Stops waiting for the answer to a request; a late answer is then ignored.
+    pub fn forget(&self, key: &str) {
+        lock(&self.pending).remove(key);
+    }
+
+    /// Marks the turn of `session_id` finished (if `cancel` is still its turn), so the session
+    /// takes a new prompt. Called before the prompt is answered.
+    pub fn end_turn(&self, session_id: &str, cancel: &Arc<Cancel>) {
+        if let Some(s) = lock(&self.sessions).get_mut(session_id) {
+            if s.turn.as_ref().is_some_and(|t| Arc::ptr_eq(t, cancel)) {
+                s.turn = None;
+            }
+        }
+    }
+
+    fn handle(self: &Arc<Self>, message: Value) {
+        let Value::Object(msg) = message else {
+            eprintln!("fakeagent: invalid message (not a JSON object), ignoring it");
+            return;
+        };
+        let id = msg.get("id").cloned();
+        let valid_id = id.as_ref().is_none_or(|id| id.is_string() || id.is_number() || id.is_null());
+        let version_ok = msg.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
+        let invalid = |why: &str| match &id {
+            Some(id) => {
+                let id = if valid_id { id.clone() } else { Value::Null };
+                let err = RpcError::new(code::INVALID_REQUEST, format!("invalid request: {why}"));
+                self.out.send(&wire::error_response(&id, &err));
+            }
+            None => eprintln!("fakeagent: invalid message ({why}), ignoring it"),
+        };
+        if !version_ok {
+            return invalid("jsonrpc must be \"2.0\"");
+        }
+        if !valid_id {
+            return invalid("id must be a string, a number or null");
+        }
+        match (msg.get("method"), id.clone()) {
+            (Some(Value::String(method)), Some(id)) => {
+                let params = msg.get("params").cloned().unwrap_or(Value::Null);
+                self.request_from_client(id, method, &params);
+            }
+            (Some(Value::String(method)), None) => {
+                self.notification(method, msg.get("params").unwrap_or(&Value::Null));
+            }
+            (Some(_), _) => invalid("method must be a string"),
+            (None, Some(id)) if msg.contains_key("result") || msg.contains_key("error") => {
+                let waiter = lock(&self.pending).remove(&id.to_string());
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(Value::Object(msg));
+                    }
+                    None => eprintln!("fakeagent: ignoring a response to unknown request {id}"),
+                }
+            }
+            (None, _) => invalid("no method, and not a response"),
+        }
+    }
+
+    fn notification(&self, method: &str, params: &Value) {
+        if method != "session/cancel" {
+            return;
+        }
+        let Some(session_id) = params.get("sessionId").and_then(Value::as_str) else {
+            eprintln!("fakeagent: session/cancel without a sessionId, ignoring it");
+            return;
+        };
+        let turn = lock(&self.sessions).get(session_id).and_then(|s| s.turn.clone());
+        if let Some(cancel) = turn {
+            cancel.cancel();
+        }
+    }
+
+    fn request_from_client(self: &Arc<Self>, id: Value, method: &str, params: &Value) {
+        if self.config.hang_on.as_deref() == Some(method) {
+            return;
+        }
+        let reply = match method {
+            "initialize" => Reply::Now(Ok(self.initialize())),
+            "authenticate" => Reply::Now(Ok(json!({}))),
+            "session/new" => Reply::Now(self.new_session(params)),
+            "session/load" if self.config.load => Reply::Now(self.load(params)),
+            "session/resume" if self.config.resume => Reply::Now(self.resume(params)),
+            "session/prompt" => match self.prompt(&id, params) {
+                Ok(()) => Reply::Later,
+                Err(e) => Reply::Now(Err(e)),
+            },
+            _ => Reply::Now(Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("method not found: {method}"),
+            ))),
+        };
+        match reply {
+            Reply::Now(Ok(result)) => self.out.send(&wire::response(&id, result)),
+            Reply::Now(Err(e)) => self.out.send(&wire::error_response(&id, &e)),
+            Reply::Later => {}
+        }
+    }
+
+    fn initialize(&self) -> Value {
+        let mut session_caps = Map::new();
+        if self.config.resume {
+            session_caps.insert("resume".into(), json!({}));
+        }
+        json!({
+            "protocolVersion": 1,
+            "agentCapabilities": {
+                "loadSession": self.config.load,
+                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
+                "sessionCapabilities": session_caps,
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "fakeagent", "version": env!("CARGO_PKG_VERSION")},
+        })
+    }
+
+    fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let cwd = cwd_param(params)?;
+        let (session_id, path) = loop {
+            let id = format!("fa-{}", random_hex());
+            if let Some(path) = history::path(&self.config.state_dir, &id) {
+                if !path.exists() {
+                    break (id, path);
+                }
+            }
+        };
+        history::create(&path).map_err(|e| {
+            RpcError::new(code::INTERNAL_ERROR, format!("cannot create {}: {e}", path.display()))
+        })?;
+        lock(&self.sessions).insert(session_id.clone(), Session { cwd, turn: None });
+        Ok(json!({"sessionId": session_id}))
+    }
+
+    /// The validated `sessionId` and `cwd` of a load or resume, and the session's history file.
+    fn existing_session(&self, params: &Value) -> Result<(String, PathBuf, PathBuf), RpcError> {
+        let session_id = session_id_param(params)?;
+        let cwd = cwd_param(params)?;
+        let path = history::path(&self.config.state_dir, session_id)
+            .filter(|p| p.is_file())
+            .ok_or_else(|| RpcError::unknown_session(session_id))?;
+        if lock(&self.sessions).get(session_id).is_some_and(|s| s.turn.is_some()) {
+            return Err(busy(session_id));
+        }
+        Ok((session_id.to_owned(), cwd, path))
+    }
+
+    fn adopt(&self, session_id: String, cwd: PathBuf) {
+        lock(&self.sessions)
+            .entry(session_id)
+            .and_modify(|s| s.cwd.clone_from(&cwd))
+            .or_insert(Session { cwd, turn: None });
+    }
+
+    fn load(&self, params: &Value) -> Result<Value, RpcError> {
+        let (session_id, cwd, path) = self.existing_session(params)?;
+        let updates = history::read(&path).map_err(|e| {
+            RpcError::new(code::INTERNAL_ERROR, format!("cannot read {}: {e}", path.display()))
+        })?;
+        for update in &updates {
+            self.out.send(&wire::session_update(&session_id, update));
+        }
+        self.adopt(session_id, cwd);
+        Ok(json!({}))
+    }
+
+    fn resume(&self, params: &Value) -> Result<Value, RpcError> {
+        let (session_id, cwd, _) = self.existing_session(params)?;
+        self.adopt(session_id, cwd);
+        Ok(json!({}))
+    }
+
+    /// Starts the prompt thread, which answers the request when the turn ends.
+    fn prompt(self: &Arc<Self>, id: &Value, params: &Value) -> Result<(), RpcError> {
+        let session_id = session_id_param(params)?;
+        let Some(blocks) = params.get("prompt").and_then(Value::as_array) else {
+            return Err(RpcError::new(code::INVALID_PARAMS, "prompt must be an array"));
+        };
+        let cancel = Arc::new(Cancel::default());
+        let cwd = {
+            let mut sessions = lock(&self.sessions);
+            let session = sessions
+                .get_mut(session_id)
+                .ok_or_else(|| RpcError::unknown_session(session_id))?;
+            if session.turn.is_some() {
+                return Err(busy(session_id));
+            }
+            session.turn = Some(cancel.clone());
+            session.cwd.clone()
+        };
+        let turn = turn::Turn::new(
+            self.clone(),
+            id.clone(),
+            session_id.to_owned(),
+            cwd,
+            cancel.clone(),
+            blocks,
+        );
+        std::thread::Builder::new()
+            .name(format!("prompt {session_id}"))
+            .spawn(move || turn.run())
+            .map(drop)
+            .map_err(|e| {
+                self.end_turn(session_id, &cancel);
+                RpcError::new(code::INTERNAL_ERROR, format!("cannot start the prompt: {e}"))
+            })
+    }
+}
+
+fn busy(session_id: &str) -> RpcError {
+    RpcError::new(
+        code::INVALID_REQUEST,
+        format!("session {session_id:?} already has a running prompt"),
+    )
+}
+
+fn session_id_param(params: &Value) -> Result<&str, RpcError> {
+    params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "sessionId must be a string"))
+}
+
+fn cwd_param(params: &Value) -> Result<PathBuf, RpcError> {
+    match params.get("cwd").and_then(Value::as_str) {
+        Some(cwd) if Path::new(cwd).is_absolute() => Ok(PathBuf::from(cwd)),
+        _ => Err(RpcError::new(code::INVALID_PARAMS, "cwd must be an absolute path")),
+    }
+}
+
+/// 128 random bits as hex, from std's randomly keyed hasher (no `rand` dependency).
+fn random_hex() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let seed = (
+        std::time::SystemTime::now(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+    );
+    let a = RandomState::new().hash_one(seed);
+    let b = RandomState::new().hash_one((a, seed));
+    format!("{a:016x}{b:016x}")
+}

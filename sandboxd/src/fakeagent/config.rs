@@ -1,0 +1,90 @@
+//! Reads fakeagent's settings from the environment (`FAKEAGENT_*`, `HOME`).
+
+use std::path::PathBuf;
+
+/// What fakeagent advertises and how it misbehaves, fixed for the life of the process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Advertise and serve `session/load` (`agentCapabilities.loadSession`).
+    pub load: bool,
+    /// Advertise and serve `session/resume` (`agentCapabilities.sessionCapabilities.resume`).
+    pub resume: bool,
+    /// A request method that is never answered (`FAKEAGENT_HANG_ON`), for timeout tests.
+    pub hang_on: Option<String>,
+    /// Where each session's history lives, one `<sessionId>.jsonl` per session.
+    pub state_dir: PathBuf,
+}
+
+impl Config {
+    /// Reads the process environment. Unknown capability names are reported on stderr and
+    /// ignored.
+    pub fn from_env() -> Self {
+        let var = |name: &str| std::env::var(name).ok();
+        let (config, unknown) = Self::from_vars(
+            var("FAKEAGENT_CAPS").as_deref(),
+            var("FAKEAGENT_HANG_ON").as_deref(),
+            var("FAKEAGENT_STATE_DIR").as_deref(),
+            var("HOME").as_deref(),
+        );
+        for name in unknown {
+            eprintln!("fakeagent: ignoring unknown capability {name:?} in FAKEAGENT_CAPS");
+        }
+        config
+    }
+
+    /// Builds a config from the raw variable values; also returns the capability names it did
+    /// not recognise.
+    pub fn from_vars(
+        caps: Option<&str>,
+        hang_on: Option<&str>,
+        state_dir: Option<&str>,
+        home: Option<&str>,
+    ) -> (Self, Vec<String>) {
+        let mut load = false;
+        let mut resume = false;
+        let mut unknown = Vec::new();
+        for cap in caps.unwrap_or("load,resume").split(',').map(str::trim) {
+            match cap {
+                "load" => load = true,
+                "resume" => resume = true,
+                "none" | "" => {}
+                other => unknown.push(other.to_owned()),
+            }
+        }
+        let state_dir = match (state_dir, home) {
+            (Some(dir), _) if !dir.is_empty() => PathBuf::from(dir),
+            (_, Some(home)) if !home.is_empty() => {
+                PathBuf::from(home).join(".fakeagent").join("sessions")
+            }
+            _ => std::env::temp_dir().join("fakeagent-sessions"),
+        };
+        let hang_on = hang_on.filter(|m| !m.is_empty()).map(str::to_owned);
+        (Config { load, resume, hang_on, state_dir }, unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_to_load_and_resume_under_home() {
+        let (c, unknown) = Config::from_vars(None, None, None, Some("/h"));
+        assert!(c.load && c.resume);
+        assert!(unknown.is_empty());
+        assert_eq!(c.state_dir, PathBuf::from("/h/.fakeagent/sessions"));
+        assert_eq!(c.hang_on, None);
+    }
+
+    #[test]
+    fn parses_caps_list() {
+        let (c, unknown) = Config::from_vars(Some("none"), Some("session/new"), Some("/s"), None);
+        assert!(!c.load && !c.resume);
+        assert_eq!(c.hang_on.as_deref(), Some("session/new"));
+        assert_eq!(c.state_dir, PathBuf::from("/s"));
+        assert!(unknown.is_empty());
+        let (c, unknown) = Config::from_vars(Some(" resume , bogus"), None, None, Some("/h"));
+        assert!(!c.load && c.resume);
+        assert_eq!(unknown, vec!["bogus".to_owned()]);
+    }
+}
