@@ -1,0 +1,7 @@
+//! Integration tests for the `fakeagent` binary: each test runs the real binary with piped
+//! stdio and its own temporary HOME, and talks ACP to it as a client would.
+
+mod protocol;
+mod script;
+mod sessions;
+mod support;
