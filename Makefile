@@ -1,0 +1,72 @@
+# agenthold — development and CI entry points. See docs/setup.md.
+#
+#   make dev     the whole local stack, server in the foreground
+#   make up      the same, server in the background (.dev/server.log, .dev/env)
+#   make down    stop the server and the private Postgres (dockerd stays up)
+#   make test    everything CI runs (.ci/run calls it)
+#   make lint    rustfmt + clippy, warnings are errors
+#   make bench   scripts/bench/run.sh
+#   make build | postgres | docker | images | e2e | sqlx-prepare
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+CARGO  ?= cargo
+# The cargo target dir: CARGO_TARGET_DIR if set, else ./target.
+TARGET := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+export CARGO_TARGET_DIR := $(TARGET)
+
+# Extra CA certificates baked into the sandbox images (files or directories of
+# *.crt, space-separated). Default: the host's /usr/local/share/ca-certificates.
+# `make images EXTRA_CA_CERTS=` bakes in none.
+EXTRA_CA_CERTS ?= /usr/local/share/ca-certificates
+export AGENTHOLD_EXTRA_CA_CERTS := $(EXTRA_CA_CERTS)
+
+.PHONY: help build postgres docker images up dev down test e2e bench lint sqlx-prepare
+
+help:
+	@sed -n '1,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed -n 's/^# \{0,1\}//p'
+
+build:
+	$(CARGO) build --workspace --bins
+
+postgres:
+	@scripts/dev/postgres.sh >/dev/null
+
+docker:
+	@scripts/dev/docker.sh
+
+images: docker
+	@scripts/dev/images.sh
+
+# Order matters on 2 cores: the cheap checks first, then the build.
+up: postgres images build
+	@scripts/dev/server.sh start
+
+dev: postgres images build
+	@scripts/dev/server.sh fg
+
+down:
+	@scripts/dev/server.sh stop
+	@scripts/dev/postgres.sh stop
+	@echo "dockerd (if this checkout started it) keeps running: it is shared machine state." >&2
+
+test:
+	@scripts/dev/test.sh
+
+e2e: up
+	@if [ -f scripts/e2e/sessions.sh ]; then \
+	    set -a; . .dev/env; set +a; bash scripts/e2e/sessions.sh; \
+	else echo "scripts/e2e/sessions.sh does not exist yet" >&2; fi
+
+bench:
+	@if [ -f scripts/bench/run.sh ]; then bash scripts/bench/run.sh; \
+	else echo "scripts/bench/run.sh does not exist yet; nothing to run" >&2; fi
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+sqlx-prepare:
+	@scripts/dev/sqlx-prepare.sh

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Runs the agenthold server of this checkout against the dev stack.
+#
+#   scripts/dev/server.sh start   (re)start it in the background, wait for
+#                                 /readyz, write .dev/env            [make up]
+#   scripts/dev/server.sh fg      run it in the foreground; prints URL and
+#                                 admin token once it is ready       [make dev]
+#   scripts/dev/server.sh stop    SIGTERM, SIGKILL after a deadline  [make down]
+#
+# Expects the binaries to be built (make build) and Postgres, Docker and the
+# images to be ready (make postgres docker images); `make up`/`make dev` do all
+# that first. State: .dev/server.pid, .dev/server.log, .dev/data/, .dev/env.
+# shellcheck source=scripts/dev/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+ACTION=${1:-start}
+TARGET=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+[[ $TARGET == /* ]] || TARGET=$REPO_ROOT/$TARGET
+BIN=${AGENTHOLD_BIN:-$TARGET/debug/agenthold}
+PORT=${AGENTHOLD_PORT:-7700}
+TUNNEL_PORT=${AGENTHOLD_TUNNEL_PORT:-7701}
+URL=http://127.0.0.1:$PORT
+PIDFILE=$DEV_DIR/server.pid
+LOGFILE=$DEV_DIR/server.log
+DATA_DIR=$DEV_DIR/data
+ENVFILE=$DEV_DIR/env
+READY_DEADLINE=${AGENTHOLD_READY_DEADLINE:-60}
+STOP_DEADLINE=${AGENTHOLD_STOP_DEADLINE:-20}
+
+our_pid() {
+    [[ -s $PIDFILE ]] || return 1
+    local pid
+    pid=$(cat "$PIDFILE")
+    kill -0 "$pid" 2>/dev/null || return 1
+    # Guard against a recycled pid.
+    [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$BIN")"* ]] \
+        || [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == agenthold* ]] || return 1
+    echo "$pid"
+}
+
+stop_server() {
+    local pid
+    if ! pid=$(our_pid); then
+        rm -f "$PIDFILE"
+        log "server not running"
+        return 0
+    fi
+    log "stopping the server (pid $pid): SIGTERM"
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_until "$STOP_DEADLINE" "the server to exit" bash -c "! kill -0 $pid"; then
+        log "server still runs after ${STOP_DEADLINE}s: SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        wait_until 5 "the server to die" bash -c "! kill -0 $pid" || true
+    fi
+    rm -f "$PIDFILE"
+}
+
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+ready() { [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$URL/readyz")" == 200 ]]; }
+
+admin_token() {
+    if [[ -n "${AGENTHOLD_ADMIN_TOKEN:-}" ]]; then
+        printf '%s' "$AGENTHOLD_ADMIN_TOKEN"
+    elif [[ -s $DATA_DIR/admin-token ]]; then
+        tr -d '\n' <"$DATA_DIR/admin-token"
+    else
+        return 1
+    fi
+}
+
+write_env() {
+    local token
+    wait_until 10 "$DATA_DIR/admin-token" admin_token || log "warning: no admin token (no $DATA_DIR/admin-token, AGENTHOLD_ADMIN_TOKEN unset)"
+    token=$(admin_token || true)
+    # shellcheck disable=SC2016
+    ( umask 077; printf '# Written by scripts/dev/server.sh; `set -a; . .dev/env; set +a`\nAGENTHOLD_URL=%s\nAGENTHOLD_TOKEN=%s\n' "$URL" "$token" >"$ENVFILE.tmp" )
+    mv "$ENVFILE.tmp" "$ENVFILE"
+}
+
+prepare() {
+    [[ -x $BIN ]] || die "$BIN not found; run make build (or set CARGO_TARGET_DIR)"
+    ensure_cmd curl curl
+    stop_server
+    local p
+    for p in "$PORT" "$TUNNEL_PORT"; do
+        port_taken "$p" && die "port $p is taken by another process; stop it or set AGENTHOLD_PORT / AGENTHOLD_TUNNEL_PORT"
+    done
+    DATABASE_URL=$("$(dirname "$0")/postgres.sh")
+    mkdir -p "$DATA_DIR"
+    export DATABASE_URL
+    export AGENTHOLD_LISTEN=127.0.0.1:$PORT
+    export AGENTHOLD_TUNNEL_LISTEN=0.0.0.0:$TUNNEL_PORT
+    export AGENTHOLD_DATA_DIR=$DATA_DIR
+    export AGENTHOLD_DRIVER=${AGENTHOLD_DRIVER:-docker}
+    export AGENTHOLD_IMAGE=${AGENTHOLD_IMAGE:-agenthold/test:latest}
+    [[ -f $LOGFILE ]] && mv -f "$LOGFILE" "$LOGFILE.1"
+    rm -f "$ENVFILE"
+}
+
+banner() {
+    local token
+    token=$(admin_token || echo '(none: see .dev/data/admin-token)')
+    cat >&2 <<EOF
+
+  agenthold is up
+    URL          $URL
+    admin token  $token
+    env file     $ENVFILE   (set -a; . .dev/env; set +a)
+    log          ${1:-stderr}
+
+EOF
+}
+
+case $ACTION in
+    stop) stop_server ;;
+    start)
+        prepare
+        log "starting $BIN (log: $LOGFILE)"
+        setsid nohup "$BIN" </dev/null >>"$LOGFILE" 2>&1 &
+        pid=$!
+        echo "$pid" >"$PIDFILE"
+        deadline=$(( SECONDS + READY_DEADLINE ))
+        until ready; do
+            if ! kill -0 "$pid" 2>/dev/null; then
+                rm -f "$PIDFILE"
+                log "the server exited; last lines of $LOGFILE:"; tail -n 30 "$LOGFILE" >&2
+                exit 1
+            fi
+            if (( SECONDS >= deadline )); then
+                log "no 200 from $URL/readyz within ${READY_DEADLINE}s; last lines of $LOGFILE:"
+                tail -n 30 "$LOGFILE" >&2
+                stop_server
+                exit 1
+            fi
+            sleep 0.5
+        done
+        write_env
+        banner "$LOGFILE"
+        ;;
+    fg)
+        prepare
+        # Print the banner once the server answers; the server itself runs in
+        # the foreground (Ctrl-C stops it).
+        (
+            if wait_until "$READY_DEADLINE" "$URL/readyz" ready; then
+                write_env
+                banner
+            fi
+        ) &
+        log "running $BIN in the foreground (Ctrl-C stops it)"
+        echo $$ >"$PIDFILE"
+        exec "$BIN"
+        ;;
+    *) die "usage: $0 start|fg|stop" ;;
+esac

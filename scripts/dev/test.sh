@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Everything CI runs (`make test`, called by .ci/run), on a fresh Debian machine:
+#
+#   1. Postgres (private cluster, or DATABASE_URL), the Docker engine, the images
+#   2. cargo build --workspace --bins            (SQLX_OFFLINE=true: the
+#   3. cargo nextest run --workspace              committed .sqlx/ must be
+#      (cargo test --workspace without nextest)   complete)
+#   4. end to end: make up, scripts/e2e/sessions.sh (if present), make down
+#
+# Whatever happens, the server is stopped at the end, and so is the private
+# Postgres cluster if this run started it. dockerd stays up.
+# shellcheck source=scripts/dev/lib.sh
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT" || exit 1
+
+export SQLX_OFFLINE=true
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+MAKE=${MAKE:-make}
+T0=$SECONDS
+
+step() { printf '\n==== [%4ds] %s\n' "$(( SECONDS - T0 ))" "$*" >&2; }
+
+pg_started_here=0
+if [[ -z "${DATABASE_URL:-}" ]] && ! scripts/dev/postgres.sh status 2>/dev/null; then
+    pg_started_here=1
+fi
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    step "cleanup (exit status $rc)"
+    scripts/dev/server.sh stop || true
+    if (( pg_started_here )); then scripts/dev/postgres.sh stop || true; fi
+    step "done: $([[ $rc == 0 ]] && echo PASSED || echo "FAILED ($rc)") in $(( SECONDS - T0 )) s"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+step "postgres"
+DATABASE_URL=$(scripts/dev/postgres.sh)
+export DATABASE_URL
+
+step "docker engine"
+scripts/dev/docker.sh
+
+step "images"
+scripts/dev/images.sh
+
+step "cargo build --workspace --bins (SQLX_OFFLINE=true)"
+cargo build --workspace --bins
+
+export AGENTHOLD_TEST_IMAGE=agenthold/test:latest
+if cargo nextest --version >/dev/null 2>&1; then
+    step "cargo nextest run --workspace"
+    cargo nextest run --workspace --no-tests=warn
+else
+    step "cargo test --workspace (cargo-nextest not installed)"
+    cargo test --workspace
+fi
+
+step "end to end: make up"
+"$MAKE" --no-print-directory up
+if [[ -x scripts/e2e/sessions.sh || -f scripts/e2e/sessions.sh ]]; then
+    step "end to end: scripts/e2e/sessions.sh"
+    (
+        set -a
+        # shellcheck disable=SC1091
+        . "$DEV_DIR/env"
+        set +a
+        bash scripts/e2e/sessions.sh
+    )
+else
+    step "end to end: scripts/e2e/sessions.sh does not exist yet; skipped"
+fi
+
+step "end to end: make down"
+scripts/dev/server.sh stop
