@@ -1,1 +1,30 @@
-fn main() {}
+//! sandboxd: the first process in every agenthold sandbox. Reads its configuration from the
+//! environment and runs the daemon on a single-threaded runtime (see `agenthold_sandboxd::daemon`).
+
+use std::process::ExitCode;
+
+use agenthold_sandboxd::daemon::{self, Config};
+
+fn main() -> ExitCode {
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("sandboxd: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("sandboxd: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(daemon::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("sandboxd: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The tunnel connection: dialling the server with the sandbox token, the reconnect backoff, and
+//! [`Link`], the sending half of a live connection.
+
+use std::time::Duration;
+
+use futures_util::SinkExt as _;
+use futures_util::stream::{SplitSink, SplitStream};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, header::AUTHORIZATION};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::log;
+use crate::protocol::{Control, DataFrame};
+
+/// The WebSocket to the server.
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Incoming half of a connection.
+pub type WsStream = SplitStream<Ws>;
+
+/// How long one connection attempt (TCP + WebSocket handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The per-sandbox token; its `Debug` does not show it.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    /// Wraps a token.
+    pub fn new(token: String) -> Self {
+        Self(token)
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+/// Dials `url` with `Authorization: Bearer <token>`. Errors are for logs and never hold the token.
+pub async fn connect(url: &str, token: &Token) -> Result<Ws, String> {
+    let mut request = url.into_client_request().map_err(|err| format!("tunnel URL: {err}"))?;
+    let mut value =
+        HeaderValue::from_str(&format!("Bearer {}", token.0)).map_err(|_| "the token is not a valid header value")?;
+    value.set_sensitive(true);
+    request.headers_mut().insert(AUTHORIZATION, value);
+    let attempt = tokio_tungstenite::connect_async_with_config(request, None, true);
+    match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+        Err(_) => Err("timed out".into()),
+        Ok(Err(err)) => Err(err.to_string()),
+        Ok(Ok((ws, _response))) => Ok(ws),
+    }
+}
+
+/// Reconnect delays: 100 ms, doubling, at most 2 s.
+#[derive(Debug)]
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(2);
+
+    /// The delay before the next attempt.
+    pub fn next_delay(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        delay
+    }
+
+    /// Back to the first delay (after a connection worked).
+    pub fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { next: Self::FIRST }
+    }
+}
+
+/// The sending half of a connection, and where the connection is in its handshake.
+pub struct Link {
+    sink: SplitSink<Ws, Message>,
+    /// The server answered `Hello` with `Resume`: live output may flow.
+    pub live: bool,
+    /// A send failed; the run loop drops the connection.
+    pub broken: bool,
+}
+
+impl Link {
+    /// Wraps the sending half of a new connection.
+    pub fn new(sink: SplitSink<Ws, Message>) -> Self {
+        Self { sink, live: false, broken: false }
+    }
+
+    /// Sends a message; a failure marks the link broken (logged once).
+    pub async fn send(&mut self, message: Message) {
+        if self.broken {
+            return;
+        }
+        if let Err(err) = self.sink.send(message).await {
+            log(format_args!("tunnel send failed: {err}"));
+            self.broken = true;
+        }
+    }
+
+    /// Sends a control message.
+    pub async fn control(&mut self, control: &Control) {
+        match serde_json::to_string(control) {
+            Ok(text) => self.send(Message::text(text)).await,
+            Err(err) => log(format_args!("cannot encode a control message: {err}")),
+        }
+    }
+
+    /// Sends a data frame.
+    pub async fn data(&mut self, frame: &DataFrame) {
+        self.send(Message::binary(frame.encode())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_two_seconds_and_resets() {
+        let mut backoff = Backoff::default();
+        let delays: Vec<u64> = (0..7).map(|_| backoff.next_delay().as_millis() as u64).collect();
+        assert_eq!(delays, vec![100, 200, 400, 800, 1600, 2000, 2000]);
+        backoff.reset();
+        assert_eq!(backoff.next_delay(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn token_debug_is_redacted() {
+        assert_eq!(format!("{:?}", Token::new("s3cret".into())), "Token(..)");
+    }
+}

@@ -1,0 +1,265 @@
+//! The sandboxd daemon: [`run`] keeps a tunnel connection to the server up (reconnecting
+//! forever, with backoff) and feeds one [`state::State`] with the server's messages and the
+//! events of the processes and terminals it runs. Processes keep running, and their stdout keeps
+//! being buffered, while the server is away.
+//!
+//! Everything runs on one thread (a current-thread runtime): the run loop is the only owner of
+//! the state, and tasks talk to it through two queues (see [`event`]).
+
+mod buffer;
+mod connection;
+mod event;
+mod process;
+mod reaper;
+mod state;
+mod terminal;
+mod users;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+pub use connection::Token;
+use connection::{Backoff, Link, Ws, WsStream};
+use event::{BestEffort, Event};
+use process::{Children, Sinks};
+use state::State;
+use users::AccountFiles;
+
+/// Default cap on unacknowledged stdout bytes per process.
+pub const DEFAULT_BUFFER_BYTES: usize = 64 * 1024 * 1024;
+
+/// Capacity of the best-effort output queue, in chunks.
+const BEST_EFFORT_QUEUE: usize = 64;
+
+/// A ping goes out after this long without one.
+const PING_EVERY: Duration = Duration::from_secs(15);
+
+/// A connection silent for this long is taken for dead.
+const SILENCE_LIMIT: Duration = Duration::from_secs(45);
+
+/// How long processes get after SIGTERM on shutdown before SIGKILL.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Writes one log line to stderr.
+pub(crate) fn log(args: std::fmt::Arguments<'_>) {
+    eprintln!("sandboxd: {args}");
+}
+
+/// sandboxd's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server's tunnel endpoint (`ws://host:port/tunnel`).
+    pub tunnel_url: String,
+    /// This sandbox's token.
+    pub token: Token,
+    /// Cap on unacknowledged stdout bytes held per process.
+    pub buffer_bytes: usize,
+}
+
+impl Config {
+    /// Reads `AGENTHOLD_TUNNEL_URL`, `AGENTHOLD_SANDBOX_TOKEN` and the optional
+    /// `AGENTHOLD_SANDBOXD_BUFFER_BYTES`.
+    pub fn from_env() -> Result<Self, String> {
+        let var = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
+        let buffer_bytes = match std::env::var("AGENTHOLD_SANDBOXD_BUFFER_BYTES") {
+            Ok(text) => match text.trim().parse::<usize>() {
+                Ok(bytes) if bytes > 0 => bytes,
+                _ => return Err("AGENTHOLD_SANDBOXD_BUFFER_BYTES must be a positive number of bytes".into()),
+            },
+            Err(_) => DEFAULT_BUFFER_BYTES,
+        };
+        Ok(Self {
+            tunnel_url: var("AGENTHOLD_TUNNEL_URL")?,
+            token: Token::new(var("AGENTHOLD_SANDBOX_TOKEN")?),
+            buffer_bytes,
+        })
+    }
+}
+
+type Connecting = Pin<Box<dyn Future<Output = Result<Ws, String>> + Send>>;
+
+/// Where the connection is.
+enum Conn {
+    /// Waiting before the next attempt.
+    Waiting(Pin<Box<tokio::time::Sleep>>),
+    /// Dialling.
+    Connecting(Connecting),
+    /// Connected.
+    Up {
+        /// Incoming messages.
+        stream: WsStream,
+        /// Outgoing messages.
+        link: Link,
+        /// When something last came from the server.
+        last_heard: Instant,
+        /// When the last ping went out.
+        last_ping: Instant,
+    },
+}
+
+impl Conn {
+    fn dial(config: &Config) -> Self {
+        let (url, token) = (config.tunnel_url.clone(), config.token.clone());
+        Self::Connecting(Box::pin(async move { connection::connect(&url, &token).await }))
+    }
+
+    fn wait(delay: Duration) -> Self {
+        Self::Waiting(Box::pin(tokio::time::sleep(delay)))
+    }
+
+    fn link(&mut self) -> Option<&mut Link> {
+        match self {
+            Self::Up { link, .. } => Some(link),
+            _ => None,
+        }
+    }
+
+    /// The next thing that happens to the connection.
+    async fn next(&mut self) -> Input {
+        match self {
+            Self::Waiting(sleep) => {
+                sleep.as_mut().await;
+                Input::Retry
+            }
+            Self::Connecting(attempt) => Input::Connected(attempt.as_mut().await.map(Box::new)),
+            Self::Up { stream, .. } => Input::Server(stream.next().await),
+        }
+    }
+}
+
+/// One thing for the run loop to handle.
+enum Input {
+    Event(Event),
+    Best(BestEffort),
+    Retry,
+    Connected(Result<Box<Ws>, String>),
+    Server(Option<Result<Message, tungstenite::Error>>),
+    Tick,
+    Shutdown,
+}
+
+/// Connection failures are logged when they change, and every 30th time otherwise.
+#[derive(Default)]
+struct FailureLog {
+    last: Option<String>,
+    repeats: u32,
+}
+
+impl FailureLog {
+    fn failed(&mut self, err: String) {
+        if self.last.as_deref() == Some(&err) {
+            self.repeats += 1;
+            if !self.repeats.is_multiple_of(30) {
+                return;
+            }
+        } else {
+            self.repeats = 0;
+        }
+        log(format_args!("cannot reach the server: {err} (retrying)"));
+        self.last = Some(err);
+    }
+}
+
+/// Runs sandboxd until SIGTERM or SIGINT, then stops what it runs (SIGTERM, and SIGKILL after a
+/// grace period) and returns.
+pub async fn run(config: Config) -> std::io::Result<()> {
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let (best_tx, mut best) = mpsc::channel(BEST_EFFORT_QUEUE);
+    let children = Children::default();
+    let reaper = reaper::start(children.clone());
+    let uid = rustix::process::getuid();
+    let in_sandbox = rustix::process::getpid().is_init() || std::path::Path::new("/.dockerenv").exists();
+    let sinks = Sinks { events: events_tx, best: best_tx, children };
+    let mut state = State::new(config.buffer_bytes, uid.is_root() && in_sandbox, AccountFiles::default(), sinks);
+    let mut sigterm: Signal = signal(SignalKind::terminate())?;
+    let mut sigint: Signal = signal(SignalKind::interrupt())?;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    log(format_args!("starting, version {}, pid {}", env!("CARGO_PKG_VERSION"), std::process::id()));
+    let mut conn = Conn::dial(&config);
+    let mut backoff = Backoff::default();
+    let mut failures = FailureLog::default();
+    let mut shutdown_by: Option<Instant> = None;
+    loop {
+        let input = tokio::select! {
+            Some(event) = events.recv() => Input::Event(event),
+            Some(output) = best.recv() => Input::Best(output),
+            input = conn.next() => input,
+            _ = tick.tick() => Input::Tick,
+            _ = sigterm.recv() => Input::Shutdown,
+            _ = sigint.recv() => Input::Shutdown,
+        };
+        match input {
+            Input::Event(event) => state.on_event(event, conn.link()).await,
+            Input::Best(output) => state.on_best(output, conn.link()).await,
+            Input::Retry => conn = Conn::dial(&config),
+            Input::Connected(Ok(ws)) => {
+                log(format_args!("connected to the server"));
+                failures = FailureLog::default();
+                let (sink, stream) = (*ws).split();
+                let mut link = Link::new(sink);
+                state.hello(&mut link).await;
+                let now = Instant::now();
+                conn = Conn::Up { stream, link, last_heard: now, last_ping: now };
+            }
+            Input::Connected(Err(err)) => {
+                failures.failed(err);
+                conn = Conn::wait(backoff.next_delay());
+            }
+            Input::Server(Some(Ok(message))) => {
+                if let Conn::Up { link, last_heard, .. } = &mut conn {
+                    *last_heard = Instant::now();
+                    let was_live = link.live;
+                    state.on_message(message, link).await;
+                    if link.live && !was_live {
+                        backoff.reset();
+                    }
+                }
+            }
+            Input::Server(end) => {
+                match end {
+                    Some(Err(err)) => log(format_args!("connection lost: {err}")),
+                    _ => log(format_args!("connection closed by the server")),
+                }
+                conn = Conn::wait(backoff.next_delay());
+            }
+            Input::Tick => {
+                if let Conn::Up { link, last_heard, last_ping, .. } = &mut conn {
+                    if last_heard.elapsed() > SILENCE_LIMIT {
+                        log(format_args!("no word from the server for {}s; reconnecting", SILENCE_LIMIT.as_secs()));
+                        link.broken = true;
+                    } else if last_ping.elapsed() >= PING_EVERY {
+                        *last_ping = Instant::now();
+                        link.send(Message::Ping(Default::default())).await;
+                    }
+                }
+            }
+            Input::Shutdown => {
+                if shutdown_by.is_none() {
+                    log(format_args!("shutting down: stopping every process"));
+                    state.signal_all(15);
+                    shutdown_by = Some(Instant::now() + SHUTDOWN_GRACE);
+                }
+            }
+        }
+        if conn.link().is_some_and(|link| link.broken) {
+            conn = Conn::wait(backoff.next_delay());
+        }
+        if shutdown_by.is_some_and(|deadline| state.all_done() || Instant::now() >= deadline) {
+            state.signal_all(9);
+            break;
+        }
+    }
+    if let Some(reaper) = reaper {
+        reaper.abort();
+    }
+    log(format_args!("stopped"));
+    Ok(())
+}
