@@ -93,10 +93,14 @@ impl Agent {
     /// Sends a request to the client; its response goes to `reply`. Returns the request id
     /// key to pass to [`Agent::forget`].
     pub fn request(&self, method: &str, params: Value, reply: Sender<Value>) -> String {
-        let id = json!(format!("fa-req-{}", self.next_request.fetch_add(1, Ordering::Relaxed)));
+        let id = json!(format!(
+            "fa-req-{}",
+            self.next_request.fetch_add(1, Ordering::Relaxed)
+        ));
         let key = id.to_string();
         lock(&self.pending).insert(key.clone(), reply);
-        self.out.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.out
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         key
     }
 
@@ -108,10 +112,10 @@ impl Agent {
     /// Marks the turn of `session_id` finished (if `cancel` is still its turn), so the session
     /// takes a new prompt. Called before the prompt is answered.
     pub fn end_turn(&self, session_id: &str, cancel: &Arc<Cancel>) {
-        if let Some(s) = lock(&self.sessions).get_mut(session_id) {
-            if s.turn.as_ref().is_some_and(|t| Arc::ptr_eq(t, cancel)) {
-                s.turn = None;
-            }
+        if let Some(s) = lock(&self.sessions).get_mut(session_id)
+            && s.turn.as_ref().is_some_and(|t| Arc::ptr_eq(t, cancel))
+        {
+            s.turn = None;
         }
     }
 
@@ -121,7 +125,9 @@ impl Agent {
             return;
         };
         let id = msg.get("id").cloned();
-        let valid_id = id.as_ref().is_none_or(|id| id.is_string() || id.is_number() || id.is_null());
+        let valid_id = id
+            .as_ref()
+            .is_none_or(|id| id.is_string() || id.is_number() || id.is_null());
         let version_ok = msg.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
         let invalid = |why: &str| match &id {
             Some(id) => {
@@ -167,7 +173,9 @@ impl Agent {
             eprintln!("fakeagent: session/cancel without a sessionId, ignoring it");
             return;
         };
-        let turn = lock(&self.sessions).get(session_id).and_then(|s| s.turn.clone());
+        let turn = lock(&self.sessions)
+            .get(session_id)
+            .and_then(|s| s.turn.clone());
         if let Some(cancel) = turn {
             cancel.cancel();
         }
@@ -220,15 +228,16 @@ impl Agent {
         let cwd = cwd_param(params)?;
         let (session_id, path) = loop {
             let id = format!("fa-{}", random_hex());
-            if let Some(path) = history::path(&self.config.state_dir, &id) {
-                if !path.exists() {
-                    break (id, path);
-                }
+            if let Some(path) = history::path(&self.config.state_dir, &id)
+                && !path.exists()
+            {
+                break (id, path);
             }
         };
-        history::create(&path).map_err(|e| {
-            RpcError::new(code::INTERNAL_ERROR, format!("cannot create {}: {e}", path.display()))
-        })?;
+        if let Err(e) = history::create(&path) {
+            // The session works without history; only session/load and resume will not find it.
+            eprintln!("fakeagent: cannot create history {}: {e}", path.display());
+        }
         lock(&self.sessions).insert(session_id.clone(), Session { cwd, turn: None });
         Ok(json!({"sessionId": session_id}))
     }
@@ -240,7 +249,10 @@ impl Agent {
         let path = history::path(&self.config.state_dir, session_id)
             .filter(|p| p.is_file())
             .ok_or_else(|| RpcError::unknown_session(session_id))?;
-        if lock(&self.sessions).get(session_id).is_some_and(|s| s.turn.is_some()) {
+        if lock(&self.sessions)
+            .get(session_id)
+            .is_some_and(|s| s.turn.is_some())
+        {
             return Err(busy(session_id));
         }
         Ok((session_id.to_owned(), cwd, path))
@@ -256,7 +268,10 @@ impl Agent {
     fn load(&self, params: &Value) -> Result<Value, RpcError> {
         let (session_id, cwd, path) = self.existing_session(params)?;
         let updates = history::read(&path).map_err(|e| {
-            RpcError::new(code::INTERNAL_ERROR, format!("cannot read {}: {e}", path.display()))
+            RpcError::new(
+                code::INTERNAL_ERROR,
+                format!("cannot read {}: {e}", path.display()),
+            )
         })?;
         for update in &updates {
             self.out.send(&wire::session_update(&session_id, update));
@@ -275,7 +290,10 @@ impl Agent {
     fn prompt(self: &Arc<Self>, id: &Value, params: &Value) -> Result<(), RpcError> {
         let session_id = session_id_param(params)?;
         let Some(blocks) = params.get("prompt").and_then(Value::as_array) else {
-            return Err(RpcError::new(code::INVALID_PARAMS, "prompt must be an array"));
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                "prompt must be an array",
+            ));
         };
         let cancel = Arc::new(Cancel::default());
         let cwd = {
@@ -303,7 +321,10 @@ impl Agent {
             .map(drop)
             .map_err(|e| {
                 self.end_turn(session_id, &cancel);
-                RpcError::new(code::INTERNAL_ERROR, format!("cannot start the prompt: {e}"))
+                RpcError::new(
+                    code::INTERNAL_ERROR,
+                    format!("cannot start the prompt: {e}"),
+                )
             })
     }
 }
@@ -325,7 +346,10 @@ fn session_id_param(params: &Value) -> Result<&str, RpcError> {
 fn cwd_param(params: &Value) -> Result<PathBuf, RpcError> {
     match params.get("cwd").and_then(Value::as_str) {
         Some(cwd) if Path::new(cwd).is_absolute() => Ok(PathBuf::from(cwd)),
-        _ => Err(RpcError::new(code::INVALID_PARAMS, "cwd must be an absolute path")),
+        _ => Err(RpcError::new(
+            code::INVALID_PARAMS,
+            "cwd must be an absolute path",
+        )),
     }
 }
 

@@ -59,7 +59,15 @@ impl Config {
             _ => std::env::temp_dir().join("fakeagent-sessions"),
         };
         let hang_on = hang_on.filter(|m| !m.is_empty()).map(str::to_owned);
-        (Config { load, resume, hang_on, state_dir }, unknown)
+        (
+            Config {
+                load,
+                resume,
+                hang_on,
+                state_dir,
+            },
+            unknown,
+        )
     }
 }
 

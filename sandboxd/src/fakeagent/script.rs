@@ -86,10 +86,18 @@ pub fn parse_line(line: &str) -> Option<Command> {
             }
             let title = if title.is_empty() { kind } else { title };
             let (kind, title) = (kind.to_owned(), title.to_owned());
-            if word == "tool" { Command::Tool { kind, title } } else { Command::Ask { kind, title } }
+            if word == "tool" {
+                Command::Tool { kind, title }
+            } else {
+                Command::Ask { kind, title }
+            }
         }
         "plan" => Command::Plan(
-            rest.split('|').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect(),
+            rest.split('|')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned)
+                .collect(),
         ),
         "sleep" => match rest.parse() {
             Ok(ms) => Command::Sleep(ms),
@@ -180,14 +188,29 @@ mod tests {
         let want = vec![
             Command::Text("hello\nworld".into()),
             Command::Think("hmm".into()),
-            Command::Write { path: "a/b.txt".into(), content: "x\ny".into() },
-            Command::Append { path: "c".into(), content: String::new() },
+            Command::Write {
+                path: "a/b.txt".into(),
+                content: "x\ny".into(),
+            },
+            Command::Append {
+                path: "c".into(),
+                content: String::new(),
+            },
             Command::Run("echo hi && ls".into()),
-            Command::Tool { kind: "read".into(), title: "Read file".into() },
+            Command::Tool {
+                kind: "read".into(),
+                title: "Read file".into(),
+            },
             Command::Plan(vec!["a".into(), "b".into(), "c".into()]),
-            Command::Ask { kind: "execute".into(), title: "rm -rf".into() },
+            Command::Ask {
+                kind: "execute".into(),
+                title: "rm -rf".into(),
+            },
             Command::Sleep(5),
-            Command::Flood { count: 10, rate: 2.5 },
+            Command::Flood {
+                count: 10,
+                rate: 2.5,
+            },
             Command::Big(3),
             Command::Unknown,
             Command::Garbage,
@@ -197,7 +220,10 @@ mod tests {
             Command::Hang,
             Command::Error("boom".into()),
             Command::Stop("refusal".into()),
-            Command::Usage { input: 1, output: 2 },
+            Command::Usage {
+                input: 1,
+                output: 2,
+            },
             Command::Echo("hello there".into()),
         ];
         assert_eq!(got, want);
@@ -205,8 +231,20 @@ mod tests {
 
     #[test]
     fn malformed_commands_echo() {
-        for line in ["sleep soon", "flood 1", "flood 1 -2", "big 99999999999", "write", "tool",
-            "usage 1", "crash x", "stop", "run", "hang now", "plan"] {
+        for line in [
+            "sleep soon",
+            "flood 1",
+            "flood 1 -2",
+            "big 99999999999",
+            "write",
+            "tool",
+            "usage 1",
+            "crash x",
+            "stop",
+            "run",
+            "hang now",
+            "plan",
+        ] {
             let got = parse_line(line);
             let ok = matches!(&got, Some(Command::Echo(l)) if l == line)
                 || (line == "plan" && got == Some(Command::Plan(vec![])));

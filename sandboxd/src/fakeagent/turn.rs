@@ -173,7 +173,9 @@ impl Turn {
     /// Records and sends one update.
     fn emit(&self, recorder: &mut Recorder, update: Value) {
         recorder.append(&update);
-        self.agent.out.send(&wire::session_update(&self.session_id, &update));
+        self.agent
+            .out
+            .send(&wire::session_update(&self.session_id, &update));
     }
 
     fn step(&mut self, rec: &mut Recorder, command: Command) -> Flow {
@@ -181,17 +183,26 @@ impl Turn {
             Command::Text(text) => self.emit(rec, chunk("agent_message_chunk", &text)),
             Command::Think(text) => self.emit(rec, chunk("agent_thought_chunk", &text)),
             Command::Echo(line) => {
-                self.emit(rec, chunk("agent_message_chunk", &format!("fakeagent: {line}")));
+                self.emit(
+                    rec,
+                    chunk("agent_message_chunk", &format!("fakeagent: {line}")),
+                );
             }
             Command::Write { path, content } => self.edit(rec, &path, &content, false),
             Command::Append { path, content } => self.edit(rec, &path, &content, true),
             Command::Run(command) => return self.run_shell(rec, &command),
             Command::Tool { kind, title } => {
                 let id = self.agent.tool_call_id();
-                self.emit(rec, json!({"sessionUpdate": "tool_call", "toolCallId": id,
-                    "title": title, "kind": kind, "status": "pending"}));
-                self.emit(rec, json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
-                    "status": "completed"}));
+                self.emit(
+                    rec,
+                    json!({"sessionUpdate": "tool_call", "toolCallId": id,
+                    "title": title, "kind": kind, "status": "pending"}),
+                );
+                self.emit(
+                    rec,
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+                    "status": "completed"}),
+                );
             }
             Command::Plan(entries) => {
                 let entries: Vec<Value> = entries
@@ -212,11 +223,16 @@ impl Turn {
             }
             Command::Flood { count, rate } => return self.flood(rec, count, rate),
             Command::Big(bytes) => {
-                let text: String = (0..bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+                let text: String = (0..bytes)
+                    .map(|i| char::from(b'a' + (i % 26) as u8))
+                    .collect();
                 self.emit(rec, chunk("agent_message_chunk", &text));
             }
             Command::Unknown => {
-                self.emit(rec, json!({"sessionUpdate": "fakeagent_future_variant", "detail": "x"}));
+                self.emit(
+                    rec,
+                    json!({"sessionUpdate": "fakeagent_future_variant", "detail": "x"}),
+                );
             }
             Command::Garbage => self.agent.out.line("this is not json {"),
             Command::Stderr(words) => {
@@ -238,17 +254,25 @@ impl Turn {
         let abs = self.cwd.join(path);
         let abs_text = abs.to_string_lossy().into_owned();
         let title = format!("{} {path}", if append { "Append" } else { "Write" });
-        self.emit(rec, json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": title,
-            "kind": "edit", "status": "pending", "locations": [{"path": abs_text}]}));
-        let old = std::fs::read(&abs).ok().map(|b| String::from_utf8_lossy(&b).into_owned());
+        self.emit(
+            rec,
+            json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": title,
+            "kind": "edit", "status": "pending", "locations": [{"path": abs_text}]}),
+        );
+        let old = std::fs::read(&abs)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
         let new = match (&old, append) {
             (Some(old), true) => format!("{old}{content}"),
             _ => content.to_owned(),
         };
         match write_file(&abs, content, append) {
-            Ok(()) => self.emit(rec, json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+            Ok(()) => self.emit(
+                rec,
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
                 "status": "completed", "content": [{"type": "diff", "path": abs_text,
-                "oldText": old, "newText": new}]})),
+                "oldText": old, "newText": new}]}),
+            ),
             Err(e) => self.emit(rec, failed(&id, &format!("cannot write {abs_text}: {e}"))),
         }
     }
@@ -256,16 +280,26 @@ impl Turn {
     /// `run`: `sh -c` in the session cwd, killed if the prompt is cancelled.
     fn run_shell(&self, rec: &mut Recorder, command: &str) -> Flow {
         let id = self.agent.tool_call_id();
-        self.emit(rec, json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": command,
-            "kind": "execute", "status": "pending", "rawInput": {"command": command}}));
+        self.emit(
+            rec,
+            json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": command,
+            "kind": "execute", "status": "pending", "rawInput": {"command": command}}),
+        );
         match run_sh(command, &self.cwd, &self.cancel) {
             Ok(None) => Flow::Cancelled,
             Ok(Some((exit_code, output))) => {
-                let status = if exit_code == Some(0) { "completed" } else { "failed" };
-                self.emit(rec, json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+                let status = if exit_code == Some(0) {
+                    "completed"
+                } else {
+                    "failed"
+                };
+                self.emit(
+                    rec,
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
                     "status": status,
                     "content": [{"type": "content", "content": {"type": "text", "text": output}}],
-                    "rawOutput": {"exitCode": exit_code}}));
+                    "rawOutput": {"exitCode": exit_code}}),
+                );
                 Flow::Next
             }
             Err(e) => {
@@ -278,8 +312,11 @@ impl Turn {
     /// `ask`: a pending tool call and a `session/request_permission` to the client.
     fn ask(&self, rec: &mut Recorder, kind: &str, title: &str) -> Flow {
         let id = self.agent.tool_call_id();
-        self.emit(rec, json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": title,
-            "kind": kind, "status": "pending"}));
+        self.emit(
+            rec,
+            json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": title,
+            "kind": kind, "status": "pending"}),
+        );
         let options: Vec<Value> = PERMISSION_OPTIONS
             .iter()
             .map(|(option_id, name, kind)| json!({"optionId": option_id, "name": name, "kind": kind}))
@@ -307,13 +344,23 @@ impl Turn {
             _ => None,
         };
         let allowed = chosen.is_some_and(|c| {
-            PERMISSION_OPTIONS.iter().any(|(o, _, kind)| *o == c && kind.starts_with("allow"))
+            PERMISSION_OPTIONS
+                .iter()
+                .any(|(o, _, kind)| *o == c && kind.starts_with("allow"))
         });
-        self.emit(rec, chunk("agent_message_chunk", &format!("permission: {}",
-            chosen.unwrap_or("cancelled"))));
+        self.emit(
+            rec,
+            chunk(
+                "agent_message_chunk",
+                &format!("permission: {}", chosen.unwrap_or("cancelled")),
+            ),
+        );
         let status = if allowed { "completed" } else { "failed" };
-        self.emit(rec, json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
-            "status": status}));
+        self.emit(
+            rec,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+            "status": status}),
+        );
         Flow::Next
     }
 
@@ -397,18 +444,25 @@ fn run_sh(
     let output = Arc::new(Mutex::new(Vec::new()));
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let sink = output.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
+    let drain = std::thread::Builder::new()
+        .name("run output".into())
+        .spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut out = lock(&sink);
+                let room = MAX_RUN_OUTPUT.saturating_sub(out.len());
+                out.extend_from_slice(&buf[..n.min(room)]);
             }
-            let mut out = lock(&sink);
-            let room = MAX_RUN_OUTPUT.saturating_sub(out.len());
-            out.extend_from_slice(&buf[..n.min(room)]);
-        }
-        let _ = done_tx.send(());
-    });
+            let _ = done_tx.send(());
+        });
+    if let Err(e) = drain {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -429,5 +483,8 @@ fn run_sh(
         }
     }
     let bytes = std::mem::take(&mut *lock(&output));
-    Ok(Some((status.code(), String::from_utf8_lossy(&bytes).into_owned())))
+    Ok(Some((
+        status.code(),
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )))
 }
