@@ -34,7 +34,7 @@ _APT_UPDATED=0
 apt_install() {
     local missing=() p
     for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+        [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] || missing+=("$p")
     done
     (( ${#missing[@]} == 0 )) && return 0
     (( EUID == 0 )) || die "need the Debian packages: ${missing[*]} — install them (as root: apt-get install ${missing[*]}) and rerun"

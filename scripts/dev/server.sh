@@ -32,9 +32,9 @@ our_pid() {
     local pid
     pid=$(cat "$PIDFILE")
     kill -0 "$pid" 2>/dev/null || return 1
-    # Guard against a recycled pid.
+    # Guard against a recycled pid: it must be running $BIN.
     [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$BIN")"* ]] \
-        || [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == agenthold* ]] || return 1
+        || grep -qxF "$BIN" <<<"$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
     echo "$pid"
 }
 

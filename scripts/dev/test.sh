@@ -30,7 +30,7 @@ cleanup() {
     trap - EXIT INT TERM
     step "cleanup (exit status $rc)"
     scripts/dev/server.sh stop || true
-    if (( pg_started_here )); then scripts/dev/postgres.sh stop || true; fi
+    if (( pg_started_here )); then env -u DATABASE_URL scripts/dev/postgres.sh stop || true; fi
     step "done: $([[ $rc == 0 ]] && echo PASSED || echo "FAILED ($rc)") in $(( SECONDS - T0 )) s"
     exit "$rc"
 }
