@@ -204,3 +204,19 @@ fn exits_when_stdin_closes() {
         .expect("fakeagent exits after stdin closes");
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn hang_on_session_prompt_leaves_it_unanswered() {
+    let home = TempDir::new("hang-prompt");
+    let mut agent = Agent::start(home.path(), &[("FAKEAGENT_HANG_ON", "session/prompt")]);
+    agent.initialize();
+    let sid = agent.new_session(home.path());
+    agent.start_prompt(&sid, "text never");
+    assert_eq!(
+        agent.line_within(Duration::from_millis(500)),
+        None,
+        "the prompt ran or was answered"
+    );
+    let r = agent.call("authenticate", json!({}));
+    assert_eq!(r["result"], json!({}));
+}
