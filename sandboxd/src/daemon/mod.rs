@@ -174,7 +174,9 @@ pub async fn run(config: Config) -> std::io::Result<()> {
     let children = Children::default();
     let reaper = reaper::start(children.clone());
     let uid = rustix::process::getuid();
-    let in_sandbox = rustix::process::getpid().is_init() || std::path::Path::new("/.dockerenv").exists();
+    // Users are created only as PID 1 (the container's first process): a sandboxd that is a
+    // child of the server (the local driver) or runs anywhere else never edits /etc/passwd.
+    let in_sandbox = rustix::process::getpid().is_init();
     let sinks = Sinks { events: events_tx, best: best_tx, children };
     let mut state = State::new(config.buffer_bytes, uid.is_root() && in_sandbox, AccountFiles::default(), sinks);
     let mut sigterm: Signal = signal(SignalKind::terminate())?;

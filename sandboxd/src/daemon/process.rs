@@ -167,8 +167,9 @@ pub fn spawn(key: Key, spec: &Spec<'_>, buffer_bytes: usize, sinks: &Sinks) -> s
     })
 }
 
-/// Reads stdout in chunks of at most `chunk` bytes, taking room in the resend buffer before
-/// each read: when the buffer is full the process blocks on its stdout, and nothing is lost.
+/// Reads stdout in chunks of at most `chunk` bytes, each no larger than the free room in the
+/// resend buffer (taken before the read): when the buffer is full the process blocks on its
+/// stdout, and nothing is lost.
 async fn pump_stdout(
     key: Key,
     mut stdout: impl AsyncRead + Unpin,
@@ -177,20 +178,25 @@ async fn pump_stdout(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let mut buf = vec![0u8; chunk];
-    let permits = u32::try_from(chunk).unwrap_or(u32::MAX);
     loop {
-        match room.acquire_many(permits).await {
-            Ok(taken) => taken.forget(),
+        match room.acquire().await {
+            Ok(first) => first.forget(),
             Err(_) => return,
         }
-        let read = match stdout.read(&mut buf).await {
+        let mut taken = 1;
+        let more = room.available_permits().min(chunk - 1);
+        if let Ok(extra) = room.try_acquire_many(u32::try_from(more).unwrap_or(0)) {
+            taken += extra.num_permits();
+            extra.forget();
+        }
+        let read = match stdout.read(&mut buf[..taken]).await {
             Ok(read) => read,
             Err(err) => {
                 log(format_args!("channel {}: reading stdout: {err}", key.channel));
                 0
             }
         };
-        room.add_permits(chunk - read);
+        room.add_permits(taken - read);
         let event = if read == 0 { Event::StdoutEof(key) } else { Event::Stdout(key, Bytes::copy_from_slice(&buf[..read])) };
         if events.send(event).is_err() || read == 0 {
             return;
