@@ -23,7 +23,7 @@ export CARGO_TARGET_DIR := $(TARGET)
 EXTRA_CA_CERTS ?= /usr/local/share/ca-certificates
 export AGENTHOLD_EXTRA_CA_CERTS := $(EXTRA_CA_CERTS)
 
-.PHONY: help build postgres docker images up dev down test e2e bench lint sqlx-prepare
+.PHONY: help build postgres docker images base-image up dev down test e2e bench lint sqlx-prepare
 
 help:
 	@sed -n '1,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed -n 's/^# \{0,1\}//p'
@@ -39,6 +39,9 @@ docker:
 
 images: docker
 	@scripts/dev/images.sh
+
+base-image:
+	@echo "images/base (the full harness image) is not built yet: see images/base/README.md" >&2; exit 1
 
 # Order matters on 2 cores: the cheap checks first, then the build.
 up: postgres images build

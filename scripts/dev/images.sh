@@ -162,6 +162,8 @@ build_test() {
     if [[ $current == "$hash" ]]; then
         log "$TEST_IMAGE is up to date (build hash $hash)"
     else
+        local old_id
+        old_id=$(docker image inspect -f '{{.Id}}' "$TEST_IMAGE" 2>/dev/null || true)
         log "building $TEST_IMAGE (build hash $hash, $ncerts extra CA certificate(s))"
         local t0=$SECONDS
         if ! docker build -q --label "org.agenthold.build-hash=$hash" \
@@ -170,6 +172,10 @@ build_test() {
             die "docker build of $TEST_IMAGE failed (log: $DEV_DIR/test-image-build.log)"
         fi
         log "built $TEST_IMAGE in $(( SECONDS - t0 )) s"
+        # Drop the image this one replaced (if nothing uses it), so rebuilds don't pile up.
+        if [[ -n $old_id && $old_id != "$(docker image inspect -f '{{.Id}}' "$TEST_IMAGE")" ]]; then
+            docker rmi "$old_id" >/dev/null 2>&1 || true
+        fi
     fi
     rm -rf "$ctx"
     trap - EXIT
