@@ -240,9 +240,11 @@ pub struct Sandboxd {
 }
 
 impl Sandboxd {
-    /// Starts sandboxd against `url`, with extra environment.
+    /// Starts sandboxd against `url`, with extra environment. `SANDBOXD_BIN` overrides the
+    /// binary (e.g. to measure a release build).
     pub fn start(url: &str, extra_env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sandboxd"));
+        let binary = std::env::var("SANDBOXD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sandboxd").to_owned());
+        let mut command = Command::new(binary);
         Self::configure(&mut command, url, extra_env);
         let child = command.spawn().expect("spawn sandboxd");
         let target = child.id().expect("pid");

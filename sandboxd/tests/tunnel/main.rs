@@ -3,6 +3,7 @@
 
 mod garbage;
 mod harness;
+mod memory;
 mod processes;
 mod reaper;
 mod reconnect;

@@ -1,0 +1,31 @@
+//! sandboxd stays small: the resident memory of an idle, connected sandboxd.
+
+use std::time::Duration;
+
+use agenthold_sandboxd::protocol::DataKind;
+
+use crate::harness::{Sandboxd, Server};
+
+/// `VmRSS` of `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("a number")
+}
+
+#[tokio::test]
+async fn idle_connected_sandboxd_stays_under_ten_mib() {
+    let server = Server::start().await;
+    let sandboxd = Sandboxd::start(&server.url, &[]);
+    let mut conn = server.accept().await;
+    conn.handshake().await;
+    // Idle after having done some work.
+    conn.start(1, &["echo", "warm"], &[]).await;
+    assert_eq!(conn.output(DataKind::Stdout, 1, 0, 5).await, b"warm\n");
+    conn.exited(1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await; // settle; not synchronisation
+    let kib = rss_kib(sandboxd.pid());
+    eprintln!("idle connected sandboxd VmRSS: {kib} KiB");
+    assert!(kib <= 10 * 1024, "idle RSS {kib} KiB exceeds 10 MiB");
+    sandboxd.stop().await;
+}
