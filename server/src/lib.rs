@@ -1,1 +1,19 @@
-//! agenthold server library.
+//! The agenthold server: the REST/WebSocket API, the event log, the ACP client side of every
+//! harness, the sandbox drivers and the tunnel sandboxd dials into.
+//!
+//! [`app::run`] wires it together; `main.rs` only parses the configuration and calls it.
+
+pub mod acp;
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod events;
+pub mod harness;
+pub mod ids;
+pub mod sandbox;
+pub mod secret;
+pub mod store;
+pub mod supervisor;
+pub mod telemetry;
+pub mod tunnel;

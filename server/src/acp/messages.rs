@@ -1,0 +1,171 @@
+//! The ACP messages agenthold sends and the answers it reads, built from and parsed into the
+//! `agent-client-protocol` crate's v1 schema types. Session updates are not parsed here: they
+//! are stored as received, unknown variants included.
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
+    PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    ResumeSessionRequest, SelectedPermissionOutcome,
+};
+use serde_json::Value;
+
+/// Method names.
+pub mod method {
+    /// `initialize`.
+    pub const INITIALIZE: &str = "initialize";
+    /// `session/new`.
+    pub const SESSION_NEW: &str = "session/new";
+    /// `session/load`.
+    pub const SESSION_LOAD: &str = "session/load";
+    /// `session/resume`.
+    pub const SESSION_RESUME: &str = "session/resume";
+    /// `session/prompt`.
+    pub const SESSION_PROMPT: &str = "session/prompt";
+    /// `session/cancel` (a notification).
+    pub const SESSION_CANCEL: &str = "session/cancel";
+    /// `session/update` (a notification from the harness).
+    pub const SESSION_UPDATE: &str = "session/update";
+    /// `session/request_permission` (a request from the harness).
+    pub const REQUEST_PERMISSION: &str = "session/request_permission";
+}
+
+fn to_value<T: serde::Serialize>(message: &T) -> Value {
+    serde_json::to_value(message).unwrap_or(Value::Null)
+}
+
+/// `initialize`: protocol v1; neither file system nor terminal capabilities are advertised
+/// (the harness uses its own tools inside its sandbox).
+pub fn initialize() -> Value {
+    let info = Implementation::new("agenthold", env!("CARGO_PKG_VERSION"));
+    to_value(&InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new()).client_info(info))
+}
+
+/// `session/new` in `cwd`.
+pub fn new_session(cwd: &str) -> Value {
+    to_value(&NewSessionRequest::new(cwd))
+}
+
+/// `session/load` of the harness's session id.
+pub fn load_session(acp_session_id: &str, cwd: &str) -> Value {
+    to_value(&LoadSessionRequest::new(acp_session_id.to_owned(), cwd))
+}
+
+/// `session/resume` of the harness's session id.
+pub fn resume_session(acp_session_id: &str, cwd: &str) -> Value {
+    to_value(&ResumeSessionRequest::new(acp_session_id.to_owned(), cwd))
+}
+
+/// `session/prompt` with the given content blocks (already validated at the API edge).
+pub fn prompt(acp_session_id: &str, blocks: Vec<ContentBlock>) -> Value {
+    to_value(&PromptRequest::new(acp_session_id.to_owned(), blocks))
+}
+
+/// `session/cancel`.
+pub fn cancel(acp_session_id: &str) -> Value {
+    to_value(&CancelNotification::new(acp_session_id.to_owned()))
+}
+
+/// What agenthold needs from the harness's capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// `loadSession`.
+    pub load: bool,
+    /// `sessionCapabilities.resume`.
+    pub resume: bool,
+}
+
+/// Reads an `initialize` answer; an error says why it is unusable.
+pub fn parse_initialize(result: &Value) -> Result<Capabilities, String> {
+    let response: InitializeResponse =
+        serde_json::from_value(result.clone()).map_err(|e| format!("unreadable initialize answer: {e}"))?;
+    if response.protocol_version != ProtocolVersion::V1 {
+        return Err(format!("the harness speaks ACP version {:?}; agenthold speaks 1", response.protocol_version));
+    }
+    let capabilities = response.agent_capabilities;
+    Ok(Capabilities {
+        load: capabilities.load_session,
+        resume: capabilities.session_capabilities.resume.is_some(),
+    })
+}
+
+/// Reads a `session/new` answer: the harness's session id.
+pub fn parse_new_session(result: &Value) -> Result<String, String> {
+    let response: NewSessionResponse =
+        serde_json::from_value(result.clone()).map_err(|e| format!("unreadable session/new answer: {e}"))?;
+    Ok(response.session_id.0.to_string())
+}
+
+/// Reads a `session/prompt` answer: the stop reason (snake_case) and the usage, if given.
+pub fn parse_prompt(result: &Value) -> Result<(String, Option<Value>), String> {
+    let response: PromptResponse =
+        serde_json::from_value(result.clone()).map_err(|e| format!("unreadable session/prompt answer: {e}"))?;
+    let stop_reason = match serde_json::to_value(response.stop_reason) {
+        Ok(Value::String(reason)) => reason,
+        _ => "end_turn".to_owned(),
+    };
+    Ok((stop_reason, result.get("usage").cloned()))
+}
+
+/// Reads a `session/request_permission` request.
+pub fn parse_permission_request(params: &Value) -> Result<RequestPermissionRequest, String> {
+    serde_json::from_value(params.clone()).map_err(|e| format!("unreadable permission request: {e}"))
+}
+
+/// The auto-approve answer: the harness's one-time allow option, chosen by kind (never by id);
+/// an always-allow option if there is no one-time one; cancelled if it offers no allow at all.
+pub fn auto_approve(options: &[PermissionOption]) -> (Value, Option<PermissionOption>) {
+    let pick = |kind: PermissionOptionKind| options.iter().find(|o| o.kind == kind).cloned();
+    let chosen = pick(PermissionOptionKind::AllowOnce).or_else(|| pick(PermissionOptionKind::AllowAlways));
+    let outcome = match &chosen {
+        Some(option) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option.option_id.clone())),
+        None => RequestPermissionOutcome::Cancelled,
+    };
+    (to_value(&RequestPermissionResponse::new(outcome)), chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn initialize_advertises_no_client_fs_or_terminal() {
+        let request = initialize();
+        assert_eq!(request["protocolVersion"], json!(1));
+        assert_eq!(request["clientCapabilities"]["terminal"], json!(false));
+        assert_eq!(request["clientCapabilities"]["fs"]["readTextFile"], json!(false));
+    }
+
+    #[test]
+    fn reads_capabilities() {
+        let caps = parse_initialize(&json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}}));
+        assert_eq!(caps, Ok(Capabilities { load: true, resume: true }));
+        let none = parse_initialize(&json!({"protocolVersion": 1}));
+        assert_eq!(none, Ok(Capabilities::default()));
+        assert!(parse_initialize(&json!({"protocolVersion": 2})).is_err());
+    }
+
+    #[test]
+    fn auto_approve_picks_by_kind() {
+        let options: Vec<PermissionOption> = serde_json::from_value(json!([
+            {"optionId": "r", "name": "Reject", "kind": "reject_once"},
+            {"optionId": "x-allow", "name": "Allow", "kind": "allow_once"},
+        ]))
+        .expect("options parse");
+        let (answer, chosen) = auto_approve(&options);
+        assert_eq!(answer, json!({"outcome": {"outcome": "selected", "optionId": "x-allow"}}));
+        assert!(chosen.is_some());
+        let (answer, chosen) = auto_approve(&options[..1]);
+        assert_eq!(answer, json!({"outcome": {"outcome": "cancelled"}}));
+        assert!(chosen.is_none());
+    }
+
+    #[test]
+    fn reads_stop_reason_and_usage() {
+        let (reason, usage) = parse_prompt(&json!({"stopReason": "max_tokens", "usage": {"totalTokens": 3}})).expect("parses");
+        assert_eq!(reason, "max_tokens");
+        assert_eq!(usage, Some(json!({"totalTokens": 3})));
+    }
+}

@@ -1,0 +1,186 @@
+//! `/api/v1/agents`: create, list, show, delete, sleep, wake.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::extract::{Body, Id};
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::harness;
+use crate::ids::{AgentId, AgentName};
+use crate::store;
+use crate::store::agents::{AgentRow, InsertError, NewAgent};
+use crate::supervisor::{Command, LifecycleError};
+
+/// `POST /api/v1/agents`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAgent {
+    name: String,
+    harness: String,
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    image: Option<String>,
+    limits: Option<Limits>,
+}
+
+/// Resource limits.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    cpus: Option<f64>,
+    memory_mib: Option<i32>,
+    pids: Option<i32>,
+}
+
+/// Renders an agent.
+pub fn agent_json(agent: &AgentRow, state: &AppState) -> Value {
+    json!({
+        "id": agent.id,
+        "name": agent.name,
+        "harness": agent.harness,
+        "command": agent.command,
+        "env": agent.env.iter().cloned().collect::<BTreeMap<_, _>>(),
+        "image": agent.image,
+        "driver": agent.driver,
+        "isolated": agent.driver != "local" && state.driver.isolated(),
+        "permission_policy": agent.permission_policy,
+        "limits": {"cpus": agent.cpus, "memory_mib": agent.memory_mib, "pids": agent.pids_limit},
+        "desired_state": agent.desired_state,
+        "created_at": agent.created_at,
+    })
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 128
+}
+
+/// Creates an agent (its sandbox is made on first use).
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    Body(body): Body<CreateAgent>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if !principal.can_administer_agents() {
+        return Err(ApiError::NotFound("agent"));
+    }
+    let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
+    let adapter = harness::adapter(&body.harness).ok_or_else(|| {
+        ApiError::bad_request("UNKNOWN_HARNESS", format!("unknown harness {:?}; known: {}", body.harness, harness::names().join(", ")))
+    })?;
+    adapter.validate(body.command.as_deref()).map_err(|m| ApiError::bad_request("INVALID_COMMAND", m))?;
+    if body.env.len() > 128 {
+        return Err(ApiError::bad_request("INVALID_ENV", "at most 128 environment variables"));
+    }
+    for (key, value) in &body.env {
+        if !valid_env_name(key) || key.starts_with("AGENTHOLD_") || value.len() > 32 * 1024 || value.contains('\0') {
+            return Err(ApiError::bad_request(
+                "INVALID_ENV",
+                format!("environment variable {key:?}: names are [A-Za-z_][A-Za-z0-9_]* (not AGENTHOLD_*), values at most 32 KiB without NUL"),
+            ));
+        }
+    }
+    let limits = body.limits.unwrap_or(Limits { cpus: None, memory_mib: None, pids: None });
+    let cpus = limits.cpus.unwrap_or(state.config.default_cpus);
+    let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
+    let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
+    if !(0.05..=256.0).contains(&cpus) || !(64..=1 << 20).contains(&memory_mib) || !(16..=1 << 20).contains(&pids_limit) {
+        return Err(ApiError::bad_request("INVALID_LIMITS", "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576"));
+    }
+    let image = body.image.unwrap_or_else(|| state.config.image.clone());
+    if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
+        return Err(ApiError::bad_request("INVALID_IMAGE", "image must be a Docker image reference"));
+    }
+    let agent = NewAgent {
+        id: AgentId::new(),
+        name: name.as_str().to_owned(),
+        harness: adapter.name().to_owned(),
+        command: body.command,
+        env: body.env.into_iter().collect(),
+        image,
+        driver: state.driver.kind().to_owned(),
+        cpus,
+        memory_mib,
+        pids_limit,
+    };
+    // A placeholder token hash: the real token is minted when the sandbox is created.
+    let placeholder = store::tokens::hash_token(&format!("unused-{}", uuid::Uuid::new_v4()));
+    match store::agents::insert(&state.pool, &agent, &placeholder).await {
+        Ok(()) => {}
+        Err(InsertError::NameTaken) => {
+            return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
+        }
+        Err(InsertError::Db(error)) => return Err(error.into()),
+    }
+    let row = store::agents::get(&state.pool, agent.id).await?.ok_or(ApiError::NotFound("agent"))?;
+    Ok((StatusCode::CREATED, Json(agent_json(&row, &state))))
+}
+
+/// Lists agents.
+pub async fn list(State(state): State<AppState>, _principal: Principal) -> Result<Json<Value>, ApiError> {
+    let agents = store::agents::list(&state.pool).await?;
+    let items: Vec<Value> = agents.iter().map(|a| agent_json(a, &state)).collect();
+    Ok(Json(json!({"agents": items})))
+}
+
+/// Loads an agent the caller may see, or 404.
+pub async fn visible_agent(state: &AppState, _principal: &Principal, id: AgentId) -> Result<AgentRow, ApiError> {
+    store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))
+}
+
+/// Shows an agent.
+pub async fn show(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<Json<Value>, ApiError> {
+    let agent = visible_agent(&state, &principal, id).await?;
+    Ok(Json(agent_json(&agent, &state)))
+}
+
+fn lifecycle_error(error: LifecycleError) -> ApiError {
+    match error {
+        LifecycleError::Busy => ApiError::conflict("TURN_IN_PROGRESS", "the agent has a turn in progress"),
+        LifecycleError::Failed(message) => ApiError::Unavailable { code: "SANDBOX_FAILED", message },
+    }
+}
+
+fn supervisor_gone() -> ApiError {
+    ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped"))
+}
+
+/// Deletes an agent: its sandbox, home volume, sessions and their events.
+pub async fn delete(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<StatusCode, ApiError> {
+    visible_agent(&state, &principal, id).await?;
+    let outcome = state.supervisors.ask(id, |reply| Command::Destroy { reply }).await.ok_or_else(supervisor_gone)?;
+    outcome.map_err(lifecycle_error)?;
+    state.supervisors.forget(id);
+    store::agents::delete(&state.pool, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stops the agent's sandbox; its home survives. A prompt wakes it.
+pub async fn sleep(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<Json<Value>, ApiError> {
+    visible_agent(&state, &principal, id).await?;
+    let outcome = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
+    outcome.map_err(lifecycle_error)?;
+    store::agents::set_desired_state(&state.pool, id, "asleep").await?;
+    let agent = visible_agent(&state, &principal, id).await?;
+    Ok(Json(agent_json(&agent, &state)))
+}
+
+/// Starts the agent's sandbox.
+pub async fn wake(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<Json<Value>, ApiError> {
+    visible_agent(&state, &principal, id).await?;
+    store::agents::set_desired_state(&state.pool, id, "awake").await?;
+    let outcome = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
+    outcome.map_err(lifecycle_error)?;
+    let agent = visible_agent(&state, &principal, id).await?;
+    Ok(Json(agent_json(&agent, &state)))
+}

@@ -1,0 +1,81 @@
+//! The API's one error type: a stable machine-readable `code`, a clear message, the right
+//! status. Internal errors are logged once here and answered with a generic 500.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Errors a handler returns.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Missing or unknown credentials.
+    #[error("missing or invalid credentials")]
+    Unauthorized,
+    /// A malformed request (body, query, path).
+    #[error("{message}")]
+    BadRequest {
+        /// The code.
+        code: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// No such resource (or not visible to the caller).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The request conflicts with the resource's state.
+    #[error("{message}")]
+    Conflict {
+        /// The code.
+        code: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// A dependency (the sandbox, the engine) failed.
+    #[error("{message}")]
+    Unavailable {
+        /// The code.
+        code: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// Anything else: logged, answered generically.
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Internal(error.into())
+    }
+}
+
+impl ApiError {
+    /// A 400 with a code.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::BadRequest { code, message: message.into() }
+    }
+
+    /// A 409 with a code.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::Conflict { code, message: message.into() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = match &self {
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            Self::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, *code),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            Self::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
+            Self::Unavailable { code, .. } => (StatusCode::SERVICE_UNAVAILABLE, *code),
+            Self::Internal(error) => {
+                tracing::error!(error = format!("{error:#}"), "internal error");
+                (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL")
+            }
+        };
+        let body = json!({"error": {"code": code, "message": self.to_string()}});
+        (status, Json(body)).into_response()
+    }
+}

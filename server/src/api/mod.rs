@@ -1,0 +1,37 @@
+//! The REST and WebSocket API under `/api/v1`, plus `/healthz` and `/readyz`. This is the one
+//! place that lists every route; each resource module exposes its handlers.
+
+mod agents;
+pub mod error;
+mod extract;
+mod health;
+mod sessions;
+mod stream;
+mod terminal;
+
+use axum::Router;
+use axum::routing::{get, post};
+use tower_http::trace::TraceLayer;
+
+use crate::app::AppState;
+
+/// Every route of the API.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/api/v1/agents", post(agents::create).get(agents::list))
+        .route("/api/v1/agents/{id}", get(agents::show).delete(agents::delete))
+        .route("/api/v1/agents/{id}/sleep", post(agents::sleep))
+        .route("/api/v1/agents/{id}/wake", post(agents::wake))
+        .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))
+        .route("/api/v1/agents/{id}/terminal", get(terminal::open))
+        .route("/api/v1/sessions/{id}", get(sessions::show))
+        .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
+        .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))
+        .route("/api/v1/sessions/{id}/events", get(sessions::events))
+        .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
+        .route("/api/v1/sessions/{id}/stream", get(stream::stream))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

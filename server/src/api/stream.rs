@@ -1,0 +1,66 @@
+//! `GET /api/v1/sessions/{id}/stream?after=<seq>` (WebSocket): every stored event after the
+//! cursor, then live events, no gap and no duplicate; one JSON event per text message.
+
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::extract::{Id, Query};
+use super::sessions::{cursor, visible_session};
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::events::stream::Follower;
+use crate::ids::{Seq, SessionId};
+
+/// `?after=`.
+#[derive(Debug, Deserialize)]
+pub struct StreamQuery {
+    after: Option<Seq>,
+}
+
+/// Upgrades to the session's stream.
+pub async fn stream(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<SessionId>,
+    Query(query): Query<StreamQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    visible_session(&state, &principal, id).await?;
+    let after = cursor(query.after)?;
+    let follower = Follower::new(state.pool.clone(), &state.hub, id, after);
+    Ok(upgrade.on_upgrade(move |socket| follow(socket, follower)))
+}
+
+async fn follow(socket: WebSocket, mut follower: Follower) {
+    let (mut sink, mut incoming) = socket.split();
+    loop {
+        tokio::select! {
+            batch = follower.next_batch() => {
+                let batch = match batch {
+                    Ok(batch) => batch,
+                    Err(error) => {
+                        tracing::error!(%error, "reading events for a stream");
+                        let _ = sink.send(Message::Close(None)).await;
+                        return;
+                    }
+                };
+                for event in batch {
+                    if sink.feed(Message::Text(event.json.as_ref().into())).await.is_err() {
+                        return;
+                    }
+                }
+                if sink.flush().await.is_err() {
+                    return;
+                }
+            }
+            message = incoming.next() => match message {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Wiring: the shared state, the two listeners (API and tunnel), start-up and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+
+use crate::config::{Config, DriverKind};
+use crate::events::appender::Appender;
+use crate::events::hub::Hub;
+use crate::sandbox::SandboxDriver;
+use crate::sandbox::docker::DockerDriver;
+use crate::sandbox::local::LocalDriver;
+use crate::supervisor::{Deps, Supervisors, Timeouts};
+use crate::{api, auth, store, tunnel};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The database.
+    pub pool: PgPool,
+    /// The live feed of stored events.
+    pub hub: Arc<Hub>,
+    /// The event log's writer.
+    pub appender: Appender,
+    /// One supervisor per agent.
+    pub supervisors: Arc<Supervisors>,
+    /// Where sandboxes run.
+    pub driver: Arc<dyn SandboxDriver>,
+    /// The configuration.
+    pub config: Arc<Config>,
+}
+
+/// The bound listeners (tests bind port 0 and read the ports back).
+pub struct Listeners {
+    /// The API.
+    pub api: TcpListener,
+    /// The tunnel.
+    pub tunnel: TcpListener,
+}
+
+impl Listeners {
+    /// Binds the configured addresses.
+    pub async fn bind(config: &Config) -> anyhow::Result<Self> {
+        let api = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+        let tunnel =
+            TcpListener::bind(config.tunnel_listen).await.with_context(|| format!("binding {}", config.tunnel_listen))?;
+        Ok(Self { api, tunnel })
+    }
+
+    /// The API's bound address.
+    pub fn api_addr(&self) -> std::io::Result<SocketAddr> {
+        self.api.local_addr()
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// Runs the server until `shutdown` resolves.
+pub async fn run(config: Config, listeners: Listeners, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let pool = store::connect(config.database_url.expose(), 20).await?;
+    tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
+    auth::ensure_bootstrap_token(&pool, &config).await?;
+
+    let driver: Arc<dyn SandboxDriver> = match config.driver {
+        DriverKind::Docker => Arc::new(
+            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir()).context("connecting to Docker")?,
+        ),
+        DriverKind::Local => Arc::new(LocalDriver::new(
+            std::path::absolute(&config.data_dir).context("resolving the data directory")?,
+            config.sandbox_bin_dir(),
+        )),
+    };
+    let tunnel_port = listeners.tunnel.local_addr()?.port();
+    let hub = Arc::new(Hub::default());
+    let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
+    let secs = std::time::Duration::from_secs;
+    let supervisors = Arc::new(Supervisors::new(Deps {
+        pool: pool.clone(),
+        appender: appender.clone(),
+        driver: Arc::clone(&driver),
+        tunnel_url: config.tunnel_url(tunnel_port),
+        timeouts: Timeouts {
+            harness_request: secs(config.harness_timeout_secs),
+            turn: secs(config.turn_timeout_secs),
+            reconnect_grace: secs(config.reconnect_grace_secs),
+        },
+    }));
+    let state = AppState {
+        pool: pool.clone(),
+        hub,
+        appender,
+        supervisors: Arc::clone(&supervisors),
+        driver,
+        config: Arc::new(config),
+    };
+    supervisors.resume_open_turns().await.context("resuming open turns")?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let api = axum::serve(listeners.api, api::router(state.clone()))
+        .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let tunnel = axum::serve(listeners.tunnel, tunnel::router(state)).with_graceful_shutdown(wait_for(stop_rx));
+    tracing::info!("agenthold is serving");
+    let servers = async { tokio::try_join!(async { api.await }, async { tunnel.await }) };
+    tokio::pin!(servers);
+    tokio::select! {
+        result = &mut servers => { result.context("serving")?; }
+        () = shutdown => {
+            tracing::info!("shutting down");
+            let _ = stop_tx.send(true);
+            // Open WebSockets would keep a graceful shutdown waiting: give them a moment.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut servers).await;
+        }
+    }
+    drop(supervisors);
+    appender_task.abort();
+    pool.close().await;
+    Ok(())
+}
+
+async fn wait_for(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}

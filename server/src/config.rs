@@ -1,0 +1,96 @@
+//! The server's configuration: flags and `AGENTHOLD_*` environment variables (docs/configuration.md).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+use crate::secret::Secret;
+
+/// Which sandbox driver runs agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DriverKind {
+    /// One Docker container per agent.
+    Docker,
+    /// sandboxd as a child process: NO isolation.
+    Local,
+}
+
+/// The server's configuration.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "agenthold", version, about = "Runs coding agents in sandboxes and streams their sessions")]
+pub struct Config {
+    /// Postgres connection URL.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Secret,
+    /// Where the API listens.
+    #[arg(long, env = "AGENTHOLD_LISTEN", default_value = "127.0.0.1:7700")]
+    pub listen: SocketAddr,
+    /// Where the tunnel listens (sandboxes must reach it).
+    #[arg(long, env = "AGENTHOLD_TUNNEL_LISTEN", default_value = "0.0.0.0:7701")]
+    pub tunnel_listen: SocketAddr,
+    /// The URL sandboxd dials; derived from the driver and the tunnel port when unset.
+    #[arg(long, env = "AGENTHOLD_TUNNEL_URL")]
+    pub tunnel_url: Option<String>,
+    /// The sandbox driver.
+    #[arg(long, env = "AGENTHOLD_DRIVER", value_enum, default_value = "docker")]
+    pub driver: DriverKind,
+    /// The default sandbox image.
+    #[arg(long, env = "AGENTHOLD_IMAGE", default_value = "agenthold/test:latest")]
+    pub image: String,
+    /// Where the server keeps files (the generated admin token, local sandboxes).
+    #[arg(long, env = "AGENTHOLD_DATA_DIR", default_value = ".dev/data")]
+    pub data_dir: PathBuf,
+    /// The bootstrap admin token; generated on first start when unset.
+    #[arg(long, env = "AGENTHOLD_ADMIN_TOKEN")]
+    pub admin_token: Option<Secret>,
+    /// Directory with the sandboxd and fakeagent binaries (default: next to this binary).
+    #[arg(long, env = "AGENTHOLD_SANDBOX_BIN_DIR")]
+    pub sandbox_bin_dir: Option<PathBuf>,
+    /// Prefix of container, volume and network names (and their `agenthold.instance` label).
+    #[arg(long, env = "AGENTHOLD_INSTANCE", default_value = "agenthold")]
+    pub instance: String,
+    /// Seconds a harness has to start and to answer initialize and session requests.
+    #[arg(long, env = "AGENTHOLD_HARNESS_TIMEOUT_SECS", default_value_t = 120)]
+    pub harness_timeout_secs: u64,
+    /// Seconds a turn may run.
+    #[arg(long, env = "AGENTHOLD_TURN_TIMEOUT_SECS", default_value_t = 3600)]
+    pub turn_timeout_secs: u64,
+    /// Seconds a sandbox has to connect (back) before its turns fail.
+    #[arg(long, env = "AGENTHOLD_RECONNECT_GRACE_SECS", default_value_t = 60)]
+    pub reconnect_grace_secs: u64,
+    /// Default CPU limit per agent (cores).
+    #[arg(long, env = "AGENTHOLD_DEFAULT_CPUS", default_value_t = 2.0)]
+    pub default_cpus: f64,
+    /// Default memory limit per agent (MiB).
+    #[arg(long, env = "AGENTHOLD_DEFAULT_MEMORY_MIB", default_value_t = 2048)]
+    pub default_memory_mib: i32,
+    /// Default process limit per agent.
+    #[arg(long, env = "AGENTHOLD_DEFAULT_PIDS", default_value_t = 512)]
+    pub default_pids_limit: i32,
+}
+
+impl Config {
+    /// The directory holding sandboxd and fakeagent.
+    pub fn sandbox_bin_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.sandbox_bin_dir {
+            return dir.clone();
+        }
+        let exe = std::env::current_exe().unwrap_or_default();
+        let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+        // Test binaries live in target/<profile>/deps; the tools one level up.
+        if dir.ends_with("deps") && !dir.join("sandboxd").exists() {
+            return dir.parent().map(PathBuf::from).unwrap_or(dir);
+        }
+        dir
+    }
+
+    /// The URL sandboxd dials, given the tunnel's bound port.
+    pub fn tunnel_url(&self, tunnel_port: u16) -> String {
+        match (&self.tunnel_url, self.driver) {
+            (Some(url), _) => url.clone(),
+            (None, DriverKind::Docker) => format!("ws://host.docker.internal:{tunnel_port}/tunnel"),
+            (None, DriverKind::Local) => format!("ws://127.0.0.1:{tunnel_port}/tunnel"),
+        }
+    }
+}

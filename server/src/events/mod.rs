@@ -1,0 +1,125 @@
+//! The event log: what an event is, appending with group commit ([`appender`]), live fan-out
+//! ([`hub`]), the size budget ([`budget`]) and the cursor stream ([`stream`]).
+
+pub mod appender;
+pub mod budget;
+pub mod hub;
+pub mod stream;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use crate::ids::{Seq, SessionId};
+
+/// The types of events in a session's log (seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A user's prompt.
+    Prompt,
+    /// An ACP `SessionUpdate`, stored as received.
+    Update,
+    /// A harness asked for permission.
+    Permission,
+    /// A permission request was answered.
+    PermissionResolved,
+    /// A turn ended.
+    TurnEnd,
+    /// Something failed.
+    Error,
+    /// A lifecycle fact (context reset, harness restarted, …).
+    Notice,
+}
+
+impl EventKind {
+    /// The name stored in the `type` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prompt => "prompt",
+            Self::Update => "update",
+            Self::Permission => "permission",
+            Self::PermissionResolved => "permission_resolved",
+            Self::TurnEnd => "turn_end",
+            Self::Error => "error",
+            Self::Notice => "notice",
+        }
+    }
+
+    /// Parses a stored `type`.
+    pub fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "prompt" => Self::Prompt,
+            "update" => Self::Update,
+            "permission" => Self::Permission,
+            "permission_resolved" => Self::PermissionResolved,
+            "turn_end" => Self::TurnEnd,
+            "error" => Self::Error,
+            "notice" => Self::Notice,
+            _ => return None,
+        })
+    }
+}
+
+/// An event to append (its seq is assigned when it is stored).
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// The session it belongs to.
+    pub session_id: SessionId,
+    /// Its type.
+    pub kind: EventKind,
+    /// Its payload.
+    pub payload: serde_json::Value,
+}
+
+impl NewEvent {
+    /// An event of `kind` for `session_id`.
+    pub fn new(session_id: SessionId, kind: EventKind, payload: serde_json::Value) -> Self {
+        Self { session_id, kind, payload }
+    }
+
+    /// An `error` event with a machine-readable code and a message for people.
+    pub fn error(session_id: SessionId, code: &str, message: impl Into<String>) -> Self {
+        let payload = serde_json::json!({ "code": code, "message": message.into() });
+        Self::new(session_id, EventKind::Error, payload)
+    }
+
+    /// A `notice` event.
+    pub fn notice(session_id: SessionId, code: &str, message: impl Into<String>) -> Self {
+        let payload = serde_json::json!({ "code": code, "message": message.into() });
+        Self::new(session_id, EventKind::Notice, payload)
+    }
+}
+
+/// A stored event, as the API and the stream show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredEvent {
+    /// Its session.
+    pub session_id: SessionId,
+    /// Its position in the session's log (from 1, no gaps).
+    pub seq: Seq,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: EventKind,
+    /// Its payload (an excerpt with a marker when the payload was over the budget).
+    pub payload: serde_json::Value,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored event with its JSON encoding made once, for fan-out to many watchers.
+#[derive(Debug)]
+pub struct SharedEvent {
+    /// The event.
+    pub event: StoredEvent,
+    /// `serde_json::to_string(&event)`.
+    pub json: Arc<str>,
+}
+
+impl SharedEvent {
+    /// Encodes an event once.
+    pub fn new(event: StoredEvent) -> Arc<Self> {
+        let json: Arc<str> = serde_json::to_string(&event).unwrap_or_else(|_| "{}".to_owned()).into();
+        Arc::new(Self { event, json })
+    }
+}

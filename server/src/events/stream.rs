@@ -1,0 +1,90 @@
+//! The cursor stream: every stored event after the cursor, then live events, with no gap and
+//! no duplicate. Subscribe to the live feed first, read the stored range, then forward live
+//! events whose seq is the next one; on any gap (or lag) read the missing range from Postgres.
+
+use std::sync::Arc;
+
+use sqlx::PgPool;
+use tokio::sync::broadcast;
+
+use super::SharedEvent;
+use super::hub::Hub;
+use crate::ids::{Seq, SessionId};
+use crate::store;
+
+/// Events read from Postgres per round trip while catching up.
+pub const BACKFILL_PAGE: i64 = 2000;
+
+/// Follows one session's log from a cursor.
+pub struct Follower {
+    pool: PgPool,
+    session_id: SessionId,
+    live: broadcast::Receiver<Arc<SharedEvent>>,
+    last_sent: Seq,
+    catching_up: bool,
+}
+
+impl Follower {
+    /// Subscribes to the live feed, then starts from the stored events after `after`.
+    pub fn new(pool: PgPool, hub: &Hub, session_id: SessionId, after: Seq) -> Self {
+        let live = hub.subscribe(session_id);
+        Self { pool, session_id, live, last_sent: after, catching_up: true }
+    }
+
+    /// The seq of the last event handed out.
+    pub fn last_sent(&self) -> Seq {
+        self.last_sent
+    }
+
+    /// The next events in order (never empty unless the feed was reset). Cancel-safe: the
+    /// cursor moves only when events are returned.
+    pub async fn next_batch(&mut self) -> Result<Vec<Arc<SharedEvent>>, sqlx::Error> {
+        loop {
+            if self.catching_up {
+                let stored = store::events::after(&self.pool, self.session_id, self.last_sent, BACKFILL_PAGE).await?;
+                if (stored.len() as i64) < BACKFILL_PAGE {
+                    self.catching_up = false;
+                }
+                if let Some(last) = stored.last() {
+                    self.last_sent = last.seq;
+                    return Ok(stored.into_iter().map(SharedEvent::new).collect());
+                }
+                continue;
+            }
+            match self.live.recv().await {
+                Ok(event) if event.event.seq <= self.last_sent => continue,
+                Ok(event) if event.event.seq == self.last_sent + 1 => {
+                    self.last_sent = event.event.seq;
+                    let mut batch = vec![event];
+                    self.drain_ready(&mut batch);
+                    return Ok(batch);
+                }
+                // A gap (an event committed by another writer reached us late) or a lag:
+                // everything published is committed, so Postgres has the missing range.
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.catching_up = true,
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.live = self.live.resubscribe();
+                    self.catching_up = true;
+                }
+            }
+        }
+    }
+
+    /// Takes live events that are already queued and continue the sequence.
+    fn drain_ready(&mut self, batch: &mut Vec<Arc<SharedEvent>>) {
+        while batch.len() < 256 {
+            match self.live.try_recv() {
+                Ok(event) if event.event.seq <= self.last_sent => continue,
+                Ok(event) if event.event.seq == self.last_sent + 1 => {
+                    self.last_sent = event.event.seq;
+                    batch.push(event);
+                }
+                Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    self.catching_up = true;
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The `fake` harness: agenthold's scripted agent (`fakeagent`), shipped with sandboxd, for
+//! tests, benchmarks and UI work. Its script comes from the prompt text (docs/fakeagent.md).
+
+use super::{HarnessAdapter, Launch, LaunchContext};
+
+/// The `fake` adapter.
+pub struct Fake;
+
+impl HarnessAdapter for Fake {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
+    fn validate(&self, command: Option<&[String]>) -> Result<(), String> {
+        match command {
+            Some(_) => Err("the fake harness takes no command".to_owned()),
+            None => Ok(()),
+        }
+    }
+
+    fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {
+        Ok(Launch { argv: vec![format!("{}/fakeagent", context.tools_dir)], env: Vec::new() })
+    }
+}

@@ -1,0 +1,264 @@
+//! The Docker driver (bollard): one container per agent on a network of its own, a named home
+//! volume at `/home/agent` that survives sleep and rebuild, CPU/memory/PID limits, labels that
+//! let the server find its containers after a restart, and no Docker socket inside. sandboxd and
+//! fakeagent are copied from the server's own binaries into `/opt/agenthold/` before the
+//! container starts, so any image with a compatible libc works and sandboxd never drifts from
+//! the server's version.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use bollard::Docker;
+use bollard::errors::Error as BollardError;
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest, VolumeCreateRequest};
+use bollard::query_parameters::{
+    CreateContainerOptions, RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
+};
+use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::OnceCell;
+
+use super::{DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
+use crate::ids::AgentId;
+
+/// Where agenthold's tools live inside a container.
+pub const TOOLS_DIR: &str = "/opt/agenthold";
+/// The agent's home inside a container.
+pub const HOME_DIR: &str = "/home/agent";
+
+/// The Docker driver.
+pub struct DockerDriver {
+    docker: Docker,
+    /// Prefix of every container, volume and network name, and the `agenthold.instance` label.
+    instance: String,
+    /// Directory holding the `sandboxd` and `fakeagent` binaries to copy in.
+    bin_dir: PathBuf,
+    /// The tar archive of those binaries, built once.
+    tools_tar: OnceCell<Bytes>,
+}
+
+impl DockerDriver {
+    /// Connects to the local engine (`DOCKER_HOST` or the default socket).
+    pub fn connect(instance: String, bin_dir: PathBuf) -> Result<Self, DriverError> {
+        let docker = Docker::connect_with_defaults().map_err(engine)?;
+        Ok(Self { docker, instance, bin_dir, tools_tar: OnceCell::new() })
+    }
+
+    fn container(&self, agent_id: AgentId) -> String {
+        format!("{}-{agent_id}", self.instance)
+    }
+
+    fn volume(&self, agent_id: AgentId) -> String {
+        format!("{}-home-{agent_id}", self.instance)
+    }
+
+    fn network(&self, agent_id: AgentId) -> String {
+        format!("{}-net-{agent_id}", self.instance)
+    }
+
+    fn labels(&self, agent_id: AgentId) -> HashMap<String, String> {
+        HashMap::from([
+            ("agenthold.instance".to_owned(), self.instance.clone()),
+            ("agenthold.agent".to_owned(), agent_id.to_string()),
+        ])
+    }
+
+    async fn tools_tar(&self) -> Result<Bytes, DriverError> {
+        let bin_dir = self.bin_dir.clone();
+        self.tools_tar
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || build_tools_tar(&bin_dir))
+                    .await
+                    .map_err(|e| DriverError::Engine(e.to_string()))?
+            })
+            .await
+            .cloned()
+    }
+
+    async fn create_inner(&self, spec: SandboxSpec) -> Result<String, DriverError> {
+        let agent_id = spec.agent_id;
+        let network = self.network(agent_id);
+        let request = NetworkCreateRequest {
+            name: network.clone(),
+            driver: Some("bridge".to_owned()),
+            labels: Some(self.labels(agent_id)),
+            ..Default::default()
+        };
+        match self.docker.create_network(request).await {
+            Ok(_) => {}
+            Err(error) if status_of(&error) == Some(409) => {}
+            Err(error) => return Err(engine(error)),
+        }
+        let volume = VolumeCreateRequest {
+            name: Some(self.volume(agent_id)),
+            labels: Some(self.labels(agent_id)),
+            ..Default::default()
+        };
+        self.docker.create_volume(volume).await.map_err(engine)?;
+
+        let host_config = HostConfig {
+            mounts: Some(vec![Mount {
+                target: Some(HOME_DIR.to_owned()),
+                source: Some(self.volume(agent_id)),
+                typ: Some(MountType::VOLUME),
+                ..Default::default()
+            }]),
+            nano_cpus: Some((spec.cpus * 1e9) as i64),
+            memory: Some(i64::from(spec.memory_mib) * 1024 * 1024),
+            pids_limit: Some(i64::from(spec.pids_limit)),
+            network_mode: Some(network),
+            extra_hosts: Some(vec!["host.docker.internal:host-gateway".to_owned()]),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            entrypoint: Some(vec![format!("{TOOLS_DIR}/sandboxd")]),
+            cmd: Some(vec![]),
+            user: Some("root".to_owned()),
+            working_dir: Some("/".to_owned()),
+            env: Some(vec![
+                format!("AGENTHOLD_TUNNEL_URL={}", spec.tunnel_url),
+                format!("AGENTHOLD_SANDBOX_TOKEN={}", spec.token.expose()),
+            ]),
+            labels: Some(self.labels(agent_id)),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions { name: Some(self.container(agent_id)), ..Default::default() };
+        let created = match self.docker.create_container(Some(options), body).await {
+            Ok(created) => created,
+            Err(error) if status_of(&error) == Some(404) => return Err(DriverError::ImageNotFound(spec.image)),
+            Err(error) => return Err(engine(error)),
+        };
+        let tar = self.tools_tar().await?;
+        let upload = UploadToContainerOptions { path: "/".to_owned(), ..Default::default() };
+        self.docker
+            .upload_to_container(&created.id, Some(upload), bollard::body_full(tar))
+            .await
+            .map_err(engine)?;
+        Ok(created.id)
+    }
+}
+
+impl SandboxDriver for DockerDriver {
+    fn kind(&self) -> &'static str {
+        "docker"
+    }
+
+    fn isolated(&self) -> bool {
+        true
+    }
+
+    fn home_dir(&self, _agent_id: AgentId) -> String {
+        HOME_DIR.to_owned()
+    }
+
+    fn sandbox_user(&self) -> Option<String> {
+        Some("agent".to_owned())
+    }
+
+    fn tools_dir(&self) -> String {
+        TOOLS_DIR.to_owned()
+    }
+
+    fn create(&self, spec: SandboxSpec) -> BoxFuture<'_, Result<String, DriverError>> {
+        self.create_inner(spec).boxed()
+    }
+
+    fn start(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
+        async move {
+            match self.docker.start_container(&self.container(agent_id), None).await {
+                Ok(()) => Ok(()),
+                Err(error) if status_of(&error) == Some(304) => Ok(()),
+                Err(error) => Err(engine(error)),
+            }
+        }
+        .boxed()
+    }
+
+    fn stop(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
+        async move {
+            let options = StopContainerOptions { t: Some(5), ..Default::default() };
+            match self.docker.stop_container(&self.container(agent_id), Some(options)).await {
+                Ok(()) => Ok(()),
+                Err(error) if matches!(status_of(&error), Some(304 | 404)) => Ok(()),
+                Err(error) => Err(engine(error)),
+            }
+        }
+        .boxed()
+    }
+
+    fn destroy(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
+        async move {
+            let options = RemoveContainerOptions { force: true, v: false, ..Default::default() };
+            match self.docker.remove_container(&self.container(agent_id), Some(options)).await {
+                Ok(()) => {}
+                Err(error) if status_of(&error) == Some(404) => {}
+                Err(error) => return Err(engine(error)),
+            }
+            match self.docker.remove_volume(&self.volume(agent_id), None::<bollard::query_parameters::RemoveVolumeOptions>).await {
+                Ok(()) => {}
+                Err(error) if status_of(&error) == Some(404) => {}
+                Err(error) => return Err(engine(error)),
+            }
+            match self.docker.remove_network(&self.network(agent_id)).await {
+                Ok(()) => Ok(()),
+                Err(error) if status_of(&error) == Some(404) => Ok(()),
+                Err(error) => Err(engine(error)),
+            }
+        }
+        .boxed()
+    }
+
+    fn status(&self, agent_id: AgentId) -> BoxFuture<'_, Result<SandboxStatus, DriverError>> {
+        async move {
+            match self.docker.inspect_container(&self.container(agent_id), None).await {
+                Ok(info) => {
+                    let running = info.state.and_then(|s| s.running).unwrap_or(false);
+                    Ok(if running { SandboxStatus::Running } else { SandboxStatus::Stopped })
+                }
+                Err(error) if status_of(&error) == Some(404) => Ok(SandboxStatus::Missing),
+                Err(error) => Err(engine(error)),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// A tar archive holding `opt/agenthold/{sandboxd,fakeagent}` (mode 0755).
+fn build_tools_tar(bin_dir: &std::path::Path) -> Result<Bytes, DriverError> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut dir = tar::Header::new_gnu();
+    dir.set_entry_type(tar::EntryType::Directory);
+    dir.set_mode(0o755);
+    dir.set_size(0);
+    builder
+        .append_data(&mut dir, "opt/agenthold/", std::io::empty())
+        .map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
+    for name in ["sandboxd", "fakeagent"] {
+        let path = bin_dir.join(name);
+        let bytes = std::fs::read(&path)
+            .map_err(|e| DriverError::Engine(format!("reading {}: {e}", path.display())))?;
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o755);
+        header.set_size(bytes.len() as u64);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder
+            .append_data(&mut header, format!("opt/agenthold/{name}"), bytes.as_slice())
+            .map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
+    }
+    let archive = builder.into_inner().map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
+    Ok(Bytes::from(archive))
+}
+
+fn status_of(error: &BollardError) -> Option<u16> {
+    match error {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+fn engine(error: BollardError) -> DriverError {
+    DriverError::Engine(error.to_string())
+}

@@ -1,0 +1,77 @@
+//! Sandbox drivers: where an agent's sandboxd runs. [`docker`] (the default: one container per
+//! agent with a persistent home volume) and [`local`] (sandboxd as a child process, no
+//! isolation, for development without Docker). The trait keeps to ideas any scale-out driver
+//! (Kubernetes) also has: create with a home volume, start, stop (sleep), destroy, status.
+
+pub mod docker;
+pub mod local;
+
+use futures_util::future::BoxFuture;
+
+use crate::ids::AgentId;
+use crate::secret::Secret;
+
+/// What a sandbox is made from.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// The agent.
+    pub agent_id: AgentId,
+    /// The image (ignored by the local driver).
+    pub image: String,
+    /// The URL sandboxd dials.
+    pub tunnel_url: String,
+    /// The token sandboxd presents (its hash is stored before the sandbox is created).
+    pub token: Secret,
+    /// CPU limit in cores.
+    pub cpus: f64,
+    /// Memory limit.
+    pub memory_mib: i32,
+    /// Process limit.
+    pub pids_limit: i32,
+}
+
+/// Whether a sandbox exists and runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxStatus {
+    /// Nothing exists (never created, or deleted behind the server's back).
+    Missing,
+    /// It exists but is stopped (asleep).
+    Stopped,
+    /// It runs.
+    Running,
+}
+
+/// A driver failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The image does not exist on the engine.
+    #[error("image {0} not found")]
+    ImageNotFound(String),
+    /// Anything else the engine said.
+    #[error("{0}")]
+    Engine(String),
+}
+
+/// Where and how a sandbox runs.
+pub trait SandboxDriver: Send + Sync {
+    /// `docker` or `local`.
+    fn kind(&self) -> &'static str;
+    /// Whether processes in its sandboxes are isolated from the host (false: loudly labelled).
+    fn isolated(&self) -> bool;
+    /// The agent's home directory as processes in the sandbox see it.
+    fn home_dir(&self, agent_id: AgentId) -> String;
+    /// The user harnesses and terminals run as (`None`: sandboxd's own).
+    fn sandbox_user(&self) -> Option<String>;
+    /// Where agenthold's own tools (sandboxd, fakeagent) are inside the sandbox.
+    fn tools_dir(&self) -> String;
+    /// Creates the sandbox (and its home volume if new); does not start it.
+    fn create(&self, spec: SandboxSpec) -> BoxFuture<'_, Result<String, DriverError>>;
+    /// Starts a created sandbox.
+    fn start(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>>;
+    /// Stops it (sleep); its home survives.
+    fn stop(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>>;
+    /// Removes it with its home and network.
+    fn destroy(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>>;
+    /// Whether it exists and runs.
+    fn status(&self, agent_id: AgentId) -> BoxFuture<'_, Result<SandboxStatus, DriverError>>;
+}

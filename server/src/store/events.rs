@@ -1,0 +1,126 @@
+//! The `events` and `event_payloads` tables: appending (seq assigned in the storing transaction)
+//! and reading ranges of a session's log.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::events::{EventKind, NewEvent, StoredEvent, budget};
+use crate::ids::{Seq, SessionId};
+
+/// Appends `events` inside `tx`, in order. Each session's seqs continue from its `last_seq`
+/// (the row lock taken here orders concurrent writers). Events of sessions that no longer
+/// exist are dropped. Returns the stored events in the order given.
+pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx::Result<Vec<StoredEvent>> {
+    let mut counts: BTreeMap<Uuid, i64> = BTreeMap::new();
+    for event in &events {
+        *counts.entry(event.session_id.0).or_default() += 1;
+    }
+    // Next seq and commit time per session; sessions locked in id order to avoid deadlocks.
+    let mut next: HashMap<Uuid, (Seq, DateTime<Utc>)> = HashMap::new();
+    for (session_id, count) in counts {
+        let row = sqlx::query!(
+            r#"UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1
+               RETURNING last_seq, now() AS "now!""#,
+            session_id,
+            count
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = row {
+            next.insert(session_id, (row.last_seq - count + 1, row.now));
+        }
+    }
+
+    let mut stored = Vec::with_capacity(events.len());
+    let (mut ids, mut seqs, mut kinds, mut payloads, mut times) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut side_ids, mut side_seqs, mut side_payloads) = (vec![], vec![], vec![]);
+    for event in events {
+        let Some((seq_slot, now)) = next.get_mut(&event.session_id.0) else { continue };
+        let seq = *seq_slot;
+        *seq_slot += 1;
+        let budgeted = budget::apply(event.session_id, seq, event.payload);
+        if let Some(full) = budgeted.full {
+            side_ids.push(event.session_id.0);
+            side_seqs.push(seq);
+            side_payloads.push(full);
+        }
+        ids.push(event.session_id.0);
+        seqs.push(seq);
+        kinds.push(event.kind.as_str().to_owned());
+        payloads.push(budgeted.inline.clone());
+        times.push(*now);
+        stored.push(StoredEvent {
+            session_id: event.session_id,
+            seq,
+            kind: event.kind,
+            payload: budgeted.inline,
+            created_at: *now,
+        });
+    }
+    if ids.is_empty() {
+        return Ok(stored);
+    }
+    sqlx::query!(
+        r#"INSERT INTO events (session_id, seq, type, payload, created_at)
+           SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::jsonb[], $5::timestamptz[])"#,
+        &ids,
+        &seqs,
+        &kinds,
+        &payloads,
+        &times
+    )
+    .execute(&mut *tx)
+    .await?;
+    if !side_ids.is_empty() {
+        sqlx::query!(
+            r#"INSERT INTO event_payloads (session_id, seq, payload)
+               SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::jsonb[])"#,
+            &side_ids,
+            &side_seqs,
+            &side_payloads
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(stored)
+}
+
+/// Up to `limit` events of a session with seq greater than `after`, in order.
+pub async fn after(pool: &PgPool, session_id: SessionId, after: Seq, limit: i64) -> sqlx::Result<Vec<StoredEvent>> {
+    let rows = sqlx::query!(
+        r#"SELECT seq, type, payload, created_at FROM events
+           WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"#,
+        session_id.0,
+        after,
+        limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| StoredEvent {
+            session_id,
+            seq: r.seq,
+            kind: EventKind::parse(&r.r#type).unwrap_or(EventKind::Notice),
+            payload: r.payload,
+            created_at: r.created_at,
+        })
+        .collect())
+}
+
+/// The whole payload of one event: from the side table when it was over the budget.
+pub async fn full_payload(pool: &PgPool, session_id: SessionId, seq: Seq) -> sqlx::Result<Option<serde_json::Value>> {
+    let row = sqlx::query!(
+        r#"SELECT e.payload AS inline, p.payload AS "full?"
+           FROM events e LEFT JOIN event_payloads p ON p.session_id = e.session_id AND p.seq = e.seq
+           WHERE e.session_id = $1 AND e.seq = $2"#,
+        session_id.0,
+        seq
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| r.full.unwrap_or(r.inline)))
+}

@@ -1,0 +1,187 @@
+//! The `sandboxes` table: each agent's sandbox token, driver handle, and the state of the harness
+//! process running in it — what a restarted server needs to take a running harness over.
+
+use sqlx::PgPool;
+
+
+use crate::ids::{AgentId, SessionId};
+
+/// One sandbox row.
+#[derive(Debug, Clone)]
+pub struct SandboxRow {
+    /// The driver's handle (a container id, a pid file).
+    pub handle: Option<String>,
+    /// Bumped on every harness start.
+    pub harness_generation: i64,
+    /// The current harness process's channel.
+    pub harness_channel: Option<i32>,
+    /// stdout bytes of the current harness whose effects are stored.
+    pub harness_stdout_offset: i64,
+    /// The harness's `initialize` answer.
+    pub harness_init: Option<serde_json::Value>,
+    /// Sessions the current harness knows.
+    pub harness_sessions: Vec<SessionId>,
+}
+
+/// The sandbox row of an agent.
+pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<SandboxRow>> {
+    let row = sqlx::query!(
+        r#"SELECT handle, harness_generation, harness_channel, harness_stdout_offset, harness_init,
+                  harness_sessions
+           FROM sandboxes WHERE agent_id = $1"#,
+        agent_id.0
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| SandboxRow {
+        handle: r.handle,
+        harness_generation: r.harness_generation,
+        harness_channel: r.harness_channel,
+        harness_stdout_offset: r.harness_stdout_offset,
+        harness_init: r.harness_init,
+        harness_sessions: r.harness_sessions.into_iter().map(SessionId).collect(),
+    }))
+}
+
+/// The agent whose sandbox token has this hash.
+pub async fn agent_for_token(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Option<AgentId>> {
+    let id = sqlx::query_scalar!(r#"SELECT agent_id FROM sandboxes WHERE token_hash = $1"#, token_hash)
+        .fetch_optional(pool)
+        .await?;
+    Ok(id.map(AgentId))
+}
+
+/// Replaces the sandbox token (a new container gets a new one).
+pub async fn set_token(pool: &PgPool, agent_id: AgentId, token_hash: &[u8]) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE sandboxes SET token_hash = $2, updated_at = now() WHERE agent_id = $1"#,
+        agent_id.0,
+        token_hash
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Records the driver's handle.
+pub async fn set_handle(pool: &PgPool, agent_id: AgentId, handle: Option<&str>) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE sandboxes SET handle = $2, updated_at = now() WHERE agent_id = $1"#,
+        agent_id.0,
+        handle
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Takes the next unused channel number of the sandbox.
+pub async fn allocate_channel(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<u32> {
+    let next = sqlx::query_scalar!(
+        r#"UPDATE sandboxes SET next_channel = next_channel + 1 WHERE agent_id = $1
+           RETURNING next_channel - 1 AS "channel!""#,
+        agent_id.0
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(u32::try_from(next).unwrap_or(u32::MAX))
+}
+
+/// Makes sure channel numbers start above every channel sandboxd still holds.
+pub async fn bump_next_channel(pool: &PgPool, agent_id: AgentId, above: u32) -> sqlx::Result<()> {
+    let above = i32::try_from(above).unwrap_or(i32::MAX - 1);
+    sqlx::query!(
+        r#"UPDATE sandboxes SET next_channel = GREATEST(next_channel, $2 + 1) WHERE agent_id = $1"#,
+        agent_id.0,
+        above
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Records a new harness process on `channel`; returns its generation.
+pub async fn start_harness(pool: &PgPool, agent_id: AgentId, channel: u32) -> sqlx::Result<i64> {
+    let channel = i32::try_from(channel).unwrap_or(i32::MAX);
+    sqlx::query_scalar!(
+        r#"UPDATE sandboxes SET harness_generation = harness_generation + 1, harness_channel = $2,
+                  harness_stdout_offset = 0, harness_init = NULL, harness_sessions = '{}',
+                  updated_at = now()
+           WHERE agent_id = $1 RETURNING harness_generation"#,
+        agent_id.0,
+        channel
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Records the harness's `initialize` answer.
+pub async fn set_harness_init(
+    pool: &PgPool,
+    agent_id: AgentId,
+    generation: i64,
+    init: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE sandboxes SET harness_init = $3 WHERE agent_id = $1 AND harness_generation = $2"#,
+        agent_id.0,
+        generation,
+        init
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Records that the current harness knows a session.
+pub async fn add_harness_session(
+    pool: &PgPool,
+    agent_id: AgentId,
+    generation: i64,
+    session_id: SessionId,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE sandboxes SET harness_sessions = array_append(array_remove(harness_sessions, $3), $3)
+           WHERE agent_id = $1 AND harness_generation = $2"#,
+        agent_id.0,
+        generation,
+        session_id.0
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Records that the harness process of `generation` is gone.
+pub async fn clear_harness(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE sandboxes SET harness_channel = NULL, harness_init = NULL, harness_sessions = '{}'
+           WHERE agent_id = $1 AND harness_generation = $2"#,
+        agent_id.0,
+        generation
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Inside the transaction that stores events derived from harness stdout: the stdout offset
+/// up to which the harness's output has been stored.
+pub async fn set_stdout_offset(
+    tx: &mut sqlx::PgConnection,
+    agent_id: AgentId,
+    generation: i64,
+    offset: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE sandboxes SET harness_stdout_offset = GREATEST(harness_stdout_offset, $3)
+           WHERE agent_id = $1 AND harness_generation = $2"#,
+        agent_id.0,
+        generation,
+        offset
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+

@@ -1,0 +1,203 @@
+//! The `sessions` and `turns` tables.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use crate::ids::{AgentId, SessionId, TurnId};
+
+/// One session as stored.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    /// Its id.
+    pub id: SessionId,
+    /// The agent it belongs to.
+    pub agent_id: AgentId,
+    /// The harness's id for it, once the harness made one.
+    pub acp_session_id: Option<String>,
+    /// The seq of its newest event (0: none).
+    pub last_seq: i64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// One turn as stored.
+#[derive(Debug, Clone)]
+pub struct TurnRow {
+    /// Its id.
+    pub id: TurnId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// The prompt's content blocks.
+    pub prompt: serde_json::Value,
+    /// `pending`, `running` or `ended`.
+    pub state: String,
+    /// The session/prompt request id once sent.
+    pub request_id: Option<String>,
+    /// The harness generation it was sent to.
+    pub harness_generation: Option<i64>,
+    /// The stdin offset just past the prompt request.
+    pub request_stdin_end: Option<i64>,
+    /// Whether sandboxd confirmed writing it.
+    pub request_delivered: bool,
+    /// When the prompt arrived.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Creates a session.
+pub async fn create(pool: &PgPool, id: SessionId, agent_id: AgentId) -> sqlx::Result<SessionRow> {
+    let row = sqlx::query!(
+        r#"INSERT INTO sessions (id, agent_id) VALUES ($1, $2) RETURNING created_at"#,
+        id.0,
+        agent_id.0
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(SessionRow { id, agent_id, acp_session_id: None, last_seq: 0, created_at: row.created_at })
+}
+
+/// One session.
+pub async fn get(pool: &PgPool, id: SessionId) -> sqlx::Result<Option<SessionRow>> {
+    let row = sqlx::query!(
+        r#"SELECT id, agent_id, acp_session_id, last_seq, created_at FROM sessions WHERE id = $1"#,
+        id.0
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| SessionRow {
+        id: SessionId(r.id),
+        agent_id: AgentId(r.agent_id),
+        acp_session_id: r.acp_session_id,
+        last_seq: r.last_seq,
+        created_at: r.created_at,
+    }))
+}
+
+/// The ids of an agent's sessions, oldest first.
+pub async fn list_ids(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<SessionId>> {
+    let ids = sqlx::query_scalar!(
+        r#"SELECT id FROM sessions WHERE agent_id = $1 ORDER BY created_at, id"#,
+        agent_id.0
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(ids.into_iter().map(SessionId).collect())
+}
+
+/// Records the harness's id for a session.
+pub async fn set_acp_session_id(pool: &PgPool, id: SessionId, acp_id: &str) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE sessions SET acp_session_id = $2 WHERE id = $1"#, id.0, acp_id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Creating a turn failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The session has an unfinished turn.
+    #[error("a turn is in progress")]
+    InProgress,
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+/// Inserts a pending turn inside `tx`; fails with [`TurnError::InProgress`] if one is open.
+pub async fn insert_turn(
+    tx: &mut sqlx::PgConnection,
+    id: TurnId,
+    session_id: SessionId,
+    agent_id: AgentId,
+    prompt: &serde_json::Value,
+) -> Result<(), TurnError> {
+    let inserted = sqlx::query!(
+        r#"INSERT INTO turns (id, session_id, agent_id, prompt, state) VALUES ($1, $2, $3, $4, 'pending')
+           ON CONFLICT (session_id) WHERE state <> 'ended' DO NOTHING"#,
+        id.0,
+        session_id.0,
+        agent_id.0,
+        prompt
+    )
+    .execute(&mut *tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(TurnError::InProgress);
+    }
+    Ok(())
+}
+
+/// The unfinished turns of an agent, oldest first.
+pub async fn open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<TurnRow>> {
+    let rows = sqlx::query!(
+        r#"SELECT id, session_id, prompt, state, request_id, harness_generation, request_stdin_end,
+                  request_delivered, created_at
+           FROM turns WHERE agent_id = $1 AND state <> 'ended' ORDER BY created_at, id"#,
+        agent_id.0
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| TurnRow {
+            id: TurnId(r.id),
+            session_id: SessionId(r.session_id),
+            prompt: r.prompt,
+            state: r.state,
+            request_id: r.request_id,
+            harness_generation: r.harness_generation,
+            request_stdin_end: r.request_stdin_end,
+            request_delivered: r.request_delivered,
+            created_at: r.created_at,
+        })
+        .collect())
+}
+
+/// The agents that have unfinished turns.
+pub async fn agents_with_open_turns(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
+    let ids = sqlx::query_scalar!(r#"SELECT DISTINCT agent_id FROM turns WHERE state <> 'ended'"#)
+        .fetch_all(pool)
+        .await?;
+    Ok(ids.into_iter().map(AgentId).collect())
+}
+
+/// Records that the prompt of a turn was sent to the harness.
+pub async fn mark_sent(
+    pool: &PgPool,
+    id: TurnId,
+    request_id: &str,
+    generation: i64,
+    stdin_end: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE turns SET state = 'running', request_id = $2, harness_generation = $3,
+                  request_stdin_end = $4, request_delivered = false
+           WHERE id = $1 AND state <> 'ended'"#,
+        id.0,
+        request_id,
+        generation,
+        stdin_end
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Records that sandboxd wrote the prompt request to the harness.
+pub async fn mark_delivered(pool: &PgPool, id: TurnId) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE turns SET request_delivered = true WHERE id = $1"#, id.0)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Ends a turn inside `tx` (in the transaction that stores its `turn_end`).
+pub async fn end_turn(tx: &mut sqlx::PgConnection, id: TurnId, stop_reason: &str) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE turns SET state = 'ended', stop_reason = $2, ended_at = now() WHERE id = $1"#,
+        id.0,
+        stop_reason
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}

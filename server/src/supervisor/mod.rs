@@ -1,0 +1,182 @@
+//! One supervisor per agent: a task that owns everything about the agent's sandbox and harness
+//! process — waking the sandbox, starting the harness, the ACP conversation, turning harness
+//! output into events, taking a running harness over after a server restart. Handlers and the
+//! tunnel talk to it through [`Command`]s; it never shares its state.
+
+mod actor;
+mod harness;
+mod turns;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agenthold_sandboxd::protocol::Control;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use crate::events::appender::Appender;
+use crate::ids::{AgentId, SessionId};
+use crate::sandbox::SandboxDriver;
+use crate::tunnel::link::{Incoming, Link};
+
+/// How long to wait for a harness, a sandbox, a turn.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// `initialize`, `session/new|load|resume`, and a process start.
+    pub harness_request: Duration,
+    /// A whole turn.
+    pub turn: Duration,
+    /// How long a running turn waits for its sandbox to (re)connect before it fails.
+    pub reconnect_grace: Duration,
+}
+
+/// What every supervisor uses.
+pub struct Deps {
+    /// The database.
+    pub pool: PgPool,
+    /// The event log's writer.
+    pub appender: Appender,
+    /// Where sandboxes run.
+    pub driver: Arc<dyn SandboxDriver>,
+    /// The URL sandboxd dials.
+    pub tunnel_url: String,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+}
+
+/// A lifecycle request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// The agent has a turn in progress.
+    #[error("the agent has a turn in progress")]
+    Busy,
+    /// The sandbox could not be reached or started.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What the terminal endpoint needs to open a terminal in the sandbox.
+pub struct TerminalAccess {
+    /// The sandbox's tunnel.
+    pub link: Link,
+    /// A fresh channel for the terminal.
+    pub channel: u32,
+    /// The agent's home inside the sandbox.
+    pub home_dir: String,
+    /// The user to run the shell as.
+    pub user: Option<String>,
+}
+
+/// Messages to a supervisor.
+pub enum Command {
+    /// sandboxd connected and said hello.
+    Attach {
+        /// The connection.
+        link: Link,
+        /// Its hello.
+        hello: Control,
+        /// Everything it sends that is not terminal traffic.
+        inbox: mpsc::Receiver<Incoming>,
+    },
+    /// A turn was stored (with its `prompt` event); run it.
+    Prompt,
+    /// Cancel the session's turn; answers whether there was one.
+    Cancel {
+        /// The session.
+        session_id: SessionId,
+        /// Whether a turn was in progress.
+        reply: oneshot::Sender<bool>,
+    },
+    /// Stop the sandbox (its home survives).
+    Sleep {
+        /// The outcome.
+        reply: oneshot::Sender<Result<(), LifecycleError>>,
+    },
+    /// Start the sandbox.
+    Wake {
+        /// The outcome.
+        reply: oneshot::Sender<Result<(), LifecycleError>>,
+    },
+    /// Remove the sandbox and its home (the agent's rows are deleted by the caller).
+    Destroy {
+        /// The outcome.
+        reply: oneshot::Sender<Result<(), LifecycleError>>,
+    },
+    /// Wake the sandbox if needed and hand out a terminal channel.
+    Terminal {
+        /// The access, once the sandbox is connected.
+        reply: oneshot::Sender<Result<TerminalAccess, LifecycleError>>,
+    },
+}
+
+/// The registry of running supervisors.
+pub struct Supervisors {
+    deps: Arc<Deps>,
+    actors: Mutex<HashMap<AgentId, mpsc::Sender<Command>>>,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+impl Supervisors {
+    /// An empty registry.
+    pub fn new(deps: Deps) -> Self {
+        Self { deps: Arc::new(deps), actors: Mutex::default(), tasks: Mutex::new(JoinSet::new()) }
+    }
+
+    /// The shared dependencies.
+    pub fn deps(&self) -> &Deps {
+        &self.deps
+    }
+
+    /// The agent's supervisor, started if it is not running.
+    fn handle(&self, agent_id: AgentId) -> mpsc::Sender<Command> {
+        let mut actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(sender) = actors.get(&agent_id)
+            && !sender.is_closed()
+        {
+            return sender.clone();
+        }
+        let (sender, receiver) = mpsc::channel(256);
+        let deps = Arc::clone(&self.deps);
+        self.tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .spawn(actor::run(agent_id, deps, receiver));
+        actors.insert(agent_id, sender.clone());
+        sender
+    }
+
+    /// Sends a command to the agent's supervisor.
+    pub async fn send(&self, agent_id: AgentId, command: Command) -> bool {
+        self.handle(agent_id).send(command).await.is_ok()
+    }
+
+    /// Hands a new sandboxd connection to its agent's supervisor.
+    pub async fn attach(&self, agent_id: AgentId, link: Link, hello: Control, inbox: mpsc::Receiver<Incoming>) -> bool {
+        self.send(agent_id, Command::Attach { link, hello, inbox }).await
+    }
+
+    /// Sends a command and waits for its reply.
+    pub async fn ask<T>(&self, agent_id: AgentId, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (reply, answer) = oneshot::channel();
+        if !self.send(agent_id, make(reply)).await {
+            return None;
+        }
+        answer.await.ok()
+    }
+
+    /// Forgets a deleted agent's supervisor.
+    pub fn forget(&self, agent_id: AgentId) {
+        self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&agent_id);
+    }
+
+    /// Starts the supervisors of agents with unfinished turns (after a server restart), so
+    /// those turns finish or fail even if their sandbox never reconnects.
+    pub async fn resume_open_turns(&self) -> sqlx::Result<()> {
+        for agent_id in crate::store::sessions::agents_with_open_turns(&self.deps.pool).await? {
+            self.send(agent_id, Command::Prompt).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,44 @@
+//! The tunnel listener sandboxd dials into: its own port, accepting nothing but sandbox tokens.
+//! Each accepted connection becomes a [`link::Link`] handed to the agent's supervisor.
+
+pub mod link;
+
+use std::sync::Arc;
+
+use agenthold_sandboxd::protocol::TUNNEL_PATH;
+use axum::Router;
+use axum::extract::{State, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::app::AppState;
+use crate::store;
+
+/// The tunnel listener's routes.
+pub fn router(state: AppState) -> Router {
+    Router::new().route(TUNNEL_PATH, get(accept)).with_state(state)
+}
+
+async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebSocketUpgrade) -> Response {
+    let Some(token) = bearer(&headers) else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
+    let hash = store::tokens::hash_token(token);
+    let agent_id = match store::sandboxes::agent_for_token(&state.pool, &hash).await {
+        Ok(Some(agent_id)) => agent_id,
+        Ok(None) => return StatusCode::UNAUTHORIZED.into_response(),
+        Err(error) => {
+            tracing::error!(%error, "looking up a sandbox token");
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
+    };
+    let supervisors = Arc::clone(&state.supervisors);
+    upgrade
+        .max_message_size(16 << 20)
+        .on_upgrade(move |socket| async move { link::serve(socket, agent_id, supervisors).await })
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ")
+}
