@@ -43,16 +43,33 @@ pub fn start(children: Children) -> Option<tokio::task::JoinHandle<()>> {
 /// Reaps every zombie child of ours that is not in `children`.
 fn reap_orphans(children: &Children) {
     let me = rustix::process::getpid().as_raw_pid();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let Some((state, ppid)) = parse_stat(&stat) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((state, ppid)) = parse_stat(&stat) else {
+            continue;
+        };
         if state != 'Z' || ppid != me {
             continue;
         }
         let ours = u32::try_from(pid)
-            .map(|pid| children.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&pid))
+            .map(|pid| {
+                children
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .contains(&pid)
+            })
             .unwrap_or(true);
         if ours {
             continue;

@@ -8,3 +8,4 @@ mod processes;
 mod reaper;
 mod reconnect;
 mod terminal;
+mod users;

@@ -9,8 +9,14 @@ use crate::harness::{Sandboxd, Server};
 /// `VmRSS` of `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
-    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("a number")
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS line");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("a number")
 }
 
 #[tokio::test]
