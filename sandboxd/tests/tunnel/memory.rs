@@ -35,3 +35,46 @@ async fn idle_connected_sandboxd_stays_under_ten_mib() {
     assert!(kib <= 10 * 1024, "idle RSS {kib} KiB exceeds 10 MiB");
     sandboxd.stop().await;
 }
+
+/// Not a check, a measurement: `cargo test --test tunnel -- --ignored --nocapture throughput`.
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn stdout_throughput() {
+    use agenthold_sandboxd::protocol::Control;
+
+    use crate::harness::Msg;
+
+    const TOTAL: u64 = 256 * 1024 * 1024;
+    let server = Server::start().await;
+    let sandboxd = Sandboxd::start(&server.url, &[]);
+    let mut conn = server.accept().await;
+    conn.handshake().await;
+    let started = std::time::Instant::now();
+    conn.start(1, &["head", "-c", &TOTAL.to_string(), "/dev/zero"], &[])
+        .await;
+    let (mut got, mut acked) = (0u64, 0u64);
+    while got < TOTAL {
+        let frame = conn
+            .expect("stdout", |m| match m {
+                Msg::Data(f) if f.channel == 1 => Some(f.clone()),
+                _ => None,
+            })
+            .await;
+        got += frame.payload.len() as u64;
+        if got - acked >= 1 << 20 || got == TOTAL {
+            conn.send(&Control::Ack {
+                channel: 1,
+                offset: got,
+            })
+            .await;
+            acked = got;
+        }
+    }
+    conn.exited(1).await;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "stdout throughput: {:.0} MiB/s",
+        TOTAL as f64 / secs / 1048576.0
+    );
+    sandboxd.stop().await;
+}
