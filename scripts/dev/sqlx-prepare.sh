@@ -22,6 +22,7 @@ PSQL=$(ls -d /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -n 1)
 PSQL=${PSQL:-$(command -v psql || true)}
 [[ -n $PSQL ]] || die "psql not found (apt-get install postgresql-client)"
 
+export PGOPTIONS="-c client_min_messages=warning"
 log "fresh scratch database $SCRATCH"
 "$PSQL" "$BASE_URL" -v ON_ERROR_STOP=1 -q \
     -c "DROP DATABASE IF EXISTS $SCRATCH WITH (FORCE)" -c "CREATE DATABASE $SCRATCH"
