@@ -20,8 +20,10 @@ export CARGO_TARGET_DIR := $(TARGET)
 # Extra CA certificates baked into the sandbox images (files or directories of
 # *.crt, space-separated). Default: the host's /usr/local/share/ca-certificates.
 # `make images EXTRA_CA_CERTS=` bakes in none.
-EXTRA_CA_CERTS ?= /usr/local/share/ca-certificates
+# (Unset, a missing default directory is fine; a path you name must exist.)
+ifneq ($(origin EXTRA_CA_CERTS),undefined)
 export AGENTHOLD_EXTRA_CA_CERTS := $(EXTRA_CA_CERTS)
+endif
 
 .PHONY: help build postgres docker images base-image up dev down test e2e bench lint sqlx-prepare
 

@@ -22,7 +22,8 @@ source "$(dirname "$0")/lib.sh"
 BASE_IMAGE=agenthold/debian-base:bookworm
 TEST_IMAGE=agenthold/test:latest
 SUITE=bookworm
-EXTRA_CA=${AGENTHOLD_EXTRA_CA_CERTS-/usr/local/share/ca-certificates}
+DEFAULT_EXTRA_CA=/usr/local/share/ca-certificates
+EXTRA_CA=${AGENTHOLD_EXTRA_CA_CERTS-$DEFAULT_EXTRA_CA}
 
 timeout 10 docker info >/dev/null 2>&1 || die "no Docker engine answers; run scripts/dev/docker.sh (make docker) first"
 
@@ -140,7 +141,7 @@ collect_extra_ca() {
             done < <(find "$src" -name '*.crt' -type f -print0 | sort -z)
         elif [[ -f $src ]]; then
             cp "$src" "$dest/$(printf '%03d' "$n")-$(basename "${src%.*}").crt"; n=$((n + 1))
-        else
+        elif [[ -n "${AGENTHOLD_EXTRA_CA_CERTS+set}" ]]; then
             die "extra CA certificates: $src is neither a file nor a directory"
         fi
     done
