@@ -1,5 +1,6 @@
 //! `GET /api/v1/sessions/{id}/stream?after=<seq>` (WebSocket): every stored event after the
-//! cursor, then live events, no gap and no duplicate; one JSON event per text message.
+//! cursor, then live events, no gap and no duplicate; one JSON event per text message. A
+//! cursor beyond the end of the log is taken as the end.
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -29,8 +30,10 @@ pub async fn stream(
     Query(query): Query<StreamQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    visible_session(&state, &principal, id).await?;
-    let after = cursor(query.after)?;
+    let session = visible_session(&state, &principal, id).await?;
+    // A cursor beyond the end of the log (a stale client, a reset database) means "from now
+    // on": nothing stored is sent, and live events follow.
+    let after = cursor(query.after)?.min(session.last_seq);
     let follower = Follower::new(state.pool.clone(), &state.hub, id, after);
     Ok(upgrade.on_upgrade(move |socket| follow(socket, follower)))
 }

@@ -13,22 +13,22 @@ const HEAD_BYTES: usize = 64 * 1024;
 /// Bytes kept at the tail.
 const TAIL_BYTES: usize = 16 * 1024;
 
-/// A payload ready to store: what goes into the event, and the whole payload if it was cut.
+/// A payload ready to store: what goes into the event (as JSON text), and the whole payload
+/// if it was cut.
 pub struct Budgeted {
     /// The event's payload.
     pub inline: Value,
+    /// `inline` as JSON text (made once: stored and sent to watchers as is).
+    pub inline_json: String,
     /// The whole payload, for the side table, when `inline` is an excerpt.
-    pub full: Option<Value>,
+    pub full: Option<String>,
 }
 
 /// Applies the budget to a payload that will be stored at `(session_id, seq)`.
 pub fn apply(session_id: SessionId, seq: Seq, payload: Value) -> Budgeted {
-    let encoded = match serde_json::to_string(&payload) {
-        Ok(text) => text,
-        Err(_) => return Budgeted { inline: payload, full: None },
-    };
+    let encoded = serde_json::to_string(&payload).unwrap_or_else(|_| "null".to_owned());
     if encoded.len() <= EVENT_BUDGET_BYTES {
-        return Budgeted { inline: payload, full: None };
+        return Budgeted { inline: payload, inline_json: encoded, full: None };
     }
     let head = prefix_at_char_boundary(&encoded, HEAD_BYTES);
     let tail = suffix_at_char_boundary(&encoded, TAIL_BYTES);
@@ -42,7 +42,8 @@ pub fn apply(session_id: SessionId, seq: Seq, payload: Value) -> Budgeted {
     if let (Some(kind), Some(map)) = (payload.get("sessionUpdate").cloned(), inline.as_object_mut()) {
         map.insert("sessionUpdate".to_owned(), kind);
     }
-    Budgeted { inline, full: Some(payload) }
+    let inline_json = inline.to_string();
+    Budgeted { inline, inline_json, full: Some(encoded) }
 }
 
 fn prefix_at_char_boundary(text: &str, max: usize) -> &str {
@@ -78,11 +79,11 @@ mod tests {
         let payload = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}});
         let session = SessionId::new();
         let out = apply(session, 7, payload.clone());
-        assert_eq!(out.full.as_ref(), Some(&payload));
+        assert_eq!(out.full.as_deref().map(serde_json::from_str::<Value>).and_then(Result::ok), Some(payload));
         assert_eq!(out.inline["truncated"], json!(true));
         assert_eq!(out.inline["sessionUpdate"], json!("agent_message_chunk"));
         assert_eq!(out.inline["full_payload"], json!(format!("/api/v1/sessions/{session}/events/7/payload")));
-        let inline_len = serde_json::to_string(&out.inline).map(|s| s.len()).unwrap_or(usize::MAX);
-        assert!(inline_len < EVENT_BUDGET_BYTES, "excerpt is {inline_len} bytes");
+        assert_eq!(serde_json::from_str::<Value>(&out.inline_json).ok(), Some(out.inline.clone()));
+        assert!(out.inline_json.len() < EVENT_BUDGET_BYTES, "excerpt is {} bytes", out.inline_json.len());
     }
 }

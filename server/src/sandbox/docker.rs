@@ -85,9 +85,15 @@ impl DockerDriver {
             labels: Some(self.labels(agent_id)),
             ..Default::default()
         };
-        match self.docker.create_network(request).await {
+        // Older engines accept duplicate network names, so look before creating.
+        let options = None::<bollard::query_parameters::InspectNetworkOptions>;
+        match self.docker.inspect_network(&network, options).await {
             Ok(_) => {}
-            Err(error) if status_of(&error) == Some(409) => {}
+            Err(error) if status_of(&error) == Some(404) => match self.docker.create_network(request).await {
+                Ok(_) => {}
+                Err(error) if status_of(&error) == Some(409) => {}
+                Err(error) => return Err(engine(error)),
+            },
             Err(error) => return Err(engine(error)),
         }
         let volume = VolumeCreateRequest {

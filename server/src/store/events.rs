@@ -12,8 +12,9 @@ use crate::ids::{Seq, SessionId};
 
 /// Appends `events` inside `tx`, in order. Each session's seqs continue from its `last_seq`
 /// (the row lock taken here orders concurrent writers). Events of sessions that no longer
-/// exist are dropped. Returns the stored events in the order given.
-pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx::Result<Vec<StoredEvent>> {
+/// exist are dropped. Returns the stored events in the order given, each with its payload's
+/// JSON text (encoded once, here).
+pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx::Result<Vec<(StoredEvent, String)>> {
     let mut counts: BTreeMap<Uuid, i64> = BTreeMap::new();
     for event in &events {
         *counts.entry(event.session_id.0).or_default() += 1;
@@ -49,26 +50,23 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
         }
         ids.push(event.session_id.0);
         seqs.push(seq);
-        kinds.push(event.kind.as_str().to_owned());
-        payloads.push(budgeted.inline.clone());
+        kinds.push(event.kind.as_str());
+        payloads.push(budgeted.inline_json.clone());
         times.push(*now);
-        stored.push(StoredEvent {
-            session_id: event.session_id,
-            seq,
-            kind: event.kind,
-            payload: budgeted.inline,
-            created_at: *now,
-        });
+        let stored_event =
+            StoredEvent { session_id: event.session_id, seq, kind: event.kind, payload: budgeted.inline, created_at: *now };
+        stored.push((stored_event, budgeted.inline_json));
     }
     if ids.is_empty() {
         return Ok(stored);
     }
     sqlx::query!(
         r#"INSERT INTO events (session_id, seq, type, payload, created_at)
-           SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::jsonb[], $5::timestamptz[])"#,
+           SELECT id, seq, kind, payload::jsonb, at
+           FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::timestamptz[]) AS t(id, seq, kind, payload, at)"#,
         &ids,
         &seqs,
-        &kinds,
+        &kinds as &[&str],
         &payloads,
         &times
     )
@@ -77,7 +75,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     if !side_ids.is_empty() {
         sqlx::query!(
             r#"INSERT INTO event_payloads (session_id, seq, payload)
-               SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::jsonb[])"#,
+               SELECT id, seq, payload::jsonb FROM UNNEST($1::uuid[], $2::int8[], $3::text[]) AS t(id, seq, payload)"#,
             &side_ids,
             &side_seqs,
             &side_payloads

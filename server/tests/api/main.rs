@@ -1,1 +1,10 @@
-//! API tests.
+//! Integration tests against a real `agenthold` process, real Postgres and (by default) a real
+//! Docker engine, with the real sandboxd and fakeagent speaking ACP over the real tunnel.
+
+mod bad_input;
+mod failures;
+mod lifecycle;
+mod restart;
+mod stream;
+mod support;
+mod turns;

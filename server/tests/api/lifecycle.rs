@@ -1,0 +1,107 @@
+//! Sandboxes: sleep and wake keep the home; a container deleted behind the server's back is
+//! recreated with the same home on the next prompt; the web terminal is a real PTY; deleting an
+//! agent removes its sandbox.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::{TestServer, texts};
+
+const TURN: Duration = Duration::from_secs(90);
+
+/// Runs a command line in the agent's terminal; returns what the terminal printed.
+async fn terminal(server: &TestServer, agent: &str, line: &str) -> String {
+    let url = format!("{}/api/v1/agents/{agent}/terminal", server.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {}", server.token).parse().expect("header"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("opening the terminal");
+    socket.send(Message::Text(r#"{"type":"resize","cols":120,"rows":40}"#.into())).await.expect("resize");
+    socket.send(Message::Binary(format!("{line}; exit\n").into_bytes().into())).await.expect("input");
+    let mut output = Vec::new();
+    while let Ok(Some(Ok(message))) = tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
+        match message {
+            Message::Binary(bytes) => output.extend_from_slice(&bytes),
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    String::from_utf8_lossy(&output).into_owned()
+}
+
+fn run_output(events: &[serde_json::Value]) -> String {
+    events
+        .iter()
+        .filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+#[tokio::test]
+async fn a_file_written_in_the_terminal_survives_sleep_and_wake() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let printed = terminal(&server, &agent, "echo persisted > ~/from-terminal.txt; echo cols=$(tput cols 2>/dev/null || stty size)").await;
+    assert!(printed.contains("cols="), "the terminal ran the line: {printed:?}");
+
+    let (status, body) = server.post(&format!("/api/v1/agents/{agent}/sleep"), json!({})).await;
+    assert_eq!((status, body["desired_state"].as_str()), (200, Some("asleep")));
+    if crate::support::driver() == "docker" {
+        let running = std::process::Command::new("docker")
+            .args(["inspect", "-f", "{{.State.Running}}", &server.container(&agent)])
+            .output()
+            .expect("docker inspect");
+        assert_eq!(String::from_utf8_lossy(&running.stdout).trim(), "false", "sleep stops the container");
+    }
+
+    // A prompt to a sleeping agent wakes it.
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "run cat ~/from-terminal.txt").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert!(run_output(&events).contains("persisted"), "{events:?}");
+
+    let (status, _) = server.post(&format!("/api/v1/agents/{agent}/sleep"), json!({})).await;
+    assert_eq!(status, 200);
+    let (status, body) = server.post(&format!("/api/v1/agents/{agent}/wake"), json!({})).await;
+    assert_eq!((status, body["desired_state"].as_str()), (200, Some("awake")));
+}
+
+#[tokio::test]
+async fn a_deleted_container_is_recreated_with_the_same_home() {
+    if crate::support::driver() != "docker" {
+        return;
+    }
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "write kept.txt still here").await;
+    server.wait_turns(&session, 1, TURN).await;
+
+    let removed = std::process::Command::new("docker").args(["rm", "-f", &server.container(&agent)]).status().expect("docker rm");
+    assert!(removed.success());
+    // The server notices the sandbox is gone once sandboxd's connection drops.
+    server.prompt(&session, "run cat kept.txt").await;
+    let events = server.wait_turns(&session, 2, TURN).await;
+    assert!(run_output(&events).contains("still here"), "{events:#?}");
+    assert_eq!(texts(&events).len(), 0);
+}
+
+#[tokio::test]
+async fn deleting_an_agent_removes_its_sandbox_and_sessions() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text hi").await;
+    server.wait_turns(&session, 1, TURN).await;
+    let (status, _) = server.delete(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!(status, 204);
+    assert_eq!(server.get(&format!("/api/v1/agents/{agent}")).await.0, 404);
+    assert_eq!(server.get(&format!("/api/v1/sessions/{session}")).await.0, 404);
+    if crate::support::driver() == "docker" {
+        let gone = std::process::Command::new("docker").args(["inspect", &server.container(&agent)]).output().expect("docker");
+        assert!(!gone.status.success(), "the container is gone");
+    }
+}

@@ -1,0 +1,340 @@
+//! The test harness: a real `agenthold` process (so tests can SIGKILL and restart it) on its own
+//! database and ports, with the Docker driver (or `AGENTHOLD_TEST_DRIVER=local`), and small
+//! HTTP and WebSocket clients. Every wait has a deadline.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use sqlx::Connection;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+type Http = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+/// A running server under test.
+pub struct TestServer {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// The bootstrap admin token.
+    pub token: String,
+    /// The server's own database.
+    pub database_url: String,
+    /// Container/volume/network name prefix.
+    pub instance: String,
+    /// The data directory (logs are in it).
+    pub data_dir: PathBuf,
+    api_port: u16,
+    tunnel_port: u16,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    http: Http,
+    runs: u32,
+}
+
+fn free_port(host: &str) -> u16 {
+    let listener = std::net::TcpListener::bind((host, 0)).expect("binding an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Which driver the tests use.
+pub fn driver() -> String {
+    std::env::var("AGENTHOLD_TEST_DRIVER").unwrap_or_else(|_| "docker".to_owned())
+}
+
+async fn create_database() -> String {
+    let admin = std::env::var("DATABASE_URL").expect("DATABASE_URL (an admin URL of a Postgres cluster) must be set for the tests");
+    let name = format!("agenthold_test_{}", uuid::Uuid::new_v4().simple());
+    let mut connection = sqlx::PgConnection::connect(&admin).await.expect("connecting to DATABASE_URL");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut connection).await.expect("creating the test database");
+    let (base, query) = match admin.split_once('?') {
+        Some((base, query)) => (base.to_owned(), format!("?{query}")),
+        None => (admin.clone(), String::new()),
+    };
+    let base = base.rsplit_once('/').map(|(server, _)| server.to_owned()).unwrap_or(base);
+    format!("{base}/{name}{query}")
+}
+
+impl TestServer {
+    /// Starts a server with extra environment variables.
+    pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let instance = format!("aht{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+        let data_dir = std::env::temp_dir().join(&instance);
+        std::fs::create_dir_all(&data_dir).expect("creating the data dir");
+        let mut server = Self {
+            url: String::new(),
+            token: format!("test-token-{}", uuid::Uuid::new_v4().simple()),
+            database_url: create_database().await,
+            instance,
+            data_dir,
+            api_port: free_port("127.0.0.1"),
+            tunnel_port: free_port("0.0.0.0"),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            child: None,
+            http: Client::builder(TokioExecutor::new()).build_http(),
+            runs: 0,
+        };
+        server.url = format!("http://127.0.0.1:{}", server.api_port);
+        server.spawn().await;
+        server
+    }
+
+    /// Starts a server with the defaults.
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    async fn spawn(&mut self) {
+        self.runs += 1;
+        let log = std::fs::File::create(self.data_dir.join(format!("server-{}.log", self.runs))).expect("log file");
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_agenthold"));
+        let bin_dir = exe.parent().expect("bin dir").to_owned();
+        let mut command = Command::new(&exe);
+        command
+            .env("DATABASE_URL", &self.database_url)
+            .env("AGENTHOLD_LISTEN", format!("127.0.0.1:{}", self.api_port))
+            .env("AGENTHOLD_TUNNEL_LISTEN", format!("0.0.0.0:{}", self.tunnel_port))
+            .env("AGENTHOLD_DRIVER", driver())
+            .env("AGENTHOLD_IMAGE", std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned()))
+            .env("AGENTHOLD_DATA_DIR", &self.data_dir)
+            .env("AGENTHOLD_ADMIN_TOKEN", &self.token)
+            .env("AGENTHOLD_SANDBOX_BIN_DIR", &bin_dir)
+            .env("AGENTHOLD_INSTANCE", &self.instance)
+            .env("AGENTHOLD_DEFAULT_MEMORY_MIB", "512")
+            .env("RUST_LOG", "info,agenthold_server=debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        self.child = Some(command.spawn().expect("starting agenthold"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((200, _)) = self.try_request("GET", "/readyz", None).await {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the server did not become ready; log: {}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Kills the server with SIGKILL (no shutdown at all).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same database and ports.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.spawn().await;
+    }
+
+    /// Everything the server logged so far.
+    pub fn log(&self) -> String {
+        (1..=self.runs)
+            .filter_map(|run| std::fs::read_to_string(self.data_dir.join(format!("server-{run}.log"))).ok())
+            .collect::<Vec<_>>()
+            .join("\n--- restart ---\n")
+    }
+
+    async fn try_request(&self, method: &str, path: &str, body: Option<Bytes>) -> Result<(u16, Value), String> {
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.url))
+            .header("authorization", format!("Bearer {}", self.token));
+        if body.is_some() {
+            request = request.header("content-type", "application/json");
+        }
+        let request = request.body(Full::new(body.unwrap_or_default())).map_err(|e| e.to_string())?;
+        let response = self.http.request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+        Ok((status, value))
+    }
+
+    /// A request with a raw body (for malformed-input tests).
+    pub async fn raw(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        self.try_request(method, path, Some(Bytes::from(body.to_owned()))).await.expect("request")
+    }
+
+    /// A request without the token.
+    pub async fn anonymous(&self, method: &str, path: &str) -> u16 {
+        let request = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.url))
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        self.http.request(request).await.expect("request").status().as_u16()
+    }
+
+    /// GET.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.try_request("GET", path, None).await.expect("request")
+    }
+
+    /// POST with a JSON body.
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.try_request("POST", path, Some(Bytes::from(body.to_string()))).await.expect("request")
+    }
+
+    /// DELETE.
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        self.try_request("DELETE", path, None).await.expect("request")
+    }
+
+    /// Creates an agent running the fake harness (with `extra` fields merged in).
+    pub async fn create_agent(&self, extra: Value) -> String {
+        let mut body = json!({"name": format!("a{}", &uuid::Uuid::new_v4().simple().to_string()[..12]), "harness": "fake"});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        let (status, agent) = self.post("/api/v1/agents", body).await;
+        assert_eq!(status, 201, "creating an agent: {agent}");
+        agent["id"].as_str().expect("agent id").to_owned()
+    }
+
+    /// Opens a session.
+    pub async fn create_session(&self, agent_id: &str) -> String {
+        let (status, session) = self.post(&format!("/api/v1/agents/{agent_id}/sessions"), json!({})).await;
+        assert_eq!(status, 201, "creating a session: {session}");
+        session["id"].as_str().expect("session id").to_owned()
+    }
+
+    /// Prompts a script; asserts it was accepted.
+    pub async fn prompt(&self, session_id: &str, script: &str) -> Value {
+        let (status, body) = self.post(&format!("/api/v1/sessions/{session_id}/prompt"), json!({"text": script})).await;
+        assert_eq!(status, 202, "prompting: {body}");
+        body
+    }
+
+    /// The whole log of a session.
+    pub async fn events(&self, session_id: &str) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let (status, page) = self.get(&format!("/api/v1/sessions/{session_id}/events?after={after}&limit=1000")).await;
+            assert_eq!(status, 200, "{page}");
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            if events.is_empty() {
+                return all;
+            }
+            after = events.last().and_then(|e| e["seq"].as_i64()).expect("seq");
+            all.extend(events);
+        }
+    }
+
+    /// Waits until the session has `turns` turn_end events; returns the whole log.
+    pub async fn wait_turns(&self, session_id: &str, turns: usize, timeout: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let events = self.events(session_id).await;
+            if events.iter().filter(|e| e["type"] == "turn_end").count() >= turns {
+                return events;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited {timeout:?} for {turns} turn(s) to end; log so far: {}\n\nserver log:\n{}",
+                serde_json::to_string_pretty(&events).unwrap_or_default(),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Opens the session's stream from a cursor.
+    pub async fn watch(&self, session_id: &str, after: &str) -> Watcher {
+        let url = format!("ws://127.0.0.1:{}/api/v1/sessions/{session_id}/stream?after={after}", self.api_port);
+        let mut request = url.into_client_request().expect("ws request");
+        request.headers_mut().insert("authorization", format!("Bearer {}", self.token).parse().expect("header"));
+        let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("connecting the stream");
+        Watcher { socket }
+    }
+
+    /// The agent's container name (Docker driver).
+    pub fn container(&self, agent_id: &str) -> String {
+        format!("{}-{agent_id}", self.instance)
+    }
+}
+
+/// One stream connection.
+pub struct Watcher {
+    socket: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+}
+
+impl Watcher {
+    /// The next event, or `None` on close or after `timeout`.
+    pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
+        loop {
+            let message = tokio::time::timeout(timeout, self.socket.next()).await.ok()??.ok()?;
+            if let tokio_tungstenite::tungstenite::Message::Text(text) = message {
+                return serde_json::from_str(text.as_str()).ok();
+            }
+        }
+    }
+
+    /// Events until one of type `until` (included), each within `timeout` of the previous one.
+    pub async fn until(&mut self, until: &str, timeout: Duration) -> Vec<Value> {
+        let mut events = Vec::new();
+        while let Some(event) = self.next(timeout).await {
+            let done = event["type"] == until;
+            events.push(event);
+            if done {
+                return events;
+            }
+        }
+        panic!("the stream ended or stalled before a {until} event; got {} events", events.len());
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+        // Kill every sandboxd this server started (local driver) and remove its Docker objects.
+        let _ = Command::new("pkill").arg("-KILL").arg("-f").arg(self.data_dir.join("sandboxes").to_string_lossy().as_ref()).status();
+        if driver() == "docker" {
+            let label = format!("label=agenthold.instance={}", self.instance);
+            let script = format!(
+                "docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null 2>&1; \
+                 docker volume ls -q --filter {label} | xargs -r docker volume rm -f >/dev/null 2>&1; \
+                 docker network ls -q --filter {label} | xargs -r docker network rm >/dev/null 2>&1; true"
+            );
+            let _ = Command::new("sh").arg("-c").arg(script).status();
+        }
+    }
+}
+
+/// The seqs of events, in order.
+pub fn seqs(events: &[Value]) -> Vec<i64> {
+    events.iter().filter_map(|e| e["seq"].as_i64()).collect()
+}
+
+/// The events of one type.
+pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The texts of agent message chunks, in order.
+pub fn texts(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "update" && e["payload"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|e| e["payload"]["content"]["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Asserts seqs are exactly 1..=n.
+pub fn assert_gap_free(events: &[Value]) {
+    let seqs = seqs(events);
+    let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
+    assert_eq!(seqs, expected, "seqs must be 1..=n with no gap or duplicate");
+}
