@@ -53,8 +53,11 @@ cargo build --workspace --bins
 
 export AGENTHOLD_TEST_IMAGE=agenthold/test:latest
 if cargo nextest --version >/dev/null 2>&1; then
-    step "cargo nextest run --workspace"
-    cargo nextest run --workspace --no-tests=warn
+    profile=()
+    # A [profile.ci] in .config/nextest.toml (retries, timeouts, JUnit) is used under CI.
+    if [[ -n "${CI:-}" ]] && grep -qs '^\[profile\.ci\]' .config/nextest.toml; then profile=(--profile ci); fi
+    step "cargo nextest run --workspace ${profile[*]}"
+    cargo nextest run --workspace --no-tests=warn "${profile[@]}"
 else
     step "cargo test --workspace (cargo-nextest not installed)"
     cargo test --workspace
