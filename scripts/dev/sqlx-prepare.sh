@@ -42,7 +42,7 @@ rm -f .sqlx/query-*.json
 
 log "recompiling agenthold-server online (SQLX_OFFLINE_DIR=$REPO_ROOT/.sqlx)"
 export SQLX_OFFLINE=false SQLX_OFFLINE_DIR=$REPO_ROOT/.sqlx DATABASE_URL=$SCRATCH_URL
-cargo clean -p agenthold-server
+touch server/src/lib.rs  # recompiles the crate, so the macros run again
 cargo check -p agenthold-server --all-targets
 
 count=$(find .sqlx -name 'query-*.json' | wc -l)
