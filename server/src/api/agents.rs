@@ -161,7 +161,9 @@ pub async fn delete(State(state): State<AppState>, principal: Principal, Id(id):
     let outcome = state.supervisors.ask(id, |reply| Command::Destroy { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     state.supervisors.forget(id);
+    let sessions = store::sessions::list_ids(&state.pool, id).await?;
     store::agents::delete(&state.pool, id).await?;
+    state.hub.close(&sessions);
     Ok(StatusCode::NO_CONTENT)
 }
 

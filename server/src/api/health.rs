@@ -1,4 +1,5 @@
-//! `/healthz` (the process answers) and `/readyz` (it can reach Postgres).
+//! `/healthz` (the process answers), `/readyz` (it can reach Postgres), and the web page at `/`
+//! (a placeholder until the browser UI lands).
 
 use axum::Json;
 use axum::extract::State;
@@ -6,6 +7,11 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
+
+/// The web page.
+pub async fn index() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("../../../web/index.html"))
+}
 
 /// Liveness.
 pub async fn healthz() -> Json<Value> {

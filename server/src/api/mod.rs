@@ -1,4 +1,4 @@
-//! The REST and WebSocket API under `/api/v1`, plus `/healthz` and `/readyz`. This is the one
+//! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the web page at `/`. This is the one
 //! place that lists every route; each resource module exposes its handlers.
 
 mod agents;
@@ -18,6 +18,7 @@ use crate::app::AppState;
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/", get(health::index))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/api/v1/agents", post(agents::create).get(agents::list))

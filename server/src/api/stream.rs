@@ -44,7 +44,12 @@ async fn follow(socket: WebSocket, mut follower: Follower) {
         tokio::select! {
             batch = follower.next_batch() => {
                 let batch = match batch {
-                    Ok(batch) => batch,
+                    Ok(Some(batch)) => batch,
+                    Ok(None) => {
+                        let reason = axum::extract::ws::CloseFrame { code: 4404, reason: "the session was deleted".into() };
+                        let _ = sink.send(Message::Close(Some(reason))).await;
+                        return;
+                    }
                     Err(error) => {
                         tracing::error!(%error, "reading events for a stream");
                         let _ = sink.send(Message::Close(None)).await;

@@ -36,6 +36,8 @@ pub async fn open(
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     visible_agent(&state, &principal, id).await?;
+    // Opening a terminal wakes a sleeping agent.
+    crate::store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let access = state
         .supervisors
         .ask(id, |reply| Command::Terminal { reply })

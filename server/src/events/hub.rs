@@ -42,4 +42,12 @@ impl Hub {
             }
         }
     }
+
+    /// Ends the live feeds of deleted sessions: their watchers see the feed close.
+    pub fn close(&self, session_ids: &[SessionId]) {
+        let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for session_id in session_ids {
+            channels.remove(session_id);
+        }
+    }
 }

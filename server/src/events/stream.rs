@@ -36,9 +36,9 @@ impl Follower {
         self.last_sent
     }
 
-    /// The next events in order (never empty unless the feed was reset). Cancel-safe: the
-    /// cursor moves only when events are returned.
-    pub async fn next_batch(&mut self) -> Result<Vec<Arc<SharedEvent>>, sqlx::Error> {
+    /// The next events in order; `None` once the session is deleted. Cancel-safe: the cursor
+    /// moves only when events are returned.
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Arc<SharedEvent>>>, sqlx::Error> {
         loop {
             if self.catching_up {
                 let stored = store::events::after(&self.pool, self.session_id, self.last_sent, BACKFILL_PAGE).await?;
@@ -47,7 +47,7 @@ impl Follower {
                 }
                 if let Some(last) = stored.last() {
                     self.last_sent = last.seq;
-                    return Ok(stored.into_iter().map(SharedEvent::new).collect());
+                    return Ok(Some(stored.into_iter().map(SharedEvent::new).collect()));
                 }
                 continue;
             }
@@ -57,12 +57,16 @@ impl Follower {
                     self.last_sent = event.event.seq;
                     let mut batch = vec![event];
                     self.drain_ready(&mut batch);
-                    return Ok(batch);
+                    return Ok(Some(batch));
                 }
                 // A gap (an event committed by another writer reached us late) or a lag:
                 // everything published is committed, so Postgres has the missing range.
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.catching_up = true,
                 Err(broadcast::error::RecvError::Closed) => {
+                    // The feed closes when the session is deleted.
+                    if store::sessions::get(&self.pool, self.session_id).await?.is_none() {
+                        return Ok(None);
+                    }
                     self.live = self.live.resubscribe();
                     self.catching_up = true;
                 }

@@ -96,8 +96,10 @@ async fn deleting_an_agent_removes_its_sandbox_and_sessions() {
     let session = server.create_session(&agent).await;
     server.prompt(&session, "text hi").await;
     server.wait_turns(&session, 1, TURN).await;
+    let mut watcher = server.watch(&session, "1000").await;
     let (status, _) = server.delete(&format!("/api/v1/agents/{agent}")).await;
     assert_eq!(status, 204);
+    assert!(watcher.closes_within(Duration::from_secs(10)).await, "the stream of a deleted session closes");
     assert_eq!(server.get(&format!("/api/v1/agents/{agent}")).await.0, 404);
     assert_eq!(server.get(&format!("/api/v1/sessions/{session}")).await.0, 404);
     if crate::support::driver() == "docker" {

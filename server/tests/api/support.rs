@@ -282,6 +282,18 @@ impl Watcher {
         }
     }
 
+    /// Whether the server closes the stream within `timeout` (events meanwhile are skipped).
+    pub async fn closes_within(&mut self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.socket.next()).await {
+                Err(_) => return false,
+                Ok(None | Some(Err(_)) | Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_)))) => return true,
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
     /// Events until one of type `until` (included), each within `timeout` of the previous one.
     pub async fn until(&mut self, until: &str, timeout: Duration) -> Vec<Value> {
         let mut events = Vec::new();
