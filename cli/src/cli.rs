@@ -22,12 +22,7 @@ use crate::watch::{self, StopWhen};
 #[command(name = "agentholdctl", version)]
 pub struct Args {
     /// The server's base URL (plain http only).
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTHOLD_URL",
-        default_value = "http://127.0.0.1:7700"
-    )]
+    #[arg(long, global = true, env = "AGENTHOLD_URL", default_value = "http://127.0.0.1:7700")]
     pub url: String,
     /// API token, sent as `Authorization: Bearer <token>`.
     #[arg(long, global = true, env = "AGENTHOLD_TOKEN", hide_env_values = true)]
@@ -193,19 +188,14 @@ fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
     Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            Failure::Usage(format!(
-                "{flag} must be a positive number of seconds, not {secs}"
-            ))
-        })
+        .ok_or_else(|| Failure::Usage(format!("{flag} must be a positive number of seconds, not {secs}")))
 }
 
 fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     let mut env = BTreeMap::new();
     for pair in pairs {
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| Failure::Usage(format!("--env {pair:?}: expected KEY=VALUE")))?;
+        let (key, value) =
+            pair.split_once('=').ok_or_else(|| Failure::Usage(format!("--env {pair:?}: expected KEY=VALUE")))?;
         env.insert(key.to_owned(), value.to_owned());
     }
     Ok(env)
@@ -213,17 +203,10 @@ fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
 
 /// Runs one command.
 pub async fn run(args: Args) -> Result<(), Failure> {
-    let endpoint = Endpoint::parse(&args.url)
-        .map_err(|m| Failure::Usage(format!("--url / AGENTHOLD_URL: {m}")))?;
+    let endpoint = Endpoint::parse(&args.url).map_err(|m| Failure::Usage(format!("--url / AGENTHOLD_URL: {m}")))?;
     let token = args.token.filter(|t| !t.is_empty()).map(Token::new);
-    let client = Client::new(
-        endpoint,
-        token,
-        seconds("--http-timeout", args.http_timeout)?,
-    );
-    let printer = Printer {
-        compact: args.compact,
-    };
+    let client = Client::new(endpoint, token, seconds("--http-timeout", args.http_timeout)?);
+    let printer = Printer { compact: args.compact };
     match args.command {
         Command::Agents(command) => agents(&client, &printer, command).await,
         Command::Sessions(command) => sessions(&client, &printer, command).await,
@@ -237,25 +220,14 @@ pub async fn run(args: Args) -> Result<(), Failure> {
                 text
             };
             let path = format!("/api/v1/sessions/{}/prompt", segment(&session));
-            printer.print(
-                client
-                    .call("POST", &path, Some(&json!({"text": text})))
-                    .await?,
-            )
+            printer.print(client.call("POST", &path, Some(&json!({"text": text}))).await?)
         }
         Command::Cancel { session } => {
             let path = format!("/api/v1/sessions/{}/cancel", segment(&session));
             printer.print(client.call("POST", &path, None).await?)
         }
-        Command::Events {
-            session,
-            after,
-            limit,
-        } => {
-            let mut path = format!(
-                "/api/v1/sessions/{}/events?after={after}",
-                segment(&session)
-            );
+        Command::Events { session, after, limit } => {
+            let mut path = format!("/api/v1/sessions/{}/events?after={after}", segment(&session));
             if let Some(limit) = limit {
                 path.push_str(&format!("&limit={limit}"));
             }
@@ -268,31 +240,12 @@ pub async fn run(args: Args) -> Result<(), Failure> {
                 timeout: watch.timeout.map(|t| seconds("--timeout", t)).transpose()?,
             };
             let mut stdout = std::io::stdout().lock();
-            watch::watch(&client, &watch.session, watch.after, &stop, &mut stdout)
-                .await
-                .map(|_| ())
+            watch::watch(&client, &watch.session, watch.after, &stop, &mut stdout).await.map(|_| ())
         }
-        Command::Exec {
-            timeout,
-            cols,
-            rows,
-            agent,
-            command,
-        } => {
+        Command::Exec { timeout, cols, rows, agent, command } => {
             let mut stdout = std::io::stdout().lock();
-            let size = Size {
-                cols: cols.max(1),
-                rows: rows.max(1),
-            };
-            terminal::exec(
-                &client,
-                &agent,
-                &command.join(" "),
-                size,
-                seconds("--timeout", timeout)?,
-                &mut stdout,
-            )
-            .await
+            let size = Size { cols: cols.max(1), rows: rows.max(1) };
+            terminal::exec(&client, &agent, &command.join(" "), size, seconds("--timeout", timeout)?, &mut stdout).await
         }
     }
 }
@@ -300,16 +253,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
 async fn agents(client: &Client, printer: &Printer, command: AgentsCommand) -> Result<(), Failure> {
     let agent_path = |id: &str, action: &str| format!("/api/v1/agents/{}{action}", segment(id));
     let response = match command {
-        AgentsCommand::Create {
-            name,
-            harness,
-            command,
-            env,
-            image,
-            cpus,
-            memory_mib,
-            pids,
-        } => {
+        AgentsCommand::Create { name, harness, command, env, image, cpus, memory_mib, pids } => {
             let mut body = json!({"name": name, "harness": harness, "env": parse_env(&env)?});
             if !command.is_empty() {
                 body["command"] = json!(command);
@@ -335,43 +279,23 @@ async fn agents(client: &Client, printer: &Printer, command: AgentsCommand) -> R
         AgentsCommand::List => client.call("GET", "/api/v1/agents", None).await?,
         AgentsCommand::Show { id } => client.call("GET", &agent_path(&id, ""), None).await?,
         AgentsCommand::Delete { id } => client.call("DELETE", &agent_path(&id, ""), None).await?,
-        AgentsCommand::Sleep { id } => {
-            client
-                .call("POST", &agent_path(&id, "/sleep"), None)
-                .await?
-        }
+        AgentsCommand::Sleep { id } => client.call("POST", &agent_path(&id, "/sleep"), None).await?,
         AgentsCommand::Wake { id } => client.call("POST", &agent_path(&id, "/wake"), None).await?,
     };
     printer.print(response)
 }
 
-async fn sessions(
-    client: &Client,
-    printer: &Printer,
-    command: SessionsCommand,
-) -> Result<(), Failure> {
+async fn sessions(client: &Client, printer: &Printer, command: SessionsCommand) -> Result<(), Failure> {
     let response = match command {
         SessionsCommand::Create { agent } => {
             let path = format!("/api/v1/agents/{}/sessions", segment(&agent));
             client.call("POST", &path, Some(&json!({}))).await?
         }
         SessionsCommand::Show { session } => {
-            client
-                .call(
-                    "GET",
-                    &format!("/api/v1/sessions/{}", segment(&session)),
-                    None,
-                )
-                .await?
+            client.call("GET", &format!("/api/v1/sessions/{}", segment(&session)), None).await?
         }
         SessionsCommand::List { agent } => {
-            client
-                .call(
-                    "GET",
-                    &format!("/api/v1/agents/{}/sessions", segment(&agent)),
-                    None,
-                )
-                .await?
+            client.call("GET", &format!("/api/v1/agents/{}/sessions", segment(&agent)), None).await?
         }
     };
     printer.print(response)
@@ -387,18 +311,12 @@ impl Printer {
     /// Prints a response body; an empty one (204) prints nothing.
     fn print(&self, value: Option<Value>) -> Result<(), Failure> {
         let Some(value) = value else { return Ok(()) };
-        let text = if self.compact {
-            serde_json::to_string(&value)
-        } else {
-            serde_json::to_string_pretty(&value)
-        };
+        let text = if self.compact { serde_json::to_string(&value) } else { serde_json::to_string_pretty(&value) };
         let text = text.context("encoding the output")?;
         let mut stdout = std::io::stdout().lock();
         match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
             Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-                Err(anyhow::Error::new(error)
-                    .context("writing to stdout")
-                    .into())
+                Err(anyhow::Error::new(error).context("writing to stdout").into())
             }
             _ => Ok(()),
         }
@@ -437,26 +355,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let args = Args::try_parse_from([
-            "agentholdctl",
-            "exec",
-            "--timeout",
-            "5",
-            "a1",
-            "echo",
-            "-n",
-            "hi",
-            ">",
-            "f",
-        ])
-        .unwrap();
+        let args = Args::try_parse_from(["agentholdctl", "exec", "--timeout", "5", "a1", "echo", "-n", "hi", ">", "f"])
+            .unwrap();
         match args.command {
-            Command::Exec {
-                agent,
-                command,
-                timeout,
-                ..
-            } => {
+            Command::Exec { agent, command, timeout, .. } => {
                 assert_eq!((agent.as_str(), timeout), ("a1", 5.0));
                 assert_eq!(command.join(" "), "echo -n hi > f");
             }
@@ -474,10 +376,7 @@ mod tests {
             "1.5",
         ])
         .unwrap();
-        assert!(matches!(
-            args.command,
-            Command::Watch(WatchArgs { after: 3, .. })
-        ));
+        assert!(matches!(args.command, Command::Watch(WatchArgs { after: 3, .. })));
     }
 
     #[test]

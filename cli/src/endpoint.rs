@@ -20,9 +20,7 @@ impl Endpoint {
         let rest = match url.split_once("://") {
             Some(("http", rest)) => rest,
             Some((scheme, _)) => {
-                return Err(format!(
-                    "unsupported URL scheme {scheme:?} in {url:?}: only http:// is supported"
-                ));
+                return Err(format!("unsupported URL scheme {scheme:?} in {url:?}: only http:// is supported"));
             }
             None => return Err(format!("not a URL: {url:?} (expected http://host:port)")),
         };
@@ -31,25 +29,16 @@ impl Endpoint {
             None => (rest, ""),
         };
         if authority.contains('@') {
-            return Err(format!(
-                "credentials in the URL are not supported: {url:?} (use AGENTHOLD_TOKEN)"
-            ));
+            return Err(format!("credentials in the URL are not supported: {url:?} (use AGENTHOLD_TOKEN)"));
         }
         if path.contains(['?', '#']) {
-            return Err(format!(
-                "the URL must not carry a query or fragment: {url:?}"
-            ));
+            return Err(format!("the URL must not carry a query or fragment: {url:?}"));
         }
         let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
-            let (host, after) = bracketed
-                .split_once(']')
-                .ok_or_else(|| format!("bad IPv6 address in {url:?}"))?;
+            let (host, after) = bracketed.split_once(']').ok_or_else(|| format!("bad IPv6 address in {url:?}"))?;
             let port = match after {
                 "" => None,
-                p => Some(
-                    p.strip_prefix(':')
-                        .ok_or_else(|| format!("bad port in {url:?}"))?,
-                ),
+                p => Some(p.strip_prefix(':').ok_or_else(|| format!("bad port in {url:?}"))?),
             };
             (host, port)
         } else {
@@ -63,29 +52,15 @@ impl Endpoint {
         }
         let port = match port {
             None => 80,
-            Some(p) => p
-                .parse::<u16>()
-                .map_err(|_| format!("bad port {p:?} in {url:?}"))?,
+            Some(p) => p.parse::<u16>().map_err(|_| format!("bad port {p:?} in {url:?}"))?,
         };
-        Ok(Self {
-            host: host.to_owned(),
-            port,
-            prefix: path.trim_end_matches('/').to_owned(),
-        })
+        Ok(Self { host: host.to_owned(), port, prefix: path.trim_end_matches('/').to_owned() })
     }
 
     /// The `Host` header value.
     pub fn host_header(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        if self.port == 80 {
-            host
-        } else {
-            format!("{host}:{}", self.port)
-        }
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        if self.port == 80 { host } else { format!("{host}:{}", self.port) }
     }
 
     /// `host:port` for connecting.
@@ -131,20 +106,14 @@ mod tests {
     #[test]
     fn parses_host_port_and_prefix() {
         let e = Endpoint::parse("http://127.0.0.1:7700").unwrap();
-        assert_eq!(
-            (e.host.as_str(), e.port, e.prefix.as_str()),
-            ("127.0.0.1", 7700, "")
-        );
+        assert_eq!((e.host.as_str(), e.port, e.prefix.as_str()), ("127.0.0.1", 7700, ""));
         assert_eq!(e.ws_url("/api/v1/x"), "ws://127.0.0.1:7700/api/v1/x");
         let e = Endpoint::parse("http://example.org/agenthold/").unwrap();
         assert_eq!((e.port, e.prefix.as_str()), (80, "/agenthold"));
         assert_eq!(e.host_header(), "example.org");
         assert_eq!(e.target("/healthz"), "/agenthold/healthz");
         let e = Endpoint::parse("http://[::1]:7700").unwrap();
-        assert_eq!(
-            (e.host.as_str(), e.host_header()),
-            ("::1", "[::1]:7700".to_owned())
-        );
+        assert_eq!((e.host.as_str(), e.host_header()), ("::1", "[::1]:7700".to_owned()));
     }
 
     #[test]

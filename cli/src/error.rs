@@ -36,32 +36,18 @@ impl Failure {
     /// Builds an [`Failure::Api`] from a status and the response body (`{"error":{"code","message"}}`
     /// when the server wrote it).
     pub fn from_response(status: u16, body: &[u8]) -> Self {
-        let parsed: Option<(String, String)> = serde_json::from_slice::<serde_json::Value>(body)
-            .ok()
-            .and_then(|v| {
-                let error = v.get("error")?;
-                let code = error.get("code")?.as_str()?.to_owned();
-                let message = error
-                    .get("message")
-                    .and_then(|m| m.as_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                Some((code, message))
-            });
+        let parsed: Option<(String, String)> = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| {
+            let error = v.get("error")?;
+            let code = error.get("code")?.as_str()?.to_owned();
+            let message = error.get("message").and_then(|m| m.as_str()).unwrap_or_default().to_owned();
+            Some((code, message))
+        });
         match parsed {
-            Some((code, message)) => Self::Api {
-                status,
-                code,
-                message,
-            },
+            Some((code, message)) => Self::Api { status, code, message },
             None => Self::Api {
                 status,
                 code: format!("HTTP_{status}"),
-                message: String::from_utf8_lossy(body)
-                    .trim()
-                    .chars()
-                    .take(2000)
-                    .collect(),
+                message: String::from_utf8_lossy(body).trim().chars().take(2000).collect(),
             },
         }
     }
@@ -82,10 +68,7 @@ mod tests {
 
     #[test]
     fn reads_the_api_error_body() {
-        let f = Failure::from_response(
-            409,
-            br#"{"error":{"code":"TURN_IN_PROGRESS","message":"busy"}}"#,
-        );
+        let f = Failure::from_response(409, br#"{"error":{"code":"TURN_IN_PROGRESS","message":"busy"}}"#);
         assert_eq!(f.to_string(), "HTTP 409 TURN_IN_PROGRESS: busy");
         let f = Failure::from_response(502, b"Bad Gateway\n");
         assert_eq!(f.to_string(), "HTTP 502 HTTP_502: Bad Gateway");

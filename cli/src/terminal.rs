@@ -47,17 +47,11 @@ pub async fn exec(
     let deadline = Instant::now() + timeout;
     let path = format!("/api/v1/agents/{}/terminal", segment(agent));
     let within = |what: &str| Failure::Timeout(format!("{what} within {timeout:?}"));
-    let mut socket = tokio::time::timeout_at(deadline, client.websocket(&path))
-        .await
-        .map_err(|_| within("no terminal"))??;
-    let resize =
-        serde_json::json!({"type": "resize", "cols": size.cols, "rows": size.rows}).to_string();
+    let mut socket =
+        tokio::time::timeout_at(deadline, client.websocket(&path)).await.map_err(|_| within("no terminal"))??;
+    let resize = serde_json::json!({"type": "resize", "cols": size.cols, "rows": size.rows}).to_string();
     send(&mut socket, Message::text(resize)).await?;
-    send(
-        &mut socket,
-        Message::binary(format!("{command}; exit\n").into_bytes()),
-    )
-    .await?;
+    send(&mut socket, Message::binary(format!("{command}; exit\n").into_bytes())).await?;
     let mut server_error = None;
     loop {
         let message = match tokio::time::timeout_at(deadline, socket.next()).await {
@@ -82,15 +76,12 @@ pub async fn exec(
             }
             Some(Ok(Message::Close(_)))
             | None
-            | Some(Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed)) =>
-            {
+            | Some(Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed)) => {
                 break;
             }
             Some(Ok(_)) => {}
             Some(Err(error)) => {
-                return Err(anyhow::Error::new(error)
-                    .context("reading the terminal")
-                    .into());
+                return Err(anyhow::Error::new(error).context("reading the terminal").into());
             }
         }
     }

@@ -46,9 +46,7 @@ pub async fn watch(
     let deadline = stop.timeout.map(|t| Instant::now() + t);
     let connect = client.websocket(&path);
     let mut socket = match deadline {
-        Some(deadline) => tokio::time::timeout_at(deadline, connect)
-            .await
-            .map_err(|_| timed_out(stop, 0))??,
+        Some(deadline) => tokio::time::timeout_at(deadline, connect).await.map_err(|_| timed_out(stop, 0))??,
         None => connect.await?,
     };
     let mut seen = 0u64;
@@ -71,12 +69,8 @@ pub async fn watch(
         let text = match message {
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Close(frame))) => {
-                let why = frame
-                    .map(|f| format!(" ({} {})", f.code, f.reason))
-                    .unwrap_or_default();
-                return Err(
-                    anyhow!("the server closed the stream{why} after {seen} events").into(),
-                );
+                let why = frame.map(|f| format!(" ({} {})", f.code, f.reason)).unwrap_or_default();
+                return Err(anyhow!("the server closed the stream{why} after {seen} events").into());
             }
             Some(Ok(_)) => continue,
             Some(Err(error)) => {
@@ -86,12 +80,8 @@ pub async fn watch(
             }
             None => return Err(anyhow!("the stream ended after {seen} events").into()),
         };
-        let head: EventHead = serde_json::from_str(text.as_str()).map_err(|e| {
-            anyhow!(
-                "the stream sent a message that is not an event ({e}): {}",
-                text.as_str()
-            )
-        })?;
+        let head: EventHead = serde_json::from_str(text.as_str())
+            .map_err(|e| anyhow!("the stream sent a message that is not an event ({e}): {}", text.as_str()))?;
         seen += 1;
         if let Err(error) = writeln!(out, "{}", text.as_str()).and_then(|()| out.flush()) {
             close(&mut socket).await;
@@ -99,14 +89,9 @@ pub async fn watch(
             if error.kind() == io::ErrorKind::BrokenPipe {
                 return Ok(seen);
             }
-            return Err(anyhow::Error::new(error)
-                .context("writing to stdout")
-                .into());
+            return Err(anyhow::Error::new(error).context("writing to stdout").into());
         }
-        let reached_type = stop
-            .until
-            .as_deref()
-            .is_some_and(|until| head.kind == until);
+        let reached_type = stop.until.as_deref().is_some_and(|until| head.kind == until);
         let reached_count = stop.count.is_some_and(|count| seen >= count);
         if reached_type || reached_count {
             close(&mut socket).await;
@@ -133,9 +118,5 @@ pub async fn close(socket: &mut Socket) {
 
 /// Sends a message, mapping errors.
 pub async fn send(socket: &mut Socket, message: Message) -> Result<(), Failure> {
-    socket.send(message).await.map_err(|e| {
-        anyhow::Error::new(e)
-            .context("sending on the WebSocket")
-            .into()
-    })
+    socket.send(message).await.map_err(|e| anyhow::Error::new(e).context("sending on the WebSocket").into())
 }

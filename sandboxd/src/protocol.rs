@@ -104,12 +104,7 @@ impl DataFrame {
         channel.copy_from_slice(&header[1..5]);
         let mut offset = [0u8; 8];
         offset.copy_from_slice(&header[5..13]);
-        Ok(Self {
-            kind,
-            channel: u32::from_be_bytes(channel),
-            offset: u64::from_be_bytes(offset),
-            payload: frame,
-        })
+        Ok(Self { kind, channel: u32::from_be_bytes(channel), offset: u64::from_be_bytes(offset), payload: frame })
     }
 }
 

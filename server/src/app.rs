@@ -45,8 +45,9 @@ impl Listeners {
     /// Binds the configured addresses.
     pub async fn bind(config: &Config) -> anyhow::Result<Self> {
         let api = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
-        let tunnel =
-            TcpListener::bind(config.tunnel_listen).await.with_context(|| format!("binding {}", config.tunnel_listen))?;
+        let tunnel = TcpListener::bind(config.tunnel_listen)
+            .await
+            .with_context(|| format!("binding {}", config.tunnel_listen))?;
         Ok(Self { api, tunnel })
     }
 
@@ -73,7 +74,11 @@ pub async fn shutdown_signal() {
 }
 
 /// Runs the server until `shutdown` resolves.
-pub async fn run(config: Config, listeners: Listeners, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let pool = store::connect(config.database_url.expose(), 20).await?;
     tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
     auth::ensure_bootstrap_token(&pool, &config).await?;
@@ -113,8 +118,7 @@ pub async fn run(config: Config, listeners: Listeners, shutdown: impl Future<Out
     supervisors.resume_open_turns().await.context("resuming open turns")?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let api = axum::serve(listeners.api, api::router(state.clone()))
-        .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let api = axum::serve(listeners.api, api::router(state.clone())).with_graceful_shutdown(wait_for(stop_rx.clone()));
     let tunnel = axum::serve(listeners.tunnel, tunnel::router(state)).with_graceful_shutdown(wait_for(stop_rx));
     tracing::info!("agenthold is serving");
     let servers = async { tokio::try_join!(async { api.await }, async { tunnel.await }) };

@@ -126,10 +126,7 @@ mod tests {
         assert_eq!(frames[0], (8, Bytes::from_static(b"rld")));
         assert_eq!(joined(&frames), b"rld!\n");
         assert!(buf.frames_from(13).is_empty());
-        assert!(
-            buf.frames_from(99).is_empty(),
-            "past the end clamps to nothing"
-        );
+        assert!(buf.frames_from(99).is_empty(), "past the end clamps to nothing");
     }
 
     #[test]
@@ -137,11 +134,7 @@ mod tests {
         let mut buf = filled();
         assert_eq!(buf.ack(3), 3);
         assert_eq!((buf.acked(), buf.end(), buf.len()), (3, 13, 10));
-        assert_eq!(
-            joined(&buf.frames_from(0)),
-            b"lo world!\n",
-            "below acked clamps up"
-        );
+        assert_eq!(joined(&buf.frames_from(0)), b"lo world!\n", "below acked clamps up");
         assert_eq!(buf.ack(2), 0, "an older ack drops nothing");
         assert_eq!(buf.ack(11), 8);
         assert_eq!(buf.frames_from(0), vec![(11, Bytes::from_static(b"!\n"))]);

@@ -42,11 +42,9 @@ impl std::fmt::Debug for Token {
 
 /// Dials `url` with `Authorization: Bearer <token>`. Errors are for logs and never hold the token.
 pub async fn connect(url: &str, token: &Token) -> Result<Ws, String> {
-    let mut request = url
-        .into_client_request()
-        .map_err(|err| format!("tunnel URL: {err}"))?;
-    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.0))
-        .map_err(|_| "the token is not a valid header value")?;
+    let mut request = url.into_client_request().map_err(|err| format!("tunnel URL: {err}"))?;
+    let mut value =
+        HeaderValue::from_str(&format!("Bearer {}", token.0)).map_err(|_| "the token is not a valid header value")?;
     value.set_sensitive(true);
     request.headers_mut().insert(AUTHORIZATION, value);
     let attempt = tokio_tungstenite::connect_async_with_config(request, None, true);
@@ -98,11 +96,7 @@ pub struct Link {
 impl Link {
     /// Wraps the sending half of a new connection.
     pub fn new(sink: SplitSink<Ws, Message>) -> Self {
-        Self {
-            sink,
-            live: false,
-            broken: false,
-        }
+        Self { sink, live: false, broken: false }
     }
 
     /// Sends a message; a failure marks the link broken (logged once).
@@ -137,9 +131,7 @@ mod tests {
     #[test]
     fn backoff_doubles_to_two_seconds_and_resets() {
         let mut backoff = Backoff::default();
-        let delays: Vec<u64> = (0..7)
-            .map(|_| backoff.next_delay().as_millis() as u64)
-            .collect();
+        let delays: Vec<u64> = (0..7).map(|_| backoff.next_delay().as_millis() as u64).collect();
         assert_eq!(delays, vec![100, 200, 400, 800, 1600, 2000, 2000]);
         backoff.reset();
         assert_eq!(backoff.next_delay(), Duration::from_millis(100));

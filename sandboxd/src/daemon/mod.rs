@@ -71,9 +71,7 @@ impl Config {
             Ok(text) => match text.trim().parse::<usize>() {
                 Ok(bytes) if bytes > 0 => bytes,
                 _ => {
-                    return Err(
-                        "AGENTHOLD_SANDBOXD_BUFFER_BYTES must be a positive number of bytes".into(),
-                    );
+                    return Err("AGENTHOLD_SANDBOXD_BUFFER_BYTES must be a positive number of bytes".into());
                 }
             },
             Err(_) => DEFAULT_BUFFER_BYTES,
@@ -110,9 +108,7 @@ enum Conn {
 impl Conn {
     fn dial(config: &Config) -> Self {
         let (url, token) = (config.tunnel_url.clone(), config.token.clone());
-        Self::Connecting(Box::pin(
-            async move { connection::connect(&url, &token).await },
-        ))
+        Self::Connecting(Box::pin(async move { connection::connect(&url, &token).await }))
     }
 
     fn wait(delay: Duration) -> Self {
@@ -183,27 +179,14 @@ pub async fn run(config: Config) -> std::io::Result<()> {
     // Users are created only as PID 1 (the container's first process): a sandboxd that is a
     // child of the server (the local driver) or runs anywhere else never edits /etc/passwd.
     let in_sandbox = rustix::process::getpid().is_init();
-    let sinks = Sinks {
-        events: events_tx,
-        best: best_tx,
-        children,
-    };
-    let mut state = State::new(
-        config.buffer_bytes,
-        uid.is_root() && in_sandbox,
-        AccountFiles::default(),
-        sinks,
-    );
+    let sinks = Sinks { events: events_tx, best: best_tx, children };
+    let mut state = State::new(config.buffer_bytes, uid.is_root() && in_sandbox, AccountFiles::default(), sinks);
     let mut sigterm: Signal = signal(SignalKind::terminate())?;
     let mut sigint: Signal = signal(SignalKind::interrupt())?;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
-    log(format_args!(
-        "starting, version {}, pid {}",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id()
-    ));
+    log(format_args!("starting, version {}, pid {}", env!("CARGO_PKG_VERSION"), std::process::id()));
     let mut conn = Conn::dial(&config);
     let mut backoff = Backoff::default();
     let mut failures = FailureLog::default();
@@ -228,22 +211,14 @@ pub async fn run(config: Config) -> std::io::Result<()> {
                 let mut link = Link::new(sink);
                 state.hello(&mut link).await;
                 let now = Instant::now();
-                conn = Conn::Up {
-                    stream,
-                    link,
-                    last_heard: now,
-                    last_ping: now,
-                };
+                conn = Conn::Up { stream, link, last_heard: now, last_ping: now };
             }
             Input::Connected(Err(err)) => {
                 failures.failed(err);
                 conn = Conn::wait(backoff.next_delay());
             }
             Input::Server(Some(Ok(message))) => {
-                if let Conn::Up {
-                    link, last_heard, ..
-                } = &mut conn
-                {
+                if let Conn::Up { link, last_heard, .. } = &mut conn {
                     *last_heard = Instant::now();
                     let was_live = link.live;
                     state.on_message(message, link).await;
@@ -260,18 +235,9 @@ pub async fn run(config: Config) -> std::io::Result<()> {
                 conn = Conn::wait(backoff.next_delay());
             }
             Input::Tick => {
-                if let Conn::Up {
-                    link,
-                    last_heard,
-                    last_ping,
-                    ..
-                } = &mut conn
-                {
+                if let Conn::Up { link, last_heard, last_ping, .. } = &mut conn {
                     if last_heard.elapsed() > SILENCE_LIMIT {
-                        log(format_args!(
-                            "no word from the server for {}s; reconnecting",
-                            SILENCE_LIMIT.as_secs()
-                        ));
+                        log(format_args!("no word from the server for {}s; reconnecting", SILENCE_LIMIT.as_secs()));
                         link.broken = true;
                     } else if last_ping.elapsed() >= PING_EVERY {
                         *last_ping = Instant::now();

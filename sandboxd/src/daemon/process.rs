@@ -27,9 +27,7 @@ pub type Children = Arc<Mutex<HashSet<u32>>>;
 
 /// Adds or removes a pid from [`Children`], surviving a poisoned lock.
 pub fn track(children: &Children, pid: u32, alive: bool) {
-    let mut set = children
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut set = children.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if alive {
         set.insert(pid);
     } else {
@@ -115,17 +113,9 @@ impl Drop for Process {
 }
 
 /// Spawns a process in its own process group with piped stdio, and its tasks.
-pub fn spawn(
-    key: Key,
-    spec: &Spec<'_>,
-    buffer_bytes: usize,
-    sinks: &Sinks,
-) -> std::io::Result<Process> {
+pub fn spawn(key: Key, spec: &Spec<'_>, buffer_bytes: usize, sinks: &Sinks) -> std::io::Result<Process> {
     let Some((program, args)) = spec.argv.split_first() else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "empty argv",
-        ));
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv"));
     };
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
@@ -150,16 +140,7 @@ pub fn spawn(
     let room = Arc::new(Semaphore::new(buffer_bytes));
     let mut tasks = Vec::new();
     if let Some(stdout) = child.stdout.take() {
-        tasks.push(
-            tokio::spawn(pump_stdout(
-                key,
-                stdout,
-                room.clone(),
-                chunk,
-                sinks.events.clone(),
-            ))
-            .abort_handle(),
-        );
+        tasks.push(tokio::spawn(pump_stdout(key, stdout, room.clone(), chunk, sinks.events.clone())).abort_handle());
     }
     if let Some(stderr) = child.stderr.take() {
         tasks.push(tokio::spawn(pump_stderr(key, stderr, sinks.best.clone())).abort_handle());
@@ -211,19 +192,13 @@ async fn pump_stdout(
         let read = match stdout.read(&mut buf[..taken]).await {
             Ok(read) => read,
             Err(err) => {
-                log(format_args!(
-                    "channel {}: reading stdout: {err}",
-                    key.channel
-                ));
+                log(format_args!("channel {}: reading stdout: {err}", key.channel));
                 0
             }
         };
         room.add_permits(taken - read);
-        let event = if read == 0 {
-            Event::StdoutEof(key)
-        } else {
-            Event::Stdout(key, Bytes::copy_from_slice(&buf[..read]))
-        };
+        let event =
+            if read == 0 { Event::StdoutEof(key) } else { Event::Stdout(key, Bytes::copy_from_slice(&buf[..read])) };
         if events.send(event).is_err() || read == 0 {
             return;
         }
@@ -239,8 +214,7 @@ async fn pump_stderr(key: Key, mut stderr: impl AsyncRead + Unpin, best: mpsc::S
             Ok(0) | Err(_) => return,
             Ok(read) => {
                 let chunk = Bytes::copy_from_slice(&buf[..read]);
-                if let Err(mpsc::error::TrySendError::Closed(_)) =
-                    best.try_send(BestEffort::Stderr(key, offset, chunk))
+                if let Err(mpsc::error::TrySendError::Closed(_)) = best.try_send(BestEffort::Stderr(key, offset, chunk))
                 {
                     return;
                 }
@@ -266,10 +240,7 @@ async fn write_stdin(
                 match pipe.write_all(&bytes).await {
                     Ok(()) => written += bytes.len() as u64,
                     Err(err) => {
-                        log(format_args!(
-                            "channel {}: writing stdin: {err}",
-                            key.channel
-                        ));
+                        log(format_args!("channel {}: writing stdin: {err}", key.channel));
                         stdin = None;
                         continue;
                     }
@@ -288,19 +259,10 @@ async fn wait(key: Key, pid: u32, mut child: Child, sinks: Sinks) {
     let status = child.wait().await;
     track(&sinks.children, pid, false);
     let status = match status {
-        Ok(status) => ExitStatus {
-            code: status.code(),
-            signal: status.signal(),
-        },
+        Ok(status) => ExitStatus { code: status.code(), signal: status.signal() },
         Err(err) => {
-            log(format_args!(
-                "channel {}: waiting for pid {pid}: {err}",
-                key.channel
-            ));
-            ExitStatus {
-                code: None,
-                signal: None,
-            }
+            log(format_args!("channel {}: waiting for pid {pid}: {err}", key.channel));
+            ExitStatus { code: None, signal: None }
         }
     };
     let _ = sinks.events.send(Event::Exited(key, status));
@@ -308,12 +270,7 @@ async fn wait(key: Key, pid: u32, mut child: Child, sinks: Sinks) {
 
 /// Sends `signal` to the process group `pgid`.
 pub fn signal_group(pgid: u32, signal: i32) -> Result<(), String> {
-    let sig = rustix::process::Signal::from_named_raw(signal)
-        .ok_or_else(|| format!("unknown signal {signal}"))?;
-    let pid = i32::try_from(pgid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .ok_or("no pid")?;
-    rustix::process::kill_process_group(pid, sig)
-        .map_err(|err| format!("signal {signal} to group {pgid}: {err}"))
+    let sig = rustix::process::Signal::from_named_raw(signal).ok_or_else(|| format!("unknown signal {signal}"))?;
+    let pid = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw).ok_or("no pid")?;
+    rustix::process::kill_process_group(pid, sig).map_err(|err| format!("signal {signal} to group {pgid}: {err}"))
 }

@@ -47,11 +47,7 @@ fn reap_orphans(children: &Children) {
         return;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<i32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -64,12 +60,7 @@ fn reap_orphans(children: &Children) {
             continue;
         }
         let ours = u32::try_from(pid)
-            .map(|pid| {
-                children
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .contains(&pid)
-            })
+            .map(|pid| children.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&pid))
             .unwrap_or(true);
         if ours {
             continue;

@@ -43,12 +43,7 @@ pub struct State {
 
 impl State {
     /// Empty state.
-    pub fn new(
-        buffer_bytes: usize,
-        may_create_users: bool,
-        accounts: AccountFiles,
-        sinks: Sinks,
-    ) -> Self {
+    pub fn new(buffer_bytes: usize, may_create_users: bool, accounts: AccountFiles, sinks: Sinks) -> Self {
         Self {
             buffer_bytes,
             may_create_users,
@@ -74,11 +69,8 @@ impl State {
                 exit: p.exit(),
             })
             .collect();
-        let hello = Control::Hello {
-            protocol: PROTOCOL_VERSION,
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            processes,
-        };
+        let hello =
+            Control::Hello { protocol: PROTOCOL_VERSION, version: env!("CARGO_PKG_VERSION").to_owned(), processes };
         link.control(&hello).await;
     }
 
@@ -104,10 +96,7 @@ impl State {
     }
 
     /// Resolves who a process runs as: `(account to switch to, account for HOME/USER)`.
-    fn accounts_for(
-        &self,
-        user: Option<&str>,
-    ) -> Result<(Option<Account>, Option<Account>), String> {
+    fn accounts_for(&self, user: Option<&str>) -> Result<(Option<Account>, Option<Account>), String> {
         match user {
             Some(user) => {
                 let account = users::resolve(&self.accounts, user, self.may_create_users)
@@ -115,11 +104,7 @@ impl State {
                 Ok((Some(account.clone()), Some(account)))
             }
             None => {
-                let own = self
-                    .accounts
-                    .by_uid(rustix::process::getuid().as_raw())
-                    .ok()
-                    .flatten();
+                let own = self.accounts.by_uid(rustix::process::getuid().as_raw()).ok().flatten();
                 Ok((None, own))
             }
         }
@@ -128,13 +113,7 @@ impl State {
     async fn on_control(&mut self, control: Control, link: &mut Link) {
         match control {
             Control::Resume { channels } => self.resume(&channels, link).await,
-            Control::Start {
-                channel,
-                argv,
-                env,
-                cwd,
-                user,
-            } => {
+            Control::Start { channel, argv, env, cwd, user } => {
                 let reply = match self.start(channel, &argv, env, &cwd, user.as_deref()) {
                     Ok(pid) => Control::Started { channel, pid },
                     Err(message) => {
@@ -147,14 +126,10 @@ impl State {
             Control::Ack { channel, offset } => match self.processes.get_mut(&channel) {
                 Some(p) => {
                     if offset > p.buffer.end() {
-                        log(format_args!(
-                            "channel {channel}: ack {offset} past the end {}",
-                            p.buffer.end()
-                        ));
+                        log(format_args!("channel {channel}: ack {offset} past the end {}", p.buffer.end()));
                     }
                     let freed = p.buffer.ack(offset);
-                    p.room
-                        .add_permits(usize::try_from(freed).unwrap_or(usize::MAX));
+                    p.room.add_permits(usize::try_from(freed).unwrap_or(usize::MAX));
                 }
                 None => log(format_args!("ack for unknown channel {channel}")),
             },
@@ -177,36 +152,19 @@ impl State {
             Control::Forget { channel } => match self.processes.remove(&channel) {
                 Some(p) => {
                     if p.running() {
-                        log(format_args!(
-                            "channel {channel}: forgotten while running; killing it"
-                        ));
+                        log(format_args!("channel {channel}: forgotten while running; killing it"));
                         let _ = process::signal_group(p.pid, SIGKILL);
                     }
                 }
                 None => log(format_args!("forget for unknown channel {channel}")),
             },
-            Control::OpenTerminal {
-                channel,
-                cols,
-                rows,
-                argv,
-                env,
-                cwd,
-                user,
-            } => {
-                if let Err(message) =
-                    self.open_terminal(channel, cols, rows, &argv, env, &cwd, user.as_deref())
-                {
+            Control::OpenTerminal { channel, cols, rows, argv, env, cwd, user } => {
+                if let Err(message) = self.open_terminal(channel, cols, rows, &argv, env, &cwd, user.as_deref()) {
                     log(format_args!("terminal {channel}: open failed: {message}"));
-                    link.control(&Control::StartFailed { channel, message })
-                        .await;
+                    link.control(&Control::StartFailed { channel, message }).await;
                 }
             }
-            Control::Resize {
-                channel,
-                cols,
-                rows,
-            } => match self.terminals.get(&channel) {
+            Control::Resize { channel, cols, rows } => match self.terminals.get(&channel) {
                 Some(t) => {
                     let _ = t.input.send(TermCmd::Resize { cols, rows });
                 }
@@ -214,18 +172,16 @@ impl State {
             },
             Control::CloseTerminal { channel } => match self.terminals.get_mut(&channel) {
                 Some(t) => t.hang_up(),
-                None => log(format_args!(
-                    "close_terminal for unknown terminal {channel}"
-                )),
+                None => log(format_args!("close_terminal for unknown terminal {channel}")),
             },
             Control::Hello { .. }
             | Control::Started { .. }
             | Control::StartFailed { .. }
             | Control::Exited { .. }
             | Control::TerminalClosed { .. }
-            | Control::StdinWritten { .. } => log(format_args!(
-                "ignoring a sandboxd-to-server message from the server"
-            )),
+            | Control::StdinWritten { .. } => {
+                log(format_args!("ignoring a sandboxd-to-server message from the server"))
+            }
         }
     }
 
@@ -239,9 +195,7 @@ impl State {
         for channel in held {
             let Some(&offset) = wanted.get(&channel) else {
                 if let Some(p) = self.processes.remove(&channel) {
-                    log(format_args!(
-                        "channel {channel}: unknown to the server; killing and forgetting it"
-                    ));
+                    log(format_args!("channel {channel}: unknown to the server; killing and forgetting it"));
                     if p.running() {
                         let _ = process::signal_group(p.pid, SIGKILL);
                     }
@@ -259,24 +213,12 @@ impl State {
                 ));
             }
             let freed = p.buffer.ack(offset);
-            p.room
-                .add_permits(usize::try_from(freed).unwrap_or(usize::MAX));
+            p.room.add_permits(usize::try_from(freed).unwrap_or(usize::MAX));
             for (at, payload) in p.buffer.frames_from(offset) {
-                link.data(&DataFrame {
-                    kind: DataKind::Stdout,
-                    channel,
-                    offset: at,
-                    payload,
-                })
-                .await;
+                link.data(&DataFrame { kind: DataKind::Stdout, channel, offset: at, payload }).await;
             }
             if let Some(status) = p.exit() {
-                link.control(&Control::Exited {
-                    channel,
-                    status,
-                    stdout_end: p.buffer.end(),
-                })
-                .await;
+                link.control(&Control::Exited { channel, status, stdout_end: p.buffer.end() }).await;
             }
         }
         link.live = true;
@@ -296,12 +238,7 @@ impl State {
         let (run_as, env_account) = self.accounts_for(user)?;
         let env = users::with_defaults(env, env_account.as_ref());
         let key = self.spawn_key(channel);
-        let spec = Spec {
-            argv,
-            env: &env,
-            cwd,
-            account: run_as.as_ref(),
-        };
+        let spec = Spec { argv, env: &env, cwd, account: run_as.as_ref() };
         let program = argv.first().map_or("", String::as_str);
         let p = process::spawn(key, &spec, self.buffer_bytes, &self.sinks)
             .map_err(|err| format!("cannot run {program:?} in {cwd:?}: {err}"))?;
@@ -310,10 +247,7 @@ impl State {
         Ok(pid)
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the fields of Control::OpenTerminal"
-    )]
+    #[expect(clippy::too_many_arguments, reason = "the fields of Control::OpenTerminal")]
     fn open_terminal(
         &mut self,
         channel: u32,
@@ -330,12 +264,7 @@ impl State {
         let (run_as, env_account) = self.accounts_for(user)?;
         let env = users::with_defaults(env, env_account.as_ref());
         let key = self.spawn_key(channel);
-        let spec = Spec {
-            argv,
-            env: &env,
-            cwd,
-            account: run_as.as_ref(),
-        };
+        let spec = Spec { argv, env: &env, cwd, account: run_as.as_ref() };
         let t = terminal::open(key, &spec, cols, rows, &self.sinks)?;
         self.terminals.insert(channel, t);
         Ok(())
@@ -353,9 +282,7 @@ impl State {
                 let len = frame.payload.len() as u64;
                 if frame.offset < p.stdin_queued {
                     if frame.offset + len > p.stdin_queued {
-                        log(format_args!(
-                            "channel {channel}: stdin frame overlaps what was written; ignored"
-                        ));
+                        log(format_args!("channel {channel}: stdin frame overlaps what was written; ignored"));
                     }
                     return;
                 }
@@ -367,12 +294,8 @@ impl State {
                     return;
                 }
                 match &p.stdin {
-                    Some(stdin) if stdin.send(StdinCmd::Data(frame.payload)).is_ok() => {
-                        p.stdin_queued += len
-                    }
-                    _ => log(format_args!(
-                        "channel {channel}: stdin is closed; frame dropped"
-                    )),
+                    Some(stdin) if stdin.send(StdinCmd::Data(frame.payload)).is_ok() => p.stdin_queued += len,
+                    _ => log(format_args!("channel {channel}: stdin is closed; frame dropped")),
                 }
             }
             DataKind::TerminalInput => match self.terminals.get(&channel) {
@@ -382,17 +305,13 @@ impl State {
                 None => log(format_args!("input for unknown terminal {channel}")),
             },
             DataKind::Stdout | DataKind::Stderr | DataKind::TerminalOutput => {
-                log(format_args!(
-                    "ignoring an output frame from the server (channel {channel})"
-                ));
+                log(format_args!("ignoring an output frame from the server (channel {channel})"));
             }
         }
     }
 
     fn process_for(&mut self, key: Key) -> Option<&mut Process> {
-        self.processes
-            .get_mut(&key.channel)
-            .filter(|p| p.id == key.id)
+        self.processes.get_mut(&key.channel).filter(|p| p.id == key.id)
     }
 
     /// A task's lossless event.
@@ -404,13 +323,8 @@ impl State {
                 };
                 let offset = p.buffer.push(chunk.clone());
                 if let Some(link) = live(link) {
-                    link.data(&DataFrame {
-                        kind: DataKind::Stdout,
-                        channel: key.channel,
-                        offset,
-                        payload: chunk,
-                    })
-                    .await;
+                    link.data(&DataFrame { kind: DataKind::Stdout, channel: key.channel, offset, payload: chunk })
+                        .await;
                 }
             }
             Event::StdoutEof(key) | Event::Exited(key, _) => {
@@ -422,11 +336,7 @@ impl State {
                     _ => p.stdout_eof = true,
                 }
                 if let (Some(status), Some(link)) = (p.exit(), live(link)) {
-                    let exited = Control::Exited {
-                        channel: key.channel,
-                        status,
-                        stdout_end: p.buffer.end(),
-                    };
+                    let exited = Control::Exited { channel: key.channel, status, stdout_end: p.buffer.end() };
                     link.control(&exited).await;
                 }
             }
@@ -436,25 +346,14 @@ impl State {
                 };
                 p.stdin_written = offset;
                 if let Some(link) = live(link) {
-                    link.control(&Control::StdinWritten {
-                        channel: key.channel,
-                        offset,
-                    })
-                    .await;
+                    link.control(&Control::StdinWritten { channel: key.channel, offset }).await;
                 }
             }
             Event::TerminalClosed(key) => {
-                if self
-                    .terminals
-                    .get(&key.channel)
-                    .is_some_and(|t| t.id == key.id)
-                {
+                if self.terminals.get(&key.channel).is_some_and(|t| t.id == key.id) {
                     self.terminals.remove(&key.channel);
                     if let Some(link) = live(link) {
-                        link.control(&Control::TerminalClosed {
-                            channel: key.channel,
-                        })
-                        .await;
+                        link.control(&Control::TerminalClosed { channel: key.channel }).await;
                     }
                 }
             }
@@ -469,27 +368,13 @@ impl State {
                 if self.process_for(key).is_none() {
                     return;
                 }
-                DataFrame {
-                    kind: DataKind::Stderr,
-                    channel: key.channel,
-                    offset,
-                    payload,
-                }
+                DataFrame { kind: DataKind::Stderr, channel: key.channel, offset, payload }
             }
             BestEffort::TerminalOutput(key, offset, payload) => {
-                if self
-                    .terminals
-                    .get(&key.channel)
-                    .is_none_or(|t| t.id != key.id)
-                {
+                if self.terminals.get(&key.channel).is_none_or(|t| t.id != key.id) {
                     return;
                 }
-                DataFrame {
-                    kind: DataKind::TerminalOutput,
-                    channel: key.channel,
-                    offset,
-                    payload,
-                }
+                DataFrame { kind: DataKind::TerminalOutput, channel: key.channel, offset, payload }
             }
         };
         link.data(&frame).await;
@@ -497,11 +382,7 @@ impl State {
 
     /// Signals every running process group and terminal (shutdown).
     pub fn signal_all(&self, signal: i32) {
-        let pids = self
-            .processes
-            .values()
-            .filter(|p| p.running())
-            .map(|p| p.pid);
+        let pids = self.processes.values().filter(|p| p.running()).map(|p| p.pid);
         for pid in pids.chain(self.terminals.values().map(|t| t.pid)) {
             let _ = process::signal_group(pid, signal);
         }

@@ -72,19 +72,12 @@ impl Terminal {
 }
 
 /// Opens a PTY of the given size and spawns `spec` on it, with its tasks.
-pub fn open(
-    key: Key,
-    spec: &Spec<'_>,
-    cols: u16,
-    rows: u16,
-    sinks: &Sinks,
-) -> Result<Terminal, String> {
+pub fn open(key: Key, spec: &Spec<'_>, cols: u16, rows: u16, sinks: &Sinks) -> Result<Terminal, String> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err("empty argv".into());
     };
     let (pty, pts) = pty_process::open().map_err(|err| format!("opening a pty: {err}"))?;
-    pty.resize(pty_process::Size::new(rows, cols))
-        .map_err(|err| format!("sizing the pty: {err}"))?;
+    pty.resize(pty_process::Size::new(rows, cols)).map_err(|err| format!("sizing the pty: {err}"))?;
     let mut cmd = pty_process::Command::new(program)
         .args(args)
         .env_clear()
@@ -104,13 +97,10 @@ pub fn open(
     let input_task = tokio::spawn(async move {
         while let Some(cmd) = queue.recv().await {
             let result = match cmd {
-                TermCmd::Input(bytes) => writer
-                    .write_all(&bytes)
-                    .await
-                    .map_err(|err| err.to_string()),
-                TermCmd::Resize { cols, rows } => writer
-                    .resize(pty_process::Size::new(rows, cols))
-                    .map_err(|err| err.to_string()),
+                TermCmd::Input(bytes) => writer.write_all(&bytes).await.map_err(|err| err.to_string()),
+                TermCmd::Resize { cols, rows } => {
+                    writer.resize(pty_process::Size::new(rows, cols)).map_err(|err| err.to_string())
+                }
             };
             if let Err(err) = result {
                 log(format_args!("terminal {}: {err}", key.channel));
@@ -130,11 +120,7 @@ pub fn open(
                     break;
                 }
                 let chunk = Bytes::copy_from_slice(&buf[..read]);
-                if best
-                    .send(BestEffort::TerminalOutput(key, offset, chunk))
-                    .await
-                    .is_err()
-                {
+                if best.send(BestEffort::TerminalOutput(key, offset, chunk)).await.is_err() {
                     break;
                 }
                 offset += read as u64;
@@ -154,10 +140,5 @@ pub fn open(
         }
         let _ = sinks.events.send(Event::TerminalClosed(key));
     });
-    Ok(Terminal {
-        id: key.id,
-        pid,
-        input,
-        tasks: vec![input_task.abort_handle(), main_task.abort_handle()],
-    })
+    Ok(Terminal { id: key.id, pid, input, tasks: vec![input_task.abort_handle(), main_task.abort_handle()] })
 }

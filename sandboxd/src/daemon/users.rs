@@ -37,10 +37,7 @@ pub struct AccountFiles {
 
 impl Default for AccountFiles {
     fn default() -> Self {
-        Self {
-            passwd: "/etc/passwd".into(),
-            group: "/etc/group".into(),
-        }
+        Self { passwd: "/etc/passwd".into(), group: "/etc/group".into() }
     }
 }
 
@@ -64,9 +61,7 @@ pub fn parse_passwd(text: &str) -> Vec<Account> {
 
 /// Group ids used in `group` text.
 fn group_ids(text: &str) -> Vec<u32> {
-    text.lines()
-        .filter_map(|line| line.split(':').nth(2)?.parse().ok())
-        .collect()
+    text.lines().filter_map(|line| line.split(':').nth(2)?.parse().ok()).collect()
 }
 
 fn read_or_empty(path: &Path) -> io::Result<String> {
@@ -80,16 +75,12 @@ fn read_or_empty(path: &Path) -> io::Result<String> {
 impl AccountFiles {
     /// The account named `name`, if any.
     pub fn by_name(&self, name: &str) -> io::Result<Option<Account>> {
-        Ok(parse_passwd(&read_or_empty(&self.passwd)?)
-            .into_iter()
-            .find(|a| a.name == name))
+        Ok(parse_passwd(&read_or_empty(&self.passwd)?).into_iter().find(|a| a.name == name))
     }
 
     /// The account with uid `uid`, if any.
     pub fn by_uid(&self, uid: u32) -> io::Result<Option<Account>> {
-        Ok(parse_passwd(&read_or_empty(&self.passwd)?)
-            .into_iter()
-            .find(|a| a.uid == uid))
+        Ok(parse_passwd(&read_or_empty(&self.passwd)?).into_iter().find(|a| a.uid == uid))
     }
 
     /// Creates user `name` with its own group: uid and gid are the first id from 1000 on that is
@@ -98,14 +89,9 @@ impl AccountFiles {
         let valid = !name.is_empty()
             && name.len() <= 32
             && !name.starts_with('-')
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
         if !valid {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("invalid user name {name:?}"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("invalid user name {name:?}")));
         }
         let passwd = read_or_empty(&self.passwd)?;
         let group = read_or_empty(&self.group)?;
@@ -116,37 +102,17 @@ impl AccountFiles {
             id += 1;
         }
         let home = format!("/home/{name}");
-        let shell = if Path::new("/bin/bash").exists() {
-            "/bin/bash"
-        } else {
-            "/bin/sh"
-        };
+        let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
         append_line(&self.group, &group, &format!("{name}:x:{id}:"))?;
-        append_line(
-            &self.passwd,
-            &passwd,
-            &format!("{name}:x:{id}:{id}::{home}:{shell}"),
-        )?;
-        Ok(Account {
-            name: name.to_owned(),
-            uid: id,
-            gid: id,
-            home,
-        })
+        append_line(&self.passwd, &passwd, &format!("{name}:x:{id}:{id}::{home}:{shell}"))?;
+        Ok(Account { name: name.to_owned(), uid: id, gid: id, home })
     }
 }
 
 /// Appends `line` to the file whose current text is `current`, adding a missing final newline.
 fn append_line(path: &Path, current: &str, line: &str) -> io::Result<()> {
-    let mut file = fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)?;
-    let sep = if current.is_empty() || current.ends_with('\n') {
-        ""
-    } else {
-        "\n"
-    };
+    let mut file = fs::OpenOptions::new().append(true).create(true).open(path)?;
+    let sep = if current.is_empty() || current.ends_with('\n') { "" } else { "\n" };
     file.write_all(format!("{sep}{line}\n").as_bytes())
 }
 
@@ -157,17 +123,11 @@ pub fn resolve(files: &AccountFiles, user: &str, may_create: bool) -> io::Result
         Some(account) => account,
         None if may_create => {
             let account = files.create(user)?;
-            super::log(format_args!(
-                "created user {} (uid {})",
-                account.name, account.uid
-            ));
+            super::log(format_args!("created user {} (uid {})", account.name, account.uid));
             account
         }
         None => {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("no such user {user:?}"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("no such user {user:?}")));
         }
     };
     if may_create && account.uid != 0 {
@@ -191,10 +151,7 @@ fn prepare_home(account: &Account) -> io::Result<()> {
 
 /// Adds `HOME`, `USER`, `LOGNAME` and `PATH` to `env` where absent. `account` is the user the
 /// process runs as, `None` when it is unknown (sandboxd's own user missing from passwd).
-pub fn with_defaults(
-    mut env: Vec<(String, String)>,
-    account: Option<&Account>,
-) -> Vec<(String, String)> {
+pub fn with_defaults(mut env: Vec<(String, String)>, account: Option<&Account>) -> Vec<(String, String)> {
     let (home, name) = match account {
         Some(a) => (a.home.clone(), a.name.clone()),
         None => (
@@ -202,12 +159,7 @@ pub fn with_defaults(
             std::env::var("USER").unwrap_or_else(|_| "root".into()),
         ),
     };
-    let defaults = [
-        ("HOME", home),
-        ("USER", name.clone()),
-        ("LOGNAME", name),
-        ("PATH", DEFAULT_PATH.to_owned()),
-    ];
+    let defaults = [("HOME", home), ("USER", name.clone()), ("LOGNAME", name), ("PATH", DEFAULT_PATH.to_owned())];
     for (key, value) in defaults {
         if !env.iter().any(|(k, _)| k == key) {
             env.push((key.to_owned(), value));
@@ -227,10 +179,7 @@ mod tests {
             std::thread::current().id()
         ));
         fs::create_dir_all(&dir).expect("temp dir");
-        let files = AccountFiles {
-            passwd: dir.join("passwd"),
-            group: dir.join("group"),
-        };
+        let files = AccountFiles { passwd: dir.join("passwd"), group: dir.join("group") };
         fs::write(&files.passwd, passwd).expect("write passwd");
         fs::write(&files.group, group).expect("write group");
         (dir, files)
@@ -241,15 +190,7 @@ mod tests {
         let text = "root:x:0:0:root:/root:/bin/bash\nbad line\nagent:x:1000:1000::/home/agent:/bin/sh\nx:x:nope:0::/:/bin/sh\n";
         let accounts = parse_passwd(text);
         assert_eq!(accounts.len(), 2);
-        assert_eq!(
-            accounts[1],
-            Account {
-                name: "agent".into(),
-                uid: 1000,
-                gid: 1000,
-                home: "/home/agent".into()
-            }
-        );
+        assert_eq!(accounts[1], Account { name: "agent".into(), uid: 1000, gid: 1000, home: "/home/agent".into() });
     }
 
     #[test]
@@ -259,47 +200,22 @@ mod tests {
             "root:x:0:\nnode:x:1000:\nstaff:x:1001:\n",
         );
         let created = files.create("agent").expect("created");
-        assert_eq!(
-            (created.uid, created.gid, created.home.as_str()),
-            (1002, 1002, "/home/agent")
-        );
+        assert_eq!((created.uid, created.gid, created.home.as_str()), (1002, 1002, "/home/agent"));
         assert_eq!(files.by_name("agent").expect("read"), Some(created.clone()));
         assert_eq!(files.by_uid(1002).expect("read"), Some(created));
         let passwd = fs::read_to_string(&files.passwd).expect("read");
-        assert!(
-            passwd.contains("/home/node:/bin/sh\nagent:x:1002:1002::/home/agent:/bin/"),
-            "{passwd}"
-        );
-        assert!(
-            fs::read_to_string(&files.group)
-                .expect("read")
-                .ends_with("staff:x:1001:\nagent:x:1002:\n")
-        );
+        assert!(passwd.contains("/home/node:/bin/sh\nagent:x:1002:1002::/home/agent:/bin/"), "{passwd}");
+        assert!(fs::read_to_string(&files.group).expect("read").ends_with("staff:x:1001:\nagent:x:1002:\n"));
         assert!(files.create("../evil").is_err());
-        assert!(
-            resolve(&files, "ghost", false).is_err(),
-            "no creation unless allowed"
-        );
+        assert!(resolve(&files, "ghost", false).is_err(), "no creation unless allowed");
         fs::remove_dir_all(dir).ok();
     }
 
     #[test]
     fn defaults_fill_only_what_is_missing() {
-        let account = Account {
-            name: "agent".into(),
-            uid: 1000,
-            gid: 1000,
-            home: "/home/agent".into(),
-        };
-        let env = with_defaults(
-            vec![("PATH".into(), "/opt/bin".into()), ("X".into(), "1".into())],
-            Some(&account),
-        );
-        let get = |k: &str| {
-            env.iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-        };
+        let account = Account { name: "agent".into(), uid: 1000, gid: 1000, home: "/home/agent".into() };
+        let env = with_defaults(vec![("PATH".into(), "/opt/bin".into()), ("X".into(), "1".into())], Some(&account));
+        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
         assert_eq!(get("PATH"), Some("/opt/bin"));
         assert_eq!(get("HOME"), Some("/home/agent"));
         assert_eq!(get("USER"), Some("agent"));

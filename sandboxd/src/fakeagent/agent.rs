@@ -93,14 +93,10 @@ impl Agent {
     /// Sends a request to the client; its response goes to `reply`. Returns the request id
     /// key to pass to [`Agent::forget`].
     pub fn request(&self, method: &str, params: Value, reply: Sender<Value>) -> String {
-        let id = json!(format!(
-            "fa-req-{}",
-            self.next_request.fetch_add(1, Ordering::Relaxed)
-        ));
+        let id = json!(format!("fa-req-{}", self.next_request.fetch_add(1, Ordering::Relaxed)));
         let key = id.to_string();
         lock(&self.pending).insert(key.clone(), reply);
-        self.out
-            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.out.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         key
     }
 
@@ -125,9 +121,7 @@ impl Agent {
             return;
         };
         let id = msg.get("id").cloned();
-        let valid_id = id
-            .as_ref()
-            .is_none_or(|id| id.is_string() || id.is_number() || id.is_null());
+        let valid_id = id.as_ref().is_none_or(|id| id.is_string() || id.is_number() || id.is_null());
         let version_ok = msg.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
         let invalid = |why: &str| match &id {
             Some(id) => {
@@ -173,9 +167,7 @@ impl Agent {
             eprintln!("fakeagent: session/cancel without a sessionId, ignoring it");
             return;
         };
-        let turn = lock(&self.sessions)
-            .get(session_id)
-            .and_then(|s| s.turn.clone());
+        let turn = lock(&self.sessions).get(session_id).and_then(|s| s.turn.clone());
         if let Some(cancel) = turn {
             cancel.cancel();
         }
@@ -195,10 +187,7 @@ impl Agent {
                 Ok(()) => Reply::Later,
                 Err(e) => Reply::Now(Err(e)),
             },
-            _ => Reply::Now(Err(RpcError::new(
-                code::METHOD_NOT_FOUND,
-                format!("method not found: {method}"),
-            ))),
+            _ => Reply::Now(Err(RpcError::new(code::METHOD_NOT_FOUND, format!("method not found: {method}")))),
         };
         match reply {
             Reply::Now(Ok(result)) => self.out.send(&wire::response(&id, result)),
@@ -249,10 +238,7 @@ impl Agent {
         let path = history::path(&self.config.state_dir, session_id)
             .filter(|p| p.is_file())
             .ok_or_else(|| RpcError::unknown_session(session_id))?;
-        if lock(&self.sessions)
-            .get(session_id)
-            .is_some_and(|s| s.turn.is_some())
-        {
+        if lock(&self.sessions).get(session_id).is_some_and(|s| s.turn.is_some()) {
             return Err(busy(session_id));
         }
         Ok((session_id.to_owned(), cwd, path))
@@ -267,12 +253,8 @@ impl Agent {
 
     fn load(&self, params: &Value) -> Result<Value, RpcError> {
         let (session_id, cwd, path) = self.existing_session(params)?;
-        let updates = history::read(&path).map_err(|e| {
-            RpcError::new(
-                code::INTERNAL_ERROR,
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+        let updates = history::read(&path)
+            .map_err(|e| RpcError::new(code::INTERNAL_ERROR, format!("cannot read {}: {e}", path.display())))?;
         for update in &updates {
             self.out.send(&wire::session_update(&session_id, update));
         }
@@ -290,50 +272,30 @@ impl Agent {
     fn prompt(self: &Arc<Self>, id: &Value, params: &Value) -> Result<(), RpcError> {
         let session_id = session_id_param(params)?;
         let Some(blocks) = params.get("prompt").and_then(Value::as_array) else {
-            return Err(RpcError::new(
-                code::INVALID_PARAMS,
-                "prompt must be an array",
-            ));
+            return Err(RpcError::new(code::INVALID_PARAMS, "prompt must be an array"));
         };
         let cancel = Arc::new(Cancel::default());
         let cwd = {
             let mut sessions = lock(&self.sessions);
-            let session = sessions
-                .get_mut(session_id)
-                .ok_or_else(|| RpcError::unknown_session(session_id))?;
+            let session = sessions.get_mut(session_id).ok_or_else(|| RpcError::unknown_session(session_id))?;
             if session.turn.is_some() {
                 return Err(busy(session_id));
             }
             session.turn = Some(cancel.clone());
             session.cwd.clone()
         };
-        let turn = turn::Turn::new(
-            self.clone(),
-            id.clone(),
-            session_id.to_owned(),
-            cwd,
-            cancel.clone(),
-            blocks,
-        );
-        std::thread::Builder::new()
-            .name(format!("prompt {session_id}"))
-            .spawn(move || turn.run())
-            .map(drop)
-            .map_err(|e| {
+        let turn = turn::Turn::new(self.clone(), id.clone(), session_id.to_owned(), cwd, cancel.clone(), blocks);
+        std::thread::Builder::new().name(format!("prompt {session_id}")).spawn(move || turn.run()).map(drop).map_err(
+            |e| {
                 self.end_turn(session_id, &cancel);
-                RpcError::new(
-                    code::INTERNAL_ERROR,
-                    format!("cannot start the prompt: {e}"),
-                )
-            })
+                RpcError::new(code::INTERNAL_ERROR, format!("cannot start the prompt: {e}"))
+            },
+        )
     }
 }
 
 fn busy(session_id: &str) -> RpcError {
-    RpcError::new(
-        code::INVALID_REQUEST,
-        format!("session {session_id:?} already has a running prompt"),
-    )
+    RpcError::new(code::INVALID_REQUEST, format!("session {session_id:?} already has a running prompt"))
 }
 
 fn session_id_param(params: &Value) -> Result<&str, RpcError> {
@@ -346,21 +308,14 @@ fn session_id_param(params: &Value) -> Result<&str, RpcError> {
 fn cwd_param(params: &Value) -> Result<PathBuf, RpcError> {
     match params.get("cwd").and_then(Value::as_str) {
         Some(cwd) if Path::new(cwd).is_absolute() => Ok(PathBuf::from(cwd)),
-        _ => Err(RpcError::new(
-            code::INVALID_PARAMS,
-            "cwd must be an absolute path",
-        )),
+        _ => Err(RpcError::new(code::INVALID_PARAMS, "cwd must be an absolute path")),
     }
 }
 
 /// 128 random bits as hex, from std's randomly keyed hasher (no `rand` dependency).
 fn random_hex() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let seed = (
-        std::time::SystemTime::now(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-    );
+    let seed = (std::time::SystemTime::now(), std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
     let a = RandomState::new().hash_one(seed);
     let b = RandomState::new().hash_one((a, seed));
     format!("{a:016x}{b:016x}")

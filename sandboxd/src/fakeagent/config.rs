@@ -53,21 +53,11 @@ impl Config {
         }
         let state_dir = match (state_dir, home) {
             (Some(dir), _) if !dir.is_empty() => PathBuf::from(dir),
-            (_, Some(home)) if !home.is_empty() => {
-                PathBuf::from(home).join(".fakeagent").join("sessions")
-            }
+            (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".fakeagent").join("sessions"),
             _ => std::env::temp_dir().join("fakeagent-sessions"),
         };
         let hang_on = hang_on.filter(|m| !m.is_empty()).map(str::to_owned);
-        (
-            Config {
-                load,
-                resume,
-                hang_on,
-                state_dir,
-            },
-            unknown,
-        )
+        (Config { load, resume, hang_on, state_dir }, unknown)
     }
 }
 

@@ -13,9 +13,7 @@ pub fn path(state_dir: &Path, session_id: &str) -> Option<PathBuf> {
     let safe = !session_id.is_empty()
         && session_id.len() <= 200
         && !session_id.starts_with('.')
-        && session_id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        && session_id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     safe.then(|| state_dir.join(format!("{session_id}.jsonl")))
 }
 
@@ -24,11 +22,7 @@ pub fn create(path: &Path) -> io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map(drop)
+    OpenOptions::new().create(true).append(true).open(path).map(drop)
 }
 
 /// Reads every update recorded in a history file. Lines that are not JSON (a torn write) are
@@ -55,12 +49,7 @@ impl Recorder {
     pub fn open(path: &Path) -> Self {
         let file = create(path)
             .and_then(|()| OpenOptions::new().append(true).open(path))
-            .map_err(|e| {
-                eprintln!(
-                    "fakeagent: cannot record history in {}: {e}",
-                    path.display()
-                )
-            })
+            .map_err(|e| eprintln!("fakeagent: cannot record history in {}: {e}", path.display()))
             .ok();
         Recorder { file }
     }
@@ -90,10 +79,7 @@ mod tests {
     #[test]
     fn rejects_ids_that_are_not_plain_file_names() {
         let dir = Path::new("/s");
-        assert_eq!(
-            path(dir, "fa-12ab"),
-            Some(PathBuf::from("/s/fa-12ab.jsonl"))
-        );
+        assert_eq!(path(dir, "fa-12ab"), Some(PathBuf::from("/s/fa-12ab.jsonl")));
         for bad in ["", "../x", "a/b", ".hidden", "a b"] {
             assert_eq!(path(dir, bad), None, "{bad:?}");
         }

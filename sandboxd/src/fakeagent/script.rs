@@ -72,11 +72,7 @@ pub fn parse_line(line: &str) -> Option<Command> {
                 return Some(echo());
             }
             let (path, content) = (path.to_owned(), unescape(content));
-            if word == "write" {
-                Command::Write { path, content }
-            } else {
-                Command::Append { path, content }
-            }
+            if word == "write" { Command::Write { path, content } } else { Command::Append { path, content } }
         }
         "run" if !rest.is_empty() => Command::Run(rest.to_owned()),
         "tool" | "ask" => {
@@ -86,19 +82,9 @@ pub fn parse_line(line: &str) -> Option<Command> {
             }
             let title = if title.is_empty() { kind } else { title };
             let (kind, title) = (kind.to_owned(), title.to_owned());
-            if word == "tool" {
-                Command::Tool { kind, title }
-            } else {
-                Command::Ask { kind, title }
-            }
+            if word == "tool" { Command::Tool { kind, title } } else { Command::Ask { kind, title } }
         }
-        "plan" => Command::Plan(
-            rest.split('|')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        ),
+        "plan" => Command::Plan(rest.split('|').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect()),
         "sleep" => match rest.parse() {
             Ok(ms) => Command::Sleep(ms),
             Err(_) => echo(),
@@ -106,9 +92,7 @@ pub fn parse_line(line: &str) -> Option<Command> {
         "flood" => {
             let (count, rate) = split_word(rest);
             match (count.parse(), rate.parse::<f64>()) {
-                (Ok(count), Ok(rate)) if rate.is_finite() && rate >= 0.0 => {
-                    Command::Flood { count, rate }
-                }
+                (Ok(count), Ok(rate)) if rate.is_finite() && rate >= 0.0 => Command::Flood { count, rate },
                 _ => echo(),
             }
         }
@@ -127,9 +111,7 @@ pub fn parse_line(line: &str) -> Option<Command> {
         "hang" if rest.is_empty() => Command::Hang,
         "error" if rest.is_empty() => Command::Error("fakeagent script error".to_owned()),
         "error" => Command::Error(rest.to_owned()),
-        "stop" if !rest.is_empty() && !rest.contains(char::is_whitespace) => {
-            Command::Stop(rest.to_owned())
-        }
+        "stop" if !rest.is_empty() && !rest.contains(char::is_whitespace) => Command::Stop(rest.to_owned()),
         "usage" => {
             let (input, output) = split_word(rest);
             match (input.parse(), output.parse()) {
@@ -188,29 +170,14 @@ mod tests {
         let want = vec![
             Command::Text("hello\nworld".into()),
             Command::Think("hmm".into()),
-            Command::Write {
-                path: "a/b.txt".into(),
-                content: "x\ny".into(),
-            },
-            Command::Append {
-                path: "c".into(),
-                content: String::new(),
-            },
+            Command::Write { path: "a/b.txt".into(), content: "x\ny".into() },
+            Command::Append { path: "c".into(), content: String::new() },
             Command::Run("echo hi && ls".into()),
-            Command::Tool {
-                kind: "read".into(),
-                title: "Read file".into(),
-            },
+            Command::Tool { kind: "read".into(), title: "Read file".into() },
             Command::Plan(vec!["a".into(), "b".into(), "c".into()]),
-            Command::Ask {
-                kind: "execute".into(),
-                title: "rm -rf".into(),
-            },
+            Command::Ask { kind: "execute".into(), title: "rm -rf".into() },
             Command::Sleep(5),
-            Command::Flood {
-                count: 10,
-                rate: 2.5,
-            },
+            Command::Flood { count: 10, rate: 2.5 },
             Command::Big(3),
             Command::Unknown,
             Command::Garbage,
@@ -220,10 +187,7 @@ mod tests {
             Command::Hang,
             Command::Error("boom".into()),
             Command::Stop("refusal".into()),
-            Command::Usage {
-                input: 1,
-                output: 2,
-            },
+            Command::Usage { input: 1, output: 2 },
             Command::Echo("hello there".into()),
         ];
         assert_eq!(got, want);

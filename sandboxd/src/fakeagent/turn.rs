@@ -173,9 +173,7 @@ impl Turn {
     /// Records and sends one update.
     fn emit(&self, recorder: &mut Recorder, update: Value) {
         recorder.append(&update);
-        self.agent
-            .out
-            .send(&wire::session_update(&self.session_id, &update));
+        self.agent.out.send(&wire::session_update(&self.session_id, &update));
     }
 
     fn step(&mut self, rec: &mut Recorder, command: Command) -> Flow {
@@ -183,10 +181,7 @@ impl Turn {
             Command::Text(text) => self.emit(rec, chunk("agent_message_chunk", &text)),
             Command::Think(text) => self.emit(rec, chunk("agent_thought_chunk", &text)),
             Command::Echo(line) => {
-                self.emit(
-                    rec,
-                    chunk("agent_message_chunk", &format!("fakeagent: {line}")),
-                );
+                self.emit(rec, chunk("agent_message_chunk", &format!("fakeagent: {line}")));
             }
             Command::Write { path, content } => self.edit(rec, &path, &content, false),
             Command::Append { path, content } => self.edit(rec, &path, &content, true),
@@ -223,16 +218,11 @@ impl Turn {
             }
             Command::Flood { count, rate } => return self.flood(rec, count, rate),
             Command::Big(bytes) => {
-                let text: String = (0..bytes)
-                    .map(|i| char::from(b'a' + (i % 26) as u8))
-                    .collect();
+                let text: String = (0..bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
                 self.emit(rec, chunk("agent_message_chunk", &text));
             }
             Command::Unknown => {
-                self.emit(
-                    rec,
-                    json!({"sessionUpdate": "fakeagent_future_variant", "detail": "x"}),
-                );
+                self.emit(rec, json!({"sessionUpdate": "fakeagent_future_variant", "detail": "x"}));
             }
             Command::Garbage => self.agent.out.line("this is not json {"),
             Command::Stderr(words) => {
@@ -259,9 +249,7 @@ impl Turn {
             json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": title,
             "kind": "edit", "status": "pending", "locations": [{"path": abs_text}]}),
         );
-        let old = std::fs::read(&abs)
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let old = std::fs::read(&abs).ok().map(|b| String::from_utf8_lossy(&b).into_owned());
         let new = match (&old, append) {
             (Some(old), true) => format!("{old}{content}"),
             _ => content.to_owned(),
@@ -288,11 +276,7 @@ impl Turn {
         match run_sh(command, &self.cwd, &self.cancel) {
             Ok(None) => Flow::Cancelled,
             Ok(Some((exit_code, output))) => {
-                let status = if exit_code == Some(0) {
-                    "completed"
-                } else {
-                    "failed"
-                };
+                let status = if exit_code == Some(0) { "completed" } else { "failed" };
                 self.emit(
                     rec,
                     json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
@@ -343,18 +327,9 @@ impl Turn {
             }
             _ => None,
         };
-        let allowed = chosen.is_some_and(|c| {
-            PERMISSION_OPTIONS
-                .iter()
-                .any(|(o, _, kind)| *o == c && kind.starts_with("allow"))
-        });
-        self.emit(
-            rec,
-            chunk(
-                "agent_message_chunk",
-                &format!("permission: {}", chosen.unwrap_or("cancelled")),
-            ),
-        );
+        let allowed =
+            chosen.is_some_and(|c| PERMISSION_OPTIONS.iter().any(|(o, _, kind)| *o == c && kind.starts_with("allow")));
+        self.emit(rec, chunk("agent_message_chunk", &format!("permission: {}", chosen.unwrap_or("cancelled"))));
         let status = if allowed { "completed" } else { "failed" };
         self.emit(
             rec,
@@ -412,52 +387,36 @@ fn write_file(path: &Path, content: &str, append: bool) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .append(append)
-        .truncate(!append)
-        .open(path)?;
+    let mut file = std::fs::OpenOptions::new().create(true).write(true).append(append).truncate(!append).open(path)?;
     file.write_all(content.as_bytes())
 }
 
 /// Runs `sh -c command` in `cwd` with stdout and stderr on one pipe. Returns the exit code
 /// (`None` if killed by a signal) and the first [`MAX_RUN_OUTPUT`] bytes of output, or
 /// `Ok(None)` if cancelled (the child is killed).
-fn run_sh(
-    command: &str,
-    cwd: &Path,
-    cancel: &Cancel,
-) -> std::io::Result<Option<(Option<i32>, String)>> {
+fn run_sh(command: &str, cwd: &Path, cancel: &Cancel) -> std::io::Result<Option<(Option<i32>, String)>> {
     let (mut reader, writer) = std::io::pipe()?;
     let mut child = {
         let mut cmd = Process::new("sh");
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(writer.try_clone()?)
-            .stderr(writer);
+        cmd.arg("-c").arg(command).current_dir(cwd).stdin(Stdio::null()).stdout(writer.try_clone()?).stderr(writer);
         cmd.spawn()?
         // `cmd` drops here, closing our copies of the pipe's write end.
     };
     let output = Arc::new(Mutex::new(Vec::new()));
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let sink = output.clone();
-    let drain = std::thread::Builder::new()
-        .name("run output".into())
-        .spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let mut out = lock(&sink);
-                let room = MAX_RUN_OUTPUT.saturating_sub(out.len());
-                out.extend_from_slice(&buf[..n.min(room)]);
+    let drain = std::thread::Builder::new().name("run output".into()).spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
             }
-            let _ = done_tx.send(());
-        });
+            let mut out = lock(&sink);
+            let room = MAX_RUN_OUTPUT.saturating_sub(out.len());
+            out.extend_from_slice(&buf[..n.min(room)]);
+        }
+        let _ = done_tx.send(());
+    });
     if let Err(e) = drain {
         let _ = child.kill();
         let _ = child.wait();
@@ -483,8 +442,5 @@ fn run_sh(
         }
     }
     let bytes = std::mem::take(&mut *lock(&output));
-    Ok(Some((
-        status.code(),
-        String::from_utf8_lossy(&bytes).into_owned(),
-    )))
+    Ok(Some((status.code(), String::from_utf8_lossy(&bytes).into_owned())))
 }

@@ -32,10 +32,7 @@ pub struct RpcError {
 impl RpcError {
     /// An error with the given code and message.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError {
-            code,
-            message: message.into(),
-        }
+        RpcError { code, message: message.into() }
     }
 
     /// `-32002`: the session id is not known.
@@ -73,9 +70,7 @@ pub struct Out {
 impl Out {
     /// Wraps the writer all protocol output goes to.
     pub fn new(writer: Box<dyn Write + Send>) -> Self {
-        Out {
-            inner: Mutex::new(writer),
-        }
+        Out { inner: Mutex::new(writer) }
     }
 
     /// Sends one JSON message as one line.

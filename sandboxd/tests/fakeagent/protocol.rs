@@ -14,10 +14,7 @@ fn initialize_advertises_load_and_resume_by_default() {
     let result = &r["result"];
     assert_eq!(result["protocolVersion"], 1);
     assert_eq!(result["agentCapabilities"]["loadSession"], true);
-    assert_eq!(
-        result["agentCapabilities"]["sessionCapabilities"]["resume"],
-        json!({})
-    );
+    assert_eq!(result["agentCapabilities"]["sessionCapabilities"]["resume"], json!({}));
     assert_eq!(
         result["agentCapabilities"]["promptCapabilities"],
         json!({"image": false, "audio": false, "embeddedContext": false})
@@ -30,21 +27,14 @@ fn initialize_advertises_load_and_resume_by_default() {
 #[test]
 fn initialize_follows_fakeagent_caps() {
     let home = TempDir::new("caps");
-    for (caps, load, resume) in [
-        ("none", false, false),
-        ("load", true, false),
-        ("resume", false, true),
-        ("load,resume", true, true),
-    ] {
+    for (caps, load, resume) in
+        [("none", false, false), ("load", true, false), ("resume", false, true), ("load,resume", true, true)]
+    {
         let mut agent = Agent::start(home.path(), &[("FAKEAGENT_CAPS", caps)]);
         let r = agent.initialize();
         let caps_obj = &r["result"]["agentCapabilities"];
         assert_eq!(caps_obj["loadSession"], load, "{caps}: {r}");
-        assert_eq!(
-            caps_obj["sessionCapabilities"].get("resume").is_some(),
-            resume,
-            "{caps}: {r}"
-        );
+        assert_eq!(caps_obj["sessionCapabilities"].get("resume").is_some(), resume, "{caps}: {r}");
     }
 }
 
@@ -53,10 +43,7 @@ fn load_and_resume_are_not_found_without_the_capability() {
     let mut f = Fixture::new(&[("FAKEAGENT_CAPS", "none")]);
     let sid = f.session();
     for method in ["session/load", "session/resume"] {
-        let r = f.agent.call(
-            method,
-            json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}),
-        );
+        let r = f.agent.call(method, json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}));
         assert_eq!(r["error"]["code"], -32601, "{method}: {r}");
     }
 }
@@ -66,9 +53,7 @@ fn authenticate_unknown_methods_and_notifications() {
     let mut f = Fixture::new(&[]);
     let r = f.agent.call("authenticate", json!({"methodId": "x"}));
     assert_eq!(r["result"], json!({}));
-    let r = f
-        .agent
-        .call("session/set_mode", json!({"sessionId": "x", "modeId": "y"}));
+    let r = f.agent.call("session/set_mode", json!({"sessionId": "x", "modeId": "y"}));
     assert_eq!(r["error"]["code"], -32601, "{r}");
     // An unknown notification gets no answer: the next thing out is the next request's answer.
     f.agent.notify("_fake/whatever", json!({}));
@@ -80,17 +65,13 @@ fn authenticate_unknown_methods_and_notifications() {
 fn unknown_session_is_resource_not_found() {
     let mut f = Fixture::new(&[]);
     let work = f.work.str().to_owned();
-    let r = f.agent.call(
-        "session/prompt",
-        json!({"sessionId": "fa-nope", "prompt": [{"type": "text", "text": "text hi"}]}),
-    );
+    let r = f
+        .agent
+        .call("session/prompt", json!({"sessionId": "fa-nope", "prompt": [{"type": "text", "text": "text hi"}]}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
     for method in ["session/load", "session/resume"] {
         for sid in ["fa-nope", "../../etc/passwd"] {
-            let r = f.agent.call(
-                method,
-                json!({"sessionId": sid, "cwd": work, "mcpServers": []}),
-            );
+            let r = f.agent.call(method, json!({"sessionId": sid, "cwd": work, "mcpServers": []}));
             assert_eq!(r["error"]["code"], -32002, "{method} {sid}: {r}");
         }
     }
@@ -101,16 +82,10 @@ fn invalid_params_are_rejected() {
     let mut f = Fixture::new(&[]);
     let r = f.agent.call("session/new", json!({"mcpServers": []}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    let r = f.agent.call(
-        "session/new",
-        json!({"cwd": "relative/dir", "mcpServers": []}),
-    );
+    let r = f.agent.call("session/new", json!({"cwd": "relative/dir", "mcpServers": []}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let sid = f.session();
-    let r = f.agent.call(
-        "session/prompt",
-        json!({"sessionId": sid, "prompt": "text hi"}),
-    );
+    let r = f.agent.call("session/prompt", json!({"sessionId": sid, "prompt": "text hi"}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
@@ -127,34 +102,19 @@ fn malformed_input_does_not_kill_it() {
     let r = f.agent.next();
     assert_eq!(r["id"], "m1", "{r}");
     assert_eq!(r["error"]["code"], -32600, "{r}");
-    f.agent
-        .send_raw(r#"{"jsonrpc":"1.0","id":7,"method":"initialize"}"#);
+    f.agent.send_raw(r#"{"jsonrpc":"1.0","id":7,"method":"initialize"}"#);
     let r = f.agent.next();
-    assert_eq!(
-        (r["id"].clone(), r["error"]["code"].clone()),
-        (json!(7), json!(-32600)),
-        "{r}"
-    );
+    assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (json!(7), json!(-32600)), "{r}");
     f.agent.send_raw(r#"{"jsonrpc":"2.0","id":8,"method":42}"#);
     let r = f.agent.next();
-    assert_eq!(
-        (r["id"].clone(), r["error"]["code"].clone()),
-        (json!(8), json!(-32600)),
-        "{r}"
-    );
-    f.agent
-        .send_raw(r#"{"jsonrpc":"2.0","id":{"x":1},"method":"initialize"}"#);
+    assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (json!(8), json!(-32600)), "{r}");
+    f.agent.send_raw(r#"{"jsonrpc":"2.0","id":{"x":1},"method":"initialize"}"#);
     let r = f.agent.next();
-    assert_eq!(
-        (r["id"].clone(), r["error"]["code"].clone()),
-        (json!(null), json!(-32600)),
-        "{r}"
-    );
+    assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (json!(null), json!(-32600)), "{r}");
     // Invalid UTF-8.
     f.agent.send_bytes(b"\xff\xfe{\n");
     // A response to a request fakeagent never sent.
-    f.agent
-        .send_raw(r#"{"jsonrpc":"2.0","id":"fa-req-999","result":{}}"#);
+    f.agent.send_raw(r#"{"jsonrpc":"2.0","id":"fa-req-999","result":{}}"#);
     // Still serving.
     let r = f.agent.initialize();
     assert_eq!(r["result"]["protocolVersion"], 1, "{r}");
@@ -166,18 +126,11 @@ fn hang_on_session_new_leaves_it_unanswered() {
     let mut agent = Agent::start(home.path(), &[("FAKEAGENT_HANG_ON", "session/new")]);
     agent.initialize();
     agent.request("session/new", json!({"cwd": home.str(), "mcpServers": []}));
-    assert_eq!(
-        agent.line_within(Duration::from_millis(500)),
-        None,
-        "session/new was answered"
-    );
+    assert_eq!(agent.line_within(Duration::from_millis(500)), None, "session/new was answered");
     // The reader still serves other requests; the hung one stays unanswered.
     let r = agent.call("authenticate", json!({}));
     assert_eq!(r["result"], json!({}));
-    assert!(
-        agent.wait_exit(Duration::ZERO).is_none(),
-        "fakeagent exited"
-    );
+    assert!(agent.wait_exit(Duration::ZERO).is_none(), "fakeagent exited");
 }
 
 #[test]
@@ -185,11 +138,7 @@ fn hang_on_initialize_leaves_it_unanswered() {
     let home = TempDir::new("hang-init");
     let mut agent = Agent::start(home.path(), &[("FAKEAGENT_HANG_ON", "initialize")]);
     agent.request("initialize", json!({"protocolVersion": 1}));
-    assert_eq!(
-        agent.line_within(Duration::from_millis(500)),
-        None,
-        "initialize was answered"
-    );
+    assert_eq!(agent.line_within(Duration::from_millis(500)), None, "initialize was answered");
 }
 
 #[test]
@@ -198,10 +147,7 @@ fn exits_when_stdin_closes() {
     let sid = f.session();
     f.agent.start_prompt(&sid, "hang");
     f.agent.close_stdin();
-    let status = f
-        .agent
-        .wait_exit(DEADLINE)
-        .expect("fakeagent exits after stdin closes");
+    let status = f.agent.wait_exit(DEADLINE).expect("fakeagent exits after stdin closes");
     assert_eq!(status.code(), Some(0));
 }
 
@@ -212,11 +158,7 @@ fn hang_on_session_prompt_leaves_it_unanswered() {
     agent.initialize();
     let sid = agent.new_session(home.path());
     agent.start_prompt(&sid, "text never");
-    assert_eq!(
-        agent.line_within(Duration::from_millis(500)),
-        None,
-        "the prompt ran or was answered"
-    );
+    assert_eq!(agent.line_within(Duration::from_millis(500)), None, "the prompt ran or was answered");
     let r = agent.call("authenticate", json!({}));
     assert_eq!(r["result"], json!({}));
 }

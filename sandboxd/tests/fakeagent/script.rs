@@ -14,16 +14,9 @@ fn multi_line_script_emits_updates_in_order() {
         append sub/dir/a.txt \\nline3\nrun echo out; echo err >&2\nplan read | edit | test\n\
         tool search Find things\njust chatting";
     let (updates, response) = f.agent.prompt(&sid, script);
-    assert_eq!(
-        response["result"],
-        json!({"stopReason": "end_turn"}),
-        "{response}"
-    );
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}), "{response}");
 
-    let kinds: Vec<&str> = updates
-        .iter()
-        .map(|u| u["sessionUpdate"].as_str().unwrap())
-        .collect();
+    let kinds: Vec<&str> = updates.iter().map(|u| u["sessionUpdate"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
         [
@@ -53,10 +46,7 @@ fn multi_line_script_emits_updates_in_order() {
     assert_eq!(call["locations"], json!([{"path": abs}]));
     assert_eq!(done["toolCallId"], call["toolCallId"]);
     assert_eq!(done["status"], "completed");
-    assert_eq!(
-        done["content"],
-        json!([{"type": "diff", "path": abs, "oldText": null, "newText": "line1\nline2"}])
-    );
+    assert_eq!(done["content"], json!([{"type": "diff", "path": abs, "oldText": null, "newText": "line1\nline2"}]));
     let (call, done) = (&updates[4], &updates[5]);
     assert_eq!(call["title"], "Append sub/dir/a.txt");
     assert_eq!(
@@ -64,24 +54,15 @@ fn multi_line_script_emits_updates_in_order() {
         json!([{"type": "diff", "path": abs, "oldText": "line1\nline2",
             "newText": "line1\nline2\nline3"}])
     );
-    assert_eq!(
-        std::fs::read_to_string(&file).unwrap(),
-        "line1\nline2\nline3"
-    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "line1\nline2\nline3");
 
     let (call, done) = (&updates[6], &updates[7]);
     assert_eq!(call["kind"], "execute");
     assert_eq!(call["title"], "echo out; echo err >&2");
-    assert_eq!(
-        call["rawInput"],
-        json!({"command": "echo out; echo err >&2"})
-    );
+    assert_eq!(call["rawInput"], json!({"command": "echo out; echo err >&2"}));
     assert_eq!(done["status"], "completed");
     assert_eq!(done["rawOutput"], json!({"exitCode": 0}));
-    assert_eq!(
-        done["content"],
-        json!([{"type": "content", "content": {"type": "text", "text": "out\nerr\n"}}])
-    );
+    assert_eq!(done["content"], json!([{"type": "content", "content": {"type": "text", "text": "out\nerr\n"}}]));
 
     assert_eq!(
         updates[8]["entries"],
@@ -126,22 +107,14 @@ fn failing_run_and_write_report_failed() {
     let mut f = Fixture::new(&[]);
     let sid = f.session();
     std::fs::write(f.work.path().join("plainfile"), "x").unwrap();
-    let script =
-        "run exit 3\nwrite plainfile/child.txt nope\nrun head -c 100000 /dev/zero | tr '\\0' a";
+    let script = "run exit 3\nwrite plainfile/child.txt nope\nrun head -c 100000 /dev/zero | tr '\\0' a";
     let (updates, response) = f.agent.prompt(&sid, script);
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(updates[1]["status"], "failed");
     assert_eq!(updates[1]["rawOutput"], json!({"exitCode": 3}));
     assert_eq!(updates[3]["status"], "failed");
-    assert!(
-        updates[3]["content"][0]["content"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("plainfile")
-    );
-    let big = updates[5]["content"][0]["content"]["text"]
-        .as_str()
-        .unwrap();
+    assert!(updates[3]["content"][0]["content"]["text"].as_str().unwrap().contains("plainfile"));
+    let big = updates[5]["content"][0]["content"]["text"].as_str().unwrap();
     assert_eq!(big.len(), 64 * 1024);
     assert_eq!(updates[5]["status"], "completed");
 }
@@ -151,25 +124,15 @@ fn ask_waits_for_the_permission_answer() {
     let mut f = Fixture::new(&[]);
     let sid = f.session();
     for (answer, text, status) in [
-        (
-            json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
-            "permission: allow-once",
-            "completed",
-        ),
+        (json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}), "permission: allow-once", "completed"),
         (
             json!({"outcome": {"outcome": "selected", "optionId": "reject-always"}}),
             "permission: reject-always",
             "failed",
         ),
-        (
-            json!({"outcome": {"outcome": "cancelled"}}),
-            "permission: cancelled",
-            "failed",
-        ),
+        (json!({"outcome": {"outcome": "cancelled"}}), "permission: cancelled", "failed"),
     ] {
-        let prompt_id = f
-            .agent
-            .start_prompt(&sid, "ask execute Run rm -rf build\ntext after");
+        let prompt_id = f.agent.start_prompt(&sid, "ask execute Run rm -rf build\ntext after");
         let call = f.agent.next();
         let call = &call["params"]["update"];
         assert_eq!(call["sessionUpdate"], "tool_call");
@@ -183,18 +146,10 @@ fn ask_waits_for_the_permission_answer() {
             params["toolCall"],
             json!({"toolCallId": call["toolCallId"], "title": "Run rm -rf build", "kind": "execute"})
         );
-        let kinds: Vec<&str> = params["options"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o["kind"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            kinds,
-            ["allow_once", "allow_always", "reject_once", "reject_always"]
-        );
-        f.agent
-            .send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": answer}));
+        let kinds: Vec<&str> =
+            params["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["allow_once", "allow_always", "reject_once", "reject_always"]);
+        f.agent.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": answer}));
         let (before, response) = f.agent.until_response(&prompt_id);
         let updates = updates_of(&sid, before);
         assert_eq!(chunk_text(&updates[0]), text);
@@ -210,19 +165,13 @@ fn ask_waits_for_the_permission_answer() {
 fn cancel_interrupts_a_long_sleep() {
     let mut f = Fixture::new(&[]);
     let sid = f.session();
-    let id = f
-        .agent
-        .start_prompt(&sid, "text before\nsleep 10000\ntext after");
+    let id = f.agent.start_prompt(&sid, "text before\nsleep 10000\ntext after");
     let first = f.agent.next();
     assert_eq!(chunk_text(&first["params"]["update"]), "before");
     let sent = Instant::now();
     f.agent.notify("session/cancel", json!({"sessionId": sid}));
     let (before, response) = f.agent.until_response(&id);
-    assert!(
-        sent.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        sent.elapsed()
-    );
+    assert!(sent.elapsed() < Duration::from_secs(1), "took {:?}", sent.elapsed());
     assert!(before.is_empty(), "{before:?}");
     assert_eq!(response["result"]["stopReason"], "cancelled");
     // The session takes a new prompt at once.
@@ -260,11 +209,7 @@ fn cancel_interrupts_a_running_command_and_a_flood() {
         let sent = Instant::now();
         f.agent.notify("session/cancel", json!({"sessionId": sid}));
         let (_, response) = f.agent.until_response(&id);
-        assert!(
-            sent.elapsed() < Duration::from_secs(1),
-            "{script}: took {:?}",
-            sent.elapsed()
-        );
+        assert!(sent.elapsed() < Duration::from_secs(1), "{script}: took {:?}", sent.elapsed());
         assert_eq!(response["result"]["stopReason"], "cancelled");
     }
 }
@@ -307,11 +252,7 @@ fn flood_is_paced_against_the_start() {
     let sid = f.session();
     let (updates, _) = f.agent.prompt(&sid, "flood 41 200");
     assert_eq!(updates.len(), 41);
-    let at = |n: usize| {
-        updates[n]["_meta"]["fakeagent"]["emittedAtUs"]
-            .as_u64()
-            .unwrap()
-    };
+    let at = |n: usize| updates[n]["_meta"]["fakeagent"]["emittedAtUs"].as_u64().unwrap();
     let span_ms = (at(40) - at(0)) / 1000;
     // 40 intervals at 200/s = 200 ms.
     assert!((190..1000).contains(&span_ms), "span {span_ms} ms");
@@ -321,20 +262,14 @@ fn flood_is_paced_against_the_start() {
 fn big_unknown_garbage_and_stderr() {
     let mut f = Fixture::new(&[]);
     let sid = f.session();
-    let id = f.agent.start_prompt(
-        &sid,
-        "big 100000\nunknown\ngarbage\nstderr to the log\ntext end",
-    );
+    let id = f.agent.start_prompt(&sid, "big 100000\nunknown\ngarbage\nstderr to the log\ntext end");
     let (before, response) = f.agent.until_response(&id);
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(before.len(), 4, "{before:?}");
     let big = chunk_text(&before[0]["params"]["update"]);
     assert_eq!(big.len(), 100_000);
     assert!(big.is_ascii());
-    assert_eq!(
-        before[1]["params"]["update"],
-        json!({"sessionUpdate": "fakeagent_future_variant", "detail": "x"})
-    );
+    assert_eq!(before[1]["params"]["update"], json!({"sessionUpdate": "fakeagent_future_variant", "detail": "x"}));
     assert_eq!(before[2], json!("this is not json {"));
     assert_eq!(chunk_text(&before[3]["params"]["update"]), "end");
     f.agent.stderr_line_containing("to the log");
@@ -346,10 +281,7 @@ fn crash_exits_with_the_code_mid_turn() {
         let mut f = Fixture::new(&[]);
         let sid = f.session();
         f.agent.start_prompt(&sid, script);
-        let status = f
-            .agent
-            .wait_exit(crate::support::DEADLINE)
-            .expect("fakeagent exits");
+        let status = f.agent.wait_exit(crate::support::DEADLINE).expect("fakeagent exits");
         assert_eq!(status.code(), Some(code), "{script}");
         // Nothing answers the prompt: output ends after at most the first chunk.
         let mut rest = Vec::new();
@@ -364,14 +296,9 @@ fn crash_exits_with_the_code_mid_turn() {
 fn error_stop_and_usage_shape_the_answer() {
     let mut f = Fixture::new(&[]);
     let sid = f.session();
-    let (updates, response) = f
-        .agent
-        .prompt(&sid, "text a\nerror model overloaded\ntext never");
+    let (updates, response) = f.agent.prompt(&sid, "text a\nerror model overloaded\ntext never");
     assert_eq!(updates.len(), 1);
-    assert_eq!(
-        response["error"],
-        json!({"code": -32603, "message": "model overloaded"})
-    );
+    assert_eq!(response["error"], json!({"code": -32603, "message": "model overloaded"}));
     let (_, response) = f.agent.prompt(&sid, "stop max_tokens\nusage 10 32\ntext a");
     assert_eq!(
         response["result"],
@@ -387,10 +314,7 @@ fn prompts_to_different_sessions_run_concurrently() {
     let b = f.session();
     let slow = f.agent.start_prompt(&a, "hang");
     // A second prompt to the busy session is refused.
-    let r = f.agent.call(
-        "session/prompt",
-        json!({"sessionId": a, "prompt": [{"type": "text", "text": "text x"}]}),
-    );
+    let r = f.agent.call("session/prompt", json!({"sessionId": a, "prompt": [{"type": "text", "text": "text x"}]}));
     assert_eq!(r["error"]["code"], -32600, "{r}");
     // Another session runs meanwhile.
     let (updates, response) = f.agent.prompt(&b, "text from b");
@@ -418,11 +342,7 @@ fn concurrent_floods_keep_lines_whole() {
             done_b |= m["id"] == ib;
             continue;
         }
-        if m["params"]["sessionId"] == a.as_str() {
-            na += 1
-        } else {
-            nb += 1
-        }
+        if m["params"]["sessionId"] == a.as_str() { na += 1 } else { nb += 1 }
     }
     assert_eq!((na, nb), (301, 301));
 }

@@ -7,10 +7,7 @@ use crate::support::{Agent, Fixture, TempDir, chunk_text, updates_of};
 /// Runs two prompts and returns everything the history should hold, in order.
 fn make_history(f: &mut Fixture, sid: &str) -> Vec<Value> {
     let mut expected = Vec::new();
-    for script in [
-        "text first\nwrite notes.txt hi\nplan a | b",
-        "think again\nunknown\nflood 3 0",
-    ] {
+    for script in ["text first\nwrite notes.txt hi\nplan a | b", "think again\nunknown\nflood 3 0"] {
         let (updates, response) = f.agent.prompt(sid, script);
         assert_eq!(response["result"]["stopReason"], "end_turn");
         expected.push(json!({"sessionUpdate": "user_message_chunk",
@@ -25,18 +22,11 @@ fn load_replays_the_history_before_answering() {
     let mut f = Fixture::new(&[]);
     let sid = f.session();
     let expected = make_history(&mut f, &sid);
-    let history = f
-        .home
-        .path()
-        .join(".fakeagent/sessions")
-        .join(format!("{sid}.jsonl"));
+    let history = f.home.path().join(".fakeagent/sessions").join(format!("{sid}.jsonl"));
     assert!(history.is_file(), "no history at {}", history.display());
 
     // The same process.
-    let id = f.agent.request(
-        "session/load",
-        json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}),
-    );
+    let id = f.agent.request("session/load", json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}));
     let (before, response) = f.agent.until_response(&id);
     assert_eq!(response["result"], json!({}), "{response}");
     assert_eq!(updates_of(&sid, before), expected);
@@ -44,22 +34,13 @@ fn load_replays_the_history_before_answering() {
     // A new process over the same HOME, which then keeps the session going.
     let mut agent = Agent::start(f.home.path(), &[]);
     agent.initialize();
-    let id = agent.request(
-        "session/load",
-        json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}),
-    );
+    let id = agent.request("session/load", json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}));
     let (before, response) = agent.until_response(&id);
     assert_eq!(response["result"], json!({}));
     assert_eq!(updates_of(&sid, before), expected);
     let (updates, _) = agent.prompt(&sid, "write notes.txt bye");
-    assert_eq!(
-        updates[1]["content"][0]["oldText"], "hi",
-        "relative to the loaded cwd"
-    );
-    let id = agent.request(
-        "session/load",
-        json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}),
-    );
+    assert_eq!(updates[1]["content"][0]["oldText"], "hi", "relative to the loaded cwd");
+    let id = agent.request("session/load", json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}));
     let (before, _) = agent.until_response(&id);
     assert_eq!(before.len(), expected.len() + 3);
 }
@@ -68,10 +49,7 @@ fn load_replays_the_history_before_answering() {
 fn load_of_a_session_without_prompts_replays_nothing() {
     let mut f = Fixture::new(&[]);
     let sid = f.session();
-    let r = f.agent.call(
-        "session/load",
-        json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}),
-    );
+    let r = f.agent.call("session/load", json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}));
     assert_eq!(r["result"], json!({}));
 }
 
@@ -82,10 +60,7 @@ fn resume_answers_without_replay() {
     make_history(&mut f, &sid);
     let mut agent = Agent::start(f.home.path(), &[("FAKEAGENT_CAPS", "resume")]);
     agent.initialize();
-    let r = agent.call(
-        "session/resume",
-        json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}),
-    );
+    let r = agent.call("session/resume", json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}));
     assert_eq!(r["result"], json!({}), "{r}");
     let (updates, response) = agent.prompt(&sid, "text resumed");
     assert_eq!(chunk_text(&updates[0]), "resumed");
@@ -98,10 +73,7 @@ fn prompt_needs_load_or_resume_in_a_new_process() {
     let sid = f.session();
     let mut agent = Agent::start(f.home.path(), &[]);
     agent.initialize();
-    let r = agent.call(
-        "session/prompt",
-        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "text hi"}]}),
-    );
+    let r = agent.call("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "text hi"}]}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
 }
 
@@ -112,10 +84,7 @@ fn state_dir_overrides_home() {
     let sid = f.session();
     f.agent.prompt(&sid, "text saved");
     let lines = std::fs::read_to_string(state.path().join(format!("{sid}.jsonl"))).unwrap();
-    let updates: Vec<Value> = lines
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let updates: Vec<Value> = lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(updates.len(), 2);
     assert_eq!(updates[0]["sessionUpdate"], "user_message_chunk");
     assert_eq!(chunk_text(&updates[1]), "saved");

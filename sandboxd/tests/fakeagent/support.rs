@@ -18,10 +18,8 @@ pub struct TempDir(pub PathBuf);
 impl TempDir {
     pub fn new(tag: &str) -> Self {
         static N: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let path = std::env::temp_dir().join(format!(
             "fakeagent-test-{tag}-{}-{}-{nanos}",
             std::process::id(),
@@ -73,13 +71,7 @@ impl Agent {
         let stdin = child.stdin.take();
         let stdout = lines(child.stdout.take().unwrap());
         let stderr = lines(child.stderr.take().unwrap());
-        Agent {
-            child,
-            stdin,
-            stdout,
-            stderr,
-            next_id: 1,
-        }
+        Agent { child, stdin, stdout, stderr, next_id: 1 }
     }
 
     /// Writes one raw line to the agent's stdin.
@@ -124,9 +116,7 @@ impl Agent {
 
     /// The next stdout message (a non-JSON line becomes a JSON string); fails after DEADLINE.
     pub fn next(&self) -> Value {
-        let line = self
-            .line_within(DEADLINE)
-            .expect("a line from fakeagent before the deadline");
+        let line = self.line_within(DEADLINE).expect("a line from fakeagent before the deadline");
         serde_json::from_str(&line).unwrap_or(Value::String(line))
     }
 
@@ -146,33 +136,21 @@ impl Agent {
     pub fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params);
         let (before, response) = self.until_response(&id);
-        assert!(
-            before.is_empty(),
-            "unexpected messages before the {method} response: {before:?}"
-        );
+        assert!(before.is_empty(), "unexpected messages before the {method} response: {before:?}");
         response
     }
 
     pub fn initialize(&mut self) -> Value {
-        self.call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
+        self.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}))
     }
 
     pub fn new_session(&mut self, cwd: &Path) -> String {
         let r = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
-        r["result"]["sessionId"]
-            .as_str()
-            .expect("a sessionId")
-            .to_owned()
+        r["result"]["sessionId"].as_str().expect("a sessionId").to_owned()
     }
 
     pub fn start_prompt(&mut self, session_id: &str, script: &str) -> Value {
-        self.request(
-            "session/prompt",
-            json!({"sessionId": session_id, "prompt": [{"type": "text", "text": script}]}),
-        )
+        self.request("session/prompt", json!({"sessionId": session_id, "prompt": [{"type": "text", "text": script}]}))
     }
 
     /// Runs a prompt to its end; returns the `update` objects sent before the response, and
@@ -237,9 +215,7 @@ pub fn updates_of(session_id: &str, messages: Vec<Value>) -> Vec<Value> {
 
 /// The text of a message/thought chunk update.
 pub fn chunk_text(update: &Value) -> &str {
-    update["content"]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text in {update}"))
+    update["content"]["text"].as_str().unwrap_or_else(|| panic!("no text in {update}"))
 }
 
 fn lines(pipe: impl std::io::Read + Send + 'static) -> Receiver<String> {

@@ -6,9 +6,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agenthold_sandboxd::protocol::{
-    Control, DataFrame, DataKind, ExitStatus, ProcessState, ResumeFrom,
-};
+use agenthold_sandboxd::protocol::{Control, DataFrame, DataKind, ExitStatus, ProcessState, ResumeFrom};
 use futures_util::{SinkExt as _, StreamExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
@@ -46,10 +44,7 @@ impl Server {
     pub async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("local addr").port();
-        Self {
-            listener,
-            url: format!("ws://127.0.0.1:{port}/tunnel"),
-        }
+        Self { listener, url: format!("ws://127.0.0.1:{port}/tunnel") }
     }
 
     /// Accepts one TCP connection, without a handshake.
@@ -66,33 +61,18 @@ impl Server {
         let stream = self.accept_tcp().await;
         let seen: Arc<Mutex<Option<SeenRequest>>> = Arc::default();
         let record = seen.clone();
-        #[expect(
-            clippy::result_large_err,
-            reason = "the signature tungstenite's Callback wants"
-        )]
+        #[expect(clippy::result_large_err, reason = "the signature tungstenite's Callback wants")]
         let callback = move |request: &Request, response: Response| {
-            let auth = request
-                .headers()
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
+            let auth = request.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
             *record.lock().expect("lock") = Some((request.uri().path().to_owned(), auth));
             Ok(response)
         };
-        let ws = tokio::time::timeout(
-            DEADLINE,
-            tokio_tungstenite::accept_hdr_async(stream, callback),
-        )
-        .await
-        .expect("handshake in time")
-        .expect("handshake");
+        let ws = tokio::time::timeout(DEADLINE, tokio_tungstenite::accept_hdr_async(stream, callback))
+            .await
+            .expect("handshake in time")
+            .expect("handshake");
         let (path, authorization) = seen.lock().expect("lock").take().expect("request seen");
-        Conn {
-            ws,
-            path,
-            authorization,
-            pending: Vec::new(),
-        }
+        Conn { ws, path, authorization, pending: Vec::new() }
     }
 }
 
@@ -125,9 +105,7 @@ impl Conn {
                 .expect("message");
             match message {
                 Message::Text(text) => {
-                    return Msg::Control(
-                        serde_json::from_str(&text).expect("sandboxd sends valid control JSON"),
-                    );
+                    return Msg::Control(serde_json::from_str(&text).expect("sandboxd sends valid control JSON"));
                 }
                 Message::Binary(bytes) => {
                     return Msg::Data(DataFrame::decode(bytes).expect("valid data frame"));
@@ -163,31 +141,19 @@ impl Conn {
 
     /// Sends a data frame.
     pub async fn send_data(&mut self, kind: DataKind, channel: u32, offset: u64, payload: &[u8]) {
-        let frame = DataFrame {
-            kind,
-            channel,
-            offset,
-            payload: bytes::Bytes::copy_from_slice(payload),
-        };
+        let frame = DataFrame { kind, channel, offset, payload: bytes::Bytes::copy_from_slice(payload) };
         self.raw(Message::binary(frame.encode())).await;
     }
 
     /// Sends any WebSocket message.
     pub async fn raw(&mut self, message: Message) {
-        tokio::time::timeout(DEADLINE, self.ws.send(message))
-            .await
-            .expect("send in time")
-            .expect("send");
+        tokio::time::timeout(DEADLINE, self.ws.send(message)).await.expect("send in time").expect("send");
     }
 
     /// Waits for `Hello` (must be the first message) and returns its process list.
     pub async fn hello(&mut self) -> Vec<ProcessState> {
         match self.recv().await {
-            Msg::Control(Control::Hello {
-                protocol,
-                version,
-                processes,
-            }) => {
+            Msg::Control(Control::Hello { protocol, version, processes }) => {
                 assert_eq!(protocol, agenthold_sandboxd::protocol::PROTOCOL_VERSION);
                 assert!(!version.is_empty());
                 processes
@@ -198,10 +164,7 @@ impl Conn {
 
     /// Sends `Resume` for `(channel, offset)` pairs.
     pub async fn resume(&mut self, channels: &[(u32, u64)]) {
-        let channels = channels
-            .iter()
-            .map(|&(channel, offset)| ResumeFrom { channel, offset })
-            .collect();
+        let channels = channels.iter().map(|&(channel, offset)| ResumeFrom { channel, offset }).collect();
         self.send(&Control::Resume { channels }).await;
     }
 
@@ -216,20 +179,14 @@ impl Conn {
         self.send(&Control::Start {
             channel,
             argv: argv.iter().map(|s| (*s).to_owned()).collect(),
-            env: env
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
+            env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             cwd: "/tmp".into(),
             user: None,
         })
         .await;
         self.expect("started", |m| match m {
             Msg::Control(Control::Started { channel: c, pid }) if *c == channel => Some(*pid),
-            Msg::Control(Control::StartFailed {
-                channel: c,
-                message,
-            }) if *c == channel => {
+            Msg::Control(Control::StartFailed { channel: c, message }) if *c == channel => {
                 panic!("start failed: {message}")
             }
             _ => None,
@@ -243,16 +200,10 @@ impl Conn {
         let mut out = Vec::new();
         while out.len() < len {
             let frame = self
-                .expect(
-                    &format!(
-                        "{kind:?} of channel {channel} at {}",
-                        from + out.len() as u64
-                    ),
-                    |m| match m {
-                        Msg::Data(f) if f.kind == kind && f.channel == channel => Some(f.clone()),
-                        _ => None,
-                    },
-                )
+                .expect(&format!("{kind:?} of channel {channel} at {}", from + out.len() as u64), |m| match m {
+                    Msg::Data(f) if f.kind == kind && f.channel == channel => Some(f.clone()),
+                    _ => None,
+                })
                 .await;
             assert_eq!(
                 frame.offset,
@@ -262,23 +213,16 @@ impl Conn {
             );
             out.extend_from_slice(&frame.payload);
         }
-        assert_eq!(
-            out.len(),
-            len,
-            "no more than asked: {:?}",
-            String::from_utf8_lossy(&out)
-        );
+        assert_eq!(out.len(), len, "no more than asked: {:?}", String::from_utf8_lossy(&out));
         out
     }
 
     /// Waits for `Exited` of `channel`.
     pub async fn exited(&mut self, channel: u32) -> (ExitStatus, u64) {
         self.expect(&format!("exited {channel}"), |m| match m {
-            Msg::Control(Control::Exited {
-                channel: c,
-                status,
-                stdout_end,
-            }) if *c == channel => Some((*status, *stdout_end)),
+            Msg::Control(Control::Exited { channel: c, status, stdout_end }) if *c == channel => {
+                Some((*status, *stdout_end))
+            }
             _ => None,
         })
         .await
@@ -286,11 +230,7 @@ impl Conn {
 
     /// No message of `channel` (other than `allow`) is pending or arrives within `quiet`.
     pub async fn assert_quiet(&mut self, quiet: Duration, about: impl Fn(&Msg) -> bool) {
-        assert!(
-            !self.pending.iter().any(&about),
-            "unexpected: {:?}",
-            self.pending
-        );
+        assert!(!self.pending.iter().any(&about), "unexpected: {:?}", self.pending);
         if let Ok(msg) = tokio::time::timeout(quiet, self.recv_fresh()).await {
             assert!(!about(&msg), "unexpected: {msg:?}");
             self.pending.push(msg);
@@ -310,8 +250,7 @@ impl Sandboxd {
     /// Starts sandboxd against `url`, with extra environment. `SANDBOXD_BIN` overrides the
     /// binary (e.g. to measure a release build).
     pub fn start(url: &str, extra_env: &[(&str, &str)]) -> Self {
-        let binary = std::env::var("SANDBOXD_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sandboxd").to_owned());
+        let binary = std::env::var("SANDBOXD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sandboxd").to_owned());
         let mut command = Command::new(binary);
         Self::configure(&mut command, url, extra_env);
         let child = command.spawn().expect("spawn sandboxd");
@@ -321,21 +260,14 @@ impl Sandboxd {
 
     /// Starts sandboxd as the last argument of `wrapper` (e.g. `unshare ... --`); `find` maps
     /// the wrapper's pid to sandboxd's.
-    pub async fn start_wrapped(
-        mut wrapper: Command,
-        url: &str,
-        extra_env: &[(&str, &str)],
-    ) -> Self {
+    pub async fn start_wrapped(mut wrapper: Command, url: &str, extra_env: &[(&str, &str)]) -> Self {
         wrapper.arg(env!("CARGO_BIN_EXE_sandboxd"));
         Self::configure(&mut wrapper, url, extra_env);
         let child = wrapper.spawn().expect("spawn the wrapper");
         let outer = child.id().expect("pid");
         let mut target = 0;
         until("sandboxd under its wrapper", || {
-            target = process_table()
-                .iter()
-                .find(|(_, (ppid, _))| *ppid == outer)
-                .map_or(0, |(pid, _)| *pid);
+            target = process_table().iter().find(|(_, (ppid, _))| *ppid == outer).map_or(0, |(pid, _)| *pid);
             target != 0
         })
         .await;
@@ -359,17 +291,11 @@ impl Sandboxd {
 
     /// Panics if sandboxd has exited.
     pub fn assert_running(&mut self) {
-        assert!(
-            self.child.try_wait().expect("try_wait").is_none(),
-            "sandboxd is still running"
-        );
+        assert!(self.child.try_wait().expect("try_wait").is_none(), "sandboxd is still running");
     }
 
     fn terminate(&self) {
-        if let Some(pid) = i32::try_from(self.target)
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-        {
+        if let Some(pid) = i32::try_from(self.target).ok().and_then(rustix::process::Pid::from_raw) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
     }
@@ -377,13 +303,8 @@ impl Sandboxd {
     /// SIGTERM (sandboxd stops what it runs) and waits for a clean exit.
     pub async fn stop(mut self) {
         self.terminate();
-        let status = tokio::time::timeout(DEADLINE, self.child.wait())
-            .await
-            .expect("sandboxd stops in time");
-        assert!(
-            status.expect("wait").success(),
-            "sandboxd exits cleanly on SIGTERM"
-        );
+        let status = tokio::time::timeout(DEADLINE, self.child.wait()).await.expect("sandboxd stops in time");
+        assert!(status.expect("wait").success(), "sandboxd exits cleanly on SIGTERM");
     }
 }
 
@@ -398,11 +319,7 @@ impl Drop for Sandboxd {
 /// Whether a process with `pid` exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                != Some("Z")
-        }
+        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()) != Some("Z"),
         Err(_) => false,
     }
 }
@@ -411,10 +328,7 @@ pub fn alive(pid: u32) -> bool {
 pub async fn until(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -423,11 +337,7 @@ pub async fn until(what: &str, mut check: impl FnMut() -> bool) {
 pub fn process_table() -> HashMap<u32, (u32, char)> {
     let mut table = HashMap::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

@@ -9,14 +9,8 @@ use crate::harness::{Sandboxd, Server};
 /// `VmRSS` of `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS line");
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("a number")
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("a number")
 }
 
 #[tokio::test]
@@ -50,8 +44,7 @@ async fn stdout_throughput() {
     let mut conn = server.accept().await;
     conn.handshake().await;
     let started = std::time::Instant::now();
-    conn.start(1, &["head", "-c", &TOTAL.to_string(), "/dev/zero"], &[])
-        .await;
+    conn.start(1, &["head", "-c", &TOTAL.to_string(), "/dev/zero"], &[]).await;
     let (mut got, mut acked) = (0u64, 0u64);
     while got < TOTAL {
         let frame = conn
@@ -62,19 +55,12 @@ async fn stdout_throughput() {
             .await;
         got += frame.payload.len() as u64;
         if got - acked >= 1 << 20 || got == TOTAL {
-            conn.send(&Control::Ack {
-                channel: 1,
-                offset: got,
-            })
-            .await;
+            conn.send(&Control::Ack { channel: 1, offset: got }).await;
             acked = got;
         }
     }
     conn.exited(1).await;
     let secs = started.elapsed().as_secs_f64();
-    eprintln!(
-        "stdout throughput: {:.0} MiB/s",
-        TOTAL as f64 / secs / 1048576.0
-    );
+    eprintln!("stdout throughput: {:.0} MiB/s", TOTAL as f64 / secs / 1048576.0);
     sandboxd.stop().await;
 }

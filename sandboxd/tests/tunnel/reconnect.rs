@@ -16,10 +16,7 @@ async fn resend_after_reconnect_is_exact_and_the_process_keeps_running() {
     let mut conn = server.accept().await;
     conn.handshake().await;
     let pid = conn.start(7, &["sh", "-c", SCRIPT], &[]).await;
-    assert_eq!(
-        conn.output(DataKind::Stdout, 7, 0, 18).await,
-        b"line1\nline2\nline3\n"
-    );
+    assert_eq!(conn.output(DataKind::Stdout, 7, 0, 18).await, b"line1\nline2\nline3\n");
     drop(conn); // no ack
 
     let mut conn = server.accept().await;
@@ -36,31 +33,12 @@ async fn resend_after_reconnect_is_exact_and_the_process_keeps_running() {
         }]
     );
     conn.resume(&[(7, 6)]).await;
-    assert_eq!(
-        conn.output(DataKind::Stdout, 7, 6, 12).await,
-        b"line2\nline3\n",
-        "exactly the missing bytes"
-    );
+    assert_eq!(conn.output(DataKind::Stdout, 7, 6, 12).await, b"line2\nline3\n", "exactly the missing bytes");
     conn.send_data(DataKind::Stdin, 7, 0, b"A\n").await;
-    assert_eq!(
-        conn.output(DataKind::Stdout, 7, 18, 5).await,
-        b"gotA\n",
-        "the process kept running"
-    );
-    conn.send(&Control::Ack {
-        channel: 7,
-        offset: 18,
-    })
-    .await;
+    assert_eq!(conn.output(DataKind::Stdout, 7, 18, 5).await, b"gotA\n", "the process kept running");
+    conn.send(&Control::Ack { channel: 7, offset: 18 }).await;
     conn.expect("stdin written", |m| {
-        matches!(
-            m,
-            Msg::Control(Control::StdinWritten {
-                channel: 7,
-                offset: 2
-            })
-        )
-        .then_some(())
+        matches!(m, Msg::Control(Control::StdinWritten { channel: 7, offset: 2 })).then_some(())
     })
     .await;
     drop(conn);
@@ -79,11 +57,7 @@ async fn resend_after_reconnect_is_exact_and_the_process_keeps_running() {
         }]
     );
     conn.resume(&[(7, 18)]).await;
-    assert_eq!(
-        conn.output(DataKind::Stdout, 7, 18, 5).await,
-        b"gotA\n",
-        "only the unacked bytes"
-    );
+    assert_eq!(conn.output(DataKind::Stdout, 7, 18, 5).await, b"gotA\n", "only the unacked bytes");
     conn.send_data(DataKind::Stdin, 7, 2, b"B\n").await;
     assert_eq!(conn.output(DataKind::Stdout, 7, 23, 5).await, b"endB\n");
     let (status, end) = conn.exited(7).await;
@@ -94,10 +68,7 @@ async fn resend_after_reconnect_is_exact_and_the_process_keeps_running() {
     let mut conn = server.accept().await;
     let held = conn.hello().await;
     assert_eq!(held.len(), 1);
-    assert_eq!(
-        (held[0].stdout_end, held[0].exit.map(|e| e.code)),
-        (28, Some(Some(0)))
-    );
+    assert_eq!((held[0].stdout_end, held[0].exit.map(|e| e.code)), (28, Some(Some(0))));
     conn.resume(&[(7, 28)]).await;
     conn.exited(7).await;
     conn.send(&Control::Forget { channel: 7 }).await;
@@ -114,13 +85,10 @@ async fn output_written_while_the_server_is_away_is_delivered() {
     let sandboxd = Sandboxd::start(&server.url, &[]);
     let mut conn = server.accept().await;
     conn.handshake().await;
-    conn.start(8, &["sh", "-c", "read x; echo one; echo two; exit 4"], &[])
-        .await;
+    conn.start(8, &["sh", "-c", "read x; echo one; echo two; exit 4"], &[]).await;
     conn.send_data(DataKind::Stdin, 8, 0, b"go\n").await;
-    conn.expect("stdin written", |m| {
-        matches!(m, Msg::Control(Control::StdinWritten { channel: 8, .. })).then_some(())
-    })
-    .await;
+    conn.expect("stdin written", |m| matches!(m, Msg::Control(Control::StdinWritten { channel: 8, .. })).then_some(()))
+        .await;
     drop(conn);
 
     // Everything happened while disconnected: wait until the next Hello shows the exit.
@@ -155,10 +123,8 @@ async fn processes_missing_from_resume_are_killed_and_forgotten() {
     conn.resume(&[(2, 0)]).await;
     until("the unlisted process is killed", || !alive(doomed)).await;
     assert!(alive(kept));
-    conn.assert_quiet(Duration::from_millis(200), |m| {
-        matches!(m, Msg::Control(Control::Exited { channel: 1, .. }))
-    })
-    .await;
+    conn.assert_quiet(Duration::from_millis(200), |m| matches!(m, Msg::Control(Control::Exited { channel: 1, .. })))
+        .await;
     drop(conn);
 
     let mut conn = server.accept().await;
@@ -183,19 +149,11 @@ async fn full_buffer_blocks_the_process_until_acked_and_nothing_is_lost() {
     // Without acks sandboxd holds at most BOUND bytes and the writer waits.
     let first = conn.output(DataKind::Stdout, 9, 0, BOUND as usize).await;
     assert!(first.iter().all(|&b| b == b'a'));
-    conn.assert_quiet(
-        Duration::from_millis(300),
-        |m| matches!(m, Msg::Data(f) if f.kind == DataKind::Stdout),
-    )
-    .await;
+    conn.assert_quiet(Duration::from_millis(300), |m| matches!(m, Msg::Data(f) if f.kind == DataKind::Stdout)).await;
     drop(conn);
     let mut conn = server.accept().await;
     let held = conn.hello().await;
-    assert_eq!(
-        (held[0].stdout_end, held[0].exit),
-        (BOUND, None),
-        "reading stopped at the bound"
-    );
+    assert_eq!((held[0].stdout_end, held[0].exit), (BOUND, None), "reading stopped at the bound");
 
     // Acking lets it go on, to the last byte, never holding more than BOUND unacked.
     conn.resume(&[(9, BOUND)]).await;
@@ -212,11 +170,7 @@ async fn full_buffer_blocks_the_process_until_acked_and_nothing_is_lost() {
         got += frame.payload.len() as u64;
         assert!(got - acked <= BOUND, "held {} > bound", got - acked);
         if got - acked >= BOUND / 2 || got == TOTAL as u64 {
-            conn.send(&Control::Ack {
-                channel: 9,
-                offset: got,
-            })
-            .await;
+            conn.send(&Control::Ack { channel: 9, offset: got }).await;
             acked = got;
         }
     }

@@ -23,20 +23,13 @@ async fn run_as(conn: &mut Conn, channel: u32, user: &str, script: &str) -> Stri
     .await;
     conn.expect("started", |m| match m {
         Msg::Control(Control::Started { channel: c, .. }) if *c == channel => Some(()),
-        Msg::Control(Control::StartFailed {
-            channel: c,
-            message,
-        }) if *c == channel => panic!("{message}"),
+        Msg::Control(Control::StartFailed { channel: c, message }) if *c == channel => panic!("{message}"),
         _ => None,
     })
     .await;
     let (status, end) = conn.exited(channel).await;
     assert_eq!(status.code, Some(0));
-    String::from_utf8(
-        conn.output(DataKind::Stdout, channel, 0, end as usize)
-            .await,
-    )
-    .expect("utf8")
+    String::from_utf8(conn.output(DataKind::Stdout, channel, 0, end as usize).await).expect("utf8")
 }
 
 #[tokio::test]
@@ -51,60 +44,30 @@ async fn missing_user_is_created_with_its_home_and_processes_run_as_it() {
     }
     let dir = std::env::temp_dir().join(format!("sandboxd-users-test-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("home/agent")).expect("dirs"); // root-owned, like a fresh volume
-    std::fs::write(
-        dir.join("passwd"),
-        "root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n",
-    )
-    .expect("passwd");
+    std::fs::write(dir.join("passwd"), "root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n")
+        .expect("passwd");
     std::fs::write(dir.join("group"), "root:x:0:\nnode:x:1000:\n").expect("group");
 
     let server = Server::start().await;
     let mut wrapper = Command::new("unshare");
     wrapper
-        .args([
-            "--mount",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child=SIGTERM",
-            "--",
-            "sh",
-            "-c",
-            SETUP,
-        ])
+        .args(["--mount", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM", "--", "sh", "-c", SETUP])
         .env("D", &dir);
     let sandboxd = Sandboxd::start_wrapped(wrapper, &server.url, &[]).await;
     let mut conn = server.accept().await;
     conn.handshake().await;
 
-    let out = run_as(
-        &mut conn,
-        1,
-        "agent",
-        "id -u; id -g; id -un; echo $HOME $USER $LOGNAME; cd && pwd",
-    )
-    .await;
-    assert_eq!(
-        out,
-        "1001\n1001\nagent\n/home/agent agent agent\n/home/agent\n"
-    );
+    let out = run_as(&mut conn, 1, "agent", "id -u; id -g; id -un; echo $HOME $USER $LOGNAME; cd && pwd").await;
+    assert_eq!(out, "1001\n1001\nagent\n/home/agent agent agent\n/home/agent\n");
     let passwd = std::fs::read_to_string(dir.join("passwd")).expect("passwd");
     assert!(
         passwd.ends_with("agent:x:1001:1001::/home/agent:/bin/bash\n")
             || passwd.ends_with("agent:x:1001:1001::/home/agent:/bin/sh\n"),
         "{passwd}"
     );
-    assert!(
-        std::fs::read_to_string(dir.join("group"))
-            .expect("group")
-            .ends_with("agent:x:1001:\n")
-    );
+    assert!(std::fs::read_to_string(dir.join("group")).expect("group").ends_with("agent:x:1001:\n"));
     let home = std::fs::metadata(dir.join("home/agent")).expect("home");
-    assert_eq!(
-        (home.uid(), home.gid()),
-        (1001, 1001),
-        "the root-owned home was handed over"
-    );
+    assert_eq!((home.uid(), home.gid()), (1001, 1001), "the root-owned home was handed over");
 
     // Second start: the user exists now, and is not created twice; an existing user works too.
     assert_eq!(run_as(&mut conn, 2, "agent", "id -u").await, "1001\n");
@@ -129,25 +92,19 @@ async fn missing_user_is_created_with_its_home_and_processes_run_as_it() {
         user: Some("agent".into()),
     })
     .await;
-    conn.send_data(DataKind::TerminalInput, 4, 0, b"echo uid=$(id -u)\nexit\n")
-        .await;
+    conn.send_data(DataKind::TerminalInput, 4, 0, b"echo uid=$(id -u)\nexit\n").await;
     let mut seen = String::new();
     while !seen.contains("uid=1001") {
         let frame = conn
             .expect("terminal output", |m| match m {
-                Msg::Data(f) if f.kind == DataKind::TerminalOutput && f.channel == 4 => {
-                    Some(f.clone())
-                }
+                Msg::Data(f) if f.kind == DataKind::TerminalOutput && f.channel == 4 => Some(f.clone()),
                 Msg::Control(Control::StartFailed { message, .. }) => panic!("{message}"),
                 _ => None,
             })
             .await;
         seen.push_str(&String::from_utf8_lossy(&frame.payload));
     }
-    conn.expect("closed", |m| {
-        matches!(m, Msg::Control(Control::TerminalClosed { channel: 4 })).then_some(())
-    })
-    .await;
+    conn.expect("closed", |m| matches!(m, Msg::Control(Control::TerminalClosed { channel: 4 })).then_some(())).await;
 
     sandboxd.stop().await;
     std::fs::remove_dir_all(&dir).ok();

@@ -5,8 +5,8 @@
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
-    PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    LoadSessionRequest, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
+    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     ResumeSessionRequest, SelectedPermissionOutcome,
 };
 use serde_json::Value;
@@ -39,7 +39,9 @@ fn to_value<T: serde::Serialize>(message: &T) -> Value {
 /// (the harness uses its own tools inside its sandbox).
 pub fn initialize() -> Value {
     let info = Implementation::new("agenthold", env!("CARGO_PKG_VERSION"));
-    to_value(&InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new()).client_info(info))
+    to_value(
+        &InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new()).client_info(info),
+    )
 }
 
 /// `session/new` in `cwd`.
@@ -84,10 +86,7 @@ pub fn parse_initialize(result: &Value) -> Result<Capabilities, String> {
         return Err(format!("the harness speaks ACP version {:?}; agenthold speaks 1", response.protocol_version));
     }
     let capabilities = response.agent_capabilities;
-    Ok(Capabilities {
-        load: capabilities.load_session,
-        resume: capabilities.session_capabilities.resume.is_some(),
-    })
+    Ok(Capabilities { load: capabilities.load_session, resume: capabilities.session_capabilities.resume.is_some() })
 }
 
 /// Reads a `session/new` answer: the harness's session id.
@@ -140,7 +139,9 @@ mod tests {
 
     #[test]
     fn reads_capabilities() {
-        let caps = parse_initialize(&json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}}));
+        let caps = parse_initialize(
+            &json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}}),
+        );
         assert_eq!(caps, Ok(Capabilities { load: true, resume: true }));
         let none = parse_initialize(&json!({"protocolVersion": 1}));
         assert_eq!(none, Ok(Capabilities::default()));
@@ -164,7 +165,8 @@ mod tests {
 
     #[test]
     fn reads_stop_reason_and_usage() {
-        let (reason, usage) = parse_prompt(&json!({"stopReason": "max_tokens", "usage": {"totalTokens": 3}})).expect("parses");
+        let (reason, usage) =
+            parse_prompt(&json!({"stopReason": "max_tokens", "usage": {"totalTokens": 3}})).expect("parses");
         assert_eq!(reason, "max_tokens");
         assert_eq!(usage, Some(json!({"totalTokens": 3})));
     }

@@ -51,15 +51,12 @@ pub fn parse_line(line: &[u8]) -> Result<FromHarness, Garbage> {
     let method = message.remove("method");
     let id = message.remove("id");
     match (method, id) {
-        (Some(Value::String(method)), Some(id)) if !id.is_null() => Ok(FromHarness::Request {
-            id,
-            method,
-            params: message.remove("params").unwrap_or(Value::Null),
-        }),
-        (Some(Value::String(method)), _) => Ok(FromHarness::Notification {
-            method,
-            params: message.remove("params").unwrap_or(Value::Null),
-        }),
+        (Some(Value::String(method)), Some(id)) if !id.is_null() => {
+            Ok(FromHarness::Request { id, method, params: message.remove("params").unwrap_or(Value::Null) })
+        }
+        (Some(Value::String(method)), _) => {
+            Ok(FromHarness::Notification { method, params: message.remove("params").unwrap_or(Value::Null) })
+        }
         (None, Some(id)) => {
             // Ids we send are strings; anything else cannot be ours and is ignored upstream.
             let id = match id {
@@ -115,7 +112,9 @@ mod tests {
     #[test]
     fn classifies_messages() {
         let update = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}}"#;
-        assert!(matches!(parse_line(update), Ok(FromHarness::Notification { method, .. }) if method == "session/update"));
+        assert!(
+            matches!(parse_line(update), Ok(FromHarness::Notification { method, .. }) if method == "session/update")
+        );
         let request = br#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{}}"#;
         assert!(matches!(parse_line(request), Ok(FromHarness::Request { id, .. }) if id == json!(7)));
         let ok = br#"{"jsonrpc":"2.0","id":"ah-1","result":{"stopReason":"end_turn"}}"#;

@@ -76,7 +76,10 @@ pub async fn create(
     }
     let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
     let adapter = harness::adapter(&body.harness).ok_or_else(|| {
-        ApiError::bad_request("UNKNOWN_HARNESS", format!("unknown harness {:?}; known: {}", body.harness, harness::names().join(", ")))
+        ApiError::bad_request(
+            "UNKNOWN_HARNESS",
+            format!("unknown harness {:?}; known: {}", body.harness, harness::names().join(", ")),
+        )
     })?;
     adapter.validate(body.command.as_deref()).map_err(|m| ApiError::bad_request("INVALID_COMMAND", m))?;
     if body.env.len() > 128 {
@@ -86,7 +89,9 @@ pub async fn create(
         if !valid_env_name(key) || key.starts_with("AGENTHOLD_") || value.len() > 32 * 1024 || value.contains('\0') {
             return Err(ApiError::bad_request(
                 "INVALID_ENV",
-                format!("environment variable {key:?}: names are [A-Za-z_][A-Za-z0-9_]* (not AGENTHOLD_*), values at most 32 KiB without NUL"),
+                format!(
+                    "environment variable {key:?}: names are [A-Za-z_][A-Za-z0-9_]* (not AGENTHOLD_*), values at most 32 KiB without NUL"
+                ),
             ));
         }
     }
@@ -94,8 +99,12 @@ pub async fn create(
     let cpus = limits.cpus.unwrap_or(state.config.default_cpus);
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
-    if !(0.05..=256.0).contains(&cpus) || !(64..=1 << 20).contains(&memory_mib) || !(16..=1 << 20).contains(&pids_limit) {
-        return Err(ApiError::bad_request("INVALID_LIMITS", "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576"));
+    if !(0.05..=256.0).contains(&cpus) || !(64..=1 << 20).contains(&memory_mib) || !(16..=1 << 20).contains(&pids_limit)
+    {
+        return Err(ApiError::bad_request(
+            "INVALID_LIMITS",
+            "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576",
+        ));
     }
     let image = body.image.unwrap_or_else(|| state.config.image.clone());
     if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
@@ -139,7 +148,11 @@ pub async fn visible_agent(state: &AppState, _principal: &Principal, id: AgentId
 }
 
 /// Shows an agent.
-pub async fn show(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<Json<Value>, ApiError> {
+pub async fn show(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<AgentId>,
+) -> Result<Json<Value>, ApiError> {
     let agent = visible_agent(&state, &principal, id).await?;
     Ok(Json(agent_json(&agent, &state)))
 }
@@ -156,7 +169,11 @@ fn supervisor_gone() -> ApiError {
 }
 
 /// Deletes an agent: its sandbox, home volume, sessions and their events.
-pub async fn delete(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<StatusCode, ApiError> {
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<AgentId>,
+) -> Result<StatusCode, ApiError> {
     visible_agent(&state, &principal, id).await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Destroy { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
@@ -168,7 +185,11 @@ pub async fn delete(State(state): State<AppState>, principal: Principal, Id(id):
 }
 
 /// Stops the agent's sandbox; its home survives. A prompt wakes it.
-pub async fn sleep(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<Json<Value>, ApiError> {
+pub async fn sleep(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<AgentId>,
+) -> Result<Json<Value>, ApiError> {
     visible_agent(&state, &principal, id).await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
@@ -178,7 +199,11 @@ pub async fn sleep(State(state): State<AppState>, principal: Principal, Id(id): 
 }
 
 /// Starts the agent's sandbox.
-pub async fn wake(State(state): State<AppState>, principal: Principal, Id(id): Id<AgentId>) -> Result<Json<Value>, ApiError> {
+pub async fn wake(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<AgentId>,
+) -> Result<Json<Value>, ApiError> {
     visible_agent(&state, &principal, id).await?;
     store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;

@@ -53,7 +53,8 @@ pub async fn create(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     if !body.iter().all(u8::is_ascii_whitespace) {
-        serde_json::from_slice::<CreateSession>(&body).map_err(|e| ApiError::bad_request("INVALID_BODY", e.to_string()))?;
+        serde_json::from_slice::<CreateSession>(&body)
+            .map_err(|e| ApiError::bad_request("INVALID_BODY", e.to_string()))?;
     }
     visible_agent(&state, &principal, agent_id).await?;
     let session = store::sessions::create(&state.pool, SessionId::new(), agent_id).await?;
@@ -61,14 +62,22 @@ pub async fn create(
 }
 
 /// Lists an agent's sessions.
-pub async fn list(State(state): State<AppState>, principal: Principal, Id(agent_id): Id<AgentId>) -> Result<Json<Value>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(agent_id): Id<AgentId>,
+) -> Result<Json<Value>, ApiError> {
     visible_agent(&state, &principal, agent_id).await?;
     let ids = store::sessions::list_ids(&state.pool, agent_id).await?;
     Ok(Json(json!({"sessions": ids})))
 }
 
 /// Shows a session.
-pub async fn show(State(state): State<AppState>, principal: Principal, Id(id): Id<SessionId>) -> Result<Json<Value>, ApiError> {
+pub async fn show(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<SessionId>,
+) -> Result<Json<Value>, ApiError> {
     let session = visible_session(&state, &principal, id).await?;
     Ok(Json(session_json(&session)))
 }
@@ -89,7 +98,9 @@ fn prompt_blocks(body: PromptBody) -> Result<Value, ApiError> {
             .map(serde_json::from_value)
             .collect::<Result<_, _>>()
             .map_err(|e| ApiError::bad_request("INVALID_PROMPT", format!("not an ACP content block: {e}")))?,
-        _ => return Err(ApiError::bad_request("INVALID_PROMPT", "give either \"text\" or \"prompt\" (content blocks)")),
+        _ => {
+            return Err(ApiError::bad_request("INVALID_PROMPT", "give either \"text\" or \"prompt\" (content blocks)"));
+        }
     };
     if blocks.is_empty() {
         return Err(ApiError::bad_request("INVALID_PROMPT", "the prompt is empty"));
@@ -117,7 +128,10 @@ pub async fn prompt(
     match store::sessions::insert_turn(&mut tx, turn_id, id, session.agent_id, &blocks).await {
         Ok(()) => {}
         Err(TurnError::InProgress) => {
-            return Err(ApiError::conflict("TURN_IN_PROGRESS", "the session has a turn in progress; cancel it or wait"));
+            return Err(ApiError::conflict(
+                "TURN_IN_PROGRESS",
+                "the session has a turn in progress; cancel it or wait",
+            ));
         }
         Err(TurnError::Db(error)) => return Err(error.into()),
     }
@@ -133,7 +147,11 @@ pub async fn prompt(
 }
 
 /// Cancels the session's turn. 409 `NO_TURN_IN_PROGRESS` when there is none.
-pub async fn cancel(State(state): State<AppState>, principal: Principal, Id(id): Id<SessionId>) -> Result<(StatusCode, Json<Value>), ApiError> {
+pub async fn cancel(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<SessionId>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     let session = visible_session(&state, &principal, id).await?;
     let cancelled = state
         .supervisors
@@ -195,6 +213,7 @@ pub async fn full_payload(
 ) -> Result<Json<Value>, ApiError> {
     let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("event"))?;
     visible_session(&state, &principal, path.id).await?;
-    let payload = store::events::full_payload(&state.pool, path.id, path.seq).await?.ok_or(ApiError::NotFound("event"))?;
+    let payload =
+        store::events::full_payload(&state.pool, path.id, path.seq).await?.ok_or(ApiError::NotFound("event"))?;
     Ok(Json(payload))
 }

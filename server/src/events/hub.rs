@@ -23,10 +23,7 @@ impl Hub {
     /// Starts receiving the live events of a session.
     pub fn subscribe(&self, session_id: SessionId) -> broadcast::Receiver<Arc<SharedEvent>> {
         let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        channels
-            .entry(session_id)
-            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
-            .subscribe()
+        channels.entry(session_id).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
     }
 
     /// Sends committed events to their sessions' watchers, in order.

@@ -24,7 +24,9 @@ impl HarnessAdapter for CommandHarness {
             return Err("\"command\" needs at least a program".to_owned());
         }
         if argv.len() > MAX_ARGS || argv.iter().any(|a| a.len() > MAX_ARG_BYTES || a.contains('\0')) {
-            return Err(format!("\"command\" takes at most {MAX_ARGS} arguments of {MAX_ARG_BYTES} bytes, without NUL"));
+            return Err(format!(
+                "\"command\" takes at most {MAX_ARGS} arguments of {MAX_ARG_BYTES} bytes, without NUL"
+            ));
         }
         Ok(())
     }

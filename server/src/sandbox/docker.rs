@@ -139,10 +139,7 @@ impl DockerDriver {
         };
         let tar = self.tools_tar().await?;
         let upload = UploadToContainerOptions { path: "/".to_owned(), ..Default::default() };
-        self.docker
-            .upload_to_container(&created.id, Some(upload), bollard::body_full(tar))
-            .await
-            .map_err(engine)?;
+        self.docker.upload_to_container(&created.id, Some(upload), bollard::body_full(tar)).await.map_err(engine)?;
         Ok(created.id)
     }
 }
@@ -203,7 +200,11 @@ impl SandboxDriver for DockerDriver {
                 Err(error) if status_of(&error) == Some(404) => {}
                 Err(error) => return Err(engine(error)),
             }
-            match self.docker.remove_volume(&self.volume(agent_id), None::<bollard::query_parameters::RemoveVolumeOptions>).await {
+            match self
+                .docker
+                .remove_volume(&self.volume(agent_id), None::<bollard::query_parameters::RemoveVolumeOptions>)
+                .await
+            {
                 Ok(()) => {}
                 Err(error) if status_of(&error) == Some(404) => {}
                 Err(error) => return Err(engine(error)),
@@ -244,8 +245,8 @@ fn build_tools_tar(bin_dir: &std::path::Path) -> Result<Bytes, DriverError> {
         .map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
     for name in ["sandboxd", "fakeagent"] {
         let path = bin_dir.join(name);
-        let bytes = std::fs::read(&path)
-            .map_err(|e| DriverError::Engine(format!("reading {}: {e}", path.display())))?;
+        let bytes =
+            std::fs::read(&path).map_err(|e| DriverError::Engine(format!("reading {}: {e}", path.display())))?;
         let mut header = tar::Header::new_gnu();
         header.set_mode(0o755);
         header.set_size(bytes.len() as u64);

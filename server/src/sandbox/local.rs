@@ -111,7 +111,8 @@ impl SandboxDriver for LocalDriver {
                 return Ok(());
             }
             let dir = self.dir(agent_id);
-            let launch = tokio::fs::read(dir.join("launch.json")).await.map_err(|e| io("reading the launch file", e))?;
+            let launch =
+                tokio::fs::read(dir.join("launch.json")).await.map_err(|e| io("reading the launch file", e))?;
             let launch: LaunchFile = serde_json::from_slice(&launch).map_err(|e| DriverError::Engine(e.to_string()))?;
             let log = std::fs::File::create(dir.join("sandboxd.log")).map_err(|e| io("opening the log", e))?;
             let log_err = log.try_clone().map_err(|e| io("opening the log", e))?;

@@ -73,17 +73,14 @@ pub enum InsertError {
 }
 
 fn env_to_json(env: &[(String, String)]) -> serde_json::Value {
-    serde_json::Value::Object(
-        env.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
-    )
+    serde_json::Value::Object(env.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect())
 }
 
 fn env_from_json(value: serde_json::Value) -> Vec<(String, String)> {
     match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_owned())))
-            .collect(),
+        serde_json::Value::Object(map) => {
+            map.into_iter().filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_owned()))).collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -116,13 +113,9 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
     if inserted.rows_affected() == 0 {
         return Err(InsertError::NameTaken);
     }
-    sqlx::query!(
-        r#"INSERT INTO sandboxes (agent_id, token_hash) VALUES ($1, $2)"#,
-        agent.id.0,
-        token_hash
-    )
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query!(r#"INSERT INTO sandboxes (agent_id, token_hash) VALUES ($1, $2)"#, agent.id.0, token_hash)
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(())
 }
@@ -199,8 +192,6 @@ pub async fn delete(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
 
 /// Records whether the user wants the agent awake or asleep.
 pub async fn set_desired_state(pool: &PgPool, id: AgentId, state: &str) -> sqlx::Result<bool> {
-    let done = sqlx::query!(r#"UPDATE agents SET desired_state = $2 WHERE id = $1"#, id.0, state)
-        .execute(pool)
-        .await?;
+    let done = sqlx::query!(r#"UPDATE agents SET desired_state = $2 WHERE id = $1"#, id.0, state).execute(pool).await?;
     Ok(done.rows_affected() > 0)
 }

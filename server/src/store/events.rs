@@ -53,8 +53,13 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
         kinds.push(event.kind.as_str());
         payloads.push(budgeted.inline_json.clone());
         times.push(*now);
-        let stored_event =
-            StoredEvent { session_id: event.session_id, seq, kind: event.kind, payload: budgeted.inline, created_at: *now };
+        let stored_event = StoredEvent {
+            session_id: event.session_id,
+            seq,
+            kind: event.kind,
+            payload: budgeted.inline,
+            created_at: *now,
+        };
         stored.push((stored_event, budgeted.inline_json));
     }
     if ids.is_empty() {

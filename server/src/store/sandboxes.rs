@@ -3,7 +3,6 @@
 
 use sqlx::PgPool;
 
-
 use crate::ids::{AgentId, SessionId};
 
 /// One sandbox row.
@@ -65,13 +64,9 @@ pub async fn set_token(pool: &PgPool, agent_id: AgentId, token_hash: &[u8]) -> s
 
 /// Records the driver's handle.
 pub async fn set_handle(pool: &PgPool, agent_id: AgentId, handle: Option<&str>) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"UPDATE sandboxes SET handle = $2, updated_at = now() WHERE agent_id = $1"#,
-        agent_id.0,
-        handle
-    )
-    .execute(pool)
-    .await?;
+    sqlx::query!(r#"UPDATE sandboxes SET handle = $2, updated_at = now() WHERE agent_id = $1"#, agent_id.0, handle)
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
@@ -184,4 +179,3 @@ pub async fn set_stdout_offset(
     .await?;
     Ok(())
 }
-

@@ -45,24 +45,19 @@ pub struct TurnRow {
 
 /// Creates a session.
 pub async fn create(pool: &PgPool, id: SessionId, agent_id: AgentId) -> sqlx::Result<SessionRow> {
-    let row = sqlx::query!(
-        r#"INSERT INTO sessions (id, agent_id) VALUES ($1, $2) RETURNING created_at"#,
-        id.0,
-        agent_id.0
-    )
-    .fetch_one(pool)
-    .await?;
+    let row =
+        sqlx::query!(r#"INSERT INTO sessions (id, agent_id) VALUES ($1, $2) RETURNING created_at"#, id.0, agent_id.0)
+            .fetch_one(pool)
+            .await?;
     Ok(SessionRow { id, agent_id, acp_session_id: None, last_seq: 0, created_at: row.created_at })
 }
 
 /// One session.
 pub async fn get(pool: &PgPool, id: SessionId) -> sqlx::Result<Option<SessionRow>> {
-    let row = sqlx::query!(
-        r#"SELECT id, agent_id, acp_session_id, last_seq, created_at FROM sessions WHERE id = $1"#,
-        id.0
-    )
-    .fetch_optional(pool)
-    .await?;
+    let row =
+        sqlx::query!(r#"SELECT id, agent_id, acp_session_id, last_seq, created_at FROM sessions WHERE id = $1"#, id.0)
+            .fetch_optional(pool)
+            .await?;
     Ok(row.map(|r| SessionRow {
         id: SessionId(r.id),
         agent_id: AgentId(r.agent_id),
@@ -74,20 +69,15 @@ pub async fn get(pool: &PgPool, id: SessionId) -> sqlx::Result<Option<SessionRow
 
 /// The ids of an agent's sessions, oldest first.
 pub async fn list_ids(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<SessionId>> {
-    let ids = sqlx::query_scalar!(
-        r#"SELECT id FROM sessions WHERE agent_id = $1 ORDER BY created_at, id"#,
-        agent_id.0
-    )
-    .fetch_all(pool)
-    .await?;
+    let ids = sqlx::query_scalar!(r#"SELECT id FROM sessions WHERE agent_id = $1 ORDER BY created_at, id"#, agent_id.0)
+        .fetch_all(pool)
+        .await?;
     Ok(ids.into_iter().map(SessionId).collect())
 }
 
 /// Records the harness's id for a session.
 pub async fn set_acp_session_id(pool: &PgPool, id: SessionId, acp_id: &str) -> sqlx::Result<()> {
-    sqlx::query!(r#"UPDATE sessions SET acp_session_id = $2 WHERE id = $1"#, id.0, acp_id)
-        .execute(pool)
-        .await?;
+    sqlx::query!(r#"UPDATE sessions SET acp_session_id = $2 WHERE id = $1"#, id.0, acp_id).execute(pool).await?;
     Ok(())
 }
 
@@ -154,9 +144,8 @@ pub async fn open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Tu
 
 /// The agents that have unfinished turns.
 pub async fn agents_with_open_turns(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
-    let ids = sqlx::query_scalar!(r#"SELECT DISTINCT agent_id FROM turns WHERE state <> 'ended'"#)
-        .fetch_all(pool)
-        .await?;
+    let ids =
+        sqlx::query_scalar!(r#"SELECT DISTINCT agent_id FROM turns WHERE state <> 'ended'"#).fetch_all(pool).await?;
     Ok(ids.into_iter().map(AgentId).collect())
 }
 
@@ -184,9 +173,7 @@ pub async fn mark_sent(
 
 /// Records that sandboxd wrote the prompt request to the harness.
 pub async fn mark_delivered(pool: &PgPool, id: TurnId) -> sqlx::Result<()> {
-    sqlx::query!(r#"UPDATE turns SET request_delivered = true WHERE id = $1"#, id.0)
-        .execute(pool)
-        .await?;
+    sqlx::query!(r#"UPDATE turns SET request_delivered = true WHERE id = $1"#, id.0).execute(pool).await?;
     Ok(())
 }
 

@@ -12,20 +12,16 @@ pub fn hash_token(token: &str) -> Vec<u8> {
 /// The id of the token with this value, if any; marks it used.
 pub async fn authenticate(pool: &PgPool, token: &str) -> sqlx::Result<Option<Uuid>> {
     let hash = hash_token(token);
-    let row = sqlx::query_scalar!(
-        r#"UPDATE api_tokens SET last_used_at = now() WHERE token_hash = $1 RETURNING id"#,
-        hash
-    )
-    .fetch_optional(pool)
-    .await?;
+    let row =
+        sqlx::query_scalar!(r#"UPDATE api_tokens SET last_used_at = now() WHERE token_hash = $1 RETURNING id"#, hash)
+            .fetch_optional(pool)
+            .await?;
     Ok(row)
 }
 
 /// Whether a token with this name exists.
 pub async fn exists_named(pool: &PgPool, name: &str) -> sqlx::Result<bool> {
-    let found = sqlx::query_scalar!(r#"SELECT id FROM api_tokens WHERE name = $1"#, name)
-        .fetch_optional(pool)
-        .await?;
+    let found = sqlx::query_scalar!(r#"SELECT id FROM api_tokens WHERE name = $1"#, name).fetch_optional(pool).await?;
     Ok(found.is_some())
 }
 

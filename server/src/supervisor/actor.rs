@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 
-use super::harness::{Harness, Phase, Pending, SessionPhase};
+use super::harness::{Harness, Pending, Phase, SessionPhase};
 use super::turns::{Turn, TurnState};
 use super::{Command, Deps, LifecycleError, TerminalAccess};
 use crate::acp::messages::{self, method};
@@ -198,9 +198,10 @@ impl Actor {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let harness = self.harness.iter().flat_map(|h| {
-            h.pending.values().filter_map(|(_, deadline)| *deadline).chain(h.start_deadline)
-        });
+        let harness = self
+            .harness
+            .iter()
+            .flat_map(|h| h.pending.values().filter_map(|(_, deadline)| *deadline).chain(h.start_deadline));
         let connect = self.connect_deadline.filter(|_| self.link.is_none());
         harness.chain(connect).min()
     }
@@ -219,7 +220,8 @@ impl Actor {
         }
         let Some(harness) = self.harness.as_ref() else { return };
         let start_late = harness.start_deadline.is_some_and(|d| d <= now);
-        let late = harness.pending.values().find(|(_, deadline)| deadline.is_some_and(|d| d <= now)).map(|(p, _)| p.clone());
+        let late =
+            harness.pending.values().find(|(_, deadline)| deadline.is_some_and(|d| d <= now)).map(|(p, _)| p.clone());
         match (start_late, late) {
             (true, _) => self.harness_failed("HARNESS_TIMEOUT", "the harness did not start in time", true).await,
             (false, Some(Pending::Prompt { .. })) => {
@@ -241,8 +243,7 @@ impl Actor {
 
     /// Moves waiting turns and terminal requests forward as far as the current state allows.
     async fn advance(&mut self) {
-        let waiting: Vec<TurnId> =
-            self.turns.iter().filter(|t| t.state == TurnState::Waiting).map(|t| t.id).collect();
+        let waiting: Vec<TurnId> = self.turns.iter().filter(|t| t.state == TurnState::Waiting).map(|t| t.id).collect();
         if waiting.is_empty() && self.terminal_waiters.is_empty() {
             return;
         }
@@ -331,7 +332,13 @@ impl Actor {
         harness.start_deadline = Some(Instant::now() + self.deps.timeouts.harness_request);
         self.harness = Some(harness);
         tracing::info!(agent.id = %self.agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
-        link.send(&Control::Start { channel, argv: launch.argv, env, cwd: home_dir, user: self.deps.driver.sandbox_user() });
+        link.send(&Control::Start {
+            channel,
+            argv: launch.argv,
+            env,
+            cwd: home_dir,
+            user: self.deps.driver.sandbox_user(),
+        });
     }
 
     /// sandboxd (re)connected: take over whatever harness it still runs, from what the
@@ -370,11 +377,17 @@ impl Actor {
         match (running, capabilities) {
             (Some(process), Some(capabilities)) => {
                 let from = u64::try_from(row.harness_stdout_offset).unwrap_or(0).max(process.stdout_acked);
-                let mut harness =
-                    Harness::new(row.harness_generation, process.channel, Phase::Ready(capabilities), from, process.stdin_written);
+                let mut harness = Harness::new(
+                    row.harness_generation,
+                    process.channel,
+                    Phase::Ready(capabilities),
+                    from,
+                    process.stdin_written,
+                );
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 for session_id in &row.harness_sessions {
-                    if let Some(acp_id) = store::sessions::get(pool, *session_id).await?.and_then(|s| s.acp_session_id) {
+                    if let Some(acp_id) = store::sessions::get(pool, *session_id).await?.and_then(|s| s.acp_session_id)
+                    {
                         harness.sessions.insert(*session_id, SessionPhase::Ready(acp_id));
                     }
                 }
@@ -382,7 +395,10 @@ impl Actor {
                     if let TurnState::Sent { request_id, generation, .. } = &turn.state
                         && *generation == harness.generation
                     {
-                        harness.pending.insert(request_id.clone(), (Pending::Prompt { turn_id: turn.id }, Some(Instant::now() + self.deps.timeouts.turn)));
+                        harness.pending.insert(
+                            request_id.clone(),
+                            (Pending::Prompt { turn_id: turn.id }, Some(Instant::now() + self.deps.timeouts.turn)),
+                        );
                     }
                 }
                 tracing::info!(agent.id = %self.agent_id, channel = process.channel, from, "took over the running harness");
@@ -418,7 +434,9 @@ impl Actor {
             })
             .collect();
         for (request_id, prompt, session_id) in lost {
-            let Some(SessionPhase::Ready(acp_id)) = self.harness.as_ref().and_then(|h| h.sessions.get(&session_id)).cloned() else {
+            let Some(SessionPhase::Ready(acp_id)) =
+                self.harness.as_ref().and_then(|h| h.sessions.get(&session_id)).cloned()
+            else {
                 continue;
             };
             let blocks = serde_json::from_value(prompt).unwrap_or_default();
@@ -433,7 +451,8 @@ impl Actor {
         if self.link.is_some() {
             return Ok(());
         }
-        let failed = |e: crate::sandbox::DriverError| LifecycleError::Failed(format!("the sandbox could not start: {e}"));
+        let failed =
+            |e: crate::sandbox::DriverError| LifecycleError::Failed(format!("the sandbox could not start: {e}"));
         let driver = Arc::clone(&self.deps.driver);
         let status = driver.status(self.agent_id).await.map_err(failed)?;
         if status == SandboxStatus::Missing {

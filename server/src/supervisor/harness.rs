@@ -130,7 +130,13 @@ impl Actor {
     }
 
     /// Sends a request we wait for; returns its id.
-    pub(super) fn send_request(&mut self, method: &str, params: &Value, pending: Pending, deadline: Option<Instant>) -> String {
+    pub(super) fn send_request(
+        &mut self,
+        method: &str,
+        params: &Value,
+        pending: Pending,
+        deadline: Option<Instant>,
+    ) -> String {
         let id = wire::new_request_id();
         self.write_stdin(wire::request(&id, method, params));
         if let Some(harness) = self.harness.as_mut() {
@@ -362,7 +368,8 @@ impl Actor {
                         }
                     },
                     Err(error) => {
-                        let message = error.get("message").and_then(Value::as_str).unwrap_or("the harness failed the turn");
+                        let message =
+                            error.get("message").and_then(Value::as_str).unwrap_or("the harness failed the turn");
                         let payload = json!({"code": "HARNESS_ERROR", "message": message, "rpc_error": error});
                         events.push(NewEvent::new(turn.session_id, EventKind::Error, payload));
                         ("error".to_owned(), None)
@@ -389,7 +396,9 @@ impl Actor {
                 let Some(harness) = self.harness.as_mut() else { return };
                 harness.phase = Phase::Ready(capabilities);
                 let generation = harness.generation;
-                if let Err(error) = store::sandboxes::set_harness_init(&self.deps.pool, self.agent_id, generation, &result).await {
+                if let Err(error) =
+                    store::sandboxes::set_harness_init(&self.deps.pool, self.agent_id, generation, &result).await
+                {
                     tracing::error!(%error, "recording the harness's initialize answer");
                 }
             }
@@ -418,7 +427,12 @@ impl Actor {
         if let Some(harness) = self.harness.as_mut() {
             harness.sessions.insert(session_id, SessionPhase::Opening);
         }
-        self.send_request(method::SESSION_NEW, &messages::new_session(&cwd), Pending::NewSession { session_id, reset }, deadline);
+        self.send_request(
+            method::SESSION_NEW,
+            &messages::new_session(&cwd),
+            Pending::NewSession { session_id, reset },
+            deadline,
+        );
     }
 
     /// Makes the harness know a session: load, else resume, else new (with a reset notice).
@@ -455,7 +469,9 @@ impl Actor {
     pub(super) async fn send_prompt(&mut self, turn_id: TurnId) {
         let Some(index) = self.turns.iter().position(|t| t.id == turn_id) else { return };
         let session_id = self.turns[index].session_id;
-        let Some(SessionPhase::Ready(acp_id)) = self.harness.as_ref().and_then(|h| h.sessions.get(&session_id)).cloned() else {
+        let Some(SessionPhase::Ready(acp_id)) =
+            self.harness.as_ref().and_then(|h| h.sessions.get(&session_id)).cloned()
+        else {
             return;
         };
         let blocks = serde_json::from_value(self.turns[index].prompt.clone()).unwrap_or_default();
@@ -464,9 +480,16 @@ impl Actor {
         let request_id = self.send_request(method::SESSION_PROMPT, &params, Pending::Prompt { turn_id }, deadline);
         let (Some(harness), Some(turn)) = (self.harness.as_ref(), self.turns.get_mut(index)) else { return };
         let stdin_end = harness.stdin;
-        turn.state = TurnState::Sent { request_id: request_id.clone(), generation: harness.generation, stdin_end, delivered: false };
+        turn.state = TurnState::Sent {
+            request_id: request_id.clone(),
+            generation: harness.generation,
+            stdin_end,
+            delivered: false,
+        };
         let stdin_end = i64::try_from(stdin_end).unwrap_or(i64::MAX);
-        if let Err(error) = store::sessions::mark_sent(&self.deps.pool, turn_id, &request_id, harness.generation, stdin_end).await {
+        if let Err(error) =
+            store::sessions::mark_sent(&self.deps.pool, turn_id, &request_id, harness.generation, stdin_end).await
+        {
             tracing::error!(%error, "recording a sent prompt");
         }
     }

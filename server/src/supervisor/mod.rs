@@ -139,10 +139,7 @@ impl Supervisors {
         }
         let (sender, receiver) = mpsc::channel(256);
         let deps = Arc::clone(&self.deps);
-        self.tasks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .spawn(actor::run(agent_id, deps, receiver));
+        self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(actor::run(agent_id, deps, receiver));
         actors.insert(agent_id, sender.clone());
         sender
     }

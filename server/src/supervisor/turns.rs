@@ -95,7 +95,8 @@ impl Actor {
 
     /// Ends the turns matching `which` with an `error` event (code, message) and a `turn_end`.
     pub(super) async fn fail_turns(&mut self, which: impl Fn(&Turn) -> bool, code: &str, message: &str) {
-        let (failed, kept): (Vec<Turn>, Vec<Turn>) = std::mem::take(&mut self.turns).into_iter().partition(|t| which(t));
+        let (failed, kept): (Vec<Turn>, Vec<Turn>) =
+            std::mem::take(&mut self.turns).into_iter().partition(|t| which(t));
         self.turns = kept;
         if failed.is_empty() {
             return;

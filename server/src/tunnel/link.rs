@@ -97,7 +97,9 @@ impl Link {
                 (frame.channel, TerminalEvent::Output(frame.payload))
             }
             Incoming::Control(Control::TerminalClosed { channel }) => (channel, TerminalEvent::Closed(None)),
-            Incoming::Control(Control::StartFailed { channel, message }) if self.lock_terminals().contains_key(&channel) => {
+            Incoming::Control(Control::StartFailed { channel, message })
+                if self.lock_terminals().contains_key(&channel) =>
+            {
                 (channel, TerminalEvent::Closed(Some(message)))
             }
             other => return Some(other),
@@ -122,11 +124,7 @@ pub async fn serve(socket: WebSocket, agent_id: AgentId, supervisors: Arc<Superv
         }
     };
     let (out, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
-    let link = Link {
-        id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
-        out,
-        terminals: Arc::default(),
-    };
+    let link = Link { id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed), out, terminals: Arc::default() };
     let (inbox, inbox_rx) = mpsc::channel(INBOX_DEPTH);
     if !supervisors.attach(agent_id, link.clone(), hello, inbox_rx).await {
         return;

@@ -19,7 +19,9 @@ async fn malformed_requests_get_400_404_401_with_codes() {
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("UNKNOWN_HARNESS")));
     let (status, body) = server.post("/api/v1/agents", json!({"name": "x", "harness": "command"})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_COMMAND")));
-    let (status, body) = server.post("/api/v1/agents", json!({"name": "x", "harness": "fake", "env": {"AGENTHOLD_SANDBOX_TOKEN": "x"}})).await;
+    let (status, body) = server
+        .post("/api/v1/agents", json!({"name": "x", "harness": "fake", "env": {"AGENTHOLD_SANDBOX_TOKEN": "x"}}))
+        .await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_ENV")));
 
     let agent = server.create_agent(json!({"name": "dup"})).await;
@@ -27,7 +29,11 @@ async fn malformed_requests_get_400_404_401_with_codes() {
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("NAME_TAKEN")));
 
     let unknown = uuid::Uuid::new_v4();
-    for path in [format!("/api/v1/agents/{unknown}"), format!("/api/v1/sessions/{unknown}"), "/api/v1/agents/not-a-uuid".to_owned()] {
+    for path in [
+        format!("/api/v1/agents/{unknown}"),
+        format!("/api/v1/sessions/{unknown}"),
+        "/api/v1/agents/not-a-uuid".to_owned(),
+    ] {
         let (status, body) = server.get(&path).await;
         assert_eq!((status, body["error"]["code"].as_str()), (404, Some("NOT_FOUND")), "{path}");
     }
@@ -35,13 +41,15 @@ async fn malformed_requests_get_400_404_401_with_codes() {
     assert_eq!(status, 404);
 
     let session = server.create_session(&agent).await;
-    for (query, code) in [("after=-1", "INVALID_CURSOR"), ("after=abc", "INVALID_QUERY"), ("limit=0", "INVALID_LIMIT")] {
+    for (query, code) in [("after=-1", "INVALID_CURSOR"), ("after=abc", "INVALID_QUERY"), ("limit=0", "INVALID_LIMIT")]
+    {
         let (status, body) = server.get(&format!("/api/v1/sessions/{session}/events?{query}")).await;
         assert_eq!((status, body["error"]["code"].as_str()), (400, Some(code)), "{query}");
     }
     let (status, body) = server.post(&format!("/api/v1/sessions/{session}/prompt"), json!({})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_PROMPT")));
-    let (status, body) = server.post(&format!("/api/v1/sessions/{session}/prompt"), json!({"prompt": [{"type": "nope"}]})).await;
+    let (status, body) =
+        server.post(&format!("/api/v1/sessions/{session}/prompt"), json!({"prompt": [{"type": "nope"}]})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_PROMPT")));
     let (status, body) = server.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("NO_TURN_IN_PROGRESS")));
@@ -61,7 +69,8 @@ async fn a_prompt_during_a_turn_is_refused_and_cancel_ends_the_turn() {
     let mut watcher = server.watch(&session, "0").await;
     while watcher.next(Duration::from_secs(60)).await.is_some_and(|e| e["payload"]["content"]["text"] != "started") {}
 
-    let (status, body) = server.post(&format!("/api/v1/sessions/{session}/prompt"), json!({"text": "text second"})).await;
+    let (status, body) =
+        server.post(&format!("/api/v1/sessions/{session}/prompt"), json!({"text": "text second"})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("TURN_IN_PROGRESS")));
     let (status, _) = server.post(&format!("/api/v1/agents/{agent}/sleep"), json!({})).await;
     assert_eq!(status, 409, "an agent with a running turn does not sleep");

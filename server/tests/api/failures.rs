@@ -43,7 +43,11 @@ async fn garbage_and_crashes_end_the_turn_and_the_next_prompt_restarts_the_harne
     assert_eq!(stop_reasons(&events), ["error", "error", "end_turn"]);
     assert!(of_type(&events, "notice").is_empty());
     let texts = texts(&events);
-    assert_eq!(texts.iter().filter(|t| *t == "before garbage").count(), 1, "replayed history is not stored again: {texts:?}");
+    assert_eq!(
+        texts.iter().filter(|t| *t == "before garbage").count(),
+        1,
+        "replayed history is not stored again: {texts:?}"
+    );
     assert_eq!(texts.last().map(String::as_str), Some("recovered"));
     assert!(!texts.contains(&"never".to_owned()));
 }
@@ -70,7 +74,8 @@ async fn without_load_the_session_is_resumed_and_without_either_the_context_rese
 
 #[tokio::test]
 async fn a_harness_that_never_answers_times_out() {
-    let server = TestServer::start_with(&[("AGENTHOLD_TURN_TIMEOUT_SECS", "4"), ("AGENTHOLD_HARNESS_TIMEOUT_SECS", "4")]).await;
+    let server =
+        TestServer::start_with(&[("AGENTHOLD_TURN_TIMEOUT_SECS", "4"), ("AGENTHOLD_HARNESS_TIMEOUT_SECS", "4")]).await;
     let agent = server.create_agent(json!({})).await;
     let session = server.create_session(&agent).await;
     server.prompt(&session, "text waiting\nhang").await;
@@ -112,7 +117,10 @@ async fn a_command_harness_that_does_not_exist_fails_the_turn_clearly() {
     let tools = if crate::support::driver() == "docker" {
         "/opt/agenthold".to_owned()
     } else {
-        std::path::Path::new(env!("CARGO_BIN_EXE_agenthold")).parent().map(|p| p.display().to_string()).unwrap_or_default()
+        std::path::Path::new(env!("CARGO_BIN_EXE_agenthold"))
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
     };
     let agent = server.create_agent(json!({"harness": "command", "command": [format!("{tools}/fakeagent")]})).await;
     let session = server.create_session(&agent).await;

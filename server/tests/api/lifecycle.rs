@@ -33,18 +33,19 @@ async fn terminal(server: &TestServer, agent: &str, line: &str) -> String {
 }
 
 fn run_output(events: &[serde_json::Value]) -> String {
-    events
-        .iter()
-        .filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("")
+    events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect::<Vec<_>>().join("")
 }
 
 #[tokio::test]
 async fn a_file_written_in_the_terminal_survives_sleep_and_wake() {
     let server = TestServer::start().await;
     let agent = server.create_agent(json!({})).await;
-    let printed = terminal(&server, &agent, "echo persisted > ~/from-terminal.txt; echo cols=$(tput cols 2>/dev/null || stty size)").await;
+    let printed = terminal(
+        &server,
+        &agent,
+        "echo persisted > ~/from-terminal.txt; echo cols=$(tput cols 2>/dev/null || stty size)",
+    )
+    .await;
     assert!(printed.contains("cols="), "the terminal ran the line: {printed:?}");
 
     let (status, body) = server.post(&format!("/api/v1/agents/{agent}/sleep"), json!({})).await;
@@ -80,7 +81,8 @@ async fn a_deleted_container_is_recreated_with_the_same_home() {
     server.prompt(&session, "write kept.txt still here").await;
     server.wait_turns(&session, 1, TURN).await;
 
-    let removed = std::process::Command::new("docker").args(["rm", "-f", &server.container(&agent)]).status().expect("docker rm");
+    let removed =
+        std::process::Command::new("docker").args(["rm", "-f", &server.container(&agent)]).status().expect("docker rm");
     assert!(removed.success());
     // The server notices the sandbox is gone once sandboxd's connection drops.
     server.prompt(&session, "run cat kept.txt").await;
@@ -103,7 +105,8 @@ async fn deleting_an_agent_removes_its_sandbox_and_sessions() {
     assert_eq!(server.get(&format!("/api/v1/agents/{agent}")).await.0, 404);
     assert_eq!(server.get(&format!("/api/v1/sessions/{session}")).await.0, 404);
     if crate::support::driver() == "docker" {
-        let gone = std::process::Command::new("docker").args(["inspect", &server.container(&agent)]).output().expect("docker");
+        let gone =
+            std::process::Command::new("docker").args(["inspect", &server.container(&agent)]).output().expect("docker");
         assert!(!gone.status.success(), "the container is gone");
     }
 }

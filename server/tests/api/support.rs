@@ -48,7 +48,8 @@ pub fn driver() -> String {
 }
 
 async fn create_database() -> String {
-    let admin = std::env::var("DATABASE_URL").expect("DATABASE_URL (an admin URL of a Postgres cluster) must be set for the tests");
+    let admin = std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL (an admin URL of a Postgres cluster) must be set for the tests");
     let name = format!("agenthold_test_{}", uuid::Uuid::new_v4().simple());
     let mut connection = sqlx::PgConnection::connect(&admin).await.expect("connecting to DATABASE_URL");
     sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut connection).await.expect("creating the test database");
@@ -100,7 +101,10 @@ impl TestServer {
             .env("AGENTHOLD_LISTEN", format!("127.0.0.1:{}", self.api_port))
             .env("AGENTHOLD_TUNNEL_LISTEN", format!("0.0.0.0:{}", self.tunnel_port))
             .env("AGENTHOLD_DRIVER", driver())
-            .env("AGENTHOLD_IMAGE", std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned()))
+            .env(
+                "AGENTHOLD_IMAGE",
+                std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned()),
+            )
             .env("AGENTHOLD_DATA_DIR", &self.data_dir)
             .env("AGENTHOLD_ADMIN_TOKEN", &self.token)
             .env("AGENTHOLD_SANDBOX_BIN_DIR", &bin_dir)
@@ -194,7 +198,8 @@ impl TestServer {
 
     /// Creates an agent running the fake harness (with `extra` fields merged in).
     pub async fn create_agent(&self, extra: Value) -> String {
-        let mut body = json!({"name": format!("a{}", &uuid::Uuid::new_v4().simple().to_string()[..12]), "harness": "fake"});
+        let mut body =
+            json!({"name": format!("a{}", &uuid::Uuid::new_v4().simple().to_string()[..12]), "harness": "fake"});
         if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
             body.extend(extra.clone());
         }
@@ -222,7 +227,8 @@ impl TestServer {
         let mut all = Vec::new();
         let mut after = 0;
         loop {
-            let (status, page) = self.get(&format!("/api/v1/sessions/{session_id}/events?after={after}&limit=1000")).await;
+            let (status, page) =
+                self.get(&format!("/api/v1/sessions/{session_id}/events?after={after}&limit=1000")).await;
             assert_eq!(status, 200, "{page}");
             let events = page["events"].as_array().cloned().unwrap_or_default();
             if events.is_empty() {
@@ -312,7 +318,11 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill();
         // Kill every sandboxd this server started (local driver) and remove its Docker objects.
-        let _ = Command::new("pkill").arg("-KILL").arg("-f").arg(self.data_dir.join("sandboxes").to_string_lossy().as_ref()).status();
+        let _ = Command::new("pkill")
+            .arg("-KILL")
+            .arg("-f")
+            .arg(self.data_dir.join("sandboxes").to_string_lossy().as_ref())
+            .status();
         if driver() == "docker" {
             let label = format!("label=agenthold.instance={}", self.instance);
             let script = format!(

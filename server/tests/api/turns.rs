@@ -82,11 +82,8 @@ async fn sessions_of_one_agent_share_one_harness_and_run_concurrently() {
     let session = server.create_session(&agent).await;
     server.prompt(&session, "run cat ppid-1 ppid-2").await;
     let events = server.wait_turns(&session, 1, TURN).await;
-    let output = events
-        .iter()
-        .find_map(|e| e["payload"]["content"][0]["content"]["text"].as_str())
-        .expect("output")
-        .to_owned();
+    let output =
+        events.iter().find_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).expect("output").to_owned();
     let pids: Vec<&str> = output.split_whitespace().collect();
     assert_eq!(pids.len(), 2, "{output}");
     assert_eq!(pids[0], pids[1], "one harness process serves all sessions of an agent");
