@@ -144,7 +144,7 @@ impl SandboxDriver for LocalDriver {
         async move {
             if let Some(pid) = self.running_pid(agent_id) {
                 // The whole process group: sandboxd and everything it started.
-                let _ = Command::new("kill").arg("-KILL").arg(format!("-{pid}")).status().await;
+                kill_group(pid);
             }
             let child = self.lock_children().remove(&agent_id);
             if let Some(mut child) = child {
@@ -180,6 +180,14 @@ impl SandboxDriver for LocalDriver {
             }
         }
         .boxed()
+    }
+}
+
+/// SIGKILL to the process group `pgid` (never to "all processes": a pid of 0 is refused).
+pub fn kill_group(pgid: u32) {
+    let pid = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 

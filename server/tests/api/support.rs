@@ -317,12 +317,13 @@ impl Watcher {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill();
-        // Kill every sandboxd this server started (local driver) and remove its Docker objects.
-        let _ = Command::new("pkill")
-            .arg("-KILL")
-            .arg("-f")
-            .arg(self.data_dir.join("sandboxes").to_string_lossy().as_ref())
-            .status();
+        // Kill every sandboxd this server started with the local driver (and its harness).
+        let pid_files = std::fs::read_dir(self.data_dir.join("sandboxes")).into_iter().flatten().flatten();
+        for entry in pid_files {
+            if let Some(pid) = std::fs::read_to_string(entry.path().join("sandboxd.pid")).ok().and_then(|p| p.trim().parse().ok()) {
+                agenthold_server::sandbox::local::kill_group(pid);
+            }
+        }
         if driver() == "docker" {
             let label = format!("label=agenthold.instance={}", self.instance);
             let script = format!(
