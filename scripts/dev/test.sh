@@ -4,7 +4,9 @@
 #   1. Postgres (private cluster, or DATABASE_URL), the Docker engine, the images
 #   2. cargo build --workspace --bins            (SQLX_OFFLINE=true: the
 #   3. cargo nextest run --workspace              committed .sqlx/ must be
-#      (cargo test --workspace without nextest)   complete)
+#      (cargo test --workspace without nextest)   complete); the API tests run on
+#                                                 the Docker driver, then again on
+#                                                 the local driver
 #   4. end to end: make up, scripts/e2e/sessions.sh (if present), make down
 #
 # Whatever happens, the server is stopped at the end, and so is the private
@@ -52,8 +54,8 @@ step "cargo build --workspace --bins (SQLX_OFFLINE=true)"
 cargo build --workspace --bins
 
 export AGENTHOLD_TEST_IMAGE=agenthold/test:latest
+profile=()
 if cargo nextest --version >/dev/null 2>&1; then
-    profile=()
     # A [profile.ci] in .config/nextest.toml (retries, timeouts, JUnit) is used under CI.
     if [[ -n "${CI:-}" ]] && grep -qs '^\[profile\.ci\]' .config/nextest.toml; then profile=(--profile ci); fi
     step "cargo nextest run --workspace ${profile[*]}"
@@ -62,6 +64,12 @@ else
     step "cargo test --workspace (cargo-nextest not installed)"
     cargo test --workspace
 fi
+nextest_or_test() {
+    if cargo nextest --version >/dev/null 2>&1; then cargo nextest run "$@" "${profile[@]}"; else cargo test "$@"; fi
+}
+
+step "the API tests again on the local driver (sandboxd as a child process, no Docker)"
+AGENTHOLD_TEST_DRIVER=local nextest_or_test -p agenthold-server --test api
 
 step "end to end: make up"
 "$MAKE" --no-print-directory up
