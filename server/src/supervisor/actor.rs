@@ -354,8 +354,11 @@ impl Actor {
         self.connect_deadline = None;
         self.harness = None;
         if let Err(error) = self.take_over(&link, &processes).await {
-            tracing::error!(%error, agent.id = %self.agent_id, "taking over the sandbox");
-            link.send(&Control::Resume { channels: Vec::new() });
+            // Without the database we cannot tell what to resume: drop the connection (the
+            // processes keep running) and let sandboxd dial again.
+            tracing::error!(%error, agent.id = %self.agent_id, "taking over the sandbox; dropping its connection");
+            self.harness = None;
+            self.on_disconnect();
         }
     }
 
