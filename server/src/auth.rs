@@ -26,13 +26,6 @@ pub struct Principal {
     pub token_id: uuid::Uuid,
 }
 
-impl Principal {
-    /// Whether the caller may act on agents (all of them, for the bootstrap admin).
-    pub fn can_administer_agents(&self) -> bool {
-        true
-    }
-}
-
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
