@@ -1,0 +1,51 @@
+//! The benchmark's settings (flags or environment variables; `scripts/bench/run.sh` sets them).
+
+use clap::Parser;
+
+/// What to benchmark and how hard.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "agenthold-bench", about = "Measures an agenthold server; prints one JSON object on stdout")]
+pub struct Config {
+    /// The server's API, `http://host:port` (a server of its own: the benchmark creates and
+    /// deletes agents there).
+    #[arg(long, env = "AGENTHOLD_URL", default_value = "http://127.0.0.1:17800")]
+    pub url: String,
+    /// An admin token of that server.
+    #[arg(long, env = "AGENTHOLD_TOKEN")]
+    pub token: String,
+    /// A scratch database with the migrations applied, on the same Postgres as the server's
+    /// (the raw-insert baseline writes there).
+    #[arg(long, env = "BENCH_SCRATCH_DATABASE_URL")]
+    pub scratch_database_url: String,
+    /// The server's `AGENTHOLD_INSTANCE` (its containers are `<instance>-<agent id>`).
+    #[arg(long, env = "AGENTHOLD_INSTANCE", default_value = "bench")]
+    pub instance: String,
+    /// The sandbox image (for the bare `docker run` baseline).
+    #[arg(long, env = "AGENTHOLD_IMAGE", default_value = "agenthold/test:latest")]
+    pub image: String,
+    /// The server's pid, to report the CPU it used during the flood (optional).
+    #[arg(long, env = "BENCH_SERVER_PID")]
+    pub server_pid: Option<u32>,
+    /// Events in the throughput flood (`flood N 0`).
+    #[arg(long, default_value_t = 20_000)]
+    pub flood_events: u64,
+    /// Stream watchers during the flood and the latency run.
+    #[arg(long, default_value_t = 10)]
+    pub watchers: usize,
+    /// Events in the latency run.
+    #[arg(long, default_value_t = 5_000)]
+    pub latency_events: u64,
+    /// Rate of the latency run, events per second.
+    #[arg(long, default_value_t = 1_000)]
+    pub latency_rate: u64,
+    /// Stored events a watcher replays from seq 0.
+    #[arg(long, default_value_t = 100_000)]
+    pub replay_events: i64,
+    /// Rows per INSERT (and per transaction) in the raw-insert baseline.
+    #[arg(long, default_value_t = 1_000)]
+    pub raw_batch: usize,
+    /// Repetitions of the start-up measurements (cold start, docker run, harness start, wake);
+    /// the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+}

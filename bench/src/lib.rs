@@ -1,0 +1,290 @@
+//! agenthold's benchmarks (`make bench`): drives a running server of its own through its REST
+//! API and stream WebSocket, plus the same Postgres and Docker engine directly for baselines,
+//! and reports one JSON object. Progress goes to stderr.
+//!
+//! Order matters: start-up latencies first (an idle machine), then the flood and the latency
+//! run on a warm agent, the raw-insert baseline with the flood's own payloads, then the
+//! replay of a session topped up to the replay size.
+
+pub mod api;
+pub mod config;
+pub mod http;
+pub mod raw;
+pub mod startup;
+pub mod stats;
+pub mod throughput;
+pub mod watch;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+use crate::api::Api;
+use crate::config::Config;
+use crate::stats::{median, percentile, round};
+
+/// Prints a progress line on stderr.
+pub fn progress(line: &str) {
+    eprintln!("[bench] {line}");
+}
+
+/// Targets the numbers are held to.
+mod targets {
+    /// Flood delivered ÷ raw insert rate, at least.
+    pub const FLOOD_VS_RAW: f64 = 0.25;
+    /// p99 emit → receive latency at 1,000 events/s, ms, at most.
+    pub const P99_MS: f64 = 50.0;
+    /// Replay from seq 0, events/s, at least.
+    pub const REPLAY_PER_S: f64 = 50_000.0;
+    /// Cold start ≤ this × docker run + harness start.
+    pub const COLD_FACTOR: f64 = 1.5;
+    /// Idle sandboxd RSS, KiB, at most.
+    pub const SANDBOXD_RSS_KIB: u64 = 10 * 1024;
+}
+
+/// Runs every benchmark and returns the report. Agents it created are deleted at the end,
+/// also when a step failed.
+pub async fn run(config: Config) -> Result<Value> {
+    let api = Api::new(&config.url, &config.token)?;
+    let mut agents = Vec::new();
+    let outcome = measure(&config, &api, &mut agents).await;
+    progress(&format!("deleting {} benchmark agent(s)", agents.len()));
+    for agent_id in &agents {
+        if let Err(error) = api.delete_agent(agent_id).await {
+            progress(&format!("could not delete agent {agent_id}: {error:#}"));
+        }
+    }
+    outcome
+}
+
+async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result<Value> {
+    let repeats = config.repeats.max(1);
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+
+    // --- start-up -----------------------------------------------------------------------
+    progress(&format!("docker run --rm {} echo hi (1 warm-up + {repeats})", config.image));
+    startup::docker_run(&config.image).await.context("docker run warm-up")?;
+    let mut docker_runs = Vec::new();
+    for _ in 0..repeats {
+        let ms = startup::docker_run(&config.image).await?;
+        startup::report("  docker run → first line", ms);
+        docker_runs.push(ms);
+    }
+
+    progress(&format!("cold start: create agent + first prompt → first update ({repeats} fresh agents)"));
+    let mut colds = Vec::new();
+    for n in 0..repeats {
+        let cold = startup::cold_start(api, &format!("bench-cold-{tag}-{n}")).await.context("cold start")?;
+        agents.push(cold.agent_id.clone());
+        startup::report("  cold start", cold.cold_start_ms);
+        colds.push(cold);
+    }
+    let main_agent = colds[0].clone();
+    let container = format!("{}-{}", config.instance, main_agent.agent_id);
+
+    progress("warm prompt → first update (harness running, session known)");
+    let mut warm = Vec::new();
+    let (mut warm_stored, mut warm_received) = (Vec::new(), Vec::new());
+    for _ in 0..repeats.max(5) {
+        let timing = startup::prompt_and_wait(api, &main_agent.session_id, "text hi", None).await?;
+        warm.push(timing.first_update_ms);
+        warm_stored.extend(timing.stored_gap_ms);
+        warm_received.extend(timing.received_gap_ms);
+    }
+    progress(&format!(
+        "  warm prompt → first update {:.1} ms (median); prompt event → update: stored {:.1} ms apart, received {:.1} ms apart",
+        median(&warm),
+        median(&warm_stored),
+        median(&warm_received)
+    ));
+
+    progress(&format!("idle sandboxd memory in {container}"));
+    let rss = startup::sandboxd_rss(&container).await?;
+    progress(&format!("  VmRSS {} KiB, VmHWM {} KiB", rss.rss_kib, rss.hwm_kib));
+
+    progress("harness start: crash the harness, then prompt a new session → first update");
+    let mut harness = Vec::new();
+    for _ in 0..repeats {
+        let ms = startup::harness_start(api, &main_agent.agent_id, &main_agent.session_id).await?;
+        startup::report("  harness start", ms);
+        harness.push(ms);
+    }
+
+    progress("wake: sleep the agent, then prompt → first update");
+    let mut wakes = Vec::new();
+    for _ in 0..repeats {
+        let wake = startup::sleep_and_wake(api, &main_agent.agent_id, &main_agent.session_id).await?;
+        progress(&format!("  sleep {:.0} ms, wake → first update {:.1} ms", wake.sleep_ms, wake.wake_ms));
+        wakes.push(wake);
+    }
+
+    // --- the event log under load --------------------------------------------------------
+    progress("flood agent: create and warm up");
+    let flood_agent = startup::cold_start(api, &format!("bench-flood-{tag}")).await?;
+    agents.push(flood_agent.agent_id.clone());
+    let session = flood_agent.session_id.clone();
+
+    progress(&format!("flood {} 0 with {} watchers", config.flood_events, config.watchers));
+    let flood = throughput::flood(api, &session, config.flood_events, 0, config.watchers, config.server_pid).await?;
+    let commits = flood.commit_sizes();
+    progress(&format!(
+        "  delivered {:.0} events/s to every watcher ({:.2} s); fakeagent emitted {:.0}/s; {} commits, mean {:.1} events",
+        flood.delivered_per_s(),
+        flood.delivery_window_s(),
+        flood.emitted_per_s(),
+        commits.len(),
+        commits.iter().sum::<usize>() as f64 / commits.len().max(1) as f64
+    ));
+
+    progress(&format!(
+        "latency: flood {} {} with {} watchers",
+        config.latency_events, config.latency_rate, config.watchers
+    ));
+    let latency = throughput::flood(
+        api,
+        &session,
+        config.latency_events,
+        config.latency_rate,
+        config.watchers,
+        config.server_pid,
+    )
+    .await?;
+    let latency_commits = latency.commit_sizes();
+    let (emit_to_stored, stored_to_receive) = latency.split_at_store();
+    progress(&format!(
+        "  p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        latency.latency_percentile_ms(50.0),
+        latency.latency_percentile_ms(99.0),
+        latency.latency_percentile_ms(100.0)
+    ));
+
+    let payloads = flood.payloads();
+    progress(&format!(
+        "raw insert baseline: {} flood payloads, {} rows per INSERT … UNNEST",
+        payloads.len(),
+        config.raw_batch
+    ));
+    let baseline = raw::baseline(&config.scratch_database_url, &payloads, config.raw_batch).await?;
+    progress(&format!(
+        "  {:.0} rows/s plain; {:.0} rows/s with the server's per-event offset UPDATE",
+        baseline.plain.rows_per_s(),
+        baseline.with_offset_updates.rows_per_s()
+    ));
+
+    let stored = api.last_seq(&session).await?;
+    let top_up = config.replay_events - stored;
+    let mut fill = None;
+    if top_up > 0 {
+        progress(&format!(
+            "replay: filling the session to {} events (flood {top_up} 0, one watcher)",
+            config.replay_events
+        ));
+        let run = throughput::flood(api, &session, u64::try_from(top_up)?, 0, 1, config.server_pid).await?;
+        progress(&format!("  stored and delivered {:.0} events/s", run.delivered_per_s()));
+        fill = Some(run);
+    }
+    progress(&format!("replay: one stream from after=0 until {} events", config.replay_events));
+    let (replay_per_s, replay_s) = throughput::replay(api, &session, config.replay_events).await?;
+    progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));
+
+    // --- the report ----------------------------------------------------------------------
+    let flood_per_s = flood.delivered_per_s();
+    let raw_per_s = baseline.plain.rows_per_s();
+    let flood_vs_raw = flood_per_s / raw_per_s;
+    let p50 = latency.latency_percentile_ms(50.0);
+    let p99 = latency.latency_percentile_ms(99.0);
+    let cold = median(&colds.iter().map(|c| c.cold_start_ms).collect::<Vec<_>>());
+    let docker_run = median(&docker_runs);
+    let harness_start = median(&harness);
+    let wake = median(&wakes.iter().map(|w| w.wake_ms).collect::<Vec<_>>());
+    let cold_limit = targets::COLD_FACTOR * docker_run + harness_start;
+    let mean = |sizes: &[usize]| round(sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64, 1);
+    let rounded = |samples: &[f64]| samples.iter().map(|v| round(*v, 1)).collect::<Vec<_>>();
+
+    let targets = json!({
+        "flood_vs_raw": {"target": format!(">= {}", targets::FLOOD_VS_RAW), "value": round(flood_vs_raw, 3), "pass": flood_vs_raw >= targets::FLOOD_VS_RAW},
+        "p99_ms": {"target": format!("<= {}", targets::P99_MS), "value": round(p99, 2), "pass": p99 <= targets::P99_MS},
+        "replay_events_per_s": {"target": format!(">= {}", targets::REPLAY_PER_S), "value": round(replay_per_s, 0), "pass": replay_per_s >= targets::REPLAY_PER_S},
+        "cold_start_ms": {
+            "target": format!("<= {} * docker_run_ms + harness_start_ms", targets::COLD_FACTOR),
+            "limit_ms": round(cold_limit, 1),
+            "value": round(cold, 1),
+            "pass": cold <= cold_limit,
+        },
+        "sandboxd_rss_kib": {"target": format!("<= {}", targets::SANDBOXD_RSS_KIB), "value": rss.rss_kib, "pass": rss.rss_kib <= targets::SANDBOXD_RSS_KIB},
+    });
+    let all_pass = targets.as_object().is_some_and(|t| t.values().all(|v| v["pass"] == json!(true)));
+
+    Ok(json!({
+        "flood_events_per_s": round(flood_per_s, 0),
+        "raw_insert_rows_per_s": round(raw_per_s, 0),
+        "flood_vs_raw": round(flood_vs_raw, 3),
+        "p50_ms": round(p50, 2),
+        "p99_ms": round(p99, 2),
+        "replay_events_per_s": round(replay_per_s, 0),
+        "cold_start_ms": round(cold, 1),
+        "docker_run_ms": round(docker_run, 1),
+        "harness_start_ms": round(harness_start, 1),
+        "cold_vs_docker_run": round(cold / docker_run, 2),
+        "wake_ms": round(wake, 1),
+        "sandboxd_rss_kib": rss.rss_kib,
+        "targets": targets,
+        "all_pass": all_pass,
+        "details": {
+            "flood": {
+                "events": config.flood_events,
+                "watchers": config.watchers,
+                "delivery_window_s": round(flood.delivery_window_s(), 3),
+                "prompt_to_last_turn_end_s": round(flood.wall_s, 3),
+                "fakeagent_emitted_per_s": round(flood.emitted_per_s(), 0),
+                "commits": commits.len(),
+                "mean_events_per_commit": mean(&commits),
+                "max_events_per_commit": commits.iter().max(),
+                "server_cpu_s": flood.server_cpu_s.map(|s| round(s, 2)),
+                "emit_to_receive_p50_ms": round(flood.latency_percentile_ms(50.0), 1),
+                "emit_to_receive_p99_ms": round(flood.latency_percentile_ms(99.0), 1),
+            },
+            "latency": {
+                "events": config.latency_events,
+                "rate_per_s": config.latency_rate,
+                "watchers": config.watchers,
+                "samples": latency.latencies_ms().len(),
+                "p90_ms": round(latency.latency_percentile_ms(90.0), 2),
+                "best_watcher_p50_ms": round(percentile(&latency.best_watcher_latencies_ms(), 50.0), 2),
+                "best_watcher_p99_ms": round(percentile(&latency.best_watcher_latencies_ms(), 99.0), 2),
+                "emit_to_stored_p50_ms": round(percentile(&emit_to_stored, 50.0), 2),
+                "emit_to_stored_p99_ms": round(percentile(&emit_to_stored, 99.0), 2),
+                "stored_to_receive_p50_ms": round(percentile(&stored_to_receive, 50.0), 2),
+                "stored_to_receive_p99_ms": round(percentile(&stored_to_receive, 99.0), 2),
+                "p999_ms": round(latency.latency_percentile_ms(99.9), 2),
+                "max_ms": round(latency.latency_percentile_ms(100.0), 2),
+                "commits": latency_commits.len(),
+                "mean_events_per_commit": mean(&latency_commits),
+                "server_cpu_s": latency.server_cpu_s.map(|s| round(s, 2)),
+            },
+            "raw_insert": {
+                "rows": baseline.plain.rows,
+                "rows_per_insert": config.raw_batch,
+                "transactions": baseline.plain.batches,
+                "seconds": round(baseline.plain.seconds, 3),
+                "with_server_offset_updates_rows_per_s": round(baseline.with_offset_updates.rows_per_s(), 0),
+            },
+            "replay": {
+                "events": config.replay_events,
+                "seconds": round(replay_s, 3),
+                "fill_events_per_s_one_watcher": fill.as_ref().map(|f| round(f.delivered_per_s(), 0)),
+            },
+            "startup_samples_ms": {
+                "docker_run": rounded(&docker_runs),
+                "cold_start": rounded(&colds.iter().map(|c| c.cold_start_ms).collect::<Vec<_>>()),
+                "harness_start": rounded(&harness),
+                "wake": rounded(&wakes.iter().map(|w| w.wake_ms).collect::<Vec<_>>()),
+                "sleep": rounded(&wakes.iter().map(|w| w.sleep_ms).collect::<Vec<_>>()),
+                "warm_prompt": rounded(&warm),
+            },
+            "warm_prompt_ms": round(median(&warm), 1),
+            "warm_prompt_event_to_update_stored_ms": rounded(&warm_stored),
+            "warm_prompt_event_to_update_received_ms": rounded(&warm_received),
+            "sandboxd_hwm_kib": rss.hwm_kib,
+        },
+    }))
+}

@@ -1,0 +1,189 @@
+//! Start-up latencies: a bare `docker run`, a cold agent (no container yet), a warm prompt, a
+//! harness start on an awake sandbox, a wake from sleep; and the idle sandboxd's memory.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::api::Api;
+use crate::progress;
+use crate::watch::Watcher;
+
+/// How long any single start-up step may take.
+const STEP_DEADLINE: Duration = Duration::from_secs(180);
+
+fn deadline() -> Instant {
+    Instant::now() + STEP_DEADLINE
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+/// `docker run --rm <image> echo hi` until the first line of output; milliseconds.
+pub async fn docker_run(image: &str) -> Result<f64> {
+    let started = Instant::now();
+    let mut child = Command::new("docker")
+        .args(["run", "--rm", image, "echo", "hi"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("running docker")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let line = tokio::time::timeout(STEP_DEADLINE, BufReader::new(stdout).lines().next_line())
+        .await
+        .context("docker run took too long")??;
+    let elapsed = started.elapsed();
+    let status = child.wait_with_output().await?;
+    if line.as_deref() != Some("hi") {
+        bail!("docker run printed {line:?} ({}): {}", status.status, String::from_utf8_lossy(&status.stderr).trim());
+    }
+    Ok(ms(elapsed))
+}
+
+/// The timing of one prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptTiming {
+    /// From the start instant to the first `update` of the turn.
+    pub first_update_ms: f64,
+    /// From the start instant to the turn's `turn_end`.
+    pub turn_end_ms: f64,
+    /// `created_at` of the first update minus `created_at` of the prompt event: the part of the
+    /// time spent before the update was stored (server, tunnel, sandboxd, harness).
+    pub stored_gap_ms: Option<f64>,
+    /// Arrival of the first update minus arrival of the prompt event, at the watcher.
+    pub received_gap_ms: Option<f64>,
+}
+
+/// Sends `script` to a session and waits for the turn to end, timing from `since` (default:
+/// just before the prompt is sent; the stream is open by then).
+pub async fn prompt_and_wait(
+    api: &Api,
+    session_id: &str,
+    script: &str,
+    since: Option<Instant>,
+) -> Result<PromptTiming> {
+    let last = api.last_seq(session_id).await?;
+    let mut watcher = Watcher::connect(api, session_id, last).await?.keep_payloads();
+    let started = since.unwrap_or_else(Instant::now);
+    api.prompt(session_id, script).await?;
+    let deadline = deadline();
+    let mut prompt_event = None;
+    let first = loop {
+        let event = watcher.next_event(deadline).await?;
+        match event.kind.as_str() {
+            "update" => break event,
+            "prompt" => prompt_event = Some(event),
+            "turn_end" => bail!("the turn ended without an update; errors: {:?}", watcher.errors),
+            _ => {}
+        }
+    };
+    let rest = watcher.until_turn_end(deadline).await?;
+    let end = rest.last().map_or(first.at, |e| e.at);
+    watcher.close().await;
+    let stored =
+        |e: &crate::watch::Received| e.created_at.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    let stored_gap_ms =
+        prompt_event.as_ref().and_then(|p| Some((stored(&first)? - stored(p)?).num_microseconds()? as f64 / 1000.0));
+    let received_gap_ms = prompt_event.as_ref().map(|p| ms(first.at - p.at));
+    Ok(PromptTiming {
+        first_update_ms: ms(first.at - started),
+        turn_end_ms: ms(end - started),
+        stored_gap_ms,
+        received_gap_ms,
+    })
+}
+
+/// An agent and a session created for a cold start.
+#[derive(Debug, Clone)]
+pub struct ColdAgent {
+    /// The agent.
+    pub agent_id: String,
+    /// Its first session.
+    pub session_id: String,
+    /// Create agent + first prompt → first update, ms.
+    pub cold_start_ms: f64,
+}
+
+/// Creates an agent (no container yet) and a session, prompts it, and times until the first
+/// `update`.
+pub async fn cold_start(api: &Api, name: &str) -> Result<ColdAgent> {
+    let started = Instant::now();
+    let agent_id = api.create_agent(name).await?;
+    let session_id = api.create_session(&agent_id).await?;
+    let timing = prompt_and_wait(api, &session_id, "text hello", Some(started)).await?;
+    Ok(ColdAgent { agent_id, session_id, cold_start_ms: timing.first_update_ms })
+}
+
+/// Crashes the harness of an awake agent, then times a prompt on a new session: the server
+/// starts a fresh harness on the connected sandboxd (spawn, `initialize`, `session/new`,
+/// prompt) — the harness start as seen from outside.
+pub async fn harness_start(api: &Api, agent_id: &str, crash_session: &str) -> Result<f64> {
+    prompt_and_wait(api, crash_session, "crash 1", None).await.ok();
+    let session = api.create_session(agent_id).await?;
+    Ok(prompt_and_wait(api, &session, "text hi", None).await?.first_update_ms)
+}
+
+/// The timing of one sleep and wake.
+#[derive(Debug, Clone, Copy)]
+pub struct Wake {
+    /// `POST …/sleep` until answered, ms.
+    pub sleep_ms: f64,
+    /// Prompt to the sleeping agent → first update, ms.
+    pub wake_ms: f64,
+}
+
+/// Puts the agent to sleep, then times a prompt to it until the first update.
+pub async fn sleep_and_wake(api: &Api, agent_id: &str, session_id: &str) -> Result<Wake> {
+    let started = Instant::now();
+    api.sleep(agent_id).await?;
+    let sleep_ms = ms(started.elapsed());
+    let timing = prompt_and_wait(api, session_id, "text good morning", None).await?;
+    Ok(Wake { sleep_ms, wake_ms: timing.first_update_ms })
+}
+
+/// Memory of the sandboxd in an agent's container.
+#[derive(Debug, Clone, Copy)]
+pub struct Rss {
+    /// VmRSS, KiB.
+    pub rss_kib: u64,
+    /// VmHWM (peak RSS), KiB.
+    pub hwm_kib: u64,
+}
+
+/// Reads `/proc/1/status` (sandboxd is the container's entrypoint) in the agent's container.
+pub async fn sandboxd_rss(container: &str) -> Result<Rss> {
+    let output = Command::new("docker")
+        .args(["exec", container, "cat", "/proc/1/status"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("docker exec")?;
+    if !output.status.success() {
+        bail!("docker exec {container}: {}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    let status = String::from_utf8_lossy(&output.stdout);
+    let field = |name: &str| -> Option<&str> {
+        status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim_start_matches(':').trim())
+    };
+    let process = field("Name").unwrap_or_default();
+    if process != "sandboxd" {
+        bail!("pid 1 of {container} is {process:?}, not sandboxd");
+    }
+    let kib = |name: &str| -> Result<u64> {
+        field(name)
+            .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
+            .with_context(|| format!("no {name} in /proc/1/status"))
+    };
+    Ok(Rss { rss_kib: kib("VmRSS")?, hwm_kib: kib("VmHWM")? })
+}
+
+/// Logs a step's result.
+pub fn report(what: &str, value_ms: f64) {
+    progress(&format!("{what}: {value_ms:.1} ms"));
+}
