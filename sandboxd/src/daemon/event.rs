@@ -40,4 +40,7 @@ pub enum BestEffort {
     Stderr(Key, u64, Bytes),
     /// A chunk of a terminal's output at the given offset.
     TerminalOutput(Key, u64, Bytes),
+    /// The terminal's shell ended and its output was drained. Sent on this queue, behind the
+    /// output, so that the close is never handled before the last output chunks.
+    TerminalClosed(Key),
 }

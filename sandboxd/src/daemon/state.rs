@@ -362,6 +362,9 @@ impl State {
 
     /// Best-effort output: sent when live, dropped otherwise.
     pub async fn on_best(&mut self, output: BestEffort, link: Option<&mut Link>) {
+        if let BestEffort::TerminalClosed(key) = output {
+            return self.on_event(Event::TerminalClosed(key), link).await;
+        }
         let Some(link) = live(link) else { return };
         let frame = match output {
             BestEffort::Stderr(key, offset, payload) => {
@@ -376,6 +379,7 @@ impl State {
                 }
                 DataFrame { kind: DataKind::TerminalOutput, channel: key.channel, offset, payload }
             }
+            BestEffort::TerminalClosed(_) => return,
         };
         link.data(&frame).await;
     }

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::event::{BestEffort, Event, Key};
+use super::event::{BestEffort, Key};
 use super::log;
 use super::process::{CHUNK_MAX, Sinks, Spec, signal_group, track};
 
@@ -138,7 +138,7 @@ pub fn open(key: Key, spec: &Spec<'_>, cols: u16, rows: u16, sinks: &Sinks) -> R
             let _ = child.wait().await;
             track(&sinks.children, pid, false);
         }
-        let _ = sinks.events.send(Event::TerminalClosed(key));
+        let _ = sinks.best.send(BestEffort::TerminalClosed(key)).await;
     });
     Ok(Terminal { id: key.id, pid, input, tasks: vec![input_task.abort_handle(), main_task.abort_handle()] })
 }
