@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 
@@ -118,8 +119,15 @@ pub async fn run(
     supervisors.resume_open_turns().await.context("resuming open turns")?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let api = axum::serve(listeners.api, api::router(state.clone())).with_graceful_shutdown(wait_for(stop_rx.clone()));
-    let tunnel = axum::serve(listeners.tunnel, tunnel::router(state)).with_graceful_shutdown(wait_for(stop_rx));
+    // Small frames (acks, stream events) must not wait for Nagle's algorithm.
+    let api_listener = listeners.api.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let tunnel_listener = listeners.tunnel.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let api = axum::serve(api_listener, api::router(state.clone())).with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let tunnel = axum::serve(tunnel_listener, tunnel::router(state)).with_graceful_shutdown(wait_for(stop_rx));
     tracing::info!("agenthold is serving");
     let servers = async { tokio::try_join!(async { api.await }, async { tunnel.await }) };
     tokio::pin!(servers);

@@ -7,6 +7,7 @@
 //! harness's stdout has been stored (so a restarted server neither loses nor repeats output),
 //! and the end of a turn (with its `turn_end`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlx::PgPool;
@@ -132,17 +133,24 @@ async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc
         all.extend(request.events.iter().cloned());
     }
     let stored = store::events::append(&mut tx, all).await?;
+    // Only the furthest stdout offset of each harness matters: one UPDATE per harness, not one
+    // per request (a flooding harness queues thousands of requests per transaction).
+    let mut furthest: HashMap<(AgentId, i64), i64> = HashMap::new();
     for request in batch.iter() {
         for effect in &request.effects {
             match effect {
                 SideEffect::StdoutStored { agent_id, generation, offset } => {
-                    store::sandboxes::set_stdout_offset(&mut tx, *agent_id, *generation, *offset).await?
+                    let slot = furthest.entry((*agent_id, *generation)).or_insert(*offset);
+                    *slot = (*slot).max(*offset);
                 }
                 SideEffect::EndTurn { turn_id, stop_reason } => {
                     store::sessions::end_turn(&mut tx, *turn_id, stop_reason).await?
                 }
             }
         }
+    }
+    for ((agent_id, generation), offset) in furthest {
+        store::sandboxes::set_stdout_offset(&mut tx, agent_id, generation, offset).await?;
     }
     tx.commit().await?;
 

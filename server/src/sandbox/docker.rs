@@ -1,9 +1,9 @@
 //! The Docker driver (bollard): one container per agent on a network of its own, a named home
 //! volume at `/home/agent` that survives sleep and rebuild, CPU/memory/PID limits, labels that
 //! let the server find its containers after a restart, and no Docker socket inside. sandboxd and
-//! fakeagent are copied from the server's own binaries into `/opt/agenthold/` before the
-//! container starts, so any image with a compatible libc works and sandboxd never drifts from
-//! the server's version.
+//! fakeagent come from the server's own binaries: copied once into a tools volume (named by
+//! their content hash) that every sandbox mounts read-only at `/opt/agenthold/`, so any image
+//! with a compatible libc works and sandboxd never drifts from the server's version.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,6 +15,7 @@ use bollard::query_parameters::{
     CreateContainerOptions, RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
 use bytes::Bytes;
+use sha2::Digest;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
@@ -34,15 +35,16 @@ pub struct DockerDriver {
     instance: String,
     /// Directory holding the `sandboxd` and `fakeagent` binaries to copy in.
     bin_dir: PathBuf,
-    /// The tar archive of those binaries, built once.
-    tools_tar: OnceCell<Bytes>,
+    /// The volume holding those binaries (`<instance>-tools-<content hash>`), filled once per
+    /// server process and mounted read-only at `/opt/agenthold` in every sandbox.
+    tools_volume: OnceCell<String>,
 }
 
 impl DockerDriver {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket).
     pub fn connect(instance: String, bin_dir: PathBuf) -> Result<Self, DriverError> {
         let docker = Docker::connect_with_defaults().map_err(engine)?;
-        Ok(Self { docker, instance, bin_dir, tools_tar: OnceCell::new() })
+        Ok(Self { docker, instance, bin_dir, tools_volume: OnceCell::new() })
     }
 
     fn container(&self, agent_id: AgentId) -> String {
@@ -64,16 +66,55 @@ impl DockerDriver {
         ])
     }
 
-    async fn tools_tar(&self) -> Result<Bytes, DriverError> {
-        let bin_dir = self.bin_dir.clone();
-        self.tools_tar
-            .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || build_tools_tar(&bin_dir))
-                    .await
-                    .map_err(|e| DriverError::Engine(e.to_string()))?
-            })
-            .await
-            .cloned()
+    /// The tools volume, created and filled on first use: a never-started helper container
+    /// mounts it and receives the archive (Docker's archive upload, which works for local and
+    /// remote engines alike). Sandboxes then mount it instead of each receiving an upload.
+    async fn tools_volume(&self, image: &str) -> Result<String, DriverError> {
+        let cell = self.tools_volume.get_or_try_init(|| async {
+            let bin_dir = self.bin_dir.clone();
+            let tar = tokio::task::spawn_blocking(move || build_tools_tar(&bin_dir))
+                .await
+                .map_err(|e| DriverError::Engine(e.to_string()))??;
+            let digest = sha2::Sha256::digest(&tar);
+            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            let name = format!("{}-tools-{hash}", self.instance);
+            let volume = VolumeCreateRequest { name: Some(name.clone()), labels: Some(self.labels_of_instance()), ..Default::default() };
+            self.docker.create_volume(volume).await.map_err(engine)?;
+            let helper = format!("{name}-fill-{}", uuid::Uuid::new_v4().simple());
+            let body = ContainerCreateBody {
+                image: Some(image.to_owned()),
+                entrypoint: Some(vec!["/bin/true".to_owned()]),
+                labels: Some(self.labels_of_instance()),
+                host_config: Some(HostConfig {
+                    mounts: Some(vec![Mount {
+                        target: Some(TOOLS_DIR.to_owned()),
+                        source: Some(name.clone()),
+                        typ: Some(MountType::VOLUME),
+                        ..Default::default()
+                    }]),
+                    network_mode: Some("none".to_owned()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let options = CreateContainerOptions { name: Some(helper.clone()), ..Default::default() };
+            let created = match self.docker.create_container(Some(options), body).await {
+                Ok(created) => created,
+                Err(error) if status_of(&error) == Some(404) => return Err(DriverError::ImageNotFound(image.to_owned())),
+                Err(error) => return Err(engine(error)),
+            };
+            let upload = UploadToContainerOptions { path: "/".to_owned(), ..Default::default() };
+            let uploaded = self.docker.upload_to_container(&created.id, Some(upload), bollard::body_full(tar)).await;
+            let remove = RemoveContainerOptions { force: true, ..Default::default() };
+            let _ = self.docker.remove_container(&created.id, Some(remove)).await;
+            uploaded.map_err(engine)?;
+            Ok::<_, DriverError>(name)
+        });
+        cell.await.cloned()
+    }
+
+    fn labels_of_instance(&self) -> HashMap<String, String> {
+        HashMap::from([("agenthold.instance".to_owned(), self.instance.clone())])
     }
 
     async fn create_inner(&self, spec: SandboxSpec) -> Result<String, DriverError> {
@@ -103,13 +144,23 @@ impl DockerDriver {
         };
         self.docker.create_volume(volume).await.map_err(engine)?;
 
+        let tools = self.tools_volume(&spec.image).await?;
         let host_config = HostConfig {
-            mounts: Some(vec![Mount {
-                target: Some(HOME_DIR.to_owned()),
-                source: Some(self.volume(agent_id)),
-                typ: Some(MountType::VOLUME),
-                ..Default::default()
-            }]),
+            mounts: Some(vec![
+                Mount {
+                    target: Some(HOME_DIR.to_owned()),
+                    source: Some(self.volume(agent_id)),
+                    typ: Some(MountType::VOLUME),
+                    ..Default::default()
+                },
+                Mount {
+                    target: Some(TOOLS_DIR.to_owned()),
+                    source: Some(tools),
+                    typ: Some(MountType::VOLUME),
+                    read_only: Some(true),
+                    ..Default::default()
+                },
+            ]),
             nano_cpus: Some((spec.cpus * 1e9) as i64),
             memory: Some(i64::from(spec.memory_mib) * 1024 * 1024),
             pids_limit: Some(i64::from(spec.pids_limit)),
@@ -137,9 +188,6 @@ impl DockerDriver {
             Err(error) if status_of(&error) == Some(404) => return Err(DriverError::ImageNotFound(spec.image)),
             Err(error) => return Err(engine(error)),
         };
-        let tar = self.tools_tar().await?;
-        let upload = UploadToContainerOptions { path: "/".to_owned(), ..Default::default() };
-        self.docker.upload_to_container(&created.id, Some(upload), bollard::body_full(tar)).await.map_err(engine)?;
         Ok(created.id)
     }
 }
