@@ -117,34 +117,43 @@ impl DockerDriver {
         HashMap::from([("agenthold.instance".to_owned(), self.instance.clone())])
     }
 
-    async fn create_inner(&self, spec: SandboxSpec) -> Result<String, DriverError> {
-        let agent_id = spec.agent_id;
+    /// The agent's own network (bridge), unless it exists.
+    async fn ensure_network(&self, agent_id: AgentId) -> Result<(), DriverError> {
         let network = self.network(agent_id);
-        let request = NetworkCreateRequest {
-            name: network.clone(),
-            driver: Some("bridge".to_owned()),
-            labels: Some(self.labels(agent_id)),
-            ..Default::default()
-        };
         // Older engines accept duplicate network names, so look before creating.
         let options = None::<bollard::query_parameters::InspectNetworkOptions>;
         match self.docker.inspect_network(&network, options).await {
-            Ok(_) => {}
-            Err(error) if status_of(&error) == Some(404) => match self.docker.create_network(request).await {
-                Ok(_) => {}
-                Err(error) if status_of(&error) == Some(409) => {}
-                Err(error) => return Err(engine(error)),
-            },
-            Err(error) => return Err(engine(error)),
+            Ok(_) => Ok(()),
+            Err(error) if status_of(&error) == Some(404) => {
+                let request = NetworkCreateRequest {
+                    name: network,
+                    driver: Some("bridge".to_owned()),
+                    labels: Some(self.labels(agent_id)),
+                    ..Default::default()
+                };
+                match self.docker.create_network(request).await {
+                    Ok(_) => Ok(()),
+                    Err(error) if status_of(&error) == Some(409) => Ok(()),
+                    Err(error) => Err(engine(error)),
+                }
+            }
+            Err(error) => Err(engine(error)),
         }
-        let volume = VolumeCreateRequest {
-            name: Some(self.volume(agent_id)),
-            labels: Some(self.labels(agent_id)),
-            ..Default::default()
-        };
-        self.docker.create_volume(volume).await.map_err(engine)?;
+    }
 
-        let tools = self.tools_volume(&spec.image).await?;
+    /// The agent's home volume (creating an existing one is a no-op).
+    async fn ensure_home(&self, agent_id: AgentId) -> Result<(), DriverError> {
+        let volume =
+            VolumeCreateRequest { name: Some(self.volume(agent_id)), labels: Some(self.labels(agent_id)), ..Default::default() };
+        self.docker.create_volume(volume).await.map(|_| ()).map_err(engine)
+    }
+
+    async fn create_inner(&self, spec: SandboxSpec) -> Result<String, DriverError> {
+        let agent_id = spec.agent_id;
+        let network = self.network(agent_id);
+        // Independent engine calls, at once: they are most of a cold start's overhead.
+        let ((), (), tools) =
+            tokio::try_join!(self.ensure_network(agent_id), self.ensure_home(agent_id), self.tools_volume(&spec.image))?;
         let host_config = HostConfig {
             mounts: Some(vec![
                 Mount {
