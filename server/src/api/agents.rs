@@ -108,7 +108,7 @@ pub async fn create(
         return Err(ApiError::bad_request("INVALID_IMAGE", "image must be a Docker image reference"));
     }
     let agent = NewAgent {
-        id: AgentId::new(),
+        id: state.driver.next_agent_id(),
         name: name.as_str().to_owned(),
         harness: adapter.name().to_owned(),
         command: body.command,

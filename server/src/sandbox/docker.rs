@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
@@ -38,13 +39,47 @@ pub struct DockerDriver {
     /// The volume holding those binaries (`<instance>-tools-<content hash>`), filled once per
     /// server process and mounted read-only at `/opt/agenthold` in every sandbox.
     tools_volume: OnceCell<String>,
+    /// Agent ids whose network already exists (made ahead of time, see [`Self::next_agent_id`]).
+    ready_networks: Arc<Mutex<Vec<AgentId>>>,
 }
+
+/// Networks kept ready for agents not created yet: a bridge network takes ~120 ms to create,
+/// which a first prompt would otherwise wait for.
+const READY_NETWORKS: usize = 2;
 
 impl DockerDriver {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket).
     pub fn connect(instance: String, bin_dir: PathBuf) -> Result<Self, DriverError> {
         let docker = Docker::connect_with_defaults().map_err(engine)?;
-        Ok(Self { docker, instance, bin_dir, tools_volume: OnceCell::new() })
+        let driver = Self { docker, instance, bin_dir, tools_volume: OnceCell::new(), ready_networks: Arc::default() };
+        driver.refill_networks();
+        Ok(driver)
+    }
+
+    /// Creates networks in the background until [`READY_NETWORKS`] are ready. (Networks made
+    /// for agents that are never created are labelled `agenthold.ready=true` and cost nothing
+    /// but a name; `docker network prune --filter label=agenthold.ready=true` clears them.)
+    fn refill_networks(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let missing = READY_NETWORKS.saturating_sub(lock(&self.ready_networks).len());
+        for _ in 0..missing {
+            let (docker, instance, ready) = (self.docker.clone(), self.instance.clone(), Arc::clone(&self.ready_networks));
+            runtime.spawn(async move {
+                let agent_id = AgentId::new();
+                let mut labels = agent_labels(&instance, agent_id);
+                labels.insert("agenthold.ready".to_owned(), "true".to_owned());
+                let request = NetworkCreateRequest {
+                    name: network_name(&instance, agent_id),
+                    driver: Some("bridge".to_owned()),
+                    labels: Some(labels),
+                    ..Default::default()
+                };
+                match docker.create_network(request).await {
+                    Ok(_) => lock(&ready).push(agent_id),
+                    Err(error) => tracing::warn!(%error, "preparing a network for the next agent"),
+                }
+            });
+        }
     }
 
     fn container(&self, agent_id: AgentId) -> String {
@@ -56,14 +91,11 @@ impl DockerDriver {
     }
 
     fn network(&self, agent_id: AgentId) -> String {
-        format!("{}-net-{agent_id}", self.instance)
+        network_name(&self.instance, agent_id)
     }
 
     fn labels(&self, agent_id: AgentId) -> HashMap<String, String> {
-        HashMap::from([
-            ("agenthold.instance".to_owned(), self.instance.clone()),
-            ("agenthold.agent".to_owned(), agent_id.to_string()),
-        ])
+        agent_labels(&self.instance, agent_id)
     }
 
     /// The tools volume, created and filled on first use: a never-started helper container
@@ -206,6 +238,12 @@ impl SandboxDriver for DockerDriver {
         "docker"
     }
 
+    fn next_agent_id(&self) -> AgentId {
+        let ready = lock(&self.ready_networks).pop();
+        self.refill_networks();
+        ready.unwrap_or_default()
+    }
+
     fn isolated(&self) -> bool {
         true
     }
@@ -288,6 +326,21 @@ impl SandboxDriver for DockerDriver {
         }
         .boxed()
     }
+}
+
+fn network_name(instance: &str, agent_id: AgentId) -> String {
+    format!("{instance}-net-{agent_id}")
+}
+
+fn agent_labels(instance: &str, agent_id: AgentId) -> HashMap<String, String> {
+    HashMap::from([
+        ("agenthold.instance".to_owned(), instance.to_owned()),
+        ("agenthold.agent".to_owned(), agent_id.to_string()),
+    ])
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A tar archive holding `opt/agenthold/{sandboxd,fakeagent}` (mode 0755).

@@ -56,6 +56,11 @@ pub enum DriverError {
 pub trait SandboxDriver: Send + Sync {
     /// `docker` or `local`.
     fn kind(&self) -> &'static str;
+    /// The id for a new agent. A driver may hand out ids it has prepared for (the Docker driver
+    /// keeps a network ready for the next agent, so a first prompt need not wait for one).
+    fn next_agent_id(&self) -> AgentId {
+        AgentId::new()
+    }
     /// Whether processes in its sandboxes are isolated from the host (false: loudly labelled).
     fn isolated(&self) -> bool;
     /// The agent's home directory as processes in the sandbox see it.
