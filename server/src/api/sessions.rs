@@ -138,11 +138,11 @@ pub async fn prompt(
     let event = NewEvent::new(id, EventKind::Prompt, json!({"turn_id": turn_id, "prompt": blocks}));
     let stored = store::events::append(&mut tx, vec![event]).await?;
     tx.commit().await?;
-    let shared: Vec<_> = stored.into_iter().map(|(event, json)| SharedEvent::with_payload_json(event, &json)).collect();
+    let shared: Vec<_> = stored.iter().map(|(event, json)| SharedEvent::from_stored(event, json)).collect();
     state.hub.publish(&shared);
     store::agents::set_desired_state(&state.pool, session.agent_id, "awake").await?;
     state.supervisors.send(session.agent_id, Command::Prompt).await;
-    let seq = shared.first().map(|e| e.event.seq);
+    let seq = shared.first().map(|e| e.seq);
     Ok((StatusCode::ACCEPTED, Json(json!({"turn_id": turn_id, "seq": seq}))))
 }
 

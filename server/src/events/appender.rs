@@ -155,14 +155,14 @@ async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc
     tx.commit().await?;
 
     // Events of deleted sessions were dropped: hand each request the stored ones among its own.
-    let mut stored = stored.into_iter().map(|(event, json)| SharedEvent::with_payload_json(event, &json)).peekable();
+    let mut stored = stored.iter().map(|(event, json)| SharedEvent::from_stored(event, json)).peekable();
     let mut per_request = Vec::with_capacity(batch.len());
     for (request, size) in batch.iter().zip(sizes) {
         let mut mine = Vec::with_capacity(size);
         for event in &request.events {
             if let Some(next) = stored.peek()
-                && next.event.session_id == event.session_id
-                && next.event.kind == event.kind
+                && next.session_id == event.session_id
+                && next.kind == event.kind
                 && let Some(next) = stored.next()
             {
                 mine.push(next);

@@ -30,7 +30,7 @@ impl Hub {
     pub fn publish(&self, events: &[Arc<SharedEvent>]) {
         let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for event in events {
-            let session_id = event.event.session_id;
+            let session_id = event.session_id;
             if let Some(sender) = channels.get(&session_id)
                 && sender.send(Arc::clone(event)).is_err()
             {

@@ -107,33 +107,47 @@ pub struct StoredEvent {
     pub created_at: DateTime<Utc>,
 }
 
-/// A stored event with its JSON encoding made once, for fan-out to many watchers.
+/// A stored event as watchers receive it: its JSON encoding, made once for every watcher.
 #[derive(Debug)]
 pub struct SharedEvent {
-    /// The event.
-    pub event: StoredEvent,
-    /// `serde_json::to_string(&event)`.
+    /// Its session.
+    pub session_id: SessionId,
+    /// Its seq.
+    pub seq: Seq,
+    /// Its type.
+    pub kind: EventKind,
+    /// The event as JSON (`{"session_id","seq","type","payload","created_at"}`).
     pub json: Arc<str>,
 }
 
 impl SharedEvent {
     /// Encodes an event once.
-    pub fn new(event: StoredEvent) -> Arc<Self> {
-        let json: Arc<str> = serde_json::to_string(&event).unwrap_or_else(|_| "{}".to_owned()).into();
-        Arc::new(Self { event, json })
+    pub fn new(event: &StoredEvent) -> Arc<Self> {
+        let json: Arc<str> = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned()).into();
+        Arc::new(Self { session_id: event.session_id, seq: event.seq, kind: event.kind, json })
     }
 
-    /// Wraps an event whose payload is already encoded (the appender's hot path): the event's
-    /// JSON is assembled around it, byte for byte what `serde_json` would make.
-    pub fn with_payload_json(event: StoredEvent, payload_json: &str) -> Arc<Self> {
-        let created_at = event.created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    /// An event whose payload is already JSON text (what the appender made, or what Postgres
+    /// returns): the event's JSON is assembled around it, byte for byte what `serde_json`
+    /// would make of the same payload text.
+    pub fn with_payload_json(
+        session_id: SessionId,
+        seq: Seq,
+        kind: EventKind,
+        created_at: DateTime<Utc>,
+        payload_json: &str,
+    ) -> Arc<Self> {
+        let created_at = created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
         let json = format!(
-            r#"{{"session_id":"{}","seq":{},"type":"{}","payload":{payload_json},"created_at":"{created_at}"}}"#,
-            event.session_id,
-            event.seq,
-            event.kind.as_str(),
+            r#"{{"session_id":"{session_id}","seq":{seq},"type":"{}","payload":{payload_json},"created_at":"{created_at}"}}"#,
+            kind.as_str(),
         );
-        Arc::new(Self { event, json: json.into() })
+        Arc::new(Self { session_id, seq, kind, json: json.into() })
+    }
+
+    /// The same for a stored event and its payload's JSON text.
+    pub fn from_stored(event: &StoredEvent, payload_json: &str) -> Arc<Self> {
+        Self::with_payload_json(event.session_id, event.seq, event.kind, event.created_at, payload_json)
     }
 }
 
@@ -151,8 +165,8 @@ mod tests {
             created_at: chrono::Utc::now(),
         };
         let payload_json = serde_json::to_string(&event.payload).unwrap_or_default();
-        let fast = SharedEvent::with_payload_json(event.clone(), &payload_json);
-        let slow = SharedEvent::new(event);
+        let fast = SharedEvent::from_stored(&event, &payload_json);
+        let slow = SharedEvent::new(&event);
         assert_eq!(fast.json, slow.json);
     }
 }

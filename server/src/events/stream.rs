@@ -41,20 +41,21 @@ impl Follower {
     pub async fn next_batch(&mut self) -> Result<Option<Vec<Arc<SharedEvent>>>, sqlx::Error> {
         loop {
             if self.catching_up {
-                let stored = store::events::after(&self.pool, self.session_id, self.last_sent, BACKFILL_PAGE).await?;
+                let stored =
+                    store::events::after_encoded(&self.pool, self.session_id, self.last_sent, BACKFILL_PAGE).await?;
                 if (stored.len() as i64) < BACKFILL_PAGE {
                     self.catching_up = false;
                 }
                 if let Some(last) = stored.last() {
                     self.last_sent = last.seq;
-                    return Ok(Some(stored.into_iter().map(SharedEvent::new).collect()));
+                    return Ok(Some(stored));
                 }
                 continue;
             }
             match self.live.recv().await {
-                Ok(event) if event.event.seq <= self.last_sent => continue,
-                Ok(event) if event.event.seq == self.last_sent + 1 => {
-                    self.last_sent = event.event.seq;
+                Ok(event) if event.seq <= self.last_sent => continue,
+                Ok(event) if event.seq == self.last_sent + 1 => {
+                    self.last_sent = event.seq;
                     let mut batch = vec![event];
                     self.drain_ready(&mut batch);
                     return Ok(Some(batch));
@@ -78,9 +79,9 @@ impl Follower {
     fn drain_ready(&mut self, batch: &mut Vec<Arc<SharedEvent>>) {
         while batch.len() < 256 {
             match self.live.try_recv() {
-                Ok(event) if event.event.seq <= self.last_sent => continue,
-                Ok(event) if event.event.seq == self.last_sent + 1 => {
-                    self.last_sent = event.event.seq;
+                Ok(event) if event.seq <= self.last_sent => continue,
+                Ok(event) if event.seq == self.last_sent + 1 => {
+                    self.last_sent = event.seq;
                     batch.push(event);
                 }
                 Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {

@@ -16,9 +16,9 @@ use bollard::query_parameters::{
     CreateContainerOptions, RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
 use bytes::Bytes;
-use sha2::Digest;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
+use sha2::Digest;
 use tokio::sync::OnceCell;
 
 use super::{DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
@@ -63,7 +63,8 @@ impl DockerDriver {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let missing = READY_NETWORKS.saturating_sub(lock(&self.ready_networks).len());
         for _ in 0..missing {
-            let (docker, instance, ready) = (self.docker.clone(), self.instance.clone(), Arc::clone(&self.ready_networks));
+            let (docker, instance, ready) =
+                (self.docker.clone(), self.instance.clone(), Arc::clone(&self.ready_networks));
             runtime.spawn(async move {
                 let agent_id = AgentId::new();
                 let mut labels = agent_labels(&instance, agent_id);
@@ -110,7 +111,11 @@ impl DockerDriver {
             let digest = sha2::Sha256::digest(&tar);
             let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
             let name = format!("{}-tools-{hash}", self.instance);
-            let volume = VolumeCreateRequest { name: Some(name.clone()), labels: Some(self.labels_of_instance()), ..Default::default() };
+            let volume = VolumeCreateRequest {
+                name: Some(name.clone()),
+                labels: Some(self.labels_of_instance()),
+                ..Default::default()
+            };
             self.docker.create_volume(volume).await.map_err(engine)?;
             let helper = format!("{name}-fill-{}", uuid::Uuid::new_v4().simple());
             let body = ContainerCreateBody {
@@ -132,7 +137,9 @@ impl DockerDriver {
             let options = CreateContainerOptions { name: Some(helper.clone()), ..Default::default() };
             let created = match self.docker.create_container(Some(options), body).await {
                 Ok(created) => created,
-                Err(error) if status_of(&error) == Some(404) => return Err(DriverError::ImageNotFound(image.to_owned())),
+                Err(error) if status_of(&error) == Some(404) => {
+                    return Err(DriverError::ImageNotFound(image.to_owned()));
+                }
                 Err(error) => return Err(engine(error)),
             };
             let upload = UploadToContainerOptions { path: "/".to_owned(), ..Default::default() };
@@ -175,8 +182,11 @@ impl DockerDriver {
 
     /// The agent's home volume (creating an existing one is a no-op).
     async fn ensure_home(&self, agent_id: AgentId) -> Result<(), DriverError> {
-        let volume =
-            VolumeCreateRequest { name: Some(self.volume(agent_id)), labels: Some(self.labels(agent_id)), ..Default::default() };
+        let volume = VolumeCreateRequest {
+            name: Some(self.volume(agent_id)),
+            labels: Some(self.labels(agent_id)),
+            ..Default::default()
+        };
         self.docker.create_volume(volume).await.map(|_| ()).map_err(engine)
     }
 
@@ -184,8 +194,11 @@ impl DockerDriver {
         let agent_id = spec.agent_id;
         let network = self.network(agent_id);
         // Independent engine calls, at once: they are most of a cold start's overhead.
-        let ((), (), tools) =
-            tokio::try_join!(self.ensure_network(agent_id), self.ensure_home(agent_id), self.tools_volume(&spec.image))?;
+        let ((), (), tools) = tokio::try_join!(
+            self.ensure_network(agent_id),
+            self.ensure_home(agent_id),
+            self.tools_volume(&spec.image)
+        )?;
         let host_config = HostConfig {
             mounts: Some(vec![
                 Mount {

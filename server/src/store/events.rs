@@ -2,12 +2,13 @@
 //! and reading ranges of a session's log.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::events::{EventKind, NewEvent, StoredEvent, budget};
+use crate::events::{EventKind, NewEvent, SharedEvent, StoredEvent, budget};
 use crate::ids::{Seq, SessionId};
 
 /// Appends `events` inside `tx`, in order. Each session's seqs continue from its `last_seq`
@@ -110,6 +111,32 @@ pub async fn after(pool: &PgPool, session_id: SessionId, after: Seq, limit: i64)
             kind: EventKind::parse(&r.r#type).unwrap_or(EventKind::Notice),
             payload: r.payload,
             created_at: r.created_at,
+        })
+        .collect())
+}
+
+/// The same range, encoded for watchers: payloads come from Postgres as JSON text and are not
+/// parsed (the catch-up path of the stream).
+pub async fn after_encoded(
+    pool: &PgPool,
+    session_id: SessionId,
+    after: Seq,
+    limit: i64,
+) -> sqlx::Result<Vec<Arc<SharedEvent>>> {
+    let rows = sqlx::query!(
+        r#"SELECT seq, type, payload::text AS "payload!", created_at FROM events
+           WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"#,
+        session_id.0,
+        after,
+        limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let kind = EventKind::parse(&r.r#type).unwrap_or(EventKind::Notice);
+            SharedEvent::with_payload_json(session_id, r.seq, kind, r.created_at, &r.payload)
         })
         .collect())
 }

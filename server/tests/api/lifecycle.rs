@@ -110,3 +110,28 @@ async fn deleting_an_agent_removes_its_sandbox_and_sessions() {
         assert!(!gone.status.success(), "the container is gone");
     }
 }
+
+#[tokio::test]
+async fn a_sandbox_deleted_mid_turn_fails_the_turn_and_the_next_prompt_recreates_it() {
+    if crate::support::driver() != "docker" {
+        return;
+    }
+    let server = TestServer::start_with(&[("AGENTHOLD_RECONNECT_GRACE_SECS", "3")]).await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "write kept.txt survives\ntext started\nsleep 60000").await;
+    let mut watcher = server.watch(&session, "0").await;
+    while watcher.next(Duration::from_secs(60)).await.is_some_and(|e| e["payload"]["content"]["text"] != "started") {}
+
+    let removed =
+        std::process::Command::new("docker").args(["rm", "-f", &server.container(&agent)]).status().expect("docker rm");
+    assert!(removed.success());
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let error = events.iter().find(|e| e["type"] == "error").expect("an error event");
+    assert_eq!(error["payload"]["code"], "SANDBOX_UNREACHABLE");
+    assert_eq!(events.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("error")));
+
+    server.prompt(&session, "run cat kept.txt").await;
+    let events = server.wait_turns(&session, 2, TURN).await;
+    assert!(run_output(&events).contains("survives"), "the home volume survived: {events:#?}");
+}

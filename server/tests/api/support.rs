@@ -320,7 +320,9 @@ impl Drop for TestServer {
         // Kill every sandboxd this server started with the local driver (and its harness).
         let pid_files = std::fs::read_dir(self.data_dir.join("sandboxes")).into_iter().flatten().flatten();
         for entry in pid_files {
-            if let Some(pid) = std::fs::read_to_string(entry.path().join("sandboxd.pid")).ok().and_then(|p| p.trim().parse().ok()) {
+            if let Some(pid) =
+                std::fs::read_to_string(entry.path().join("sandboxd.pid")).ok().and_then(|p| p.trim().parse().ok())
+            {
                 agenthold_server::sandbox::local::kill_group(pid);
             }
         }
