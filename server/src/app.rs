@@ -93,6 +93,10 @@ pub async fn run(
             config.sandbox_bin_dir(),
         )),
     };
+    let prepared = {
+        let (driver, image) = (Arc::clone(&driver), config.image.clone());
+        tokio::spawn(async move { driver.prepare(&image).await })
+    };
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
@@ -141,6 +145,7 @@ pub async fn run(
         }
     }
     drop(supervisors);
+    prepared.abort();
     appender_task.abort();
     pool.close().await;
     Ok(())

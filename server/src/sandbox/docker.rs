@@ -46,6 +46,8 @@ pub struct DockerDriver {
 /// Networks kept ready for agents not created yet: a bridge network takes ~120 ms to create,
 /// which a first prompt would otherwise wait for.
 const READY_NETWORKS: usize = 2;
+/// How long after an agent takes a ready network another one is made.
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl DockerDriver {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket).
@@ -66,6 +68,9 @@ impl DockerDriver {
             let (docker, instance, ready) =
                 (self.docker.clone(), self.instance.clone(), Arc::clone(&self.ready_networks));
             runtime.spawn(async move {
+                // Not while the sandbox that took the last one is starting: the engine does
+                // one thing at a time, and the first prompt is waiting for that start.
+                tokio::time::sleep(REFILL_DELAY).await;
                 let agent_id = AgentId::new();
                 let mut labels = agent_labels(&instance, agent_id);
                 labels.insert("agenthold.ready".to_owned(), "true".to_owned());
@@ -255,6 +260,15 @@ impl SandboxDriver for DockerDriver {
         let ready = lock(&self.ready_networks).pop();
         self.refill_networks();
         ready.unwrap_or_default()
+    }
+
+    fn prepare<'a>(&'a self, image: &'a str) -> BoxFuture<'a, ()> {
+        async move {
+            if let Err(error) = self.tools_volume(image).await {
+                tracing::warn!(%error, image, "preparing the tools volume (it is retried on first use)");
+            }
+        }
+        .boxed()
     }
 
     fn isolated(&self) -> bool {

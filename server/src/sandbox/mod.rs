@@ -61,6 +61,10 @@ pub trait SandboxDriver: Send + Sync {
     fn next_agent_id(&self) -> AgentId {
         AgentId::new()
     }
+    /// Work a first sandbox would otherwise wait for, done ahead (at server start).
+    fn prepare<'a>(&'a self, _image: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
     /// Whether processes in its sandboxes are isolated from the host (false: loudly labelled).
     fn isolated(&self) -> bool;
     /// The agent's home directory as processes in the sandbox see it.
