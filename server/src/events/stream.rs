@@ -31,11 +31,6 @@ impl Follower {
         Self { pool, session_id, live, last_sent: after, catching_up: true }
     }
 
-    /// The seq of the last event handed out.
-    pub fn last_sent(&self) -> Seq {
-        self.last_sent
-    }
-
     /// The next events in order; `None` once the session is deleted. Cancel-safe: the cursor
     /// moves only when events are returned.
     pub async fn next_batch(&mut self) -> Result<Option<Vec<Arc<SharedEvent>>>, sqlx::Error> {

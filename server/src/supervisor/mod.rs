@@ -124,11 +124,6 @@ impl Supervisors {
         Self { deps: Arc::new(deps), actors: Mutex::default(), tasks: Mutex::new(JoinSet::new()) }
     }
 
-    /// The shared dependencies.
-    pub fn deps(&self) -> &Deps {
-        &self.deps
-    }
-
     /// The agent's supervisor, started if it is not running.
     fn handle(&self, agent_id: AgentId) -> mpsc::Sender<Command> {
         let mut actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
