@@ -457,6 +457,7 @@ impl Actor {
         let failed =
             |e: crate::sandbox::DriverError| LifecycleError::Failed(format!("the sandbox could not start: {e}"));
         let driver = Arc::clone(&self.deps.driver);
+        let began = Instant::now();
         let status = driver.status(self.agent_id).await.map_err(failed)?;
         if status == SandboxStatus::Missing {
             let agent = store::agents::get(&self.deps.pool, self.agent_id)
@@ -480,9 +481,17 @@ impl Actor {
             let handle = driver.create(spec).await.map_err(failed)?;
             let _ = store::sandboxes::set_handle(&self.deps.pool, self.agent_id, Some(&handle)).await;
         }
+        let created = Instant::now();
         if status != SandboxStatus::Running {
             driver.start(self.agent_id).await.map_err(failed)?;
         }
+        tracing::info!(
+            agent.id = %self.agent_id,
+            was = ?status,
+            create_ms = (created - began).as_millis() as u64,
+            start_ms = created.elapsed().as_millis() as u64,
+            "sandbox started"
+        );
         if self.connect_deadline.is_none_or(|d| d < Instant::now()) {
             self.connect_deadline = Some(Instant::now() + self.deps.timeouts.reconnect_grace);
         }
