@@ -377,6 +377,7 @@ impl Actor {
         });
         let capabilities = row.harness_init.as_ref().and_then(|init| messages::parse_initialize(init).ok());
         let mut resume = Vec::new();
+        let mut stdin_written = None;
         match (running, capabilities) {
             (Some(process), Some(capabilities)) => {
                 let from = u64::try_from(row.harness_stdout_offset).unwrap_or(0).max(process.stdout_acked);
@@ -407,7 +408,7 @@ impl Actor {
                 tracing::info!(agent.id = %self.agent_id, channel = process.channel, from, "took over the running harness");
                 resume.push(ResumeFrom { channel: process.channel, offset: from });
                 self.harness = Some(harness);
-                self.resend_undelivered_prompts(process.stdin_written);
+                stdin_written = Some(process.stdin_written);
             }
             _ => {
                 if row.harness_channel.is_some() {
@@ -416,6 +417,10 @@ impl Actor {
             }
         }
         link.send(&Control::Resume { channels: resume });
+        // After the resume: sandboxd takes stdin for a process once it knows the server keeps it.
+        if let Some(stdin_written) = stdin_written {
+            self.resend_undelivered_prompts(stdin_written);
+        }
         let generation = self.harness.as_ref().map(|h| h.generation);
         let lost = |t: &Turn| matches!(&t.state, TurnState::Sent { generation: g, .. } if Some(*g) != generation);
         self.fail_turns(lost, "HARNESS_LOST", "the harness process was lost (the sandbox restarted)").await;

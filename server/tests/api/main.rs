@@ -7,4 +7,5 @@ mod lifecycle;
 mod restart;
 mod stream;
 mod support;
+mod takeover;
 mod turns;

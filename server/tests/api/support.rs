@@ -266,6 +266,11 @@ impl TestServer {
         Watcher { socket }
     }
 
+    /// The tunnel's port.
+    pub fn tunnel_port(&self) -> u16 {
+        self.tunnel_port
+    }
+
     /// The agent's container name (Docker driver).
     pub fn container(&self, agent_id: &str) -> String {
         format!("{}-{agent_id}", self.instance)

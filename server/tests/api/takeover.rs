@@ -1,0 +1,139 @@
+//! The server side of the tunnel protocol, driven by a scripted sandboxd: after a reconnect the
+//! server resumes stdout where the stored log ends, and resends a prompt whose stdin frame
+//! sandboxd never wrote (lost with a dropped connection) — with the same request id, so the
+//! harness answers it once.
+
+use std::time::Duration;
+
+use agenthold_sandboxd::protocol::{Control, DataFrame, DataKind, ProcessState};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use sqlx::Connection;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::{TestServer, texts};
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Dials the tunnel as sandboxd would and says hello; returns the socket and the resume offset.
+async fn dial(server: &TestServer, token: &str, hello: &Control) -> (Socket, u64) {
+    let url = format!("ws://127.0.0.1:{}/tunnel", server.tunnel_port());
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("dialing the tunnel");
+    socket.send(Message::Text(serde_json::to_string(hello).expect("hello").into())).await.expect("hello");
+    loop {
+        if let Control::Resume { channels } = next_control(&mut socket).await {
+            return (socket, channels.first().map(|r| r.offset).expect("the harness channel is resumed"));
+        }
+    }
+}
+
+async fn next_control(socket: &mut Socket) -> Control {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => return serde_json::from_str(text.as_str()).expect("control"),
+            Ok(Some(Ok(_))) => {}
+            other => panic!("no control message: {other:?}"),
+        }
+    }
+}
+
+async fn next_stdin(socket: &mut Socket) -> DataFrame {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
+            Ok(Some(Ok(Message::Binary(bytes)))) => {
+                let frame = DataFrame::decode(bytes).expect("frame");
+                if frame.kind == DataKind::Stdin {
+                    return frame;
+                }
+            }
+            Ok(Some(Ok(_))) => {}
+            other => panic!("no stdin frame: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_prompt_lost_with_the_connection_is_resent_once_and_answered_once() {
+    let server = TestServer::start_with(&[("AGENTHOLD_DRIVER", "local")]).await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text one").await;
+    server.wait_turns(&session, 1, Duration::from_secs(60)).await;
+
+    // Take the real sandboxd away (its harness dies with its stdin) and stand in for it.
+    let sandbox_dir = server.data_dir.join("sandboxes").join(&agent);
+    let launch: Value =
+        serde_json::from_slice(&std::fs::read(sandbox_dir.join("launch.json")).expect("launch file")).expect("json");
+    let token = launch["token"].as_str().expect("token").to_owned();
+    let pid: u32 = std::fs::read_to_string(sandbox_dir.join("sandboxd.pid")).expect("pid").trim().parse().expect("pid");
+    agenthold_server::sandbox::local::kill_group(pid);
+
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("db");
+    let agent_uuid: uuid::Uuid = agent.parse().expect("uuid");
+    let (channel, offset): (Option<i32>, i64) =
+        sqlx::query_as("SELECT harness_channel, harness_stdout_offset FROM sandboxes WHERE agent_id = $1")
+            .bind(agent_uuid)
+            .fetch_one(&mut db)
+            .await
+            .expect("sandbox row");
+    let channel = u32::try_from(channel.expect("a harness runs")).expect("channel");
+    let acp_session: String = sqlx::query_scalar("SELECT acp_session_id FROM sessions WHERE id = $1")
+        .bind(session.parse::<uuid::Uuid>().expect("uuid"))
+        .fetch_one(&mut db)
+        .await
+        .expect("session row");
+    let stdout_from = u64::try_from(offset).expect("offset");
+    let hello = |stdin_written: u64| Control::Hello {
+        protocol: 1,
+        version: "scripted".to_owned(),
+        processes: vec![ProcessState {
+            channel,
+            pid: Some(4242),
+            stdout_acked: stdout_from,
+            stdout_end: stdout_from,
+            stdin_written,
+            exit: None,
+        }],
+    };
+
+    let (mut socket, resume_from) = dial(&server, &token, &hello(1000)).await;
+    assert_eq!(resume_from, stdout_from, "stdout resumes where the stored log ends");
+    server.prompt(&session, "text two").await;
+    let sent = next_stdin(&mut socket).await;
+    assert_eq!((sent.channel, sent.offset), (channel, 1000));
+    let request: Value = serde_json::from_slice(&sent.payload).expect("a JSON-RPC line");
+    assert_eq!(request["method"], "session/prompt");
+    // The connection drops before sandboxd wrote the frame (no StdinWritten).
+    drop(socket);
+
+    let (mut socket, resume_from) = dial(&server, &token, &hello(1000)).await;
+    assert_eq!(resume_from, stdout_from);
+    let resent = next_stdin(&mut socket).await;
+    assert_eq!(resent.offset, 1000);
+    assert_eq!(resent.payload, sent.payload, "the same request, same id");
+
+    // The harness answers it.
+    let output = format!(
+        "{}\n{}\n",
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": acp_session,
+            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "answered once"}}}}),
+        json!({"jsonrpc": "2.0", "id": request["id"], "result": {"stopReason": "end_turn"}}),
+    );
+    let frame =
+        DataFrame { kind: DataKind::Stdout, channel, offset: stdout_from, payload: output.clone().into_bytes().into() };
+    socket.send(Message::Binary(frame.encode().into())).await.expect("stdout");
+    let events = server.wait_turns(&session, 2, Duration::from_secs(30)).await;
+    assert_eq!(texts(&events), ["one", "answered once"]);
+    // …and the server acknowledges it only after storing it.
+    let end = stdout_from + output.len() as u64;
+    loop {
+        if let Control::Ack { offset, .. } = next_control(&mut socket).await
+            && offset == end
+        {
+            break;
+        }
+    }
+}
