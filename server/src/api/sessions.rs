@@ -5,6 +5,7 @@ use agent_client_protocol::v1::schema::ContentBlock;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -186,16 +187,19 @@ pub async fn events(
     principal: Principal,
     Id(id): Id<SessionId>,
     Query(query): Query<EventsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<impl IntoResponse, ApiError> {
     visible_session(&state, &principal, id).await?;
     let after = cursor(query.after)?;
     let limit = query.limit.unwrap_or(100);
     if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
         return Err(ApiError::bad_request("INVALID_LIMIT", format!("limit must be 1-{MAX_EVENTS_PAGE}")));
     }
-    let events = store::events::after(&state.pool, id, after, limit).await?;
+    // The events as the stream sends them (encoded once, payloads as Postgres holds them).
+    let events = store::events::after_encoded(&state.pool, id, after, limit).await?;
     let next_after = events.last().map_or(after, |e| e.seq);
-    Ok(Json(json!({"events": events, "next_after": next_after})))
+    let joined: Vec<&str> = events.iter().map(|e| e.json.as_ref()).collect();
+    let body = format!(r#"{{"events":[{}],"next_after":{next_after}}}"#, joined.join(","));
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], body))
 }
 
 /// `{id}/events/{seq}/payload`.

@@ -92,31 +92,8 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     Ok(stored)
 }
 
-/// Up to `limit` events of a session with seq greater than `after`, in order.
-pub async fn after(pool: &PgPool, session_id: SessionId, after: Seq, limit: i64) -> sqlx::Result<Vec<StoredEvent>> {
-    let rows = sqlx::query!(
-        r#"SELECT seq, type, payload, created_at FROM events
-           WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"#,
-        session_id.0,
-        after,
-        limit
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| StoredEvent {
-            session_id,
-            seq: r.seq,
-            kind: EventKind::parse(&r.r#type).unwrap_or(EventKind::Notice),
-            payload: r.payload,
-            created_at: r.created_at,
-        })
-        .collect())
-}
-
-/// The same range, encoded for watchers: payloads come from Postgres as JSON text and are not
-/// parsed (the catch-up path of the stream).
+/// Up to `limit` events of a session with seq greater than `after`, in order, encoded as the
+/// API and the stream send them: payloads come from Postgres as JSON text and are not parsed.
 pub async fn after_encoded(
     pool: &PgPool,
     session_id: SessionId,
