@@ -82,7 +82,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let pool = store::connect(config.database_url.expose(), 20).await?;
     tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
-    auth::ensure_bootstrap_token(&pool, &config).await?;
+    auth::bootstrap::run(&pool, &config).await?;
 
     let driver: Arc<dyn SandboxDriver> = match config.driver {
         DriverKind::Docker => Arc::new(
@@ -130,7 +130,8 @@ pub async fn run(
     let tunnel_listener = listeners.tunnel.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let api = axum::serve(api_listener, api::router(state.clone())).with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let api = axum::serve(api_listener, api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(wait_for(stop_rx.clone()));
     let tunnel = axum::serve(tunnel_listener, tunnel::router(state)).with_graceful_shutdown(wait_for(stop_rx));
     tracing::info!("agenthold is serving");
     let servers = async { tokio::try_join!(async { api.await }, async { tunnel.await }) };

@@ -44,6 +44,13 @@ pub struct Config {
     /// The bootstrap admin token; generated on first start when unset.
     #[arg(long, env = "AGENTHOLD_ADMIN_TOKEN")]
     pub admin_token: Option<Secret>,
+    /// Login name of the admin user created on first start.
+    #[arg(long, env = "AGENTHOLD_BOOTSTRAP_ADMIN_USER", default_value = "admin")]
+    pub bootstrap_admin_user: String,
+    /// Password of the admin user created on first start; generated (and written to
+    /// `<data dir>/admin-password`) when unset.
+    #[arg(long, env = "AGENTHOLD_BOOTSTRAP_ADMIN_PASSWORD")]
+    pub bootstrap_admin_password: Option<Secret>,
     /// Directory with the sandboxd and fakeagent binaries (default: next to this binary).
     #[arg(long, env = "AGENTHOLD_SANDBOX_BIN_DIR")]
     pub sandbox_bin_dir: Option<PathBuf>,

@@ -16,6 +16,8 @@ use crate::harness;
 use crate::ids::{AgentId, AgentName};
 use crate::store;
 use crate::store::agents::{AgentRow, InsertError, NewAgent};
+use crate::store::audit::AuditRecord;
+use crate::store::users::Role;
 use crate::supervisor::{Command, LifecycleError};
 
 /// `POST /api/v1/agents`.
@@ -29,6 +31,8 @@ pub struct CreateAgent {
     env: BTreeMap<String, String>,
     image: Option<String>,
     limits: Option<Limits>,
+    /// The workspace; default: the caller's personal workspace.
+    workspace_id: Option<uuid::Uuid>,
 }
 
 /// Resource limits.
@@ -44,6 +48,8 @@ pub struct Limits {
 pub fn agent_json(agent: &AgentRow, state: &AppState) -> Value {
     json!({
         "id": agent.id,
+        "workspace_id": agent.workspace_id,
+        "created_by": agent.created_by,
         "name": agent.name,
         "harness": agent.harness,
         "command": agent.command,
@@ -68,9 +74,16 @@ fn valid_env_name(name: &str) -> bool {
 /// Creates an agent (its sandbox is made on first use).
 pub async fn create(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
     Body(body): Body<CreateAgent>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let workspace_id = match body.workspace_id {
+        Some(workspace_id) => workspace_id,
+        None => store::users::personal_workspace(&state.pool, principal.user_id)
+            .await?
+            .ok_or(ApiError::NotFound("workspace"))?,
+    };
+    principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
     let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
     let adapter = harness::adapter(&body.harness).ok_or_else(|| {
         ApiError::bad_request(
@@ -109,6 +122,8 @@ pub async fn create(
     }
     let agent = NewAgent {
         id: state.driver.next_agent_id(),
+        workspace_id,
+        created_by: principal.user_id,
         name: name.as_str().to_owned(),
         harness: adapter.name().to_owned(),
         command: body.command,
@@ -129,20 +144,47 @@ pub async fn create(
         Err(InsertError::Db(error)) => return Err(error.into()),
     }
     let row = store::agents::get(&state.pool, agent.id).await?.ok_or(ApiError::NotFound("agent"))?;
+    audit(&state, &principal, &row, "agent.created").await?;
     Ok((StatusCode::CREATED, Json(agent_json(&row, &state))))
 }
 
-/// Lists agents.
-pub async fn list(State(state): State<AppState>, _principal: Principal) -> Result<Json<Value>, ApiError> {
-    let agents = store::agents::list(&state.pool).await?;
+/// Lists the agents of every workspace the caller belongs to.
+pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
+    let agents = store::agents::list_for_user(&state.pool, principal.user_id).await?;
     let items: Vec<Value> = agents.iter().map(|a| agent_json(a, &state)).collect();
     Ok(Json(json!({"agents": items})))
 }
 
-/// Loads an agent the caller may see, or 404. (Every agent, for the bootstrap admin token; the
-/// users-and-roles work scopes this by workspace, answering 404 for foreign agents.)
-pub async fn visible_agent(state: &AppState, _principal: &Principal, id: AgentId) -> Result<AgentRow, ApiError> {
-    store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))
+/// Loads an agent on which the caller has at least the `needed` role: 404 if it does not exist
+/// or is in a workspace the caller does not belong to, 403 if the caller's role is too low.
+pub async fn visible_agent(
+    state: &AppState,
+    principal: &Principal,
+    id: AgentId,
+    needed: Role,
+) -> Result<AgentRow, ApiError> {
+    let agent = store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
+    principal.require(state, agent.workspace_id, needed, "agent").await?;
+    Ok(agent)
+}
+
+/// Records an action on an agent in its workspace's audit log.
+async fn audit(
+    state: &AppState,
+    principal: &Principal,
+    agent: &AgentRow,
+    action: &'static str,
+) -> Result<(), ApiError> {
+    let record = AuditRecord {
+        workspace_id: agent.workspace_id,
+        actor_user_id: Some(principal.user_id),
+        action,
+        resource_type: "agent",
+        resource_id: agent.id.to_string(),
+        detail: json!({"name": agent.name}),
+    };
+    store::audit::append(&state.pool, record).await?;
+    Ok(())
 }
 
 /// Shows an agent.
@@ -151,7 +193,7 @@ pub async fn show(
     principal: Principal,
     Id(id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = visible_agent(&state, &principal, id).await?;
+    let agent = visible_agent(&state, &principal, id, Role::Viewer).await?;
     Ok(Json(agent_json(&agent, &state)))
 }
 
@@ -172,13 +214,14 @@ pub async fn delete(
     principal: Principal,
     Id(id): Id<AgentId>,
 ) -> Result<StatusCode, ApiError> {
-    visible_agent(&state, &principal, id).await?;
+    let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Destroy { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     state.supervisors.forget(id);
     let sessions = store::sessions::list_ids(&state.pool, id).await?;
     store::agents::delete(&state.pool, id).await?;
     state.hub.close(&sessions);
+    audit(&state, &principal, &agent, "agent.deleted").await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -188,11 +231,12 @@ pub async fn sleep(
     principal: Principal,
     Id(id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
-    visible_agent(&state, &principal, id).await?;
+    visible_agent(&state, &principal, id, Role::Admin).await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     store::agents::set_desired_state(&state.pool, id, "asleep").await?;
-    let agent = visible_agent(&state, &principal, id).await?;
+    let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
+    audit(&state, &principal, &agent, "agent.slept").await?;
     Ok(Json(agent_json(&agent, &state)))
 }
 
@@ -202,10 +246,11 @@ pub async fn wake(
     principal: Principal,
     Id(id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
-    visible_agent(&state, &principal, id).await?;
+    visible_agent(&state, &principal, id, Role::Admin).await?;
     store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
-    let agent = visible_agent(&state, &principal, id).await?;
+    let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
+    audit(&state, &principal, &agent, "agent.woken").await?;
     Ok(Json(agent_json(&agent, &state)))
 }

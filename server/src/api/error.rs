@@ -12,6 +12,12 @@ pub enum ApiError {
     /// Missing or unknown credentials.
     #[error("missing or invalid credentials")]
     Unauthorized,
+    /// A cookie-authenticated state-changing request without the session's CSRF token.
+    #[error("missing or wrong X-CSRF-Token for this session")]
+    CsrfRejected,
+    /// Too many failed logins.
+    #[error("too many failed logins; try again later")]
+    TooManyAttempts,
     /// A malformed request (body, query, path).
     #[error("{message}")]
     BadRequest {
@@ -19,6 +25,12 @@ pub enum ApiError {
         code: &'static str,
         /// Why.
         message: String,
+    },
+    /// The caller can see the resource but its role does not allow this.
+    #[error("this needs the {} role in the resource's workspace", needed.as_str())]
+    Forbidden {
+        /// The role needed.
+        needed: crate::store::users::Role,
     },
     /// No such resource (or not visible to the caller).
     #[error("{0} not found")]
@@ -66,7 +78,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = match &self {
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            Self::CsrfRejected => (StatusCode::FORBIDDEN, "CSRF_REJECTED"),
+            Self::TooManyAttempts => (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"),
             Self::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, *code),
+            Self::Forbidden { .. } => (StatusCode::FORBIDDEN, "FORBIDDEN"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
             Self::Unavailable { code, .. } => (StatusCode::SERVICE_UNAVAILABLE, *code),

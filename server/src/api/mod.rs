@@ -5,12 +5,16 @@ mod agents;
 pub mod error;
 mod extract;
 mod health;
+mod login;
+mod me;
 mod sessions;
 mod stream;
 mod terminal;
+mod users;
+mod workspaces;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use tower_http::trace::TraceLayer;
 
 use crate::app::AppState;
@@ -21,6 +25,18 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(health::index))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/api/v1/auth/login", post(login::login))
+        .route("/api/v1/auth/logout", post(login::logout))
+        .route("/api/v1/me", get(me::show))
+        .route("/api/v1/tokens", post(me::create_token).get(me::list_tokens))
+        .route("/api/v1/tokens/{id}", delete(me::revoke_token))
+        .route("/api/v1/users", post(users::create))
+        .route("/api/v1/workspaces", post(workspaces::create).get(workspaces::list))
+        .route(
+            "/api/v1/workspaces/{id}/members/{user_id}",
+            axum::routing::put(workspaces::set_member).delete(workspaces::remove_member),
+        )
+        .route("/api/v1/workspaces/{id}/audit", get(workspaces::audit_log))
         .route("/api/v1/agents", post(agents::create).get(agents::list))
         .route("/api/v1/agents/{id}", get(agents::show).delete(agents::delete))
         .route("/api/v1/agents/{id}/sleep", post(agents::sleep))

@@ -18,6 +18,7 @@ use crate::events::{EventKind, NewEvent, SharedEvent};
 use crate::ids::{AgentId, Seq, SessionId, TurnId};
 use crate::store;
 use crate::store::sessions::{SessionRow, TurnError};
+use crate::store::users::Role;
 use crate::supervisor::Command;
 
 /// Largest prompt accepted, in bytes of JSON.
@@ -39,11 +40,20 @@ fn session_json(session: &SessionRow) -> Value {
     })
 }
 
-/// Loads a session the caller may see, or 404.
-pub async fn visible_session(state: &AppState, principal: &Principal, id: SessionId) -> Result<SessionRow, ApiError> {
+/// Loads a session on which the caller has at least the `needed` role (404 if it cannot see it,
+/// 403 if its role is too low).
+pub async fn visible_session(
+    state: &AppState,
+    principal: &Principal,
+    id: SessionId,
+    needed: Role,
+) -> Result<SessionRow, ApiError> {
     let session = store::sessions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("session"))?;
-    visible_agent(state, principal, session.agent_id).await.map_err(|_| ApiError::NotFound("session"))?;
-    Ok(session)
+    match visible_agent(state, principal, session.agent_id, needed).await {
+        Ok(_) => Ok(session),
+        Err(ApiError::NotFound(_)) => Err(ApiError::NotFound("session")),
+        Err(other) => Err(other),
+    }
 }
 
 /// Opens a session on an agent.
@@ -57,7 +67,7 @@ pub async fn create(
         serde_json::from_slice::<CreateSession>(&body)
             .map_err(|e| ApiError::bad_request("INVALID_BODY", e.to_string()))?;
     }
-    visible_agent(&state, &principal, agent_id).await?;
+    visible_agent(&state, &principal, agent_id, Role::Operator).await?;
     let session = store::sessions::create(&state.pool, SessionId::new(), agent_id).await?;
     Ok((StatusCode::CREATED, Json(session_json(&session))))
 }
@@ -68,7 +78,7 @@ pub async fn list(
     principal: Principal,
     Id(agent_id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
-    visible_agent(&state, &principal, agent_id).await?;
+    visible_agent(&state, &principal, agent_id, Role::Viewer).await?;
     let ids = store::sessions::list_ids(&state.pool, agent_id).await?;
     Ok(Json(json!({"sessions": ids})))
 }
@@ -79,7 +89,7 @@ pub async fn show(
     principal: Principal,
     Id(id): Id<SessionId>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = visible_session(&state, &principal, id).await?;
+    let session = visible_session(&state, &principal, id, Role::Viewer).await?;
     Ok(Json(session_json(&session)))
 }
 
@@ -122,7 +132,7 @@ pub async fn prompt(
     Id(id): Id<SessionId>,
     Body(body): Body<PromptBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let session = visible_session(&state, &principal, id).await?;
+    let session = visible_session(&state, &principal, id, Role::Operator).await?;
     let blocks = prompt_blocks(body)?;
     let turn_id = TurnId::new();
     let mut tx = state.pool.begin().await?;
@@ -153,7 +163,7 @@ pub async fn cancel(
     principal: Principal,
     Id(id): Id<SessionId>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let session = visible_session(&state, &principal, id).await?;
+    let session = visible_session(&state, &principal, id, Role::Operator).await?;
     let cancelled = state
         .supervisors
         .ask(session.agent_id, |reply| Command::Cancel { session_id: id, reply })
@@ -188,7 +198,7 @@ pub async fn events(
     Id(id): Id<SessionId>,
     Query(query): Query<EventsQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    visible_session(&state, &principal, id).await?;
+    visible_session(&state, &principal, id, Role::Viewer).await?;
     let after = cursor(query.after)?;
     let limit = query.limit.unwrap_or(100);
     if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
@@ -216,7 +226,7 @@ pub async fn full_payload(
     path: Result<axum::extract::Path<PayloadPath>, axum::extract::rejection::PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("event"))?;
-    visible_session(&state, &principal, path.id).await?;
+    visible_session(&state, &principal, path.id, Role::Viewer).await?;
     let payload =
         store::events::full_payload(&state.pool, path.id, path.seq).await?.ok_or(ApiError::NotFound("event"))?;
     Ok(Json(payload))

@@ -15,6 +15,7 @@ use crate::app::AppState;
 use crate::auth::Principal;
 use crate::events::stream::Follower;
 use crate::ids::{Seq, SessionId};
+use crate::store::users::Role;
 
 /// `?after=`.
 #[derive(Debug, Deserialize)]
@@ -30,18 +31,30 @@ pub async fn stream(
     Query(query): Query<StreamQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    let session = visible_session(&state, &principal, id).await?;
+    let session = visible_session(&state, &principal, id, Role::Viewer).await?;
     // A cursor beyond the end of the log (a stale client, a reset database) means "from now
     // on": nothing stored is sent, and live events follow.
     let after = cursor(query.after)?.min(session.last_seq);
     let follower = Follower::new(state.pool.clone(), &state.hub, id, after);
-    Ok(upgrade.on_upgrade(move |socket| follow(socket, follower)))
+    let pool = state.pool.clone();
+    Ok(upgrade.on_upgrade(move |socket| follow(socket, follower, principal, pool)))
 }
 
-async fn follow(socket: WebSocket, mut follower: Follower) {
+/// How often an open stream checks that its token or session was not revoked.
+pub const CREDENTIAL_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn follow(socket: WebSocket, mut follower: Follower, principal: Principal, pool: sqlx::PgPool) {
     let (mut sink, mut incoming) = socket.split();
+    let mut check = tokio::time::interval(CREDENTIAL_CHECK);
     loop {
         tokio::select! {
+            _ = check.tick() => {
+                if !principal.still_valid(&pool).await {
+                    let reason = axum::extract::ws::CloseFrame { code: 4401, reason: "the credential was revoked".into() };
+                    let _ = sink.send(Message::Close(Some(reason))).await;
+                    return;
+                }
+            }
             batch = follower.next_batch() => {
                 let batch = match batch {
                     Ok(Some(batch)) => batch,

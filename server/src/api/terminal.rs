@@ -16,6 +16,7 @@ use super::extract::Id;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::AgentId;
+use crate::store::users::Role;
 use crate::supervisor::{Command, LifecycleError, TerminalAccess};
 use crate::tunnel::link::TerminalEvent;
 
@@ -35,7 +36,7 @@ pub async fn open(
     Id(id): Id<AgentId>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    visible_agent(&state, &principal, id).await?;
+    visible_agent(&state, &principal, id, Role::Operator).await?;
     // Opening a terminal wakes a sleeping agent.
     crate::store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let access = state
@@ -47,10 +48,11 @@ pub async fn open(
             LifecycleError::Busy => ApiError::conflict("TURN_IN_PROGRESS", "busy"),
             LifecycleError::Failed(message) => ApiError::Unavailable { code: "SANDBOX_FAILED", message },
         })?;
-    Ok(upgrade.on_upgrade(move |socket| pump(socket, access)))
+    let pool = state.pool.clone();
+    Ok(upgrade.on_upgrade(move |socket| pump(socket, access, principal, pool)))
 }
 
-async fn pump(socket: WebSocket, access: TerminalAccess) {
+async fn pump(socket: WebSocket, access: TerminalAccess, principal: Principal, pool: sqlx::PgPool) {
     let TerminalAccess { link, channel, home_dir, user } = access;
     let (events_tx, mut events) = mpsc::channel(256);
     link.watch_terminal(channel, events_tx);
@@ -65,8 +67,15 @@ async fn pump(socket: WebSocket, access: TerminalAccess) {
     });
     let (mut sink, mut incoming) = socket.split();
     let mut input_offset = 0u64;
+    let mut check = tokio::time::interval(super::stream::CREDENTIAL_CHECK);
     loop {
         tokio::select! {
+            _ = check.tick() => {
+                if !principal.still_valid(&pool).await {
+                    let _ = sink.send(Message::Close(None)).await;
+                    break;
+                }
+            }
             event = events.recv() => match event {
                 Some(TerminalEvent::Output(bytes)) => {
                     if sink.send(Message::Binary(bytes)).await.is_err() {

@@ -10,7 +10,11 @@ use crate::ids::AgentId;
 pub struct AgentRow {
     /// Its id.
     pub id: AgentId,
-    /// Its unique name.
+    /// The workspace it belongs to.
+    pub workspace_id: uuid::Uuid,
+    /// Who created it.
+    pub created_by: Option<uuid::Uuid>,
+    /// Its name (unique in its workspace).
     pub name: String,
     /// The harness adapter's name (`fake`, `command`, …).
     pub harness: String,
@@ -41,6 +45,10 @@ pub struct AgentRow {
 pub struct NewAgent {
     /// Its id.
     pub id: AgentId,
+    /// The workspace it belongs to.
+    pub workspace_id: uuid::Uuid,
+    /// Who creates it.
+    pub created_by: uuid::Uuid,
     /// Its name.
     pub name: String,
     /// The harness adapter's name.
@@ -94,9 +102,10 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
     let mut tx = pool.begin().await?;
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
-        r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-           ON CONFLICT (name) DO NOTHING"#,
+        r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
+                              workspace_id, created_by)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+           ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
         agent.harness,
@@ -107,6 +116,8 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
         agent.cpus,
         agent.memory_mib,
         agent.pids_limit,
+        agent.workspace_id,
+        agent.created_by,
     )
     .execute(&mut *tx)
     .await?;
@@ -123,6 +134,8 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
 /// The columns as Postgres returns them.
 struct AgentRecord {
     id: uuid::Uuid,
+    workspace_id: uuid::Uuid,
+    created_by: Option<uuid::Uuid>,
     name: String,
     harness: String,
     command: Option<serde_json::Value>,
@@ -141,6 +154,8 @@ impl From<AgentRecord> for AgentRow {
     fn from(r: AgentRecord) -> Self {
         Self {
             id: AgentId(r.id),
+            workspace_id: r.workspace_id,
+            created_by: r.created_by,
             name: r.name,
             harness: r.harness,
             command: command_from_json(r.command),
@@ -161,8 +176,8 @@ impl From<AgentRecord> for AgentRow {
 pub async fn get(pool: &PgPool, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
     let row = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT id, name, harness, command, env, image, driver, permission_policy, cpus,
-                  memory_mib, pids_limit, desired_state, created_at
+        r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, env, image, driver,
+                  permission_policy, cpus, memory_mib, pids_limit, desired_state, created_at
            FROM agents WHERE id = $1"#,
         id.0
     )
@@ -171,17 +186,28 @@ pub async fn get(pool: &PgPool, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
     Ok(row.map(AgentRow::from))
 }
 
-/// All agents, oldest first.
-pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<AgentRow>> {
+/// The agents in the workspaces a user belongs to, oldest first.
+pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<Vec<AgentRow>> {
     let rows = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT id, name, harness, command, env, image, driver, permission_policy, cpus,
-                  memory_mib, pids_limit, desired_state, created_at
-           FROM agents ORDER BY created_at, id"#
+        r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.env,
+                  a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.desired_state,
+                  a.created_at
+           FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
+           ORDER BY a.created_at, a.id"#,
+        user_id
     )
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(AgentRow::from).collect())
+}
+
+/// Puts agents made before workspaces existed into `workspace_id`.
+pub async fn adopt_orphans(pool: &PgPool, workspace_id: uuid::Uuid) -> sqlx::Result<u64> {
+    let done = sqlx::query!(r#"UPDATE agents SET workspace_id = $1 WHERE workspace_id IS NULL"#, workspace_id)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
 }
 
 /// Deletes an agent with its sandbox row, sessions and their events. False if it did not exist.

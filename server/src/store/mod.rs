@@ -2,10 +2,13 @@
 //! with the offline data committed in `.sqlx/`.
 
 pub mod agents;
+pub mod audit;
+pub mod browser_sessions;
 pub mod events;
 pub mod sandboxes;
 pub mod sessions;
 pub mod tokens;
+pub mod users;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;

@@ -4,6 +4,7 @@
 mod bad_input;
 mod failures;
 mod lifecycle;
+mod people;
 mod restart;
 mod stream;
 mod support;

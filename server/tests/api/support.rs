@@ -166,6 +166,45 @@ impl TestServer {
         Ok((status, value))
     }
 
+    /// A request with a JSON body, an optional bearer token and extra headers; returns the status,
+    /// the `Set-Cookie` header (empty if none) and the body.
+    pub async fn raw_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        bearer: Option<&str>,
+        headers: &[(&str, String)],
+        body: Value,
+    ) -> (u16, String, Value) {
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.url))
+            .header("content-type", "application/json");
+        if let Some(token) = bearer {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let request = request.body(Full::new(Bytes::from(body.to_string()))).expect("request");
+        let response = self.http.request(request).await.expect("request");
+        let status = response.status().as_u16();
+        let cookie =
+            response.headers().get("set-cookie").and_then(|v| v.to_str().ok()).map(str::to_owned).unwrap_or_default();
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, cookie, value)
+    }
+
+    /// Opens a session's stream with another user's token.
+    pub async fn watch_as(&self, session_id: &str, token: &str) -> Watcher {
+        let url = format!("ws://127.0.0.1:{}/api/v1/sessions/{session_id}/stream?after=0", self.api_port);
+        let mut request = url.into_client_request().expect("ws request");
+        request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+        let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("connecting the stream");
+        Watcher { socket }
+    }
+
     /// A request with a raw body (for malformed-input tests).
     pub async fn raw(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
         self.try_request(method, path, Some(Bytes::from(body.to_owned()))).await.expect("request")

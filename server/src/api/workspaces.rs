@@ -1,0 +1,160 @@
+//! `/api/v1/workspaces`: shared workspaces, their members and roles, and their audit log.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{Body, Id, Query};
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::store;
+use crate::store::audit::AuditRecord;
+use crate::store::users::{MembershipError, Role};
+
+/// `POST /api/v1/workspaces`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWorkspace {
+    name: String,
+}
+
+/// Creates a shared workspace; the caller becomes its admin.
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    Body(body): Body<CreateWorkspace>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let name = body.name.trim();
+    if name.is_empty() || name.len() > 100 {
+        return Err(ApiError::bad_request("INVALID_NAME", "a workspace's name is 1-100 characters"));
+    }
+    let id = store::users::create_workspace(&state.pool, name, principal.user_id).await?;
+    audit(&state, &principal, id, "workspace.created", "workspace", id.to_string(), json!({"name": name})).await?;
+    Ok((StatusCode::CREATED, Json(json!({"id": id, "name": name}))))
+}
+
+/// The caller's workspaces.
+pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
+    let workspaces = store::users::memberships(&state.pool, principal.user_id).await?;
+    Ok(Json(json!({"workspaces": workspaces})))
+}
+
+/// `PUT /api/v1/workspaces/{id}/members/{user}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetMember {
+    role: Role,
+}
+
+/// `{id}/members/{user_id}`.
+#[derive(Debug, Deserialize)]
+pub struct MemberPath {
+    id: Uuid,
+    user_id: Uuid,
+}
+
+fn member_path(
+    path: Result<axum::extract::Path<MemberPath>, axum::extract::rejection::PathRejection>,
+) -> Result<MemberPath, ApiError> {
+    path.map(|axum::extract::Path(path)| path).map_err(|_| ApiError::NotFound("member"))
+}
+
+async fn change_member(
+    state: &AppState,
+    principal: &Principal,
+    path: MemberPath,
+    role: Option<Role>,
+) -> Result<(), ApiError> {
+    principal.require(state, path.id, Role::Admin, "workspace").await?;
+    if store::users::get(&state.pool, path.user_id).await?.is_none() {
+        return Err(ApiError::NotFound("user"));
+    }
+    let before = store::users::role_in(&state.pool, path.user_id, path.id).await?;
+    if role.is_none() && before.is_none() {
+        return Err(ApiError::NotFound("member"));
+    }
+    match store::users::set_membership(&state.pool, path.id, path.user_id, role).await {
+        Ok(()) => {}
+        Err(MembershipError::LastAdmin) => {
+            return Err(ApiError::conflict("LAST_ADMIN", "a workspace keeps at least one admin"));
+        }
+        Err(MembershipError::Db(error)) => return Err(error.into()),
+    }
+    let action = match (before, role) {
+        (None, Some(_)) => "member.added",
+        (Some(_), Some(_)) => "member.role_changed",
+        _ => "member.removed",
+    };
+    let detail = json!({"from": before, "to": role});
+    audit(state, principal, path.id, action, "member", path.user_id.to_string(), detail).await
+}
+
+/// Adds a member or changes its role (workspace admins).
+pub async fn set_member(
+    State(state): State<AppState>,
+    principal: Principal,
+    path: Result<axum::extract::Path<MemberPath>, axum::extract::rejection::PathRejection>,
+    Body(body): Body<SetMember>,
+) -> Result<StatusCode, ApiError> {
+    change_member(&state, &principal, member_path(path)?, Some(body.role)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Removes a member (workspace admins). 409 `LAST_ADMIN` for the last admin.
+pub async fn remove_member(
+    State(state): State<AppState>,
+    principal: Principal,
+    path: Result<axum::extract::Path<MemberPath>, axum::extract::rejection::PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    change_member(&state, &principal, member_path(path)?, None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `?before=&limit=`.
+#[derive(Debug, Deserialize)]
+pub struct AuditQuery {
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// The workspace's audit log, newest first (workspace admins). Page with `before=<last id>`.
+pub async fn audit_log(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<Uuid>,
+    Query(query): Query<AuditQuery>,
+) -> Result<Json<Value>, ApiError> {
+    principal.require(&state, id, Role::Admin, "workspace").await?;
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request("INVALID_LIMIT", "limit must be 1-1000"));
+    }
+    let records = store::audit::page(&state.pool, id, query.before, limit).await?;
+    let next_before = records.last().map(|r| r.id);
+    Ok(Json(json!({"records": records, "next_before": next_before})))
+}
+
+async fn audit(
+    state: &AppState,
+    principal: &Principal,
+    workspace_id: Uuid,
+    action: &'static str,
+    resource_type: &'static str,
+    resource_id: String,
+    detail: Value,
+) -> Result<(), ApiError> {
+    let record = AuditRecord {
+        workspace_id,
+        actor_user_id: Some(principal.user_id),
+        action,
+        resource_type,
+        resource_id,
+        detail,
+    };
+    store::audit::append(&state.pool, record).await?;
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Who is calling, and what they may do. A caller is a user, identified by an API token
+//! (`Authorization: Bearer`, stored hashed, revocable) or a browser session (an HttpOnly,
+//! SameSite=Strict cookie; state-changing requests must echo its CSRF token in `X-CSRF-Token`). What a user may do to a resource depends
+//! on their role in the resource's workspace: `viewer` reads, `operator` also acts on sessions
+//! and terminals, `admin` also administers agents and members. A resource in a workspace the
+//! caller does not belong to answers 404, so ids cannot be probed; one the caller can see but
+//! not act on answers 403.
+
+pub mod bootstrap;
+pub mod passwords;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{Method, header};
+use uuid::Uuid;
+
+use crate::api::error::ApiError;
+use crate::app::AppState;
+use crate::store;
+use crate::store::users::Role;
+
+/// Name of the browser session cookie.
+pub const SESSION_COOKIE: &str = "agenthold_session";
+/// Header a cookie-authenticated state-changing request must carry (the session's CSRF token).
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// How a caller proved who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// An API token (`Authorization: Bearer`).
+    Token(Uuid),
+    /// A browser session cookie.
+    Session(Uuid),
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// The user.
+    pub user_id: Uuid,
+    /// The token or session used.
+    pub credential: Credential,
+}
+
+fn cookie<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
+    parts
+        .headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(key, value)| (key == name).then_some(value))
+}
+
+impl FromRequestParts<AppState> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let bearer = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        if let Some(token) = bearer {
+            return match store::tokens::authenticate(&state.pool, token.trim()).await? {
+                Some(owner) => Ok(Self { user_id: owner.user_id, credential: Credential::Token(owner.token_id) }),
+                None => Err(ApiError::Unauthorized),
+            };
+        }
+        let token = cookie(parts, SESSION_COOKIE).ok_or(ApiError::Unauthorized)?;
+        let session = store::browser_sessions::find(&state.pool, token).await?.ok_or(ApiError::Unauthorized)?;
+        let safe = matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+        let echoed = parts.headers.get(CSRF_HEADER).and_then(|value| value.to_str().ok());
+        if !safe && echoed != Some(session.csrf_token.as_str()) {
+            return Err(ApiError::CsrfRejected);
+        }
+        Ok(Self { user_id: session.user_id, credential: Credential::Session(session.id) })
+    }
+}
+
+impl Principal {
+    /// Checks the caller's role in a workspace: 404 (`what` not found) for non-members, 403 for
+    /// members whose role is below `needed`. Returns the caller's role.
+    pub async fn require(
+        &self,
+        state: &AppState,
+        workspace_id: Uuid,
+        needed: Role,
+        what: &'static str,
+    ) -> Result<Role, ApiError> {
+        match store::users::role_in(&state.pool, self.user_id, workspace_id).await? {
+            None => Err(ApiError::NotFound(what)),
+            Some(role) if role < needed => Err(ApiError::Forbidden { needed }),
+            Some(role) => Ok(role),
+        }
+    }
+
+    /// Whether the token or session is still valid (open WebSockets check this and close once
+    /// it is revoked or expired).
+    pub async fn still_valid(&self, pool: &sqlx::PgPool) -> bool {
+        let valid = match self.credential {
+            Credential::Token(id) => store::tokens::is_valid(pool, id).await,
+            Credential::Session(id) => store::browser_sessions::is_valid(pool, id).await,
+        };
+        // A database hiccup does not close a stream.
+        valid.unwrap_or(true)
+    }
+
+    /// The caller's user row.
+    pub async fn user(&self, state: &AppState) -> Result<store::users::UserRow, ApiError> {
+        store::users::get(&state.pool, self.user_id).await?.ok_or(ApiError::Unauthorized)
+    }
+}

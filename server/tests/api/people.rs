@@ -1,0 +1,302 @@
+//! People and boundaries: users, logins, tokens, workspaces and roles. The authorization matrix
+//! checks every route of the API (read from the router's source, so a new route without a row
+//! here fails) for every role: none (a member of another workspace), viewer, operator, admin.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::TestServer;
+
+const PASSWORD: &str = "a long enough password";
+
+/// What a route needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Need {
+    /// Nothing: public.
+    Public,
+    /// Any signed-in user (acts on the caller's own things).
+    SignedIn,
+    /// A role in the resource's workspace.
+    Viewer,
+    Operator,
+    Admin,
+    /// The server admin.
+    ServerAdmin,
+}
+
+/// Every route: method, path (as in the router), what it needs.
+const MATRIX: &[(&str, &str, Need)] = &[
+    ("GET", "/", Need::Public),
+    ("GET", "/healthz", Need::Public),
+    ("GET", "/readyz", Need::Public),
+    ("POST", "/api/v1/auth/login", Need::Public),
+    ("POST", "/api/v1/auth/logout", Need::SignedIn),
+    ("GET", "/api/v1/me", Need::SignedIn),
+    ("POST", "/api/v1/tokens", Need::SignedIn),
+    ("GET", "/api/v1/tokens", Need::SignedIn),
+    ("DELETE", "/api/v1/tokens/{id}", Need::SignedIn),
+    ("POST", "/api/v1/users", Need::ServerAdmin),
+    ("POST", "/api/v1/workspaces", Need::SignedIn),
+    ("GET", "/api/v1/workspaces", Need::SignedIn),
+    ("PUT", "/api/v1/workspaces/{id}/members/{user_id}", Need::Admin),
+    ("DELETE", "/api/v1/workspaces/{id}/members/{user_id}", Need::Admin),
+    ("GET", "/api/v1/workspaces/{id}/audit", Need::Admin),
+    ("POST", "/api/v1/agents", Need::SignedIn),
+    ("GET", "/api/v1/agents", Need::SignedIn),
+    ("GET", "/api/v1/agents/{id}", Need::Viewer),
+    ("DELETE", "/api/v1/agents/{id}", Need::Admin),
+    ("POST", "/api/v1/agents/{id}/sleep", Need::Admin),
+    ("POST", "/api/v1/agents/{id}/wake", Need::Admin),
+    ("POST", "/api/v1/agents/{id}/sessions", Need::Operator),
+    ("GET", "/api/v1/agents/{id}/sessions", Need::Viewer),
+    ("GET", "/api/v1/agents/{id}/terminal", Need::Operator),
+    ("GET", "/api/v1/sessions/{id}", Need::Viewer),
+    ("POST", "/api/v1/sessions/{id}/prompt", Need::Operator),
+    ("POST", "/api/v1/sessions/{id}/cancel", Need::Operator),
+    ("GET", "/api/v1/sessions/{id}/events", Need::Viewer),
+    ("GET", "/api/v1/sessions/{id}/events/{seq}/payload", Need::Viewer),
+    ("GET", "/api/v1/sessions/{id}/stream", Need::Viewer),
+];
+
+/// The routes the router declares: `(METHOD, path)` pairs read from its source.
+fn declared_routes() -> Vec<(String, String)> {
+    let source = include_str!("../../src/api/mod.rs");
+    let mut routes = Vec::new();
+    // Whitespace-insensitive: rustfmt may break a `.route(` call over lines.
+    let joined = source.split_whitespace().collect::<Vec<_>>().join(" ").replace(".route( ", ".route(");
+    for chunk in joined.split(".route(\"").skip(1) {
+        let Some((path, rest)) = chunk.split_once('"') else { continue };
+        let until_next = rest.split(".route(").next().unwrap_or(rest);
+        for method in ["get", "post", "put", "delete", "patch"] {
+            if until_next.contains(&format!("{method}(")) {
+                routes.push((method.to_uppercase(), path.to_owned()));
+            }
+        }
+    }
+    routes.sort();
+    routes
+}
+
+#[test]
+fn every_route_is_in_the_matrix() {
+    let mut matrix: Vec<(String, String)> = MATRIX.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
+    matrix.sort();
+    assert_eq!(declared_routes(), matrix, "add new routes to MATRIX in tests/api/people.rs");
+}
+
+/// A signed-in user of the test: an API token got through a browser login.
+struct User {
+    id: String,
+    token: String,
+}
+
+async fn make_user(server: &TestServer, name: &str) -> User {
+    let (status, created) = server.post("/api/v1/users", json!({"username": name, "password": PASSWORD})).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, headers, login) = server.login(name, PASSWORD).await;
+    assert_eq!(status, 200, "{login}");
+    let cookie = headers.split(';').next().unwrap_or_default().to_owned();
+    let csrf = login["csrf_token"].as_str().expect("csrf").to_owned();
+    // Without the CSRF header a cookie cannot change anything…
+    let (status, _) = server.with_cookie("POST", "/api/v1/tokens", &cookie, None, json!({"name": "cli"})).await;
+    assert_eq!(status, 403);
+    // …with it, it can.
+    let (status, token) =
+        server.with_cookie("POST", "/api/v1/tokens", &cookie, Some(&csrf), json!({"name": "cli"})).await;
+    assert_eq!(status, 201, "{token}");
+    User {
+        id: created["id"].as_str().expect("id").to_owned(),
+        token: token["token"].as_str().expect("token").to_owned(),
+    }
+}
+
+/// The HTTP status of a WebSocket handshake (101 when it succeeds).
+async fn ws_status(server: &TestServer, path: &str, token: &str) -> u16 {
+    let url = format!("{}{path}", server.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+    match tokio_tungstenite::connect_async(request).await {
+        Ok(_) => 101,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status().as_u16(),
+        Err(other) => panic!("handshake: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
+    let server = TestServer::start().await;
+    let outsider = make_user(&server, "dave").await;
+    let viewer = make_user(&server, "alice").await;
+    let operator = make_user(&server, "bob").await;
+    let admin = make_user(&server, "carol").await;
+    let target = make_user(&server, "zoe").await; // whose membership the member routes change
+
+    let (status, workspace) = server.post("/api/v1/workspaces", json!({"name": "team"})).await;
+    assert_eq!(status, 201);
+    let ws = workspace["id"].as_str().expect("id").to_owned();
+    for (user, role) in [(&viewer, "viewer"), (&operator, "operator"), (&admin, "admin")] {
+        let (status, body) =
+            server.put(&format!("/api/v1/workspaces/{ws}/members/{}", user.id), json!({"role": role})).await;
+        assert_eq!(status, 204, "{body}");
+    }
+    let agent = server.create_agent(json!({"workspace_id": ws})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text hello").await;
+    server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+
+    let roles =
+        [(Need::Public, &outsider), (Need::Viewer, &viewer), (Need::Operator, &operator), (Need::Admin, &admin)];
+    for (method, template, need) in MATRIX.iter().copied().filter(|(_, _, n)| (Need::Viewer..=Need::Admin).contains(n))
+    {
+        if matches!(template, "/api/v1/agents/{id}" if method == "DELETE") || template.ends_with("/sleep") {
+            continue; // destructive: checked below, after the others
+        }
+        for (level, user) in roles {
+            let path = template
+                .replace("/agents/{id}", &format!("/agents/{agent}"))
+                .replace("/sessions/{id}", &format!("/sessions/{session}"))
+                .replace("/workspaces/{id}", &format!("/workspaces/{ws}"))
+                .replace("{user_id}", &target.id)
+                .replace("{seq}", "1");
+            let status = if template.ends_with("/stream") || template.ends_with("/terminal") {
+                ws_status(&server, &format!("{path}?after=0"), &user.token).await
+            } else {
+                let body = match template {
+                    t if t.ends_with("/prompt") => json!({"text": "text again"}),
+                    t if t.ends_with("/members/{user_id}") && method == "PUT" => json!({"role": "viewer"}),
+                    _ => json!({}),
+                };
+                server.as_user(method, &path, &user.token, body).await.0
+            };
+            let expected_denial = if level == Need::Public { 404 } else { 403 };
+            if level >= need {
+                assert!(![401, 403, 404].contains(&status), "{method} {template} as {level:?}: {status}");
+            } else {
+                assert_eq!(status, expected_denial, "{method} {template} as {level:?}");
+            }
+        }
+    }
+
+    // The outsider's own listing shows nothing of the team's.
+    let (_, listed) = server.as_user("GET", "/api/v1/agents", &outsider.token, json!({})).await;
+    assert_eq!(listed["agents"], json!([]));
+
+    // Sleep and delete: admins only.
+    for (level, user) in roles {
+        let status = server.as_user("POST", &format!("/api/v1/agents/{agent}/sleep"), &user.token, json!({})).await.0;
+        let expected = if level == Need::Public {
+            404
+        } else if level < Need::Admin {
+            403
+        } else {
+            200
+        };
+        assert_eq!(status, expected, "sleep as {level:?}");
+    }
+    assert_eq!(server.as_user("DELETE", &format!("/api/v1/agents/{agent}"), &operator.token, json!({})).await.0, 403);
+    assert_eq!(server.as_user("DELETE", &format!("/api/v1/agents/{agent}"), &admin.token, json!({})).await.0, 204);
+
+    // Server-admin only.
+    let status =
+        server.as_user("POST", "/api/v1/users", &admin.token, json!({"username": "x1", "password": PASSWORD})).await.0;
+    assert_eq!(status, 403);
+
+    // The audit log recorded who did what.
+    let (status, audit) =
+        server.as_user("GET", &format!("/api/v1/workspaces/{ws}/audit"), &admin.token, json!({})).await;
+    assert_eq!(status, 200);
+    let actions: Vec<&str> =
+        audit["records"].as_array().expect("records").iter().filter_map(|r| r["action"].as_str()).collect();
+    for action in ["agent.deleted", "agent.slept", "agent.created", "member.added", "workspace.created"] {
+        assert!(actions.contains(&action), "{action} in {actions:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_last_admin_stays_and_revoked_tokens_stop_at_once() {
+    let server = TestServer::start().await;
+    let user = make_user(&server, "erin").await;
+    let (_, me) = server.as_user("GET", "/api/v1/me", &user.token, json!({})).await;
+    let personal = me["workspaces"][0]["workspace_id"].as_str().expect("personal workspace").to_owned();
+    let status = server
+        .as_user("DELETE", &format!("/api/v1/workspaces/{personal}/members/{}", user.id), &user.token, json!({}))
+        .await;
+    assert_eq!((status.0, status.1["error"]["code"].as_str()), (409, Some("LAST_ADMIN")));
+
+    // A stream open with a token closes once the token is revoked.
+    let agent_body = json!({"name": "mine", "harness": "fake"});
+    let (status, agent) = server.as_user("POST", "/api/v1/agents", &user.token, agent_body).await;
+    assert_eq!(status, 201);
+    let agent = agent["id"].as_str().expect("id").to_owned();
+    let (status, session) =
+        server.as_user("POST", &format!("/api/v1/agents/{agent}/sessions"), &user.token, json!({})).await;
+    assert_eq!(status, 201);
+    let session = session["id"].as_str().expect("id").to_owned();
+    let mut watcher = server.watch_as(&session, &user.token).await;
+    let (_, tokens) = server.as_user("GET", "/api/v1/tokens", &user.token, json!({})).await;
+    let token_id = tokens["tokens"][0]["id"].as_str().expect("token id").to_owned();
+    assert!(tokens.to_string().find(&user.token).is_none(), "token values are never listed");
+    let (status, _) = server.as_user("DELETE", &format!("/api/v1/tokens/{token_id}"), &user.token, json!({})).await;
+    assert_eq!(status, 204);
+    assert_eq!(server.as_user("GET", "/api/v1/me", &user.token, json!({})).await.0, 401);
+    assert!(watcher.closes_within(Duration::from_secs(10)).await, "the open stream is closed");
+}
+
+#[tokio::test]
+async fn logins_fail_alike_for_unknown_users_and_wrong_passwords_and_are_throttled() {
+    let server = TestServer::start().await;
+    make_user(&server, "frank").await;
+    let (unknown, _, body_unknown) = server.login("nobody", PASSWORD).await;
+    let (wrong, _, body_wrong) = server.login("frank", "not the password at all").await;
+    assert_eq!((unknown, wrong), (401, 401));
+    assert_eq!(body_unknown, body_wrong, "no user enumeration");
+    let (status, body) = server.post("/api/v1/users", json!({"username": "grace", "password": "short"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("WEAK_PASSWORD")));
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        statuses.push(server.login("frank", "still not the password").await.0);
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    assert_eq!(server.login("frank", PASSWORD).await.0, 429, "throttled even with the right password");
+}
+
+impl TestServer {
+    async fn login(&self, username: &str, password: &str) -> (u16, String, Value) {
+        self.raw_with_headers(
+            "POST",
+            "/api/v1/auth/login",
+            None,
+            &[],
+            json!({"username": username, "password": password}),
+        )
+        .await
+    }
+
+    async fn with_cookie(
+        &self,
+        method: &str,
+        path: &str,
+        cookie: &str,
+        csrf: Option<&str>,
+        body: Value,
+    ) -> (u16, Value) {
+        let mut headers = vec![("cookie", cookie.to_owned())];
+        if let Some(csrf) = csrf {
+            headers.push(("x-csrf-token", csrf.to_owned()));
+        }
+        let (status, _, body) = self.raw_with_headers(method, path, None, &headers, body).await;
+        (status, body)
+    }
+
+    async fn as_user(&self, method: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
+        let (status, _, body) = self.raw_with_headers(method, path, Some(token), &[], body).await;
+        (status, body)
+    }
+
+    async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        let token = self.token.clone();
+        self.as_user("PUT", path, &token, body).await
+    }
+}
