@@ -99,12 +99,20 @@ prepare() {
 }
 
 banner() {
-    local token
+    local token password
     token=$(admin_token || echo '(none: see .dev/data/admin-token)')
+    if [[ -n ${AGENTHOLD_BOOTSTRAP_ADMIN_PASSWORD:-} ]]; then
+        password='(AGENTHOLD_BOOTSTRAP_ADMIN_PASSWORD)'
+    elif [[ -s $DATA_DIR/admin-password ]]; then
+        password=$(tr -d '\n' <"$DATA_DIR/admin-password")
+    else
+        password='(set when the admin user was created)'
+    fi
     cat >&2 <<EOF
 
   agenthold is up
     URL          $URL
+    admin login  ${AGENTHOLD_BOOTSTRAP_ADMIN_USER:-admin} / $password
     admin token  $token
     env file     $ENVFILE   (set -a; . .dev/env; set +a)
     log          ${1:-stderr}
