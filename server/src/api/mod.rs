@@ -7,6 +7,7 @@ mod extract;
 mod health;
 mod login;
 mod me;
+pub mod openapi;
 mod sessions;
 mod stream;
 mod terminal;
@@ -25,6 +26,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(health::index))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/api/v1/auth/login", post(login::login))
         .route("/api/v1/auth/logout", post(login::logout))
         .route("/api/v1/me", get(me::show))

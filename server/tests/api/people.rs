@@ -1,6 +1,7 @@
 //! People and boundaries: users, logins, tokens, workspaces and roles. The authorization matrix
-//! checks every route of the API (read from the router's source, so a new route without a row
-//! here fails) for every role: none (a member of another workspace), viewer, operator, admin.
+//! is generated from the OpenAPI document's access requirements, which must list every route of
+//! the router (read from its source, so a new route without an entry fails), and checks each for
+//! every role: none (a member of another workspace), viewer, operator, admin.
 
 use std::time::Duration;
 
@@ -26,39 +27,29 @@ enum Need {
     ServerAdmin,
 }
 
-/// Every route: method, path (as in the router), what it needs.
-const MATRIX: &[(&str, &str, Need)] = &[
-    ("GET", "/", Need::Public),
-    ("GET", "/healthz", Need::Public),
-    ("GET", "/readyz", Need::Public),
-    ("POST", "/api/v1/auth/login", Need::Public),
-    ("POST", "/api/v1/auth/logout", Need::SignedIn),
-    ("GET", "/api/v1/me", Need::SignedIn),
-    ("POST", "/api/v1/tokens", Need::SignedIn),
-    ("GET", "/api/v1/tokens", Need::SignedIn),
-    ("DELETE", "/api/v1/tokens/{id}", Need::SignedIn),
-    ("POST", "/api/v1/users", Need::ServerAdmin),
-    ("POST", "/api/v1/workspaces", Need::SignedIn),
-    ("GET", "/api/v1/workspaces", Need::SignedIn),
-    ("PUT", "/api/v1/workspaces/{id}/members/{user_id}", Need::Admin),
-    ("DELETE", "/api/v1/workspaces/{id}/members/{user_id}", Need::Admin),
-    ("GET", "/api/v1/workspaces/{id}/audit", Need::Admin),
-    ("POST", "/api/v1/agents", Need::SignedIn),
-    ("GET", "/api/v1/agents", Need::SignedIn),
-    ("GET", "/api/v1/agents/{id}", Need::Viewer),
-    ("DELETE", "/api/v1/agents/{id}", Need::Admin),
-    ("POST", "/api/v1/agents/{id}/sleep", Need::Admin),
-    ("POST", "/api/v1/agents/{id}/wake", Need::Admin),
-    ("POST", "/api/v1/agents/{id}/sessions", Need::Operator),
-    ("GET", "/api/v1/agents/{id}/sessions", Need::Viewer),
-    ("GET", "/api/v1/agents/{id}/terminal", Need::Operator),
-    ("GET", "/api/v1/sessions/{id}", Need::Viewer),
-    ("POST", "/api/v1/sessions/{id}/prompt", Need::Operator),
-    ("POST", "/api/v1/sessions/{id}/cancel", Need::Operator),
-    ("GET", "/api/v1/sessions/{id}/events", Need::Viewer),
-    ("GET", "/api/v1/sessions/{id}/events/{seq}/payload", Need::Viewer),
-    ("GET", "/api/v1/sessions/{id}/stream", Need::Viewer),
-];
+/// Every operation of the OpenAPI document: (METHOD, path, what it needs).
+fn operations() -> Vec<(String, String, Need)> {
+    let document = agenthold_server::api::openapi::document();
+    let mut operations = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            let need = match operation["x-agenthold-access"].as_str().expect("access") {
+                "public" => Need::Public,
+                "signed-in" => Need::SignedIn,
+                "viewer" => Need::Viewer,
+                "operator" => Need::Operator,
+                "admin" => Need::Admin,
+                "server-admin" => Need::ServerAdmin,
+                other => panic!("unknown access {other}"),
+            };
+            let public = operation["security"] == json!([]);
+            assert_eq!(public, need == Need::Public, "{method} {path}: security requirements match the access");
+            operations.push((method.to_uppercase(), path.clone(), need));
+        }
+    }
+    operations.sort();
+    operations
+}
 
 /// The routes the router declares: `(METHOD, path)` pairs read from its source.
 fn declared_routes() -> Vec<(String, String)> {
@@ -80,10 +71,9 @@ fn declared_routes() -> Vec<(String, String)> {
 }
 
 #[test]
-fn every_route_is_in_the_matrix() {
-    let mut matrix: Vec<(String, String)> = MATRIX.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
-    matrix.sort();
-    assert_eq!(declared_routes(), matrix, "add new routes to MATRIX in tests/api/people.rs");
+fn every_route_is_in_the_openapi_document_with_its_security() {
+    let documented: Vec<(String, String)> = operations().into_iter().map(|(m, p, _)| (m, p)).collect();
+    assert_eq!(declared_routes(), documented, "add new routes to api/openapi.rs (the matrix reads it)");
 }
 
 /// A signed-in user of the test: an API token got through a browser login.
@@ -136,7 +126,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     let (status, workspace) = server.post("/api/v1/workspaces", json!({"name": "team"})).await;
     assert_eq!(status, 201);
     let ws = workspace["id"].as_str().expect("id").to_owned();
-    for (user, role) in [(&viewer, "viewer"), (&operator, "operator"), (&admin, "admin")] {
+    for (user, role) in [(&viewer, "viewer"), (&operator, "operator"), (&admin, "admin"), (&target, "viewer")] {
         let (status, body) =
             server.put(&format!("/api/v1/workspaces/{ws}/members/{}", user.id), json!({"role": role})).await;
         assert_eq!(status, 204, "{body}");
@@ -148,8 +138,9 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
 
     let roles =
         [(Need::Public, &outsider), (Need::Viewer, &viewer), (Need::Operator, &operator), (Need::Admin, &admin)];
-    for (method, template, need) in MATRIX.iter().copied().filter(|(_, _, n)| (Need::Viewer..=Need::Admin).contains(n))
-    {
+    let operations = operations();
+    for (method, template, need) in operations.iter().filter(|(_, _, n)| (Need::Viewer..=Need::Admin).contains(n)) {
+        let (method, template, need) = (method.as_str(), template.as_str(), *need);
         if matches!(template, "/api/v1/agents/{id}" if method == "DELETE") || template.ends_with("/sleep") {
             continue; // destructive: checked below, after the others
         }

@@ -1,0 +1,109 @@
+//! `GET /api/v1/openapi.json`: the API's OpenAPI document, with each operation's security
+//! requirements and the workspace role it needs (`x-agenthold-access`). The authorization tests
+//! read their expectations from it, and check that it lists every route the router has.
+
+use axum::Json;
+use serde_json::{Map, Value, json};
+
+/// What an operation needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Nothing.
+    Public,
+    /// A signed-in user (acting on its own things).
+    SignedIn,
+    /// The viewer role in the resource's workspace.
+    Viewer,
+    /// The operator role.
+    Operator,
+    /// The admin role.
+    Admin,
+    /// The server admin.
+    ServerAdmin,
+}
+
+impl Access {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::SignedIn => "signed-in",
+            Self::Viewer => "viewer",
+            Self::Operator => "operator",
+            Self::Admin => "admin",
+            Self::ServerAdmin => "server-admin",
+        }
+    }
+}
+
+/// Every operation: method, path, summary, access.
+pub const OPERATIONS: &[(&str, &str, &str, Access)] = &[
+    ("get", "/", "The web page", Access::Public),
+    ("get", "/healthz", "Liveness", Access::Public),
+    ("get", "/readyz", "Readiness (Postgres answers)", Access::Public),
+    ("get", "/api/v1/openapi.json", "This document", Access::Public),
+    ("post", "/api/v1/auth/login", "Start a browser session", Access::Public),
+    ("post", "/api/v1/auth/logout", "End the browser session", Access::SignedIn),
+    ("get", "/api/v1/me", "The caller and its workspaces", Access::SignedIn),
+    ("post", "/api/v1/tokens", "Create an API token (shown once)", Access::SignedIn),
+    ("get", "/api/v1/tokens", "The caller's API tokens", Access::SignedIn),
+    ("delete", "/api/v1/tokens/{id}", "Revoke an API token", Access::SignedIn),
+    ("post", "/api/v1/users", "Create a user", Access::ServerAdmin),
+    ("post", "/api/v1/workspaces", "Create a workspace", Access::SignedIn),
+    ("get", "/api/v1/workspaces", "The caller's workspaces", Access::SignedIn),
+    ("put", "/api/v1/workspaces/{id}/members/{user_id}", "Add a member or change its role", Access::Admin),
+    ("delete", "/api/v1/workspaces/{id}/members/{user_id}", "Remove a member", Access::Admin),
+    ("get", "/api/v1/workspaces/{id}/audit", "The workspace's audit log", Access::Admin),
+    ("post", "/api/v1/agents", "Create an agent (admin of the target workspace)", Access::SignedIn),
+    ("get", "/api/v1/agents", "The agents of the caller's workspaces", Access::SignedIn),
+    ("get", "/api/v1/agents/{id}", "An agent", Access::Viewer),
+    ("delete", "/api/v1/agents/{id}", "Delete an agent, its sandbox and sessions", Access::Admin),
+    ("post", "/api/v1/agents/{id}/sleep", "Stop the sandbox", Access::Admin),
+    ("post", "/api/v1/agents/{id}/wake", "Start the sandbox", Access::Admin),
+    ("post", "/api/v1/agents/{id}/sessions", "Open a session", Access::Operator),
+    ("get", "/api/v1/agents/{id}/sessions", "The agent's sessions", Access::Viewer),
+    ("get", "/api/v1/agents/{id}/terminal", "A terminal in the sandbox (WebSocket)", Access::Operator),
+    ("get", "/api/v1/sessions/{id}", "A session", Access::Viewer),
+    ("post", "/api/v1/sessions/{id}/prompt", "Prompt (starts a turn)", Access::Operator),
+    ("post", "/api/v1/sessions/{id}/cancel", "Cancel the running turn", Access::Operator),
+    ("get", "/api/v1/sessions/{id}/events", "The event log", Access::Viewer),
+    ("get", "/api/v1/sessions/{id}/events/{seq}/payload", "One event's whole payload", Access::Viewer),
+    ("get", "/api/v1/sessions/{id}/stream", "The event stream from a cursor (WebSocket)", Access::Viewer),
+];
+
+/// The document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for (method, path, summary, access) in OPERATIONS {
+        let security = if *access == Access::Public { json!([]) } else { json!([{"bearer": []}, {"session": []}]) };
+        let operation = json!({
+            "summary": summary,
+            "security": security,
+            "x-agenthold-access": access.as_str(),
+        });
+        if let Some(item) = paths.entry((*path).to_owned()).or_insert_with(|| json!({})).as_object_mut() {
+            item.insert((*method).to_owned(), operation);
+        }
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "agenthold",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Roles are per workspace: viewer < operator < admin. A resource in a workspace the caller \
+                does not belong to answers 404; one it can see but not act on answers 403. See docs/api.md.",
+        },
+        "components": {
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "An API token"},
+                "session": {"type": "apiKey", "in": "cookie", "name": crate::auth::SESSION_COOKIE,
+                    "description": "A browser session; state-changing requests also send X-CSRF-Token"},
+            }
+        },
+        "paths": paths,
+    })
+}
+
+/// Serves the document.
+pub async fn serve() -> Json<Value> {
+    Json(document())
+}
