@@ -102,8 +102,35 @@ watch_to() {
 HAVE_DOCKER=0
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then HAVE_DOCKER=1; fi
 
+# The username the current AGENTHOLD_TOKEN acts as.
+ctl_me_username() {
+    curl -fsS -H "Authorization: Bearer $AGENTHOLD_TOKEN" "$AGENTHOLD_URL/api/v1/me" | jq -r .username
+}
+
 # jq_true FILE FILTER — FILTER, run over all lines of FILE as one array (-s), yields true.
 jq_true() { [[ "$(jq -s "$2" "$1")" == true ]]; }
+
+# ---------------------------------------------------------------------------------------------
+# 0. As a logged-in user: the admin (AGENTHOLD_TOKEN) creates a user; the user logs in (browser
+#    session cookie + CSRF token) and makes an API token; everything below runs with that token.
+user="e2e-$(date +%s)-$RANDOM"
+password="e2e-password-$RANDOM-$RANDOM"
+curl -fsS -H "Authorization: Bearer $AGENTHOLD_TOKEN" -H 'Content-Type: application/json' \
+    -d "{\"username\":\"$user\",\"password\":\"$password\"}" "$AGENTHOLD_URL/api/v1/users" >"$WORK/user.json" \
+    || die "creating a user failed"
+curl -fsS -c "$WORK/cookies" -H 'Content-Type: application/json' \
+    -d "{\"username\":\"$user\",\"password\":\"$password\"}" "$AGENTHOLD_URL/api/v1/auth/login" >"$WORK/login.json" \
+    || die "logging in failed"
+csrf=$(jq -r .csrf_token "$WORK/login.json")
+status=$(curl -sS -o /dev/null -w '%{http_code}' -b "$WORK/cookies" -H 'Content-Type: application/json' \
+    -d '{"name":"e2e"}' "$AGENTHOLD_URL/api/v1/tokens")
+[[ $status == 403 ]] || die "a cookie without the CSRF token made a token (HTTP $status)"
+curl -fsS -b "$WORK/cookies" -H "X-CSRF-Token: $csrf" -H 'Content-Type: application/json' \
+    -d '{"name":"e2e"}' "$AGENTHOLD_URL/api/v1/tokens" >"$WORK/token.json" || die "making a token failed"
+AGENTHOLD_TOKEN=$(jq -r .token "$WORK/token.json")
+export AGENTHOLD_TOKEN
+[[ $(ctl_me_username) == "$user" ]] || die "the new token does not act as $user"
+ok "logged in as a new user, made an API token with the session's CSRF token"
 
 # ---------------------------------------------------------------------------------------------
 # 1. A turn that writes a file and runs a command.
