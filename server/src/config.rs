@@ -51,6 +51,9 @@ pub struct Config {
     /// `<data dir>/admin-password`) when unset.
     #[arg(long, env = "AGENTHOLD_BOOTSTRAP_ADMIN_PASSWORD")]
     pub bootstrap_admin_password: Option<Secret>,
+    /// How long a browser session lasts, in seconds.
+    #[arg(long, env = "AGENTHOLD_SESSION_TTL_SECS", default_value_t = 12 * 3600)]
+    pub session_ttl_secs: i64,
     /// Directory with the sandboxd and fakeagent binaries (default: next to this binary).
     #[arg(long, env = "AGENTHOLD_SANDBOX_BIN_DIR")]
     pub sandbox_bin_dir: Option<PathBuf>,

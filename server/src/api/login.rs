@@ -20,8 +20,6 @@ use crate::auth::{Credential, Principal, SESSION_COOKIE, passwords};
 use crate::store;
 use crate::store::audit::AuditRecord;
 
-/// How long a browser session lasts.
-const SESSION_HOURS: i64 = 12;
 /// Failed logins per account within the window before further attempts get 429.
 const MAX_FAILURES_PER_ACCOUNT: i64 = 10;
 /// Failed logins per address within the window.
@@ -72,7 +70,8 @@ pub async fn login(
     };
     let token = random_hex(32);
     let csrf_token = random_hex(16);
-    let expires_at = chrono::Utc::now() + chrono::Duration::hours(SESSION_HOURS);
+    let ttl = state.config.session_ttl_secs.clamp(1, 30 * 24 * 3600);
+    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl);
     store::browser_sessions::create(&state.pool, user.id, &token, &csrf_token, expires_at).await?;
     if let Some(workspace_id) = store::users::personal_workspace(&state.pool, user.id).await? {
         let record = AuditRecord {
@@ -85,8 +84,7 @@ pub async fn login(
         };
         store::audit::append(&state.pool, record).await?;
     }
-    let cookie =
-        format!("{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", SESSION_HOURS * 3600);
+    let cookie = format!("{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={ttl}");
     let mut headers = HeaderMap::new();
     headers.insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(|e| ApiError::Internal(e.into()))?);
     let body =

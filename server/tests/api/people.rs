@@ -253,6 +253,56 @@ async fn logins_fail_alike_for_unknown_users_and_wrong_passwords_and_are_throttl
     assert_eq!(server.login("frank", PASSWORD).await.0, 429, "throttled even with the right password");
 }
 
+#[tokio::test]
+async fn a_browser_session_streams_by_cookie_and_logout_or_expiry_ends_it() {
+    let server = TestServer::start_with(&[("AGENTHOLD_SESSION_TTL_SECS", "4")]).await;
+    make_user(&server, "hana").await;
+    let (status, cookie, login) = server.login("hana", PASSWORD).await;
+    assert_eq!(status, 200);
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = cookie.split(';').next().unwrap_or_default().to_owned();
+    let csrf = login["csrf_token"].as_str().expect("csrf").to_owned();
+
+    // The browser's way: the cookie, no token anywhere in a URL.
+    let (status, agent) = server
+        .with_cookie("POST", "/api/v1/agents", &cookie, Some(&csrf), json!({"name": "web", "harness": "fake"}))
+        .await;
+    assert_eq!(status, 201, "{agent}");
+    let agent = agent["id"].as_str().expect("id").to_owned();
+    let (_, session) =
+        server.with_cookie("POST", &format!("/api/v1/agents/{agent}/sessions"), &cookie, Some(&csrf), json!({})).await;
+    let session = session["id"].as_str().expect("id").to_owned();
+    let url = format!("{}/api/v1/sessions/{session}/stream?after=0", server.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("cookie", cookie.parse().expect("header"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("a stream by cookie");
+
+    // Logging out ends the session: the open stream closes, the cookie stops working.
+    let (status, _) = server.with_cookie("POST", "/api/v1/auth/logout", &cookie, Some(&csrf), json!({})).await;
+    assert_eq!(status, 204);
+    let closed = async {
+        use futures_util::StreamExt;
+        loop {
+            match socket.next().await {
+                None | Some(Err(_)) | Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_))) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    };
+    assert!(tokio::time::timeout(Duration::from_secs(10), closed).await.is_ok(), "the stream closes on logout");
+    assert_eq!(server.with_cookie("GET", "/api/v1/me", &cookie, None, json!({})).await.0, 401);
+
+    // A session also ends by itself.
+    let (_, cookie, _) = server.login("hana", PASSWORD).await;
+    let cookie = cookie.split(';').next().unwrap_or_default().to_owned();
+    assert_eq!(server.with_cookie("GET", "/api/v1/me", &cookie, None, json!({})).await.0, 200);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while server.with_cookie("GET", "/api/v1/me", &cookie, None, json!({})).await.0 != 401 {
+        assert!(tokio::time::Instant::now() < deadline, "the session did not expire");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 impl TestServer {
     async fn login(&self, username: &str, password: &str) -> (u16, String, Value) {
         self.raw_with_headers(
