@@ -102,3 +102,18 @@ pub async fn logout(State(state): State<AppState>, principal: Principal) -> Resu
     headers.insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(|e| ApiError::Internal(e.into()))?);
     Ok((StatusCode::NO_CONTENT, headers))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use argon2::password_hash::phc::PasswordHash;
+
+    #[tokio::test]
+    async fn an_unknown_user_costs_the_same_password_check_as_a_known_one() {
+        let real = passwords::hash("a real user's password".to_owned()).await.expect("hash");
+        let (dummy, real) =
+            (PasswordHash::new(&DUMMY_HASH).expect("dummy parses"), PasswordHash::new(&real).expect("real parses"));
+        assert_eq!(dummy.algorithm, real.algorithm, "same algorithm");
+        assert_eq!(dummy.params, real.params, "same memory, iterations and parallelism");
+    }
+}

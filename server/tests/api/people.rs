@@ -106,7 +106,9 @@ async fn make_user(server: &TestServer, name: &str) -> User {
 async fn ws_status(server: &TestServer, path: &str, token: &str) -> u16 {
     let url = format!("{}{path}", server.url.replace("http://", "ws://"));
     let mut request = url.into_client_request().expect("request");
-    request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+    if !token.is_empty() {
+        request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+    }
     match tokio_tungstenite::connect_async(request).await {
         Ok(_) => 101,
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status().as_u16(),
@@ -168,6 +170,20 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 assert_eq!(status, expected_denial, "{method} {template} as {level:?}");
             }
         }
+    }
+
+    // Without credentials, every route but the public ones answers 401.
+    for (method, template, need) in &operations {
+        if *need == Need::Public {
+            continue;
+        }
+        let path = template.replace("{id}", &agent).replace("{user_id}", &target.id).replace("{seq}", "1");
+        let status = if template.ends_with("/stream") || template.ends_with("/terminal") {
+            ws_status(&server, &format!("{path}?after=0"), "").await
+        } else {
+            server.raw_with_headers(method, &path, None, &[], json!({})).await.0
+        };
+        assert_eq!(status, 401, "{method} {template} without credentials");
     }
 
     // The outsider's own listing shows nothing of the team's.
