@@ -72,6 +72,9 @@ choose_driver() {
 start_dockerd() {
     local driver=$1 args=()
     [[ -n $driver ]] && args+=(--storage-driver "$driver")
+    # Every agent has a network of its own: Docker's default pools hold ~30 networks, so give it
+    # room for 256 (/24 each) in a range chosen not to collide with the host's.
+    args+=(--default-address-pool "base=${AGENTHOLD_DOCKER_ADDRESS_POOL:-10.213.0.0/16},size=24")
     local desc=${driver:-default}
     log "starting dockerd (storage driver: ${desc}); log: $LOGFILE"
     echo "=== $(date -u +%FT%TZ) dockerd ${args[*]}" >>"$LOGFILE"

@@ -53,14 +53,29 @@ impl DockerDriver {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket).
     pub fn connect(instance: String, bin_dir: PathBuf) -> Result<Self, DriverError> {
         let docker = Docker::connect_with_defaults().map_err(engine)?;
-        let driver = Self { docker, instance, bin_dir, tools_volume: OnceCell::new(), ready_networks: Arc::default() };
-        driver.refill_networks();
-        Ok(driver)
+        Ok(Self { docker, instance, bin_dir, tools_volume: OnceCell::new(), ready_networks: Arc::default() })
     }
 
-    /// Creates networks in the background until [`READY_NETWORKS`] are ready. (Networks made
-    /// for agents that are never created are labelled `agenthold.ready=true` and cost nothing
-    /// but a name; `docker network prune --filter label=agenthold.ready=true` clears them.)
+    /// Removes the ready networks an earlier server process made and no agent took (a network
+    /// an agent took but has no container yet is made again when the agent wakes).
+    async fn remove_stale_ready_networks(&self) {
+        let labels = vec![format!("agenthold.instance={}", self.instance), "agenthold.ready=true".to_owned()];
+        let options = bollard::query_parameters::PruneNetworksOptions {
+            filters: Some(HashMap::from([("label".to_owned(), labels)])),
+        };
+        match self.docker.prune_networks(Some(options)).await {
+            Ok(pruned) => {
+                let count = pruned.networks_deleted.map_or(0, |n| n.len());
+                if count > 0 {
+                    tracing::info!(count, "removed ready networks left by an earlier run");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "removing stale ready networks"),
+        }
+    }
+
+    /// Creates networks in the background until [`READY_NETWORKS`] are ready. (They are
+    /// labelled `agenthold.ready=true`; those no agent took are removed at the next start.)
     fn refill_networks(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let missing = READY_NETWORKS.saturating_sub(lock(&self.ready_networks).len());
@@ -264,6 +279,8 @@ impl SandboxDriver for DockerDriver {
 
     fn prepare<'a>(&'a self, image: &'a str) -> BoxFuture<'a, ()> {
         async move {
+            self.remove_stale_ready_networks().await;
+            self.refill_networks();
             if let Err(error) = self.tools_volume(image).await {
                 tracing::warn!(%error, image, "preparing the tools volume (it is retried on first use)");
             }

@@ -135,3 +135,34 @@ async fn a_sandbox_deleted_mid_turn_fails_the_turn_and_the_next_prompt_recreates
     let events = server.wait_turns(&session, 2, TURN).await;
     assert!(run_output(&events).contains("survives"), "the home volume survived: {events:#?}");
 }
+
+/// The ready networks of this server (Docker driver).
+fn ready_networks(server: &TestServer) -> usize {
+    let output = std::process::Command::new("docker")
+        .args(["network", "ls", "-q", "--filter", &format!("label=agenthold.instance={}", server.instance)])
+        .args(["--filter", "label=agenthold.ready=true"])
+        .output()
+        .expect("docker network ls");
+    String::from_utf8_lossy(&output.stdout).lines().count()
+}
+
+#[tokio::test]
+async fn networks_kept_ready_for_new_agents_do_not_pile_up_across_restarts() {
+    if crate::support::driver() != "docker" {
+        return;
+    }
+    let mut server = TestServer::start().await;
+    for _ in 0..3 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while ready_networks(&server) < 2 {
+            assert!(std::time::Instant::now() < deadline, "no networks were made ready");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        server.restart().await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while ready_networks(&server) != 2 {
+        assert!(std::time::Instant::now() < deadline, "{} ready networks after restarts", ready_networks(&server));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
