@@ -15,6 +15,9 @@ use crate::store;
 /// Events read from Postgres per round trip while catching up.
 pub const BACKFILL_PAGE: i64 = 2000;
 
+/// A page being read ahead: the cursor it starts after, and the read.
+type Prefetch = (Seq, tokio::task::JoinHandle<Result<Vec<Arc<SharedEvent>>, sqlx::Error>>);
+
 /// Follows one session's log from a cursor.
 pub struct Follower {
     pool: PgPool,
@@ -22,13 +25,23 @@ pub struct Follower {
     live: broadcast::Receiver<Arc<SharedEvent>>,
     last_sent: Seq,
     catching_up: bool,
+    /// While catching up, the next page is read while the current one is being sent.
+    prefetch: Option<Prefetch>,
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if let Some((_, read)) = self.prefetch.take() {
+            read.abort();
+        }
+    }
 }
 
 impl Follower {
     /// Subscribes to the live feed, then starts from the stored events after `after`.
     pub fn new(pool: PgPool, hub: &Hub, session_id: SessionId, after: Seq) -> Self {
         let live = hub.subscribe(session_id);
-        Self { pool, session_id, live, last_sent: after, catching_up: true }
+        Self { pool, session_id, live, last_sent: after, catching_up: true, prefetch: None }
     }
 
     /// The next events in order; `None` once the session is deleted. Cancel-safe: the cursor
@@ -36,13 +49,25 @@ impl Follower {
     pub async fn next_batch(&mut self) -> Result<Option<Vec<Arc<SharedEvent>>>, sqlx::Error> {
         loop {
             if self.catching_up {
-                let stored =
-                    store::events::after_encoded(&self.pool, self.session_id, self.last_sent, BACKFILL_PAGE).await?;
+                let stored = match self.prefetch.take() {
+                    Some((after, read)) if after == self.last_sent => match read.await {
+                        Ok(stored) => stored?,
+                        Err(_) => self.read_page(self.last_sent).await?,
+                    },
+                    _ => self.read_page(self.last_sent).await?,
+                };
                 if (stored.len() as i64) < BACKFILL_PAGE {
                     self.catching_up = false;
                 }
                 if let Some(last) = stored.last() {
                     self.last_sent = last.seq;
+                    if self.catching_up {
+                        let (pool, session_id, after) = (self.pool.clone(), self.session_id, self.last_sent);
+                        let read = tokio::spawn(async move {
+                            store::events::after_encoded(&pool, session_id, after, BACKFILL_PAGE).await
+                        });
+                        self.prefetch = Some((after, read));
+                    }
                     return Ok(Some(stored));
                 }
                 continue;
@@ -68,6 +93,10 @@ impl Follower {
                 }
             }
         }
+    }
+
+    async fn read_page(&self, after: Seq) -> Result<Vec<Arc<SharedEvent>>, sqlx::Error> {
+        store::events::after_encoded(&self.pool, self.session_id, after, BACKFILL_PAGE).await
     }
 
     /// Takes live events that are already queued and continue the sequence.
