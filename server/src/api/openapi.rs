@@ -5,8 +5,8 @@
 use axum::Json;
 use serde_json::{Map, Value, json};
 
-/// What an operation needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an operation needs, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
     /// Nothing.
     Public,
@@ -23,7 +23,15 @@ pub enum Access {
 }
 
 impl Access {
-    fn as_str(self) -> &'static str {
+    /// Parses the document's `x-agenthold-access`.
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::Public, Self::SignedIn, Self::Viewer, Self::Operator, Self::Admin, Self::ServerAdmin]
+            .into_iter()
+            .find(|access| access.as_str() == raw)
+    }
+
+    /// The document's name for it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Public => "public",
             Self::SignedIn => "signed-in",

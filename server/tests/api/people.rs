@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use agenthold_server::api::openapi::Access as Need;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -12,36 +13,14 @@ use crate::support::TestServer;
 
 const PASSWORD: &str = "a long enough password";
 
-/// What a route needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Need {
-    /// Nothing: public.
-    Public,
-    /// Any signed-in user (acts on the caller's own things).
-    SignedIn,
-    /// A role in the resource's workspace.
-    Viewer,
-    Operator,
-    Admin,
-    /// The server admin.
-    ServerAdmin,
-}
-
 /// Every operation of the OpenAPI document: (METHOD, path, what it needs).
 fn operations() -> Vec<(String, String, Need)> {
     let document = agenthold_server::api::openapi::document();
     let mut operations = Vec::new();
     for (path, item) in document["paths"].as_object().expect("paths") {
         for (method, operation) in item.as_object().expect("path item") {
-            let need = match operation["x-agenthold-access"].as_str().expect("access") {
-                "public" => Need::Public,
-                "signed-in" => Need::SignedIn,
-                "viewer" => Need::Viewer,
-                "operator" => Need::Operator,
-                "admin" => Need::Admin,
-                "server-admin" => Need::ServerAdmin,
-                other => panic!("unknown access {other}"),
-            };
+            let access = operation["x-agenthold-access"].as_str().expect("access");
+            let need = Need::parse(access).unwrap_or_else(|| panic!("unknown access {access}"));
             let public = operation["security"] == json!([]);
             assert_eq!(public, need == Need::Public, "{method} {path}: security requirements match the access");
             operations.push((method.to_uppercase(), path.clone(), need));
