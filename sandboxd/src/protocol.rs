@@ -24,8 +24,22 @@ use serde::{Deserialize, Serialize};
 /// Path of the tunnel's WebSocket endpoint on the tunnel listener.
 pub const TUNNEL_PATH: &str = "/tunnel";
 
-/// Version of this protocol; sandboxd sends it in [`Control::Hello`].
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version of this protocol; sandboxd sends it in [`Control::Hello`] and the server refuses a
+/// connection that speaks another one. 2: `stdin_accepted` in [`ProcessState`],
+/// [`Control::StdinRejected`], pings every [`PING_INTERVAL_SECS`].
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// sandboxd sends a WebSocket ping this often; the server drops a tunnel silent for three times
+/// as long (a half-open connection is noticed within [`SILENT_TUNNEL_SECS`]).
+pub const PING_INTERVAL_SECS: u64 = 15;
+
+/// How long the server waits without any message from sandboxd before it drops the tunnel.
+pub const SILENT_TUNNEL_SECS: u64 = 3 * PING_INTERVAL_SECS;
+
+/// Most stdin bytes sandboxd holds for one process that it has accepted but not yet written;
+/// a frame past that is rejected ([`Control::StdinRejected`]). The server keeps its own window
+/// of unconfirmed stdin well below this.
+pub const MAX_STDIN_QUEUED_BYTES: u64 = 16 << 20;
 
 /// Length of the binary data frame header.
 pub const DATA_HEADER_LEN: usize = 13;
@@ -130,6 +144,10 @@ pub struct ProcessState {
     pub stdout_end: u64,
     /// stdin bytes written to the process so far.
     pub stdin_written: u64,
+    /// stdin bytes sandboxd has accepted (written or queued to be written); the next stdin frame
+    /// must start exactly here. The server resumes sending stdin from this offset.
+    #[serde(default)]
+    pub stdin_accepted: u64,
     /// Set once the process has exited and its stdout reached EOF.
     pub exit: Option<ExitStatus>,
 }
@@ -185,6 +203,20 @@ pub enum Control {
         offset: u64,
     },
 
+    /// A stdin frame was not accepted: it did not start at `expected` (the next offset sandboxd
+    /// takes), or it would overflow [`MAX_STDIN_QUEUED_BYTES`]. Nothing of it was queued. The
+    /// server must resend from `expected` (or drop the connection); it is never a silent drop.
+    StdinRejected {
+        /// Its channel.
+        channel: u32,
+        /// The offset of the rejected frame.
+        offset: u64,
+        /// The offset sandboxd takes next (`stdin_accepted`).
+        expected: u64,
+        /// Why, for logs.
+        reason: String,
+    },
+
     // ---- server → sandboxd ----
     /// Answer to `Hello`: resend each listed stdout from the given offset. Processes not listed
     /// are unknown to the server and sandboxd kills them.
@@ -198,7 +230,8 @@ pub enum Control {
         channel: u32,
         /// Program and arguments.
         argv: Vec<String>,
-        /// Environment (the process gets only this, plus HOME, USER, LOGNAME, PATH if absent).
+        /// Environment added to the image's (sandboxd's own environment less its `AGENTHOLD_*`
+        /// variables); these win. HOME, USER and LOGNAME follow `user`.
         env: Vec<(String, String)>,
         /// Working directory (absolute).
         cwd: String,
