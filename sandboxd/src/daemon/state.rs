@@ -66,6 +66,7 @@ impl State {
                 stdout_acked: p.buffer.acked(),
                 stdout_end: p.buffer.end(),
                 stdin_written: p.stdin_written,
+                stdin_accepted: p.stdin_queued,
                 exit: p.exit(),
             })
             .collect();
@@ -179,7 +180,8 @@ impl State {
             | Control::StartFailed { .. }
             | Control::Exited { .. }
             | Control::TerminalClosed { .. }
-            | Control::StdinWritten { .. } => {
+            | Control::StdinWritten { .. }
+            | Control::StdinRejected { .. } => {
                 log(format_args!("ignoring a sandboxd-to-server message from the server"))
             }
         }
