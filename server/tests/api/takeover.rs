@@ -87,7 +87,7 @@ async fn a_prompt_lost_with_the_connection_is_resent_once_and_answered_once() {
         .expect("session row");
     let stdout_from = u64::try_from(offset).expect("offset");
     let hello = |stdin_written: u64| Control::Hello {
-        protocol: 1,
+        protocol: agenthold_sandboxd::protocol::PROTOCOL_VERSION,
         version: "scripted".to_owned(),
         processes: vec![ProcessState {
             channel,
@@ -95,6 +95,7 @@ async fn a_prompt_lost_with_the_connection_is_resent_once_and_answered_once() {
             stdout_acked: stdout_from,
             stdout_end: stdout_from,
             stdin_written,
+            stdin_accepted: stdin_written,
             exit: None,
         }],
     };
