@@ -29,6 +29,7 @@ async fn resend_after_reconnect_is_exact_and_the_process_keeps_running() {
             stdout_acked: 0,
             stdout_end: 18,
             stdin_written: 0,
+            stdin_accepted: 0,
             exit: None
         }]
     );
@@ -53,6 +54,7 @@ async fn resend_after_reconnect_is_exact_and_the_process_keeps_running() {
             stdout_acked: 18,
             stdout_end: 23,
             stdin_written: 2,
+            stdin_accepted: 2,
             exit: None
         }]
     );
