@@ -109,6 +109,7 @@ pub async fn run(
         timeouts: Timeouts {
             harness_request: secs(config.harness_timeout_secs),
             turn: secs(config.turn_timeout_secs),
+            cancel_grace: secs(config.turn_cancel_grace_secs),
             reconnect_grace: secs(config.reconnect_grace_secs),
         },
     }));

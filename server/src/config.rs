@@ -66,6 +66,10 @@ pub struct Config {
     /// Seconds a turn may run.
     #[arg(long, env = "AGENTHOLD_TURN_TIMEOUT_SECS", default_value_t = 3600)]
     pub turn_timeout_secs: u64,
+    /// Seconds a turn past its time limit has to stop after `session/cancel` before its
+    /// harness is killed.
+    #[arg(long, env = "AGENTHOLD_TURN_CANCEL_GRACE_SECS", default_value_t = 10)]
+    pub turn_cancel_grace_secs: u64,
     /// Seconds a sandbox has to connect (back) before its turns fail.
     #[arg(long, env = "AGENTHOLD_RECONNECT_GRACE_SECS", default_value_t = 60)]
     pub reconnect_grace_secs: u64,

@@ -11,6 +11,7 @@ pub mod config;
 pub mod events;
 pub mod harness;
 pub mod ids;
+pub mod permissions;
 pub mod sandbox;
 pub mod secret;
 pub mod store;

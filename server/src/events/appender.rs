@@ -13,9 +13,12 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
 use super::hub::Hub;
-use super::{NewEvent, SharedEvent};
-use crate::ids::{AgentId, TurnId};
+use super::{EventKind, NewEvent, SharedEvent};
+use crate::ids::{AgentId, SessionId, TurnId};
 use crate::store;
 
 /// Most events stored in one transaction.
@@ -26,28 +29,112 @@ const QUEUE_DEPTH: usize = 8192;
 /// State changes stored in the same transaction as a request's events.
 #[derive(Debug, Clone)]
 pub enum SideEffect {
-    /// The harness's stdout is stored up to `offset`.
+    /// The harness's stdout is stored from `from` to `to`: applied only if the stored offset is
+    /// `from` (a compare-and-set), so a line after a failed one never moves the offset past it.
     StdoutStored {
         /// The agent.
         agent_id: AgentId,
-        /// The harness generation the offset belongs to.
+        /// The harness generation the offsets belong to.
         generation: i64,
-        /// The offset.
-        offset: i64,
+        /// The stored offset this line follows.
+        from: u64,
+        /// The offset just past the line.
+        to: u64,
     },
-    /// A turn ended.
+    /// A turn ended (idempotent: a turn already ended drops the request's `turn_end` and the
+    /// `error` events naming it).
     EndTurn {
         /// The turn.
         turn_id: TurnId,
         /// Its stop reason (`end_turn`, `cancelled`, `error`, …).
         stop_reason: String,
     },
+    /// A turn's `session/prompt` is about to be sent.
+    MarkSent {
+        /// The turn.
+        turn_id: TurnId,
+        /// The JSON-RPC id.
+        request_id: String,
+        /// The harness generation.
+        generation: i64,
+        /// The stdin offset just past the request.
+        stdin_end: i64,
+        /// When the turn must have ended.
+        deadline_at: DateTime<Utc>,
+    },
+    /// The harness knows a session under this ACP id.
+    SessionOpened {
+        /// The agent.
+        agent_id: AgentId,
+        /// The harness generation.
+        generation: i64,
+        /// The session.
+        session_id: SessionId,
+        /// The harness's id for it.
+        acp_session_id: String,
+    },
+    /// The harness's `initialize` answer.
+    HarnessInit {
+        /// The agent.
+        agent_id: AgentId,
+        /// The harness generation.
+        generation: i64,
+        /// The answer.
+        init: serde_json::Value,
+    },
+    /// The harness of this generation is gone.
+    ClearHarness {
+        /// The agent.
+        agent_id: AgentId,
+        /// Its generation.
+        generation: i64,
+    },
+    /// Channels up to `above` are taken (sandboxd still holds them).
+    BumpChannel {
+        /// The agent.
+        agent_id: AgentId,
+        /// The highest channel in use.
+        above: u32,
+    },
+    /// A stdin frame about to be sent (the journal a takeover resends from); frames below
+    /// `written` are forgotten.
+    PendingStdin {
+        /// The agent.
+        agent_id: AgentId,
+        /// The harness generation.
+        generation: i64,
+        /// Its offset.
+        offset: u64,
+        /// Its bytes.
+        bytes: Bytes,
+        /// stdin confirmed written so far.
+        written: u64,
+    },
 }
 
 /// Storing failed; nothing of the request was stored.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("the event log could not store the events: {0}")]
-pub struct AppendFailed(String);
+#[error("the event log could not store the events: {message}")]
+pub struct AppendFailed {
+    /// Why, for logs.
+    pub message: String,
+    /// The database refused the content itself (SQLSTATE class 22, data exception): storing it
+    /// again cannot succeed.
+    pub rejected: bool,
+}
+
+impl AppendFailed {
+    fn stopped() -> Self {
+        Self { message: "the appender has stopped".to_owned(), rejected: false }
+    }
+}
+
+/// The stored stdout offset was not where a request's chain expected it.
+#[derive(Debug, thiserror::Error)]
+#[error("the stored stdout offset moved (expected {expected})")]
+struct OffsetMoved {
+    expected: u64,
+}
 
 /// The committed events of a request, in order.
 pub type Committed = Result<Vec<Arc<SharedEvent>>, AppendFailed>;
@@ -77,7 +164,7 @@ impl Appender {
     pub async fn submit(&self, events: Vec<NewEvent>, effects: Vec<SideEffect>) -> oneshot::Receiver<Committed> {
         let (done, receiver) = oneshot::channel();
         if let Err(mpsc::error::SendError(request)) = self.tx.send(Request { events, effects, done }).await {
-            let _ = request.done.send(Err(AppendFailed("the appender has stopped".to_owned())));
+            let _ = request.done.send(Err(AppendFailed::stopped()));
         }
         receiver
     }
@@ -87,7 +174,7 @@ impl Appender {
         self.submit(events, effects)
             .await
             .await
-            .unwrap_or_else(|_| Err(AppendFailed("the appender has stopped".to_owned())))
+            .unwrap_or_else(|_| Err(AppendFailed::stopped()))
     }
 }
 
@@ -126,6 +213,41 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
 /// Stores a batch in one transaction; returns each request's stored events.
 async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc<SharedEvent>>>> {
     let mut tx = pool.begin().await?;
+    // State changes first: a turn already ended takes its `turn_end` (and the errors naming it)
+    // out of the request, so no session ever gets two ends for one turn.
+    for request in batch.iter_mut() {
+        let mut already_ended = Vec::new();
+        for effect in &request.effects {
+            if !apply(&mut tx, effect).await? {
+                if let SideEffect::EndTurn { turn_id, .. } = effect {
+                    already_ended.push(turn_id.0.to_string());
+                }
+            }
+        }
+        if !already_ended.is_empty() {
+            request.events.retain(|event| !names_turn(event, &already_ended));
+        }
+    }
+    // Only the furthest stdout offset of each harness matters: one compare-and-set per harness,
+    // over a chain of contiguous lines (a flooding harness queues thousands per transaction).
+    let mut chains: HashMap<(AgentId, i64), (u64, u64)> = HashMap::new();
+    for effect in batch.iter().flat_map(|r| r.effects.iter()) {
+        if let SideEffect::StdoutStored { agent_id, generation, from, to } = effect {
+            match chains.get_mut(&(*agent_id, *generation)) {
+                None => {
+                    chains.insert((*agent_id, *generation), (*from, *to));
+                }
+                Some((_, end)) if *end == *from => *end = *to,
+                Some((_, end)) => return Err(sqlx::Error::Protocol(OffsetMoved { expected: *end }.to_string())),
+            }
+        }
+    }
+    for ((agent_id, generation), (from, to)) in chains {
+        let (from, to) = (i64::try_from(from).unwrap_or(i64::MAX), i64::try_from(to).unwrap_or(i64::MAX));
+        if !store::sandboxes::advance_stdout_offset(&mut tx, agent_id, generation, from, to).await? {
+            return Err(sqlx::Error::Protocol(OffsetMoved { expected: from as u64 }.to_string()));
+        }
+    }
     let mut all = Vec::new();
     let mut sizes = Vec::with_capacity(batch.len());
     for request in batch.iter() {
@@ -133,25 +255,6 @@ async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc
         all.extend(request.events.iter().cloned());
     }
     let stored = store::events::append(&mut tx, all).await?;
-    // Only the furthest stdout offset of each harness matters: one UPDATE per harness, not one
-    // per request (a flooding harness queues thousands of requests per transaction).
-    let mut furthest: HashMap<(AgentId, i64), i64> = HashMap::new();
-    for request in batch.iter() {
-        for effect in &request.effects {
-            match effect {
-                SideEffect::StdoutStored { agent_id, generation, offset } => {
-                    let slot = furthest.entry((*agent_id, *generation)).or_insert(*offset);
-                    *slot = (*slot).max(*offset);
-                }
-                SideEffect::EndTurn { turn_id, stop_reason } => {
-                    store::sessions::end_turn(&mut tx, *turn_id, stop_reason).await?
-                }
-            }
-        }
-    }
-    for ((agent_id, generation), offset) in furthest {
-        store::sandboxes::set_stdout_offset(&mut tx, agent_id, generation, offset).await?;
-    }
     tx.commit().await?;
 
     // Events of deleted sessions were dropped: hand each request the stored ones among its own.
@@ -173,6 +276,48 @@ async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc
     Ok(per_request)
 }
 
+/// Applies one state change; `false` when it found nothing to change that must exist (a turn
+/// already ended).
+async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result<bool> {
+    match effect {
+        SideEffect::StdoutStored { .. } => Ok(true),
+        SideEffect::EndTurn { turn_id, stop_reason } => store::sessions::end_turn(tx, *turn_id, stop_reason).await,
+        SideEffect::MarkSent { turn_id, request_id, generation, stdin_end, deadline_at } => {
+            store::sessions::mark_sent(tx, *turn_id, request_id, *generation, *stdin_end, *deadline_at).await?;
+            Ok(true)
+        }
+        SideEffect::SessionOpened { agent_id, generation, session_id, acp_session_id } => {
+            store::sessions::set_acp_session_id(tx, *session_id, acp_session_id).await?;
+            store::sandboxes::add_harness_session(tx, *agent_id, *generation, *session_id).await?;
+            Ok(true)
+        }
+        SideEffect::HarnessInit { agent_id, generation, init } => {
+            store::sandboxes::set_harness_init(tx, *agent_id, *generation, init).await?;
+            Ok(true)
+        }
+        SideEffect::ClearHarness { agent_id, generation } => {
+            store::sandboxes::clear_harness(tx, *agent_id, *generation).await?;
+            Ok(true)
+        }
+        SideEffect::BumpChannel { agent_id, above } => {
+            store::sandboxes::bump_next_channel(tx, *agent_id, *above).await?;
+            Ok(true)
+        }
+        SideEffect::PendingStdin { agent_id, generation, offset, bytes, written } => {
+            let offset = i64::try_from(*offset).unwrap_or(i64::MAX);
+            let written = i64::try_from(*written).unwrap_or(i64::MAX);
+            store::sandboxes::journal_stdin(tx, *agent_id, *generation, offset, bytes, written).await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Whether an event is the `turn_end` of, or an `error` naming, one of these turns.
+fn names_turn(event: &NewEvent, turns: &[String]) -> bool {
+    matches!(event.kind, EventKind::TurnEnd | EventKind::Error)
+        && event.payload.get("turn_id").and_then(|t| t.as_str()).is_some_and(|t| turns.iter().any(|x| x == t))
+}
+
 fn finish(hub: &Hub, requests: impl Iterator<Item = Request>, stored: Vec<Vec<Arc<SharedEvent>>>) {
     for (request, events) in requests.zip(stored) {
         hub.publish(&events);
@@ -181,8 +326,17 @@ fn finish(hub: &Hub, requests: impl Iterator<Item = Request>, stored: Vec<Vec<Ar
 }
 
 fn fail(requests: impl Iterator<Item = Request>, error: &sqlx::Error) {
-    tracing::error!(%error, "storing events failed");
+    let rejected = is_data_exception(error);
+    tracing::error!(%error, rejected, "storing events failed");
     for request in requests {
-        let _ = request.done.send(Err(AppendFailed("database error".to_owned())));
+        let _ = request.done.send(Err(AppendFailed { message: "database error".to_owned(), rejected }));
+    }
+}
+
+/// SQLSTATE class 22 (data exception): the content itself is refused (e.g. `\u0000` in jsonb).
+fn is_data_exception(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| code.starts_with("22")),
+        _ => false,
     }
 }

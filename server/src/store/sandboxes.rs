@@ -83,14 +83,14 @@ pub async fn allocate_channel(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<
 }
 
 /// Makes sure channel numbers start above every channel sandboxd still holds.
-pub async fn bump_next_channel(pool: &PgPool, agent_id: AgentId, above: u32) -> sqlx::Result<()> {
+pub async fn bump_next_channel(tx: &mut sqlx::PgConnection, agent_id: AgentId, above: u32) -> sqlx::Result<()> {
     let above = i32::try_from(above).unwrap_or(i32::MAX - 1);
     sqlx::query!(
         r#"UPDATE sandboxes SET next_channel = GREATEST(next_channel, $2 + 1) WHERE agent_id = $1"#,
         agent_id.0,
         above
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
@@ -112,7 +112,7 @@ pub async fn start_harness(pool: &PgPool, agent_id: AgentId, channel: u32) -> sq
 
 /// Records the harness's `initialize` answer.
 pub async fn set_harness_init(
-    pool: &PgPool,
+    tx: &mut sqlx::PgConnection,
     agent_id: AgentId,
     generation: i64,
     init: &serde_json::Value,
@@ -123,14 +123,14 @@ pub async fn set_harness_init(
         generation,
         init
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
 
 /// Records that the current harness knows a session.
 pub async fn add_harness_session(
-    pool: &PgPool,
+    tx: &mut sqlx::PgConnection,
     agent_id: AgentId,
     generation: i64,
     session_id: SessionId,
@@ -142,40 +142,91 @@ pub async fn add_harness_session(
         generation,
         session_id.0
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
 
 /// Records that the harness process of `generation` is gone.
-pub async fn clear_harness(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx::Result<()> {
+pub async fn clear_harness(tx: &mut sqlx::PgConnection, agent_id: AgentId, generation: i64) -> sqlx::Result<()> {
     sqlx::query!(
         r#"UPDATE sandboxes SET harness_channel = NULL, harness_init = NULL, harness_sessions = '{}'
            WHERE agent_id = $1 AND harness_generation = $2"#,
         agent_id.0,
         generation
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    sqlx::query!(r#"DELETE FROM stdin_journal WHERE agent_id = $1 AND generation <= $2"#, agent_id.0, generation)
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
 
-/// Inside the transaction that stores events derived from harness stdout: the stdout offset
-/// up to which the harness's output has been stored.
-pub async fn set_stdout_offset(
+/// Inside the transaction that stores events derived from harness stdout: moves the stored
+/// stdout offset from `from` to `to` — only if it is `from` (`false` otherwise: a line before
+/// was not stored, and this one must not be either).
+pub async fn advance_stdout_offset(
+    tx: &mut sqlx::PgConnection,
+    agent_id: AgentId,
+    generation: i64,
+    from: i64,
+    to: i64,
+) -> sqlx::Result<bool> {
+    let updated = sqlx::query!(
+        r#"UPDATE sandboxes SET harness_stdout_offset = $4
+           WHERE agent_id = $1 AND harness_generation = $2 AND harness_stdout_offset = $3"#,
+        agent_id.0,
+        generation,
+        from,
+        to
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Journals a stdin frame about to be sent (and forgets the frames sandboxd wrote).
+pub async fn journal_stdin(
     tx: &mut sqlx::PgConnection,
     agent_id: AgentId,
     generation: i64,
     offset: i64,
+    bytes: &[u8],
+    written: i64,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"UPDATE sandboxes SET harness_stdout_offset = GREATEST(harness_stdout_offset, $3)
-           WHERE agent_id = $1 AND harness_generation = $2"#,
+        r#"DELETE FROM stdin_journal WHERE agent_id = $1 AND (generation <> $2 OR end_offset <= $3)"#,
         agent_id.0,
         generation,
-        offset
+        written
+    )
+    .execute(&mut *tx)
+    .await?;
+    let end = offset.saturating_add(i64::try_from(bytes.len()).unwrap_or(i64::MAX));
+    sqlx::query!(
+        r#"INSERT INTO stdin_journal (agent_id, generation, start_offset, end_offset, bytes)
+           VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"#,
+        agent_id.0,
+        generation,
+        offset,
+        end,
+        bytes
     )
     .execute(&mut *tx)
     .await?;
     Ok(())
+}
+
+/// The journaled stdin frames of a harness generation, in offset order.
+pub async fn stdin_journal(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx::Result<Vec<(u64, Vec<u8>)>> {
+    let rows = sqlx::query!(
+        r#"SELECT start_offset, bytes FROM stdin_journal WHERE agent_id = $1 AND generation = $2
+           ORDER BY start_offset"#,
+        agent_id.0,
+        generation
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|r| (u64::try_from(r.start_offset).unwrap_or(0), r.bytes)).collect())
 }

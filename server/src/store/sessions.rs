@@ -37,10 +37,12 @@ pub struct TurnRow {
     pub harness_generation: Option<i64>,
     /// The stdin offset just past the prompt request.
     pub request_stdin_end: Option<i64>,
-    /// Whether sandboxd confirmed writing it.
-    pub request_delivered: bool,
     /// When the prompt arrived.
     pub created_at: DateTime<Utc>,
+    /// When it must have ended (set when its prompt is recorded).
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// The harness's id for its session.
+    pub acp_session_id: Option<String>,
 }
 
 /// Creates a session.
@@ -76,8 +78,8 @@ pub async fn list_ids(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Sess
 }
 
 /// Records the harness's id for a session.
-pub async fn set_acp_session_id(pool: &PgPool, id: SessionId, acp_id: &str) -> sqlx::Result<()> {
-    sqlx::query!(r#"UPDATE sessions SET acp_session_id = $2 WHERE id = $1"#, id.0, acp_id).execute(pool).await?;
+pub async fn set_acp_session_id(tx: &mut sqlx::PgConnection, id: SessionId, acp_id: &str) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE sessions SET acp_session_id = $2 WHERE id = $1"#, id.0, acp_id).execute(&mut *tx).await?;
     Ok(())
 }
 
@@ -119,9 +121,10 @@ pub async fn insert_turn(
 /// The unfinished turns of an agent, oldest first.
 pub async fn open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<TurnRow>> {
     let rows = sqlx::query!(
-        r#"SELECT id, session_id, prompt, state, request_id, harness_generation, request_stdin_end,
-                  request_delivered, created_at
-           FROM turns WHERE agent_id = $1 AND state <> 'ended' ORDER BY created_at, id"#,
+        r#"SELECT t.id, t.session_id, t.prompt, t.state, t.request_id, t.harness_generation,
+                  t.request_stdin_end, t.created_at, t.deadline_at, s.acp_session_id
+           FROM turns t JOIN sessions s ON s.id = t.session_id
+           WHERE t.agent_id = $1 AND t.state <> 'ended' ORDER BY t.created_at, t.id"#,
         agent_id.0
     )
     .fetch_all(pool)
@@ -136,8 +139,9 @@ pub async fn open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Tu
             request_id: r.request_id,
             harness_generation: r.harness_generation,
             request_stdin_end: r.request_stdin_end,
-            request_delivered: r.request_delivered,
             created_at: r.created_at,
+            deadline_at: r.deadline_at,
+            acp_session_id: r.acp_session_id,
         })
         .collect())
 }
@@ -149,42 +153,39 @@ pub async fn agents_with_open_turns(pool: &PgPool) -> sqlx::Result<Vec<AgentId>>
     Ok(ids.into_iter().map(AgentId).collect())
 }
 
-/// Records that the prompt of a turn was sent to the harness.
+/// Records, in the transaction that journals it, that the prompt of a turn is being sent.
 pub async fn mark_sent(
-    pool: &PgPool,
+    tx: &mut sqlx::PgConnection,
     id: TurnId,
     request_id: &str,
     generation: i64,
     stdin_end: i64,
+    deadline_at: DateTime<Utc>,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         r#"UPDATE turns SET state = 'running', request_id = $2, harness_generation = $3,
-                  request_stdin_end = $4, request_delivered = false
+                  request_stdin_end = $4, deadline_at = $5
            WHERE id = $1 AND state <> 'ended'"#,
         id.0,
         request_id,
         generation,
-        stdin_end
+        stdin_end,
+        deadline_at
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
 
-/// Records that sandboxd wrote the prompt request to the harness.
-pub async fn mark_delivered(pool: &PgPool, id: TurnId) -> sqlx::Result<()> {
-    sqlx::query!(r#"UPDATE turns SET request_delivered = true WHERE id = $1"#, id.0).execute(pool).await?;
-    Ok(())
-}
-
-/// Ends a turn inside `tx` (in the transaction that stores its `turn_end`).
-pub async fn end_turn(tx: &mut sqlx::PgConnection, id: TurnId, stop_reason: &str) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"UPDATE turns SET state = 'ended', stop_reason = $2, ended_at = now() WHERE id = $1"#,
+/// Ends a turn inside `tx` (in the transaction that stores its `turn_end`); `false` when it had
+/// already ended (its `turn_end` must then not be stored again).
+pub async fn end_turn(tx: &mut sqlx::PgConnection, id: TurnId, stop_reason: &str) -> sqlx::Result<bool> {
+    let updated = sqlx::query!(
+        r#"UPDATE turns SET state = 'ended', stop_reason = $2, ended_at = now() WHERE id = $1 AND state <> 'ended'"#,
         id.0,
         stop_reason
     )
     .execute(&mut *tx)
     .await?;
-    Ok(())
+    Ok(updated.rows_affected() == 1)
 }

@@ -3,9 +3,8 @@
 //! output into events, taking a running harness over after a server restart. Handlers and the
 //! tunnel talk to it through [`Command`]s; it never shares its state.
 
-mod actor;
-mod harness;
-mod turns;
+pub mod core;
+mod shell;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +27,9 @@ pub struct Timeouts {
     pub harness_request: Duration,
     /// A whole turn.
     pub turn: Duration,
+    /// How long a turn past its limit has to stop after `session/cancel` before its harness is
+    /// killed.
+    pub cancel_grace: Duration,
     /// How long a running turn waits for its sandbox to (re)connect before it fails.
     pub reconnect_grace: Duration,
 }
@@ -47,7 +49,7 @@ pub struct Deps {
 }
 
 /// A lifecycle request failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LifecycleError {
     /// The agent has a turn in progress.
     #[error("the agent has a turn in progress")]
@@ -134,7 +136,7 @@ impl Supervisors {
         }
         let (sender, receiver) = mpsc::channel(256);
         let deps = Arc::clone(&self.deps);
-        self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(actor::run(agent_id, deps, receiver));
+        self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(shell::run(agent_id, deps, receiver));
         actors.insert(agent_id, sender.clone());
         sender
     }

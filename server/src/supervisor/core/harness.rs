@@ -1,0 +1,144 @@
+//! The harness process as the core sees it: its phase, the requests we wait on, the sessions it
+//! knows, its stdout and stdin, and the end of its stderr.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use agenthold_sandboxd::protocol::ExitStatus;
+
+use super::outbox::Outbox;
+use super::stdout::Stdout;
+use crate::acp::messages::Capabilities;
+use crate::ids::{SessionId, TurnId};
+
+/// stderr kept for error events.
+const STDERR_TAIL_BYTES: usize = 2048;
+
+/// Where the harness process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// `Start` sent; waiting for `Started`.
+    Starting,
+    /// `initialize` sent.
+    Initializing,
+    /// Initialized with these capabilities.
+    Ready(Capabilities),
+}
+
+/// What a request we sent was for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pending {
+    /// `initialize`.
+    Initialize,
+    /// `session/new`; `reset` when it replaces a session the harness could not restore.
+    NewSession {
+        /// The session.
+        session_id: SessionId,
+        /// Whether the context was lost.
+        reset: bool,
+    },
+    /// `session/load` or `session/resume` of the harness session `acp_id`.
+    Restore {
+        /// The session.
+        session_id: SessionId,
+        /// The harness's id for it.
+        acp_id: String,
+    },
+    /// `session/prompt` of a turn (its deadline is the turn's).
+    Prompt {
+        /// The turn.
+        turn_id: TurnId,
+    },
+}
+
+/// A request we wait for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// What it was for.
+    pub what: Pending,
+    /// When it must be answered (`None`: the turn's own deadline applies).
+    pub deadline: Option<Instant>,
+}
+
+/// A session as the current harness knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionPhase {
+    /// Being created, loaded or resumed (updates replayed meanwhile are not stored).
+    Opening,
+    /// Known under this ACP id.
+    Ready(String),
+}
+
+/// The current harness process.
+#[derive(Debug)]
+pub struct Harness {
+    /// Bumped on every start; offsets belong to one generation.
+    pub generation: i64,
+    /// Its tunnel channel.
+    pub channel: u32,
+    /// Where it is.
+    pub phase: Phase,
+    /// Its stdout.
+    pub stdout: Stdout,
+    /// Its stdin.
+    pub outbox: Outbox,
+    /// Our requests awaiting an answer.
+    pub pending: HashMap<String, Request>,
+    /// Sessions it knows or is opening.
+    pub sessions: HashMap<SessionId, SessionPhase>,
+    /// When it should have answered `Start`.
+    pub start_deadline: Option<Instant>,
+    /// Its exit, once sandboxd reported it: status and total stdout.
+    pub exited: Option<(ExitStatus, u64)>,
+    stderr_tail: VecDeque<u8>,
+}
+
+impl Harness {
+    /// A harness on `channel`: stdout read from `stdout_from` (the database holds
+    /// `stdout_stored`), stdin going on at `stdin_next` with `stdin_written` confirmed.
+    pub fn new(
+        generation: i64,
+        channel: u32,
+        phase: Phase,
+        stdout_from: u64,
+        stdout_stored: u64,
+        stdin_next: u64,
+        stdin_written: u64,
+    ) -> Self {
+        Self {
+            generation,
+            channel,
+            phase,
+            stdout: Stdout::new(stdout_from, stdout_stored),
+            outbox: Outbox::new(stdin_next, stdin_written),
+            pending: HashMap::new(),
+            sessions: HashMap::new(),
+            start_deadline: None,
+            exited: None,
+            stderr_tail: VecDeque::new(),
+        }
+    }
+
+    /// The session with this ACP id, if ready.
+    pub fn session_by_acp(&self, acp_id: &str) -> Option<SessionId> {
+        self.sessions.iter().find_map(|(id, phase)| match phase {
+            SessionPhase::Ready(known) if known == acp_id => Some(*id),
+            _ => None,
+        })
+    }
+
+    /// Keeps the end of stderr.
+    pub fn keep_stderr(&mut self, bytes: &[u8]) {
+        let keep = bytes.len().min(STDERR_TAIL_BYTES);
+        self.stderr_tail.extend(bytes[bytes.len() - keep..].iter().copied());
+        while self.stderr_tail.len() > STDERR_TAIL_BYTES {
+            self.stderr_tail.pop_front();
+        }
+    }
+
+    /// The end of stderr as text.
+    pub fn stderr_text(&self) -> String {
+        let bytes: Vec<u8> = self.stderr_tail.iter().copied().collect();
+        String::from_utf8_lossy(&bytes).trim().to_owned()
+    }
+}

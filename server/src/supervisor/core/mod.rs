@@ -1,0 +1,941 @@
+//! The supervisor's protocol logic without IO: inputs in (commands, sandboxd's messages, commits,
+//! finished jobs, time), effects out (persist, send, drop the link, run a job, reply), in one FIFO
+//! whose order is the order of execution. No `async`, no database, no sockets, no clock: every
+//! input carries [`Now`], request ids come from a per-incarnation prefix and a counter.
+//!
+//! The rules it keeps (docs/design.md, "The supervisor's core"):
+//! - **Record, then send**: a stdin frame leaves only after the persist that journals it
+//!   committed; an acknowledgement only covers stdout lines whose events committed.
+//! - A failed persist drops the link (the takeover rebuilds from what the database holds); a
+//!   persist the database rejects for its content is replaced by an error event, never retried.
+//! - Inputs from a link other than the current one are ignored.
+//!
+//! The shell ([`super::shell`]) performs the effects and feeds the results back as inputs.
+
+mod harness;
+mod lines;
+mod outbox;
+mod stdout;
+mod takeover;
+#[cfg(test)]
+mod tests;
+mod turns;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+pub use harness::{Harness, Phase, SessionPhase};
+pub use takeover::{Snapshot, SnapshotHarness};
+pub use turns::{Turn, TurnState};
+
+use crate::events::NewEvent;
+use crate::events::appender::SideEffect;
+use crate::ids::{AgentId, SessionId, TurnId};
+use crate::store::sessions::TurnRow;
+
+use super::{LifecycleError, Timeouts};
+
+/// Identifies one persist of this core.
+pub type PersistId = u64;
+/// Identifies one sandboxd connection.
+pub type LinkId = u64;
+/// Identifies a reply the shell holds for a caller.
+pub type ReplyId = u64;
+
+/// The time of an input: monotonic for deadlines, wall clock for what is stored.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    /// Monotonic.
+    pub mono: Instant,
+    /// Wall clock.
+    pub wall: DateTime<Utc>,
+}
+
+impl Now {
+    /// The monotonic instant of a wall-clock time (now if it is past).
+    pub fn mono_at(&self, at: DateTime<Utc>) -> Instant {
+        let ahead = (at - self.wall).to_std().unwrap_or(Duration::ZERO);
+        self.mono + ahead
+    }
+
+    /// `d` from now, on both clocks.
+    pub fn plus(&self, d: Duration) -> (Instant, DateTime<Utc>) {
+        (self.mono + d, self.wall + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::zero()))
+    }
+}
+
+/// Why a persist failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreFailure {
+    /// The database was unreachable or the stored offset moved: try again after a takeover.
+    Transient,
+    /// The database refuses this content (SQLSTATE class 22): retrying cannot help.
+    Rejected,
+}
+
+/// What the harness start job produced.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The new harness generation.
+    pub generation: i64,
+    /// Its channel.
+    pub channel: u32,
+    /// The `Start` message to send.
+    pub start: Control,
+}
+
+/// Inputs.
+#[derive(Debug)]
+pub enum Input {
+    /// The agent's unfinished turns as stored (at start, and on every new prompt).
+    OpenTurns(Vec<TurnRow>),
+    /// Cancel the session's turn; the reply says whether there was one.
+    Cancel {
+        /// The session.
+        session_id: SessionId,
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Stop the sandbox.
+    Sleep {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Start the sandbox.
+    Wake {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Hand out a terminal once the sandbox is connected.
+    Terminal {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Remove the sandbox and its home.
+    Destroy {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// sandboxd connected and said hello.
+    Attached {
+        /// The connection.
+        link: LinkId,
+        /// The processes it holds.
+        processes: Vec<ProcessState>,
+    },
+    /// stdout bytes of a process.
+    Stdout {
+        /// The connection.
+        link: LinkId,
+        /// The channel.
+        channel: u32,
+        /// The offset of the first byte.
+        offset: u64,
+        /// The bytes.
+        bytes: Bytes,
+    },
+    /// stderr bytes of a process.
+    Stderr {
+        /// The connection.
+        link: LinkId,
+        /// The channel.
+        channel: u32,
+        /// The bytes.
+        bytes: Bytes,
+    },
+    /// A control message from sandboxd.
+    Control {
+        /// The connection.
+        link: LinkId,
+        /// The message.
+        msg: Control,
+    },
+    /// The connection closed.
+    LinkClosed {
+        /// The connection.
+        link: LinkId,
+    },
+    /// A persist finished.
+    Persisted {
+        /// Which.
+        id: PersistId,
+        /// How.
+        result: Result<(), StoreFailure>,
+    },
+    /// The takeover snapshot ([`Effect::LoadTakeover`]); `None` when it could not be read.
+    Loaded {
+        /// The connection it is for.
+        link: LinkId,
+        /// What the database holds.
+        snapshot: Option<Box<Snapshot>>,
+    },
+    /// The wake job finished.
+    Woken(Result<(), String>),
+    /// The harness start job finished: `Ok(None)` when the agent is gone.
+    Launched(Result<Option<Launch>, String>),
+    /// The stop job finished.
+    Stopped {
+        /// Who waits.
+        reply: ReplyId,
+        /// How it went.
+        result: Result<(), String>,
+    },
+}
+
+/// Something to send to sandboxd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outbound {
+    /// A control message.
+    Control(Control),
+    /// stdin bytes.
+    Stdin {
+        /// The channel.
+        channel: u32,
+        /// The offset.
+        offset: u64,
+        /// The bytes.
+        bytes: Bytes,
+    },
+}
+
+/// A job the shell runs (several IO steps, one result input).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    /// Make the sandbox exist and run; answers [`Input::Woken`].
+    Wake,
+    /// Load the agent, compute the launch, allocate its channel and generation; answers
+    /// [`Input::Launched`].
+    StartHarness,
+    /// Stop the sandbox; answers [`Input::Stopped`].
+    Stop {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Remove the sandbox and reply; the shell ends after it.
+    Destroy {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Allocate a terminal channel on this link and reply with the access.
+    Terminal {
+        /// Who waits.
+        reply: ReplyId,
+        /// The connection.
+        link: LinkId,
+    },
+}
+
+/// A reply to a caller.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Whether a turn was cancelled.
+    Cancelled(bool),
+    /// A lifecycle request's outcome.
+    Lifecycle(Result<(), LifecycleError>),
+    /// A terminal could not be handed out.
+    TerminalFailed(String),
+}
+
+/// Effects, in the order they must be performed.
+#[derive(Debug)]
+pub enum Effect {
+    /// Store events and state changes in one transaction; answer [`Input::Persisted`]. Submit
+    /// without waiting for the commit.
+    Persist {
+        /// Its id.
+        id: PersistId,
+        /// The events.
+        events: Vec<NewEvent>,
+        /// The state changes.
+        side: Vec<SideEffect>,
+    },
+    /// Send to the current connection (if it is still `link`).
+    Send {
+        /// The connection.
+        link: LinkId,
+        /// What.
+        out: Outbound,
+    },
+    /// Close the connection (sandboxd dials again).
+    DropLink {
+        /// The connection.
+        link: LinkId,
+    },
+    /// Read the takeover snapshot; answer [`Input::Loaded`].
+    LoadTakeover {
+        /// The connection it is for.
+        link: LinkId,
+    },
+    /// Run a job.
+    Job(Job),
+    /// Answer a caller.
+    Reply {
+        /// Who.
+        to: ReplyId,
+        /// What.
+        outcome: Outcome,
+    },
+}
+
+/// Timers, fired in this order when due at the same instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// The sandbox must connect back.
+    Reconnect,
+    /// The harness must answer `Start`.
+    HarnessStart,
+    /// One of our requests must be answered.
+    Request,
+    /// A turn ran past its time limit, or past the grace after its cancel.
+    Turn,
+}
+
+/// The connection's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LinkState {
+    /// No connection.
+    Down,
+    /// Connected; waiting for persists in flight before reading the snapshot.
+    Draining { link: LinkId, processes: Vec<ProcessState> },
+    /// Connected; the snapshot is being read.
+    Loading { link: LinkId, processes: Vec<ProcessState> },
+    /// Taken over.
+    Up { link: LinkId },
+}
+
+/// What a persist in flight was for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Purpose {
+    /// A stdout line `from..end` (and maybe stdin frames it produced).
+    Line { generation: i64, end: u64, from: u64, sessions: Vec<SessionId> },
+    /// Journals stdin frames only.
+    Stdin { generation: i64 },
+    /// Records a prompt about to be sent.
+    Prompt { generation: i64, turn_id: TurnId },
+    /// Ends turns.
+    Ending,
+    /// Anything else (bookkeeping).
+    Other,
+}
+
+/// The supervisor's core.
+pub struct Core {
+    agent_id: AgentId,
+    /// The agent's home inside the sandbox (the sessions' working directory).
+    home_dir: String,
+    timeouts: Timeouts,
+    id_prefix: String,
+    next_request: u64,
+    next_persist: PersistId,
+    link: LinkState,
+    /// When a disconnected sandbox must be back.
+    reconnect_at: Option<Instant>,
+    harness: Option<Harness>,
+    /// The harness start job runs.
+    launching: bool,
+    /// The wake job runs, or failed (then no retry until a new command).
+    waking: bool,
+    wake_failed: bool,
+    turns: Vec<Turn>,
+    /// Turns whose end is being stored, by persist: a reload must not bring them back.
+    ending: HashMap<TurnId, PersistId>,
+    terminal_waiters: Vec<ReplyId>,
+    /// Wake requests waiting for the sandbox.
+    wake_waiters: Vec<ReplyId>,
+    in_flight: HashMap<PersistId, Purpose>,
+    destroyed: bool,
+    effects: VecDeque<Effect>,
+}
+
+impl Core {
+    /// A core for `agent_id`; request ids are `<id_prefix>-<n>`.
+    pub fn new(agent_id: AgentId, home_dir: String, timeouts: Timeouts, id_prefix: String) -> Self {
+        Self {
+            agent_id,
+            home_dir,
+            timeouts,
+            id_prefix,
+            next_request: 1,
+            next_persist: 1,
+            link: LinkState::Down,
+            reconnect_at: None,
+            harness: None,
+            launching: false,
+            waking: false,
+            wake_failed: false,
+            turns: Vec::new(),
+            ending: HashMap::new(),
+            terminal_waiters: Vec::new(),
+            wake_waiters: Vec::new(),
+            in_flight: HashMap::new(),
+            destroyed: false,
+            effects: VecDeque::new(),
+        }
+    }
+
+    /// The next effect to perform.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// Whether the core was destroyed (the shell ends once the effects are drained).
+    pub fn is_destroyed(&self) -> bool {
+        self.destroyed
+    }
+
+    /// The earliest deadline and why.
+    pub fn poll_timeout(&self) -> Option<(Instant, Timer)> {
+        let mut due: Vec<(Instant, Timer)> = Vec::new();
+        if self.link == LinkState::Down
+            && let Some(at) = self.reconnect_at
+        {
+            due.push((at, Timer::Reconnect));
+        }
+        if let Some(harness) = &self.harness {
+            if let Some(at) = harness.start_deadline {
+                due.push((at, Timer::HarnessStart));
+            }
+            if let Some(at) = harness.pending.values().filter_map(|p| p.deadline).min() {
+                due.push((at, Timer::Request));
+            }
+        }
+        if let Some(at) = self.turns.iter().filter_map(|t| t.kill_at.or(t.deadline)).min() {
+            due.push((at, Timer::Turn));
+        }
+        due.into_iter().min_by_key(|(at, timer)| (*at, *timer as u8))
+    }
+
+    /// Fires what is due at `now` (in [`Timer`] order); a no-op when nothing is.
+    pub fn handle_timeout(&mut self, now: Now) {
+        if self.destroyed {
+            return;
+        }
+        if self.link == LinkState::Down && self.reconnect_at.is_some_and(|at| at <= now.mono) {
+            self.reconnect_at = None;
+            self.on_reconnect_expired(now);
+        }
+        if self.harness.as_ref().and_then(|h| h.start_deadline).is_some_and(|at| at <= now.mono) {
+            self.harness_failed("HARNESS_TIMEOUT", "the harness did not start in time", true, now);
+        }
+        let late = self.harness.as_ref().and_then(|h| {
+            h.pending
+                .iter()
+                .filter(|(_, p)| p.deadline.is_some_and(|at| at <= now.mono))
+                .map(|(id, p)| (id.clone(), p.what.clone()))
+                .next()
+        });
+        if let Some((id, what)) = late {
+            let text = format!("the harness did not answer in time ({what:?}, request {id})");
+            self.harness_failed("HARNESS_TIMEOUT", &text, true, now);
+        }
+        self.on_turn_deadlines(now);
+        self.advance(now);
+    }
+
+    /// Takes one input.
+    pub fn handle(&mut self, input: Input, now: Now) {
+        if self.destroyed {
+            return;
+        }
+        match input {
+            Input::OpenTurns(rows) => {
+                self.wake_failed = false;
+                self.merge_turns(rows, now);
+            }
+            Input::Cancel { session_id, reply } => {
+                self.wake_failed = false;
+                let cancelled = self.cancel(session_id, now);
+                self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Cancelled(cancelled) });
+            }
+            Input::Sleep { reply } => self.sleep(reply),
+            Input::Wake { reply } => {
+                self.wake_failed = false;
+                if matches!(self.link, LinkState::Up { .. }) {
+                    self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
+                } else {
+                    self.wake_waiters_push(reply);
+                }
+            }
+            Input::Terminal { reply } => {
+                self.wake_failed = false;
+                self.terminal_waiters.push(reply);
+            }
+            Input::Destroy { reply } => {
+                self.destroyed = true;
+                self.effects.push_back(Effect::Job(Job::Destroy { reply }));
+                return;
+            }
+            Input::Attached { link, processes } => self.on_attached(link, processes, now),
+            Input::Stdout { link, channel, offset, bytes } => {
+                if self.is_current(link) {
+                    self.on_stdout(link, channel, offset, &bytes, now);
+                }
+            }
+            Input::Stderr { link, channel, bytes } => {
+                if self.is_current(link)
+                    && let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel)
+                {
+                    harness.keep_stderr(&bytes);
+                }
+            }
+            Input::Control { link, msg } => {
+                if self.is_current(link) {
+                    self.on_control(link, msg, now);
+                }
+            }
+            Input::LinkClosed { link } => self.on_link_closed(link),
+            Input::Persisted { id, result } => self.on_persisted(id, result, now),
+            Input::Loaded { link, snapshot } => self.on_loaded(link, snapshot, now),
+            Input::Woken(result) => self.on_woken(result, now),
+            Input::Launched(result) => self.on_launched(result, now),
+            Input::Stopped { reply, result } => {
+                let outcome = result.map_err(LifecycleError::Failed);
+                self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(outcome) });
+            }
+        }
+        self.advance(now);
+    }
+
+    // ---- helpers shared by the parts ----
+
+    fn is_current(&self, link: LinkId) -> bool {
+        self.link == LinkState::Up { link }
+    }
+
+    fn current_link(&self) -> Option<LinkId> {
+        match self.link {
+            LinkState::Up { link } => Some(link),
+            _ => None,
+        }
+    }
+
+    fn new_request_id(&mut self) -> String {
+        let id = format!("{}-{}", self.id_prefix, self.next_request);
+        self.next_request += 1;
+        id
+    }
+
+    fn persist(&mut self, purpose: Purpose, events: Vec<NewEvent>, side: Vec<SideEffect>) -> PersistId {
+        let id = self.next_persist;
+        self.next_persist += 1;
+        self.in_flight.insert(id, purpose);
+        self.effects.push_back(Effect::Persist { id, events, side });
+        id
+    }
+
+    fn send(&mut self, out: Outbound) {
+        if let Some(link) = self.current_link() {
+            self.effects.push_back(Effect::Send { link, out });
+        }
+    }
+
+    /// Drops the current connection (its successor takes over from the database).
+    fn drop_link(&mut self, why: &str) {
+        let link = match self.link {
+            LinkState::Up { link } | LinkState::Draining { link, .. } | LinkState::Loading { link, .. } => link,
+            LinkState::Down => return,
+        };
+        tracing::warn!(agent.id = %self.agent_id, link.id = link, why, "dropping the sandbox connection");
+        self.effects.push_back(Effect::DropLink { link });
+        self.link = LinkState::Down;
+    }
+
+    /// Arms the reconnect deadline when the link is down and work waits on it.
+    fn arm_reconnect(&mut self, now: Now) {
+        let work = !self.turns.is_empty() || self.harness.is_some() || !self.terminal_waiters.is_empty();
+        if self.link == LinkState::Down && work && self.reconnect_at.is_none() {
+            self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
+        }
+    }
+
+    fn wake_waiters_push(&mut self, reply: ReplyId) {
+        self.wake_waiters.push(reply);
+    }
+
+    // ---- lifecycle ----
+
+    fn sleep(&mut self, reply: ReplyId) {
+        if !self.turns.is_empty() {
+            self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Err(LifecycleError::Busy)) });
+            return;
+        }
+        if let Some(harness) = self.harness.take() {
+            let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
+            self.persist(Purpose::Other, Vec::new(), side);
+        }
+        if let LinkState::Up { link } | LinkState::Draining { link, .. } | LinkState::Loading { link, .. } = self.link {
+            self.effects.push_back(Effect::DropLink { link });
+        }
+        self.link = LinkState::Down;
+        self.reconnect_at = None;
+        self.effects.push_back(Effect::Job(Job::Stop { reply }));
+    }
+
+    fn on_woken(&mut self, result: Result<(), String>, now: Now) {
+        self.waking = false;
+        let waiters = std::mem::take(&mut self.wake_waiters);
+        match result {
+            Ok(()) => {
+                if self.reconnect_at.is_none_or(|at| at < now.mono) {
+                    self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
+                }
+                for reply in waiters {
+                    self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
+                }
+            }
+            Err(message) => {
+                self.wake_failed = true;
+                let waiting = |t: &Turn| t.state == TurnState::Waiting;
+                self.fail_turns(waiting, "SANDBOX_START_FAILED", &message, now);
+                self.fail_terminal_waiters(&message);
+                for reply in waiters {
+                    let outcome = Outcome::Lifecycle(Err(LifecycleError::Failed(message.clone())));
+                    self.effects.push_back(Effect::Reply { to: reply, outcome });
+                }
+            }
+        }
+    }
+
+    fn on_reconnect_expired(&mut self, now: Now) {
+        if self.turns.is_empty() && self.harness.is_none() && self.terminal_waiters.is_empty() {
+            return;
+        }
+        self.harness = None;
+        let text = "the sandbox did not connect back in time (was it stopped or deleted?)";
+        self.fail_turns(|_| true, "SANDBOX_UNREACHABLE", text, now);
+        self.fail_terminal_waiters(text);
+    }
+
+    fn fail_terminal_waiters(&mut self, message: &str) {
+        for reply in std::mem::take(&mut self.terminal_waiters) {
+            self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::TerminalFailed(message.to_owned()) });
+        }
+    }
+
+    /// Moves waiting work forward as far as the current state allows.
+    fn advance(&mut self, now: Now) {
+        if self.destroyed {
+            return;
+        }
+        self.arm_reconnect(now);
+        if self.link == LinkState::Down {
+            let wanted = self.turns.iter().any(|t| t.state == TurnState::Waiting)
+                || !self.terminal_waiters.is_empty()
+                || !self.wake_waiters.is_empty();
+            if wanted && !self.waking && !self.wake_failed {
+                self.waking = true;
+                self.effects.push_back(Effect::Job(Job::Wake));
+            }
+            return;
+        }
+        let Some(link) = self.current_link() else { return };
+        for reply in std::mem::take(&mut self.terminal_waiters) {
+            self.effects.push_back(Effect::Job(Job::Terminal { reply, link }));
+        }
+        for reply in std::mem::take(&mut self.wake_waiters) {
+            self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
+        }
+        if self.turns.iter().any(|t| t.state == TurnState::Waiting) && self.harness.is_none() && !self.launching {
+            self.launching = true;
+            self.effects.push_back(Effect::Job(Job::StartHarness));
+        }
+        self.open_sessions_and_prompt(now);
+        self.release_stdin();
+    }
+
+    /// Sends the stdin frames whose journal committed.
+    fn release_stdin(&mut self) {
+        let Some(link) = self.current_link() else { return };
+        let Some(harness) = self.harness.as_mut() else { return };
+        let channel = harness.channel;
+        for frame in harness.outbox.release() {
+            let out = Outbound::Stdin { channel, offset: frame.offset, bytes: frame.bytes };
+            self.effects.push_back(Effect::Send { link, out });
+        }
+    }
+
+    fn on_persisted(&mut self, id: PersistId, result: Result<(), StoreFailure>, now: Now) {
+        let Some(purpose) = self.in_flight.remove(&id) else {
+            tracing::warn!(agent.id = %self.agent_id, persist = id, "a commit for an unknown persist");
+            debug_assert!(false, "Persisted for an unknown persist {id}");
+            return;
+        };
+        self.ending.retain(|_, persist| *persist != id);
+        let generation = self.harness.as_ref().map(|h| h.generation);
+        match (purpose, result) {
+            (Purpose::Line { generation: g, end, from, sessions }, Err(StoreFailure::Rejected))
+                if Some(g) == generation =>
+            {
+                self.line_rejected(id, end, from, sessions);
+            }
+            (Purpose::Ending, Err(_)) => {
+                // Not stored: the turns are still open in the database; the takeover reloads them.
+                self.drop_link("storing the end of turns failed");
+            }
+            (Purpose::Prompt { generation: g, turn_id }, Ok(())) => {
+                if let Some(turn) = self.turns.iter_mut().find(|t| t.id == turn_id)
+                    && let TurnState::Recording { request_id, .. } = &turn.state
+                {
+                    turn.state = TurnState::Sent { request_id: request_id.clone(), generation: g };
+                }
+                self.committed(id);
+            }
+            (_, Ok(())) => self.committed(id),
+            (purpose, Err(failure)) => {
+                tracing::error!(agent.id = %self.agent_id, persist = id, ?purpose, ?failure, "storing failed");
+                if let Purpose::Prompt { turn_id, .. } = purpose
+                    && let Some(turn) = self.turns.iter_mut().find(|t| t.id == turn_id)
+                {
+                    // The harness never saw it: it goes again after the takeover.
+                    turn.state = TurnState::Waiting;
+                    turn.deadline = None;
+                    turn.deadline_at = None;
+                }
+                self.drop_link("storing events failed");
+            }
+        }
+        self.after_commit(now);
+    }
+
+    /// A persist committed: release what waited for it.
+    fn committed(&mut self, id: PersistId) {
+        if let Some(harness) = self.harness.as_mut() {
+            harness.stdout.stored(id);
+            harness.outbox.committed(id);
+        }
+    }
+
+    fn after_commit(&mut self, now: Now) {
+        if let Some(link) = self.current_link()
+            && let Some(harness) = self.harness.as_mut()
+            && let Some(offset) = harness.stdout.advance_ack()
+        {
+            let channel = harness.channel;
+            self.effects.push_back(Effect::Send { link, out: Outbound::Control(Control::Ack { channel, offset }) });
+        }
+        if let LinkState::Draining { link, .. } = self.link
+            && self.in_flight.is_empty()
+        {
+            self.begin_load(link);
+        }
+        self.finish_exit_if_drained(now);
+    }
+
+    fn on_link_closed(&mut self, link: LinkId) {
+        let ours = match &self.link {
+            LinkState::Up { link: l } | LinkState::Draining { link: l, .. } | LinkState::Loading { link: l, .. } => *l == link,
+            LinkState::Down => false,
+        };
+        if ours {
+            self.link = LinkState::Down;
+        }
+    }
+
+    fn on_control(&mut self, link: LinkId, msg: Control, now: Now) {
+        match msg {
+            Control::Started { channel, .. } => self.on_started(channel, now),
+            Control::StartFailed { channel, message } => {
+                if self.harness.as_ref().is_some_and(|h| h.channel == channel) {
+                    let text = format!("the harness could not start: {message}");
+                    self.harness_failed("HARNESS_START_FAILED", &text, false, now);
+                }
+            }
+            Control::Exited { channel, status, stdout_end } => {
+                match self.harness.as_mut().filter(|h| h.channel == channel) {
+                    Some(harness) => harness.exited = Some((status, stdout_end)),
+                    None => {
+                        self.effects.push_back(Effect::Send { link, out: Outbound::Control(Control::Forget { channel }) })
+                    }
+                }
+                self.finish_exit_if_drained(now);
+            }
+            Control::StdinWritten { channel, offset } => {
+                if let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel) {
+                    harness.outbox.confirm_written(offset);
+                }
+            }
+            Control::StdinRejected { channel, offset, expected, reason } => {
+                let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel) else { return };
+                tracing::warn!(agent.id = %self.agent_id, channel, offset, expected, %reason, "sandboxd rejected stdin");
+                if !harness.outbox.rewind(expected) {
+                    self.drop_link("sandboxd's stdin is out of step with the server's");
+                }
+            }
+            other => tracing::debug!(agent.id = %self.agent_id, ?other, "unexpected control message"),
+        }
+    }
+
+    fn on_started(&mut self, channel: u32, now: Now) {
+        let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel && h.phase == Phase::Starting) else {
+            return;
+        };
+        harness.phase = Phase::Initializing;
+        harness.start_deadline = None;
+        let params = crate::acp::messages::initialize();
+        self.request(crate::acp::messages::method::INITIALIZE, &params, harness::Pending::Initialize, now);
+    }
+
+    fn on_launched(&mut self, result: Result<Option<Launch>, String>, now: Now) {
+        self.launching = false;
+        match result {
+            Ok(Some(launch)) => {
+                if self.current_link().is_none() {
+                    return;
+                }
+                let mut harness = Harness::new(launch.generation, launch.channel, Phase::Starting, 0, 0, 0, 0);
+                harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
+                self.harness = Some(harness);
+                self.send(Outbound::Control(launch.start));
+            }
+            Ok(None) => {}
+            Err(message) => self.fail_turns(|_| true, "HARNESS_START_FAILED", &message, now),
+        }
+    }
+
+    /// Ends the turns matching `which` with an `error` event and a `turn_end`.
+    fn fail_turns(&mut self, which: impl Fn(&Turn) -> bool, code: &str, message: &str, now: Now) {
+        let (failed, kept): (Vec<Turn>, Vec<Turn>) = std::mem::take(&mut self.turns).into_iter().partition(|t| which(t));
+        self.turns = kept;
+        if failed.is_empty() {
+            return;
+        }
+        tracing::warn!(agent.id = %self.agent_id, code, message, turns = failed.len(), "turns failed");
+        let mut events = Vec::new();
+        let mut side = Vec::new();
+        for turn in &failed {
+            events.push(turns::failure(turn, code, message));
+            let (event, effect) = turns::ending(turn, "error", None, now.wall);
+            events.push(event);
+            side.push(effect);
+            if let Some(harness) = self.harness.as_mut()
+                && let Some(request_id) = turn.request_id()
+            {
+                harness.pending.remove(request_id);
+            }
+        }
+        self.end_turns(failed.iter().map(|t| t.id).collect(), events, side);
+    }
+
+    fn end_turns(&mut self, ids: Vec<TurnId>, events: Vec<NewEvent>, side: Vec<SideEffect>) {
+        let id = self.persist(Purpose::Ending, events, side);
+        self.ending.extend(ids.into_iter().map(|turn| (turn, id)));
+    }
+
+    /// The harness failed: every open turn ends with an error; optionally kill it.
+    fn harness_failed(&mut self, code: &str, message: &str, kill: bool, now: Now) {
+        let Some(harness) = self.harness.take() else { return };
+        let stderr = harness.stderr_text();
+        let message = if stderr.is_empty() { message.to_owned() } else { format!("{message}\nstderr: {stderr}") };
+        self.fail_turns(|_| true, code, &message, now);
+        let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
+        self.persist(Purpose::Other, Vec::new(), side);
+        if kill {
+            self.send(Outbound::Control(Control::Signal { channel: harness.channel, signal: 9 }));
+        }
+        if harness.exited.is_some() {
+            self.send(Outbound::Control(Control::Forget { channel: harness.channel }));
+        }
+    }
+
+    /// The harness exited: once every line it printed is stored, end what is still open.
+    fn finish_exit_if_drained(&mut self, now: Now) {
+        let Some(harness) = self.harness.as_ref() else { return };
+        let Some((status, stdout_end)) = harness.exited else { return };
+        if harness.stdout.received() < stdout_end || !harness.stdout.settled() {
+            return;
+        }
+        let how = exit_text(status);
+        self.harness_failed("HARNESS_EXITED", &how, false, now);
+    }
+
+    /// The turns as stored, merged with what memory knows (a reload never resurrects a turn
+    /// whose end is being stored).
+    fn merge_turns(&mut self, rows: Vec<TurnRow>, now: Now) {
+        let mut merged = Vec::with_capacity(rows.len());
+        for row in rows {
+            if self.ending.contains_key(&row.id) {
+                continue;
+            }
+            match self.turns.iter().position(|t| t.id == row.id) {
+                Some(index) => merged.push(self.turns.swap_remove(index)),
+                None => merged.push(Turn::from_row(row, now)),
+            }
+        }
+        // Turns memory holds that the rows lack were ended elsewhere (a deleted session).
+        self.turns = merged;
+    }
+
+    /// Cancels the session's turn: one not yet sent ends at once; a sent one is cancelled in the
+    /// harness, which answers its prompt with `cancelled`.
+    fn cancel(&mut self, session_id: SessionId, now: Now) -> bool {
+        let Some(index) = self.turns.iter().position(|t| t.session_id == session_id) else { return false };
+        match self.turns[index].state {
+            TurnState::Waiting => {
+                let turn = self.turns.remove(index);
+                let (event, effect) = turns::ending(&turn, "cancelled", None, now.wall);
+                self.end_turns(vec![turn.id], vec![event], vec![effect]);
+            }
+            TurnState::Recording { .. } | TurnState::Sent { .. } => self.send_cancel(session_id),
+        }
+        true
+    }
+
+    /// Queues `session/cancel` for a session the harness knows.
+    fn send_cancel(&mut self, session_id: SessionId) {
+        let Some(harness) = self.harness.as_ref() else { return };
+        let Some(SessionPhase::Ready(acp_id)) = harness.sessions.get(&session_id) else { return };
+        let params = crate::acp::messages::cancel(acp_id);
+        let frame = crate::acp::wire::notification(crate::acp::messages::method::SESSION_CANCEL, &params);
+        self.journal_and_queue(vec![frame]);
+    }
+
+    /// Queues frames behind one journaling persist (record, then send).
+    fn journal_and_queue(&mut self, frames: Vec<Vec<u8>>) -> Option<PersistId> {
+        let generation = self.harness.as_ref()?.generation;
+        let id = self.next_persist;
+        let side = self.queue_frames(id, frames);
+        self.persist(Purpose::Stdin { generation }, Vec::new(), side);
+        Some(id)
+    }
+
+    /// Puts frames into the outbox gated on persist `id`; returns their journal entries.
+    fn queue_frames(&mut self, id: PersistId, frames: Vec<Vec<u8>>) -> Vec<SideEffect> {
+        let agent_id = self.agent_id;
+        let Some(harness) = self.harness.as_mut() else { return Vec::new() };
+        let written = harness.outbox.written();
+        frames
+            .into_iter()
+            .map(|frame| {
+                let bytes = Bytes::from(frame);
+                let offset = harness.outbox.push(bytes.clone(), Some(id));
+                SideEffect::PendingStdin { agent_id, generation: harness.generation, offset, bytes, written }
+            })
+            .collect()
+    }
+
+    /// Sends a request we wait for (journaled first).
+    fn request(&mut self, method: &str, params: &serde_json::Value, what: harness::Pending, now: Now) -> String {
+        let id = self.new_request_id();
+        let frame = crate::acp::wire::request(&id, method, params);
+        let deadline = Some(now.mono + self.timeouts.harness_request);
+        if let Some(harness) = self.harness.as_mut() {
+            harness.pending.insert(id.clone(), harness::Request { what, deadline });
+        }
+        self.journal_and_queue(vec![frame]);
+        id
+    }
+}
+
+/// How an exit reads for people.
+fn exit_text(status: ExitStatus) -> String {
+    match (status.code, status.signal) {
+        (Some(code), _) => format!("the harness exited with code {code}"),
+        (None, Some(9)) => "the harness was killed (SIGKILL; out of memory?)".to_owned(),
+        (None, Some(signal)) => format!("the harness was killed by signal {signal}"),
+        (None, None) => "the harness exited".to_owned(),
+    }
+}

@@ -1,0 +1,1 @@
+//! Unit tests of the core (see SUPERVISOR.md §9).

@@ -1,0 +1,109 @@
+//! Turns as the core tracks them, and the events and state change that end one: the answer to
+//! `session/prompt`, a cancel before the prompt went out, or a failure (an `error` event naming
+//! the turn, then a `turn_end` whose stop reason is `error`).
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::PersistId;
+use crate::events::appender::SideEffect;
+use crate::events::{EventKind, NewEvent};
+use crate::ids::{SessionId, TurnId};
+use crate::store::sessions::TurnRow;
+
+/// Where a turn is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnState {
+    /// Stored, not yet sent to the harness.
+    Waiting,
+    /// Its `session/prompt` is being recorded; the frame goes out once `persist` commits.
+    Recording {
+        /// The JSON-RPC id.
+        request_id: String,
+        /// The persist recording it.
+        persist: PersistId,
+    },
+    /// `session/prompt` went (or goes) to this harness generation.
+    Sent {
+        /// The JSON-RPC id.
+        request_id: String,
+        /// The harness generation.
+        generation: i64,
+    },
+}
+
+/// An unfinished turn.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// Its id.
+    pub id: TurnId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// The harness's id for its session, as last stored.
+    pub acp_session_id: Option<String>,
+    /// The prompt's content blocks.
+    pub prompt: Value,
+    /// Where it is.
+    pub state: TurnState,
+    /// When it started (for `duration_ms`).
+    pub started: DateTime<Utc>,
+    /// When it must have ended (wall clock, stored with the prompt; survives takeovers).
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// The same deadline on the monotonic clock.
+    pub deadline: Option<Instant>,
+    /// Set once the time limit fired: the harness was asked to cancel; kill it at this instant.
+    pub kill_at: Option<Instant>,
+}
+
+impl Turn {
+    /// The in-memory turn from its row (`now` maps its stored deadline to the monotonic clock).
+    pub fn from_row(row: TurnRow, now: super::Now) -> Self {
+        let state = match (row.state.as_str(), row.request_id, row.harness_generation) {
+            ("running", Some(request_id), Some(generation)) => TurnState::Sent { request_id, generation },
+            _ => TurnState::Waiting,
+        };
+        let deadline = row.deadline_at.map(|at| now.mono_at(at));
+        Self {
+            id: row.id,
+            session_id: row.session_id,
+            acp_session_id: row.acp_session_id,
+            prompt: row.prompt,
+            state,
+            started: row.created_at,
+            deadline_at: row.deadline_at,
+            deadline,
+            kill_at: None,
+        }
+    }
+
+    /// Its request id once recorded or sent.
+    pub fn request_id(&self) -> Option<&str> {
+        match &self.state {
+            TurnState::Waiting => None,
+            TurnState::Recording { request_id, .. } | TurnState::Sent { request_id, .. } => Some(request_id),
+        }
+    }
+}
+
+/// The `turn_end` event and state change that end a turn at `now`.
+pub fn ending(turn: &Turn, stop_reason: &str, usage: Option<Value>, now: DateTime<Utc>) -> (NewEvent, SideEffect) {
+    let mut payload = json!({
+        "turn_id": turn.id,
+        "stop_reason": stop_reason,
+        "duration_ms": (now - turn.started).num_milliseconds().max(0),
+    });
+    if let (Some(usage), Some(map)) = (usage, payload.as_object_mut()) {
+        map.insert("usage".to_owned(), usage);
+    }
+    let event = NewEvent::new(turn.session_id, EventKind::TurnEnd, payload);
+    (event, SideEffect::EndTurn { turn_id: turn.id, stop_reason: stop_reason.to_owned() })
+}
+
+/// The `error` event of a failed turn (it names the turn, so a duplicate end can be dropped
+/// with it).
+pub fn failure(turn: &Turn, code: &str, message: &str) -> NewEvent {
+    let payload = json!({ "code": code, "message": message, "turn_id": turn.id });
+    NewEvent::new(turn.session_id, EventKind::Error, payload)
+}

@@ -1,0 +1,411 @@
+//! The supervisor's async shell around its [`core`](super::core): it owns the IO — the command
+//! channel, the current sandboxd link and its inbox, the appender, the database, the driver — turns
+//! what happens into [`Input`]s, and performs the core's [`Effect`]s in order. Persists are
+//! submitted without waiting for their commit; jobs run concurrently; the loop never awaits a
+//! consumer it does not control.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use agenthold_sandboxd::protocol::{Control, DataKind};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use rand::RngCore;
+use tokio::sync::{mpsc, oneshot};
+
+use super::core::{
+    Core, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, ReplyId, Snapshot, SnapshotHarness, StoreFailure,
+};
+use super::{Command, Deps, LifecycleError, TerminalAccess};
+use crate::ids::AgentId;
+use crate::sandbox::{SandboxSpec, SandboxStatus};
+use crate::secret::Secret;
+use crate::store;
+use crate::tunnel::link::{Incoming, Link};
+
+/// A caller waiting for an answer.
+enum Waiter {
+    Cancel(oneshot::Sender<bool>),
+    Lifecycle(oneshot::Sender<Result<(), LifecycleError>>),
+    Terminal(oneshot::Sender<Result<TerminalAccess, LifecycleError>>),
+}
+
+struct Shell {
+    agent_id: AgentId,
+    deps: Arc<Deps>,
+    link: Option<Link>,
+    inbox: Option<(LinkId, mpsc::Receiver<Incoming>)>,
+    waiters: HashMap<ReplyId, Waiter>,
+    next_reply: ReplyId,
+    tasks: FuturesUnordered<BoxFuture<'static, Option<Input>>>,
+}
+
+fn now() -> Now {
+    Now { mono: Instant::now(), wall: chrono::Utc::now() }
+}
+
+/// Runs an agent's supervisor until the agent is destroyed or the registry drops it.
+pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receiver<Command>) {
+    let home = deps.driver.home_dir(agent_id);
+    let prefix = format!("ah-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let mut core = Core::new(agent_id, home, deps.timeouts, prefix);
+    let mut shell = Shell {
+        agent_id,
+        deps,
+        link: None,
+        inbox: None,
+        waiters: HashMap::new(),
+        next_reply: 1,
+        tasks: FuturesUnordered::new(),
+    };
+    shell.load_turns();
+    loop {
+        while let Some(effect) = core.poll_effect() {
+            if shell.perform(effect).await {
+                return;
+            }
+        }
+        let deadline = core.poll_timeout().map(|(at, _)| at);
+        if deadline.is_some_and(|at| at <= Instant::now()) {
+            core.handle_timeout(now());
+            continue;
+        }
+        tokio::select! {
+            command = commands.recv() => match command {
+                None => break,
+                Some(command) => {
+                    if let Some(input) = shell.command(command) {
+                        core.handle(input, now());
+                    }
+                }
+            },
+            incoming = next_incoming(&mut shell.inbox) => {
+                if let Some(input) = shell.incoming(incoming) {
+                    core.handle(input, now());
+                }
+            }
+            Some(done) = shell.tasks.next() => {
+                if let Some(input) = done {
+                    core.handle(input, now());
+                }
+            }
+            () = sleep_until(deadline) => core.handle_timeout(now()),
+        }
+    }
+}
+
+async fn next_incoming(inbox: &mut Option<(LinkId, mpsc::Receiver<Incoming>)>) -> (LinkId, Option<Incoming>) {
+    match inbox {
+        Some((link, inbox)) => (*link, inbox.recv().await),
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Shell {
+    fn waiter(&mut self, waiter: Waiter) -> ReplyId {
+        let id = self.next_reply;
+        self.next_reply += 1;
+        self.waiters.insert(id, waiter);
+        id
+    }
+
+    fn command(&mut self, command: Command) -> Option<Input> {
+        Some(match command {
+            Command::Attach { link, hello, inbox } => {
+                let Control::Hello { processes, .. } = hello else { return None };
+                let id = link.id;
+                self.link = Some(link);
+                self.inbox = Some((id, inbox));
+                Input::Attached { link: id, processes }
+            }
+            Command::Prompt => {
+                self.load_turns();
+                return None;
+            }
+            Command::Cancel { session_id, reply } => Input::Cancel { session_id, reply: self.waiter(Waiter::Cancel(reply)) },
+            Command::Sleep { reply } => Input::Sleep { reply: self.waiter(Waiter::Lifecycle(reply)) },
+            Command::Wake { reply } => Input::Wake { reply: self.waiter(Waiter::Lifecycle(reply)) },
+            Command::Destroy { reply } => Input::Destroy { reply: self.waiter(Waiter::Lifecycle(reply)) },
+            Command::Terminal { reply } => Input::Terminal { reply: self.waiter(Waiter::Terminal(reply)) },
+        })
+    }
+
+    fn incoming(&mut self, (link, incoming): (LinkId, Option<Incoming>)) -> Option<Input> {
+        let Some(incoming) = incoming else {
+            self.inbox = None;
+            if self.link.as_ref().is_some_and(|l| l.id == link) {
+                self.link = None;
+            }
+            return Some(Input::LinkClosed { link });
+        };
+        match incoming {
+            Incoming::Data(frame) => match frame.kind {
+                DataKind::Stdout => {
+                    Some(Input::Stdout { link, channel: frame.channel, offset: frame.offset, bytes: frame.payload })
+                }
+                DataKind::Stderr => Some(Input::Stderr { link, channel: frame.channel, bytes: frame.payload }),
+                _ => None,
+            },
+            Incoming::Control(msg) => Some(Input::Control { link, msg }),
+        }
+    }
+
+    fn load_turns(&mut self) {
+        let (pool, agent_id) = (self.deps.pool.clone(), self.agent_id);
+        self.tasks.push(Box::pin(async move {
+            match store::sessions::open_turns(&pool, agent_id).await {
+                Ok(rows) => Some(Input::OpenTurns(rows)),
+                Err(error) => {
+                    tracing::error!(%error, agent.id = %agent_id, "loading open turns");
+                    None
+                }
+            }
+        }));
+    }
+
+    /// Performs one effect; `true` when the supervisor ends (destroyed).
+    async fn perform(&mut self, effect: Effect) -> bool {
+        match effect {
+            Effect::Persist { id, events, side } => {
+                let committed = self.deps.appender.submit(events, side).await;
+                self.tasks.push(Box::pin(async move {
+                    let result = match committed.await {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(failed)) if failed.rejected => Err(StoreFailure::Rejected),
+                        _ => Err(StoreFailure::Transient),
+                    };
+                    Some(Input::Persisted { id, result })
+                }));
+            }
+            Effect::Send { link, out } => {
+                if let Some(current) = self.link.as_ref().filter(|l| l.id == link) {
+                    match out {
+                        Outbound::Control(control) => current.send(&control),
+                        Outbound::Stdin { channel, offset, bytes } => {
+                            current.send_data(DataKind::Stdin, channel, offset, bytes)
+                        }
+                    };
+                }
+            }
+            Effect::DropLink { link } => {
+                if self.link.as_ref().is_some_and(|l| l.id == link) {
+                    self.link = None;
+                }
+                if self.inbox.as_ref().is_some_and(|(id, _)| *id == link) {
+                    // Dropping the inbox ends the connection's reader, which closes it.
+                    self.inbox = None;
+                }
+            }
+            Effect::LoadTakeover { link } => {
+                let (pool, agent_id) = (self.deps.pool.clone(), self.agent_id);
+                self.tasks.push(Box::pin(async move {
+                    let snapshot = match load_snapshot(&pool, agent_id).await {
+                        Ok(snapshot) => Some(Box::new(snapshot)),
+                        Err(error) => {
+                            tracing::error!(%error, agent.id = %agent_id, "reading the takeover snapshot");
+                            None
+                        }
+                    };
+                    Some(Input::Loaded { link, snapshot })
+                }));
+            }
+            Effect::Job(job) => return self.job(job).await,
+            Effect::Reply { to, outcome } => self.reply(to, outcome),
+        }
+        false
+    }
+
+    fn reply(&mut self, to: ReplyId, outcome: Outcome) {
+        let Some(waiter) = self.waiters.remove(&to) else { return };
+        match (waiter, outcome) {
+            (Waiter::Cancel(reply), Outcome::Cancelled(cancelled)) => {
+                let _ = reply.send(cancelled);
+            }
+            (Waiter::Lifecycle(reply), Outcome::Lifecycle(outcome)) => {
+                let _ = reply.send(outcome);
+            }
+            (Waiter::Terminal(reply), Outcome::TerminalFailed(message)) => {
+                let _ = reply.send(Err(LifecycleError::Failed(message)));
+            }
+            (_, outcome) => tracing::warn!(agent.id = %self.agent_id, ?outcome, "a reply of the wrong kind"),
+        }
+    }
+
+    async fn job(&mut self, job: Job) -> bool {
+        let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
+        match job {
+            Job::Wake => self.tasks.push(Box::pin(async move { Some(Input::Woken(wake(&deps, agent_id).await)) })),
+            Job::StartHarness => {
+                self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
+            }
+            Job::Stop { reply } => {
+                self.link = None;
+                self.inbox = None;
+                self.tasks.push(Box::pin(async move {
+                    let result = deps
+                        .driver
+                        .stop(agent_id)
+                        .await
+                        .map_err(|e| format!("the sandbox could not stop: {e}"));
+                    Some(Input::Stopped { reply, result })
+                }));
+            }
+            Job::Destroy { reply } => {
+                self.link = None;
+                self.inbox = None;
+                let outcome = deps
+                    .driver
+                    .destroy(agent_id)
+                    .await
+                    .map_err(|e| LifecycleError::Failed(format!("the sandbox could not be removed: {e}")));
+                self.reply(reply, Outcome::Lifecycle(outcome));
+                return true;
+            }
+            Job::Terminal { reply, link } => {
+                let Some(Waiter::Terminal(sender)) = self.waiters.remove(&reply) else { return false };
+                let Some(link) = self.link.clone().filter(|l| l.id == link) else {
+                    let _ = sender.send(Err(LifecycleError::Failed("the sandbox disconnected".to_owned())));
+                    return false;
+                };
+                self.tasks.push(Box::pin(async move {
+                    let access = match store::sandboxes::allocate_channel(&deps.pool, agent_id).await {
+                        Ok(channel) => Ok(TerminalAccess {
+                            link,
+                            channel,
+                            home_dir: deps.driver.home_dir(agent_id),
+                            user: deps.driver.sandbox_user(),
+                        }),
+                        Err(error) => {
+                            tracing::error!(%error, agent.id = %agent_id, "allocating a terminal channel");
+                            Err(LifecycleError::Failed("the terminal could not be opened".to_owned()))
+                        }
+                    };
+                    let _ = sender.send(access);
+                    None
+                }));
+            }
+        }
+        false
+    }
+}
+
+/// What a takeover needs from the database.
+async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<Snapshot> {
+    let turns = store::sessions::open_turns(pool, agent_id).await?;
+    let Some(row) = store::sandboxes::get(pool, agent_id).await? else {
+        return Ok(Snapshot { generation: 0, harness: None, turns });
+    };
+    let harness = match row.harness_channel.and_then(|c| u32::try_from(c).ok()) {
+        Some(channel) => {
+            let mut sessions = Vec::new();
+            for session_id in &row.harness_sessions {
+                if let Some(acp_id) = store::sessions::get(pool, *session_id).await?.and_then(|s| s.acp_session_id) {
+                    sessions.push((*session_id, acp_id));
+                }
+            }
+            let journal = store::sandboxes::stdin_journal(pool, agent_id, row.harness_generation)
+                .await?
+                .into_iter()
+                .map(|(offset, bytes)| (offset, Bytes::from(bytes)))
+                .collect();
+            Some(SnapshotHarness {
+                generation: row.harness_generation,
+                channel,
+                stdout_stored: u64::try_from(row.harness_stdout_offset).unwrap_or(0),
+                init: row.harness_init,
+                sessions,
+                journal,
+            })
+        }
+        None => None,
+    };
+    Ok(Snapshot { generation: row.harness_generation, harness, turns })
+}
+
+/// Makes sure the sandbox exists and runs (recreating it, with the same home, if it was deleted
+/// behind the server's back). sandboxd then dials in.
+async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
+    let failed = |e: crate::sandbox::DriverError| {
+        tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
+        "the sandbox could not start (see the server log)".to_owned()
+    };
+    let database = |e: sqlx::Error| {
+        tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
+        "the sandbox could not start (database error)".to_owned()
+    };
+    let driver = Arc::clone(&deps.driver);
+    let began = Instant::now();
+    let status = driver.status(agent_id).await.map_err(failed)?;
+    if status == SandboxStatus::Missing {
+        let agent = store::agents::get(&deps.pool, agent_id)
+            .await
+            .map_err(database)?
+            .ok_or_else(|| "the agent was deleted".to_owned())?;
+        let token = mint_token();
+        let hash = store::tokens::hash_token(token.expose());
+        store::sandboxes::set_token(&deps.pool, agent_id, &hash).await.map_err(database)?;
+        let spec = SandboxSpec {
+            agent_id,
+            image: agent.image,
+            tunnel_url: deps.tunnel_url.clone(),
+            token,
+            cpus: agent.cpus,
+            memory_mib: agent.memory_mib,
+            pids_limit: agent.pids_limit,
+        };
+        let handle = driver.create(spec).await.map_err(failed)?;
+        store::sandboxes::set_handle(&deps.pool, agent_id, Some(&handle)).await.map_err(database)?;
+    }
+    let created = Instant::now();
+    if status != SandboxStatus::Running {
+        driver.start(agent_id).await.map_err(failed)?;
+    }
+    tracing::info!(
+        agent.id = %agent_id,
+        was = ?status,
+        create_ms = (created - began).as_millis() as u64,
+        start_ms = created.elapsed().as_millis() as u64,
+        "sandbox started"
+    );
+    Ok(())
+}
+
+/// Loads the agent, computes the adapter's launch, allocates the channel and generation.
+async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String> {
+    let database = |e: sqlx::Error| {
+        tracing::error!(error = %e, agent.id = %agent_id, "starting the harness");
+        "the harness could not start (database error)".to_owned()
+    };
+    let Some(agent) = store::agents::get(&deps.pool, agent_id).await.map_err(database)? else { return Ok(None) };
+    let tools_dir = deps.driver.tools_dir();
+    let home_dir = deps.driver.home_dir(agent_id);
+    let context = crate::harness::LaunchContext { agent: &agent, tools_dir: &tools_dir, home_dir: &home_dir };
+    let launch = match crate::harness::adapter(&agent.harness).map(|a| a.launch(&context)) {
+        Some(Ok(launch)) => launch,
+        Some(Err(message)) => return Err(message),
+        None => return Err("unknown harness".to_owned()),
+    };
+    let env = crate::harness::environment(&launch, &agent, &home_dir);
+    let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
+    let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
+    tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
+    let start = Control::Start { channel, argv: launch.argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
+    Ok(Some(Launch { generation, channel, start }))
+}
+
+/// A fresh sandbox token: 32 random bytes, hex.
+fn mint_token() -> Secret {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
