@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod failures;
+mod hardening;
 mod lifecycle;
 mod people;
 mod restart;

@@ -129,6 +129,14 @@ impl TestServer {
     }
 
     /// Kills the server with SIGKILL (no shutdown at all).
+    /// The server's resident memory in KiB (`VmRSS`), while it runs.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let pid = self.child.as_ref()?.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();

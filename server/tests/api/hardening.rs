@@ -1,0 +1,63 @@
+//! The foundation under fire (the hardening issue, against the real stack): output a database
+//! cannot take as is, and harnesses that print without end, leave the log whole and the server's
+//! memory bounded.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{TestServer, of_type};
+
+const TURN: Duration = Duration::from_secs(60);
+
+fn error_codes(events: &[serde_json::Value]) -> Vec<String> {
+    of_type(events, "error").iter().filter_map(|e| e["payload"]["code"].as_str().map(str::to_owned)).collect()
+}
+
+/// Server RSS must stay under this while a harness floods it (docs/design.md, "Memory bounds":
+/// a 16 MiB line limit per harness, bounded queues everywhere).
+const RSS_BOUND_KIB: u64 = 256 * 1024;
+
+/// Samples the server's RSS until `done` says stop (or the deadline); returns the peak.
+async fn peak_rss_while(server: &TestServer, deadline: Duration, mut done: impl AsyncFnMut() -> bool) -> u64 {
+    let end = Instant::now() + deadline;
+    let mut peak = 0;
+    while Instant::now() < end {
+        peak = peak.max(server.rss_kib().unwrap_or(0));
+        if done().await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    peak
+}
+
+#[tokio::test]
+async fn a_harness_printing_blank_lines_or_one_endless_line_leaves_server_memory_bounded() {
+    let server = TestServer::start_with(&[("AGENTHOLD_HARNESS_TIMEOUT_SECS", "8")]).await;
+    let before = server.rss_kib().expect("server rss");
+
+    let blank = server.create_agent(json!({"harness": "command", "command": ["sh", "-c", "yes ''"]})).await;
+    let session = server.create_session(&blank).await;
+    server.prompt(&session, "hello").await;
+    let peak_blank = peak_rss_while(&server, TURN, async || {
+        !of_type(&server.events(&session).await, "turn_end").is_empty()
+    })
+    .await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert_eq!(error_codes(&events), ["HARNESS_TIMEOUT"], "{events:?}");
+
+    let endless = json!({"harness": "command", "command": ["sh", "-c", "head -c 1000000000 /dev/zero | tr '\\0' x"]});
+    let long = server.create_agent(endless).await;
+    let session = server.create_session(&long).await;
+    server.prompt(&session, "hello").await;
+    let peak_long = peak_rss_while(&server, TURN, async || {
+        !of_type(&server.events(&session).await, "turn_end").is_empty()
+    })
+    .await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert_eq!(error_codes(&events), ["HARNESS_PROTOCOL_ERROR"], "{events:?}");
+    println!("server rss: before {before} KiB, blank-line flood peak {peak_blank} KiB, endless line peak {peak_long} KiB");
+    assert!(peak_blank < RSS_BOUND_KIB, "blank lines: {peak_blank} KiB");
+    assert!(peak_long < RSS_BOUND_KIB, "one endless line: {peak_long} KiB");
+}
