@@ -248,6 +248,9 @@ impl Shell {
             Job::StartHarness => {
                 self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
             }
+            Job::ExplainKill => self.tasks.push(Box::pin(async move {
+                Some(Input::KillExplained(explain_kill(&deps, agent_id).await))
+            })),
             Job::Stop { reply } => {
                 self.link = None;
                 self.inbox = None;
@@ -296,6 +299,25 @@ impl Shell {
             }
         }
         false
+    }
+}
+
+/// Whether the engine killed the sandbox's harness for want of memory: the message naming the
+/// limit, or `None`.
+async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
+    match deps.driver.oom_killed(agent_id).await {
+        Ok(true) => {
+            let limit = match store::agents::get(&deps.pool, agent_id).await {
+                Ok(Some(agent)) => format!(" (limit {} MiB)", agent.memory_mib),
+                _ => String::new(),
+            };
+            Some(format!("the harness ran out of memory{limit} and was killed"))
+        }
+        Ok(false) => None,
+        Err(error) => {
+            tracing::warn!(%error, agent.id = %agent_id, "asking the engine why the harness was killed");
+            None
+        }
     }
 }
 

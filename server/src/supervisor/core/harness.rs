@@ -90,6 +90,8 @@ pub struct Harness {
     pub start_deadline: Option<Instant>,
     /// Its exit, once sandboxd reported it: status and total stdout.
     pub exited: Option<(ExitStatus, u64)>,
+    /// Killed by SIGKILL: the engine is being asked whether memory ran out.
+    pub explaining: bool,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -115,6 +117,7 @@ impl Harness {
             sessions: HashMap::new(),
             start_deadline: None,
             exited: None,
+            explaining: false,
             stderr_tail: VecDeque::new(),
         }
     }

@@ -177,6 +177,9 @@ pub enum Input {
     Woken(Result<(), String>),
     /// The harness start job finished: `Ok(None)` when the agent is gone.
     Launched(Result<Option<Launch>, String>),
+    /// Why a harness killed by SIGKILL died: `Some(message)` when the engine killed it for want
+    /// of memory ([`Job::ExplainKill`]).
+    KillExplained(Option<String>),
     /// The stop job finished.
     Stopped {
         /// Who waits.
@@ -220,6 +223,8 @@ pub enum Job {
         /// Who waits.
         reply: ReplyId,
     },
+    /// Ask the engine whether the sandbox ran out of memory; answers [`Input::KillExplained`].
+    ExplainKill,
     /// Allocate a terminal channel on this link and reply with the access.
     Terminal {
         /// Who waits.
@@ -492,6 +497,7 @@ impl Core {
             Input::Loaded { link, snapshot } => self.on_loaded(link, snapshot, now),
             Input::Woken(result) => self.on_woken(result, now),
             Input::Launched(result) => self.on_launched(result, now),
+            Input::KillExplained(oom) => self.on_kill_explained(oom, now),
             Input::Stopped { reply, result } => {
                 let outcome = result.map_err(LifecycleError::Failed);
                 self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(outcome) });
@@ -848,8 +854,27 @@ impl Core {
         if harness.stdout.received() < stdout_end || !harness.stdout.settled() {
             return;
         }
+        if status.signal == Some(9) {
+            // SIGKILL: ask the engine whether it was the memory limit before saying why.
+            if let Some(harness) = self.harness.as_mut()
+                && !harness.explaining
+            {
+                harness.explaining = true;
+                self.effects.push_back(Effect::Job(Job::ExplainKill));
+            }
+            return;
+        }
         let how = exit_text(status);
         self.harness_failed("HARNESS_EXITED", &how, false, now);
+    }
+
+    fn on_kill_explained(&mut self, oom: Option<String>, now: Now) {
+        let Some(harness) = self.harness.as_ref().filter(|h| h.explaining) else { return };
+        let Some((status, _)) = harness.exited else { return };
+        match oom {
+            Some(message) => self.harness_failed("OUT_OF_MEMORY", &message, false, now),
+            None => self.harness_failed("HARNESS_EXITED", &exit_text(status), false, now),
+        }
     }
 
     /// The turns as stored, merged with what memory knows (a reload never resurrects a turn
@@ -934,7 +959,7 @@ impl Core {
 fn exit_text(status: ExitStatus) -> String {
     match (status.code, status.signal) {
         (Some(code), _) => format!("the harness exited with code {code}"),
-        (None, Some(9)) => "the harness was killed (SIGKILL; out of memory?)".to_owned(),
+        (None, Some(9)) => "the harness was killed (SIGKILL)".to_owned(),
         (None, Some(signal)) => format!("the harness was killed by signal {signal}"),
         (None, None) => "the harness exited".to_owned(),
     }

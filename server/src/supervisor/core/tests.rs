@@ -521,3 +521,18 @@ fn a_session_that_cannot_be_restored_starts_anew_with_a_reset_notice() {
     assert_eq!(line.1[0].payload["code"], json!("CONTEXT_RESET"), "the notice is stored with the response line");
     let _: Value = line.1[0].payload.clone();
 }
+
+#[test]
+fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
+    let mut sim = Sim::new();
+    let offset = sim.to_prompt_sent();
+    let status = ExitStatus { code: None, signal: Some(9) };
+    let exited = Control::Exited { channel: CHANNEL, status, stdout_end: offset };
+    let effects = sim.input(Input::Control { link: LINK, msg: exited });
+    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::ExplainKill))), "{effects:?}");
+    assert!(persists(&effects).is_empty(), "no verdict before the engine answers");
+    let message = "the harness ran out of memory (limit 512 MiB)".to_owned();
+    let effects = sim.input(Input::KillExplained(Some(message)));
+    let failed = persists(&effects);
+    assert!(failed.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("OUT_OF_MEMORY"))), "{effects:?}");
+}
