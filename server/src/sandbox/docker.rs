@@ -36,12 +36,14 @@ use crate::ids::AgentId;
 pub const TOOLS_DIR: &str = "/opt/agenthold";
 /// The agent's home inside a container.
 pub const HOME_DIR: &str = "/home/agent";
-/// The capabilities a sandbox keeps (all others are dropped). sandboxd runs as root to start
-/// harnesses and terminals as the `agent` user: it creates that user and hands it its home
-/// (`CHOWN`, and `DAC_OVERRIDE`/`FOWNER` for a home or passwd file it does not own), switches to it
-/// (`SETUID`, `SETGID`), and signals its process groups (`KILL`).
-pub const CAP_ADD: [&str; 6] = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID", "KILL"];
-/// Open files per process in a sandbox (soft and hard limit).
+/// The capabilities a sandbox keeps (all others are dropped): the fewest sandboxd, running as
+/// root, needs to run harnesses and terminals as the `agent` user. It creates that user and
+/// hands it a home it made (`CHOWN`; `/etc/passwd` is root's own, so no `DAC_OVERRIDE`),
+/// switches to it (`SETUID`, `SETGID`: plain syscalls, which `no-new-privileges` allows), and
+/// signals its process groups (`KILL`: root may not signal another user's processes without it).
+pub const CAP_ADD: [&str; 4] = ["CHOWN", "KILL", "SETGID", "SETUID"];
+/// Open files per process in a sandbox (soft and hard limit), unless the server's own hard limit
+/// is lower (see [`nofile_limit`]).
 pub const NOFILE_LIMIT: i64 = 65_536;
 /// The label naming the tools volume a container mounts.
 pub const TOOLS_LABEL: &str = "agenthold.tools";
@@ -296,8 +298,8 @@ impl DockerDriver {
             pids_limit: Some(i64::from(spec.pids_limit)),
             ulimits: Some(vec![ResourcesUlimits {
                 name: Some("nofile".to_owned()),
-                soft: Some(NOFILE_LIMIT),
-                hard: Some(NOFILE_LIMIT),
+                soft: Some(nofile_limit()),
+                hard: Some(nofile_limit()),
             }]),
             cap_drop: Some(vec!["ALL".to_owned()]),
             cap_add: Some(CAP_ADD.iter().map(|c| (*c).to_owned()).collect()),
@@ -449,15 +451,16 @@ impl SandboxDriver for DockerDriver {
     }
 
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
-        async move {
-            match self.docker.inspect_container(&self.container(agent_id), None).await {
-                Ok(info) => Ok(info.state.and_then(|s| s.oom_killed).unwrap_or(false)),
-                Err(error) if status_of(&error) == Some(404) => Ok(false),
-                Err(error) => Err(engine(error)),
-            }
-        }
-        .boxed()
+        async move { super::docker_oom::oom_killed(&self.docker, &self.container(agent_id)).await }.boxed()
     }
+}
+
+/// The open-files limit of a sandbox: [`NOFILE_LIMIT`], or the server's own hard limit if that is
+/// lower. The engine usually runs with no higher a limit than the server (a container cannot be
+/// given more than the engine has: its start would fail).
+pub fn nofile_limit() -> i64 {
+    let own = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    own.and_then(|max| i64::try_from(max).ok()).map_or(NOFILE_LIMIT, |max| max.min(NOFILE_LIMIT))
 }
 
 fn network_name(instance: &str, agent_id: AgentId) -> String {

@@ -5,6 +5,7 @@
 
 pub mod deletion;
 pub mod docker;
+mod docker_oom;
 pub mod local;
 
 use futures_util::future::BoxFuture;
