@@ -97,6 +97,10 @@ pub async fn run(
         let (driver, image) = (Arc::clone(&driver), config.image.clone());
         tokio::spawn(async move { driver.prepare(&image).await })
     };
+    let deletions = {
+        let (driver, pool) = (Arc::clone(&driver), pool.clone());
+        tokio::spawn(async move { crate::sandbox::deletion::finish_pending(&pool, driver.as_ref()).await })
+    };
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
@@ -148,6 +152,7 @@ pub async fn run(
     }
     drop(supervisors);
     prepared.abort();
+    deletions.abort();
     appender_task.abort();
     pool.close().await;
     Ok(())

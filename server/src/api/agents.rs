@@ -208,13 +208,21 @@ fn supervisor_gone() -> ApiError {
     ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped"))
 }
 
-/// Deletes an agent: its sandbox, home volume, sessions and their events.
+/// Deletes an agent: its sandbox, home volume, sessions and their events. The agent is first
+/// marked as being deleted (committed before anything is torn down), so a prompt arriving
+/// meanwhile finds no agent and the supervisor creates nothing for it; then the sandbox is
+/// destroyed, then the rows deleted. A delete that failed halfway is finished by a retry (the
+/// agent stays visible to this handler) or at the next server start.
 pub async fn delete(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
 ) -> Result<StatusCode, ApiError> {
-    let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
+    let agent = store::agents::get_including_deleting(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
+    principal.require(&state, agent.workspace_id, Role::Admin, "agent").await?;
+    if !store::agents::mark_deleting(&state.pool, id).await? {
+        return Err(ApiError::NotFound("agent"));
+    }
     let outcome = state.supervisors.ask(id, |reply| Command::Destroy { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     state.supervisors.forget(id);

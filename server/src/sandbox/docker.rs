@@ -4,6 +4,12 @@
 //! fakeagent come from the server's own binaries: copied once into a tools volume (named by
 //! their content hash) that every sandbox mounts read-only at `/opt/agenthold/`, so any image
 //! with a compatible libc works and sandboxd never drifts from the server's version.
+//!
+//! Containers are hardened: every capability dropped but the few sandboxd needs to hand the
+//! harness to the `agent` user ([`CAP_ADD`]), `no-new-privileges`, no swap beyond the memory
+//! limit, a file-descriptor limit. Each container is labelled with the tools volume and the
+//! container settings it was made with; one made by another server version is reported
+//! [`SandboxStatus::Stale`], to be recreated around the same home.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -11,7 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest, VolumeCreateRequest};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest, ResourcesUlimits, VolumeCreateRequest,
+};
 use bollard::query_parameters::{
     CreateContainerOptions, RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
@@ -28,6 +36,22 @@ use crate::ids::AgentId;
 pub const TOOLS_DIR: &str = "/opt/agenthold";
 /// The agent's home inside a container.
 pub const HOME_DIR: &str = "/home/agent";
+/// The capabilities a sandbox keeps (all others are dropped): the fewest sandboxd, running as
+/// root, needs to run harnesses and terminals as the `agent` user. It creates that user and
+/// hands it a home it made (`CHOWN`; `/etc/passwd` is root's own, so no `DAC_OVERRIDE`),
+/// switches to it (`SETUID`, `SETGID`: plain syscalls, which `no-new-privileges` allows), and
+/// signals its process groups (`KILL`: root may not signal another user's processes without it).
+pub const CAP_ADD: [&str; 4] = ["CHOWN", "KILL", "SETGID", "SETUID"];
+/// Open files per process in a sandbox (soft and hard limit), unless the server's own hard limit
+/// is lower (see [`nofile_limit`]).
+pub const NOFILE_LIMIT: i64 = 65_536;
+/// The label naming the tools volume a container mounts.
+pub const TOOLS_LABEL: &str = "agenthold.tools";
+/// The label naming the version of the container settings a container was made with.
+pub const SPEC_LABEL: &str = "agenthold.spec";
+/// The version of the container settings made by [`DockerDriver::create`]: bumped whenever they
+/// change, so that containers made before are recreated.
+pub const SPEC_VERSION: &str = "2";
 
 /// The Docker driver.
 pub struct DockerDriver {
@@ -36,8 +60,10 @@ pub struct DockerDriver {
     instance: String,
     /// Directory holding the `sandboxd` and `fakeagent` binaries to copy in.
     bin_dir: PathBuf,
-    /// The volume holding those binaries (`<instance>-tools-<content hash>`), filled once per
-    /// server process and mounted read-only at `/opt/agenthold` in every sandbox.
+    /// The name of the volume holding those binaries (`<instance>-tools-<content hash>`).
+    tools_name: OnceCell<String>,
+    /// That volume, created and filled once per server process and mounted read-only at
+    /// `/opt/agenthold` in every sandbox.
     tools_volume: OnceCell<String>,
     /// Agent ids whose network already exists (made ahead of time, see [`Self::next_agent_id`]).
     ready_networks: Arc<Mutex<Vec<AgentId>>>,
@@ -53,7 +79,14 @@ impl DockerDriver {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket).
     pub fn connect(instance: String, bin_dir: PathBuf) -> Result<Self, DriverError> {
         let docker = Docker::connect_with_defaults().map_err(engine)?;
-        Ok(Self { docker, instance, bin_dir, tools_volume: OnceCell::new(), ready_networks: Arc::default() })
+        Ok(Self {
+            docker,
+            instance,
+            bin_dir,
+            tools_name: OnceCell::new(),
+            tools_volume: OnceCell::new(),
+            ready_networks: Arc::default(),
+        })
     }
 
     /// Removes the ready networks an earlier server process made and no agent took (a network
@@ -119,18 +152,21 @@ impl DockerDriver {
         agent_labels(&self.instance, agent_id)
     }
 
+    /// A container's labels: the agent's, plus the tools volume and settings version it is made with.
+    fn labels_with_versions(&self, agent_id: AgentId, tools: &str) -> HashMap<String, String> {
+        let mut labels = self.labels(agent_id);
+        labels.insert(TOOLS_LABEL.to_owned(), tools.to_owned());
+        labels.insert(SPEC_LABEL.to_owned(), SPEC_VERSION.to_owned());
+        labels
+    }
+
     /// The tools volume, created and filled on first use: a never-started helper container
     /// mounts it and receives the archive (Docker's archive upload, which works for local and
     /// remote engines alike). Sandboxes then mount it instead of each receiving an upload.
     async fn tools_volume(&self, image: &str) -> Result<String, DriverError> {
         let cell = self.tools_volume.get_or_try_init(|| async {
-            let bin_dir = self.bin_dir.clone();
-            let tar = tokio::task::spawn_blocking(move || build_tools_tar(&bin_dir))
-                .await
-                .map_err(|e| DriverError::Engine(e.to_string()))??;
-            let digest = sha2::Sha256::digest(&tar);
-            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-            let name = format!("{}-tools-{hash}", self.instance);
+            let name = self.tools_name().await?;
+            let tar = self.tools_tar().await?;
             let volume = VolumeCreateRequest {
                 name: Some(name.clone()),
                 labels: Some(self.labels_of_instance()),
@@ -170,6 +206,25 @@ impl DockerDriver {
             Ok::<_, DriverError>(name)
         });
         cell.await.cloned()
+    }
+
+    /// The tools volume's name, from the content hash of the tools archive (which is built
+    /// again to fill the volume rather than kept in memory).
+    async fn tools_name(&self) -> Result<String, DriverError> {
+        let name = self.tools_name.get_or_try_init(|| async {
+            let tar = self.tools_tar().await?;
+            let digest = sha2::Sha256::digest(&tar);
+            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            Ok::<_, DriverError>(format!("{}-tools-{hash}", self.instance))
+        });
+        name.await.cloned()
+    }
+
+    async fn tools_tar(&self) -> Result<Bytes, DriverError> {
+        let bin_dir = self.bin_dir.clone();
+        tokio::task::spawn_blocking(move || build_tools_tar(&bin_dir))
+            .await
+            .map_err(|e| DriverError::Engine(e.to_string()))?
     }
 
     fn labels_of_instance(&self) -> HashMap<String, String> {
@@ -219,6 +274,7 @@ impl DockerDriver {
             self.ensure_home(agent_id),
             self.tools_volume(&spec.image)
         )?;
+        let memory = i64::from(spec.memory_mib) * 1024 * 1024;
         let host_config = HostConfig {
             mounts: Some(vec![
                 Mount {
@@ -229,15 +285,25 @@ impl DockerDriver {
                 },
                 Mount {
                     target: Some(TOOLS_DIR.to_owned()),
-                    source: Some(tools),
+                    source: Some(tools.clone()),
                     typ: Some(MountType::VOLUME),
                     read_only: Some(true),
                     ..Default::default()
                 },
             ]),
             nano_cpus: Some((spec.cpus * 1e9) as i64),
-            memory: Some(i64::from(spec.memory_mib) * 1024 * 1024),
+            memory: Some(memory),
+            // No swap beyond the memory limit: a memory hog is stopped at the limit.
+            memory_swap: Some(memory),
             pids_limit: Some(i64::from(spec.pids_limit)),
+            ulimits: Some(vec![ResourcesUlimits {
+                name: Some("nofile".to_owned()),
+                soft: Some(nofile_limit()),
+                hard: Some(nofile_limit()),
+            }]),
+            cap_drop: Some(vec!["ALL".to_owned()]),
+            cap_add: Some(CAP_ADD.iter().map(|c| (*c).to_owned()).collect()),
+            security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
             network_mode: Some(network),
             extra_hosts: Some(vec!["host.docker.internal:host-gateway".to_owned()]),
             ..Default::default()
@@ -252,7 +318,7 @@ impl DockerDriver {
                 format!("AGENTHOLD_TUNNEL_URL={}", spec.tunnel_url),
                 format!("AGENTHOLD_SANDBOX_TOKEN={}", spec.token.expose()),
             ]),
-            labels: Some(self.labels(agent_id)),
+            labels: Some(self.labels_with_versions(agent_id, &tools)),
             host_config: Some(host_config),
             ..Default::default()
         };
@@ -333,12 +399,7 @@ impl SandboxDriver for DockerDriver {
 
     fn destroy(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
         async move {
-            let options = RemoveContainerOptions { force: true, v: false, ..Default::default() };
-            match self.docker.remove_container(&self.container(agent_id), Some(options)).await {
-                Ok(()) => {}
-                Err(error) if status_of(&error) == Some(404) => {}
-                Err(error) => return Err(engine(error)),
-            }
+            self.remove_container(agent_id).await?;
             match self
                 .docker
                 .remove_volume(&self.volume(agent_id), None::<bollard::query_parameters::RemoveVolumeOptions>)
@@ -359,17 +420,47 @@ impl SandboxDriver for DockerDriver {
 
     fn status(&self, agent_id: AgentId) -> BoxFuture<'_, Result<SandboxStatus, DriverError>> {
         async move {
-            match self.docker.inspect_container(&self.container(agent_id), None).await {
-                Ok(info) => {
-                    let running = info.state.and_then(|s| s.running).unwrap_or(false);
-                    Ok(if running { SandboxStatus::Running } else { SandboxStatus::Stopped })
-                }
-                Err(error) if status_of(&error) == Some(404) => Ok(SandboxStatus::Missing),
+            let info = match self.docker.inspect_container(&self.container(agent_id), None).await {
+                Ok(info) => info,
+                Err(error) if status_of(&error) == Some(404) => return Ok(SandboxStatus::Missing),
+                Err(error) => return Err(engine(error)),
+            };
+            let labels = info.config.and_then(|c| c.labels).unwrap_or_default();
+            let tools = self.tools_name().await?;
+            if labels.get(TOOLS_LABEL) != Some(&tools)
+                || labels.get(SPEC_LABEL).map(String::as_str) != Some(SPEC_VERSION)
+            {
+                return Ok(SandboxStatus::Stale);
+            }
+            let running = info.state.and_then(|s| s.running).unwrap_or(false);
+            Ok(if running { SandboxStatus::Running } else { SandboxStatus::Stopped })
+        }
+        .boxed()
+    }
+
+    fn remove_container(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
+        async move {
+            let options = RemoveContainerOptions { force: true, v: false, ..Default::default() };
+            match self.docker.remove_container(&self.container(agent_id), Some(options)).await {
+                Ok(()) => Ok(()),
+                Err(error) if status_of(&error) == Some(404) => Ok(()),
                 Err(error) => Err(engine(error)),
             }
         }
         .boxed()
     }
+
+    fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
+        async move { super::docker_oom::oom_killed(&self.docker, &self.container(agent_id)).await }.boxed()
+    }
+}
+
+/// The open-files limit of a sandbox: [`NOFILE_LIMIT`], or the server's own hard limit if that is
+/// lower. The engine usually runs with no higher a limit than the server (a container cannot be
+/// given more than the engine has: its start would fail).
+pub fn nofile_limit() -> i64 {
+    let own = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    own.and_then(|max| i64::try_from(max).ok()).map_or(NOFILE_LIMIT, |max| max.min(NOFILE_LIMIT))
 }
 
 fn network_name(instance: &str, agent_id: AgentId) -> String {

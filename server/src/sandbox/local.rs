@@ -168,6 +168,15 @@ impl SandboxDriver for LocalDriver {
         .boxed()
     }
 
+    fn remove_container(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
+        // The "container" is the sandboxd process; the launch file is made again by `create`.
+        self.stop(agent_id)
+    }
+
+    fn oom_killed(&self, _agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
     fn status(&self, agent_id: AgentId) -> BoxFuture<'_, Result<SandboxStatus, DriverError>> {
         async move {
             self.reap_finished();

@@ -3,7 +3,9 @@
 //! isolation, for development without Docker). The trait keeps to ideas any scale-out driver
 //! (Kubernetes) also has: create with a home volume, start, stop (sleep), destroy, status.
 
+pub mod deletion;
 pub mod docker;
+mod docker_oom;
 pub mod local;
 
 use futures_util::future::BoxFuture;
@@ -39,6 +41,10 @@ pub enum SandboxStatus {
     Stopped,
     /// It runs.
     Running,
+    /// It exists but was made by another server version (other tools, other container
+    /// settings): treat it like [`Self::Missing`] after [`SandboxDriver::remove_container`],
+    /// which keeps the home, so that sandboxd never drifts from the server's version.
+    Stale,
 }
 
 /// A driver failed.
@@ -81,6 +87,12 @@ pub trait SandboxDriver: Send + Sync {
     fn stop(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>>;
     /// Removes it with its home and network.
     fn destroy(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>>;
-    /// Whether it exists and runs.
+    /// Whether it exists and runs, or must be made again.
     fn status(&self, agent_id: AgentId) -> BoxFuture<'_, Result<SandboxStatus, DriverError>>;
+    /// Removes the sandbox itself (stopping it) but keeps its home and network, so that
+    /// [`Self::create`] makes it again around the same home (for a [`SandboxStatus::Stale`] one).
+    fn remove_container(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>>;
+    /// Whether the engine killed a process of the sandbox for want of memory (since it last
+    /// started). Drivers without memory limits say false.
+    fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>>;
 }

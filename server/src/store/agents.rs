@@ -1,4 +1,6 @@
-//! The `agents` table.
+//! The `agents` table. An agent being deleted (`deleting_at` set, see [`mark_deleting`]) is
+//! gone for every lookup but [`get_including_deleting`] and [`deleting`], which finish the
+//! deletion.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -172,14 +174,24 @@ impl From<AgentRecord> for AgentRow {
     }
 }
 
-/// One agent.
+/// One agent, unless it is being deleted.
 pub async fn get(pool: &PgPool, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
+    fetch(pool, id, false).await
+}
+
+/// One agent, also while it is being deleted (to finish a deletion).
+pub async fn get_including_deleting(pool: &PgPool, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
+    fetch(pool, id, true).await
+}
+
+async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Result<Option<AgentRow>> {
     let row = sqlx::query_as!(
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, env, image, driver,
                   permission_policy, cpus, memory_mib, pids_limit, desired_state, created_at
-           FROM agents WHERE id = $1"#,
-        id.0
+           FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
+        id.0,
+        including_deleting
     )
     .fetch_optional(pool)
     .await?;
@@ -194,6 +206,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
                   a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.desired_state,
                   a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
+           WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#,
         user_id
     )
@@ -210,14 +223,35 @@ pub async fn adopt_orphans(pool: &PgPool, workspace_id: uuid::Uuid) -> sqlx::Res
     Ok(done.rows_affected())
 }
 
+/// Marks an agent as being deleted, in its own committed statement, before anything is torn
+/// down: from then on it is gone for the API and the supervisor (which creates no sandbox for
+/// it). Marking twice keeps the first time. False if it does not exist.
+pub async fn mark_deleting(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
+    let done = sqlx::query!(r#"UPDATE agents SET deleting_at = coalesce(deleting_at, now()) WHERE id = $1"#, id.0)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// The agents whose deletion was started and not finished, oldest first.
+pub async fn deleting(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
+    let rows = sqlx::query_scalar!(r#"SELECT id FROM agents WHERE deleting_at IS NOT NULL ORDER BY deleting_at, id"#)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(AgentId).collect())
+}
+
 /// Deletes an agent with its sandbox row, sessions and their events. False if it did not exist.
 pub async fn delete(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
     let done = sqlx::query!(r#"DELETE FROM agents WHERE id = $1"#, id.0).execute(pool).await?;
     Ok(done.rows_affected() > 0)
 }
 
-/// Records whether the user wants the agent awake or asleep.
+/// Records whether the user wants the agent awake or asleep (not for an agent being deleted).
 pub async fn set_desired_state(pool: &PgPool, id: AgentId, state: &str) -> sqlx::Result<bool> {
-    let done = sqlx::query!(r#"UPDATE agents SET desired_state = $2 WHERE id = $1"#, id.0, state).execute(pool).await?;
+    let done =
+        sqlx::query!(r#"UPDATE agents SET desired_state = $2 WHERE id = $1 AND deleting_at IS NULL"#, id.0, state)
+            .execute(pool)
+            .await?;
     Ok(done.rows_affected() > 0)
 }

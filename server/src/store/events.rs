@@ -1,5 +1,7 @@
 //! The `events` and `event_payloads` tables: appending (seq assigned in the storing transaction)
-//! and reading ranges of a session's log.
+//! and reading ranges of a session's log. `event_payloads` (the side table) holds the exact
+//! payload, as JSON text, of every event whose inline payload is a changed copy (cut to the
+//! budget, or with U+0000 replaced: see [`budget`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -81,7 +83,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     if !side_ids.is_empty() {
         sqlx::query!(
             r#"INSERT INTO event_payloads (session_id, seq, payload)
-               SELECT id, seq, payload::jsonb FROM UNNEST($1::uuid[], $2::int8[], $3::text[]) AS t(id, seq, payload)"#,
+               SELECT id, seq, payload FROM UNNEST($1::uuid[], $2::int8[], $3::text[]) AS t(id, seq, payload)"#,
             &side_ids,
             &side_seqs,
             &side_payloads
@@ -118,10 +120,10 @@ pub async fn after_encoded(
         .collect())
 }
 
-/// The whole payload of one event: from the side table when it was over the budget.
+/// The exact payload of one event: from the side table when the event holds a changed copy.
 pub async fn full_payload(pool: &PgPool, session_id: SessionId, seq: Seq) -> sqlx::Result<Option<serde_json::Value>> {
     let row = sqlx::query!(
-        r#"SELECT e.payload AS inline, p.payload AS "full?"
+        r#"SELECT e.payload::text AS "inline!", p.payload AS "full?"
            FROM events e LEFT JOIN event_payloads p ON p.session_id = e.session_id AND p.seq = e.seq
            WHERE e.session_id = $1 AND e.seq = $2"#,
         session_id.0,
@@ -129,5 +131,7 @@ pub async fn full_payload(pool: &PgPool, session_id: SessionId, seq: Seq) -> sql
     )
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|r| r.full.unwrap_or(r.inline)))
+    let Some(row) = row else { return Ok(None) };
+    let text = row.full.unwrap_or(row.inline);
+    serde_json::from_str(&text).map(Some).map_err(|error| sqlx::Error::Decode(Box::new(error)))
 }

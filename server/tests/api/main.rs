@@ -2,6 +2,12 @@
 //! Docker engine, with the real sandboxd and fakeagent speaking ACP over the real tunnel.
 
 mod bad_input;
+mod driver_delete;
+mod driver_events;
+mod driver_hardening;
+mod driver_oom;
+mod driver_stale;
+mod driver_support;
 mod failures;
 mod hardening;
 mod lifecycle;
