@@ -43,6 +43,9 @@ struct Shell {
     tasks: FuturesUnordered<BoxFuture<'static, Option<Input>>>,
 }
 
+/// How long a destroy waits for jobs in flight.
+const DESTROY_DRAIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn now() -> Now {
     Now { mono: Instant::now(), wall: chrono::Utc::now() }
 }
@@ -266,6 +269,12 @@ impl Shell {
             Job::Destroy { reply } => {
                 self.link = None;
                 self.inbox = None;
+                // Let jobs in flight (a wake creating the container) finish first, so nothing they
+                // make outlives the removal.
+                let drained = async { while self.tasks.next().await.is_some() {} };
+                if tokio::time::timeout(DESTROY_DRAIN, drained).await.is_err() {
+                    tracing::warn!(agent.id = %agent_id, "jobs still running when the sandbox is removed");
+                }
                 let outcome = deps
                     .driver
                     .destroy(agent_id)
@@ -367,7 +376,14 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
     };
     let driver = Arc::clone(&deps.driver);
     let began = Instant::now();
-    let status = driver.status(agent_id).await.map_err(failed)?;
+    let mut status = driver.status(agent_id).await.map_err(failed)?;
+    if status == SandboxStatus::Stale {
+        // Made by another server version: make it again around the same home, so sandboxd
+        // never drifts from this server's.
+        tracing::info!(agent.id = %agent_id, "the sandbox was made by another server version; recreating it");
+        driver.remove_container(agent_id).await.map_err(failed)?;
+        status = SandboxStatus::Missing;
+    }
     if status == SandboxStatus::Missing {
         let agent = store::agents::get(&deps.pool, agent_id)
             .await
