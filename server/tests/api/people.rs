@@ -273,6 +273,8 @@ async fn a_browser_session_streams_by_cookie_and_logout_or_expiry_ends_it() {
     let url = format!("{}/api/v1/sessions/{session}/stream?after=0", server.url.replace("http://", "ws://"));
     let mut request = url.into_client_request().expect("request");
     request.headers_mut().insert("cookie", cookie.parse().expect("header"));
+    // A browser sends its page's origin; a cookie upgrade must come from the server's own.
+    request.headers_mut().insert("origin", server.url.parse().expect("header"));
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("a stream by cookie");
 
     // Logging out ends the session: the open stream closes, the cookie stops working.
