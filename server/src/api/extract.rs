@@ -63,19 +63,6 @@ fn has_nul(json: &[u8]) -> bool {
     false
 }
 
-#[cfg(test)]
-mod tests {
-    use super::has_nul;
-
-    #[test]
-    fn nul_escapes_are_found_and_escaped_backslashes_are_not() {
-        assert!(has_nul(br#"{"text":"a\u0000b"}"#));
-        assert!(has_nul(br#"{"text":"\\\u0000"}"#));
-        assert!(!has_nul(br#"{"text":"\\u0000"}"#));
-        assert!(!has_nul(br#"{"text":"\u0001 u0000"}"#));
-    }
-}
-
 /// A query string; anything malformed → 400 `INVALID_QUERY`.
 pub struct Query<T>(pub T);
 
@@ -103,5 +90,18 @@ impl<T: std::str::FromStr + Send, S: Send + Sync> FromRequestParts<S> for Id<T> 
                 .map_err(|_| ApiError::NotFound("resource"))?;
         let raw = params.get("id").ok_or(ApiError::NotFound("resource"))?;
         raw.parse().map(Self).map_err(|_| ApiError::NotFound("resource"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_nul;
+
+    #[test]
+    fn nul_escapes_are_found_and_escaped_backslashes_are_not() {
+        assert!(has_nul(br#"{"text":"a\u0000b"}"#));
+        assert!(has_nul(br#"{"text":"\\\u0000"}"#));
+        assert!(!has_nul(br#"{"text":"\\u0000"}"#));
+        assert!(!has_nul(br#"{"text":"\u0001 u0000"}"#));
     }
 }
