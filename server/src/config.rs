@@ -82,9 +82,26 @@ pub struct Config {
     /// Default process limit per agent.
     #[arg(long, env = "AGENTHOLD_DEFAULT_PIDS", default_value_t = 512)]
     pub default_pids_limit: i32,
+    /// The origin browsers use to reach the API (`https://agenthold.example.com`); a
+    /// cookie-authenticated WebSocket upgrade must come from it. Unset: the origin of the `Host`
+    /// the browser connected to (`http://` or `https://` followed by the `Host` header).
+    #[arg(long, env = "AGENTHOLD_PUBLIC_URL", value_parser = crate::auth::origin::parse_public_url)]
+    pub public_url: Option<String>,
+    /// Seconds one WebSocket send to a browser or script (stream, terminal) may take before the
+    /// socket is closed as stalled.
+    #[arg(long, env = "AGENTHOLD_WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
+    pub ws_send_timeout_secs: u64,
+    /// Seconds of silence (no message, not even a ping) after which a sandbox's tunnel is dropped.
+    #[arg(long, env = "AGENTHOLD_SILENT_TUNNEL_SECS", default_value_t = agenthold_sandboxd::protocol::SILENT_TUNNEL_SECS)]
+    pub silent_tunnel_secs: u64,
 }
 
 impl Config {
+    /// How long one WebSocket send may take.
+    pub fn ws_send_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.ws_send_timeout_secs.max(1))
+    }
+
     /// The directory holding sandboxd and fakeagent.
     pub fn sandbox_bin_dir(&self) -> PathBuf {
         if let Some(dir) = &self.sandbox_bin_dir {

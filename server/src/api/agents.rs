@@ -197,10 +197,19 @@ pub async fn show(
     Ok(Json(agent_json(&agent, &state)))
 }
 
-fn lifecycle_error(error: LifecycleError) -> ApiError {
+/// A lifecycle failure as the client sees it: a stable code and a generic message; the
+/// engine's own text is logged here, once, and never answered.
+pub(super) fn lifecycle_error(error: LifecycleError) -> ApiError {
     match error {
         LifecycleError::Busy => ApiError::conflict("TURN_IN_PROGRESS", "the agent has a turn in progress"),
-        LifecycleError::Failed(message) => ApiError::Unavailable { code: "SANDBOX_FAILED", message },
+        LifecycleError::Failed(detail) => {
+            tracing::warn!(error = %detail, "a sandbox operation failed");
+            ApiError::Unavailable {
+                code: "SANDBOX_FAILED",
+                message: "the agent's sandbox could not be reached or changed; the server log has the details"
+                    .to_owned(),
+            }
+        }
     }
 }
 

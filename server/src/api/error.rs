@@ -15,9 +15,15 @@ pub enum ApiError {
     /// A cookie-authenticated state-changing request without the session's CSRF token.
     #[error("missing or wrong X-CSRF-Token for this session")]
     CsrfRejected,
+    /// A cookie-authenticated WebSocket upgrade from a page of another origin.
+    #[error("this WebSocket must be opened from the server's own origin (or with a bearer token)")]
+    OriginRejected,
     /// Too many failed logins.
     #[error("too many failed logins; try again later")]
     TooManyAttempts,
+    /// Too many password checks at once; try again shortly.
+    #[error("the server is busy checking passwords; try again shortly")]
+    LoginBusy,
     /// A malformed request (body, query, path).
     #[error("{message}")]
     BadRequest {
@@ -74,12 +80,29 @@ impl ApiError {
     }
 }
 
+/// Seconds a throttled login is told to wait (`Retry-After`).
+pub const LOGIN_RETRY_AFTER_SECS: u32 = 60;
+/// Seconds a login refused because every password check slot was busy is told to wait.
+pub const BUSY_RETRY_AFTER_SECS: u32 = 1;
+
+impl ApiError {
+    fn retry_after_secs(&self) -> Option<u32> {
+        match self {
+            Self::TooManyAttempts => Some(LOGIN_RETRY_AFTER_SECS),
+            Self::LoginBusy => Some(BUSY_RETRY_AFTER_SECS),
+            _ => None,
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = match &self {
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
             Self::CsrfRejected => (StatusCode::FORBIDDEN, "CSRF_REJECTED"),
+            Self::OriginRejected => (StatusCode::FORBIDDEN, "ORIGIN_REJECTED"),
             Self::TooManyAttempts => (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"),
+            Self::LoginBusy => (StatusCode::SERVICE_UNAVAILABLE, "LOGIN_BUSY"),
             Self::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, *code),
             Self::Forbidden { .. } => (StatusCode::FORBIDDEN, "FORBIDDEN"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
@@ -91,6 +114,10 @@ impl IntoResponse for ApiError {
             }
         };
         let body = json!({"error": {"code": code, "message": self.to_string()}});
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after_secs() {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }

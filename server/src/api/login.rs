@@ -1,9 +1,11 @@
 //! `/api/v1/auth/login` and `/api/v1/auth/logout`: browser sessions. A wrong password and an
 //! unknown user get the same answer after the same work (a password check against a dummy hash);
-//! failures are throttled per account and per address (429).
+//! failures are throttled per account and per address (429 with `Retry-After`). An attempt is
+//! counted *before* its password is checked (record, then act), so concurrent attempts cannot
+//! pass the limit; the password checks themselves are bounded by the hashing slots (503
+//! `LOGIN_BUSY` with `Retry-After` when none frees up in time).
 
 use std::net::SocketAddr;
-use std::sync::LazyLock;
 
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
@@ -16,9 +18,11 @@ use serde_json::json;
 use super::error::ApiError;
 use super::extract::Body;
 use crate::app::AppState;
-use crate::auth::{Credential, Principal, SESSION_COOKIE, passwords};
+use crate::auth::passwords::{self, PasswordError};
+use crate::auth::{Credential, Principal, SESSION_COOKIE};
 use crate::store;
 use crate::store::audit::AuditRecord;
+use crate::store::browser_sessions::FailureLimits;
 
 /// Failed logins per account within the window before further attempts get 429.
 const MAX_FAILURES_PER_ACCOUNT: i64 = 10;
@@ -26,12 +30,12 @@ const MAX_FAILURES_PER_ACCOUNT: i64 = 10;
 const MAX_FAILURES_PER_ADDRESS: i64 = 50;
 /// The throttling window.
 const WINDOW_MINUTES: i32 = 15;
-
-/// A hash to check passwords of unknown users against, so both cases cost the same.
-static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
-    use argon2::password_hash::PasswordHasher;
-    argon2::Argon2::default().hash_password(b"not a real password").map(|h| h.to_string()).unwrap_or_default()
-});
+/// The limits, together.
+const LIMITS: FailureLimits = FailureLimits {
+    minutes: WINDOW_MINUTES,
+    per_account: MAX_FAILURES_PER_ACCOUNT,
+    per_address: MAX_FAILURES_PER_ADDRESS,
+};
 
 /// `POST /api/v1/auth/login`.
 #[derive(Debug, Deserialize)]
@@ -56,18 +60,25 @@ pub async fn login(
 ) -> Result<impl IntoResponse, ApiError> {
     let username = body.username.trim().to_lowercase();
     let address = peer.ip().to_string();
-    let (by_user, by_address) =
-        store::browser_sessions::recent_failures(&state.pool, &username, &address, WINDOW_MINUTES).await?;
-    if by_user >= MAX_FAILURES_PER_ACCOUNT || by_address >= MAX_FAILURES_PER_ADDRESS {
+    // Counted as a failure until the password is shown to match.
+    let Some(attempt) = store::browser_sessions::reserve_attempt(&state.pool, &username, &address, LIMITS).await?
+    else {
         return Err(ApiError::TooManyAttempts);
-    }
+    };
     let user = store::users::by_username(&state.pool, &username).await?;
-    let hash = user.as_ref().map_or_else(|| DUMMY_HASH.clone(), |u| u.password_hash.clone());
-    let matches = passwords::verify(body.password, hash).await? && user.is_some();
+    let matches = match passwords::verify(body.password, user.as_ref().map(|u| u.password_hash.clone())).await {
+        Ok(matches) => matches,
+        Err(PasswordError::Busy) => {
+            // Not checked, so not a failure.
+            store::browser_sessions::forgive(&state.pool, attempt).await?;
+            return Err(ApiError::LoginBusy);
+        }
+        Err(PasswordError::Failed(error)) => return Err(ApiError::Internal(error)),
+    };
     let Some(user) = user.filter(|_| matches) else {
-        store::browser_sessions::record_failure(&state.pool, &username, &address).await?;
         return Err(ApiError::Unauthorized);
     };
+    store::browser_sessions::forgive(&state.pool, attempt).await?;
     let token = random_hex(32);
     let csrf_token = random_hex(16);
     let ttl = state.config.session_ttl_secs.clamp(1, 30 * 24 * 3600);
@@ -101,19 +112,4 @@ pub async fn logout(State(state): State<AppState>, principal: Principal) -> Resu
     let mut headers = HeaderMap::new();
     headers.insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(|e| ApiError::Internal(e.into()))?);
     Ok((StatusCode::NO_CONTENT, headers))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use argon2::password_hash::phc::PasswordHash;
-
-    #[tokio::test]
-    async fn an_unknown_user_costs_the_same_password_check_as_a_known_one() {
-        let real = passwords::hash("a real user's password".to_owned()).await.expect("hash");
-        let (dummy, real) =
-            (PasswordHash::new(&DUMMY_HASH).expect("dummy parses"), PasswordHash::new(&real).expect("real parses"));
-        assert_eq!(dummy.algorithm, real.algorithm, "same algorithm");
-        assert_eq!(dummy.params, real.params, "same memory, iterations and parallelism");
-    }
 }

@@ -13,6 +13,7 @@ mod stream;
 mod terminal;
 mod users;
 mod workspaces;
+mod ws;
 
 use axum::Router;
 use axum::routing::{delete, get, post};

@@ -25,6 +25,8 @@ use crate::supervisor::Command;
 const MAX_PROMPT_BYTES: usize = 1 << 20;
 /// Most events one `GET …/events` returns.
 const MAX_EVENTS_PAGE: i64 = 1000;
+/// Most payload bytes one `GET …/events` returns (a single larger event still comes alone).
+const MAX_EVENTS_PAGE_BYTES: i64 = 4 << 20;
 
 /// `POST /api/v1/agents/{id}/sessions`.
 #[derive(Debug, Deserialize, Default)]
@@ -64,8 +66,7 @@ pub async fn create(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     if !body.iter().all(u8::is_ascii_whitespace) {
-        serde_json::from_slice::<CreateSession>(&body)
-            .map_err(|e| ApiError::bad_request("INVALID_BODY", e.to_string()))?;
+        super::extract::parse_json::<CreateSession>(&body)?;
     }
     visible_agent(&state, &principal, agent_id, Role::Operator).await?;
     let session = store::sessions::create(&state.pool, SessionId::new(), agent_id).await?;
@@ -205,7 +206,8 @@ pub async fn events(
         return Err(ApiError::bad_request("INVALID_LIMIT", format!("limit must be 1-{MAX_EVENTS_PAGE}")));
     }
     // The events as the stream sends them (encoded once, payloads as Postgres holds them).
-    let events = store::events::after_encoded(&state.pool, id, after, limit).await?;
+    // A page stops at `limit` events or at MAX_EVENTS_PAGE_BYTES, whichever comes first.
+    let events = store::events::page_encoded(&state.pool, id, after, limit, MAX_EVENTS_PAGE_BYTES).await?.events;
     let next_after = events.last().map_or(after, |e| e.seq);
     let joined: Vec<&str> = events.iter().map(|e| e.json.as_ref()).collect();
     let body = format!(r#"{{"events":[{}],"next_after":{next_after}}}"#, joined.join(","));

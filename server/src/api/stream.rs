@@ -1,16 +1,20 @@
 //! `GET /api/v1/sessions/{id}/stream?after=<seq>` (WebSocket): every stored event after the
 //! cursor, then live events, no gap and no duplicate; one JSON event per text message. A
-//! cursor beyond the end of the log is taken as the end.
+//! cursor beyond the end of the log is taken as the end. A client that does not take a message
+//! within the send timeout is closed with 4408 and resumes from its cursor (docs/api.md).
+
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::error::ApiError;
 use super::extract::{Id, Query};
 use super::sessions::{cursor, visible_session};
+use super::ws;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::events::stream::Follower;
@@ -37,21 +41,30 @@ pub async fn stream(
     let after = cursor(query.after)?.min(session.last_seq);
     let follower = Follower::new(state.pool.clone(), &state.hub, id, after);
     let pool = state.pool.clone();
-    Ok(upgrade.on_upgrade(move |socket| follow(socket, follower, principal, pool)))
+    let send_timeout = state.config.ws_send_timeout();
+    // Clients send nothing but control frames: a small limit keeps them from buffering more.
+    Ok(upgrade
+        .max_message_size(64 << 10)
+        .on_upgrade(move |socket| follow(socket, follower, principal, pool, send_timeout)))
 }
 
 /// How often an open stream checks that its token or session was not revoked.
 pub const CREDENTIAL_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn follow(socket: WebSocket, mut follower: Follower, principal: Principal, pool: sqlx::PgPool) {
+async fn follow(
+    socket: WebSocket,
+    mut follower: Follower,
+    principal: Principal,
+    pool: sqlx::PgPool,
+    send_timeout: Duration,
+) {
     let (mut sink, mut incoming) = socket.split();
     let mut check = tokio::time::interval(CREDENTIAL_CHECK);
     loop {
         tokio::select! {
             _ = check.tick() => {
                 if !principal.still_valid(&pool).await {
-                    let reason = axum::extract::ws::CloseFrame { code: 4401, reason: "the credential was revoked".into() };
-                    let _ = sink.send(Message::Close(Some(reason))).await;
+                    ws::close(&mut sink, ws::CLOSE_REVOKED, "the credential was revoked").await;
                     return;
                 }
             }
@@ -59,23 +72,32 @@ async fn follow(socket: WebSocket, mut follower: Follower, principal: Principal,
                 let batch = match batch {
                     Ok(Some(batch)) => batch,
                     Ok(None) => {
-                        let reason = axum::extract::ws::CloseFrame { code: 4404, reason: "the session was deleted".into() };
-                        let _ = sink.send(Message::Close(Some(reason))).await;
+                        ws::close(&mut sink, ws::CLOSE_DELETED, "the session was deleted").await;
                         return;
                     }
                     Err(error) => {
                         tracing::error!(%error, "reading events for a stream");
-                        let _ = sink.send(Message::Close(None)).await;
+                        ws::close(&mut sink, ws::CLOSE_INTERNAL, "the server could not read the log; reconnect with your cursor").await;
                         return;
                     }
                 };
+                let mut sent = Ok(());
                 for event in batch {
-                    if sink.feed(Message::Text(event.json.as_ref().into())).await.is_err() {
-                        return;
+                    sent = ws::feed(&mut sink, Message::Text(event.json.as_ref().into()), send_timeout).await;
+                    if sent.is_err() {
+                        break;
                     }
                 }
-                if sink.flush().await.is_err() {
-                    return;
+                if sent.is_ok() {
+                    sent = ws::flush(&mut sink, send_timeout).await;
+                }
+                match sent {
+                    Ok(()) => {}
+                    Err(ws::SendError::Gone) => return,
+                    Err(ws::SendError::TooSlow) => {
+                        ws::close_too_slow(&mut sink, "stream").await;
+                        return;
+                    }
                 }
             }
             message = incoming.next() => match message {

@@ -2,22 +2,24 @@
 //! sandbox user in its home. Binary messages carry input and output; a text message
 //! `{"type":"resize","cols":N,"rows":N}` resizes. Wakes a sleeping agent.
 
-use agenthold_sandboxd::protocol::{Control, DataKind};
+use std::time::Duration;
+
+use agenthold_sandboxd::protocol::Control;
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde::Deserialize;
-use tokio::sync::mpsc;
 
 use super::agents::visible_agent;
 use super::error::ApiError;
 use super::extract::Id;
+use super::ws;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::AgentId;
 use crate::store::users::Role;
-use crate::supervisor::{Command, LifecycleError, TerminalAccess};
+use crate::supervisor::{Command, TerminalAccess};
 use crate::tunnel::link::TerminalEvent;
 
 /// The shell: bash when the image has it, else sh.
@@ -28,6 +30,9 @@ const SHELL: &str = "if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin
 enum ClientMessage {
     Resize { cols: u16, rows: u16 },
 }
+
+/// Largest input message a client may send (bigger ones end the socket).
+const MAX_INPUT_MESSAGE: usize = 64 << 10;
 
 /// Opens a terminal.
 pub async fn open(
@@ -44,18 +49,23 @@ pub async fn open(
         .ask(id, |reply| Command::Terminal { reply })
         .await
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?
-        .map_err(|error| match error {
-            LifecycleError::Busy => ApiError::conflict("TURN_IN_PROGRESS", "busy"),
-            LifecycleError::Failed(message) => ApiError::Unavailable { code: "SANDBOX_FAILED", message },
-        })?;
+        .map_err(super::agents::lifecycle_error)?;
     let pool = state.pool.clone();
-    Ok(upgrade.on_upgrade(move |socket| pump(socket, access, principal, pool)))
+    let send_timeout = state.config.ws_send_timeout();
+    Ok(upgrade
+        .max_message_size(MAX_INPUT_MESSAGE)
+        .on_upgrade(move |socket| pump(socket, access, principal, pool, send_timeout)))
 }
 
-async fn pump(socket: WebSocket, access: TerminalAccess, principal: Principal, pool: sqlx::PgPool) {
+async fn pump(
+    socket: WebSocket,
+    access: TerminalAccess,
+    principal: Principal,
+    pool: sqlx::PgPool,
+    send_timeout: Duration,
+) {
     let TerminalAccess { link, channel, home_dir, user } = access;
-    let (events_tx, mut events) = mpsc::channel(256);
-    link.watch_terminal(channel, events_tx);
+    let output = link.watch_terminal(channel);
     link.send(&Control::OpenTerminal {
         channel,
         cols: 80,
@@ -72,29 +82,44 @@ async fn pump(socket: WebSocket, access: TerminalAccess, principal: Principal, p
         tokio::select! {
             _ = check.tick() => {
                 if !principal.still_valid(&pool).await {
-                    let _ = sink.send(Message::Close(None)).await;
+                    ws::close(&mut sink, ws::CLOSE_REVOKED, "the credential was revoked").await;
                     break;
                 }
             }
-            event = events.recv() => match event {
-                Some(TerminalEvent::Output(bytes)) => {
-                    if sink.send(Message::Binary(bytes)).await.is_err() {
+            event = output.pop() => match event {
+                Some(TerminalEvent::Output(bytes)) => match ws::send(&mut sink, Message::Binary(bytes), send_timeout).await {
+                    Ok(()) => {}
+                    Err(ws::SendError::Gone) => break,
+                    Err(ws::SendError::TooSlow) => {
+                        ws::close_too_slow(&mut sink, "terminal").await;
                         break;
                     }
-                }
+                },
                 Some(TerminalEvent::Closed(reason)) => {
                     if let Some(reason) = reason {
-                        let _ = sink.send(Message::Text(format!("{{\"type\":\"error\",\"message\":{}}}", serde_json::json!(reason)).into())).await;
+                        let text = serde_json::json!({"type": "error", "message": reason}).to_string();
+                        let _ = ws::send(&mut sink, Message::Text(text.into()), send_timeout).await;
                     }
-                    let _ = sink.send(Message::Close(None)).await;
+                    ws::close(&mut sink, 1000, "the terminal ended").await;
                     break;
                 }
-                None => break,
+                None if output.was_dropped() => {
+                    ws::close(&mut sink, ws::CLOSE_OUTPUT_OVERFLOW, "the terminal's output got too far ahead of the client; the terminal was closed").await;
+                    break;
+                }
+                None => {
+                    ws::close(&mut sink, ws::CLOSE_SANDBOX_GONE, "the sandbox disconnected").await;
+                    break;
+                }
             },
             message = incoming.next() => match message {
                 Some(Ok(Message::Binary(bytes))) => {
                     let len = bytes.len() as u64;
-                    link.send_data(DataKind::TerminalInput, channel, input_offset, bytes);
+                    let sent = tokio::time::timeout(send_timeout, link.send_terminal_input(channel, input_offset, bytes)).await;
+                    if sent != Ok(true) {
+                        ws::close(&mut sink, ws::CLOSE_SANDBOX_GONE, "the sandbox is not taking input").await;
+                        break;
+                    }
                     input_offset += len;
                 }
                 Some(Ok(Message::Text(text))) => {
@@ -107,6 +132,6 @@ async fn pump(socket: WebSocket, access: TerminalAccess, principal: Principal, p
             },
         }
     }
-    link.send(&Control::CloseTerminal { channel });
     link.unwatch_terminal(channel);
+    link.send(&Control::CloseTerminal { channel });
 }

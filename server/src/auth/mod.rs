@@ -4,9 +4,11 @@
 //! on their role in the resource's workspace: `viewer` reads, `operator` also acts on sessions
 //! and terminals, `admin` also administers agents and members. A resource in a workspace the
 //! caller does not belong to answers 404, so ids cannot be probed; one the caller can see but
-//! not act on answers 403.
+//! not act on answers 403. A cookie-authenticated WebSocket upgrade must come from the server's
+//! own origin ([`origin`]).
 
 pub mod bootstrap;
+pub mod origin;
 pub mod passwords;
 
 use axum::extract::FromRequestParts;
@@ -70,6 +72,11 @@ impl FromRequestParts<AppState> for Principal {
         }
         let token = cookie(parts, SESSION_COOKIE).ok_or(ApiError::Unauthorized)?;
         let session = store::browser_sessions::find(&state.pool, token).await?.ok_or(ApiError::Unauthorized)?;
+        if origin::is_websocket_upgrade(parts)
+            && !origin::is_own_origin(&parts.headers, state.config.public_url.as_deref())
+        {
+            return Err(ApiError::OriginRejected);
+        }
         let safe = matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         let echoed = parts.headers.get(CSRF_HEADER).and_then(|value| value.to_str().ok());
         if !safe && echoed != Some(session.csrf_token.as_str()) {

@@ -1,6 +1,11 @@
 //! Live fan-out: one broadcast channel per watched session. Events are published only after
 //! they are committed (write before fan-out); a watcher that lags is caught up from Postgres by
 //! [`super::stream::Follower`], never silently skipped.
+//!
+//! The feed is bounded in bytes: it keeps the last [`CHANNEL_CAPACITY`] events of a session, and
+//! an event whose JSON is over [`LIVE_INLINE_MAX_BYTES`] travels without it (watchers read it
+//! from Postgres), so a session's feed holds at most `CHANNEL_CAPACITY × LIVE_INLINE_MAX_BYTES`
+//! (32 MiB) however large its events are.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +16,9 @@ use super::SharedEvent;
 use crate::ids::SessionId;
 
 /// Events buffered per session for slow watchers before they lag (and catch up from Postgres).
-const CHANNEL_CAPACITY: usize = 4096;
+pub const CHANNEL_CAPACITY: usize = 1024;
+/// Largest event JSON the live feed carries; larger events go out as a marker without their JSON.
+pub const LIVE_INLINE_MAX_BYTES: usize = 32 << 10;
 
 /// The live feed of every watched session.
 #[derive(Default)]
@@ -32,7 +39,7 @@ impl Hub {
         for event in events {
             let session_id = event.session_id;
             if let Some(sender) = channels.get(&session_id)
-                && sender.send(Arc::clone(event)).is_err()
+                && sender.send(live(event)).is_err()
             {
                 // Nobody watches any more.
                 channels.remove(&session_id);
@@ -47,4 +54,12 @@ impl Hub {
             channels.remove(session_id);
         }
     }
+}
+
+/// The event as the live feed carries it: itself, or a marker without its JSON when it is large.
+fn live(event: &Arc<SharedEvent>) -> Arc<SharedEvent> {
+    if event.json.len() <= LIVE_INLINE_MAX_BYTES {
+        return Arc::clone(event);
+    }
+    Arc::new(SharedEvent { session_id: event.session_id, seq: event.seq, kind: event.kind, json: Arc::from("") })
 }

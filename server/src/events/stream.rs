@@ -1,6 +1,10 @@
 //! The cursor stream: every stored event after the cursor, then live events, with no gap and
 //! no duplicate. Subscribe to the live feed first, read the stored range, then forward live
 //! events whose seq is the next one; on any gap (or lag) read the missing range from Postgres.
+//! Catch-up pages are bounded by bytes as well as by count ([`BACKFILL_PAGE_BYTES`]): a watcher
+//! holds at most two pages (the one being sent and the one read ahead). An event the live feed
+//! carries without its JSON (too large to keep in the feed, see [`super::hub`]) is read from
+//! Postgres like a gap.
 
 use std::sync::Arc;
 
@@ -12,11 +16,13 @@ use super::hub::Hub;
 use crate::ids::{Seq, SessionId};
 use crate::store;
 
-/// Events read from Postgres per round trip while catching up.
+/// Most events read from Postgres per round trip while catching up.
 pub const BACKFILL_PAGE: i64 = 2000;
+/// Most payload bytes per catch-up page (one larger event still comes alone).
+pub const BACKFILL_PAGE_BYTES: i64 = 4 << 20;
 
 /// A page being read ahead: the cursor it starts after, and the read.
-type Prefetch = (Seq, tokio::task::JoinHandle<Result<Vec<Arc<SharedEvent>>, sqlx::Error>>);
+type Prefetch = (Seq, tokio::task::JoinHandle<Result<store::events::Page, sqlx::Error>>);
 
 /// Follows one session's log from a cursor.
 pub struct Follower {
@@ -49,32 +55,32 @@ impl Follower {
     pub async fn next_batch(&mut self) -> Result<Option<Vec<Arc<SharedEvent>>>, sqlx::Error> {
         loop {
             if self.catching_up {
-                let stored = match self.prefetch.take() {
+                let page = match self.prefetch.take() {
                     Some((after, read)) if after == self.last_sent => match read.await {
-                        Ok(stored) => stored?,
-                        Err(_) => self.read_page(self.last_sent).await?,
+                        Ok(page) => page?,
+                        Err(_) => read_page(&self.pool, self.session_id, self.last_sent).await?,
                     },
-                    _ => self.read_page(self.last_sent).await?,
+                    _ => read_page(&self.pool, self.session_id, self.last_sent).await?,
                 };
-                if (stored.len() as i64) < BACKFILL_PAGE {
+                if !page.more {
                     self.catching_up = false;
                 }
+                let stored = page.events;
                 if let Some(last) = stored.last() {
                     self.last_sent = last.seq;
                     if self.catching_up {
                         let (pool, session_id, after) = (self.pool.clone(), self.session_id, self.last_sent);
-                        let read = tokio::spawn(async move {
-                            store::events::after_encoded(&pool, session_id, after, BACKFILL_PAGE).await
-                        });
+                        let read = tokio::spawn(async move { read_page(&pool, session_id, after).await });
                         self.prefetch = Some((after, read));
                     }
                     return Ok(Some(stored));
                 }
+                self.catching_up = false;
                 continue;
             }
             match self.live.recv().await {
                 Ok(event) if event.seq <= self.last_sent => continue,
-                Ok(event) if event.seq == self.last_sent + 1 => {
+                Ok(event) if event.seq == self.last_sent + 1 && !event.json.is_empty() => {
                     self.last_sent = event.seq;
                     let mut batch = vec![event];
                     self.drain_ready(&mut batch);
@@ -95,17 +101,15 @@ impl Follower {
         }
     }
 
-    async fn read_page(&self, after: Seq) -> Result<Vec<Arc<SharedEvent>>, sqlx::Error> {
-        store::events::after_encoded(&self.pool, self.session_id, after, BACKFILL_PAGE).await
-    }
-
     /// Takes live events that are already queued and continue the sequence.
     fn drain_ready(&mut self, batch: &mut Vec<Arc<SharedEvent>>) {
-        while batch.len() < 256 {
+        let mut bytes: usize = batch.iter().map(|event| event.json.len()).sum();
+        while batch.len() < 256 && bytes < BACKFILL_PAGE_BYTES as usize {
             match self.live.try_recv() {
                 Ok(event) if event.seq <= self.last_sent => continue,
-                Ok(event) if event.seq == self.last_sent + 1 => {
+                Ok(event) if event.seq == self.last_sent + 1 && !event.json.is_empty() => {
                     self.last_sent = event.seq;
+                    bytes += event.json.len();
                     batch.push(event);
                 }
                 Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {
@@ -116,4 +120,8 @@ impl Follower {
             }
         }
     }
+}
+
+async fn read_page(pool: &PgPool, session_id: SessionId, after: Seq) -> Result<store::events::Page, sqlx::Error> {
+    store::events::page_encoded(pool, session_id, after, BACKFILL_PAGE, BACKFILL_PAGE_BYTES).await
 }

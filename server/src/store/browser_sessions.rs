@@ -64,25 +64,57 @@ pub async fn is_valid(pool: &PgPool, id: Uuid) -> sqlx::Result<bool> {
     Ok(found.is_some())
 }
 
-/// Records a failed login.
-pub async fn record_failure(pool: &PgPool, username: &str, address: &str) -> sqlx::Result<()> {
-    sqlx::query!(r#"INSERT INTO login_failures (username, address) VALUES ($1, $2)"#, username, address)
-        .execute(pool)
-        .await?;
-    Ok(())
+/// Limits on failed logins within a window.
+#[derive(Debug, Clone, Copy)]
+pub struct FailureLimits {
+    /// The window, in minutes.
+    pub minutes: i32,
+    /// Failures per account within it.
+    pub per_account: i64,
+    /// Failures per address within it.
+    pub per_address: i64,
 }
 
-/// Failed logins in the last `minutes` for the account and for the address.
-pub async fn recent_failures(pool: &PgPool, username: &str, address: &str, minutes: i32) -> sqlx::Result<(i64, i64)> {
-    let row = sqlx::query!(
-        r#"SELECT
-             (SELECT count(*) FROM login_failures WHERE username = $1 AND at > now() - make_interval(mins => $3)) AS "by_user!",
-             (SELECT count(*) FROM login_failures WHERE address = $2 AND at > now() - make_interval(mins => $3)) AS "by_address!""#,
+/// Counts a login attempt before its password is checked: under a lock on the account and one
+/// on the address (so concurrent attempts are counted one after the other), records a failure
+/// if both are below their limits and returns its id — the caller removes it with
+/// [`forgive`] if the password matches. `None`: throttled, nothing recorded.
+pub async fn reserve_attempt(
+    pool: &PgPool,
+    username: &str,
+    address: &str,
+    limits: FailureLimits,
+) -> sqlx::Result<Option<i64>> {
+    let mut tx = pool.begin().await?;
+    // Always the account's lock first, then the address's: no two attempts wait on each other
+    // in a cycle.
+    sqlx::query!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(1, hashtext($1))"#, username)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(2, hashtext($1))"#, address)
+        .fetch_one(&mut *tx)
+        .await?;
+    let id = sqlx::query_scalar!(
+        r#"INSERT INTO login_failures (username, address)
+           SELECT $1, $2
+           WHERE (SELECT count(*) FROM login_failures WHERE username = $1 AND at > now() - make_interval(mins => $3)) < $4
+             AND (SELECT count(*) FROM login_failures WHERE address = $2 AND at > now() - make_interval(mins => $3)) < $5
+           RETURNING id"#,
         username,
         address,
-        minutes
+        limits.minutes,
+        limits.per_account,
+        limits.per_address
     )
-    .fetch_one(pool)
+    .fetch_optional(&mut *tx)
     .await?;
-    Ok((row.by_user, row.by_address))
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// Removes a failure recorded by [`reserve_attempt`] (the password matched, or it was never
+/// checked).
+pub async fn forgive(pool: &PgPool, id: i64) -> sqlx::Result<()> {
+    sqlx::query!(r#"DELETE FROM login_failures WHERE id = $1"#, id).execute(pool).await?;
+    Ok(())
 }

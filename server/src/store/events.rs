@@ -135,3 +135,48 @@ pub async fn full_payload(pool: &PgPool, session_id: SessionId, seq: Seq) -> sql
     let text = row.full.unwrap_or(row.inline);
     serde_json::from_str(&text).map(Some).map_err(|error| sqlx::Error::Decode(Box::new(error)))
 }
+
+/// A page of encoded events: bounded by a count and by bytes.
+#[derive(Debug)]
+pub struct Page {
+    /// The events, in order.
+    pub events: Vec<Arc<SharedEvent>>,
+    /// Whether more events may follow (the page stopped at its count or its byte budget).
+    pub more: bool,
+}
+
+/// Up to `limit` events after `after`, encoded as [`after_encoded`] does, stopping once their
+/// payloads reach `max_bytes` (the first event always comes, however large: one event is capped
+/// by the item budget anyway).
+pub async fn page_encoded(
+    pool: &PgPool,
+    session_id: SessionId,
+    after: Seq,
+    limit: i64,
+    max_bytes: i64,
+) -> sqlx::Result<Page> {
+    let rows = sqlx::query!(
+        r#"SELECT seq, type, payload AS "payload!", created_at, running AS "running!" FROM (
+             SELECT seq, type, payload::text AS payload, created_at,
+                    sum(octet_length(payload::text)) OVER (ORDER BY seq) AS running
+             FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+           ) page
+           WHERE running - octet_length(payload) < $4
+           ORDER BY seq"#,
+        session_id.0,
+        after,
+        limit,
+        max_bytes
+    )
+    .fetch_all(pool)
+    .await?;
+    let more = rows.len() as i64 >= limit || rows.last().is_some_and(|r| r.running >= max_bytes);
+    let events = rows
+        .into_iter()
+        .map(|r| {
+            let kind = EventKind::parse(&r.r#type).unwrap_or(EventKind::Notice);
+            SharedEvent::with_payload_json(session_id, r.seq, kind, r.created_at, &r.payload)
+        })
+        .collect();
+    Ok(Page { events, more })
+}

@@ -19,13 +19,21 @@ pub struct TokenOwner {
     pub user_id: Uuid,
 }
 
-/// The owner of the unrevoked token with this value, if any; marks it used.
+/// The owner of the unrevoked token with this value, if any. Marks it used, at most once a
+/// minute: a script making many requests does not write the row on each.
 pub async fn authenticate(pool: &PgPool, token: &str) -> sqlx::Result<Option<TokenOwner>> {
     let hash = hash_token(token);
     let row = sqlx::query!(
-        r#"UPDATE api_tokens SET last_used_at = now()
-           WHERE token_hash = $1 AND revoked_at IS NULL AND user_id IS NOT NULL
-           RETURNING id, user_id AS "user_id!""#,
+        r#"WITH found AS (
+             SELECT id, user_id, last_used_at FROM api_tokens
+             WHERE token_hash = $1 AND revoked_at IS NULL AND user_id IS NOT NULL
+           ), touched AS (
+             UPDATE api_tokens SET last_used_at = now()
+             FROM found
+             WHERE api_tokens.id = found.id
+               AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
+           )
+           SELECT id AS "id!", user_id AS "user_id!" FROM found"#,
         hash
     )
     .fetch_optional(pool)

@@ -1,6 +1,7 @@
 //! The tunnel listener sandboxd dials into: its own port, accepting nothing but sandbox tokens.
 //! Each accepted connection becomes a [`link::Link`] handed to the agent's supervisor.
 
+pub mod byte_queue;
 pub mod link;
 
 use std::sync::Arc;
@@ -34,9 +35,10 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
         }
     };
     let supervisors = Arc::clone(&state.supervisors);
+    let silent = std::time::Duration::from_secs(state.config.silent_tunnel_secs.max(1));
     upgrade
         .max_message_size(16 << 20)
-        .on_upgrade(move |socket| async move { link::serve(socket, agent_id, supervisors).await })
+        .on_upgrade(move |socket| async move { link::serve(socket, agent_id, supervisors, silent).await })
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {

@@ -128,6 +128,11 @@ impl TestServer {
         }
     }
 
+    /// The server process's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the server with SIGKILL (no shutdown at all).
     /// The server's resident memory in KiB (`VmRSS`), while it runs.
     pub fn rss_kib(&self) -> Option<u64> {

@@ -1,0 +1,74 @@
+//! What the API's WebSockets (stream, terminal) share: every send to a client has a deadline,
+//! and the close codes a client can act on (docs/api.md lists them).
+
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures_util::SinkExt;
+use futures_util::stream::SplitSink;
+
+/// The sending half of a client's socket.
+pub type Sink = SplitSink<WebSocket, Message>;
+
+/// The token or browser session was revoked or expired: sign in again.
+pub const CLOSE_REVOKED: u16 = 4401;
+/// The session was deleted.
+pub const CLOSE_DELETED: u16 = 4404;
+/// The client did not take a message within the send timeout: reconnect (a stream resumes from
+/// its cursor).
+pub const CLOSE_TOO_SLOW: u16 = 4408;
+/// A terminal's output got too far ahead of its client: the terminal was closed.
+pub const CLOSE_OUTPUT_OVERFLOW: u16 = 4429;
+/// The sandbox went away or stopped taking input.
+pub const CLOSE_SANDBOX_GONE: u16 = 4502;
+/// The server could not go on (a database error); reconnect later.
+pub const CLOSE_INTERNAL: u16 = 1011;
+
+/// Why a send failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The client is gone.
+    Gone,
+    /// The client did not take the message in time.
+    TooSlow,
+}
+
+/// Sends one message (or flushes, with `None`) within `timeout`.
+pub async fn send(sink: &mut Sink, message: Message, timeout: Duration) -> Result<(), SendError> {
+    match tokio::time::timeout(timeout, sink.send(message)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(SendError::Gone),
+        Err(_) => Err(SendError::TooSlow),
+    }
+}
+
+/// Queues one message within `timeout` (sent by the next [`flush`]).
+pub async fn feed(sink: &mut Sink, message: Message, timeout: Duration) -> Result<(), SendError> {
+    match tokio::time::timeout(timeout, sink.feed(message)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(SendError::Gone),
+        Err(_) => Err(SendError::TooSlow),
+    }
+}
+
+/// Flushes what was fed within `timeout`.
+pub async fn flush(sink: &mut Sink, timeout: Duration) -> Result<(), SendError> {
+    match tokio::time::timeout(timeout, sink.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(SendError::Gone),
+        Err(_) => Err(SendError::TooSlow),
+    }
+}
+
+/// Closes with a code and a reason (best effort: a stalled client gets a short grace, then the
+/// connection is dropped).
+pub async fn close(sink: &mut Sink, code: u16, reason: &str) {
+    let frame = CloseFrame { code, reason: reason.to_owned().into() };
+    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(frame)))).await;
+}
+
+/// Closes a client that did not keep up (after a [`SendError::TooSlow`]); logs it.
+pub async fn close_too_slow(sink: &mut Sink, what: &'static str) {
+    tracing::info!(socket = what, "closing a WebSocket whose client did not read in time");
+    close(sink, CLOSE_TOO_SLOW, "the client did not read in time; reconnect").await;
+}

@@ -1,0 +1,61 @@
+//! Streams are bounded: a watcher that stops reading is closed after the send timeout (and
+//! another watcher of the same session is not held up), and catching up on large events pages
+//! by bytes without losing or repeating one.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::{TestServer, seqs};
+
+/// Large events: 100 × 300 KB, 30 MB in all (more than socket buffers and one catch-up page).
+const BIG_EVENTS: usize = 100;
+
+#[tokio::test]
+async fn a_watcher_that_stops_reading_is_closed_and_large_logs_catch_up_whole() {
+    let server =
+        TestServer::start_with(&[("AGENTHOLD_WS_SEND_TIMEOUT_SECS", "3"), ("AGENTHOLD_DRIVER", "local")]).await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+
+    let url = format!("{}/api/v1/sessions/{session}/stream?after=0", server.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {}", server.token).parse().expect("header"));
+    let (mut stalled, _) = tokio_tungstenite::connect_async(request).await.expect("the stalled watcher");
+    let mut reader = server.watch(&session, "0").await;
+
+    let script = vec!["big 300000"; BIG_EVENTS].join("\n");
+    server.prompt(&session, &script).await;
+    let live = reader.until("turn_end", Duration::from_secs(60)).await;
+    assert_eq!(live.iter().filter(|e| e["type"] == "update").count(), BIG_EVENTS, "the reading watcher got everything");
+
+    // The one that never read is closed by the server.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let closed_as_slow = |log: String| {
+        log.lines().any(|line| {
+            line.contains("closing a WebSocket whose client did not read in time") && line.contains("stream")
+        })
+    };
+    while !closed_as_slow(server.log()) {
+        assert!(tokio::time::Instant::now() < deadline, "the stalled watcher was not closed; log: {}", server.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let drained = async {
+        loop {
+            match stalled.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => return None,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), drained).await.expect("the stalled watcher's socket ends");
+
+    // Catching up from the start (several byte-bounded pages) gives the whole log, in order.
+    let mut late = server.watch(&session, "0").await;
+    let caught_up = late.until("turn_end", Duration::from_secs(30)).await;
+    assert_eq!(seqs(&caught_up), seqs(&live), "the same events, none lost or repeated");
+}
