@@ -54,9 +54,9 @@ impl std::fmt::Debug for Token {
     }
 }
 
-/// Dials `url` with `Authorization: Bearer <token>`, over TLS with `tls` for `wss://`. Errors are
-/// for logs and never hold the token.
-pub async fn connect(url: &str, token: &Token, tls: Arc<rustls::ClientConfig>) -> Result<Ws, String> {
+/// Dials `url` with `Authorization: Bearer <token>`, over TLS with `tls` for `wss://` (a `wss://`
+/// URL without `tls` fails). Errors are for logs and never hold the token.
+pub async fn connect(url: &str, token: &Token, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Ws, String> {
     let mut request = url.into_client_request().map_err(|err| format!("tunnel URL: {err}"))?;
     let mut value =
         HeaderValue::from_str(&format!("Bearer {}", token.0)).map_err(|_| "the token is not a valid header value")?;
@@ -67,7 +67,7 @@ pub async fn connect(url: &str, token: &Token, tls: Arc<rustls::ClientConfig>) -
         .max_frame_size(Some(MAX_MESSAGE_BYTES))
         .max_write_buffer_size(MAX_WRITE_BUFFER_BYTES);
     let attempt =
-        tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, Some(Connector::Rustls(tls)));
+        tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, tls.map(Connector::Rustls));
     match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Err(_) => Err("timed out".into()),
         Ok(Err(err)) => Err(err.to_string()),

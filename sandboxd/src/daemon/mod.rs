@@ -70,8 +70,8 @@ pub struct Config {
     pub ping_interval: Duration,
     /// A server silent for this long (no message, no pong; or not taking a message) is gone.
     pub silence_limit: Duration,
-    /// Whom a `wss://` tunnel trusts.
-    pub tls: Arc<rustls::ClientConfig>,
+    /// Whom the tunnel trusts, for a `wss://` URL (`None` for `ws://`: no TLS set up at all).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     /// The image's environment (sandboxd's own less `AGENTHOLD_*`), under every process's.
     pub image_env: Vec<(OsString, OsString)>,
 }
@@ -110,13 +110,19 @@ impl Config {
         let ping_ms = positive("AGENTHOLD_PING_INTERVAL_MS", PING_INTERVAL_SECS * 1000)?;
         let silence_ms = positive("AGENTHOLD_SILENT_TUNNEL_MS", SILENT_TUNNEL_SECS * 1000)?;
         let ca_file = std::env::var_os("AGENTHOLD_TUNNEL_CA_FILE").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let tunnel_url = var("AGENTHOLD_TUNNEL_URL")?;
+        let tls = if tunnel_url.get(..6).is_some_and(|scheme| scheme.eq_ignore_ascii_case("wss://")) {
+            Some(tls::client_config(ca_file.as_deref())?)
+        } else {
+            None
+        };
         Ok(Self {
-            tunnel_url: var("AGENTHOLD_TUNNEL_URL")?,
+            tunnel_url,
             token: Token::new(var("AGENTHOLD_SANDBOX_TOKEN")?),
             buffer_bytes: usize::try_from(buffer_bytes).unwrap_or(usize::MAX),
             ping_interval: Duration::from_millis(ping_ms),
             silence_limit: Duration::from_millis(silence_ms),
-            tls: tls::client_config(ca_file.as_deref())?,
+            tls,
             image_env: users::image_environment(std::env::vars_os()),
         })
     }
