@@ -169,6 +169,11 @@ impl Conn {
         tokio::time::timeout(DEADLINE, self.ws.send(message)).await.expect("send in time").expect("send");
     }
 
+    /// Sends any WebSocket message; the peer may close the connection meanwhile.
+    pub async fn raw_lossy(&mut self, message: Message) {
+        let _ = tokio::time::timeout(DEADLINE, self.ws.send(message)).await.expect("send in time");
+    }
+
     /// Waits for `Hello` (must be the first message) and returns its process list.
     pub async fn hello(&mut self) -> Vec<ProcessState> {
         match self.recv().await {
