@@ -118,3 +118,26 @@ impl Config {
         Some((self.tunnel_tls_cert.as_deref()?, self.tunnel_tls_key.as_deref()?))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        let base = ["agenthold", "--database-url", "postgres://x", "--driver", "local"];
+        Config::try_parse_from(base.iter().chain(args))
+    }
+
+    #[test]
+    fn tunnel_tls_needs_both_files_and_makes_the_default_url_wss() {
+        let mut plain = parse(&[]).expect("parses");
+        plain.tunnel_url = None; // whatever AGENTHOLD_TUNNEL_URL the environment has
+        assert_eq!((plain.tunnel_tls(), plain.tunnel_url(7701).as_str()), (None, "ws://127.0.0.1:7701/tunnel"));
+        let mut tls = parse(&["--tunnel-tls-cert", "/c.pem", "--tunnel-tls-key", "/k.pem"]).expect("parses");
+        tls.tunnel_url = None;
+        assert_eq!(tls.tunnel_tls(), Some((std::path::Path::new("/c.pem"), std::path::Path::new("/k.pem"))));
+        assert_eq!(tls.tunnel_url(7701), "wss://127.0.0.1:7701/tunnel");
+        assert!(parse(&["--tunnel-tls-cert", "/c.pem"]).is_err(), "a certificate without its key");
+        assert!(parse(&["--tunnel-tls-key", "/k.pem"]).is_err(), "a key without its certificate");
+    }
+}
