@@ -58,3 +58,22 @@ async fn a_half_open_server_is_dropped_and_output_is_kept() {
     assert_eq!(got, TOTAL, "every byte, once");
     sandboxd.stop().await;
 }
+
+#[tokio::test]
+async fn a_silent_server_is_noticed_even_with_nothing_to_send() {
+    let server = Server::start().await;
+    let sandboxd = Sandboxd::start(&server.url, FAST);
+    let mut conn = server.accept().await;
+    conn.handshake().await;
+    let pid = conn.start(1, &["sleep", "100"], &[]).await;
+    // Neither read from nor written to from here: only sandboxd's pings go out, no pong comes back.
+    let started = std::time::Instant::now();
+    let mut again = server.accept().await;
+    let waited = started.elapsed();
+    let held = again.hello().await;
+    assert_eq!((held.len(), held[0].pid), (1, Some(pid)));
+    assert!(waited >= Duration::from_millis(500), "not before the silence limit: {waited:?}");
+    eprintln!("a silent server was dropped after {waited:?} (limit 600 ms)");
+    drop(conn);
+    sandboxd.stop().await;
+}
