@@ -101,6 +101,10 @@ pub async fn run(
         let (driver, pool) = (Arc::clone(&driver), pool.clone());
         tokio::spawn(async move { crate::sandbox::deletion::finish_pending(&pool, driver.as_ref()).await })
     };
+    let tunnel_tls = match config.tunnel_tls() {
+        Some((cert, key)) => Some(tunnel::tls::acceptor(cert, key)?),
+        None => None,
+    };
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
@@ -137,9 +141,18 @@ pub async fn run(
     });
     let api = axum::serve(api_listener, api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(wait_for(stop_rx.clone()));
-    let tunnel = axum::serve(tunnel_listener, tunnel::router(state)).with_graceful_shutdown(wait_for(stop_rx));
+    let tunnel_router = tunnel::router(state);
+    let tunnel: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> = match tunnel_tls {
+        Some(acceptor) => {
+            let listener = tunnel::tls::TlsListener::new(tunnel_listener, acceptor);
+            Box::pin(axum::serve(listener, tunnel_router).with_graceful_shutdown(wait_for(stop_rx)).into_future())
+        }
+        None => Box::pin(
+            axum::serve(tunnel_listener, tunnel_router).with_graceful_shutdown(wait_for(stop_rx)).into_future(),
+        ),
+    };
     tracing::info!("agenthold is serving");
-    let servers = async { tokio::try_join!(async { api.await }, async { tunnel.await }) };
+    let servers = async { tokio::try_join!(async { api.await }, tunnel) };
     tokio::pin!(servers);
     tokio::select! {
         result = &mut servers => { result.context("serving")?; }

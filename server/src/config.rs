@@ -29,9 +29,17 @@ pub struct Config {
     /// Where the tunnel listens (sandboxes must reach it).
     #[arg(long, env = "AGENTHOLD_TUNNEL_LISTEN", default_value = "0.0.0.0:7701")]
     pub tunnel_listen: SocketAddr,
-    /// The URL sandboxd dials; derived from the driver and the tunnel port when unset.
+    /// The URL sandboxd dials; derived from the driver and the tunnel port when unset (`wss://`
+    /// when the tunnel serves TLS).
     #[arg(long, env = "AGENTHOLD_TUNNEL_URL")]
     pub tunnel_url: Option<String>,
+    /// The tunnel listener serves TLS (`wss://`) with this certificate chain (PEM); needs
+    /// `--tunnel-tls-key`.
+    #[arg(long, env = "AGENTHOLD_TUNNEL_TLS_CERT", requires = "tunnel_tls_key")]
+    pub tunnel_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tunnel-tls-cert`.
+    #[arg(long, env = "AGENTHOLD_TUNNEL_TLS_KEY", requires = "tunnel_tls_cert")]
+    pub tunnel_tls_key: Option<PathBuf>,
     /// The sandbox driver.
     #[arg(long, env = "AGENTHOLD_DRIVER", value_enum, default_value = "docker")]
     pub driver: DriverKind,
@@ -118,10 +126,39 @@ impl Config {
 
     /// The URL sandboxd dials, given the tunnel's bound port.
     pub fn tunnel_url(&self, tunnel_port: u16) -> String {
+        let scheme = if self.tunnel_tls().is_some() { "wss" } else { "ws" };
         match (&self.tunnel_url, self.driver) {
             (Some(url), _) => url.clone(),
-            (None, DriverKind::Docker) => format!("ws://host.docker.internal:{tunnel_port}/tunnel"),
-            (None, DriverKind::Local) => format!("ws://127.0.0.1:{tunnel_port}/tunnel"),
+            (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
+            (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
         }
+    }
+
+    /// The tunnel's TLS certificate and key files, when it serves TLS.
+    pub fn tunnel_tls(&self) -> Option<(&std::path::Path, &std::path::Path)> {
+        Some((self.tunnel_tls_cert.as_deref()?, self.tunnel_tls_key.as_deref()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        let base = ["agenthold", "--database-url", "postgres://x", "--driver", "local"];
+        Config::try_parse_from(base.iter().chain(args))
+    }
+
+    #[test]
+    fn tunnel_tls_needs_both_files_and_makes_the_default_url_wss() {
+        let mut plain = parse(&[]).expect("parses");
+        plain.tunnel_url = None; // whatever AGENTHOLD_TUNNEL_URL the environment has
+        assert_eq!((plain.tunnel_tls(), plain.tunnel_url(7701).as_str()), (None, "ws://127.0.0.1:7701/tunnel"));
+        let mut tls = parse(&["--tunnel-tls-cert", "/c.pem", "--tunnel-tls-key", "/k.pem"]).expect("parses");
+        tls.tunnel_url = None;
+        assert_eq!(tls.tunnel_tls(), Some((std::path::Path::new("/c.pem"), std::path::Path::new("/k.pem"))));
+        assert_eq!(tls.tunnel_url(7701), "wss://127.0.0.1:7701/tunnel");
+        assert!(parse(&["--tunnel-tls-cert", "/c.pem"]).is_err(), "a certificate without its key");
+        assert!(parse(&["--tunnel-tls-key", "/k.pem"]).is_err(), "a key without its certificate");
     }
 }

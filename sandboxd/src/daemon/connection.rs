@@ -1,6 +1,12 @@
-//! The tunnel connection: dialling the server with the sandbox token, the reconnect backoff, and
-//! [`Link`], the sending half of a live connection.
+//! The tunnel connection: dialling the server with the sandbox token (over TLS for `wss://`),
+//! the reconnect backoff, and [`Link`], the sending half of a live connection.
+//!
+//! Bounded: a received message may be at most [`MAX_MESSAGE_BYTES`] (a larger one ends the
+//! connection, never sandboxd), and a send that the server does not take within the link's
+//! timeout (it stopped reading) breaks the link, so the run loop never waits on the server for
+//! longer than that.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::SinkExt as _;
@@ -9,10 +15,18 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, header::AUTHORIZATION};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use super::log;
-use crate::protocol::{Control, DataFrame};
+use crate::protocol::{Control, DATA_HEADER_LEN, DataFrame, MAX_STDIN_QUEUED_BYTES};
+
+/// Largest message taken from the server: a stdin frame as large as the whole stdin bound, plus
+/// room for its header. Control messages are far smaller.
+pub const MAX_MESSAGE_BYTES: usize = MAX_STDIN_QUEUED_BYTES as usize + DATA_HEADER_LEN + 64 * 1024;
+
+/// Most bytes tungstenite may hold unsent (each send is flushed, so this is one message).
+const MAX_WRITE_BUFFER_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
 
 /// The WebSocket to the server.
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -40,14 +54,20 @@ impl std::fmt::Debug for Token {
     }
 }
 
-/// Dials `url` with `Authorization: Bearer <token>`. Errors are for logs and never hold the token.
-pub async fn connect(url: &str, token: &Token) -> Result<Ws, String> {
+/// Dials `url` with `Authorization: Bearer <token>`, over TLS with `tls` for `wss://` (a `wss://`
+/// URL without `tls` fails). Errors are for logs and never hold the token.
+pub async fn connect(url: &str, token: &Token, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Ws, String> {
     let mut request = url.into_client_request().map_err(|err| format!("tunnel URL: {err}"))?;
     let mut value =
         HeaderValue::from_str(&format!("Bearer {}", token.0)).map_err(|_| "the token is not a valid header value")?;
     value.set_sensitive(true);
     request.headers_mut().insert(AUTHORIZATION, value);
-    let attempt = tokio_tungstenite::connect_async_with_config(request, None, true);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+        .max_write_buffer_size(MAX_WRITE_BUFFER_BYTES);
+    let attempt =
+        tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, tls.map(Connector::Rustls));
     match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Err(_) => Err("timed out".into()),
         Ok(Err(err)) => Err(err.to_string()),
@@ -87,6 +107,8 @@ impl Default for Backoff {
 /// The sending half of a connection, and where the connection is in its handshake.
 pub struct Link {
     sink: SplitSink<Ws, Message>,
+    /// How long one send may wait for the server to take it.
+    send_timeout: Duration,
     /// The server answered `Hello` with `Resume`: live output may flow.
     pub live: bool,
     /// A send failed; the run loop drops the connection.
@@ -94,19 +116,30 @@ pub struct Link {
 }
 
 impl Link {
-    /// Wraps the sending half of a new connection.
-    pub fn new(sink: SplitSink<Ws, Message>) -> Self {
-        Self { sink, live: false, broken: false }
+    /// Wraps the sending half of a new connection; a send that takes longer than `send_timeout`
+    /// breaks it.
+    pub fn new(sink: SplitSink<Ws, Message>, send_timeout: Duration) -> Self {
+        Self { sink, send_timeout, live: false, broken: false }
     }
 
-    /// Sends a message; a failure marks the link broken (logged once).
+    /// Sends a message; a failure or a timeout marks the link broken (logged once).
     pub async fn send(&mut self, message: Message) {
         if self.broken {
             return;
         }
-        if let Err(err) = self.sink.send(message).await {
-            log(format_args!("tunnel send failed: {err}"));
-            self.broken = true;
+        match tokio::time::timeout(self.send_timeout, self.sink.send(message)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                log(format_args!("tunnel send failed: {err}"));
+                self.broken = true;
+            }
+            Err(_) => {
+                log(format_args!(
+                    "the server took nothing for {} ms; dropping the connection",
+                    self.send_timeout.as_millis()
+                ));
+                self.broken = true;
+            }
         }
     }
 

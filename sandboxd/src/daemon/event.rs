@@ -17,8 +17,10 @@ pub struct Key {
     pub id: u64,
 }
 
-/// Messages that must not be lost (unbounded queue; stdout is bounded by the resend buffer's
-/// permits, the others are one per process).
+/// Messages that must not be lost. The queue has no slot limit but is bounded by construction:
+/// stdout chunks by the resend buffer's permits (bytes), `StdoutEof`/`Exited` once per process,
+/// `StdinWritten` at most once per stdin write, and stdin writes only happen for frames the run
+/// loop accepted (bounded by `MAX_STDIN_QUEUED_BYTES`).
 #[derive(Debug)]
 pub enum Event {
     /// A chunk of stdout, in order.

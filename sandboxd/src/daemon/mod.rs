@@ -5,18 +5,28 @@
 //!
 //! Everything runs on one thread (a current-thread runtime): the run loop is the only owner of
 //! the state, and tasks talk to it through two queues (see [`event`]).
+//!
+//! Liveness: a WebSocket ping goes out every [`Config::ping_interval`]; a server that sends
+//! nothing (no message, no pong) for [`Config::silence_limit`], or does not take a message for
+//! as long, is taken for gone: the connection is dropped and dialled again.
 
 mod buffer;
 mod connection;
 mod event;
 mod process;
+mod queue;
 mod reaper;
 mod state;
+mod stdin;
 mod terminal;
+mod tls;
 mod users;
 
+use std::ffi::OsString;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -31,17 +41,13 @@ use process::{Children, Sinks};
 use state::State;
 use users::AccountFiles;
 
+use crate::protocol::{PING_INTERVAL_SECS, SILENT_TUNNEL_SECS};
+
 /// Default cap on unacknowledged stdout bytes per process.
 pub const DEFAULT_BUFFER_BYTES: usize = 64 * 1024 * 1024;
 
 /// Capacity of the best-effort output queue, in chunks.
 const BEST_EFFORT_QUEUE: usize = 64;
-
-/// A ping goes out after this long without one.
-const PING_EVERY: Duration = Duration::from_secs(15);
-
-/// A connection silent for this long is taken for dead.
-const SILENCE_LIMIT: Duration = Duration::from_secs(45);
 
 /// How long processes get after SIGTERM on shutdown before SIGKILL.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -52,35 +58,78 @@ pub(crate) fn log(args: std::fmt::Arguments<'_>) {
 }
 
 /// sandboxd's configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
-    /// The server's tunnel endpoint (`ws://host:port/tunnel`).
+    /// The server's tunnel endpoint (`ws://host:port/tunnel`, or `wss://` for TLS).
     pub tunnel_url: String,
     /// This sandbox's token.
     pub token: Token,
     /// Cap on unacknowledged stdout bytes held per process.
     pub buffer_bytes: usize,
+    /// A ping goes out this often.
+    pub ping_interval: Duration,
+    /// A server silent for this long (no message, no pong; or not taking a message) is gone.
+    pub silence_limit: Duration,
+    /// Whom the tunnel trusts, for a `wss://` URL (`None` for `ws://`: no TLS set up at all).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The image's environment (sandboxd's own less `AGENTHOLD_*`), under every process's.
+    pub image_env: Vec<(OsString, OsString)>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("tunnel_url", &self.tunnel_url)
+            .field("buffer_bytes", &self.buffer_bytes)
+            .field("ping_interval", &self.ping_interval)
+            .field("silence_limit", &self.silence_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A positive number from the environment variable `name`, or `default` when it is unset.
+fn positive(name: &str, default: u64) -> Result<u64, String> {
+    match std::env::var(name) {
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{name} must be a positive whole number")),
+        },
+        Err(_) => Ok(default),
+    }
 }
 
 impl Config {
     /// Reads `AGENTHOLD_TUNNEL_URL`, `AGENTHOLD_SANDBOX_TOKEN` and the optional
-    /// `AGENTHOLD_SANDBOXD_BUFFER_BYTES`.
+    /// `AGENTHOLD_SANDBOXD_BUFFER_BYTES`, `AGENTHOLD_TUNNEL_CA_FILE` (extra CAs in PEM for
+    /// `wss://`), `AGENTHOLD_PING_INTERVAL_MS` and `AGENTHOLD_SILENT_TUNNEL_MS` (for tests; default
+    /// [`PING_INTERVAL_SECS`] and [`SILENT_TUNNEL_SECS`]); the rest of the environment is the
+    /// image's.
     pub fn from_env() -> Result<Self, String> {
         let var = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
-        let buffer_bytes = match std::env::var("AGENTHOLD_SANDBOXD_BUFFER_BYTES") {
-            Ok(text) => match text.trim().parse::<usize>() {
-                Ok(bytes) if bytes > 0 => bytes,
-                _ => {
-                    return Err("AGENTHOLD_SANDBOXD_BUFFER_BYTES must be a positive number of bytes".into());
-                }
-            },
-            Err(_) => DEFAULT_BUFFER_BYTES,
+        let buffer_bytes = positive("AGENTHOLD_SANDBOXD_BUFFER_BYTES", DEFAULT_BUFFER_BYTES as u64)?;
+        let ping_ms = positive("AGENTHOLD_PING_INTERVAL_MS", PING_INTERVAL_SECS * 1000)?;
+        let silence_ms = positive("AGENTHOLD_SILENT_TUNNEL_MS", SILENT_TUNNEL_SECS * 1000)?;
+        let ca_file = std::env::var_os("AGENTHOLD_TUNNEL_CA_FILE").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let tunnel_url = var("AGENTHOLD_TUNNEL_URL")?;
+        let tls = if tunnel_url.get(..6).is_some_and(|scheme| scheme.eq_ignore_ascii_case("wss://")) {
+            Some(tls::client_config(ca_file.as_deref())?)
+        } else {
+            None
         };
         Ok(Self {
-            tunnel_url: var("AGENTHOLD_TUNNEL_URL")?,
+            tunnel_url,
             token: Token::new(var("AGENTHOLD_SANDBOX_TOKEN")?),
-            buffer_bytes,
+            buffer_bytes: usize::try_from(buffer_bytes).unwrap_or(usize::MAX),
+            ping_interval: Duration::from_millis(ping_ms),
+            silence_limit: Duration::from_millis(silence_ms),
+            tls,
+            image_env: users::image_environment(std::env::vars_os()),
         })
+    }
+
+    /// How often the run loop looks at the connection's liveness.
+    fn tick(&self) -> Duration {
+        (self.ping_interval.min(self.silence_limit) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
     }
 }
 
@@ -107,8 +156,8 @@ enum Conn {
 
 impl Conn {
     fn dial(config: &Config) -> Self {
-        let (url, token) = (config.tunnel_url.clone(), config.token.clone());
-        Self::Connecting(Box::pin(async move { connection::connect(&url, &token).await }))
+        let (url, token, tls) = (config.tunnel_url.clone(), config.token.clone(), config.tls.clone());
+        Self::Connecting(Box::pin(async move { connection::connect(&url, &token, tls).await }))
     }
 
     fn wait(delay: Duration) -> Self {
@@ -180,10 +229,12 @@ pub async fn run(config: Config) -> std::io::Result<()> {
     // child of the server (the local driver) or runs anywhere else never edits /etc/passwd.
     let in_sandbox = rustix::process::getpid().is_init();
     let sinks = Sinks { events: events_tx, best: best_tx, children };
-    let mut state = State::new(config.buffer_bytes, uid.is_root() && in_sandbox, AccountFiles::default(), sinks);
+    let may_create_users = uid.is_root() && in_sandbox;
+    let mut state =
+        State::new(config.buffer_bytes, may_create_users, AccountFiles::default(), config.image_env.clone(), sinks);
     let mut sigterm: Signal = signal(SignalKind::terminate())?;
     let mut sigint: Signal = signal(SignalKind::interrupt())?;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(config.tick());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     log(format_args!("starting, version {}, pid {}", env!("CARGO_PKG_VERSION"), std::process::id()));
@@ -208,7 +259,7 @@ pub async fn run(config: Config) -> std::io::Result<()> {
                 log(format_args!("connected to the server"));
                 failures = FailureLog::default();
                 let (sink, stream) = (*ws).split();
-                let mut link = Link::new(sink);
+                let mut link = Link::new(sink, config.silence_limit);
                 state.hello(&mut link).await;
                 let now = Instant::now();
                 conn = Conn::Up { stream, link, last_heard: now, last_ping: now };
@@ -236,10 +287,11 @@ pub async fn run(config: Config) -> std::io::Result<()> {
             }
             Input::Tick => {
                 if let Conn::Up { link, last_heard, last_ping, .. } = &mut conn {
-                    if last_heard.elapsed() > SILENCE_LIMIT {
-                        log(format_args!("no word from the server for {}s; reconnecting", SILENCE_LIMIT.as_secs()));
+                    if last_heard.elapsed() > config.silence_limit {
+                        let ms = config.silence_limit.as_millis();
+                        log(format_args!("no word from the server for {ms} ms; reconnecting"));
                         link.broken = true;
-                    } else if last_ping.elapsed() >= PING_EVERY {
+                    } else if last_ping.elapsed() >= config.ping_interval {
                         *last_ping = Instant::now();
                         link.send(Message::Ping(Default::default())).await;
                     }

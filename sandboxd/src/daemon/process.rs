@@ -1,22 +1,23 @@
 //! Processes started by [`Control::Start`](crate::protocol::Control::Start): spawning (user,
 //! environment, own process group), and the tasks that pump stdout into the resend buffer (with
-//! backpressure), forward stderr, write stdin and wait for the exit.
+//! backpressure), forward stderr and wait for the exit. stdin is [`super::stdin`]'s.
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::process::{Child, ChildStdin};
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+use tokio::process::Child;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::AbortHandle;
 
 use super::buffer::ResendBuffer;
 use super::event::{BestEffort, Event, Key};
-use super::log;
 use super::users::Account;
+use super::{log, queue, stdin};
 use crate::protocol::ExitStatus;
 
 /// Largest chunk read from a pipe or PTY at once.
@@ -35,15 +36,6 @@ pub fn track(children: &Children, pid: u32, alive: bool) {
     }
 }
 
-/// What the stdin writer is asked to do.
-#[derive(Debug)]
-pub enum StdinCmd {
-    /// Write these bytes whole.
-    Data(Bytes),
-    /// Close stdin.
-    Close,
-}
-
 /// Where a spawned process's tasks report.
 #[derive(Clone)]
 pub struct Sinks {
@@ -60,7 +52,7 @@ pub struct Spec<'a> {
     /// Program and arguments.
     pub argv: &'a [String],
     /// Complete environment.
-    pub env: &'a [(String, String)],
+    pub env: &'a [(OsString, OsString)],
     /// Working directory.
     pub cwd: &'a str,
     /// User to run as (`None`: sandboxd's own).
@@ -77,12 +69,10 @@ pub struct Process {
     pub buffer: ResendBuffer,
     /// Free room in the resend buffer, in bytes; the stdout reader takes, acks give back.
     pub room: Arc<Semaphore>,
-    /// Queue to the stdin writer; `None` once stdin was closed.
-    pub stdin: Option<mpsc::UnboundedSender<StdinCmd>>,
+    /// Queue to the stdin writer (bounded by [`stdin::queue_limit`]); closed by `CloseStdin`.
+    pub stdin: queue::Sender,
     /// stdin bytes accepted for writing (the stream offset the next frame must have).
-    pub stdin_queued: u64,
-    /// stdin bytes written so far.
-    pub stdin_written: u64,
+    pub stdin_accepted: u64,
     /// stdout reached end of file.
     pub stdout_eof: bool,
     /// How it ended, once it did.
@@ -145,11 +135,10 @@ pub fn spawn(key: Key, spec: &Spec<'_>, buffer_bytes: usize, sinks: &Sinks) -> s
     if let Some(stderr) = child.stderr.take() {
         tasks.push(tokio::spawn(pump_stderr(key, stderr, sinks.best.clone())).abort_handle());
     }
-    let stdin = child.stdin.take().map(|stdin| {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tasks.push(tokio::spawn(write_stdin(key, stdin, rx, sinks.events.clone())).abort_handle());
-        tx
-    });
+    let (stdin, queue) = queue::bounded(stdin::queue_limit());
+    if let Some(pipe) = child.stdin.take() {
+        tasks.push(tokio::spawn(stdin::write(key, pipe, queue, sinks.events.clone())).abort_handle());
+    }
     // Not aborted with the others: it ends when the child does, and keeps the pid tracked (and
     // away from the reaper) until tokio has reaped it.
     tokio::spawn(wait(key, pid, child, sinks.clone()));
@@ -159,8 +148,7 @@ pub fn spawn(key: Key, spec: &Spec<'_>, buffer_bytes: usize, sinks: &Sinks) -> s
         buffer: ResendBuffer::default(),
         room,
         stdin,
-        stdin_queued: 0,
-        stdin_written: 0,
+        stdin_accepted: 0,
         stdout_eof: false,
         status: None,
         tasks,
@@ -220,36 +208,6 @@ async fn pump_stderr(key: Key, mut stderr: impl AsyncRead + Unpin, best: mpsc::S
                 }
                 offset += read as u64;
             }
-        }
-    }
-}
-
-/// Writes stdin frames whole and in order; reports the total written whenever the queue drains.
-async fn write_stdin(
-    key: Key,
-    stdin: ChildStdin,
-    mut queue: mpsc::UnboundedReceiver<StdinCmd>,
-    events: mpsc::UnboundedSender<Event>,
-) {
-    let mut stdin = Some(stdin);
-    let mut written = 0u64;
-    while let Some(cmd) = queue.recv().await {
-        match cmd {
-            StdinCmd::Data(bytes) => {
-                let Some(pipe) = stdin.as_mut() else { continue };
-                match pipe.write_all(&bytes).await {
-                    Ok(()) => written += bytes.len() as u64,
-                    Err(err) => {
-                        log(format_args!("channel {}: writing stdin: {err}", key.channel));
-                        stdin = None;
-                        continue;
-                    }
-                }
-                if queue.is_empty() && events.send(Event::StdinWritten(key, written)).is_err() {
-                    return;
-                }
-            }
-            StdinCmd::Close => stdin = None,
         }
     }
 }

@@ -4,14 +4,16 @@
 //! `Resume`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
 
 use tokio_tungstenite::tungstenite::Message;
 
 use super::connection::Link;
 use super::event::{BestEffort, Event, Key};
 use super::log;
-use super::process::{self, Process, Sinks, Spec, StdinCmd};
-use super::terminal::{self, TermCmd, Terminal};
+use super::process::{self, Process, Sinks, Spec};
+use super::stdin;
+use super::terminal::{self, Terminal};
 use super::users::{self, Account, AccountFiles};
 use crate::protocol::{Control, DataFrame, DataKind, PROTOCOL_VERSION, ProcessState, ResumeFrom};
 
@@ -31,6 +33,8 @@ pub struct State {
     may_create_users: bool,
     /// The account databases.
     accounts: AccountFiles,
+    /// The image's environment (sandboxd's own less `AGENTHOLD_*`), under every process's.
+    image_env: Vec<(OsString, OsString)>,
     /// Where spawned tasks report.
     sinks: Sinks,
     /// Next spawn id.
@@ -43,11 +47,18 @@ pub struct State {
 
 impl State {
     /// Empty state.
-    pub fn new(buffer_bytes: usize, may_create_users: bool, accounts: AccountFiles, sinks: Sinks) -> Self {
+    pub fn new(
+        buffer_bytes: usize,
+        may_create_users: bool,
+        accounts: AccountFiles,
+        image_env: Vec<(OsString, OsString)>,
+        sinks: Sinks,
+    ) -> Self {
         Self {
             buffer_bytes,
             may_create_users,
             accounts,
+            image_env,
             sinks,
             next_id: 1,
             processes: BTreeMap::new(),
@@ -65,8 +76,8 @@ impl State {
                 pid: Some(p.pid).filter(|&pid| pid != 0),
                 stdout_acked: p.buffer.acked(),
                 stdout_end: p.buffer.end(),
-                stdin_written: p.stdin_written,
-                stdin_accepted: p.stdin_queued,
+                stdin_written: p.stdin.written(),
+                stdin_accepted: p.stdin_accepted,
                 exit: p.exit(),
             })
             .collect();
@@ -83,7 +94,7 @@ impl State {
                 Err(err) => log(format_args!("ignoring a bad control message: {err}")),
             },
             Message::Binary(bytes) => match DataFrame::decode(bytes) {
-                Ok(frame) => self.on_data(frame),
+                Ok(frame) => self.on_data(frame, link).await,
                 Err(err) => log(format_args!("ignoring a bad data frame: {err}")),
             },
             Message::Ping(_) | Message::Pong(_) | Message::Close(_) | Message::Frame(_) => {}
@@ -143,11 +154,7 @@ impl State {
                 None => log(format_args!("signal for unknown channel {channel}")),
             },
             Control::CloseStdin { channel } => match self.processes.get_mut(&channel) {
-                Some(p) => {
-                    if let Some(stdin) = p.stdin.take() {
-                        let _ = stdin.send(StdinCmd::Close);
-                    }
-                }
+                Some(p) => p.stdin.close(),
                 None => log(format_args!("close_stdin for unknown channel {channel}")),
             },
             Control::Forget { channel } => match self.processes.remove(&channel) {
@@ -165,10 +172,8 @@ impl State {
                     link.control(&Control::StartFailed { channel, message }).await;
                 }
             }
-            Control::Resize { channel, cols, rows } => match self.terminals.get(&channel) {
-                Some(t) => {
-                    let _ = t.input.send(TermCmd::Resize { cols, rows });
-                }
+            Control::Resize { channel, cols, rows } => match self.terminals.get_mut(&channel) {
+                Some(t) => t.resize(channel, cols, rows),
                 None => log(format_args!("resize for unknown terminal {channel}")),
             },
             Control::CloseTerminal { channel } => match self.terminals.get_mut(&channel) {
@@ -238,7 +243,7 @@ impl State {
             return Err(format!("channel {channel} is in use"));
         }
         let (run_as, env_account) = self.accounts_for(user)?;
-        let env = users::with_defaults(env, env_account.as_ref());
+        let env = users::environment(&self.image_env, env, env_account.as_ref());
         let key = self.spawn_key(channel);
         let spec = Spec { argv, env: &env, cwd, account: run_as.as_ref() };
         let program = argv.first().map_or("", String::as_str);
@@ -264,7 +269,7 @@ impl State {
             return Err(format!("terminal channel {channel} is in use"));
         }
         let (run_as, env_account) = self.accounts_for(user)?;
-        let env = users::with_defaults(env, env_account.as_ref());
+        let env = users::environment(&self.image_env, env, env_account.as_ref());
         let key = self.spawn_key(channel);
         let spec = Spec { argv, env: &env, cwd, account: run_as.as_ref() };
         let t = terminal::open(key, &spec, cols, rows, &self.sinks)?;
@@ -272,8 +277,9 @@ impl State {
         Ok(())
     }
 
-    /// A binary frame from the server: stdin or terminal input.
-    fn on_data(&mut self, frame: DataFrame) {
+    /// A binary frame from the server: stdin (placed exactly by offset, or refused with
+    /// `StdinRejected`; see [`stdin`]) or terminal input.
+    async fn on_data(&mut self, frame: DataFrame, link: &mut Link) {
         let channel = frame.channel;
         match frame.kind {
             DataKind::Stdin => {
@@ -281,29 +287,17 @@ impl State {
                     log(format_args!("stdin for unknown channel {channel}"));
                     return;
                 };
-                let len = frame.payload.len() as u64;
-                if frame.offset < p.stdin_queued {
-                    if frame.offset + len > p.stdin_queued {
-                        log(format_args!("channel {channel}: stdin frame overlaps what was written; ignored"));
+                if let Err(rejected) =
+                    stdin::accept(channel, &p.stdin, &mut p.stdin_accepted, frame.offset, &frame.payload)
+                {
+                    if let Control::StdinRejected { reason, .. } = &rejected {
+                        log(format_args!("channel {channel}: stdin frame at {} rejected: {reason}", frame.offset));
                     }
-                    return;
-                }
-                if frame.offset > p.stdin_queued {
-                    log(format_args!(
-                        "channel {channel}: stdin frame at {} but {} bytes came so far; ignored",
-                        frame.offset, p.stdin_queued
-                    ));
-                    return;
-                }
-                match &p.stdin {
-                    Some(stdin) if stdin.send(StdinCmd::Data(frame.payload)).is_ok() => p.stdin_queued += len,
-                    _ => log(format_args!("channel {channel}: stdin is closed; frame dropped")),
+                    link.control(&rejected).await;
                 }
             }
-            DataKind::TerminalInput => match self.terminals.get(&channel) {
-                Some(t) => {
-                    let _ = t.input.send(TermCmd::Input(frame.payload));
-                }
+            DataKind::TerminalInput => match self.terminals.get_mut(&channel) {
+                Some(t) => t.input(channel, &frame.payload),
                 None => log(format_args!("input for unknown terminal {channel}")),
             },
             DataKind::Stdout | DataKind::Stderr | DataKind::TerminalOutput => {
@@ -343,10 +337,9 @@ impl State {
                 }
             }
             Event::StdinWritten(key, offset) => {
-                let Some(p) = self.process_for(key) else {
+                if self.process_for(key).is_none() {
                     return;
-                };
-                p.stdin_written = offset;
+                }
                 if let Some(link) = live(link) {
                     link.control(&Control::StdinWritten { channel: key.channel, offset }).await;
                 }

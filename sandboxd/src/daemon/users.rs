@@ -1,13 +1,15 @@
 //! Who a process runs as: looking users up in `/etc/passwd`, creating the sandbox user when
-//! sandboxd is root inside a sandbox and the image lacks it, and the login environment defaults
-//! (`HOME`, `USER`, `LOGNAME`, `PATH`) every started process gets unless the server set them.
+//! sandboxd is root inside a sandbox and the image lacks it, and the environment every started
+//! process gets (see [`environment`]).
 
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{self, Write as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
-/// `PATH` for a process whose environment has none.
+/// `PATH` for a process when neither the image nor the server sets one.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// First uid/gid handed to a created user.
@@ -149,23 +151,39 @@ fn prepare_home(account: &Account) -> io::Result<()> {
     Ok(())
 }
 
-/// Adds `HOME`, `USER`, `LOGNAME` and `PATH` to `env` where absent. `account` is the user the
-/// process runs as, `None` when it is unknown (sandboxd's own user missing from passwd).
-pub fn with_defaults(mut env: Vec<(String, String)>, account: Option<&Account>) -> Vec<(String, String)> {
-    let (home, name) = match account {
-        Some(a) => (a.home.clone(), a.name.clone()),
-        None => (
-            std::env::var("HOME").unwrap_or_else(|_| "/".into()),
-            std::env::var("USER").unwrap_or_else(|_| "root".into()),
-        ),
-    };
-    let defaults = [("HOME", home), ("USER", name.clone()), ("LOGNAME", name), ("PATH", DEFAULT_PATH.to_owned())];
-    for (key, value) in defaults {
-        if !env.iter().any(|(k, _)| k == key) {
-            env.push((key.to_owned(), value));
+/// Prefix of sandboxd's own variables (its token among them), which no process inherits.
+const OWN_PREFIX: &[u8] = b"AGENTHOLD_";
+
+/// The image's environment: sandboxd's own (Docker gives PID 1 the image's `ENV`) less its
+/// `AGENTHOLD_*` variables.
+pub fn image_environment(own: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    own.into_iter().filter(|(key, _)| !key.as_encoded_bytes().starts_with(OWN_PREFIX)).collect()
+}
+
+/// The environment of a started process, each layer over the one before: the image's
+/// (`image`, already without `AGENTHOLD_*`), `PATH` defaulted to [`DEFAULT_PATH`] if the image has
+/// none, `HOME`/`USER`/`LOGNAME` of the user it runs as, then what the server sent (`given`),
+/// which wins. `account` is that user, `None` when it is unknown (sandboxd's own user missing
+/// from passwd: the image's values, else `/` and `root`).
+pub fn environment(
+    image: &[(OsString, OsString)],
+    given: Vec<(String, String)>,
+    account: Option<&Account>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: BTreeMap<OsString, OsString> = image.iter().cloned().collect();
+    env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
+    let login = match account {
+        Some(a) => [("HOME", a.home.as_str()), ("USER", a.name.as_str()), ("LOGNAME", a.name.as_str())]
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        None => {
+            let get = |k: &str, fallback: &str| env.get(OsStr::new(k)).cloned().unwrap_or_else(|| fallback.into());
+            let user = get("USER", "root");
+            [("HOME".into(), get("HOME", "/")), ("USER".into(), user.clone()), ("LOGNAME".into(), user)]
         }
-    }
-    env
+    };
+    env.extend(login);
+    env.extend(given.into_iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
+    env.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -211,16 +229,39 @@ mod tests {
         fs::remove_dir_all(dir).ok();
     }
 
+    fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+    }
+
     #[test]
-    fn defaults_fill_only_what_is_missing() {
+    fn image_environment_loses_sandboxds_own_variables() {
+        let own =
+            os(&[("PATH", "/opt/bin"), ("AGENTHOLD_SANDBOX_TOKEN", "s3cret"), ("AGENTHOLD_X", "1"), ("LANG", "C")]);
+        assert_eq!(image_environment(own), os(&[("PATH", "/opt/bin"), ("LANG", "C")]));
+    }
+
+    #[test]
+    fn layers_image_then_login_then_given() {
         let account = Account { name: "agent".into(), uid: 1000, gid: 1000, home: "/home/agent".into() };
-        let env = with_defaults(vec![("PATH".into(), "/opt/bin".into()), ("X".into(), "1".into())], Some(&account));
-        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("PATH"), Some("/opt/bin"));
-        assert_eq!(get("HOME"), Some("/home/agent"));
-        assert_eq!(get("USER"), Some("agent"));
-        assert_eq!(get("LOGNAME"), Some("agent"));
-        assert_eq!(get("X"), Some("1"));
-        assert_eq!(env.len(), 5);
+        let image = os(&[("PATH", "/opt/bin"), ("HOME", "/root"), ("LANG", "C.UTF-8"), ("TOOL", "image")]);
+        let given = vec![("TOOL".into(), "server".into()), ("X".into(), "1".into())];
+        let env = environment(&image, given, Some(&account));
+        let want = os(&[
+            ("HOME", "/home/agent"),
+            ("LANG", "C.UTF-8"),
+            ("LOGNAME", "agent"),
+            ("PATH", "/opt/bin"),
+            ("TOOL", "server"),
+            ("USER", "agent"),
+            ("X", "1"),
+        ]);
+        assert_eq!(env, want);
+
+        let env = environment(&[], vec![("HOME".into(), "/given".into())], None);
+        assert_eq!(
+            env,
+            os(&[("HOME", "/given"), ("LOGNAME", "root"), ("PATH", DEFAULT_PATH), ("USER", "root")]),
+            "no image PATH: the default; the server's HOME wins"
+        );
     }
 }

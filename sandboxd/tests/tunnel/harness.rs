@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use agenthold_sandboxd::protocol::{Control, DataFrame, DataKind, ExitStatus, ProcessState, ResumeFrom};
 use futures_util::{SinkExt as _, StreamExt as _};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 use tokio_tungstenite::WebSocketStream;
@@ -31,6 +32,10 @@ pub enum Msg {
 
 /// Path and `Authorization` header of a handshake request.
 type SeenRequest = (String, Option<String>);
+
+/// A connection's byte stream: plain TCP or TLS over it.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// The listening side.
 pub struct Server {
@@ -56,9 +61,20 @@ impl Server {
         stream
     }
 
+    /// Accepts one TCP connection if one comes within `wait`.
+    pub async fn try_accept_tcp(&self, wait: Duration) -> Option<TcpStream> {
+        let (stream, _) = tokio::time::timeout(wait, self.listener.accept()).await.ok()?.expect("accept");
+        Some(stream)
+    }
+
     /// Accepts one connection and completes the WebSocket handshake.
     pub async fn accept(&self) -> Conn {
         let stream = self.accept_tcp().await;
+        Self::handshake(Box::new(stream)).await
+    }
+
+    /// Completes the WebSocket handshake on an accepted stream.
+    pub async fn handshake(stream: Box<dyn Io>) -> Conn {
         let seen: Arc<Mutex<Option<SeenRequest>>> = Arc::default();
         let record = seen.clone();
         #[expect(clippy::result_large_err, reason = "the signature tungstenite's Callback wants")]
@@ -72,19 +88,21 @@ impl Server {
             .expect("handshake in time")
             .expect("handshake");
         let (path, authorization) = seen.lock().expect("lock").take().expect("request seen");
-        Conn { ws, path, authorization, pending: Vec::new() }
+        Conn { ws, path, authorization, pending: Vec::new(), pings: 0 }
     }
 }
 
 /// One accepted tunnel connection.
 pub struct Conn {
-    ws: WebSocketStream<TcpStream>,
+    ws: WebSocketStream<Box<dyn Io>>,
     /// The request path.
     pub path: String,
     /// The `Authorization` header sandboxd sent.
     pub authorization: Option<String>,
     /// Messages received while waiting for something else.
     pending: Vec<Msg>,
+    /// WebSocket pings received so far (answered by tungstenite while the test reads).
+    pub pings: usize,
 }
 
 impl Conn {
@@ -110,6 +128,7 @@ impl Conn {
                 Message::Binary(bytes) => {
                     return Msg::Data(DataFrame::decode(bytes).expect("valid data frame"));
                 }
+                Message::Ping(_) => self.pings += 1,
                 _ => {}
             }
         }
@@ -148,6 +167,11 @@ impl Conn {
     /// Sends any WebSocket message.
     pub async fn raw(&mut self, message: Message) {
         tokio::time::timeout(DEADLINE, self.ws.send(message)).await.expect("send in time").expect("send");
+    }
+
+    /// Sends any WebSocket message; the peer may close the connection meanwhile.
+    pub async fn raw_lossy(&mut self, message: Message) {
+        let _ = tokio::time::timeout(DEADLINE, self.ws.send(message)).await.expect("send in time");
     }
 
     /// Waits for `Hello` (must be the first message) and returns its process list.
@@ -250,8 +274,21 @@ impl Sandboxd {
     /// Starts sandboxd against `url`, with extra environment. `SANDBOXD_BIN` overrides the
     /// binary (e.g. to measure a release build).
     pub fn start(url: &str, extra_env: &[(&str, &str)]) -> Self {
+        Self::spawn(url, extra_env, false)
+    }
+
+    /// Like [`Sandboxd::start`], but sandboxd's environment is only the tunnel variables and
+    /// `env` (as in a container, where it is the image's `ENV`).
+    pub fn start_with_only(url: &str, env: &[(&str, &str)]) -> Self {
+        Self::spawn(url, env, true)
+    }
+
+    fn spawn(url: &str, extra_env: &[(&str, &str)], clean: bool) -> Self {
         let binary = std::env::var("SANDBOXD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sandboxd").to_owned());
         let mut command = Command::new(binary);
+        if clean {
+            command.env_clear();
+        }
         Self::configure(&mut command, url, extra_env);
         let child = command.spawn().expect("spawn sandboxd");
         let target = child.id().expect("pid");

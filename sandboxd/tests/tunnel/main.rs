@@ -3,9 +3,12 @@
 
 mod garbage;
 mod harness;
+mod liveness;
 mod memory;
 mod processes;
 mod reaper;
 mod reconnect;
+mod stdin;
 mod terminal;
+mod tls;
 mod users;

@@ -1,10 +1,11 @@
-//! sandboxd stays small: the resident memory of an idle, connected sandboxd.
+//! sandboxd stays small: the resident memory of an idle, connected sandboxd, and of one whose
+//! terminal is flooded with input its shell never reads.
 
 use std::time::Duration;
 
-use agenthold_sandboxd::protocol::DataKind;
+use agenthold_sandboxd::protocol::{Control, DataKind};
 
-use crate::harness::{Sandboxd, Server};
+use crate::harness::{Msg, Sandboxd, Server};
 
 /// `VmRSS` of `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
@@ -27,6 +28,44 @@ async fn idle_connected_sandboxd_stays_under_ten_mib() {
     let kib = rss_kib(sandboxd.pid());
     eprintln!("idle connected sandboxd VmRSS: {kib} KiB");
     assert!(kib <= 10 * 1024, "idle RSS {kib} KiB exceeds 10 MiB");
+    sandboxd.stop().await;
+}
+
+#[tokio::test]
+async fn terminal_input_nobody_reads_does_not_grow_sandboxd() {
+    const FLOOD: usize = 50 << 20;
+    const FRAME: usize = 64 << 10;
+    let server = Server::start().await;
+    let sandboxd = Sandboxd::start(&server.url, &[]);
+    let mut conn = server.accept().await;
+    conn.handshake().await;
+    conn.send(&Control::OpenTerminal {
+        channel: 30,
+        cols: 80,
+        rows: 24,
+        argv: vec!["sleep".into(), "1000".into()], // never reads its terminal
+        env: vec![],
+        cwd: "/tmp".into(),
+        user: None,
+    })
+    .await;
+    let before = rss_kib(sandboxd.pid());
+    let frame = vec![b'x'; FRAME];
+    let mut offset = 0;
+    while offset < FLOOD as u64 {
+        conn.send_data(DataKind::TerminalInput, 30, offset, &frame).await;
+        offset += FRAME as u64;
+    }
+    // sandboxd handles messages in order: once this start is answered, every input frame was.
+    conn.start(1, &["true"], &[]).await;
+    let after = rss_kib(sandboxd.pid());
+    eprintln!("VmRSS before {before} KiB, after {} MiB of unread terminal input {after} KiB", FLOOD >> 20);
+    assert!(after <= before + 16 * 1024, "RSS grew from {before} KiB to {after} KiB");
+    conn.send(&Control::CloseTerminal { channel: 30 }).await;
+    conn.expect("terminal closed", |m| {
+        matches!(m, Msg::Control(Control::TerminalClosed { channel: 30 })).then_some(())
+    })
+    .await;
     sandboxd.stop().await;
 }
 

@@ -26,21 +26,89 @@ async fn hello_then_stdout_stderr_and_exit() {
     sandboxd.stop().await;
 }
 
+/// The image's environment as sandboxd gets it in a container, with its own variables.
+const IMAGE_ENV: &[(&str, &str)] = &[
+    ("PATH", "/opt/image/bin:/usr/local/bin:/usr/bin:/bin"),
+    ("LANG", "C.UTF-8"),
+    ("IMAGE_TOOL", "from-image"),
+    ("OVERRIDDEN", "from-image"),
+    ("HOME", "/image/home"),
+    ("AGENTHOLD_SANDBOXD_BUFFER_BYTES", "1000000"),
+];
+
+/// `KEY=value` lines as pairs.
+fn parse_env(text: &str) -> Vec<(String, String)> {
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+}
+
+/// The home directory of the user the tests run as, if passwd knows it.
+fn own_home() -> Option<String> {
+    let uid = rustix::process::getuid().as_raw().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() >= 7 && f[2] == uid)
+        .map(|f| f[5].to_owned())
+}
+
+/// What a process's environment must be: the image's, less `AGENTHOLD_*`, HOME of its user,
+/// the server's values over both.
+fn check_environment(text: &str) {
+    let env = parse_env(text);
+    let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("PATH"), Some("/opt/image/bin:/usr/local/bin:/usr/bin:/bin"), "the image's PATH: {text}");
+    assert_eq!(get("LANG"), Some("C.UTF-8"), "{text}");
+    assert_eq!(get("IMAGE_TOOL"), Some("from-image"), "{text}");
+    assert_eq!(get("OVERRIDDEN"), Some("from-server"), "the server's value wins: {text}");
+    assert_eq!(get("FOO"), Some("bar"), "{text}");
+    if let Some(home) = own_home() {
+        assert_eq!(get("HOME"), Some(home.as_str()), "HOME follows the user: {text}");
+    }
+    assert!(get("USER").is_some() && get("LOGNAME").is_some(), "{text}");
+    assert!(!env.iter().any(|(k, _)| k.starts_with("AGENTHOLD_")), "no AGENTHOLD_* variable: {text}");
+    assert!(!text.contains(TOKEN), "the sandbox token never reaches a process: {text}");
+}
+
 #[tokio::test]
-async fn environment_is_exactly_what_was_given_plus_login_defaults() {
+async fn environment_is_the_images_less_sandboxds_own_plus_what_was_given() {
     let server = Server::start().await;
-    let sandboxd = Sandboxd::start(&server.url, &[]);
+    let sandboxd = Sandboxd::start_with_only(&server.url, IMAGE_ENV);
     let mut conn = server.accept().await;
     conn.handshake().await;
 
-    conn.start(1, &["env"], &[("FOO", "bar"), ("HOME", "/somewhere")]).await;
+    let given = [("FOO", "bar"), ("OVERRIDDEN", "from-server")];
+    conn.start(1, &["env"], &given).await;
     let (_, end) = conn.exited(1).await;
     let text = String::from_utf8(conn.output(DataKind::Stdout, 1, 0, end as usize).await).expect("utf8");
-    let mut keys: Vec<&str> = text.lines().filter_map(|l| l.split('=').next()).collect();
-    keys.sort_unstable();
-    assert_eq!(keys, ["FOO", "HOME", "LOGNAME", "PATH", "USER"], "{text}");
-    assert!(text.contains("HOME=/somewhere\n"), "given values win: {text}");
-    assert!(text.contains("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"), "{text}");
+    check_environment(&text);
+
+    // A terminal's shell gets the same.
+    conn.send(&Control::OpenTerminal {
+        channel: 20,
+        cols: 200,
+        rows: 50,
+        argv: vec!["env".into()],
+        env: given.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        cwd: "/tmp".into(),
+        user: None,
+    })
+    .await;
+    let mut seen = Vec::new();
+    loop {
+        let msg = conn
+            .expect("terminal output or close", |m| match m {
+                Msg::Data(f) if f.kind == DataKind::TerminalOutput && f.channel == 20 => Some(Some(f.payload.clone())),
+                Msg::Control(Control::TerminalClosed { channel: 20 }) => Some(None),
+                _ => None,
+            })
+            .await;
+        match msg {
+            Some(bytes) => seen.extend_from_slice(&bytes),
+            None => break,
+        }
+    }
+    check_environment(&String::from_utf8_lossy(&seen).replace('\r', ""));
 
     conn.start(2, &["pwd"], &[]).await;
     assert_eq!(conn.output(DataKind::Stdout, 2, 0, 5).await, b"/tmp\n");

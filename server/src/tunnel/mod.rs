@@ -1,8 +1,10 @@
-//! The tunnel listener sandboxd dials into: its own port, accepting nothing but sandbox tokens.
-//! Each accepted connection becomes a [`link::Link`] handed to the agent's supervisor.
+//! The tunnel listener sandboxd dials into: its own port, accepting nothing but sandbox tokens,
+//! over TLS when configured ([`tls`]). Each accepted connection becomes a [`link::Link`] handed
+//! to the agent's supervisor.
 
 pub mod byte_queue;
 pub mod link;
+pub mod tls;
 
 use std::sync::Arc;
 

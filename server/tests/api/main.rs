@@ -22,4 +22,5 @@ mod restart;
 mod stream;
 mod support;
 mod takeover;
+mod tunnel_tls;
 mod turns;
