@@ -95,12 +95,15 @@ async fn pump(
                         break;
                     }
                 },
-                Some(TerminalEvent::Closed(reason)) => {
-                    if let Some(reason) = reason {
-                        let text = serde_json::json!({"type": "error", "message": reason}).to_string();
-                        let _ = ws::send(&mut sink, Message::Text(text.into()), send_timeout).await;
-                    }
+                Some(TerminalEvent::Closed(None)) => {
                     ws::close(&mut sink, 1000, "the terminal ended").await;
+                    break;
+                }
+                Some(TerminalEvent::Closed(Some(reason))) => {
+                    // The terminal could not start, or the sandbox went away.
+                    let text = serde_json::json!({"type": "error", "message": reason}).to_string();
+                    let _ = ws::send(&mut sink, Message::Text(text.into()), send_timeout).await;
+                    ws::close(&mut sink, ws::CLOSE_SANDBOX_GONE, "the terminal could not go on in the sandbox").await;
                     break;
                 }
                 None if output.was_dropped() => {

@@ -49,11 +49,22 @@ async fn a_terminal_that_is_not_read_neither_stalls_the_agent_nor_stays_open() {
     // has long stopped), and each of its events comes within the send timeout of the last.
     let second = server.create_session(&agent).await;
     let mut watcher = server.watch(&second, "0").await;
+    let posted = tokio::time::Instant::now();
     server.prompt(&second, "text before the pause\nsleep 2000\ntext after the pause").await;
-    let per_event = Duration::from_millis(2000) + Duration::from_secs(SEND_TIMEOUT_SECS);
-    let events = watcher.until("turn_end", per_event).await;
-    let texts = crate::support::texts(&events);
-    assert_eq!(texts, ["before the pause", "after the pause"], "{events:?}");
+    let send_timeout = Duration::from_secs(SEND_TIMEOUT_SECS);
+    let first_update = loop {
+        let event = watcher.next(send_timeout).await.expect("an event within the send timeout");
+        if event["type"] == "update" {
+            break event;
+        }
+    };
+    let first_after = posted.elapsed();
+    assert_eq!(first_update["payload"]["content"]["text"], "before the pause");
+    assert!(first_after < send_timeout, "the first update came {first_after:?} after the prompt");
+    let rest = watcher.until("turn_end", Duration::from_millis(2000) + send_timeout).await;
+    let turn_after = posted.elapsed();
+    assert_eq!(crate::support::texts(&rest), ["after the pause"], "{rest:?}");
+    eprintln!("with a stalled terminal: first update {first_after:?}, turn end {turn_after:?} after the prompt");
 
     // The stalled terminal is closed: its shell's `yes` is gone from the sandbox, and the client,
     // reading at last, finds the end of the socket after what was buffered.
