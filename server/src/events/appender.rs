@@ -218,10 +218,10 @@ async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc
     for request in batch.iter_mut() {
         let mut already_ended = Vec::new();
         for effect in &request.effects {
-            if !apply(&mut tx, effect).await? {
-                if let SideEffect::EndTurn { turn_id, .. } = effect {
-                    already_ended.push(turn_id.0.to_string());
-                }
+            if !apply(&mut tx, effect).await?
+                && let SideEffect::EndTurn { turn_id, .. } = effect
+            {
+                already_ended.push(turn_id.0.to_string());
             }
         }
         if !already_ended.is_empty() {

@@ -22,8 +22,11 @@ use crate::supervisor::Supervisors;
 
 /// How long sandboxd has to say hello after connecting.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-/// Tunnel messages a supervisor may have unread before the socket stops being read.
-const INBOX_DEPTH: usize = 1024;
+/// Tunnel messages a supervisor may have unread before the socket stops being read: with
+/// [`MAX_MESSAGE_BYTES`], at most 64 MiB per sandbox (4 MiB with sandboxd's 64 KiB chunks).
+const INBOX_DEPTH: usize = 64;
+/// Largest message sandboxd may send.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// Most bytes waiting to be written to sandboxd; a message past that drops the link.
 pub const OUTGOING_QUEUE_BYTES: usize = 32 << 20;
 /// Terminal input waits while the outgoing queue holds more than this, so a browser pasting

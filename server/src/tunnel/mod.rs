@@ -38,8 +38,11 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
     };
     let supervisors = Arc::clone(&state.supervisors);
     let silent = std::time::Duration::from_secs(state.config.silent_tunnel_secs.max(1));
+    // sandboxd sends stdout in chunks of at most 64 KiB; with the supervisor's inbox depth this
+    // bounds what one sandbox can make the server hold (docs/design.md, "Memory bounds").
     upgrade
-        .max_message_size(16 << 20)
+        .max_message_size(link::MAX_MESSAGE_BYTES)
+        .max_frame_size(link::MAX_MESSAGE_BYTES)
         .on_upgrade(move |socket| async move { link::serve(socket, agent_id, supervisors, silent).await })
 }
 

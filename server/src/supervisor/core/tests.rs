@@ -76,7 +76,7 @@ impl Sim {
 
     /// Waiting turn → wake → attach → start → initialize → session/new → prompt recorded and
     /// sent. Returns the stdout offset the harness has printed up to.
-    fn to_prompt_sent(&mut self) -> u64 {
+    fn run_until_prompt_sent(&mut self) -> u64 {
         let effects = self.input(Input::OpenTurns(vec![self.turn.clone()]));
         assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
         self.input(Input::Woken(Ok(())));
@@ -184,7 +184,7 @@ fn stored_range(side: &[SideEffect]) -> Option<(u64, u64)> {
 #[test]
 fn a_turn_runs_with_record_then_send_and_acks_after_commits() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
     let effects = sim.stdout(offset, &format!("{}{done}", update("hello")));
     let stored = persists(&effects);
@@ -202,7 +202,7 @@ fn a_turn_runs_with_record_then_send_and_acks_after_commits() {
 #[test]
 fn nul_in_output_is_stored_and_a_raw_nul_is_a_protocol_error() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let effects = sim.stdout(offset, &update("a\u{0}b"));
     let stored = persists(&effects);
     assert_eq!(stored.len(), 1, "the update with U+0000 is stored (budget::apply makes it storable)");
@@ -219,7 +219,7 @@ fn nul_in_output_is_stored_and_a_raw_nul_is_a_protocol_error() {
 #[test]
 fn a_failed_store_drops_the_link_once_and_never_acks_past_it() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let (a, b) = (update("k"), update("k+1"));
     let effects = sim.stdout(offset, &format!("{a}{b}"));
     let stored = persists(&effects);
@@ -238,7 +238,7 @@ fn a_failed_store_drops_the_link_once_and_never_acks_past_it() {
 #[test]
 fn completions_out_of_order_give_one_ack_at_the_end() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let text = format!("{}{}{}", update("1"), update("2"), update("3"));
     let effects = sim.stdout(offset, &text);
     let ids: Vec<PersistId> = persists(&effects).iter().map(|p| p.0).collect();
@@ -250,7 +250,7 @@ fn completions_out_of_order_give_one_ack_at_the_end() {
 #[test]
 fn a_rejected_line_is_replaced_by_an_error_not_retried() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let line = update("poison");
     let effects = sim.stdout(offset, &line);
     let id = persists(&effects)[0].0;
@@ -267,7 +267,7 @@ fn a_rejected_line_is_replaced_by_an_error_not_retried() {
 #[test]
 fn a_permission_answer_waits_for_its_record_and_follows_the_prompt_offsets() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let ask = json!({"jsonrpc":"2.0","id":77,"method":"session/request_permission","params":{
         "sessionId":"acp-1","toolCall":{"toolCallId":"c1"},
         "options":[{"optionId":"ok","name":"Allow","kind":"allow_once"}]}})
@@ -314,7 +314,7 @@ fn a_prompt_whose_record_fails_is_never_sent() {
 #[test]
 fn a_stale_link_is_ignored() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let effects = sim.input(Input::Attached { link: 2, processes: Vec::new() });
     assert!(effects.iter().any(|e| matches!(e, Effect::DropLink { link: LINK })));
     assert!(sim.stdout(offset, &update("old link")).is_empty());
@@ -323,7 +323,7 @@ fn a_stale_link_is_ignored() {
 #[test]
 fn attach_waits_for_commits_in_flight() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let effects = sim.stdout(offset, &format!("{}{}", update("a"), update("b")));
     let ids: Vec<PersistId> = persists(&effects).iter().map(|p| p.0).collect();
     sim.input(Input::LinkClosed { link: LINK });
@@ -390,7 +390,7 @@ fn a_takeover_resumes_from_the_furthest_of_stored_and_acked_and_resends_unaccept
 #[test]
 fn a_duplicate_prompt_response_ends_the_turn_once() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
     let effects = sim.stdout(offset, &format!("{done}{done}"));
     let stored = persists(&effects);
@@ -398,7 +398,7 @@ fn a_duplicate_prompt_response_ends_the_turn_once() {
     sim.ok(stored[0].0);
     // A reload while the end is being stored does not bring the turn back.
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let effects = sim.stdout(offset, &done);
     let end = persists(&effects)[0].0;
     let mut row = sim.turn.clone();
@@ -411,7 +411,7 @@ fn a_duplicate_prompt_response_ends_the_turn_once() {
 #[test]
 fn the_turn_limit_cancels_first_then_kills_after_the_grace() {
     let mut sim = Sim::new();
-    sim.to_prompt_sent();
+    sim.run_until_prompt_sent();
     assert!(sim.advance(Duration::from_secs(99)).is_empty());
     let effects = sim.advance(Duration::from_secs(1));
     let stored = persists(&effects);
@@ -439,7 +439,7 @@ fn the_turn_budget_survives_a_takeover() {
 #[test]
 fn a_gap_in_stdout_drops_the_link() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let effects = sim.stdout(offset + 5, &update("gap"));
     assert_eq!(drops(&effects), 1);
     assert!(persists(&effects).is_empty());
@@ -448,7 +448,7 @@ fn a_gap_in_stdout_drops_the_link() {
 #[test]
 fn an_exit_ends_turns_only_after_every_line_is_stored() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let line = update("last words");
     let end = offset + line.len() as u64;
     let status = ExitStatus { code: Some(1), signal: None };
@@ -466,7 +466,7 @@ fn an_exit_ends_turns_only_after_every_line_is_stored() {
 #[test]
 fn the_reconnect_grace_fails_turns_once_at_its_end() {
     let mut sim = Sim::new();
-    sim.to_prompt_sent();
+    sim.run_until_prompt_sent();
     sim.input(Input::LinkClosed { link: LINK });
     assert!(sim.advance(Duration::from_secs(60) - Duration::from_millis(1)).is_empty());
     let effects = sim.advance(Duration::from_millis(1));
@@ -525,7 +525,7 @@ fn a_session_that_cannot_be_restored_starts_anew_with_a_reset_notice() {
 #[test]
 fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
     let mut sim = Sim::new();
-    let offset = sim.to_prompt_sent();
+    let offset = sim.run_until_prompt_sent();
     let status = ExitStatus { code: None, signal: Some(9) };
     let exited = Control::Exited { channel: CHANNEL, status, stdout_end: offset };
     let effects = sim.input(Input::Control { link: LINK, msg: exited });
