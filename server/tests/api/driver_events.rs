@@ -16,11 +16,12 @@ async fn an_update_with_nul_is_stored_with_a_symbol_and_kept_exactly() {
     let agent = server.create_agent(json!({})).await;
     let session = server.create_session(&agent).await;
     // The command's output holds a NUL byte: `x`, U+0000, `y`.
-    server.prompt(&session, r"run printf 'x\000y'").await;
+    server.prompt(&session, "run printf 'x\\000y'\ntext after the binary output").await;
     let events = server.wait_turns(&session, 1, TURN).await;
     let turn_end = events.iter().find(|e| e["type"] == "turn_end").expect("turn_end");
     assert_eq!(turn_end["payload"]["stop_reason"], "end_turn", "{events:?}");
     let event = events.iter().find(|e| e["payload"]["nul_replaced"] == true).expect("an event marked nul_replaced");
+    assert_eq!(crate::support::texts(&events).concat(), "after the binary output", "the next message is there too");
     assert_eq!(event["payload"]["sessionUpdate"], "tool_call_update");
     assert_eq!(event["payload"]["content"][0]["content"]["text"], "x\u{2400}y");
     assert!(event["payload"].get("truncated").is_none());

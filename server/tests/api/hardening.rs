@@ -61,3 +61,24 @@ async fn a_harness_printing_blank_lines_or_one_endless_line_leaves_server_memory
     assert!(peak_blank < RSS_BOUND_KIB, "blank lines: {peak_blank} KiB");
     assert!(peak_long < RSS_BOUND_KIB, "one endless line: {peak_long} KiB");
 }
+
+#[tokio::test]
+async fn a_harness_killed_for_want_of_memory_ends_its_turn_with_out_of_memory() {
+    if crate::support::driver() != "docker" {
+        return; // the local driver sets no memory limit
+    }
+    let server = TestServer::start().await;
+    // `tail` keeps the last 600 MiB of an endless input: far past the 64 MiB limit.
+    let hog = json!({
+        "harness": "command",
+        "command": ["sh", "-c", "exec tail -c 600m /dev/zero"],
+        "limits": {"memory_mib": 64},
+    });
+    let agent = server.create_agent(hog).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "hello").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert_eq!(error_codes(&events), ["OUT_OF_MEMORY"], "{events:?}");
+    let message = of_type(&events, "error")[0]["payload"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("64 MiB"), "{message}");
+}

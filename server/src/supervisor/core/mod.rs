@@ -345,6 +345,9 @@ pub struct Core {
     /// The wake job runs, or failed (then no retry until a new command).
     waking: bool,
     wake_failed: bool,
+    /// The sandbox was started: wait for sandboxd to dial in (until the reconnect deadline)
+    /// rather than starting it again.
+    awaiting_connect: bool,
     turns: Vec<Turn>,
     /// Turns whose end is being stored, by persist: a reload must not bring them back.
     ending: HashMap<TurnId, PersistId>,
@@ -372,6 +375,7 @@ impl Core {
             launching: false,
             waking: false,
             wake_failed: false,
+            awaiting_connect: false,
             turns: Vec::new(),
             ending: HashMap::new(),
             terminal_waiters: Vec::new(),
@@ -578,6 +582,7 @@ impl Core {
         }
         self.link = LinkState::Down;
         self.reconnect_at = None;
+        self.awaiting_connect = false;
         self.effects.push_back(Effect::Job(Job::Stop { reply }));
     }
 
@@ -586,6 +591,7 @@ impl Core {
         let waiters = std::mem::take(&mut self.wake_waiters);
         match result {
             Ok(()) => {
+                self.awaiting_connect = true;
                 if self.reconnect_at.is_none_or(|at| at < now.mono) {
                     self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
                 }
@@ -607,6 +613,7 @@ impl Core {
     }
 
     fn on_reconnect_expired(&mut self, now: Now) {
+        self.awaiting_connect = false;
         if self.turns.is_empty() && self.harness.is_none() && self.terminal_waiters.is_empty() {
             return;
         }
@@ -632,7 +639,7 @@ impl Core {
             let wanted = self.turns.iter().any(|t| t.state == TurnState::Waiting)
                 || !self.terminal_waiters.is_empty()
                 || !self.wake_waiters.is_empty();
-            if wanted && !self.waking && !self.wake_failed {
+            if wanted && !self.waking && !self.wake_failed && !self.awaiting_connect {
                 self.waking = true;
                 self.effects.push_back(Effect::Job(Job::Wake));
             }
@@ -854,8 +861,9 @@ impl Core {
         if harness.stdout.received() < stdout_end || !harness.stdout.settled() {
             return;
         }
-        if status.signal == Some(9) {
-            // SIGKILL: ask the engine whether it was the memory limit before saying why.
+        if status.signal == Some(9) || status.code == Some(128 + 9) {
+            // SIGKILL (or a wrapper shell reporting it): ask the engine whether it was the
+            // memory limit before saying why.
             if let Some(harness) = self.harness.as_mut()
                 && !harness.explaining
             {

@@ -53,6 +53,7 @@ impl Core {
             }
             _ => {}
         }
+        self.awaiting_connect = false;
         // Let the commits in flight land first, so what the database says is current.
         self.link = LinkState::Draining { link, processes };
         if self.in_flight.is_empty() {

@@ -536,3 +536,17 @@ fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
     let failed = persists(&effects);
     assert!(failed.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("OUT_OF_MEMORY"))), "{effects:?}");
 }
+
+#[test]
+fn a_started_sandbox_is_waited_for_not_started_again() {
+    let mut sim = Sim::new();
+    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    assert_eq!(effects.iter().filter(|e| matches!(e, Effect::Job(Job::Wake))).count(), 1);
+    let effects = sim.input(Input::Woken(Ok(())));
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
+    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
+    // sandboxd never dials in: the turn fails at the end of the grace, once.
+    let effects = sim.advance(Duration::from_secs(60));
+    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE"))));
+}
