@@ -171,10 +171,7 @@ impl Appender {
 
     /// Stores events and waits for the commit.
     pub async fn append(&self, events: Vec<NewEvent>, effects: Vec<SideEffect>) -> Committed {
-        self.submit(events, effects)
-            .await
-            .await
-            .unwrap_or_else(|_| Err(AppendFailed::stopped()))
+        self.submit(events, effects).await.await.unwrap_or_else(|_| Err(AppendFailed::stopped()))
     }
 }
 

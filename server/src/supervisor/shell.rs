@@ -135,7 +135,9 @@ impl Shell {
                 self.load_turns();
                 return None;
             }
-            Command::Cancel { session_id, reply } => Input::Cancel { session_id, reply: self.waiter(Waiter::Cancel(reply)) },
+            Command::Cancel { session_id, reply } => {
+                Input::Cancel { session_id, reply: self.waiter(Waiter::Cancel(reply)) }
+            }
             Command::Sleep { reply } => Input::Sleep { reply: self.waiter(Waiter::Lifecycle(reply)) },
             Command::Wake { reply } => Input::Wake { reply: self.waiter(Waiter::Lifecycle(reply)) },
             Command::Destroy { reply } => Input::Destroy { reply: self.waiter(Waiter::Lifecycle(reply)) },
@@ -251,18 +253,15 @@ impl Shell {
             Job::StartHarness => {
                 self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
             }
-            Job::ExplainKill => self.tasks.push(Box::pin(async move {
-                Some(Input::KillExplained(explain_kill(&deps, agent_id).await))
-            })),
+            Job::ExplainKill => self
+                .tasks
+                .push(Box::pin(async move { Some(Input::KillExplained(explain_kill(&deps, agent_id).await)) })),
             Job::Stop { reply } => {
                 self.link = None;
                 self.inbox = None;
                 self.tasks.push(Box::pin(async move {
-                    let result = deps
-                        .driver
-                        .stop(agent_id)
-                        .await
-                        .map_err(|e| format!("the sandbox could not stop: {e}"));
+                    let result =
+                        deps.driver.stop(agent_id).await.map_err(|e| format!("the sandbox could not stop: {e}"));
                     Some(Input::Stopped { reply, result })
                 }));
             }

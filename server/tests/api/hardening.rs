@@ -40,10 +40,8 @@ async fn a_harness_printing_blank_lines_or_one_endless_line_leaves_server_memory
     let blank = server.create_agent(json!({"harness": "command", "command": ["sh", "-c", "yes ''"]})).await;
     let session = server.create_session(&blank).await;
     server.prompt(&session, "hello").await;
-    let peak_blank = peak_rss_while(&server, TURN, async || {
-        !of_type(&server.events(&session).await, "turn_end").is_empty()
-    })
-    .await;
+    let peak_blank =
+        peak_rss_while(&server, TURN, async || !of_type(&server.events(&session).await, "turn_end").is_empty()).await;
     let events = server.wait_turns(&session, 1, TURN).await;
     assert_eq!(error_codes(&events), ["HARNESS_TIMEOUT"], "{events:?}");
 
@@ -51,13 +49,13 @@ async fn a_harness_printing_blank_lines_or_one_endless_line_leaves_server_memory
     let long = server.create_agent(endless).await;
     let session = server.create_session(&long).await;
     server.prompt(&session, "hello").await;
-    let peak_long = peak_rss_while(&server, TURN, async || {
-        !of_type(&server.events(&session).await, "turn_end").is_empty()
-    })
-    .await;
+    let peak_long =
+        peak_rss_while(&server, TURN, async || !of_type(&server.events(&session).await, "turn_end").is_empty()).await;
     let events = server.wait_turns(&session, 1, TURN).await;
     assert_eq!(error_codes(&events), ["HARNESS_PROTOCOL_ERROR"], "{events:?}");
-    println!("server rss: before {before} KiB, blank-line flood peak {peak_blank} KiB, endless line peak {peak_long} KiB");
+    println!(
+        "server rss: before {before} KiB, blank-line flood peak {peak_blank} KiB, endless line peak {peak_long} KiB"
+    );
     assert!(peak_blank < RSS_BOUND_KIB, "blank lines: {peak_blank} KiB");
     assert!(peak_long < RSS_BOUND_KIB, "one endless line: {peak_long} KiB");
 }

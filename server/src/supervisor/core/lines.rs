@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::harness::{Pending, Request};
 use super::stdout::{Line, StdoutError};
 use super::turns::{self, TurnState};
-use super::{Core, LinkId, Now, Phase, PersistId, Purpose, SessionPhase};
+use super::{Core, LinkId, Now, PersistId, Phase, Purpose, SessionPhase};
 use crate::acp::messages::{self, Capabilities, method};
 use crate::acp::wire::{self, FromHarness, RpcId};
 use crate::events::appender::SideEffect;
@@ -37,10 +37,8 @@ impl Core {
                 return;
             }
             Err(StdoutError::LineTooLong) => {
-                let text = format!(
-                    "the harness printed a line over {} MiB (not ACP)",
-                    super::stdout::MAX_LINE_BYTES >> 20
-                );
+                let text =
+                    format!("the harness printed a line over {} MiB (not ACP)", super::stdout::MAX_LINE_BYTES >> 20);
                 self.harness_failed("HARNESS_PROTOCOL_ERROR", &text, true, now);
                 return;
             }
@@ -135,8 +133,10 @@ impl Core {
         let message = format!("the harness printed output the event log cannot store (stdout bytes {from}..{end})");
         let mut targets = sessions;
         targets.dedup();
-        let events =
-            targets.into_iter().map(|session| NewEvent::error(session, "HARNESS_OUTPUT_UNSTORABLE", &message)).collect();
+        let events = targets
+            .into_iter()
+            .map(|session| NewEvent::error(session, "HARNESS_OUTPUT_UNSTORABLE", &message))
+            .collect();
         tracing::error!(agent.id = %self.agent_id, from, end, "the database rejected a harness line; stored an error instead");
         self.persist(Purpose::Line { generation, end, from, sessions: Vec::new() }, events, side);
     }
@@ -175,10 +175,9 @@ impl Core {
         let agent_id = self.agent_id;
         match what {
             Pending::Initialize => {
-                let capabilities =
-                    outcome.map_err(|e| format!("the harness refused initialize: {e}")).and_then(|result| {
-                        messages::parse_initialize(&result).map(|capabilities| (capabilities, result))
-                    });
+                let capabilities = outcome
+                    .map_err(|e| format!("the harness refused initialize: {e}"))
+                    .and_then(|result| messages::parse_initialize(&result).map(|capabilities| (capabilities, result)));
                 match capabilities {
                     Ok((capabilities, init)) => {
                         let Some(harness) = self.harness.as_mut() else { return };
@@ -230,7 +229,8 @@ impl Core {
                     Err(error) => {
                         let message =
                             error.get("message").and_then(Value::as_str).unwrap_or("the harness failed the turn");
-                        let payload = serde_json::json!({"code": "HARNESS_ERROR", "message": message, "rpc_error": error});
+                        let payload =
+                            serde_json::json!({"code": "HARNESS_ERROR", "message": message, "rpc_error": error});
                         out.events.push(NewEvent::new(turn.session_id, EventKind::Error, payload));
                         ("error".to_owned(), None)
                     }

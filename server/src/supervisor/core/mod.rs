@@ -740,7 +740,9 @@ impl Core {
 
     fn on_link_closed(&mut self, link: LinkId) {
         let ours = match &self.link {
-            LinkState::Up { link: l } | LinkState::Draining { link: l, .. } | LinkState::Loading { link: l, .. } => *l == link,
+            LinkState::Up { link: l } | LinkState::Draining { link: l, .. } | LinkState::Loading { link: l, .. } => {
+                *l == link
+            }
             LinkState::Down => false,
         };
         if ours {
@@ -760,9 +762,9 @@ impl Core {
             Control::Exited { channel, status, stdout_end } => {
                 match self.harness.as_mut().filter(|h| h.channel == channel) {
                     Some(harness) => harness.exited = Some((status, stdout_end)),
-                    None => {
-                        self.effects.push_back(Effect::Send { link, out: Outbound::Control(Control::Forget { channel }) })
-                    }
+                    None => self
+                        .effects
+                        .push_back(Effect::Send { link, out: Outbound::Control(Control::Forget { channel }) }),
                 }
                 self.finish_exit_if_drained(now);
             }
@@ -811,7 +813,8 @@ impl Core {
 
     /// Ends the turns matching `which` with an `error` event and a `turn_end`.
     fn fail_turns(&mut self, which: impl Fn(&Turn) -> bool, code: &str, message: &str, now: Now) {
-        let (failed, kept): (Vec<Turn>, Vec<Turn>) = std::mem::take(&mut self.turns).into_iter().partition(|t| which(t));
+        let (failed, kept): (Vec<Turn>, Vec<Turn>) =
+            std::mem::take(&mut self.turns).into_iter().partition(|t| which(t));
         self.turns = kept;
         if failed.is_empty() {
             return;

@@ -46,7 +46,9 @@ impl Core {
     /// sandboxd said hello on a new link.
     pub(super) fn on_attached(&mut self, link: LinkId, processes: Vec<ProcessState>, _now: Now) {
         match &self.link {
-            LinkState::Up { link: old } | LinkState::Draining { link: old, .. } | LinkState::Loading { link: old, .. }
+            LinkState::Up { link: old }
+            | LinkState::Draining { link: old, .. }
+            | LinkState::Loading { link: old, .. }
                 if *old != link =>
             {
                 self.effects.push_back(super::Effect::DropLink { link: *old });
@@ -100,10 +102,8 @@ impl Core {
             let process = processes.iter().find(|p| p.channel == h.channel)?;
             Some((h, process.clone()))
         });
-        let capabilities = running
-            .as_ref()
-            .and_then(|(h, _)| h.init.as_ref())
-            .and_then(|init| messages::parse_initialize(init).ok());
+        let capabilities =
+            running.as_ref().and_then(|(h, _)| h.init.as_ref()).and_then(|init| messages::parse_initialize(init).ok());
         match (running, capabilities) {
             (Some((known, process)), Some(capabilities)) => {
                 let from = known.stdout_stored.max(process.stdout_acked);
@@ -153,9 +153,8 @@ impl Core {
         // After the resume: sandboxd takes stdin for a process once it knows the server keeps it.
         self.release_stdin();
         let generation = self.harness.as_ref().map(|h| h.generation);
-        let lost = |t: &super::Turn| {
-            matches!(&t.state, TurnState::Sent { generation: g, .. } if Some(*g) != generation)
-        };
+        let lost =
+            |t: &super::Turn| matches!(&t.state, TurnState::Sent { generation: g, .. } if Some(*g) != generation);
         self.fail_turns(lost, "HARNESS_LOST", "the harness process was lost (the sandbox restarted)", now);
         self.finish_exit_if_drained(now);
     }
