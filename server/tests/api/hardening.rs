@@ -66,10 +66,10 @@ async fn a_harness_killed_for_want_of_memory_ends_its_turn_with_out_of_memory() 
         return; // the local driver sets no memory limit
     }
     let server = TestServer::start().await;
-    // `tail` keeps the last 600 MiB of an endless input: far past the 64 MiB limit.
+    // `tail` keeps the last 600 MiB of its input before printing any: far past the 64 MiB limit.
     let hog = json!({
         "harness": "command",
-        "command": ["sh", "-c", "exec tail -c 600m /dev/zero"],
+        "command": ["sh", "-c", "head -c 600m /dev/zero | exec tail -c 600m"],
         "limits": {"memory_mib": 64},
     });
     let agent = server.create_agent(hog).await;
@@ -79,4 +79,15 @@ async fn a_harness_killed_for_want_of_memory_ends_its_turn_with_out_of_memory() 
     assert_eq!(error_codes(&events), ["OUT_OF_MEMORY"], "{events:?}");
     let message = of_type(&events, "error")[0]["payload"]["message"].as_str().unwrap_or_default().to_owned();
     assert!(message.contains("64 MiB"), "{message}");
+}
+
+#[tokio::test]
+async fn a_harness_printing_an_endless_line_of_nul_bytes_fails_its_turn() {
+    let server = TestServer::start().await;
+    let nul = json!({"harness": "command", "command": ["sh", "-c", "exec cat /dev/zero"]});
+    let agent = server.create_agent(nul).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "hello").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert_eq!(error_codes(&events), ["HARNESS_PROTOCOL_ERROR"], "{events:?}");
 }
