@@ -78,6 +78,10 @@ pub struct Config {
     /// Default process limit per agent.
     #[arg(long, env = "AGENTHOLD_DEFAULT_PIDS", default_value_t = 512)]
     pub default_pids_limit: i32,
+    /// Open files per process in a Docker sandbox (soft and hard `nofile`); default 65536, or
+    /// the server's own hard limit if lower. The engine must be allowed at least as many.
+    #[arg(long, env = "AGENTHOLD_SANDBOX_NOFILE", value_parser = clap::value_parser!(i64).range(64..=1_048_576))]
+    pub sandbox_nofile: Option<i64>,
 }
 
 impl Config {
