@@ -71,8 +71,7 @@ async fn the_open_files_limit_is_a_setting() {
     let session = server.create_session(&agent).await;
     server.prompt(&session, "run echo nofile=$(ulimit -n)").await;
     let events = server.wait_turns(&session, 1, Duration::from_secs(90)).await;
-    let output: String =
-        events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect();
+    let output: String = events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect();
     assert!(output.contains("nofile=4096"), "{output}");
     let (_, ulimits) = docker(&["inspect", "-f", "{{json .HostConfig.Ulimits}}", &server.container(&agent)]);
     let ulimits: Value = serde_json::from_str(&ulimits).expect("JSON");
