@@ -10,6 +10,7 @@ pub mod api;
 pub mod config;
 pub mod http;
 pub mod raw;
+pub mod server_mem;
 pub mod startup;
 pub mod stats;
 pub mod throughput;
@@ -123,8 +124,16 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     agents.push(flood_agent.agent_id.clone());
     let session = flood_agent.session_id.clone();
 
+    let server_idle = server_mem::read(config.server_pid);
     progress(&format!("flood {} 0 with {} watchers", config.flood_events, config.watchers));
     let flood = throughput::flood(api, &session, config.flood_events, 0, config.watchers, config.server_pid).await?;
+    let server_flood = server_mem::read(config.server_pid);
+    if let (Some(idle), Some(after)) = (server_idle, server_flood) {
+        progress(&format!(
+            "  server VmRSS {} KiB idle → {} KiB after the flood (peak {} KiB)",
+            idle.rss_kib, after.rss_kib, after.hwm_kib
+        ));
+    }
     let commits = flood.commit_sizes();
     progress(&format!(
         "  delivered {:.0} events/s to every watcher ({:.2} s); fakeagent emitted {:.0}/s; {} commits, mean {:.1} events",
@@ -227,6 +236,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "cold_vs_docker_run": round(cold / docker_run, 2),
         "wake_ms": round(wake, 1),
         "sandboxd_rss_kib": rss.rss_kib,
+        "server_rss_idle_kib": server_idle.map(|m| m.rss_kib),
+        "server_rss_flood_kib": server_flood.map(|m| m.rss_kib),
         "targets": targets,
         "all_pass": all_pass,
         "details": {
@@ -285,6 +296,12 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
             "warm_prompt_event_to_update_stored_ms": rounded(&warm_stored),
             "warm_prompt_event_to_update_received_ms": rounded(&warm_received),
             "sandboxd_hwm_kib": rss.hwm_kib,
+            "server_memory": {
+                "idle_before_flood_rss_kib": server_idle.map(|m| m.rss_kib),
+                "after_flood_rss_kib": server_flood.map(|m| m.rss_kib),
+                "after_flood_hwm_kib": server_flood.map(|m| m.hwm_kib),
+                "flood_growth_kib": server_idle.zip(server_flood).map(|(i, f)| f.rss_kib as i64 - i.rss_kib as i64),
+            },
         },
     }))
 }

@@ -86,7 +86,9 @@ pub async fn run(
 
     let driver: Arc<dyn SandboxDriver> = match config.driver {
         DriverKind::Docker => Arc::new(
-            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir()).context("connecting to Docker")?,
+            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir())
+                .context("connecting to Docker")?
+                .with_nofile_limit(config.sandbox_nofile),
         ),
         DriverKind::Local => Arc::new(LocalDriver::new(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,

@@ -102,6 +102,10 @@ pub struct Config {
     /// Seconds of silence (no message, not even a ping) after which a sandbox's tunnel is dropped.
     #[arg(long, env = "AGENTHOLD_SILENT_TUNNEL_SECS", default_value_t = agenthold_sandboxd::protocol::SILENT_TUNNEL_SECS)]
     pub silent_tunnel_secs: u64,
+    /// Open files per process in a Docker sandbox (soft and hard `nofile`); default 65536, or
+    /// the server's own hard limit if lower. The engine must be allowed at least as many.
+    #[arg(long, env = "AGENTHOLD_SANDBOX_NOFILE", value_parser = clap::value_parser!(i64).range(64..=1_048_576))]
+    pub sandbox_nofile: Option<i64>,
 }
 
 impl Config {

@@ -145,6 +145,10 @@ pub async fn prompt(
                 "the session has a turn in progress; cancel it or wait",
             ));
         }
+        // The session's agent was deleted since it was looked up (a prompt racing a delete).
+        Err(TurnError::Db(sqlx::Error::Database(error))) if error.is_foreign_key_violation() => {
+            return Err(ApiError::NotFound("session"));
+        }
         Err(TurnError::Db(error)) => return Err(error.into()),
     }
     let event = NewEvent::new(id, EventKind::Prompt, json!({"turn_id": turn_id, "prompt": blocks}));

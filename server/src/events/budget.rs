@@ -70,8 +70,10 @@ pub fn apply(session_id: SessionId, seq: Seq, payload: Value) -> Budgeted {
     if size > EVENT_BUDGET_BYTES {
         cut = cut_fields(&mut inline, &link, EVENT_BUDGET_BYTES - MARKS_ROOM, &mut size);
     }
-    let fits = size <= EVENT_BUDGET_BYTES - MARKS_ROOM || (cut.is_empty() && size <= EVENT_BUDGET_BYTES);
-    if fits && let Some(map) = inline.as_object_mut() {
+    // The markers may not fit beside a payload that nearly fills the budget: checked below.
+    if size <= EVENT_BUDGET_BYTES
+        && let Some(map) = inline.as_object_mut()
+    {
         if nul_replaced {
             map.insert("nul_replaced".to_owned(), Value::Bool(true));
         }
@@ -236,17 +238,19 @@ fn collect(value: &Value, update: &str, pointer: &mut String, path: &mut String,
 /// call's `rawOutput` and `content`, `tool.input` its `rawInput`, `metadata.text` a thought
 /// chunk's text, `content[0].text` a message chunk's (or a prompt's) text.
 fn rank(update: &str, path: &str) -> u8 {
-    let under = |prefix: &str| {
-        path == prefix || path.starts_with(&format!("{prefix}.")) || path.starts_with(&format!("{prefix}["))
-    };
-    let tool_call = update.starts_with("tool_call");
-    if under("rawOutput") || (tool_call && under("content")) {
+    // Field names along the path, without array indices (`content[0].content.text` →
+    // `content`, `content`, `text`); `rawInput`/`rawOutput` count wherever they are (a
+    // permission request nests its tool call).
+    let names: Vec<&str> = path.split(['.', '[']).filter(|s| !s.ends_with(']')).collect();
+    let has = |name: &str| names.contains(&name);
+    let first = names.first().copied().unwrap_or_default();
+    if has("rawOutput") || (update.starts_with("tool_call") && first == "content") {
         0
-    } else if under("rawInput") {
+    } else if has("rawInput") {
         1
-    } else if update == "agent_thought_chunk" && under("content") {
+    } else if update == "agent_thought_chunk" && first == "content" {
         2
-    } else if under("content") || under("prompt") || under("text") {
+    } else if matches!(first, "content" | "prompt" | "text") {
         3
     } else {
         4
@@ -375,6 +379,18 @@ mod tests {
         assert_storable(&out);
         assert_eq!(out.inline["truncated_fields"], json!(["rawOutput.stdout"]));
         assert_eq!(out.inline["rawInput"]["command"], json!(big), "the input stays whole");
+    }
+
+    #[test]
+    fn a_permission_request_cuts_its_tool_calls_input_before_other_strings() {
+        let big = "i".repeat(200_000);
+        let payload = json!({
+            "request_id": 3, "tool_call": {"toolCallId": "c", "title": big.clone(), "rawInput": {"command": big.clone()}},
+        });
+        let out = apply(SessionId::new(), 1, payload);
+        assert_storable(&out);
+        assert_eq!(out.inline["truncated_fields"], json!(["tool_call.rawInput.command"]));
+        assert_eq!(out.inline["tool_call"]["title"], json!(big));
     }
 
     #[test]

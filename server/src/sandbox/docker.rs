@@ -67,6 +67,8 @@ pub struct DockerDriver {
     tools_volume: OnceCell<String>,
     /// Agent ids whose network already exists (made ahead of time, see [`Self::next_agent_id`]).
     ready_networks: Arc<Mutex<Vec<AgentId>>>,
+    /// The open-files limit of its sandboxes (see [`nofile_limit`]).
+    nofile: i64,
 }
 
 /// Networks kept ready for agents not created yet: a bridge network takes ~120 ms to create,
@@ -86,7 +88,15 @@ impl DockerDriver {
             tools_name: OnceCell::new(),
             tools_volume: OnceCell::new(),
             ready_networks: Arc::default(),
+            nofile: nofile_limit(),
         })
+    }
+
+    /// Sets the open-files limit of its sandboxes (`None`: [`nofile_limit`]).
+    #[must_use]
+    pub fn with_nofile_limit(mut self, limit: Option<i64>) -> Self {
+        self.nofile = limit.unwrap_or_else(nofile_limit);
+        self
     }
 
     /// Removes the ready networks an earlier server process made and no agent took (a network
@@ -298,8 +308,8 @@ impl DockerDriver {
             pids_limit: Some(i64::from(spec.pids_limit)),
             ulimits: Some(vec![ResourcesUlimits {
                 name: Some("nofile".to_owned()),
-                soft: Some(nofile_limit()),
-                hard: Some(nofile_limit()),
+                soft: Some(self.nofile),
+                hard: Some(self.nofile),
             }]),
             cap_drop: Some(vec!["ALL".to_owned()]),
             cap_add: Some(CAP_ADD.iter().map(|c| (*c).to_owned()).collect()),
@@ -455,9 +465,10 @@ impl SandboxDriver for DockerDriver {
     }
 }
 
-/// The open-files limit of a sandbox: [`NOFILE_LIMIT`], or the server's own hard limit if that is
-/// lower. The engine usually runs with no higher a limit than the server (a container cannot be
-/// given more than the engine has: its start would fail).
+/// The default open-files limit of a sandbox: [`NOFILE_LIMIT`], or the server's own hard limit if
+/// that is lower. The engine usually runs with no higher a limit than the server (a container
+/// cannot be given more than the engine has: its start would fail); `AGENTHOLD_SANDBOX_NOFILE`
+/// overrides it.
 pub fn nofile_limit() -> i64 {
     let own = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
     own.and_then(|max| i64::try_from(max).ok()).map_or(NOFILE_LIMIT, |max| max.min(NOFILE_LIMIT))

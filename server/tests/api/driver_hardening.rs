@@ -60,3 +60,20 @@ async fn sandboxes_are_hardened_and_a_turn_still_works() {
     assert!(labels[TOOLS_LABEL].as_str().is_some_and(|t| t.starts_with(&format!("{}-tools-", server.instance))));
     assert_eq!(labels[SPEC_LABEL], SPEC_VERSION);
 }
+
+#[tokio::test]
+async fn the_open_files_limit_is_a_setting() {
+    if crate::support::driver() != "docker" {
+        return;
+    }
+    let server = TestServer::start_with(&[("AGENTHOLD_SANDBOX_NOFILE", "4096")]).await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "run echo nofile=$(ulimit -n)").await;
+    let events = server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+    let output: String = events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect();
+    assert!(output.contains("nofile=4096"), "{output}");
+    let (_, ulimits) = docker(&["inspect", "-f", "{{json .HostConfig.Ulimits}}", &server.container(&agent)]);
+    let ulimits: Value = serde_json::from_str(&ulimits).expect("JSON");
+    assert_eq!(ulimits, json!([{"Name": "nofile", "Soft": 4096, "Hard": 4096}]));
+}
