@@ -463,7 +463,8 @@ impl Core {
             Input::Sleep { reply } => self.sleep(reply),
             Input::Wake { reply } => {
                 self.wake_failed = false;
-                if matches!(self.link, LinkState::Up { .. }) {
+                if matches!(self.link, LinkState::Up { .. }) || self.awaiting_connect {
+                    // Connected, or started and dialing in.
                     self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
                 } else {
                     self.wake_waiters_push(reply);
@@ -614,6 +615,10 @@ impl Core {
 
     fn on_reconnect_expired(&mut self, now: Now) {
         self.awaiting_connect = false;
+        for reply in std::mem::take(&mut self.wake_waiters) {
+            let outcome = Outcome::Lifecycle(Err(LifecycleError::Failed("the sandbox did not connect".to_owned())));
+            self.effects.push_back(Effect::Reply { to: reply, outcome });
+        }
         if self.turns.is_empty() && self.harness.is_none() && self.terminal_waiters.is_empty() {
             return;
         }
