@@ -127,7 +127,9 @@ impl Shell {
             Command::Attach { link, hello, inbox } => {
                 let Control::Hello { processes, .. } = hello else { return None };
                 let id = link.id;
-                self.link = Some(link);
+                if let Some(previous) = self.link.replace(link) {
+                    previous.close();
+                }
                 self.inbox = Some((id, inbox));
                 Input::Attached { link: id, processes }
             }
@@ -203,8 +205,8 @@ impl Shell {
                 }
             }
             Effect::DropLink { link } => {
-                if self.link.as_ref().is_some_and(|l| l.id == link) {
-                    self.link = None;
+                if let Some(current) = self.link.take_if(|l| l.id == link) {
+                    current.close();
                 }
                 if self.inbox.as_ref().is_some_and(|(id, _)| *id == link) {
                     // Dropping the inbox ends the connection's reader, which closes it.

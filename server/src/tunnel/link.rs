@@ -147,6 +147,11 @@ impl Link {
         self.out.push_below(message, weight, TERMINAL_INPUT_LIMIT).await.is_ok()
     }
 
+    /// Ends the connection (sandboxd dials again); what is queued for it is dropped.
+    pub fn close(&self) {
+        self.out.drop_all();
+    }
+
     /// Whether the connection is still up.
     pub fn is_open(&self) -> bool {
         !self.out.is_closed()
@@ -277,6 +282,8 @@ pub async fn serve(socket: WebSocket, agent_id: AgentId, supervisors: Arc<Superv
         () = writer => {}
         () = reader => {}
         () = link.out.dropped() => {}
+        // The supervisor let go of this connection (it dropped the link).
+        () = inbox.closed() => {}
     }
     link.out.drop_all();
     for (_, output) in link.lock_terminals().drain() {
