@@ -26,6 +26,9 @@ async fn a_nul_in_a_prompt_is_a_400_with_a_code() {
 
 #[tokio::test]
 async fn an_engine_failure_is_answered_with_a_code_and_no_engine_text() {
+    if crate::support::driver() != "docker" {
+        return; // the local driver has no images to fail on
+    }
     let server = TestServer::start().await;
     let image = "agenthold/no-such-image:edges-test";
     let agent = server.create_agent(json!({"image": image})).await;

@@ -555,9 +555,11 @@ impl Core {
         self.link = LinkState::Down;
     }
 
-    /// Arms the reconnect deadline when the link is down and work waits on it.
+    /// Arms the reconnect deadline when the link is down and a running harness or a sent turn
+    /// waits on it. (Waiting work arms it once the sandbox was started: the time to create a
+    /// container does not count against the grace.)
     fn arm_reconnect(&mut self, now: Now) {
-        let work = !self.turns.is_empty() || self.harness.is_some() || !self.terminal_waiters.is_empty();
+        let work = self.harness.is_some() || self.turns.iter().any(|t| t.state != TurnState::Waiting);
         if self.link == LinkState::Down && work && self.reconnect_at.is_none() {
             self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
         }

@@ -708,3 +708,15 @@ fn any_chunking_completion_order_and_link_drops_store_every_line_exactly_once() 
     // The runs did exercise the failure paths.
     assert!(drops_seen > 100 && failures_seen > 100 && reconnects > 200, "{drops_seen} {failures_seen} {reconnects}");
 }
+
+#[test]
+fn creating_the_sandbox_does_not_count_against_the_reconnect_grace() {
+    let mut sim = Sim::new();
+    sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    // The container takes longer to create than the grace.
+    assert!(sim.advance(Duration::from_secs(90)).is_empty());
+    sim.input(Input::Woken(Ok(())));
+    assert!(sim.advance(Duration::from_secs(59)).is_empty());
+    let effects = sim.advance(Duration::from_secs(1));
+    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE"))));
+}
