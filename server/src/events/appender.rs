@@ -96,6 +96,9 @@ pub enum SideEffect {
         /// The highest channel in use.
         above: u32,
     },
+    /// A permission request the engine answered (the question and its outcome, recorded with
+    /// the line that asked, before the answer is sent).
+    PermissionAnswered(Box<AnsweredPermission>),
     /// A stdin frame about to be sent (the journal a takeover resends from); frames below
     /// `written` are forgotten.
     PendingStdin {
@@ -110,6 +113,25 @@ pub enum SideEffect {
         /// stdin confirmed written so far.
         written: u64,
     },
+}
+
+/// A permission question and the outcome it was answered with.
+#[derive(Debug, Clone)]
+pub struct AnsweredPermission {
+    /// Its session.
+    pub session_id: SessionId,
+    /// The session's open turn.
+    pub turn_id: Option<TurnId>,
+    /// The harness's JSON-RPC id, as it sent it.
+    pub request_id: serde_json::Value,
+    /// The harness generation that asked.
+    pub generation: i64,
+    /// The tool call it is about.
+    pub tool_call: serde_json::Value,
+    /// The options offered.
+    pub options: serde_json::Value,
+    /// The outcome answered.
+    pub outcome: serde_json::Value,
 }
 
 /// Storing failed; nothing of the request was stored.
@@ -298,6 +320,13 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
         }
         SideEffect::BumpChannel { agent_id, above } => {
             store::sandboxes::bump_next_channel(tx, *agent_id, *above).await?;
+            Ok(true)
+        }
+        SideEffect::PermissionAnswered(answered) => {
+            let AnsweredPermission { session_id, turn_id, request_id, generation, tool_call, options, outcome } =
+                answered.as_ref();
+            let question = store::sessions::Question { request_id, generation: *generation, tool_call, options };
+            store::sessions::record_answered_permission(tx, *session_id, *turn_id, &question, outcome).await?;
             Ok(true)
         }
         SideEffect::PendingStdin { agent_id, generation, offset, bytes, written } => {

@@ -91,3 +91,25 @@ async fn a_harness_printing_an_endless_line_of_nul_bytes_fails_its_turn() {
     let events = server.wait_turns(&session, 1, TURN).await;
     assert_eq!(error_codes(&events), ["HARNESS_PROTOCOL_ERROR"], "{events:?}");
 }
+
+#[tokio::test]
+async fn a_permission_question_is_recorded_with_its_answer() {
+    use sqlx::Connection;
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "ask execute run the tests\ntext done").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert_eq!(of_type(&events, "permission_resolved").len(), 1, "{events:?}");
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("database");
+    let session_id = uuid::Uuid::parse_str(&session).expect("uuid");
+    let rows: Vec<(serde_json::Value, Option<uuid::Uuid>)> =
+        sqlx::query_as("SELECT outcome, turn_id FROM permission_requests WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_all(&mut db)
+            .await
+            .expect("permission rows");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].0["outcome"], "selected", "{:?}", rows[0].0);
+    assert!(rows[0].1.is_some(), "the row names its turn");
+}

@@ -11,7 +11,7 @@ use super::turns::{self, TurnState};
 use super::{Core, LinkId, Now, PersistId, Phase, Purpose, SessionPhase};
 use crate::acp::messages::{self, Capabilities, method};
 use crate::acp::wire::{self, FromHarness, RpcId};
-use crate::events::appender::SideEffect;
+use crate::events::appender::{AnsweredPermission, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
 use crate::permissions::{self, Posture};
@@ -166,6 +166,16 @@ impl Core {
             return;
         };
         let decision = permissions::decide(Posture::AutoApprove, &id, params, &request);
+        let generation = self.harness.as_ref().map_or(0, |h| h.generation);
+        out.side.push(SideEffect::PermissionAnswered(Box::new(AnsweredPermission {
+            session_id,
+            turn_id: self.turns.iter().find(|t| t.session_id == session_id).map(|t| t.id),
+            request_id: id.clone(),
+            generation,
+            tool_call: params.get("toolCall").cloned().unwrap_or(Value::Null),
+            options: params.get("options").cloned().unwrap_or(Value::Null),
+            outcome: decision.answer.get("outcome").cloned().unwrap_or(Value::Null),
+        })));
         out.frames.push(wire::response(&id, &decision.answer));
         out.events.push(NewEvent::new(session_id, EventKind::Permission, decision.asked));
         out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, decision.resolved));
