@@ -96,7 +96,6 @@ async fn a_container_of_another_version_is_stale_and_made_again_around_its_home(
 /// `remove_container` (the lead's wiring); until then the wake starts the old container, whose
 /// sandboxd never dials in, and the turn fails.
 #[tokio::test]
-#[ignore = "needs the supervisor to recreate a SandboxStatus::Stale sandbox on wake"]
 async fn a_stale_container_is_recreated_on_wake_with_its_home() {
     if crate::support::driver() != "docker" {
         return;
