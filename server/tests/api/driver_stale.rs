@@ -92,9 +92,8 @@ async fn a_container_of_another_version_is_stale_and_made_again_around_its_home(
     assert_eq!((ok, marker.as_str()), (true, "kept"), "the home is the same");
 }
 
-/// Needs the supervisor to treat `SandboxStatus::Stale` like `Missing` after
-/// `remove_container` (the lead's wiring); until then the wake starts the old container, whose
-/// sandboxd never dials in, and the turn fails.
+/// The supervisor treats `SandboxStatus::Stale` like `Missing` after `remove_container`: the
+/// wake makes the sandbox again around the same home.
 #[tokio::test]
 async fn a_stale_container_is_recreated_on_wake_with_its_home() {
     if crate::support::driver() != "docker" {
