@@ -467,7 +467,7 @@ impl Core {
                     // Connected, or started and dialing in.
                     self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
                 } else {
-                    self.wake_waiters_push(reply);
+                    self.wake_waiters.push(reply);
                 }
             }
             Input::Terminal { reply } => {
@@ -563,10 +563,6 @@ impl Core {
         if self.link == LinkState::Down && work && self.reconnect_at.is_none() {
             self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
         }
-    }
-
-    fn wake_waiters_push(&mut self, reply: ReplyId) {
-        self.wake_waiters.push(reply);
     }
 
     // ---- lifecycle ----
