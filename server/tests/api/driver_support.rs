@@ -109,12 +109,6 @@ impl DriverUnderTest {
 
 impl Drop for DriverUnderTest {
     fn drop(&mut self) {
-        let label = format!("label=agenthold.instance={}", self.instance);
-        let script = format!(
-            "docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null 2>&1; \
-             docker volume ls -q --filter {label} | xargs -r docker volume rm -f >/dev/null 2>&1; \
-             docker network ls -q --filter {label} | xargs -r docker network rm >/dev/null 2>&1; true"
-        );
-        let _ = Command::new("sh").arg("-c").arg(script).status();
+        crate::support::remove_docker_objects(&self.instance);
     }
 }

@@ -384,13 +384,7 @@ impl Drop for TestServer {
             }
         }
         if driver() == "docker" {
-            let label = format!("label=agenthold.instance={}", self.instance);
-            let script = format!(
-                "docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null 2>&1; \
-                 docker volume ls -q --filter {label} | xargs -r docker volume rm -f >/dev/null 2>&1; \
-                 docker network ls -q --filter {label} | xargs -r docker network rm >/dev/null 2>&1; true"
-            );
-            let _ = Command::new("sh").arg("-c").arg(script).status();
+            remove_docker_objects(&self.instance);
         }
     }
 }
@@ -419,4 +413,15 @@ pub fn assert_gap_free(events: &[Value]) {
     let seqs = seqs(events);
     let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
     assert_eq!(seqs, expected, "seqs must be 1..=n with no gap or duplicate");
+}
+
+/// Removes every container, volume and network labelled with this instance name.
+pub fn remove_docker_objects(instance: &str) {
+    let label = format!("label=agenthold.instance={instance}");
+    let script = format!(
+        "docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null 2>&1; \
+         docker volume ls -q --filter {label} | xargs -r docker volume rm -f >/dev/null 2>&1; \
+         docker network ls -q --filter {label} | xargs -r docker network rm >/dev/null 2>&1; true"
+    );
+    let _ = Command::new("sh").arg("-c").arg(script).status();
 }

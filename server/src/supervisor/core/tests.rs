@@ -74,9 +74,9 @@ impl Sim {
         self.input(Input::Persisted { id, result: Ok(()) })
     }
 
-    /// Waiting turn → wake → attach → start → initialize → session/new → prompt recorded and
-    /// sent. Returns the stdout offset the harness has printed up to.
-    fn run_until_prompt_sent(&mut self) -> u64 {
+    /// Waiting turn → wake → attach → start: the harness has been sent `initialize` (its
+    /// journal committed).
+    fn start_harness(&mut self) {
         let effects = self.input(Input::OpenTurns(vec![self.turn.clone()]));
         assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
         self.input(Input::Woken(Ok(())));
@@ -94,6 +94,12 @@ impl Sim {
         assert!(stdin(&effects).is_empty(), "initialize waits for its journal");
         let effects = self.ok(init_persist);
         assert_eq!(stdin(&effects).len(), 1);
+    }
+
+    /// ... → initialize → session/new → prompt recorded and sent. Returns the stdout offset the
+    /// harness has printed up to.
+    fn run_until_prompt_sent(&mut self) -> u64 {
+        self.start_harness();
         let init =
             r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#;
         let mut offset = 0;
@@ -287,15 +293,7 @@ fn a_permission_answer_waits_for_its_record_and_follows_the_prompt_offsets() {
 #[test]
 fn a_prompt_whose_record_fails_is_never_sent() {
     let mut sim = Sim::new();
-    sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
-    sim.input(Input::Woken(Ok(())));
-    sim.input(Input::Attached { link: LINK, processes: Vec::new() });
-    let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()] };
-    sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
-    let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
-    sim.input(Input::Launched(Ok(Some(Launch { generation: 1, channel: CHANNEL, start }))));
-    let effects = sim.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
-    sim.ok(persists(&effects)[0].0);
+    sim.start_harness();
     let init = r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1}}"#;
     let effects = sim.stdout(0, &format!("{init}\n"));
     for (id, ..) in persists(&effects) {
@@ -487,16 +485,7 @@ fn the_reconnect_grace_fails_turns_once_at_its_end() {
 fn a_session_that_cannot_be_restored_starts_anew_with_a_reset_notice() {
     let mut sim = Sim::new();
     sim.turn.acp_session_id = Some("acp-old".to_owned());
-    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
-    assert!(!effects.is_empty());
-    sim.input(Input::Woken(Ok(())));
-    sim.input(Input::Attached { link: LINK, processes: Vec::new() });
-    let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()] };
-    sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
-    let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
-    sim.input(Input::Launched(Ok(Some(Launch { generation: 1, channel: CHANNEL, start }))));
-    let effects = sim.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
-    sim.ok(persists(&effects)[0].0);
+    sim.start_harness();
     let init =
         r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#;
     let effects = sim.stdout(0, &format!("{init}\n"));
