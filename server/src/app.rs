@@ -116,6 +116,13 @@ pub async fn run(
         appender: appender.clone(),
         driver: Arc::clone(&driver),
         tunnel_url: config.tunnel_url(tunnel_port),
+        tunnel_ca_pem: match &config.tunnel_tls_ca {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the tunnel CA {}", path.display()))?,
+            ),
+            None => None,
+        },
         timeouts: Timeouts {
             harness_request: secs(config.harness_timeout_secs),
             turn: secs(config.turn_timeout_secs),

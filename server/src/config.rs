@@ -40,6 +40,10 @@ pub struct Config {
     /// The private key (PEM) of `--tunnel-tls-cert`.
     #[arg(long, env = "AGENTHOLD_TUNNEL_TLS_KEY", requires = "tunnel_tls_cert")]
     pub tunnel_tls_key: Option<PathBuf>,
+    /// A PEM file of the CA (or self-signed certificate) sandboxes must trust to dial the TLS
+    /// tunnel; the drivers hand it to sandboxd (unset: the public web roots only).
+    #[arg(long, env = "AGENTHOLD_TUNNEL_TLS_CA")]
+    pub tunnel_tls_ca: Option<PathBuf>,
     /// The sandbox driver.
     #[arg(long, env = "AGENTHOLD_DRIVER", value_enum, default_value = "docker")]
     pub driver: DriverKind,

@@ -100,8 +100,8 @@ fn positive(name: &str, default: u64) -> Result<u64, String> {
 
 impl Config {
     /// Reads `AGENTHOLD_TUNNEL_URL`, `AGENTHOLD_SANDBOX_TOKEN` and the optional
-    /// `AGENTHOLD_SANDBOXD_BUFFER_BYTES`, `AGENTHOLD_TUNNEL_CA_FILE` (extra CAs in PEM for
-    /// `wss://`), `AGENTHOLD_PING_INTERVAL_MS` and `AGENTHOLD_SILENT_TUNNEL_MS` (for tests; default
+    /// `AGENTHOLD_SANDBOXD_BUFFER_BYTES`, `AGENTHOLD_TUNNEL_CA_FILE` and `AGENTHOLD_TUNNEL_CA_PEM`
+    /// (extra CAs in PEM for `wss://`), `AGENTHOLD_PING_INTERVAL_MS` and `AGENTHOLD_SILENT_TUNNEL_MS` (for tests; default
     /// [`PING_INTERVAL_SECS`] and [`SILENT_TUNNEL_SECS`]); the rest of the environment is the
     /// image's.
     pub fn from_env() -> Result<Self, String> {
@@ -110,9 +110,10 @@ impl Config {
         let ping_ms = positive("AGENTHOLD_PING_INTERVAL_MS", PING_INTERVAL_SECS * 1000)?;
         let silence_ms = positive("AGENTHOLD_SILENT_TUNNEL_MS", SILENT_TUNNEL_SECS * 1000)?;
         let ca_file = std::env::var_os("AGENTHOLD_TUNNEL_CA_FILE").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let ca_pem = std::env::var("AGENTHOLD_TUNNEL_CA_PEM").ok().filter(|v| !v.trim().is_empty());
         let tunnel_url = var("AGENTHOLD_TUNNEL_URL")?;
         let tls = if tunnel_url.get(..6).is_some_and(|scheme| scheme.eq_ignore_ascii_case("wss://")) {
-            Some(tls::client_config(ca_file.as_deref())?)
+            Some(tls::client_config(ca_file.as_deref(), ca_pem.as_deref())?)
         } else {
             None
         };

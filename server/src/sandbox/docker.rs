@@ -324,10 +324,16 @@ impl DockerDriver {
             cmd: Some(vec![]),
             user: Some("root".to_owned()),
             working_dir: Some("/".to_owned()),
-            env: Some(vec![
-                format!("AGENTHOLD_TUNNEL_URL={}", spec.tunnel_url),
-                format!("AGENTHOLD_SANDBOX_TOKEN={}", spec.token.expose()),
-            ]),
+            env: Some(
+                [
+                    Some(format!("AGENTHOLD_TUNNEL_URL={}", spec.tunnel_url)),
+                    Some(format!("AGENTHOLD_SANDBOX_TOKEN={}", spec.token.expose())),
+                    spec.tunnel_ca_pem.as_ref().map(|pem| format!("AGENTHOLD_TUNNEL_CA_PEM={pem}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
+            ),
             labels: Some(self.labels_with_versions(agent_id, &tools)),
             host_config: Some(host_config),
             ..Default::default()

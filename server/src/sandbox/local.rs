@@ -29,6 +29,8 @@ pub struct LocalDriver {
 struct LaunchFile {
     tunnel_url: String,
     token: String,
+    #[serde(default)]
+    tunnel_ca_pem: Option<String>,
 }
 
 impl LocalDriver {
@@ -94,7 +96,11 @@ impl SandboxDriver for LocalDriver {
         async move {
             let dir = self.dir(spec.agent_id);
             tokio::fs::create_dir_all(dir.join("home")).await.map_err(|e| io("creating the sandbox", e))?;
-            let launch = LaunchFile { tunnel_url: spec.tunnel_url, token: spec.token.expose().to_owned() };
+            let launch = LaunchFile {
+                tunnel_url: spec.tunnel_url,
+                token: spec.token.expose().to_owned(),
+                tunnel_ca_pem: spec.tunnel_ca_pem,
+            };
             let text = serde_json::to_vec(&launch).map_err(|e| DriverError::Engine(e.to_string()))?;
             let path = dir.join("launch.json");
             tokio::fs::write(&path, text).await.map_err(|e| io("writing the launch file", e))?;
@@ -116,12 +122,17 @@ impl SandboxDriver for LocalDriver {
             let launch: LaunchFile = serde_json::from_slice(&launch).map_err(|e| DriverError::Engine(e.to_string()))?;
             let log = std::fs::File::create(dir.join("sandboxd.log")).map_err(|e| io("opening the log", e))?;
             let log_err = log.try_clone().map_err(|e| io("opening the log", e))?;
-            let child = Command::new(self.bin_dir.join("sandboxd"))
+            let mut command = Command::new(self.bin_dir.join("sandboxd"));
+            command
                 .env_clear()
                 .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_owned()))
                 .env("HOME", dir.join("home"))
                 .env("AGENTHOLD_TUNNEL_URL", launch.tunnel_url)
-                .env("AGENTHOLD_SANDBOX_TOKEN", launch.token)
+                .env("AGENTHOLD_SANDBOX_TOKEN", launch.token);
+            if let Some(pem) = &launch.tunnel_ca_pem {
+                command.env("AGENTHOLD_TUNNEL_CA_PEM", pem);
+            }
+            let child = command
                 .current_dir(dir.join("home"))
                 .stdin(std::process::Stdio::null())
                 .stdout(log)

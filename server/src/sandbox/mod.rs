@@ -22,6 +22,8 @@ pub struct SandboxSpec {
     pub image: String,
     /// The URL sandboxd dials.
     pub tunnel_url: String,
+    /// The CA (PEM) sandboxd trusts for a `wss://` tunnel besides the public roots.
+    pub tunnel_ca_pem: Option<String>,
     /// The token sandboxd presents (its hash is stored before the sandbox is created).
     pub token: Secret,
     /// CPU limit in cores.

@@ -44,6 +44,8 @@ pub struct Deps {
     pub driver: Arc<dyn SandboxDriver>,
     /// The URL sandboxd dials.
     pub tunnel_url: String,
+    /// The CA (PEM) sandboxes trust for a `wss://` tunnel, if the server has a private one.
+    pub tunnel_ca_pem: Option<String>,
     /// Timeouts.
     pub timeouts: Timeouts,
 }

@@ -397,6 +397,7 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
             agent_id,
             image: agent.image,
             tunnel_url: deps.tunnel_url.clone(),
+            tunnel_ca_pem: deps.tunnel_ca_pem.clone(),
             token,
             cpus: agent.cpus,
             memory_mib: agent.memory_mib,

@@ -79,6 +79,7 @@ impl DriverUnderTest {
             agent_id,
             image: test_image(),
             tunnel_url: "ws://127.0.0.1:9/tunnel".to_owned(),
+            tunnel_ca_pem: None,
             token: Secret::new(format!("t{}", uuid::Uuid::new_v4().simple())),
             cpus: 1.0,
             memory_mib,

@@ -33,7 +33,8 @@ impl Certs {
         let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
         let issuer = Issuer::new(ca_params, ca_key);
         let key = KeyPair::generate().expect("key");
-        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        // The names sandboxes dial: the local driver's and the Docker driver's default.
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "host.docker.internal".to_owned()])
             .expect("params")
             .signed_by(&key, &issuer)
             .expect("certificate");
@@ -123,4 +124,21 @@ async fn sandboxd_dials_the_tls_tunnel_when_it_trusts_the_ca_and_refuses_it_othe
     assert!(first_messages.try_recv().is_err(), "nothing got through without the CA");
     distrusting.kill().await.expect("kill");
     server.abort();
+}
+
+/// The whole server over a TLS tunnel: the driver hands the server's tunnel CA to sandboxd, which
+/// dials `wss://` and runs a real turn.
+#[tokio::test]
+async fn a_turn_runs_over_the_tls_tunnel_with_the_ca_handed_to_the_sandbox() {
+    let certs = Certs::new();
+    let path = |file: &str| certs.dir.join(file).to_string_lossy().into_owned();
+    let (cert, key, ca) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    let tls = [("AGENTHOLD_TUNNEL_TLS_CERT", cert.as_str()), ("AGENTHOLD_TUNNEL_TLS_KEY", key.as_str())];
+    let server =
+        crate::support::TestServer::start_with(&[tls[0], tls[1], ("AGENTHOLD_TUNNEL_TLS_CA", ca.as_str())]).await;
+    let agent = server.create_agent(serde_json::json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text over tls").await;
+    let events = server.wait_turns(&session, 1, Duration::from_secs(60)).await;
+    assert_eq!(crate::support::texts(&events), ["over tls"], "{events:?}");
 }
