@@ -223,4 +223,22 @@ mod tests {
         assert!(parse(&["--tunnel-tls-cert", "/c.pem"]).is_err(), "a certificate without its key");
         assert!(parse(&["--tunnel-tls-key", "/k.pem"]).is_err(), "a key without its certificate");
     }
+
+    #[test]
+    fn production_is_the_default_mode_and_rotate_is_a_subcommand() {
+        let config = parse(&["--mode", "dev"]).expect("parses");
+        assert_eq!(config.mode, Mode::Dev);
+        assert!(parse(&["--mode", "staging"]).is_err());
+        let rotate = parse(&["secrets", "rotate", "--old-key-file", "/a", "--new-key-file", "/b"]).expect("parses");
+        let Some(Command::Secrets(SecretsCommand::Rotate { old_key_file, new_key_file })) = rotate.command else {
+            panic!("not the rotate subcommand: {:?}", rotate.command);
+        };
+        assert_eq!((old_key_file, new_key_file), (PathBuf::from("/a"), PathBuf::from("/b")));
+        assert!(parse(&["secrets", "rotate", "--old-key-file", "/a"]).is_err(), "both keys are needed");
+        let with_key = parse(&["--master-key", "c2VjcmV0"]).expect("parses");
+        assert!(!format!("{with_key:?}").contains("c2VjcmV0"), "the key never prints");
+        if std::env::var_os("AGENTHOLD_MODE").is_none() {
+            assert_eq!(parse(&[]).expect("parses").mode, Mode::Production);
+        }
+    }
 }

@@ -49,10 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agents/{id}/wake", post(agents::wake))
         .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))
         .route("/api/v1/agents/{id}/terminal", get(terminal::open))
-        .route(
-            "/api/v1/agents/{id}/secrets/{env_name}",
-            axum::routing::put(secrets::attach).delete(secrets::detach),
-        )
+        .route("/api/v1/agents/{id}/secrets/{env_name}", axum::routing::put(secrets::attach).delete(secrets::detach))
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
         .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))

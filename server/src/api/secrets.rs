@@ -89,8 +89,14 @@ async fn audit(
     (resource_type, resource_id): (&'static str, String),
     detail: Value,
 ) -> Result<(), ApiError> {
-    let record =
-        AuditRecord { workspace_id, actor_user_id: Some(principal.user_id), action, resource_type, resource_id, detail };
+    let record = AuditRecord {
+        workspace_id,
+        actor_user_id: Some(principal.user_id),
+        action,
+        resource_type,
+        resource_id,
+        detail,
+    };
     store::audit::append(&state.pool, record).await?;
     Ok(())
 }
@@ -108,15 +114,11 @@ pub async fn create(
     let name = validate::secret_name(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
     let value = validate::value(body.value).map_err(|m| ApiError::bad_request("INVALID_SECRET_VALUE", m))?;
     let rule = match (body.preset.rule(), body.host, body.header) {
-        (None, Some(host), Some(header)) => CustomRule {
-            host,
-            header,
-            format: body.format,
-            port: body.port,
-            path_prefix: body.path_prefix,
+        (None, Some(host), Some(header)) => {
+            CustomRule { host, header, format: body.format, port: body.port, path_prefix: body.path_prefix }
+                .validate()
+                .map_err(|m| ApiError::bad_request("INVALID_RULE", m))?
         }
-        .validate()
-        .map_err(|m| ApiError::bad_request("INVALID_RULE", m))?,
         (None, _, _) => {
             return Err(ApiError::bad_request("INVALID_RULE", "a custom secret needs host and header (and a format)"));
         }
@@ -129,8 +131,9 @@ pub async fn create(
         }
     };
     let id = Uuid::new_v4();
-    let sealed = cipher::seal(&state.master_key, RowIdentity { workspace_id, secret_id: id }, value.expose().as_bytes())
-        .map_err(|e| ApiError::Internal(e.into()))?;
+    let sealed =
+        cipher::seal(&state.master_key, RowIdentity { workspace_id, secret_id: id }, value.expose().as_bytes())
+            .map_err(|e| ApiError::Internal(e.into()))?;
     drop(value);
     let secret = NewSecret {
         id,

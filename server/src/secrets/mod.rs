@@ -54,7 +54,11 @@ pub enum ForAgentError {
 
 /// The secrets attached to an agent, with their values, by variable. Any value that does not
 /// open fails the whole call.
-pub async fn for_agent(pool: &PgPool, key: &MasterKey, agent_id: AgentId) -> Result<Vec<AttachedSecret>, ForAgentError> {
+pub async fn for_agent(
+    pool: &PgPool,
+    key: &MasterKey,
+    agent_id: AgentId,
+) -> Result<Vec<AttachedSecret>, ForAgentError> {
     let sealed = store::secrets::sealed_for_agent(pool, agent_id).await?;
     sealed
         .into_iter()

@@ -203,12 +203,9 @@ pub async fn delete(pool: &PgPool, workspace_id: Uuid, id: Uuid) -> sqlx::Result
     if found.is_none() {
         return Ok(None);
     }
-    let detached = sqlx::query!(
-        r#"DELETE FROM agent_secrets WHERE secret_id = $1 RETURNING agent_id, env_name"#,
-        id
-    )
-    .fetch_all(&mut *tx)
-    .await?;
+    let detached = sqlx::query!(r#"DELETE FROM agent_secrets WHERE secret_id = $1 RETURNING agent_id, env_name"#, id)
+        .fetch_all(&mut *tx)
+        .await?;
     sqlx::query!(r#"DELETE FROM secrets WHERE id = $1"#, id).execute(&mut *tx).await?;
     let detached: Vec<(Uuid, String)> = detached.into_iter().map(|r| (r.agent_id, r.env_name)).collect();
     for agent_id in detached.iter().map(|(agent, _)| *agent).collect::<std::collections::BTreeSet<_>>() {
@@ -377,11 +374,10 @@ pub struct SealedRow {
 
 /// Every secret's sealed value, locked for update until the transaction ends.
 pub async fn lock_all_sealed(tx: &mut Transaction<'_, Postgres>) -> sqlx::Result<Vec<SealedRow>> {
-    let rows = sqlx::query!(
-        r#"SELECT id, workspace_id, key_id, nonce, ciphertext FROM secrets ORDER BY id FOR UPDATE"#
-    )
-    .fetch_all(&mut **tx)
-    .await?;
+    let rows =
+        sqlx::query!(r#"SELECT id, workspace_id, key_id, nonce, ciphertext FROM secrets ORDER BY id FOR UPDATE"#)
+            .fetch_all(&mut **tx)
+            .await?;
     Ok(rows
         .into_iter()
         .map(|r| SealedRow {

@@ -62,20 +62,32 @@ async fn secrets_are_for_workspace_admins_and_invisible_to_other_workspaces() {
     // Viewers see which secret an agent uses (never the value); outsiders see no agent.
     let (status, view) = call(&server, "GET", &format!("/api/v1/agents/{agent}"), &viewer.token, json!({})).await;
     assert_eq!(status, 200);
-    assert_eq!(view["secrets"], json!([{"env_name": "OPENAI_API_KEY", "secret_id": secret, "secret_name": "openai", "preset": "openai"}]));
+    assert_eq!(
+        view["secrets"],
+        json!([{"env_name": "OPENAI_API_KEY", "secret_id": secret, "secret_name": "openai", "preset": "openai"}])
+    );
 
     // The outsider's own agent cannot use the team's secret: it does not exist for them.
-    let (status, own) = call(&server, "POST", "/api/v1/agents", &outsider.token, json!({"name": "own", "harness": "fake"})).await;
+    let (status, own) =
+        call(&server, "POST", "/api/v1/agents", &outsider.token, json!({"name": "own", "harness": "fake"})).await;
     assert_eq!(status, 201, "{own}");
     let own = own["id"].as_str().expect("id").to_owned();
-    let theirs = call(&server, "PUT", &format!("/api/v1/agents/{own}/secrets/OPENAI_API_KEY"), &outsider.token, json!({"secret_id": secret})).await;
+    let theirs = call(
+        &server,
+        "PUT",
+        &format!("/api/v1/agents/{own}/secrets/OPENAI_API_KEY"),
+        &outsider.token,
+        json!({"secret_id": secret}),
+    )
+    .await;
     assert_eq!(codes(&theirs), (404, Some("NOT_FOUND")));
     // Nor can the team's admin attach it to an agent of a workspace the secret is not in.
     let (status, mine) = admin(&server, "POST", "/api/v1/agents", json!({"name": "mine", "harness": "fake"})).await;
     assert_eq!(status, 201, "{mine}");
     let mine = mine["id"].as_str().expect("id").to_owned();
     let elsewhere =
-        admin(&server, "PUT", &format!("/api/v1/agents/{mine}/secrets/OPENAI_API_KEY"), json!({"secret_id": secret})).await;
+        admin(&server, "PUT", &format!("/api/v1/agents/{mine}/secrets/OPENAI_API_KEY"), json!({"secret_id": secret}))
+            .await;
     assert_eq!(codes(&elsewhere), (404, Some("NOT_FOUND")));
 
     assert_eq!(call(&server, "DELETE", &format!("{secrets}/{secret}"), &team_admin.token, json!({})).await.0, 204);
@@ -92,25 +104,40 @@ async fn a_value_is_write_only_encrypted_at_rest_and_never_logged_or_in_an_event
 
     let secrets_path = format!("/api/v1/workspaces/{ws}/secrets");
     let (status, created) =
-        admin(&server, "POST", &secrets_path, json!({"name": "anthropic", "preset": "anthropic", "value": value})).await;
+        admin(&server, "POST", &secrets_path, json!({"name": "anthropic", "preset": "anthropic", "value": value}))
+            .await;
     assert_eq!(status, 201, "{created}");
-    assert_eq!(created["rule"], json!({"host": "api.anthropic.com", "port": 443, "path_prefix": "/v1/", "header": "x-api-key", "format": "{secret}"}));
+    assert_eq!(
+        created["rule"],
+        json!({"host": "api.anthropic.com", "port": 443, "path_prefix": "/v1/", "header": "x-api-key", "format": "{secret}"})
+    );
     let secret = created["id"].as_str().expect("id").to_owned();
     let custom_body = json!({"name": "internal", "preset": "custom", "value": custom_value, "host": "llm.example.com",
         "header": "X-Api-Token", "format": "Token {secret}", "path_prefix": "/v2/"});
     let (status, custom) = admin(&server, "POST", &secrets_path, custom_body).await;
     assert_eq!(status, 201, "{custom}");
-    assert_eq!(custom["rule"], json!({"host": "llm.example.com", "port": 443, "path_prefix": "/v2/", "header": "x-api-token", "format": "Token {secret}"}));
+    assert_eq!(
+        custom["rule"],
+        json!({"host": "llm.example.com", "port": 443, "path_prefix": "/v2/", "header": "x-api-token", "format": "Token {secret}"})
+    );
     let custom_id = custom["id"].as_str().expect("id").to_owned();
-    let refused = admin(&server, "POST", &secrets_path, json!({"name": "bad", "preset": "anthropic", "value": bad_value})).await;
+    let refused =
+        admin(&server, "POST", &secrets_path, json!({"name": "bad", "preset": "anthropic", "value": bad_value})).await;
     assert_eq!(codes(&refused), (400, Some("INVALID_SECRET_VALUE")));
+    assert_eq!(where_in_database(&server, &value).await, Vec::<String>::new(), "the value is stored in clear");
 
     let agent = server.create_agent(json!({})).await;
-    let (status, attached) =
-        admin(&server, "PUT", &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"), json!({"secret_id": secret})).await;
+    let (status, attached) = admin(
+        &server,
+        "PUT",
+        &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"),
+        json!({"secret_id": secret}),
+    )
+    .await;
     assert_eq!(status, 200, "{attached}");
     let (status, _) =
-        admin(&server, "PUT", &format!("/api/v1/agents/{agent}/secrets/LLM_TOKEN"), json!({"secret_id": custom_id})).await;
+        admin(&server, "PUT", &format!("/api/v1/agents/{agent}/secrets/LLM_TOKEN"), json!({"secret_id": custom_id}))
+            .await;
     assert_eq!(status, 200);
 
     // The proxy's view has the values; the sandbox's only placeholders.
@@ -120,7 +147,10 @@ async fn a_value_is_write_only_encrypted_at_rest_and_never_logged_or_in_an_event
     let attached = secrets::for_agent(&pool, &key, agent_id).await.expect("opens");
     let summary: Vec<(&str, &str, &str)> =
         attached.iter().map(|a| (a.env_name.as_str(), a.value.expose(), a.rule.header.as_str())).collect();
-    assert_eq!(summary, vec![("ANTHROPIC_API_KEY", value.as_str(), "x-api-key"), ("LLM_TOKEN", custom_value.as_str(), "x-api-token")]);
+    assert_eq!(
+        summary,
+        vec![("ANTHROPIC_API_KEY", value.as_str(), "x-api-key"), ("LLM_TOKEN", custom_value.as_str(), "x-api-token")]
+    );
     let env = secrets::sandbox_env(&pool, agent_id).await.expect("env");
     assert_eq!(env.len(), 2);
     assert!(env[0].1.starts_with("sk-ant-agenthold-") && env[1].1.starts_with("agenthold-"), "{env:?}");
@@ -153,12 +183,20 @@ async fn a_value_is_write_only_encrypted_at_rest_and_never_logged_or_in_an_event
     for needle in [&value, &custom_value, &bad_value] {
         assert_eq!(where_in_database(&server, needle).await, Vec::<String>::new(), "a value is stored in clear");
     }
-    assert_eq!(where_in_database(&server, &env[0].1).await, vec!["agent_secrets".to_owned()], "placeholders are stored");
+    assert_eq!(
+        where_in_database(&server, &env[0].1).await,
+        vec!["agent_secrets".to_owned()],
+        "placeholders are stored"
+    );
 
     // Detach and delete, both audited; the agent then has nothing.
-    let detach = admin(&server, "DELETE", &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"), json!({})).await;
+    let detach =
+        admin(&server, "DELETE", &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"), json!({})).await;
     assert_eq!(detach.0, 204);
-    assert_eq!(admin(&server, "DELETE", &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"), json!({})).await.0, 404);
+    assert_eq!(
+        admin(&server, "DELETE", &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"), json!({})).await.0,
+        404
+    );
     assert_eq!(admin(&server, "DELETE", &format!("{secrets_path}/{custom_id}"), json!({})).await.0, 204);
     assert!(secrets::for_agent(&pool, &key, agent_id).await.expect("reads").is_empty());
     let audit = audit_actions(&server, &ws).await;
@@ -244,7 +282,10 @@ async fn bad_secrets_variables_and_credential_looking_env_are_refused_with_codes
         assert_eq!(codes(&post(body.clone()).await), (400, Some("INVALID_RULE")), "{body}");
     }
     assert_eq!(codes(&post(json!({"name": "v", "preset": "nope", "value": "x"})).await), (400, Some("INVALID_BODY")));
-    assert_eq!(codes(&post(json!({"name": "a b", "preset": "openai", "value": "x"})).await), (400, Some("INVALID_NAME")));
+    assert_eq!(
+        codes(&post(json!({"name": "a b", "preset": "openai", "value": "x"})).await),
+        (400, Some("INVALID_NAME"))
+    );
     assert_eq!(post(json!({"name": "dup", "preset": "openai", "value": "x"})).await.0, 201);
     assert_eq!(codes(&post(json!({"name": "dup", "preset": "openai", "value": "y"})).await), (409, Some("NAME_TAKEN")));
     let unknown = uuid::Uuid::new_v4();
@@ -264,13 +305,17 @@ async fn bad_secrets_variables_and_credential_looking_env_are_refused_with_codes
     assert_eq!(codes(&attach("ANTHROPIC_API_KEY", json!({"secret_id": unknown})).await), (404, Some("NOT_FOUND")));
     assert_eq!(codes(&attach("ANTHROPIC_API_KEY", json!({})).await), (400, Some("INVALID_BODY")));
     assert_eq!(codes(&attach("FAKEAGENT_CAPS", json!({"secret_id": secret})).await), (409, Some("ENV_NAME_TAKEN")));
-    let detach = admin(&server, "DELETE", &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"), json!({})).await;
+    let detach =
+        admin(&server, "DELETE", &format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY"), json!({})).await;
     assert_eq!(detach.0, 404);
 
     // The plain env refuses credential-looking names, and says where they belong.
-    for name in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "PGPASSWORD"] {
+    for name in
+        ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "PGPASSWORD"]
+    {
         let answer =
-            admin(&server, "POST", "/api/v1/agents", json!({"name": "c", "harness": "fake", "env": {name: "sk-x"}})).await;
+            admin(&server, "POST", "/api/v1/agents", json!({"name": "c", "harness": "fake", "env": {name: "sk-x"}}))
+                .await;
         assert_eq!(codes(&answer), (400, Some("USE_A_SECRET")), "{name}");
         let message = answer.1["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("secret") && message.contains(name) && !message.contains("sk-x"), "{message}");

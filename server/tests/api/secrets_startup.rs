@@ -147,7 +147,10 @@ async fn rotation_reencrypts_every_secret_under_the_new_key_all_or_nothing() {
     // Running it again is harmless.
     let output = rotate(&old_file, &new_file);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success() && stdout.contains("re-encrypted 0 secret(s)") && stdout.contains("2 already"), "{stdout}");
+    assert!(
+        output.status.success() && stdout.contains("re-encrypted 0 secret(s)") && stdout.contains("2 already"),
+        "{stdout}"
+    );
     for value in &values {
         assert!(!stdout.contains(value.as_str()));
     }

@@ -113,7 +113,8 @@ pub async fn where_in_database(server: &TestServer, value: &str) -> Vec<String> 
         .await
         .expect("columns");
         for column in columns {
-            let cells = sqlx::query(&format!("SELECT {column} FROM {table}")).fetch_all(&mut connection).await.expect("cells");
+            let cells =
+                sqlx::query(&format!("SELECT {column} FROM {table}")).fetch_all(&mut connection).await.expect("cells");
             for cell in cells {
                 let bytes: Option<Vec<u8>> = cell.try_get(0).expect("bytea");
                 if bytes.is_some_and(|b| contains(&b, value.as_bytes())) {
