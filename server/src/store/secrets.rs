@@ -167,7 +167,23 @@ pub async fn list(pool: &PgPool, workspace_id: Uuid) -> sqlx::Result<Vec<SecretR
 
 /// One secret of a workspace.
 pub async fn get(pool: &PgPool, workspace_id: Uuid, id: Uuid) -> sqlx::Result<Option<SecretRow>> {
-    Ok(list(pool, workspace_id).await?.into_iter().find(|s| s.id == id))
+    let row = sqlx::query!(
+        r#"SELECT id, workspace_id, name, preset, host, port, path_prefix, header, format, created_by, created_at
+           FROM secrets WHERE workspace_id = $1 AND id = $2"#,
+        workspace_id,
+        id
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| SecretRow {
+        id: r.id,
+        workspace_id: r.workspace_id,
+        name: r.name,
+        preset: r.preset,
+        rule: rule(r.host, r.port, r.path_prefix, r.header, r.format),
+        created_by: r.created_by,
+        created_at: r.created_at,
+    }))
 }
 
 /// Which agents use the workspace's secrets.
