@@ -102,7 +102,8 @@ async fn audit(
 }
 
 /// Stores a secret (workspace admins). 400 `INVALID_SECRET_VALUE` for an empty, over-long or
-/// control-character value, `INVALID_RULE` for a bad custom rule, 409 `NAME_TAKEN`.
+/// control-character value, `INVALID_RULE` for a bad custom rule, 409 `NAME_TAKEN` and
+/// `TOO_MANY_SECRETS`.
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -148,6 +149,12 @@ pub async fn create(
         Ok(()) => {}
         Err(InsertError::NameTaken) => {
             return Err(ApiError::conflict("NAME_TAKEN", format!("a secret named {:?} exists", secret.name)));
+        }
+        Err(InsertError::TooMany) => {
+            return Err(ApiError::conflict(
+                "TOO_MANY_SECRETS",
+                format!("a workspace holds at most {} secrets", store::secrets::MAX_PER_WORKSPACE),
+            ));
         }
         Err(InsertError::Db(error)) => return Err(error.into()),
     }
@@ -221,6 +228,12 @@ pub async fn attach(
     let outcome =
         store::secrets::attach(&state.pool, agent.id, &env_name, secret.id, &preset.placeholder(), principal.user_id)
             .await?;
+    if outcome == Attached::TooMany {
+        return Err(ApiError::conflict(
+            "TOO_MANY_SECRETS",
+            format!("an agent has at most {} secrets attached", store::secrets::MAX_PER_AGENT),
+        ));
+    }
     if let Attached::Changed { replaced } = outcome {
         let detail = json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name,
             "replaced_secret_id": replaced});

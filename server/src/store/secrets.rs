@@ -98,12 +98,20 @@ pub struct SealedAttachment {
     pub sealed: Sealed,
 }
 
+/// Most secrets a workspace may hold.
+pub const MAX_PER_WORKSPACE: i64 = 256;
+/// Most secrets one agent may have attached.
+pub const MAX_PER_AGENT: i64 = 32;
+
 /// Storing a secret failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InsertError {
     /// The workspace has a secret of this name.
     #[error("a secret with this name exists")]
     NameTaken,
+    /// The workspace holds [`MAX_PER_WORKSPACE`] secrets.
+    #[error("the workspace holds the most secrets it may")]
+    TooMany,
     /// The database failed.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -118,7 +126,8 @@ pub async fn insert(pool: &PgPool, secret: &NewSecret) -> Result<(), InsertError
     let inserted = sqlx::query!(
         r#"INSERT INTO secrets (id, workspace_id, name, preset, host, port, path_prefix, header, format,
                                key_id, nonce, ciphertext, created_by)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+           SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
+           WHERE (SELECT count(*) FROM secrets WHERE workspace_id = $2) < $14
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         secret.id,
         secret.workspace_id,
@@ -133,13 +142,21 @@ pub async fn insert(pool: &PgPool, secret: &NewSecret) -> Result<(), InsertError
         secret.sealed.nonce,
         secret.sealed.ciphertext,
         secret.created_by,
+        MAX_PER_WORKSPACE,
     )
     .execute(pool)
     .await?;
-    if inserted.rows_affected() == 0 {
-        return Err(InsertError::NameTaken);
+    if inserted.rows_affected() > 0 {
+        return Ok(());
     }
-    Ok(())
+    let taken = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM secrets WHERE workspace_id = $1 AND name = $2) AS "taken!""#,
+        secret.workspace_id,
+        secret.name
+    )
+    .fetch_one(pool)
+    .await?;
+    Err(if taken { InsertError::NameTaken } else { InsertError::TooMany })
 }
 
 /// A workspace's secrets, by name.
@@ -234,6 +251,8 @@ pub async fn delete(pool: &PgPool, workspace_id: Uuid, id: Uuid) -> sqlx::Result
 /// What attaching did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attached {
+    /// The agent has [`MAX_PER_AGENT`] secrets attached: nothing changed.
+    TooMany,
     /// The variable already held this secret: nothing changed.
     Unchanged,
     /// The variable now holds the secret (`replaced`: the secret it held before).
@@ -266,6 +285,16 @@ pub async fn attach(
     .await?;
     if before == Some(secret_id) {
         return Ok(Attached::Unchanged);
+    }
+    let attached = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM agent_secrets WHERE agent_id = $1 AND env_name <> $2"#,
+        agent_id.0,
+        env_name
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if attached >= MAX_PER_AGENT {
+        return Ok(Attached::TooMany);
     }
     let placeholder = sqlx::query_scalar!(
         r#"SELECT placeholder FROM agent_secrets WHERE agent_id = $1 AND secret_id = $2 LIMIT 1"#,

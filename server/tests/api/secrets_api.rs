@@ -325,3 +325,32 @@ async fn bad_secrets_variables_and_credential_looking_env_are_refused_with_codes
     let (_, view) = admin(&server, "GET", &format!("/api/v1/agents/{agent}"), json!({})).await;
     assert_eq!((view["secrets"].clone(), view["credentials_inside_sandbox"].clone()), (json!([]), json!(false)));
 }
+
+#[tokio::test]
+async fn a_workspace_and_an_agent_hold_a_bounded_number_of_secrets() {
+    use agenthold_server::store::secrets::{MAX_PER_AGENT, MAX_PER_WORKSPACE};
+    let server = TestServer::start().await;
+    let ws = personal_workspace(&server).await;
+    let mut ids = Vec::new();
+    for i in 0..MAX_PER_WORKSPACE {
+        ids.push(create_secret(&server, &ws, json!({"name": format!("s{i}"), "preset": "openai", "value": "v"})).await);
+    }
+    let path = format!("/api/v1/workspaces/{ws}/secrets");
+    let over = admin(&server, "POST", &path, json!({"name": "one-more", "preset": "openai", "value": "v"})).await;
+    assert_eq!(codes(&over), (409, Some("TOO_MANY_SECRETS")));
+    let taken = admin(&server, "POST", &path, json!({"name": "s0", "preset": "openai", "value": "v"})).await;
+    assert_eq!(codes(&taken), (409, Some("NAME_TAKEN")), "a taken name is still told apart");
+
+    let agent = server.create_agent(json!({})).await;
+    let attach = |env: String, secret: &str| {
+        let (server, body) = (&server, json!({"secret_id": secret}));
+        let path = format!("/api/v1/agents/{agent}/secrets/{env}");
+        async move { admin(server, "PUT", &path, body).await }
+    };
+    for (i, id) in ids.iter().take(MAX_PER_AGENT as usize).enumerate() {
+        assert_eq!(attach(format!("V{i}"), id).await.0, 200);
+    }
+    let last = &ids[MAX_PER_AGENT as usize];
+    assert_eq!(codes(&attach("ONE_MORE".into(), last).await), (409, Some("TOO_MANY_SECRETS")));
+    assert_eq!(attach("V0".into(), last).await.0, 200, "replacing at the limit is fine");
+}
