@@ -53,7 +53,9 @@ pub fn agent_json(agent: &AgentRow, state: &AppState, attachments: &[Attachment]
     let secrets: Vec<Value> = attachments
         .iter()
         .filter(|a| a.agent_id == agent.id.0)
-        .map(|a| json!({"env_name": a.env_name, "secret_id": a.secret_id, "secret_name": a.secret_name, "preset": a.preset}))
+        .map(|a| {
+            json!({"env_name": a.env_name, "secret_id": a.secret_id, "secret_name": a.secret_name, "preset": a.preset})
+        })
         .collect();
     // Agents made before credential-looking names were refused may still hold one in clear.
     let credentials_inside_sandbox = agent.env.iter().any(|(name, _)| validate::looks_like_credential(name));

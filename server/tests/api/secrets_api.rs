@@ -230,7 +230,11 @@ async fn placeholders_are_per_agent_and_secret_and_reattaching_changes_nothing()
         let server = &server;
         async move { admin(server, "PUT", &path, body).await.0 }
     };
+    let mut changes = sqlx::postgres::PgListener::connect(&server.database_url).await.expect("listener");
+    changes.listen(agenthold_server::store::secrets::CHANGED_CHANNEL).await.expect("listen");
     assert_eq!(put(&first, "OPENROUTER_API_KEY", &a).await, 200);
+    let told = tokio::time::timeout(Duration::from_secs(10), changes.recv()).await.expect("told in time");
+    assert_eq!(told.expect("notification").payload(), first, "attaching is announced with the agent's id");
     assert_eq!(put(&first, "OPENROUTER_API_KEY", &a).await, 200, "idempotent");
     assert_eq!(put(&first, "OTHER_NAME", &a).await, 200);
     assert_eq!(put(&second, "OPENROUTER_API_KEY", &a).await, 200);
@@ -249,6 +253,17 @@ async fn placeholders_are_per_agent_and_secret_and_reattaching_changes_nothing()
     assert_eq!(put(&first, "OPENROUTER_API_KEY", &b).await, 200);
     let replaced = env(&first).await;
     assert!(replaced[0].1.starts_with("sk-agenthold-") && replaced[0].1 != first_env[0].1, "{replaced:?}");
+    assert_eq!(
+        admin(&server, "DELETE", &format!("/api/v1/agents/{second}/secrets/OPENROUTER_API_KEY"), json!({})).await.0,
+        204
+    );
+    // The announcements so far: the other three attachments and the detachment, nothing for the no-op.
+    let mut told = Vec::new();
+    while told.len() < 4 {
+        let next = tokio::time::timeout(Duration::from_secs(10), changes.recv()).await.expect("told in time");
+        told.push(next.expect("notification").payload().to_owned());
+    }
+    assert_eq!(told, vec![first.clone(), second.clone(), first.clone(), second.clone()]);
     let audit = audit_actions(&server, &ws).await;
     let attached: Vec<&Value> = audit.iter().filter(|r| r["action"] == "secret.attached").collect();
     assert_eq!(attached.len(), 4, "re-attaching the same secret records nothing: {attached:?}");
