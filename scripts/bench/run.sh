@@ -114,7 +114,8 @@ log "starting $SERVER_BIN on $URL (tunnel :$TUNNEL_PORT, log $BENCH_DIR/server.l
     export AGENTHOLD_DRIVER=docker
     export AGENTHOLD_IMAGE=$IMAGE
     export AGENTHOLD_INSTANCE=$INSTANCE
-    unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR
+    export AGENTHOLD_MODE=test  # a throwaway master key in the data dir
+    unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE
     exec setsid "$SERVER_BIN" </dev/null >"$BENCH_DIR/server.log" 2>&1
 ) &
 SERVER_PID=$!

@@ -94,6 +94,16 @@ prepare() {
     export AGENTHOLD_DATA_DIR=$DATA_DIR
     export AGENTHOLD_DRIVER=${AGENTHOLD_DRIVER:-docker}
     export AGENTHOLD_IMAGE=${AGENTHOLD_IMAGE:-agenthold/test:latest}
+    # Dev mode: the master key that encrypts secrets lives in the data dir (made once, 0600).
+    export AGENTHOLD_MODE=${AGENTHOLD_MODE:-dev}
+    if [[ -z ${AGENTHOLD_MASTER_KEY:-} && -z ${AGENTHOLD_MASTER_KEY_FILE:-} ]]; then
+        if [[ ! -s $DATA_DIR/master.key ]]; then
+            log "making a dev master key in $DATA_DIR/master.key"
+            ( umask 077; head -c 32 /dev/urandom | base64 >"$DATA_DIR/master.key.tmp" )
+            mv "$DATA_DIR/master.key.tmp" "$DATA_DIR/master.key"
+        fi
+        export AGENTHOLD_MASTER_KEY_FILE=$DATA_DIR/master.key
+    fi
     [[ -f $LOGFILE ]] && mv -f "$LOGFILE" "$LOGFILE.1"
     rm -f "$ENVFILE"
 }

@@ -14,6 +14,7 @@ use crate::events::hub::Hub;
 use crate::sandbox::SandboxDriver;
 use crate::sandbox::docker::DockerDriver;
 use crate::sandbox::local::LocalDriver;
+use crate::secrets::master_key::{self, KeySource, MasterKey};
 use crate::supervisor::{Deps, Supervisors, Timeouts};
 use crate::{api, auth, store, tunnel};
 
@@ -32,6 +33,8 @@ pub struct AppState {
     pub driver: Arc<dyn SandboxDriver>,
     /// The configuration.
     pub config: Arc<Config>,
+    /// The master key that encrypts secret values.
+    pub master_key: Arc<MasterKey>,
 }
 
 /// The bound listeners (tests bind port 0 and read the ports back).
@@ -80,8 +83,10 @@ pub async fn run(
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let pool = store::connect(config.database_url.expose(), 20).await?;
     tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
+    let master_key = Arc::new(load_master_key(&config)?);
+    let pool = store::connect(config.database_url.expose(), 20).await?;
+    warn_about_other_keys(&pool, &master_key).await?;
     auth::bootstrap::run(&pool, &config).await?;
 
     let driver: Arc<dyn SandboxDriver> = match config.driver {
@@ -137,6 +142,7 @@ pub async fn run(
         supervisors: Arc::clone(&supervisors),
         driver,
         config: Arc::new(config),
+        master_key,
     };
     supervisors.resume_open_turns().await.context("resuming open turns")?;
 
@@ -177,6 +183,38 @@ pub async fn run(
     deletions.abort();
     appender_task.abort();
     pool.close().await;
+    Ok(())
+}
+
+/// Loads the master key (refusing to start without one in production mode) and says where it
+/// came from.
+fn load_master_key(config: &Config) -> anyhow::Result<MasterKey> {
+    let (key, source) = master_key::load(config)?;
+    match &source {
+        KeySource::File(path) => tracing::info!(key.id = key.id(), path = %path.display(), "master key from a file"),
+        KeySource::Environment => tracing::info!(key.id = key.id(), "master key from AGENTHOLD_MASTER_KEY"),
+        KeySource::DevFile { path, created } => tracing::warn!(
+            key.id = key.id(),
+            path = %path.display(),
+            created,
+            mode = config.mode.as_str(),
+            "master key from the data directory (dev/test mode only)"
+        ),
+    }
+    Ok(key)
+}
+
+/// Secrets sealed under another key do not open (their agents get no value): say so at start.
+async fn warn_about_other_keys(pool: &PgPool, key: &MasterKey) -> anyhow::Result<()> {
+    let others = store::secrets::count_under_other_keys(pool, key.id()).await.context("counting secrets")?;
+    if others > 0 {
+        tracing::warn!(
+            secrets = others,
+            key.id = key.id(),
+            "secrets encrypted under another master key will not open: start with that key, or rotate \
+             (agenthold secrets rotate)"
+        );
+    }
     Ok(())
 }
 

@@ -14,6 +14,7 @@ pub mod ids;
 pub mod permissions;
 pub mod sandbox;
 pub mod secret;
+pub mod secrets;
 pub mod store;
 pub mod supervisor;
 pub mod telemetry;

@@ -1,11 +1,21 @@
-//! `agenthold`: parses the configuration, starts logging, runs the server until SIGTERM/SIGINT.
+//! `agenthold`: parses the configuration, starts logging, runs the server until SIGTERM/SIGINT
+//! (or runs a subcommand, such as `agenthold secrets rotate`).
 
 use clap::Parser;
 
+use agenthold_server::config::{Command, Config, SecretsCommand};
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let config = agenthold_server::config::Config::parse();
+    let mut config = Config::parse();
     agenthold_server::telemetry::init();
+    if let Some(command) = config.command.take() {
+        let Command::Secrets(SecretsCommand::Rotate { old_key_file, new_key_file }) = command;
+        let report =
+            agenthold_server::secrets::rotate::run(config.database_url.expose(), &old_key_file, &new_key_file).await?;
+        println!("{report}");
+        return Ok(());
+    }
     let listeners = agenthold_server::app::Listeners::bind(&config).await?;
     agenthold_server::app::run(config, listeners, agenthold_server::app::shutdown_signal()).await
 }

@@ -1,4 +1,6 @@
-//! `/api/v1/agents`: create, list, show, delete, sleep, wake.
+//! `/api/v1/agents`: create, list, show, delete, sleep, wake. An agent's view lists the secrets
+//! attached to it (names and presets, never values or placeholders); its plain `env` refuses
+//! names that look like credentials (`USE_A_SECRET`).
 
 use std::collections::BTreeMap;
 
@@ -14,9 +16,11 @@ use crate::app::AppState;
 use crate::auth::Principal;
 use crate::harness;
 use crate::ids::{AgentId, AgentName};
+use crate::secrets::validate;
 use crate::store;
 use crate::store::agents::{AgentRow, InsertError, NewAgent};
 use crate::store::audit::AuditRecord;
+use crate::store::secrets::Attachment;
 use crate::store::users::Role;
 use crate::supervisor::{Command, LifecycleError};
 
@@ -44,8 +48,17 @@ pub struct Limits {
     pids: Option<i32>,
 }
 
-/// Renders an agent.
-pub fn agent_json(agent: &AgentRow, state: &AppState) -> Value {
+/// Renders an agent with the secrets attached to it (`attachments` may hold other agents' too).
+pub fn agent_json(agent: &AgentRow, state: &AppState, attachments: &[Attachment]) -> Value {
+    let secrets: Vec<Value> = attachments
+        .iter()
+        .filter(|a| a.agent_id == agent.id.0)
+        .map(|a| {
+            json!({"env_name": a.env_name, "secret_id": a.secret_id, "secret_name": a.secret_name, "preset": a.preset})
+        })
+        .collect();
+    // Agents made before credential-looking names were refused may still hold one in clear.
+    let credentials_inside_sandbox = agent.env.iter().any(|(name, _)| validate::looks_like_credential(name));
     json!({
         "id": agent.id,
         "workspace_id": agent.workspace_id,
@@ -61,7 +74,15 @@ pub fn agent_json(agent: &AgentRow, state: &AppState) -> Value {
         "limits": {"cpus": agent.cpus, "memory_mib": agent.memory_mib, "pids": agent.pids_limit},
         "desired_state": agent.desired_state,
         "created_at": agent.created_at,
+        "secrets": secrets,
+        "credentials_inside_sandbox": credentials_inside_sandbox,
     })
+}
+
+/// Renders one agent, reading its attached secrets.
+async fn render(state: &AppState, agent: &AgentRow) -> Result<Json<Value>, ApiError> {
+    let attachments = store::secrets::attachments(&state.pool, &[agent.id.0]).await?;
+    Ok(Json(agent_json(agent, state, &attachments)))
 }
 
 fn valid_env_name(name: &str) -> bool {
@@ -105,6 +126,17 @@ pub async fn create(
             ));
         }
     }
+    if let Some(key) = body.env.keys().find(|key| validate::looks_like_credential(key)) {
+        return Err(ApiError::bad_request(
+            "USE_A_SECRET",
+            format!(
+                "environment variable {key} looks like a credential (names ending in _KEY, _TOKEN, _SECRET, \
+                 _PASSWORD, …): a plain env value is stored in clear and readable in the sandbox. Store it as a \
+                 secret (POST /api/v1/workspaces/{{id}}/secrets) and attach it to the agent \
+                 (PUT /api/v1/agents/{{id}}/secrets/{key}); the sandbox then only sees a placeholder. See docs/secrets.md"
+            ),
+        ));
+    }
     let limits = body.limits.unwrap_or(Limits { cpus: None, memory_mib: None, pids: None });
     let cpus = limits.cpus.unwrap_or(state.config.default_cpus);
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
@@ -145,13 +177,15 @@ pub async fn create(
     }
     let row = store::agents::get(&state.pool, agent.id).await?.ok_or(ApiError::NotFound("agent"))?;
     audit(&state, &principal, &row, "agent.created").await?;
-    Ok((StatusCode::CREATED, Json(agent_json(&row, &state))))
+    Ok((StatusCode::CREATED, Json(agent_json(&row, &state, &[]))))
 }
 
 /// Lists the agents of every workspace the caller belongs to.
 pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
     let agents = store::agents::list_for_user(&state.pool, principal.user_id).await?;
-    let items: Vec<Value> = agents.iter().map(|a| agent_json(a, &state)).collect();
+    let ids: Vec<uuid::Uuid> = agents.iter().map(|a| a.id.0).collect();
+    let attachments = store::secrets::attachments(&state.pool, &ids).await?;
+    let items: Vec<Value> = agents.iter().map(|a| agent_json(a, &state, &attachments)).collect();
     Ok(Json(json!({"agents": items})))
 }
 
@@ -194,7 +228,7 @@ pub async fn show(
     Id(id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Viewer).await?;
-    Ok(Json(agent_json(&agent, &state)))
+    render(&state, &agent).await
 }
 
 /// A lifecycle failure as the client sees it: a stable code and a generic message; the
@@ -254,7 +288,7 @@ pub async fn sleep(
     store::agents::set_desired_state(&state.pool, id, "asleep").await?;
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     audit(&state, &principal, &agent, "agent.slept").await?;
-    Ok(Json(agent_json(&agent, &state)))
+    render(&state, &agent).await
 }
 
 /// Starts the agent's sandbox.
@@ -269,5 +303,5 @@ pub async fn wake(
     outcome.map_err(lifecycle_error)?;
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     audit(&state, &principal, &agent, "agent.woken").await?;
-    Ok(Json(agent_json(&agent, &state)))
+    render(&state, &agent).await
 }

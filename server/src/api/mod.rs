@@ -8,6 +8,7 @@ mod health;
 mod login;
 mod me;
 pub mod openapi;
+mod secrets;
 mod sessions;
 mod stream;
 mod terminal;
@@ -40,12 +41,15 @@ pub fn router(state: AppState) -> Router {
             axum::routing::put(workspaces::set_member).delete(workspaces::remove_member),
         )
         .route("/api/v1/workspaces/{id}/audit", get(workspaces::audit_log))
+        .route("/api/v1/workspaces/{id}/secrets", post(secrets::create).get(secrets::list))
+        .route("/api/v1/workspaces/{id}/secrets/{secret_id}", delete(secrets::delete))
         .route("/api/v1/agents", post(agents::create).get(agents::list))
         .route("/api/v1/agents/{id}", get(agents::show).delete(agents::delete))
         .route("/api/v1/agents/{id}/sleep", post(agents::sleep))
         .route("/api/v1/agents/{id}/wake", post(agents::wake))
         .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))
         .route("/api/v1/agents/{id}/terminal", get(terminal::open))
+        .route("/api/v1/agents/{id}/secrets/{env_name}", axum::routing::put(secrets::attach).delete(secrets::detach))
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
         .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))

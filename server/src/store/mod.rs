@@ -6,6 +6,7 @@ pub mod audit;
 pub mod browser_sessions;
 pub mod events;
 pub mod sandboxes;
+pub mod secrets;
 pub mod sessions;
 pub mod tokens;
 pub mod users;

@@ -113,6 +113,17 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
         assert_eq!(status, 204, "{body}");
     }
     let agent = server.create_agent(json!({"workspace_id": ws})).await;
+    // Secrets: one the DELETE route deletes, one attached (detached, then attached again).
+    let mut secret_ids = Vec::new();
+    for name in ["doomed", "kept"] {
+        let body = json!({"name": name, "preset": "anthropic", "value": "sk-ant-matrix"});
+        let (status, secret) = server.post(&format!("/api/v1/workspaces/{ws}/secrets"), body).await;
+        assert_eq!(status, 201, "{secret}");
+        secret_ids.push(secret["id"].as_str().expect("id").to_owned());
+    }
+    let (doomed, kept) = (secret_ids[0].clone(), secret_ids[1].clone());
+    let attach = format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY");
+    assert_eq!(server.put(&attach, json!({"secret_id": kept})).await.0, 200);
     let session = server.create_session(&agent).await;
     server.prompt(&session, "text hello").await;
     server.wait_turns(&session, 1, Duration::from_secs(90)).await;
@@ -131,6 +142,8 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 .replace("/sessions/{id}", &format!("/sessions/{session}"))
                 .replace("/workspaces/{id}", &format!("/workspaces/{ws}"))
                 .replace("{user_id}", &target.id)
+                .replace("{secret_id}", &doomed)
+                .replace("{env_name}", "ANTHROPIC_API_KEY")
                 .replace("{seq}", "1");
             let status = if template.ends_with("/stream") || template.ends_with("/terminal") {
                 ws_status(&server, &format!("{path}?after=0"), &user.token).await
@@ -138,6 +151,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 let body = match template {
                     t if t.ends_with("/prompt") => json!({"text": "text again"}),
                     t if t.ends_with("/members/{user_id}") && method == "PUT" => json!({"role": "viewer"}),
+                    t if t.ends_with("/secrets/{env_name}") && method == "PUT" => json!({"secret_id": kept}),
                     _ => json!({}),
                 };
                 server.as_user(method, &path, &user.token, body).await.0
@@ -159,7 +173,12 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
         if *need == Need::Public {
             continue;
         }
-        let path = template.replace("{id}", &agent).replace("{user_id}", &target.id).replace("{seq}", "1");
+        let path = template
+            .replace("{id}", &agent)
+            .replace("{user_id}", &target.id)
+            .replace("{secret_id}", &doomed)
+            .replace("{env_name}", "ANTHROPIC_API_KEY")
+            .replace("{seq}", "1");
         let status = if template.ends_with("/stream") || template.ends_with("/terminal") {
             ws_status(&server, &format!("{path}?after=0"), "").await
         } else {

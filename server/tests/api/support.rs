@@ -110,6 +110,10 @@ impl TestServer {
             .env("AGENTHOLD_SANDBOX_BIN_DIR", &bin_dir)
             .env("AGENTHOLD_INSTANCE", &self.instance)
             .env("AGENTHOLD_DEFAULT_MEMORY_MIB", "512")
+            // A master key is made in the data dir (tests that need production mode override it).
+            .env("AGENTHOLD_MODE", "test")
+            .env_remove("AGENTHOLD_MASTER_KEY")
+            .env_remove("AGENTHOLD_MASTER_KEY_FILE")
             .env("RUST_LOG", "info,agenthold_server=debug")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))

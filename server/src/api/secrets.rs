@@ -1,0 +1,260 @@
+//! Secrets in the API: `/api/v1/workspaces/{id}/secrets` (create, list, delete; workspace
+//! admins) and `/api/v1/agents/{id}/secrets/{env_name}` (attach, detach; agent admins). Values
+//! are write-only: checked here, sealed at once, never answered, logged or put into an event.
+//! The caller's role is checked before the body is read, so a caller without the role learns
+//! nothing from validation errors. Every change is audited.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::agents::visible_agent;
+use super::error::ApiError;
+use super::extract::{Id, parse_json};
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::ids::AgentId;
+use crate::secrets::cipher::{self, RowIdentity};
+use crate::secrets::presets::{CustomRule, Preset};
+use crate::secrets::validate;
+use crate::store;
+use crate::store::audit::AuditRecord;
+use crate::store::secrets::{Attached, InsertError, NewSecret, SecretRow, Use};
+use crate::store::users::Role;
+
+/// `POST /api/v1/workspaces/{id}/secrets`. No `Debug`: it holds the value.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSecret {
+    name: String,
+    preset: Preset,
+    value: String,
+    host: Option<String>,
+    header: Option<String>,
+    format: Option<String>,
+    port: Option<u16>,
+    path_prefix: Option<String>,
+}
+
+/// `PUT /api/v1/agents/{id}/secrets/{env_name}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachSecret {
+    secret_id: Uuid,
+}
+
+/// `{id}/secrets/{secret_id}`.
+#[derive(Debug, Deserialize)]
+pub struct SecretPath {
+    id: Uuid,
+    secret_id: Uuid,
+}
+
+/// `{id}/secrets/{env_name}`.
+#[derive(Debug, Deserialize)]
+pub struct EnvPath {
+    id: AgentId,
+    env_name: String,
+}
+
+type PathResult<T> = Result<axum::extract::Path<T>, axum::extract::rejection::PathRejection>;
+
+fn secret_json(secret: &SecretRow, uses: &[Use]) -> Value {
+    let used_by: Vec<Value> = uses
+        .iter()
+        .filter(|u| u.secret_id == secret.id)
+        .map(|u| json!({"agent_id": u.agent_id, "agent_name": u.agent_name, "env_name": u.env_name}))
+        .collect();
+    json!({
+        "id": secret.id,
+        "workspace_id": secret.workspace_id,
+        "name": secret.name,
+        "preset": secret.preset,
+        "rule": secret.rule,
+        "created_by": secret.created_by,
+        "created_at": secret.created_at,
+        "used_by": used_by,
+    })
+}
+
+async fn audit(
+    state: &AppState,
+    principal: &Principal,
+    workspace_id: Uuid,
+    action: &'static str,
+    (resource_type, resource_id): (&'static str, String),
+    detail: Value,
+) -> Result<(), ApiError> {
+    let record = AuditRecord {
+        workspace_id,
+        actor_user_id: Some(principal.user_id),
+        action,
+        resource_type,
+        resource_id,
+        detail,
+    };
+    store::audit::append(&state.pool, record).await?;
+    Ok(())
+}
+
+/// Stores a secret (workspace admins). 400 `INVALID_SECRET_VALUE` for an empty, over-long or
+/// control-character value, `INVALID_RULE` for a bad custom rule, 409 `NAME_TAKEN` and
+/// `TOO_MANY_SECRETS`.
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(workspace_id): Id<Uuid>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
+    let body: CreateSecret = parse_json(&body)?;
+    let name = validate::secret_name(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
+    let value = validate::value(body.value).map_err(|m| ApiError::bad_request("INVALID_SECRET_VALUE", m))?;
+    let rule = match (body.preset.rule(), body.host, body.header) {
+        (None, Some(host), Some(header)) => {
+            CustomRule { host, header, format: body.format, port: body.port, path_prefix: body.path_prefix }
+                .validate()
+                .map_err(|m| ApiError::bad_request("INVALID_RULE", m))?
+        }
+        (None, _, _) => {
+            return Err(ApiError::bad_request("INVALID_RULE", "a custom secret needs host and header (and a format)"));
+        }
+        (Some(rule), None, None) if body.format.is_none() && body.port.is_none() && body.path_prefix.is_none() => rule,
+        (Some(_), _, _) => {
+            return Err(ApiError::bad_request(
+                "INVALID_RULE",
+                "a preset fills in host, header, format, port and path_prefix; give them only with preset custom",
+            ));
+        }
+    };
+    let id = Uuid::new_v4();
+    let sealed =
+        cipher::seal(&state.master_key, RowIdentity { workspace_id, secret_id: id }, value.expose().as_bytes())
+            .map_err(|e| ApiError::Internal(e.into()))?;
+    drop(value);
+    let secret = NewSecret {
+        id,
+        workspace_id,
+        name,
+        preset: body.preset.as_str().to_owned(),
+        rule,
+        sealed,
+        created_by: principal.user_id,
+    };
+    match store::secrets::insert(&state.pool, &secret).await {
+        Ok(()) => {}
+        Err(InsertError::NameTaken) => {
+            return Err(ApiError::conflict("NAME_TAKEN", format!("a secret named {:?} exists", secret.name)));
+        }
+        Err(InsertError::TooMany) => {
+            return Err(ApiError::conflict(
+                "TOO_MANY_SECRETS",
+                format!("a workspace holds at most {} secrets", store::secrets::MAX_PER_WORKSPACE),
+            ));
+        }
+        Err(InsertError::Db(error)) => return Err(error.into()),
+    }
+    let detail = json!({"name": secret.name, "preset": secret.preset, "host": secret.rule.host,
+        "header": secret.rule.header, "key_id": secret.sealed.key_id});
+    audit(&state, &principal, workspace_id, "secret.created", ("secret", id.to_string()), detail).await?;
+    let row = store::secrets::get(&state.pool, workspace_id, id).await?.ok_or(ApiError::NotFound("secret"))?;
+    Ok((StatusCode::CREATED, Json(secret_json(&row, &[]))))
+}
+
+/// The workspace's secrets with their rules and the agents using them; never a value
+/// (workspace admins).
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(workspace_id): Id<Uuid>,
+) -> Result<Json<Value>, ApiError> {
+    principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
+    let secrets = store::secrets::list(&state.pool, workspace_id).await?;
+    let uses = store::secrets::uses(&state.pool, workspace_id).await?;
+    let items: Vec<Value> = secrets.iter().map(|s| secret_json(s, &uses)).collect();
+    Ok(Json(json!({"secrets": items})))
+}
+
+/// Deletes a secret and detaches it from every agent (workspace admins).
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    path: PathResult<SecretPath>,
+) -> Result<StatusCode, ApiError> {
+    let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("secret"))?;
+    principal.require(&state, path.id, Role::Admin, "workspace").await?;
+    let secret =
+        store::secrets::get(&state.pool, path.id, path.secret_id).await?.ok_or(ApiError::NotFound("secret"))?;
+    let detached =
+        store::secrets::delete(&state.pool, path.id, path.secret_id).await?.ok_or(ApiError::NotFound("secret"))?;
+    for (agent_id, env_name) in &detached {
+        let detail = json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name,
+            "reason": "secret deleted"});
+        audit(&state, &principal, path.id, "secret.detached", ("agent", agent_id.to_string()), detail).await?;
+    }
+    let detached: Vec<Value> = detached.iter().map(|(a, e)| json!({"agent_id": a, "env_name": e})).collect();
+    let detail = json!({"name": secret.name, "preset": secret.preset, "detached": detached});
+    audit(&state, &principal, path.id, "secret.deleted", ("secret", secret.id.to_string()), detail).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Attaches a secret of the agent's workspace to the agent under an environment variable,
+/// replacing what the variable held (agent admins). The sandbox gets a placeholder.
+pub async fn attach(
+    State(state): State<AppState>,
+    principal: Principal,
+    path: PathResult<EnvPath>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("agent"))?;
+    let agent = visible_agent(&state, &principal, path.id, Role::Admin).await?;
+    let env_name =
+        validate::secret_env_name(&path.env_name).map_err(|m| ApiError::bad_request("INVALID_ENV_NAME", m))?;
+    let body: AttachSecret = parse_json(&body)?;
+    let secret = store::secrets::get(&state.pool, agent.workspace_id, body.secret_id)
+        .await?
+        .ok_or(ApiError::NotFound("secret"))?;
+    if agent.env.iter().any(|(name, _)| *name == env_name) {
+        return Err(ApiError::conflict(
+            "ENV_NAME_TAKEN",
+            format!("the agent's plain env already sets {env_name}; a secret needs a variable of its own"),
+        ));
+    }
+    let preset = Preset::parse(&secret.preset).unwrap_or(Preset::Custom);
+    let outcome =
+        store::secrets::attach(&state.pool, agent.id, &env_name, secret.id, &preset.placeholder(), principal.user_id)
+            .await?;
+    if outcome == Attached::TooMany {
+        return Err(ApiError::conflict(
+            "TOO_MANY_SECRETS",
+            format!("an agent has at most {} secrets attached", store::secrets::MAX_PER_AGENT),
+        ));
+    }
+    if let Attached::Changed { replaced } = outcome {
+        let detail = json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name,
+            "replaced_secret_id": replaced});
+        audit(&state, &principal, agent.workspace_id, "secret.attached", ("agent", agent.id.to_string()), detail)
+            .await?;
+    }
+    Ok(Json(json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name, "preset": secret.preset})))
+}
+
+/// Detaches the secret an environment variable holds (agent admins). 404 if it holds none.
+pub async fn detach(
+    State(state): State<AppState>,
+    principal: Principal,
+    path: PathResult<EnvPath>,
+) -> Result<StatusCode, ApiError> {
+    let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("agent"))?;
+    let agent = visible_agent(&state, &principal, path.id, Role::Admin).await?;
+    let secret_id =
+        store::secrets::detach(&state.pool, agent.id, &path.env_name).await?.ok_or(ApiError::NotFound("attachment"))?;
+    let secret_name = store::secrets::get(&state.pool, agent.workspace_id, secret_id).await?.map(|s| s.name);
+    let detail = json!({"env_name": path.env_name, "secret_id": secret_id, "secret_name": secret_name});
+    audit(&state, &principal, agent.workspace_id, "secret.detached", ("agent", agent.id.to_string()), detail).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

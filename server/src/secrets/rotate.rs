@@ -1,0 +1,69 @@
+//! Master key rotation: `agenthold secrets rotate --old-key-file OLD --new-key-file NEW`
+//! re-encrypts every secret sealed under the old key with the new one, in one transaction (all
+//! rows or none). Rows already under the new key are left alone, so running it twice is safe; a
+//! row under a third key, or one that does not open, aborts the whole rotation.
+
+use std::path::Path;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use super::cipher::{self, RowIdentity};
+use super::master_key::MasterKey;
+use crate::store;
+
+/// What a rotation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotated {
+    /// Rows moved from the old key to the new one.
+    pub resealed: usize,
+    /// Rows that were under the new key already.
+    pub already: usize,
+}
+
+/// Re-encrypts every secret under `old` with `new`.
+pub async fn rotate(pool: &PgPool, old: &MasterKey, new: &MasterKey) -> anyhow::Result<Rotated> {
+    anyhow::ensure!(old.id() != new.id(), "the old and the new key are the same key (id {})", new.id());
+    let mut tx = pool.begin().await?;
+    let rows = store::secrets::lock_all_sealed(&mut tx).await?;
+    let mut done = Rotated { resealed: 0, already: 0 };
+    for row in rows {
+        if row.sealed.key_id == new.id() {
+            done.already += 1;
+            continue;
+        }
+        anyhow::ensure!(
+            row.sealed.key_id == old.id(),
+            "secret {} is sealed under key {}, neither the old key ({}) nor the new one ({}); nothing was changed",
+            row.id,
+            row.sealed.key_id,
+            old.id(),
+            new.id()
+        );
+        let identity = RowIdentity { workspace_id: row.workspace_id, secret_id: row.id };
+        let value = cipher::open(old, identity, &row.sealed)
+            .with_context(|| format!("secret {} does not open; nothing was changed", row.id))?;
+        let sealed = cipher::seal(new, identity, value.expose().as_bytes())?;
+        store::secrets::reseal(&mut tx, row.id, &sealed).await?;
+        done.resealed += 1;
+    }
+    tx.commit().await?;
+    Ok(done)
+}
+
+/// The subcommand: reads both key files, rotates, says what it did.
+pub async fn run(database_url: &str, old_key_file: &Path, new_key_file: &Path) -> anyhow::Result<String> {
+    let old = MasterKey::from_file(old_key_file).context("reading --old-key-file")?;
+    let new = MasterKey::from_file(new_key_file).context("reading --new-key-file")?;
+    let pool = store::connect(database_url, 2).await?;
+    let done = rotate(&pool, &old, &new).await;
+    pool.close().await;
+    let done = done?;
+    Ok(format!(
+        "re-encrypted {} secret(s) from key {} to key {} ({} already under the new key); restart the server with the new key",
+        done.resealed,
+        old.id(),
+        new.id(),
+        done.already
+    ))
+}
