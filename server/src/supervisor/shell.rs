@@ -435,7 +435,9 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         Some(Err(message)) => return Err(message),
         None => return Err("unknown harness".to_owned()),
     };
-    let env = crate::harness::environment(&launch, &agent, &home_dir);
+    let mut env = crate::harness::environment(&launch, &agent, &home_dir);
+    // Attached secrets reach the sandbox as placeholders only; the proxy holds the values.
+    env.extend(crate::secrets::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");

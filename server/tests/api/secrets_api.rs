@@ -157,10 +157,15 @@ async fn a_value_is_write_only_encrypted_at_rest_and_never_logged_or_in_an_event
     assert_eq!(env[0].1, attached[0].placeholder);
     assert!(format!("{attached:?}").find(&value).is_none(), "Debug redacts values");
 
-    // A full turn on the agent, then every answer, event and record is searched for the values.
+    // A full turn on the agent: the harness sees the placeholder (its length and prefix, so that
+    // neither it nor the value lands in an event), then every answer, event and record is
+    // searched for the values.
     let session = server.create_session(&agent).await;
-    server.prompt(&session, "text hello").await;
+    server.prompt(&session, "run echo \"[${#ANTHROPIC_API_KEY}:${ANTHROPIC_API_KEY%%agenthold-*}]\"").await;
     let events = server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+    let printed: String =
+        events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect();
+    assert_eq!(printed.trim(), format!("[{}:sk-ant-]", env[0].1.len()), "the harness's environment: {events:?}");
     let (_, listed) = admin(&server, "GET", &secrets_path, json!({})).await;
     let (_, view) = admin(&server, "GET", &format!("/api/v1/agents/{agent}"), json!({})).await;
     let (_, agents) = admin(&server, "GET", "/api/v1/agents", json!({})).await;
