@@ -46,18 +46,19 @@ impl Refusal {
 /// loopback, link-local, unspecified, multicast, reserved and `own` addresses are always refused.
 pub fn check(ip: IpAddr, deny_private: bool, own: &[IpAddr]) -> Result<(), Refusal> {
     let ip = canonical(ip);
-    if own.iter().any(|o| canonical(*o) == ip) {
-        return Err(Refusal::Proxy);
-    }
     let refusal = match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
     };
     match refusal {
-        Some(Refusal::Private | Refusal::SharedAddressSpace) if !deny_private => Ok(()),
-        Some(refusal) => Err(refusal),
-        None => Ok(()),
+        Some(Refusal::Private | Refusal::SharedAddressSpace) if !deny_private => {}
+        Some(refusal) => return Err(refusal),
+        None => {}
     }
+    if own.iter().any(|o| canonical(*o) == ip) {
+        return Err(Refusal::Proxy);
+    }
+    Ok(())
 }
 
 /// The IPv4 address behind an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`),

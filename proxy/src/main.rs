@@ -56,6 +56,7 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Ca { command: CaCommand::Init { out, hosts, with_presets } } => {
