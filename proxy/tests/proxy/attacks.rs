@@ -160,7 +160,14 @@ async fn the_inner_authority_must_be_the_connect_target() {
 async fn sni_must_name_the_connect_host_and_h2_is_not_offered() {
     let (proxy, si) = proxy_with(&[]).await;
     let stream = connect(proxy.addr, "api.anthropic.com:443", Some((A_USER, A_PASS))).await.expect("CONNECT");
-    assert!(tls(stream, "api.openai.com", &proxy.ca_pem, &[b"http/1.1"]).await.is_err(), "SNI differs: aborted");
+    assert!(tls_unverified(stream, "api.openai.com").await.is_err(), "SNI differs: the proxy aborts");
+    let stream = connect(proxy.addr, "api.anthropic.com:443", Some((A_USER, A_PASS))).await.expect("CONNECT");
+    assert!(tls_unverified(stream, "127.0.0.1").await.is_err(), "no SNI: the proxy aborts");
+    let stream = connect(proxy.addr, "api.anthropic.com:443", Some((A_USER, A_PASS))).await.expect("CONNECT");
+    assert!(
+        tls_unverified(stream, "api.anthropic.com").await.is_ok(),
+        "the same client with the right SNI gets through"
+    );
     let stream = connect(proxy.addr, "api.anthropic.com:443", Some((A_USER, A_PASS))).await.expect("CONNECT");
     assert!(tls(stream, "api.anthropic.com", &proxy.ca_pem, &[b"h2"]).await.is_err(), "h2 only: no protocol in common");
     let stream =

@@ -549,3 +549,58 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A verifier that accepts any certificate: to see what the proxy itself does with a handshake
+/// the client would otherwise abort.
+#[derive(Debug)]
+struct AcceptAnything;
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnything {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        provider().signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// TLS with `server_name` (an IP sends no SNI), accepting any certificate.
+pub async fn tls_unverified(
+    stream: TcpStream,
+    server_name: &str,
+) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnything))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = ServerName::try_from(server_name.to_owned()).expect("name");
+    tokio::time::timeout(DEADLINE, tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, stream))
+        .await
+        .map_err(|_| io::Error::other("TLS timeout"))?
+}
