@@ -510,6 +510,7 @@ pub struct Got {
 
 /// Sends `req` and reads the whole response.
 pub async fn send(sender: &mut SendRequest<Full<Bytes>>, req: Request<Full<Bytes>>) -> Got {
+    tokio::time::timeout(DEADLINE, sender.ready()).await.expect("ready in time").expect("connection usable");
     let response =
         tokio::time::timeout(DEADLINE, sender.send_request(req)).await.expect("response in time").expect("response");
     let status = response.status().as_u16();
