@@ -29,6 +29,9 @@ pub struct ConfigFile {
     /// Seconds a pass-through tunnel may stay idle before it is closed. Default 600.
     #[serde(default)]
     pub tunnel_idle_timeout_secs: Option<u64>,
+    /// Tunnels (and in-flight plain requests) one sandbox may hold open at once. Default 256.
+    #[serde(default)]
+    pub max_connections_per_sandbox: Option<usize>,
     /// One entry per sandbox.
     #[serde(default)]
     pub sandboxes: Vec<SandboxConfig>,

@@ -55,7 +55,9 @@ pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> 
             tracing::info!(sandbox = %sandbox_id, %target, decision = "tunnel", "CONNECT");
             let idle = auth.policy.tunnel_idle;
             let revoked = crate::tunnel::revoked(ctx.clone(), auth.credentials, target, Decision::Tunnel);
+            let slot = auth.slot;
             ctx.then(Box::pin(async move {
+                let _slot = slot;
                 if let Ok(client) = on_upgrade.await {
                     crate::tunnel::pipe(TokioIo::new(client), upstream, idle, revoked).await;
                 }
@@ -65,7 +67,9 @@ pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> 
             tracing::info!(sandbox = %sandbox_id, %target, decision = "intercept", "CONNECT");
             let session =
                 Arc::new(crate::mitm::Session::new(ctx.clone(), auth.credentials, sandbox_id, target, pinned));
+            let slot = auth.slot;
             ctx.then(Box::pin(async move {
+                let _slot = slot;
                 if let Ok(client) = on_upgrade.await {
                     crate::mitm::intercept(client, session).await;
                 }

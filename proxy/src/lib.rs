@@ -14,6 +14,7 @@ pub mod forward;
 pub mod headers;
 pub mod host;
 pub mod inject;
+pub mod limits;
 pub mod mitm;
 pub mod net;
 pub mod policy;

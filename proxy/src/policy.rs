@@ -197,6 +197,8 @@ pub struct Policy {
     pub own_addrs: Vec<IpAddr>,
     /// Idle timeout of pass-through tunnels.
     pub tunnel_idle: Duration,
+    /// Open tunnels per sandbox.
+    pub max_per_sandbox: usize,
     /// The CA.
     pub ca: Arc<Ca>,
     /// Upstream TLS for everything not overridden.
@@ -265,6 +267,7 @@ impl Policy {
             deny_private: file.deny_private,
             own_addrs: file.own_addrs,
             tunnel_idle: Duration::from_secs(file.tunnel_idle_timeout_secs.unwrap_or(600).clamp(1, 86_400)),
+            max_per_sandbox: file.max_connections_per_sandbox.unwrap_or(256).clamp(1, 65_536),
             ca,
             public_tls: Arc::new(public_tls),
             overrides,

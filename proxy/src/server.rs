@@ -40,6 +40,8 @@ pub struct Shared {
     pub network: Arc<dyn Network>,
     /// The listener's address (refused as a destination).
     pub listener: SocketAddr,
+    /// Open tunnels per sandbox.
+    pub limits: Arc<crate::limits::SandboxLimits>,
 }
 
 /// Work that continues on a connection after its HTTP exchange upgraded it (a tunnel).
@@ -117,8 +119,10 @@ impl Credentials {
     }
 }
 
-/// An authenticated request's context.
+/// An authenticated request's context (holding one of the sandbox's connection slots).
 pub struct Authenticated {
+    /// The slot, released when the request (or its tunnel) ends.
+    pub slot: crate::limits::Slot,
     /// The policy it was decided under.
     pub policy: Arc<Policy>,
     /// The sandbox.
@@ -140,7 +144,11 @@ pub fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Authentica
         tracing::info!(client = %ctx.peer, "proxy authentication failed");
         return Err(respond::auth_required());
     };
-    Ok(Authenticated { policy, sandbox, credentials })
+    let Some(slot) = ctx.shared.limits.try_acquire(&sandbox.id, policy.max_per_sandbox) else {
+        tracing::warn!(sandbox = %sandbox.id, "connection limit of the sandbox reached");
+        return Err(respond::text(StatusCode::TOO_MANY_REQUESTS, "too many open connections for this sandbox"));
+    };
+    Ok(Authenticated { slot, policy, sandbox, credentials })
 }
 
 fn parse_basic(req: &Request<Incoming>) -> Option<Credentials> {
@@ -211,7 +219,7 @@ pub async fn run_with(
     let listener_addr = listener.local_addr()?;
     let (policy, poller) =
         tokio::task::spawn_blocking(move || crate::reload::follow(config)).await.map_err(std::io::Error::other)?;
-    let shared = Arc::new(Shared { policy, network, listener: listener_addr });
+    let shared = Arc::new(Shared { policy, network, listener: listener_addr, limits: Arc::default() });
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut tasks = JoinSet::new();
     tasks.spawn(poller);

@@ -110,3 +110,31 @@ async fn plain_http_goes_to_allowed_hosts_only_and_never_to_secret_hosts() {
     assert_eq!(plain.requests().len(), 1);
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_sandbox_holds_a_bounded_number_of_tunnels() {
+    let setup = Setup::new();
+    let registry = StandIn::https(&setup.root, &["registry.example"]).await;
+    let mut b = sandbox_b();
+    b["allow"] = json!(["registry.example"]);
+    let config = json!({
+        "ca": setup.ca(),
+        "max_connections_per_sandbox": 1,
+        "sandboxes": [sandbox_a(&["registry.example"]), b],
+        "upstream_overrides": { "registry.example:443": setup.over(&registry) }
+    });
+    let proxy = TestProxy::start(setup, &config).await;
+    let first = connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await.expect("first tunnel");
+    let refused = connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await.expect_err("second");
+    assert_eq!(refused.status, 429);
+    let other = connect(proxy.addr, "registry.example:443", Some((B_USER, B_PASS)))
+        .await
+        .expect("another sandbox is not affected");
+    drop(first);
+    eventually("the slot to be released", || async {
+        connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await.is_ok()
+    })
+    .await;
+    drop(other);
+    proxy.stop().await;
+}
