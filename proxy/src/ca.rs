@@ -58,7 +58,7 @@ fn distinguished_name() -> DistinguishedName {
 }
 
 fn ca_key_usages() -> Vec<KeyUsagePurpose> {
-    vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature]
+    vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign]
 }
 
 fn offset(at: SystemTime) -> time::OffsetDateTime {

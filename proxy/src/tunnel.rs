@@ -12,7 +12,7 @@ use crate::host::Target;
 use crate::policy::Decision;
 use crate::server::{ConnCtx, Credentials};
 
-const BUFFER_BYTES: usize = 32 * 1024;
+const BUFFER_BYTES: usize = 64 * 1024;
 
 /// Resolves when the configuration stops allowing `decision` for these credentials and target
 /// (a reload removed the sandbox, its allow entry or its rule, or loaded a bad file).

@@ -95,10 +95,14 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
         "ca": { "cert": dir.join("ca.pem"), "key": dir.join("ca-key.pem") },
         "sandboxes": [{
             "id": "bench", "username": "bench", "password": "bench-password",
+            "allow": ["bulk.example"],
             "inject": [{ "host": HOST, "path_prefix": "/v1/", "header": "x-api-key", "format": "raw",
                          "placeholder": PLACEHOLDER, "value": "sk-bench-real-value" }]
         }],
-        "upstream_overrides": { format!("{HOST}:443"): { "addr": upstream_addr.to_string(), "ca_cert": root_path } }
+        "upstream_overrides": {
+            format!("{HOST}:443"): { "addr": upstream_addr.to_string(), "ca_cert": root_path },
+            "bulk.example:443": { "addr": upstream_addr.to_string() }
+        }
     });
     let config_path = dir.join("proxy.json");
     std::fs::write(&config_path, serde_json::to_vec(&config)?)?;
@@ -111,7 +115,9 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
 
     let root_pem = std::fs::read_to_string(&root_path)?;
     let mut direct = client(TcpStream::connect(upstream_addr).await?, &root_pem).await?;
-    let mut proxied = client(connect(proxy_addr).await?, &ca_pem).await?;
+    let mut proxied = client(connect(proxy_addr, HOST).await?, &ca_pem).await?;
+    // A pass-through tunnel to the same server (end-to-end TLS, the proxy copies bytes).
+    let mut tunneled = client(connect(proxy_addr, "bulk.example").await?, &root_pem).await?;
 
     let direct_ms = latencies(&mut direct).await?;
     let proxied_ms = latencies(&mut proxied).await?;
@@ -122,6 +128,8 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
     let proxied_rate = stream(&mut proxied).await?;
     println!("{}", json!({ "proxy_stream_mb_per_s": round(proxied_rate) }));
     println!("{}", json!({ "direct_stream_mb_per_s": round(direct_rate) }));
+    let tunnel_rate = stream(&mut tunneled).await?;
+    println!("{}", json!({ "tunnel_stream_mb_per_s": round(tunnel_rate) }));
 
     if let Some(rss) = idle_rss(&config_path).await {
         println!("{}", json!({ "proxy_rss_idle_mib": round(rss) }));
@@ -136,13 +144,13 @@ fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-async fn connect(proxy: std::net::SocketAddr) -> anyhow::Result<TcpStream> {
+async fn connect(proxy: std::net::SocketAddr, host: &str) -> anyhow::Result<TcpStream> {
     let mut stream = TcpStream::connect(proxy).await?;
     stream.set_nodelay(true)?;
     let auth = base64::engine::general_purpose::STANDARD.encode("bench:bench-password");
     stream
         .write_all(
-            format!("CONNECT {HOST}:443 HTTP/1.1\r\nHost: {HOST}:443\r\nProxy-Authorization: Basic {auth}\r\n\r\n")
+            format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\nProxy-Authorization: Basic {auth}\r\n\r\n")
                 .as_bytes(),
         )
         .await?;
