@@ -174,6 +174,16 @@ async fn sni_must_name_the_connect_host_and_h2_is_not_offered() {
         connect(proxy.addr, "api.anthropic.com.:443", Some((A_USER, A_PASS))).await.expect("trailing dot CONNECT");
     let tls_stream = tls(stream, "api.anthropic.com", &proxy.ca_pem, &[b"h2", b"http/1.1"]).await.expect("TLS");
     assert_eq!(tls_stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    // An HTTP/2 preface sent anyway is not HTTP/1.1: the connection ends without a request upstream.
+    let mut tls_stream = tls_stream;
+    tokio::io::AsyncWriteExt::write_all(&mut tls_stream, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .expect("write preface");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(DEADLINE, tokio::io::AsyncReadExt::read_to_end(&mut tls_stream, &mut answer))
+        .await
+        .expect("closed in time");
+    assert!(!String::from_utf8_lossy(&answer).contains(" 200 "), "{}", String::from_utf8_lossy(&answer));
     assert_eq!(si.accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
     proxy.stop().await;
 }
