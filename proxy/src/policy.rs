@@ -421,6 +421,99 @@ mod tests {
         parse_authority(s, None).expect("test target")
     }
 
+    fn compile_json(
+        dir: &std::path::Path,
+        sandboxes: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> Result<Policy, ConfigError> {
+        let mut config = serde_json::json!({
+            "ca": { "cert": dir.join("ca.pem"), "key": dir.join("ca-key.pem") },
+            "sandboxes": sandboxes,
+        });
+        if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+            config.extend(extra.clone());
+        }
+        Policy::compile(serde_json::from_value(config).expect("shape"), None)
+    }
+
+    fn rule(placeholder: &str, value: &str) -> serde_json::Value {
+        serde_json::json!({ "host": "api.anthropic.com", "path_prefix": "/v1/", "header": "x-api-key",
+                            "format": "raw", "placeholder": placeholder, "value": value })
+    }
+
+    #[test]
+    fn inconsistent_configurations_are_refused_without_quoting_values() {
+        let dir = std::env::temp_dir().join(format!("agenthold-proxy-policy-{}", rand::random::<u64>()));
+        crate::ca::init(&dir, &["api.anthropic.com".to_owned()]).expect("ca");
+        let sandbox = |id: &str, user: &str, rules: Vec<serde_json::Value>| serde_json::json!({ "id": id, "username": user, "password": "pw-secret", "inject": rules });
+        let ok = compile_json(
+            &dir,
+            serde_json::json!([sandbox("a", "a", vec![rule("placeholder-a", "sk-real")])]),
+            serde_json::json!({}),
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+        let cases = vec![
+            (
+                "CR/LF in a value",
+                serde_json::json!([sandbox("a", "a", vec![rule("placeholder-a", "sk-real\r\nx-evil: 1")])]),
+                serde_json::json!({}),
+            ),
+            (
+                "a space in a value",
+                serde_json::json!([sandbox("a", "a", vec![rule("placeholder-a", "sk real")])]),
+                serde_json::json!({}),
+            ),
+            (
+                "a placeholder shared by two sandboxes",
+                serde_json::json!([
+                    sandbox("a", "a", vec![rule("placeholder-x", "sk-1")]),
+                    sandbox("b", "b", vec![rule("placeholder-x", "sk-2")])
+                ]),
+                serde_json::json!({}),
+            ),
+            (
+                "duplicate usernames",
+                serde_json::json!([sandbox("a", "u", vec![]), sandbox("b", "u", vec![])]),
+                serde_json::json!({}),
+            ),
+            (
+                "duplicate ids",
+                serde_json::json!([sandbox("a", "u", vec![]), sandbox("a", "v", vec![])]),
+                serde_json::json!({}),
+            ),
+            (
+                "a host outside the CA",
+                serde_json::json!([sandbox(
+                    "a",
+                    "a",
+                    vec![{
+                        let mut r = rule("placeholder-a", "sk-real");
+                        r["host"] = serde_json::json!("api.openai.com");
+                        r
+                    }]
+                )]),
+                serde_json::json!({}),
+            ),
+            (
+                "a non-loopback override",
+                serde_json::json!([]),
+                serde_json::json!({ "upstream_overrides": { "api.anthropic.com:443": { "addr": "10.0.0.1:443" } } }),
+            ),
+            (
+                "a bad allow entry",
+                serde_json::json!([{ "id": "a", "username": "a", "password": "pw", "allow": ["*"] }]),
+                serde_json::json!({}),
+            ),
+        ];
+        for (what, sandboxes, extra) in cases {
+            let error = compile_json(&dir, sandboxes, extra).expect_err(what).to_string();
+            for value in ["sk-real", "sk-1", "sk-2", "pw-secret", "x-evil"] {
+                assert!(!error.contains(value), "{what}: {error}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn allow_patterns() {
         let exact = AllowPattern::parse("Registry.npmjs.org.").expect("pattern");
