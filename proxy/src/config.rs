@@ -1,0 +1,122 @@
+//! The configuration file as written by the server (or an operator): serde types only. What the
+//! fields mean and how they are checked lives in [`crate::policy`]; the format is documented in
+//! `docs/proxy.md`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::secret::Secret;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// An opaque version number, logged when the configuration is applied.
+    #[serde(default)]
+    pub version: Option<u64>,
+    /// The proxy's CA (made by `agenthold-proxy ca init`).
+    pub ca: CaPaths,
+    /// Refuse private (10/8, 172.16/12, 192.168/16, fc00::/7) and CGNAT destinations. Default true.
+    #[serde(default = "default_true")]
+    pub deny_private: bool,
+    /// More addresses of the proxy itself, refused as destinations (the listener's and each
+    /// connection's local address are refused anyway).
+    #[serde(default)]
+    pub own_addrs: Vec<IpAddr>,
+    /// Seconds a pass-through tunnel may stay idle before it is closed. Default 600.
+    #[serde(default)]
+    pub tunnel_idle_timeout_secs: Option<u64>,
+    /// Tunnels (and in-flight plain requests) one sandbox may hold open at once. Default 256.
+    #[serde(default)]
+    pub max_connections_per_sandbox: Option<usize>,
+    /// One entry per sandbox.
+    #[serde(default)]
+    pub sandboxes: Vec<SandboxConfig>,
+    /// TEST ONLY: `host:port` → a loopback stand-in (and a CA to trust for it).
+    #[serde(default)]
+    pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Where the CA certificate and key are.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaPaths {
+    /// PEM certificate (what sandboxes trust).
+    pub cert: PathBuf,
+    /// PEM PKCS#8 private key.
+    pub key: PathBuf,
+}
+
+/// One sandbox's identity and what it may reach.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The sandbox id (for logs).
+    pub id: String,
+    /// Proxy user name (`http://username:password@proxy:port`).
+    pub username: String,
+    /// Proxy password.
+    pub password: Secret,
+    /// When non-empty, the client address must be one of these too.
+    #[serde(default)]
+    pub source_addrs: Vec<IpAddr>,
+    /// `host`, `host:port`, `*.domain`, `*.domain:port`, or an address literal.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Placeholder swaps.
+    #[serde(default)]
+    pub inject: Vec<InjectConfig>,
+}
+
+/// One injection rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectConfig {
+    /// The host (a DNS name the CA covers).
+    pub host: String,
+    /// The port. Default 443.
+    #[serde(default = "default_https_port")]
+    pub port: u16,
+    /// Requests whose path starts with this get the value.
+    pub path_prefix: String,
+    /// The one header the value goes into.
+    pub header: String,
+    /// `raw` or `bearer`.
+    pub format: Format,
+    /// What the sandbox sends instead of the value.
+    pub placeholder: String,
+    /// The real value.
+    pub value: Secret,
+}
+
+fn default_https_port() -> u16 {
+    443
+}
+
+/// How the header value is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// The value itself.
+    Raw,
+    /// `Bearer <value>`.
+    Bearer,
+}
+
+/// TEST ONLY: where a host:port is really dialled.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamOverride {
+    /// A loopback address.
+    pub addr: SocketAddr,
+    /// A PEM CA trusted (in addition to the public roots) for this host only.
+    #[serde(default)]
+    pub ca_cert: Option<PathBuf>,
+}

@@ -1,0 +1,81 @@
+//! CONNECT: authenticate, normalise the target, decide (refuse, byte tunnel, or intercept),
+//! resolve and check the destination before answering 200, then hand the upgraded connection to
+//! [`crate::tunnel`] or [`crate::mitm`].
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+use crate::host::parse_authority;
+use crate::net::{DialError, connect_pinned, resolve_checked};
+use crate::policy::Decision;
+use crate::respond::{self, Body};
+use crate::server::{ConnCtx, authenticate};
+
+/// Answers a CONNECT request.
+pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
+    let auth = match authenticate(&req, &ctx) {
+        Ok(auth) => auth,
+        Err(response) => return response,
+    };
+    let sandbox_id = auth.sandbox.id.clone();
+    let Some(target) = req.uri().authority().and_then(|a| parse_authority(a.as_str(), None).ok()) else {
+        tracing::info!(sandbox = %sandbox_id, decision = "bad-target", "CONNECT refused");
+        return respond::text(StatusCode::BAD_REQUEST, "CONNECT needs a valid host:port");
+    };
+    let decision = auth.sandbox.decide_connect(&target);
+    if decision == Decision::Refuse {
+        tracing::info!(sandbox = %sandbox_id, %target, decision = "not-allowed", "CONNECT refused");
+        return respond::forbidden(&target.to_string(), "is not on this sandbox's egress allow-list");
+    }
+    let network = ctx.shared.network.clone();
+    let pinned = match resolve_checked(&auth.policy, network.as_ref(), &target, &ctx.own_addrs()).await {
+        Ok(pinned) => pinned,
+        Err(DialError::Refused(refusal)) => {
+            tracing::info!(sandbox = %sandbox_id, %target, decision = "address-refused", reason = refusal.as_str(), "CONNECT refused");
+            return respond::forbidden(&target.to_string(), &format!("resolves to {}", refusal.as_str()));
+        }
+        Err(error) => {
+            tracing::info!(sandbox = %sandbox_id, %target, %error, "CONNECT failed");
+            return respond::text(StatusCode::BAD_GATEWAY, format!("{target} {error}"));
+        }
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    match decision {
+        Decision::Tunnel => {
+            let upstream = match connect_pinned(network.as_ref(), &pinned).await {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::info!(sandbox = %sandbox_id, %target, %error, "CONNECT failed");
+                    return respond::text(StatusCode::BAD_GATEWAY, format!("{target} {error}"));
+                }
+            };
+            tracing::info!(sandbox = %sandbox_id, %target, decision = "tunnel", "CONNECT");
+            let idle = auth.policy.tunnel_idle;
+            let revoked = crate::tunnel::revoked(ctx.clone(), auth.credentials, target, Decision::Tunnel);
+            let slot = auth.slot;
+            ctx.then(Box::pin(async move {
+                let _slot = slot;
+                if let Ok(client) = on_upgrade.await {
+                    crate::tunnel::pipe(TokioIo::new(client), upstream, idle, revoked).await;
+                }
+            }));
+        }
+        Decision::Intercept => {
+            tracing::info!(sandbox = %sandbox_id, %target, decision = "intercept", "CONNECT");
+            let session =
+                Arc::new(crate::mitm::Session::new(ctx.clone(), auth.credentials, sandbox_id, target, pinned));
+            let slot = auth.slot;
+            ctx.then(Box::pin(async move {
+                let _slot = slot;
+                if let Ok(client) = on_upgrade.await {
+                    crate::mitm::intercept(client, session).await;
+                }
+            }));
+        }
+        Decision::Refuse => {}
+    }
+    Response::new(respond::empty())
+}

@@ -1,0 +1,533 @@
+//! The checked, compiled configuration (a [`Policy`]): who each sandbox is, which destinations
+//! it may reach, which requests get which value. Built from a [`ConfigFile`] by [`Policy::compile`],
+//! which refuses anything inconsistent; every decision the proxy makes is a method here.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::header::{HeaderName, HeaderValue};
+use rustls::ClientConfig;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+use crate::addr::canonical;
+use crate::ca::{Ca, CaError};
+use crate::config::{ConfigFile, Format, SandboxConfig};
+use crate::host::{Host, Target, parse_authority, parse_host};
+use crate::secret::Secret;
+
+/// Why a configuration was refused. Messages name sandboxes, hosts and fields, never values.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The CA could not be loaded or does not cover an intercepted host.
+    #[error(transparent)]
+    Ca(#[from] CaError),
+    /// A field is wrong.
+    #[error("sandbox {sandbox}: {problem}")]
+    Sandbox {
+        /// The sandbox id.
+        sandbox: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A global field is wrong.
+    #[error("{0}")]
+    Global(String),
+}
+
+/// A compiled allow-list entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum HostPattern {
+    /// Exactly this host.
+    Exact(Host),
+    /// Any strict subdomain of this name (`*.example.com`; not `example.com` itself).
+    Subdomains(String),
+}
+
+/// `host[:port]`; without a port, 443 for CONNECT and 80 for plain HTTP.
+#[derive(Clone, Debug)]
+struct AllowPattern {
+    host: HostPattern,
+    port: Option<u16>,
+}
+
+impl AllowPattern {
+    fn parse(raw: &str) -> Option<Self> {
+        let (host_part, port) = match raw.strip_prefix("*.") {
+            Some(rest) => {
+                let target = parse_authority(rest, Some(0)).ok()?;
+                let name = target.host.name()?.to_owned();
+                (HostPattern::Subdomains(name), target.port)
+            }
+            None => {
+                let target = parse_authority(raw, Some(0)).ok()?;
+                (HostPattern::Exact(target.host), target.port)
+            }
+        };
+        Some(Self { host: host_part, port: (port != 0).then_some(port) })
+    }
+
+    fn matches(&self, target: &Target, default_port: u16) -> bool {
+        if self.port.unwrap_or(default_port) != target.port {
+            return false;
+        }
+        match (&self.host, &target.host) {
+            (HostPattern::Exact(host), _) => host == &target.host,
+            (HostPattern::Subdomains(suffix), Host::Name(name)) => {
+                name.len() > suffix.len() + 1
+                    && name.ends_with(suffix.as_str())
+                    && name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
+            }
+            (HostPattern::Subdomains(_), Host::Ip(_)) => false,
+        }
+    }
+}
+
+/// One injection rule, compiled.
+#[derive(Debug)]
+pub struct Rule {
+    /// The intercepted host.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// Requests whose path starts with this get the value.
+    pub path_prefix: String,
+    /// The header.
+    pub header: HeaderName,
+    /// The placeholder as the sandbox holds it.
+    pub placeholder: String,
+    /// The whole header value expected from the sandbox (`<placeholder>` or `Bearer <placeholder>`).
+    pub expected: HeaderValue,
+    /// The whole header value sent upstream (marked sensitive).
+    pub replacement: HeaderValue,
+    /// The bare value, for scrubbing response headers.
+    pub value: Secret,
+}
+
+/// One sandbox, compiled.
+#[derive(Debug)]
+pub struct Sandbox {
+    /// Its id (logged).
+    pub id: String,
+    username: String,
+    password: Secret,
+    source_addrs: Vec<IpAddr>,
+    allow: Vec<AllowPattern>,
+    /// Its injection rules.
+    pub rules: Vec<Rule>,
+}
+
+/// What to do with a CONNECT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Not on the allow-list.
+    Refuse,
+    /// Allowed, no secrets: a byte tunnel.
+    Tunnel,
+    /// Carries secrets: terminate TLS and inject.
+    Intercept,
+}
+
+impl Sandbox {
+    /// Whether these credentials (and client address) are this sandbox's.
+    fn authenticates(&self, password: &[u8], peer: IpAddr) -> bool {
+        let password_ok = self.password.matches(password);
+        let source_ok =
+            self.source_addrs.is_empty() || self.source_addrs.iter().any(|a| canonical(*a) == canonical(peer));
+        password_ok && source_ok
+    }
+
+    /// The decision for a CONNECT to `target`.
+    pub fn decide_connect(&self, target: &Target) -> Decision {
+        if self.is_inject_target(target) {
+            Decision::Intercept
+        } else if self.allow.iter().any(|p| p.matches(target, 443)) {
+            Decision::Tunnel
+        } else {
+            Decision::Refuse
+        }
+    }
+
+    /// Whether a plain-HTTP request to `target` may be forwarded: allowed, and not a host that
+    /// carries secrets (on any port): secrets only travel over TLS.
+    pub fn allows_plain(&self, target: &Target) -> Result<(), &'static str> {
+        if let Host::Name(name) = &target.host
+            && self.rules.iter().any(|r| &r.host == name)
+        {
+            return Err("carries secrets and is reachable over HTTPS only");
+        }
+        if self.allow.iter().any(|p| p.matches(target, 80)) {
+            Ok(())
+        } else {
+            Err("is not on this sandbox's egress allow-list")
+        }
+    }
+
+    /// Whether `target` is an intercepted host:port of this sandbox.
+    pub fn is_inject_target(&self, target: &Target) -> bool {
+        self.rules_for(target).next().is_some()
+    }
+
+    /// The rules for `target`.
+    pub fn rules_for<'a>(&'a self, target: &'a Target) -> impl Iterator<Item = &'a Rule> + 'a {
+        self.rules.iter().filter(move |r| target.port == r.port && target.host.name() == Some(r.host.as_str()))
+    }
+}
+
+/// A test-only upstream override, compiled.
+#[derive(Debug)]
+pub struct Override {
+    /// The loopback address dialled instead.
+    pub addr: SocketAddr,
+    /// Public roots plus the override's CA.
+    pub tls: Arc<ClientConfig>,
+}
+
+/// A whole configuration, checked.
+#[derive(Debug)]
+pub struct Policy {
+    /// The file's `version`.
+    pub version: Option<u64>,
+    /// Refuse private destinations.
+    pub deny_private: bool,
+    /// The proxy's own addresses (beyond the listener's).
+    pub own_addrs: Vec<IpAddr>,
+    /// Idle timeout of pass-through tunnels.
+    pub tunnel_idle: Duration,
+    /// Open tunnels per sandbox.
+    pub max_per_sandbox: usize,
+    /// The CA.
+    pub ca: Arc<Ca>,
+    /// Upstream TLS for everything not overridden.
+    pub public_tls: Arc<ClientConfig>,
+    /// TEST ONLY overrides.
+    pub overrides: HashMap<Target, Override>,
+    by_username: HashMap<String, Arc<Sandbox>>,
+}
+
+impl Policy {
+    /// Checks and compiles `file`. `previous_ca` is reused when the CA files did not change, so
+    /// cached leaves survive a reload.
+    pub fn compile(file: ConfigFile, previous_ca: Option<&Arc<Ca>>) -> Result<Self, ConfigError> {
+        let ca = load_ca(&file.ca.cert, &file.ca.key, previous_ca)?;
+        let mut by_username = HashMap::new();
+        let mut ids = HashSet::new();
+        let mut placeholder_owner: HashMap<String, String> = HashMap::new();
+        let mut inject_hosts = HashSet::new();
+        for sandbox in file.sandboxes {
+            let compiled = compile_sandbox(sandbox)?;
+            let fail =
+                |problem: &str| ConfigError::Sandbox { sandbox: compiled.id.clone(), problem: problem.to_owned() };
+            if !ids.insert(compiled.id.clone()) {
+                return Err(fail("duplicate sandbox id"));
+            }
+            for rule in &compiled.rules {
+                if let Some(owner) = placeholder_owner.insert(rule.placeholder.clone(), compiled.id.clone())
+                    && owner != compiled.id
+                {
+                    return Err(fail(
+                        "a placeholder is shared with another sandbox (placeholders must be per sandbox)",
+                    ));
+                }
+                inject_hosts.insert(rule.host.clone());
+            }
+            if by_username.contains_key(&compiled.username) {
+                return Err(fail("duplicate proxy username"));
+            }
+            by_username.insert(compiled.username.clone(), Arc::new(compiled));
+        }
+        for host in &inject_hosts {
+            ca.check_covers(host)?;
+        }
+        ca.retain(&|host| inject_hosts.contains(host));
+        let mut overrides = HashMap::new();
+        for (key, value) in file.upstream_overrides {
+            let target = parse_authority(&key, Some(443))
+                .map_err(|e| ConfigError::Global(format!("upstream_overrides key {key:?}: {e}")))?;
+            if !value.addr.ip().is_loopback() {
+                return Err(ConfigError::Global(format!(
+                    "upstream_overrides {key}: only loopback stand-ins are allowed (test only)"
+                )));
+            }
+            let extra = match &value.ca_cert {
+                Some(path) => read_certs(path)?,
+                None => Vec::new(),
+            };
+            let tls = crate::tls::client_with(&extra)
+                .map_err(|_| ConfigError::Global(format!("upstream_overrides {key}: unusable ca_cert")))?;
+            overrides.insert(target, Override { addr: value.addr, tls: Arc::new(tls) });
+        }
+        let public_tls =
+            crate::tls::client_with(&[]).map_err(|_| ConfigError::Global("TLS client setup failed".into()))?;
+        Ok(Self {
+            version: file.version,
+            deny_private: file.deny_private,
+            own_addrs: file.own_addrs,
+            tunnel_idle: Duration::from_secs(file.tunnel_idle_timeout_secs.unwrap_or(600).clamp(1, 86_400)),
+            max_per_sandbox: file.max_connections_per_sandbox.unwrap_or(256).clamp(1, 65_536),
+            ca,
+            public_tls: Arc::new(public_tls),
+            overrides,
+            by_username,
+        })
+    }
+
+    /// The sandbox these proxy credentials (from this client address) belong to.
+    pub fn authenticate(&self, username: &str, password: &[u8], peer: IpAddr) -> Option<Arc<Sandbox>> {
+        let sandbox = self.by_username.get(username)?;
+        sandbox.authenticates(password, peer).then(|| sandbox.clone())
+    }
+
+    /// How many sandboxes are configured.
+    pub fn sandbox_count(&self) -> usize {
+        self.by_username.len()
+    }
+}
+
+fn load_ca(cert: &Path, key: &Path, previous: Option<&Arc<Ca>>) -> Result<Arc<Ca>, ConfigError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|source| CaError::Io { what: format!("reading {}", path.display()), source })
+    };
+    let cert_pem = read(cert)?;
+    let key_pem = read(key)?;
+    if let Some(previous) = previous
+        && previous.same_files(&cert_pem, &key_pem)
+    {
+        return Ok(previous.clone());
+    }
+    Ok(Arc::new(Ca::from_pem(cert_pem, key_pem)?))
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let bad = || ConfigError::Global(format!("cannot read the certificates in {}", path.display()));
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path).map_err(|_| bad())?.collect();
+    let certs = certs.map_err(|_| bad())?;
+    if certs.is_empty() {
+        return Err(bad());
+    }
+    Ok(certs)
+}
+
+/// Header names that carry credentials. On an intercepted host, each may only appear as the
+/// header of a matching rule, with exactly the placeholder.
+pub const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "openai-api-key",
+    "cookie",
+    "x-auth-token",
+    "x-access-token",
+];
+
+/// Headers a rule may not target: they belong to the hop or to the proxy.
+const FORBIDDEN_RULE_HEADERS: &[&str] = &[
+    "host",
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "content-length",
+];
+
+fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
+    let id = config.id;
+    let fail = |problem: String| ConfigError::Sandbox { sandbox: id.clone(), problem };
+    if id.is_empty() || id.len() > 200 || id.chars().any(|c| c.is_control()) {
+        return Err(ConfigError::Global("a sandbox id is empty, too long or has control characters".into()));
+    }
+    if config.username.is_empty() || config.username.contains(':') || config.username.chars().any(|c| c.is_control()) {
+        return Err(fail("the username must be non-empty, without ':' or control characters".into()));
+    }
+    if config.password.expose().is_empty() {
+        return Err(fail("the password is empty".into()));
+    }
+    let mut allow = Vec::new();
+    for raw in &config.allow {
+        allow.push(
+            AllowPattern::parse(raw)
+                .ok_or_else(|| fail(format!("allow entry {raw:?} is not host[:port] or *.domain[:port]")))?,
+        );
+    }
+    let mut rules = Vec::new();
+    for (index, rule) in config.inject.into_iter().enumerate() {
+        let bad = |what: &str| fail(format!("inject rule {index}: {what}"));
+        let host = match parse_host(&rule.host) {
+            Ok(Host::Name(name)) => name,
+            _ => return Err(bad("host must be a DNS name")),
+        };
+        if rule.port == 0 {
+            return Err(bad("port must not be 0"));
+        }
+        if !rule.path_prefix.starts_with('/') || rule.path_prefix.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err(bad("path_prefix must start with '/'"));
+        }
+        let header = HeaderName::from_bytes(rule.header.as_bytes()).map_err(|_| bad("header is not a header name"))?;
+        if FORBIDDEN_RULE_HEADERS.contains(&header.as_str()) {
+            return Err(bad("header cannot carry a credential"));
+        }
+        if rule.placeholder.len() < 8 || !rule.placeholder.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(bad("placeholder must be at least 8 visible ASCII characters"));
+        }
+        let value = rule.value.expose();
+        if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(bad("value must be non-empty visible ASCII (no spaces, CR or LF)"));
+        }
+        if value.contains(rule.placeholder.as_str()) || rule.placeholder.contains(value) {
+            return Err(bad("placeholder and value overlap"));
+        }
+        let (expected, replacement) = match rule.format {
+            Format::Raw => (rule.placeholder.clone(), value.to_owned()),
+            Format::Bearer => (format!("Bearer {}", rule.placeholder), format!("Bearer {value}")),
+        };
+        let expected = HeaderValue::from_str(&expected).map_err(|_| bad("placeholder is not a header value"))?;
+        let mut replacement = HeaderValue::from_str(&replacement).map_err(|_| bad("value is not a header value"))?;
+        replacement.set_sensitive(true);
+        rules.push(Rule {
+            host,
+            port: rule.port,
+            path_prefix: rule.path_prefix,
+            header,
+            placeholder: rule.placeholder,
+            expected,
+            replacement,
+            value: rule.value,
+        });
+    }
+    Ok(Sandbox {
+        id: id.clone(),
+        username: config.username,
+        password: config.password,
+        source_addrs: config.source_addrs,
+        allow,
+        rules,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(s: &str) -> Target {
+        parse_authority(s, None).expect("test target")
+    }
+
+    fn compile_json(
+        dir: &std::path::Path,
+        sandboxes: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> Result<Policy, ConfigError> {
+        let mut config = serde_json::json!({
+            "ca": { "cert": dir.join("ca.pem"), "key": dir.join("ca-key.pem") },
+            "sandboxes": sandboxes,
+        });
+        if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+            config.extend(extra.clone());
+        }
+        Policy::compile(serde_json::from_value(config).expect("shape"), None)
+    }
+
+    fn rule(placeholder: &str, value: &str) -> serde_json::Value {
+        serde_json::json!({ "host": "api.anthropic.com", "path_prefix": "/v1/", "header": "x-api-key",
+                            "format": "raw", "placeholder": placeholder, "value": value })
+    }
+
+    #[test]
+    fn inconsistent_configurations_are_refused_without_quoting_values() {
+        let dir = std::env::temp_dir().join(format!("agenthold-proxy-policy-{}", rand::random::<u64>()));
+        crate::ca::init(&dir, &["api.anthropic.com".to_owned()]).expect("ca");
+        let sandbox = |id: &str, user: &str, rules: Vec<serde_json::Value>| serde_json::json!({ "id": id, "username": user, "password": "pw-secret", "inject": rules });
+        let ok = compile_json(
+            &dir,
+            serde_json::json!([sandbox("a", "a", vec![rule("placeholder-a", "sk-real")])]),
+            serde_json::json!({}),
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+        let cases = vec![
+            (
+                "CR/LF in a value",
+                serde_json::json!([sandbox("a", "a", vec![rule("placeholder-a", "sk-real\r\nx-evil: 1")])]),
+                serde_json::json!({}),
+            ),
+            (
+                "a space in a value",
+                serde_json::json!([sandbox("a", "a", vec![rule("placeholder-a", "sk real")])]),
+                serde_json::json!({}),
+            ),
+            (
+                "a placeholder shared by two sandboxes",
+                serde_json::json!([
+                    sandbox("a", "a", vec![rule("placeholder-x", "sk-1")]),
+                    sandbox("b", "b", vec![rule("placeholder-x", "sk-2")])
+                ]),
+                serde_json::json!({}),
+            ),
+            (
+                "duplicate usernames",
+                serde_json::json!([sandbox("a", "u", vec![]), sandbox("b", "u", vec![])]),
+                serde_json::json!({}),
+            ),
+            (
+                "duplicate ids",
+                serde_json::json!([sandbox("a", "u", vec![]), sandbox("a", "v", vec![])]),
+                serde_json::json!({}),
+            ),
+            (
+                "a host outside the CA",
+                serde_json::json!([sandbox(
+                    "a",
+                    "a",
+                    vec![{
+                        let mut r = rule("placeholder-a", "sk-real");
+                        r["host"] = serde_json::json!("api.openai.com");
+                        r
+                    }]
+                )]),
+                serde_json::json!({}),
+            ),
+            (
+                "a non-loopback override",
+                serde_json::json!([]),
+                serde_json::json!({ "upstream_overrides": { "api.anthropic.com:443": { "addr": "10.0.0.1:443" } } }),
+            ),
+            (
+                "a bad allow entry",
+                serde_json::json!([{ "id": "a", "username": "a", "password": "pw", "allow": ["*"] }]),
+                serde_json::json!({}),
+            ),
+        ];
+        for (what, sandboxes, extra) in cases {
+            let error = compile_json(&dir, sandboxes, extra).expect_err(what).to_string();
+            for value in ["sk-real", "sk-1", "sk-2", "pw-secret", "x-evil"] {
+                assert!(!error.contains(value), "{what}: {error}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn allow_patterns() {
+        let exact = AllowPattern::parse("Registry.npmjs.org.").expect("pattern");
+        assert!(exact.matches(&target("registry.npmjs.org:443"), 443));
+        assert!(!exact.matches(&target("registry.npmjs.org:80"), 443));
+        assert!(exact.matches(&target("registry.npmjs.org:80"), 80));
+        assert!(!exact.matches(&target("evil.registry.npmjs.org:443"), 443));
+        let sub = AllowPattern::parse("*.github.com:443").expect("pattern");
+        assert!(sub.matches(&target("api.github.com:443"), 80));
+        assert!(!sub.matches(&target("github.com:443"), 443));
+        assert!(!sub.matches(&target("evilgithub.com:443"), 443));
+        let ip = AllowPattern::parse("2130706433:8080").expect("pattern");
+        assert!(ip.matches(&target("127.0.0.1:8080"), 443));
+        assert!(AllowPattern::parse("*").is_none());
+        assert!(AllowPattern::parse("exa mple.com").is_none());
+    }
+}

@@ -1,0 +1,139 @@
+//! Reading the configuration file and following its changes: the file's identity (mtime, size,
+//! inode) is polled every second; a change is parsed and compiled; a file that is missing,
+//! malformed or inconsistent replaces the policy with [`PolicyState::Deny`]: nothing is allowed
+//! until a good one arrives, never the previous allow-list.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::ca::Ca;
+use crate::config::ConfigFile;
+use crate::policy::{ConfigError, Policy};
+
+/// How often the file is checked.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The policy in force.
+#[derive(Debug)]
+pub enum PolicyState {
+    /// No valid configuration: every request is refused.
+    Deny,
+    /// A valid configuration.
+    Ready(Arc<Policy>),
+}
+
+impl PolicyState {
+    /// The policy, if there is one.
+    pub fn policy(&self) -> Option<&Arc<Policy>> {
+        match self {
+            PolicyState::Deny => None,
+            PolicyState::Ready(policy) => Some(policy),
+        }
+    }
+}
+
+/// What identifies a version of the file without reading it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some(Stamp { modified: meta.modified().ok(), len: meta.len(), inode })
+}
+
+/// Why the file could not be used. The parse error keeps only its position and category:
+/// serde's message could quote a value from the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read the configuration file: {0}")]
+    Read(std::io::ErrorKind),
+    /// Not valid JSON or not the expected shape.
+    #[error("the configuration is not valid ({category} at line {line}, column {column})")]
+    Parse {
+        /// syntax, data, eof, io.
+        category: &'static str,
+        /// Line.
+        line: usize,
+        /// Column.
+        column: usize,
+    },
+    /// Inconsistent.
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+}
+
+/// Reads and compiles the configuration at `path`.
+pub fn load(path: &Path, previous_ca: Option<&Arc<Ca>>) -> Result<Policy, LoadError> {
+    let bytes = std::fs::read(path).map_err(|e| LoadError::Read(e.kind()))?;
+    let file: ConfigFile = serde_json::from_slice(&bytes).map_err(|e| LoadError::Parse {
+        category: match e.classify() {
+            serde_json::error::Category::Io => "io error",
+            serde_json::error::Category::Syntax => "syntax error",
+            serde_json::error::Category::Data => "wrong field or type",
+            serde_json::error::Category::Eof => "unexpected end",
+        },
+        line: e.line(),
+        column: e.column(),
+    })?;
+    Ok(Policy::compile(file, previous_ca)?)
+}
+
+fn apply(path: &Path, tx: &watch::Sender<Arc<PolicyState>>) {
+    let previous_ca = tx.borrow().policy().map(|p| p.ca.clone());
+    let state = match load(path, previous_ca.as_ref()) {
+        Ok(policy) => {
+            tracing::info!(
+                config.version = policy.version,
+                sandboxes = policy.sandbox_count(),
+                "proxy configuration applied"
+            );
+            PolicyState::Ready(Arc::new(policy))
+        }
+        Err(error) => {
+            tracing::error!(%error, "proxy configuration rejected; denying all access until a valid one arrives");
+            PolicyState::Deny
+        }
+    };
+    tx.send_replace(Arc::new(state));
+}
+
+/// Loads the file once now, then follows it. Returns the receiver every connection reads and
+/// the polling task (which ends when `tx`'s receivers are all gone or on abort).
+pub fn follow(
+    path: PathBuf,
+) -> (watch::Receiver<Arc<PolicyState>>, impl std::future::Future<Output = ()> + Send + 'static) {
+    let (tx, rx) = watch::channel(Arc::new(PolicyState::Deny));
+    let mut last = stamp(&path);
+    apply(&path, &tx);
+    let task = async move {
+        let mut interval = tokio::time::interval(POLL_INTERVAL);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            if tx.is_closed() {
+                return;
+            }
+            let now = stamp(&path);
+            if now != last {
+                last = now;
+                let path = path.clone();
+                let tx2 = tx.clone();
+                // Parsing and minting leaves is CPU work: keep it off the reactor.
+                let _ = tokio::task::spawn_blocking(move || apply(&path, &tx2)).await;
+            }
+        }
+    };
+    (rx, task)
+}

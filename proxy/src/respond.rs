@@ -1,0 +1,40 @@
+//! The proxy's own answers: fixed plain-text bodies that name the host and the reason, never
+//! a header value, an upstream error text or a secret.
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::header::{CONTENT_TYPE, HeaderValue, PROXY_AUTHENTICATE};
+use hyper::{Response, StatusCode};
+
+/// The body type of every response the proxy produces or forwards.
+pub type Body = BoxBody<Bytes, hyper::Error>;
+
+/// An empty body.
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// A plain-text response.
+pub fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
+    let mut body = message.into();
+    body.insert_str(0, "agenthold-proxy: ");
+    body.push('\n');
+    let mut response = Response::new(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+/// 407 with `Proxy-Authenticate`.
+pub fn auth_required() -> Response<Body> {
+    let mut response =
+        text(StatusCode::PROXY_AUTHENTICATION_REQUIRED, "proxy credentials missing or wrong for this sandbox");
+    response.headers_mut().insert(PROXY_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"agenthold\""));
+    response
+}
+
+/// 403 naming the destination.
+pub fn forbidden(destination: &str, why: &str) -> Response<Body> {
+    text(StatusCode::FORBIDDEN, format!("{destination} {why}; refused"))
+}

@@ -1,0 +1,9 @@
+//! The proxy's integration tests: a real proxy on loopback, local stand-ins for the providers.
+
+mod support;
+
+mod attacks;
+mod injection;
+mod logs;
+mod reload;
+mod tunnels;

@@ -1,0 +1,76 @@
+//! Configuration reloads: a bad file denies everything (never the previous allow-list) and
+//! closes open tunnels; a good file restores access; removing a rule takes effect on the next
+//! request of an open intercepted tunnel.
+
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_bad_reload_denies_everything_until_a_good_one_arrives() {
+    let setup = Setup::new();
+    let si = StandIn::https(&setup.root, &["api.anthropic.com", "registry.example"]).await;
+    let good = json!({
+        "ca": setup.ca(),
+        "sandboxes": [sandbox_a(&["registry.example"])],
+        "upstream_overrides": { "api.anthropic.com:443": setup.over(&si), "registry.example:443": setup.over(&si) }
+    });
+    let without_rules = json!({
+        "ca": setup.ca(),
+        "sandboxes": [{ "id": "sandbox-a", "username": A_USER, "password": A_PASS, "allow": ["registry.example"] }],
+        "upstream_overrides": { "api.anthropic.com:443": setup.over(&si), "registry.example:443": setup.over(&si) }
+    });
+    let proxy = TestProxy::start(setup, &good).await;
+    let mut tunnel = connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await.expect("tunnel");
+    let mut client = intercepted(&proxy, "api.anthropic.com:443", "api.anthropic.com", (A_USER, A_PASS)).await;
+    assert_eq!(
+        send(&mut client, get("api.anthropic.com", "/v1/messages", &[("x-api-key", A_PLACEHOLDER)])).await.status,
+        200
+    );
+
+    // Valid JSON whose value sits where a number belongs; then a syntax error.
+    let mut broken = good.clone();
+    broken["sandboxes"][0]["inject"][0]["port"] = json!(A_SECRET);
+    for bad in [serde_json::to_vec(&broken).expect("json"), b"{ not json".to_vec()] {
+        proxy.write_config(&bad);
+        eventually("the bad configuration to deny", || async {
+            matches!(connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await, Err(r) if r.status == 403 && r.body.contains("no valid configuration"))
+        })
+        .await;
+        // A tunnel intercepted under the good configuration is refused while none is valid.
+        let got = send(&mut client, get("api.anthropic.com", "/v1/messages", &[("x-api-key", A_PLACEHOLDER)])).await;
+        assert_eq!(got.status, 403, "{}", got.body);
+        proxy.write_config(&serde_json::to_vec(&good).expect("json"));
+        eventually("the good configuration to allow again", || async {
+            connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await.is_ok()
+        })
+        .await;
+    }
+    // The tunnel opened before the bad reload was closed by it.
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(DEADLINE, tokio::io::AsyncReadExt::read(&mut tunnel, &mut buf))
+        .await
+        .expect("closed in time");
+    assert!(matches!(read, Ok(0) | Err(_)));
+    assert_eq!(si.requests().len(), 1, "nothing was forwarded while denied");
+    // Removing the rule: a new intercepted request is refused, the host becomes a plain tunnel.
+    proxy.write_config(&serde_json::to_vec(&without_rules).expect("json"));
+    eventually("the rule to disappear", || async {
+        matches!(connect(proxy.addr, "api.anthropic.com:443", Some((A_USER, A_PASS))).await, Err(r) if r.status == 403)
+    })
+    .await;
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_invalid_configuration_at_start_denies() {
+    let setup = Setup::new();
+    let mut a = sandbox_a(&[]);
+    a["inject"][0]["host"] = json!("evil.example"); // outside the CA's name constraints
+    let config = json!({ "ca": setup.ca(), "sandboxes": [a] });
+    let proxy = TestProxy::start(setup, &config).await;
+    let refused = connect(proxy.addr, "api.anthropic.com:443", Some((A_USER, A_PASS))).await.expect_err("denied");
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("no valid configuration"), "{}", refused.body);
+    proxy.stop().await;
+}
