@@ -123,8 +123,7 @@ pub async fn run(
         tunnel_url: config.tunnel_url(tunnel_port),
         tunnel_ca_pem: match &config.tunnel_tls_ca {
             Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("reading the tunnel CA {}", path.display()))?,
+                std::fs::read_to_string(path).with_context(|| format!("reading the tunnel CA {}", path.display()))?,
             ),
             None => None,
         },
