@@ -84,7 +84,14 @@ async fn a_deleted_container_is_recreated_with_the_same_home() {
     let removed =
         std::process::Command::new("docker").args(["rm", "-f", &server.container(&agent)]).status().expect("docker rm");
     assert!(removed.success());
-    // The server notices the sandbox is gone once sandboxd's connection drops.
+    // The server notices the sandbox is gone once sandboxd's connection drops (a prompt that
+    // reached the old harness first would wait for it to come back: a dead container noticed
+    // at once is the density issue's).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !server.log().contains("sandboxd disconnected") {
+        assert!(std::time::Instant::now() < deadline, "the server did not notice the removed container");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     server.prompt(&session, "run cat kept.txt").await;
     let events = server.wait_turns(&session, 2, TURN).await;
     assert!(run_output(&events).contains("still here"), "{events:#?}");
