@@ -60,7 +60,8 @@ pub fn payload_link(session_id: SessionId, seq: Seq) -> String {
 pub fn apply(session_id: SessionId, seq: Seq, payload: Value) -> Budgeted {
     let encoded = serde_json::to_string(&payload).unwrap_or_else(|_| "null".to_owned());
     let mut inline = payload;
-    let nul_replaced = replace_nul(&mut inline);
+    // serde_json writes U+0000 as `\u0000`: only a payload whose text has that is walked.
+    let nul_replaced = encoded.contains("\\u0000") && replace_nul(&mut inline);
     if !nul_replaced && encoded.len() <= EVENT_BUDGET_BYTES {
         return Budgeted { inline, inline_json: encoded, full: None };
     }
