@@ -18,6 +18,7 @@ mod failures;
 mod hardening;
 mod lifecycle;
 mod people;
+mod proxy_feed;
 mod restart;
 mod secrets_api;
 mod secrets_startup;
