@@ -19,6 +19,7 @@ mod hardening;
 mod lifecycle;
 mod people;
 mod proxy_feed;
+mod proxy_feed_e2e;
 mod restart;
 mod secrets_api;
 mod secrets_startup;
