@@ -153,3 +153,66 @@ async fn bad_egress_is_refused_and_a_new_agent_has_none() {
         assert_eq!(status, 400, "{body}");
     }
 }
+
+/// Waits until the server's log contains `needle`.
+async fn wait_for_log(server: &TestServer, needle: &str) {
+    let start = Instant::now();
+    while !server.log().contains(needle) {
+        assert!(start.elapsed() < WITHIN, "the server never logged {needle:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_database_failure_keeps_the_last_file_and_a_secret_that_does_not_open_injects_nothing() {
+    let server = TestServer::start().await;
+    let path = server.data_dir.join("proxy.json");
+    let pool = database(&server).await;
+    let workspace = personal_workspace(&server).await;
+    let (a, b) = (server.create_agent(json!({})).await, server.create_agent(json!({})).await);
+    wait_for(&path, "both agents", |f| sandbox(f, &a).is_some() && sandbox(f, &b).is_some()).await;
+    let before = std::fs::read(&path).expect("file");
+
+    // The feed's read fails (a table it reads is gone): a change meanwhile does not reach the
+    // file, and the file is left as it was.
+    sqlx::query("ALTER TABLE agent_egress RENAME TO agent_egress_away").execute(&pool).await.expect("rename");
+    let value_a = unique_value();
+    let secret_a =
+        create_secret(&server, &workspace, json!({"name": "key-a", "preset": "anthropic", "value": value_a})).await;
+    let attach_a = format!("/api/v1/agents/{a}/secrets/ANTHROPIC_API_KEY");
+    assert_eq!(admin(&server, "PUT", &attach_a, json!({"secret_id": secret_a})).await.0, 200);
+    wait_for_log(&server, "the proxy feed could not read the database").await;
+    assert_eq!(std::fs::read(&path).expect("file"), before, "the last file is kept");
+    sqlx::query("ALTER TABLE agent_egress_away RENAME TO agent_egress").execute(&pool).await.expect("rename back");
+
+    // Back: the next change brings everything in.
+    let value_b = unique_value();
+    let secret_b =
+        create_secret(&server, &workspace, json!({"name": "key-b", "preset": "anthropic", "value": value_b})).await;
+    let attach_b = format!("/api/v1/agents/{b}/secrets/ANTHROPIC_API_KEY");
+    assert_eq!(admin(&server, "PUT", &attach_b, json!({"secret_id": secret_b})).await.0, 200);
+    let has_rule = |f: &Value, agent: &str| {
+        sandbox(f, agent).is_some_and(|s| s["inject"].as_array().is_some_and(|r| r.len() == 1))
+    };
+    wait_for(&path, "both rules", |f| has_rule(f, &a) && has_rule(f, &b)).await;
+
+    // A's secret no longer opens (tampered with): A gets no rule, B keeps its own.
+    sqlx::query(
+        "UPDATE secrets SET ciphertext = set_byte(ciphertext, 0, get_byte(ciphertext, 0) # 1) WHERE id = $1::uuid",
+    )
+    .bind(&secret_a)
+    .execute(&pool)
+    .await
+    .expect("tamper");
+    let (status, _) =
+        admin(&server, "PATCH", &format!("/api/v1/agents/{b}"), json!({"egress": {"allow": ["pypi.org"]}})).await;
+    assert_eq!(status, 200);
+    let (file, _) =
+        wait_for(&path, "B's new allow-list", |f| sandbox(f, &b).is_some_and(|s| s["allow"] == json!(["pypi.org"])))
+            .await;
+    let entry_a = sandbox(&file, &a).expect("A keeps its identity");
+    assert_eq!(entry_a["inject"], json!([]), "nothing is injected for A");
+    assert_eq!(sandbox(&file, &b).expect("B")["inject"][0]["value"], value_b.as_str());
+    assert!(!std::fs::read_to_string(&path).expect("file").contains(&value_a));
+    assert!(server.log().contains("nothing is injected for this agent"));
+}
