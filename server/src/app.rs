@@ -16,7 +16,7 @@ use crate::sandbox::docker::DockerDriver;
 use crate::sandbox::local::LocalDriver;
 use crate::secrets::master_key::{self, KeySource, MasterKey};
 use crate::supervisor::{Deps, Supervisors, Timeouts};
-use crate::{api, auth, store, tunnel};
+use crate::{api, auth, proxy_feed, store, tunnel};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -112,6 +112,7 @@ pub async fn run(
         Some((cert, key)) => Some(tunnel::tls::acceptor(cert, key)?),
         None => None,
     };
+    let proxy_feed_settings = proxy_feed_settings(&config)?;
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
@@ -146,6 +147,9 @@ pub async fn run(
     supervisors.resume_open_turns().await.context("resuming open turns")?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let feed = proxy_feed_settings.map(|settings| {
+        proxy_feed::task::spawn(pool.clone(), Arc::clone(&state.master_key), settings, stop_rx.clone())
+    });
     // Small frames (acks, stream events) must not wait for Nagle's algorithm.
     let api_listener = listeners.api.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
@@ -177,12 +181,36 @@ pub async fn run(
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut servers).await;
         }
     }
+    if let Some(feed) = feed {
+        let abort = feed.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_secs(5), feed).await.is_err() {
+            abort.abort();
+        }
+    }
     drop(supervisors);
     prepared.abort();
     deletions.abort();
     appender_task.abort();
     pool.close().await;
     Ok(())
+}
+
+/// The proxy feed's settings (making the proxy's CA when absent), or `None` when the feed is off.
+fn proxy_feed_settings(config: &Config) -> anyhow::Result<Option<proxy_feed::task::FeedSettings>> {
+    let overrides = config.proxy_test_upstream_overrides.clone().unwrap_or_default();
+    if !overrides.is_empty() && config.mode == crate::config::Mode::Production {
+        anyhow::bail!("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES is for tests only: refused in production mode");
+    }
+    if !config.proxy_feed {
+        return Ok(None);
+    }
+    let ca = proxy_feed::task::prepare_ca(&config.proxy_ca_dir())?;
+    Ok(Some(proxy_feed::task::FeedSettings {
+        config_file: config.proxy_config_file(),
+        ca,
+        own_addrs: config.proxy_own_addrs.clone(),
+        upstream_overrides: overrides,
+    }))
 }
 
 /// Loads the master key (refusing to start without one in production mode) and says where it

@@ -168,9 +168,62 @@ pub struct Config {
     /// the server's own hard limit if lower. The engine must be allowed at least as many.
     #[arg(long, env = "AGENTHOLD_SANDBOX_NOFILE", value_parser = clap::value_parser!(i64).range(64..=1_048_576))]
     pub sandbox_nofile: Option<i64>,
+    /// Keep the egress proxy's configuration file up to date (docs/proxy.md, "How the server
+    /// feeds it").
+    #[arg(long, env = "AGENTHOLD_PROXY_FEED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub proxy_feed: bool,
+    /// The proxy's configuration file the server writes (default `<data dir>/proxy.json`).
+    #[arg(long, env = "AGENTHOLD_PROXY_CONFIG_FILE")]
+    pub proxy_config_file: Option<PathBuf>,
+    /// The proxy's CA directory (`ca.pem`, `ca-key.pem`; made at start when absent; default
+    /// `<data dir>/proxy-ca`).
+    #[arg(long, env = "AGENTHOLD_PROXY_CA_DIR")]
+    pub proxy_ca_dir: Option<PathBuf>,
+    /// `host:port` sandboxes reach the proxy at (their `HTTPS_PROXY`); default
+    /// `host.docker.internal:3128` (Docker) or `127.0.0.1:3128` (local).
+    #[arg(long, env = "AGENTHOLD_PROXY_ADDR")]
+    pub proxy_addr: Option<String>,
+    /// More addresses of the proxy itself (comma-separated), refused as destinations.
+    #[arg(long, env = "AGENTHOLD_PROXY_OWN_ADDRS", value_delimiter = ',')]
+    pub proxy_own_addrs: Vec<std::net::IpAddr>,
+    /// TEST ONLY: `{"host:port": {"addr": "127.0.0.1:PORT", "ca_cert": "/path.pem"}}` copied into
+    /// the proxy's `upstream_overrides`. Refused in production mode.
+    #[arg(long, env = "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", value_parser = parse_overrides)]
+    pub proxy_test_upstream_overrides: Option<UpstreamOverrides>,
+}
+
+/// `AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES`, parsed.
+pub type UpstreamOverrides = std::collections::BTreeMap<String, crate::proxy_feed::file::UpstreamOverride>;
+
+fn parse_overrides(raw: &str) -> Result<UpstreamOverrides, String> {
+    let map: UpstreamOverrides =
+        serde_json::from_str(raw).map_err(|e| format!("not a JSON object of host:port → {{addr, ca_cert}}: {e}"))?;
+    match map.iter().find(|(_, o)| !o.addr.ip().is_loopback()) {
+        Some((key, _)) => Err(format!("{key}: only loopback stand-ins are allowed (test only)")),
+        None => Ok(map),
+    }
 }
 
 impl Config {
+    /// The proxy's configuration file.
+    pub fn proxy_config_file(&self) -> PathBuf {
+        self.proxy_config_file.clone().unwrap_or_else(|| self.data_dir.join("proxy.json"))
+    }
+
+    /// The proxy's CA directory.
+    pub fn proxy_ca_dir(&self) -> PathBuf {
+        self.proxy_ca_dir.clone().unwrap_or_else(|| self.data_dir.join("proxy-ca"))
+    }
+
+    /// Where sandboxes reach the proxy.
+    pub fn proxy_addr(&self) -> String {
+        match (&self.proxy_addr, self.driver) {
+            (Some(addr), _) => addr.clone(),
+            (None, DriverKind::Docker) => "host.docker.internal:3128".to_owned(),
+            (None, DriverKind::Local) => "127.0.0.1:3128".to_owned(),
+        }
+    }
+
     /// How long one WebSocket send may take.
     pub fn ws_send_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.ws_send_timeout_secs.max(1))
@@ -226,6 +279,24 @@ mod tests {
         assert_eq!(tls.tunnel_url(7701), "wss://127.0.0.1:7701/tunnel");
         assert!(parse(&["--tunnel-tls-cert", "/c.pem"]).is_err(), "a certificate without its key");
         assert!(parse(&["--tunnel-tls-key", "/k.pem"]).is_err(), "a key without its certificate");
+    }
+
+    #[test]
+    fn proxy_settings_default_into_the_data_dir_and_overrides_must_be_loopback() {
+        let mut config = parse(&["--data-dir", "/d"]).expect("parses");
+        config.proxy_config_file = None; // whatever the environment has
+        config.proxy_ca_dir = None;
+        config.proxy_addr = None;
+        assert_eq!(config.proxy_config_file(), PathBuf::from("/d/proxy.json"));
+        assert_eq!(config.proxy_ca_dir(), PathBuf::from("/d/proxy-ca"));
+        assert_eq!(config.proxy_addr(), "127.0.0.1:3128");
+        let off = parse(&["--proxy-feed", "false", "--proxy-own-addrs", "203.0.113.7,2001:db8::1"]).expect("parses");
+        assert!(!off.proxy_feed);
+        assert_eq!(off.proxy_own_addrs.len(), 2);
+        let ok = parse(&["--proxy-test-upstream-overrides", r#"{"api.anthropic.com:443":{"addr":"127.0.0.1:9"}}"#]);
+        assert_eq!(ok.expect("parses").proxy_test_upstream_overrides.map(|m| m.len()), Some(1));
+        assert!(parse(&["--proxy-test-upstream-overrides", r#"{"a.example:443":{"addr":"10.0.0.1:9"}}"#]).is_err());
+        assert!(parse(&["--proxy-test-upstream-overrides", "[]"]).is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod events;
 pub mod harness;
 pub mod ids;
 pub mod permissions;
+pub mod proxy_feed;
 pub mod sandbox;
 pub mod secret;
 pub mod secrets;

@@ -1,6 +1,7 @@
-//! `/api/v1/agents`: create, list, show, delete, sleep, wake. An agent's view lists the secrets
-//! attached to it (names and presets, never values or placeholders); its plain `env` refuses
-//! names that look like credentials (`USE_A_SECRET`).
+//! `/api/v1/agents`: create, list, show, update (the egress allow-list), delete, sleep, wake. An
+//! agent's view lists the secrets attached to it (names and presets, never values or
+//! placeholders) and its egress allow-list; its plain `env` refuses names that look like
+//! credentials (`USE_A_SECRET`).
 
 use std::collections::BTreeMap;
 
@@ -11,15 +12,17 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::extract::{Body, Id};
+use super::extract::{Body, Id, parse_json};
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::harness;
 use crate::ids::{AgentId, AgentName};
+use crate::proxy_feed::egress::{self, Egress};
 use crate::secrets::validate;
 use crate::store;
 use crate::store::agents::{AgentRow, InsertError, NewAgent};
 use crate::store::audit::AuditRecord;
+use crate::store::proxy_identities::EgressRow;
 use crate::store::secrets::Attachment;
 use crate::store::users::Role;
 use crate::supervisor::{Command, LifecycleError};
@@ -37,6 +40,16 @@ pub struct CreateAgent {
     limits: Option<Limits>,
     /// The workspace; default: the caller's personal workspace.
     workspace_id: Option<uuid::Uuid>,
+    /// What the sandbox may reach besides its secrets' hosts.
+    egress: Option<Egress>,
+}
+
+/// `PATCH /api/v1/agents/{id}`: what may change after creation.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateAgent {
+    /// Replaces the egress allow-list.
+    egress: Option<Egress>,
 }
 
 /// Resource limits.
@@ -48,8 +61,15 @@ pub struct Limits {
     pids: Option<i32>,
 }
 
-/// Renders an agent with the secrets attached to it (`attachments` may hold other agents' too).
-pub fn agent_json(agent: &AgentRow, state: &AppState, attachments: &[Attachment]) -> Value {
+/// Renders an agent with the secrets attached to it and its egress allow-list (`attachments` and
+/// `egress` may hold other agents' too).
+pub fn agent_json(
+    agent: &AgentRow,
+    state: &AppState,
+    attachments: &[Attachment],
+    egress: &[(uuid::Uuid, EgressRow)],
+) -> Value {
+    let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, row)| Egress::from(row.clone()));
     let secrets: Vec<Value> = attachments
         .iter()
         .filter(|a| a.agent_id == agent.id.0)
@@ -76,13 +96,15 @@ pub fn agent_json(agent: &AgentRow, state: &AppState, attachments: &[Attachment]
         "created_at": agent.created_at,
         "secrets": secrets,
         "credentials_inside_sandbox": credentials_inside_sandbox,
+        "egress": egress.unwrap_or_default(),
     })
 }
 
 /// Renders one agent, reading its attached secrets.
 async fn render(state: &AppState, agent: &AgentRow) -> Result<Json<Value>, ApiError> {
     let attachments = store::secrets::attachments(&state.pool, &[agent.id.0]).await?;
-    Ok(Json(agent_json(agent, state, &attachments)))
+    let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
+    Ok(Json(agent_json(agent, state, &attachments, &egress)))
 }
 
 fn valid_env_name(name: &str) -> bool {
@@ -137,6 +159,8 @@ pub async fn create(
             ),
         ));
     }
+    let egress =
+        body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
     let limits = body.limits.unwrap_or(Limits { cpus: None, memory_mib: None, pids: None });
     let cpus = limits.cpus.unwrap_or(state.config.default_cpus);
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
@@ -175,9 +199,13 @@ pub async fn create(
         }
         Err(InsertError::Db(error)) => return Err(error.into()),
     }
+    if let Some(egress) = &egress {
+        store::proxy_identities::set_egress(&state.pool, agent.id, egress).await?;
+    }
     let row = store::agents::get(&state.pool, agent.id).await?.ok_or(ApiError::NotFound("agent"))?;
     audit(&state, &principal, &row, "agent.created").await?;
-    Ok((StatusCode::CREATED, Json(agent_json(&row, &state, &[]))))
+    let egress: Vec<_> = egress.into_iter().map(|e| (agent.id.0, e)).collect();
+    Ok((StatusCode::CREATED, Json(agent_json(&row, &state, &[], &egress))))
 }
 
 /// Lists the agents of every workspace the caller belongs to.
@@ -185,7 +213,8 @@ pub async fn list(State(state): State<AppState>, principal: Principal) -> Result
     let agents = store::agents::list_for_user(&state.pool, principal.user_id).await?;
     let ids: Vec<uuid::Uuid> = agents.iter().map(|a| a.id.0).collect();
     let attachments = store::secrets::attachments(&state.pool, &ids).await?;
-    let items: Vec<Value> = agents.iter().map(|a| agent_json(a, &state, &attachments)).collect();
+    let egress = store::proxy_identities::egress(&state.pool, &ids).await?;
+    let items: Vec<Value> = agents.iter().map(|a| agent_json(a, &state, &attachments, &egress)).collect();
     Ok(Json(json!({"agents": items})))
 }
 
@@ -228,6 +257,34 @@ pub async fn show(
     Id(id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Viewer).await?;
+    render(&state, &agent).await
+}
+
+/// Changes an agent (agent admins; the role is checked before the body is read). Only `egress`
+/// for now: it replaces the allow-list, and the proxy follows within seconds.
+pub async fn update(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<AgentId>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
+    let body: UpdateAgent = parse_json(&body)?;
+    if let Some(egress) = body.egress {
+        let egress = egress::validate(egress).map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
+        if !store::proxy_identities::set_egress(&state.pool, id, &egress).await? {
+            return Err(ApiError::NotFound("agent"));
+        }
+        let record = AuditRecord {
+            workspace_id: agent.workspace_id,
+            actor_user_id: Some(principal.user_id),
+            action: "agent.egress_changed",
+            resource_type: "agent",
+            resource_id: agent.id.to_string(),
+            detail: json!({"name": agent.name, "allow": egress.allow, "presets": egress.presets}),
+        };
+        store::audit::append(&state.pool, record).await?;
+    }
     render(&state, &agent).await
 }
 

@@ -44,7 +44,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/workspaces/{id}/secrets", post(secrets::create).get(secrets::list))
         .route("/api/v1/workspaces/{id}/secrets/{secret_id}", delete(secrets::delete))
         .route("/api/v1/agents", post(agents::create).get(agents::list))
-        .route("/api/v1/agents/{id}", get(agents::show).delete(agents::delete))
+        .route("/api/v1/agents/{id}", get(agents::show).patch(agents::update).delete(agents::delete))
         .route("/api/v1/agents/{id}/sleep", post(agents::sleep))
         .route("/api/v1/agents/{id}/wake", post(agents::wake))
         .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))

@@ -67,6 +67,7 @@ pub const OPERATIONS: &[(&str, &str, &str, Access)] = &[
     ("post", "/api/v1/agents", "Create an agent (admin of the target workspace)", Access::SignedIn),
     ("get", "/api/v1/agents", "The agents of the caller's workspaces", Access::SignedIn),
     ("get", "/api/v1/agents/{id}", "An agent", Access::Viewer),
+    ("patch", "/api/v1/agents/{id}", "Change an agent (its egress allow-list)", Access::Admin),
     ("delete", "/api/v1/agents/{id}", "Delete an agent, its sandbox and sessions", Access::Admin),
     ("post", "/api/v1/agents/{id}/sleep", "Stop the sandbox", Access::Admin),
     ("post", "/api/v1/agents/{id}/wake", "Start the sandbox", Access::Admin),

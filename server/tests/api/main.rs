@@ -18,6 +18,8 @@ mod failures;
 mod hardening;
 mod lifecycle;
 mod people;
+mod proxy_feed;
+mod proxy_feed_e2e;
 mod restart;
 mod secrets_api;
 mod secrets_startup;

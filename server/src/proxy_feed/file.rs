@@ -1,0 +1,110 @@
+//! The proxy's configuration file as the server writes it: serde types mirroring
+//! `agenthold_proxy::config` (which only deserializes). A test parses what these produce with the
+//! proxy's own parser. Values and passwords serialize in clear (the file is 0600) and print
+//! redacted.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize, Serializer};
+use zeroize::Zeroizing;
+
+use crate::secret::Secret;
+
+/// The whole file.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProxyFile {
+    /// Logged by the proxy when applied.
+    pub version: u64,
+    /// The proxy's CA.
+    pub ca: CaPaths,
+    /// Refuse private and CGNAT destinations (always true here).
+    pub deny_private: bool,
+    /// More addresses of the proxy itself.
+    pub own_addrs: Vec<IpAddr>,
+    /// One entry per agent.
+    pub sandboxes: Vec<SandboxEntry>,
+    /// TEST ONLY: stand-ins for hosts.
+    pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
+}
+
+/// Where the CA's files are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CaPaths {
+    /// `ca.pem`.
+    pub cert: PathBuf,
+    /// `ca-key.pem`.
+    pub key: PathBuf,
+}
+
+/// One sandbox (agent).
+#[derive(Debug, Clone, Serialize)]
+pub struct SandboxEntry {
+    /// The agent's id.
+    pub id: String,
+    /// Its proxy username.
+    pub username: String,
+    /// Its proxy password.
+    #[serde(serialize_with = "expose")]
+    pub password: Secret,
+    /// Its addresses, when known (empty: credentials alone).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_addrs: Vec<IpAddr>,
+    /// `host[:port]` / `*.domain[:port]`, sorted.
+    pub allow: Vec<String>,
+    /// Placeholder swaps.
+    pub inject: Vec<InjectEntry>,
+}
+
+/// One injection rule with its value.
+#[derive(Debug, Clone, Serialize)]
+pub struct InjectEntry {
+    /// The host.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The path prefix.
+    pub path_prefix: String,
+    /// The header.
+    pub header: String,
+    /// `raw` or `bearer`.
+    pub format: InjectFormat,
+    /// What the sandbox holds.
+    pub placeholder: String,
+    /// The real value.
+    #[serde(serialize_with = "expose")]
+    pub value: Secret,
+}
+
+/// How the header is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InjectFormat {
+    /// `{secret}`.
+    Raw,
+    /// `Bearer {secret}`.
+    Bearer,
+}
+
+/// TEST ONLY: where a `host:port` is really dialled (a loopback stand-in).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamOverride {
+    /// A loopback address.
+    pub addr: SocketAddr,
+    /// A PEM CA trusted for this host only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+fn expose<S: Serializer>(secret: &Secret, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(secret.expose())
+}
+
+impl ProxyFile {
+    /// The file's bytes (wiped when dropped: they hold every value).
+    pub fn to_bytes(&self) -> serde_json::Result<Zeroizing<Vec<u8>>> {
+        serde_json::to_vec_pretty(self).map(Zeroizing::new)
+    }
+}

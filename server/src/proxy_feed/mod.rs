@@ -1,0 +1,18 @@
+//! The server → egress proxy link (docs/proxy.md, "How the server feeds it"). The server owns
+//! what the proxy must know and writes it into the proxy's configuration file: one sandbox entry
+//! per agent, with the agent's proxy identity ([`identity`]), its allow-list ([`egress`]) and the
+//! injection rules of its attached secrets. [`build::build_config`] is the pure mapping,
+//! [`file`] the file's shape, [`check`] the check against the proxy's own policy, [`write`] the atomic 0600 write, [`task`] the loop that rebuilds
+//! on every change. [`identity::sandbox_proxy_env`] gives a harness the environment that sends
+//! its traffic through the proxy.
+
+pub mod build;
+pub mod check;
+pub mod egress;
+pub mod file;
+pub mod identity;
+pub mod task;
+pub mod write;
+
+pub use build::{AgentInput, Inputs, SecretsInput, build_config};
+pub use identity::{Identity, sandbox_proxy_env};

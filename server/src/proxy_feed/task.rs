@@ -1,0 +1,226 @@
+//! The feed: a task that keeps the proxy's configuration file in step with the database. It
+//! rebuilds at start, on every `NOTIFY` on `agenthold_agent_secrets` (attach, detach, secret
+//! deleted) and `agenthold_proxy_config` (agent created, marked for deletion, deleted; an
+//! allow-list or identity written — triggers of migration 0006), debounced, and every
+//! [`RESYNC`] in case a notification was lost with the listening connection; each build goes
+//! through [`super::check`] before it is written. A failure to read the database keeps the last
+//! file: the feed never writes a file it could not build from a complete read.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::build::{AgentInput, Inputs, SecretsInput, build_config};
+use super::check::check_and_write;
+use super::file::{CaPaths, UpstreamOverride};
+use super::identity::{self, IdentityError};
+use crate::secrets::master_key::MasterKey;
+use crate::secrets::{self, ForAgentError};
+use crate::store;
+
+/// How long after a notification the feed waits for more before rebuilding.
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
+/// A full rebuild at least this often.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// Longest a rebuild's database reads may take before it is abandoned (the file is kept).
+const READ_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What the feed needs besides the database.
+#[derive(Debug, Clone)]
+pub struct FeedSettings {
+    /// The configuration file the proxy follows.
+    pub config_file: PathBuf,
+    /// The CA's files.
+    pub ca: CaPaths,
+    /// More addresses of the proxy itself.
+    pub own_addrs: Vec<IpAddr>,
+    /// TEST ONLY: stand-ins.
+    pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
+}
+
+/// Makes the proxy's CA in `dir` unless it exists, as `agenthold-proxy ca init --with-presets`
+/// does (constrained to the provider presets' hosts), and returns its paths.
+pub fn prepare_ca(dir: &Path) -> anyhow::Result<CaPaths> {
+    let hosts: Vec<String> = agenthold_proxy::ca::PRESET_HOSTS.iter().map(|h| (*h).to_owned()).collect();
+    let made =
+        agenthold_proxy::ca::init(dir, &hosts).with_context(|| format!("making the proxy CA in {}", dir.display()))?;
+    if made {
+        tracing::info!(dir = %dir.display(), "made the egress proxy's CA");
+    }
+    Ok(CaPaths { cert: dir.join("ca.pem"), key: dir.join("ca-key.pem") })
+}
+
+/// Starts the feed; it stops when `stop` turns true.
+pub fn spawn(pool: PgPool, key: Arc<MasterKey>, settings: FeedSettings, stop: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(run(Feed { pool, key, settings, last_digest: None, last_version: 0 }, stop))
+}
+
+struct Feed {
+    pool: PgPool,
+    key: Arc<MasterKey>,
+    settings: FeedSettings,
+    last_digest: Option<[u8; 32]>,
+    last_version: u64,
+}
+
+enum Wake {
+    Stop,
+    Notified,
+    Lost,
+    Resync,
+}
+
+async fn run(mut feed: Feed, mut stop: watch::Receiver<bool>) {
+    let mut listener: Option<PgListener> = None;
+    loop {
+        if listener.is_none() {
+            listener = listen(&feed.pool).await;
+        }
+        feed.rebuild().await;
+        let wake = tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => Wake::Stop,
+            got = next(&mut listener) => got,
+            () = tokio::time::sleep(RESYNC) => Wake::Resync,
+        };
+        match wake {
+            Wake::Stop => return,
+            Wake::Notified => {
+                // Debounce: take what else arrives shortly, then rebuild once.
+                let deadline = tokio::time::Instant::now() + DEBOUNCE;
+                while let Ok(Wake::Notified) = tokio::time::timeout_at(deadline, next(&mut listener)).await {}
+            }
+            Wake::Lost => listener = None,
+            Wake::Resync => {}
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+async fn listen(pool: &PgPool) -> Option<PgListener> {
+    let connect = async {
+        let mut listener = PgListener::connect_with(pool).await?;
+        listener.listen_all([store::secrets::CHANGED_CHANNEL, store::proxy_identities::CHANGED_CHANNEL]).await?;
+        Ok::<_, sqlx::Error>(listener)
+    };
+    match tokio::time::timeout(READ_DEADLINE, connect).await {
+        Ok(Ok(listener)) => Some(listener),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "the proxy feed cannot listen for changes; it rebuilds every {}s", RESYNC.as_secs());
+            None
+        }
+        Err(_) => {
+            tracing::warn!("the proxy feed timed out listening for changes; it rebuilds every {}s", RESYNC.as_secs());
+            None
+        }
+    }
+}
+
+async fn next(listener: &mut Option<PgListener>) -> Wake {
+    let Some(active) = listener.as_mut() else {
+        return std::future::pending().await;
+    };
+    match active.try_recv().await {
+        Ok(Some(_)) => Wake::Notified,
+        // Notifications may have been missed while the connection was down: rebuild.
+        Ok(None) => Wake::Notified,
+        Err(error) => {
+            tracing::warn!(%error, "the proxy feed lost its notification connection");
+            Wake::Lost
+        }
+    }
+}
+
+impl Feed {
+    /// Reads, builds, checks and (when changed) writes. Every failure keeps the last file.
+    async fn rebuild(&mut self) {
+        let inputs = match tokio::time::timeout(READ_DEADLINE, self.gather()).await {
+            Ok(Ok(inputs)) => inputs,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the proxy feed could not read the database; the proxy keeps its last configuration");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("the proxy feed's database reads timed out; the proxy keeps its last configuration");
+                return;
+            }
+        };
+        let (mut file, skipped) = build_config(&inputs);
+        for skip in &skipped {
+            tracing::warn!(agent.id = %skip.agent_id, secret.id = %skip.secret_id, reason = skip.reason, "a secret is not injected");
+        }
+        let path = self.settings.config_file.clone();
+        let previous = self.last_digest;
+        let version = next_version(self.last_version);
+        let written = tokio::task::spawn_blocking(move || check_and_write(&mut file, &path, previous, version)).await;
+        match written {
+            Ok(Ok(Some((digest, sandboxes)))) => {
+                self.last_digest = Some(digest);
+                self.last_version = version;
+                tracing::info!(version, sandboxes, path = %self.settings.config_file.display(), "wrote the proxy configuration");
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => {
+                tracing::error!(error = %format!("{error:#}"), "the proxy configuration could not be written")
+            }
+            Err(error) => tracing::error!(%error, "the proxy configuration task failed"),
+        }
+    }
+
+    async fn gather(&self) -> Result<Inputs, IdentityError> {
+        let rows = store::proxy_identities::feed_agents(&self.pool).await?;
+        let mut agents = Vec::with_capacity(rows.len());
+        for row in rows {
+            let identity = match row.identity.as_ref().map(|stored| identity::open(&self.key, row.agent_id, stored)) {
+                Some(Ok(identity)) => identity,
+                // None made yet, or it does not open: make (or replace) it.
+                _ => match identity::ensure(&self.pool, &self.key, row.agent_id).await {
+                    Ok(identity) => identity,
+                    // Deleted meanwhile.
+                    Err(IdentityError::NoAgent) => continue,
+                    Err(error) => return Err(error),
+                },
+            };
+            let secrets = match secrets::for_agent(&self.pool, &self.key, row.agent_id).await {
+                Ok(attached) => SecretsInput::Attached(attached),
+                Err(ForAgentError::Db(error)) => return Err(error.into()),
+                Err(error @ ForAgentError::Open { .. }) => {
+                    tracing::warn!(agent.id = %row.agent_id, %error, "an attached secret does not open: nothing is injected for this agent");
+                    SecretsInput::Unreadable
+                }
+            };
+            agents.push(AgentInput {
+                agent_id: row.agent_id,
+                identity,
+                source_addrs: Vec::new(),
+                egress: row.egress,
+                // The harness adapters name no provider hosts yet; a provider's host is reached
+                // through its secret's rule or the agent's allow-list.
+                provider_hosts: Vec::new(),
+                secrets,
+            });
+        }
+        Ok(Inputs {
+            version: 0,
+            ca: self.settings.ca.clone(),
+            own_addrs: self.settings.own_addrs.clone(),
+            agents,
+            upstream_overrides: self.settings.upstream_overrides.clone(),
+        })
+    }
+}
+
+/// A version above `last`: the time in milliseconds, or `last + 1`.
+fn next_version(last: u64) -> u64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    now.max(last + 1)
+}
