@@ -128,25 +128,22 @@ impl Stdout {
         std::mem::replace(&mut self.persisted_to, end)
     }
 
-    /// A persist committed.
+    /// A persist committed. Commits mostly arrive in order, so the entry is found near the front.
     pub fn stored(&mut self, persist: PersistId) {
-        for entry in &mut self.entries {
-            if let Entry::Storing { end, persist: p } = *entry
-                && p == persist
-            {
-                *entry = Entry::Done { end };
-            }
+        if let Some(entry) =
+            self.entries.iter_mut().find(|e| matches!(e, Entry::Storing { persist: p, .. } if *p == persist))
+            && let Entry::Storing { end, .. } = *entry
+        {
+            *entry = Entry::Done { end };
         }
     }
 
     /// A line's persist was replaced by another.
     pub fn replace(&mut self, old: PersistId, new: PersistId) {
-        for entry in &mut self.entries {
-            if let Entry::Storing { persist, .. } = entry
-                && *persist == old
-            {
-                *persist = new;
-            }
+        if let Some(Entry::Storing { persist, .. }) =
+            self.entries.iter_mut().find(|e| matches!(e, Entry::Storing { persist: p, .. } if *p == old))
+        {
+            *persist = new;
         }
     }
 
