@@ -15,10 +15,13 @@ use tokio::sync::broadcast;
 use super::SharedEvent;
 use crate::ids::SessionId;
 
-/// Events buffered per session for slow watchers before they lag (and catch up from Postgres).
-pub const CHANNEL_CAPACITY: usize = 1024;
-/// Largest event JSON the live feed carries; larger events go out as a marker without their JSON.
-pub const LIVE_INLINE_MAX_BYTES: usize = 32 << 10;
+/// Events buffered per session for slow watchers before they lag (and catch up from Postgres):
+/// as many as one group commit stores (`appender::MAX_BATCH_EVENTS`), so a watcher that keeps up
+/// never lags on a full batch.
+pub const CHANNEL_CAPACITY: usize = 4096;
+/// Largest event JSON the live feed carries; larger events go out as a marker without their JSON
+/// (watchers read them from Postgres). With [`CHANNEL_CAPACITY`], at most 32 MiB per session.
+pub const LIVE_INLINE_MAX_BYTES: usize = 8 << 10;
 
 /// The live feed of every watched session.
 #[derive(Default)]
