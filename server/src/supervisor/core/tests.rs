@@ -709,3 +709,17 @@ fn creating_the_sandbox_does_not_count_against_the_reconnect_grace() {
     let effects = sim.advance(Duration::from_secs(1));
     assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE"))));
 }
+
+#[test]
+fn a_sandbox_that_dialed_in_before_its_wake_reported_is_woken_again_after_it_is_lost() {
+    let mut sim = Sim::new();
+    sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    // sandboxd connects before the wake job's result arrives.
+    sim.input(Input::Attached { link: LINK, processes: Vec::new() });
+    let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()] };
+    sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
+    sim.input(Input::Woken(Ok(())));
+    // The container is removed: the link drops, and the waiting turn starts it again.
+    let effects = sim.input(Input::LinkClosed { link: LINK });
+    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
+}

@@ -1,0 +1,78 @@
+//! The sandbox's lifecycle as the core decides it: sleeping (only without turns), a wake's
+//! outcome (then sandboxd has the reconnect grace to dial in), and giving up when it does not.
+
+use super::types::{Effect, Job, Now, Outcome, ReplyId};
+use super::{Core, LinkState, Purpose, Turn, TurnState};
+use crate::events::appender::SideEffect;
+use crate::supervisor::LifecycleError;
+
+impl Core {
+    pub(super) fn sleep(&mut self, reply: ReplyId) {
+        if !self.turns.is_empty() {
+            self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Err(LifecycleError::Busy)) });
+            return;
+        }
+        if let Some(harness) = self.harness.take() {
+            let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
+            self.persist(Purpose::Other, Vec::new(), side);
+        }
+        if let LinkState::Up { link } | LinkState::Draining { link, .. } | LinkState::Loading { link, .. } = self.link {
+            self.effects.push_back(Effect::DropLink { link });
+        }
+        self.link = LinkState::Down;
+        self.reconnect_at = None;
+        self.awaiting_connect = false;
+        self.effects.push_back(Effect::Job(Job::Stop { reply }));
+    }
+
+    pub(super) fn on_woken(&mut self, result: Result<(), String>, now: Now) {
+        self.waking = false;
+        let waiters = std::mem::take(&mut self.wake_waiters);
+        match result {
+            Ok(()) => {
+                // sandboxd may have dialed in before the wake job reported back: then there is
+                // nothing to wait for.
+                if self.link == LinkState::Down {
+                    self.awaiting_connect = true;
+                    if self.reconnect_at.is_none_or(|at| at < now.mono) {
+                        self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
+                    }
+                }
+                for reply in waiters {
+                    self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
+                }
+            }
+            Err(message) => {
+                self.wake_failed = true;
+                let waiting = |t: &Turn| t.state == TurnState::Waiting;
+                self.fail_turns(waiting, "SANDBOX_START_FAILED", &message, now);
+                self.fail_terminal_waiters(&message);
+                for reply in waiters {
+                    let outcome = Outcome::Lifecycle(Err(LifecycleError::Failed(message.clone())));
+                    self.effects.push_back(Effect::Reply { to: reply, outcome });
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_reconnect_expired(&mut self, now: Now) {
+        self.awaiting_connect = false;
+        for reply in std::mem::take(&mut self.wake_waiters) {
+            let outcome = Outcome::Lifecycle(Err(LifecycleError::Failed("the sandbox did not connect".to_owned())));
+            self.effects.push_back(Effect::Reply { to: reply, outcome });
+        }
+        if self.turns.is_empty() && self.harness.is_none() && self.terminal_waiters.is_empty() {
+            return;
+        }
+        self.harness = None;
+        let text = "the sandbox did not connect back in time (was it stopped or deleted?)";
+        self.fail_turns(|_| true, "SANDBOX_UNREACHABLE", text, now);
+        self.fail_terminal_waiters(text);
+    }
+
+    pub(super) fn fail_terminal_waiters(&mut self, message: &str) {
+        for reply in std::mem::take(&mut self.terminal_waiters) {
+            self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::TerminalFailed(message.to_owned()) });
+        }
+    }
+}

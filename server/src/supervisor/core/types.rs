@@ -1,0 +1,275 @@
+//! The core's interface: the inputs it takes, the effects it asks for, and the values they
+//! carry (time, links, persists, jobs, replies).
+
+use std::time::{Duration, Instant};
+
+use agenthold_sandboxd::protocol::{Control, ProcessState};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use super::Snapshot;
+use crate::events::NewEvent;
+use crate::events::appender::SideEffect;
+use crate::ids::SessionId;
+use crate::store::sessions::TurnRow;
+use crate::supervisor::LifecycleError;
+
+/// Identifies one persist of this core.
+pub type PersistId = u64;
+/// Identifies one sandboxd connection.
+pub type LinkId = u64;
+/// Identifies a reply the shell holds for a caller.
+pub type ReplyId = u64;
+
+/// The time of an input: monotonic for deadlines, wall clock for what is stored.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    /// Monotonic.
+    pub mono: Instant,
+    /// Wall clock.
+    pub wall: DateTime<Utc>,
+}
+
+impl Now {
+    /// The monotonic instant of a wall-clock time (now if it is past).
+    pub fn mono_at(&self, at: DateTime<Utc>) -> Instant {
+        let ahead = (at - self.wall).to_std().unwrap_or(Duration::ZERO);
+        self.mono + ahead
+    }
+
+    /// `d` from now, on both clocks.
+    pub fn plus(&self, d: Duration) -> (Instant, DateTime<Utc>) {
+        (self.mono + d, self.wall + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::zero()))
+    }
+}
+
+/// Why a persist failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreFailure {
+    /// The database was unreachable or the stored offset moved: try again after a takeover.
+    Transient,
+    /// The database refuses this content (SQLSTATE class 22): retrying cannot help.
+    Rejected,
+}
+
+/// What the harness start job produced.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The new harness generation.
+    pub generation: i64,
+    /// Its channel.
+    pub channel: u32,
+    /// The `Start` message to send.
+    pub start: Control,
+}
+
+/// Inputs.
+#[derive(Debug)]
+pub enum Input {
+    /// The agent's unfinished turns as stored (at start, and on every new prompt).
+    OpenTurns(Vec<TurnRow>),
+    /// Cancel the session's turn; the reply says whether there was one.
+    Cancel {
+        /// The session.
+        session_id: SessionId,
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Stop the sandbox.
+    Sleep {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Start the sandbox.
+    Wake {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Hand out a terminal once the sandbox is connected.
+    Terminal {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Remove the sandbox and its home.
+    Destroy {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// sandboxd connected and said hello.
+    Attached {
+        /// The connection.
+        link: LinkId,
+        /// The processes it holds.
+        processes: Vec<ProcessState>,
+    },
+    /// stdout bytes of a process.
+    Stdout {
+        /// The connection.
+        link: LinkId,
+        /// The channel.
+        channel: u32,
+        /// The offset of the first byte.
+        offset: u64,
+        /// The bytes.
+        bytes: Bytes,
+    },
+    /// stderr bytes of a process.
+    Stderr {
+        /// The connection.
+        link: LinkId,
+        /// The channel.
+        channel: u32,
+        /// The bytes.
+        bytes: Bytes,
+    },
+    /// A control message from sandboxd.
+    Control {
+        /// The connection.
+        link: LinkId,
+        /// The message.
+        msg: Control,
+    },
+    /// The connection closed.
+    LinkClosed {
+        /// The connection.
+        link: LinkId,
+    },
+    /// A persist finished.
+    Persisted {
+        /// Which.
+        id: PersistId,
+        /// How.
+        result: Result<(), StoreFailure>,
+    },
+    /// The takeover snapshot ([`Effect::LoadTakeover`]); `None` when it could not be read.
+    Loaded {
+        /// The connection it is for.
+        link: LinkId,
+        /// What the database holds.
+        snapshot: Option<Box<Snapshot>>,
+    },
+    /// The wake job finished.
+    Woken(Result<(), String>),
+    /// The harness start job finished: `Ok(None)` when the agent is gone.
+    Launched(Result<Option<Launch>, String>),
+    /// Why a harness killed by SIGKILL died: `Some(message)` when the engine killed it for want
+    /// of memory ([`Job::ExplainKill`]).
+    KillExplained(Option<String>),
+    /// The stop job finished.
+    Stopped {
+        /// Who waits.
+        reply: ReplyId,
+        /// How it went.
+        result: Result<(), String>,
+    },
+}
+
+/// Something to send to sandboxd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outbound {
+    /// A control message.
+    Control(Control),
+    /// stdin bytes.
+    Stdin {
+        /// The channel.
+        channel: u32,
+        /// The offset.
+        offset: u64,
+        /// The bytes.
+        bytes: Bytes,
+    },
+}
+
+/// A job the shell runs (several IO steps, one result input).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    /// Make the sandbox exist and run; answers [`Input::Woken`].
+    Wake,
+    /// Load the agent, compute the launch, allocate its channel and generation; answers
+    /// [`Input::Launched`].
+    StartHarness,
+    /// Stop the sandbox; answers [`Input::Stopped`].
+    Stop {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Remove the sandbox and reply; the shell ends after it.
+    Destroy {
+        /// Who waits.
+        reply: ReplyId,
+    },
+    /// Ask the engine whether the sandbox ran out of memory; answers [`Input::KillExplained`].
+    ExplainKill,
+    /// Allocate a terminal channel on this link and reply with the access.
+    Terminal {
+        /// Who waits.
+        reply: ReplyId,
+        /// The connection.
+        link: LinkId,
+    },
+}
+
+/// A reply to a caller.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Whether a turn was cancelled.
+    Cancelled(bool),
+    /// A lifecycle request's outcome.
+    Lifecycle(Result<(), LifecycleError>),
+    /// A terminal could not be handed out.
+    TerminalFailed(String),
+}
+
+/// Effects, in the order they must be performed.
+#[derive(Debug)]
+pub enum Effect {
+    /// Store events and state changes in one transaction; answer [`Input::Persisted`]. Submit
+    /// without waiting for the commit.
+    Persist {
+        /// Its id.
+        id: PersistId,
+        /// The events.
+        events: Vec<NewEvent>,
+        /// The state changes.
+        side: Vec<SideEffect>,
+    },
+    /// Send to the current connection (if it is still `link`).
+    Send {
+        /// The connection.
+        link: LinkId,
+        /// What.
+        out: Outbound,
+    },
+    /// Close the connection (sandboxd dials again).
+    DropLink {
+        /// The connection.
+        link: LinkId,
+    },
+    /// Read the takeover snapshot; answer [`Input::Loaded`].
+    LoadTakeover {
+        /// The connection it is for.
+        link: LinkId,
+    },
+    /// Run a job.
+    Job(Job),
+    /// Answer a caller.
+    Reply {
+        /// Who.
+        to: ReplyId,
+        /// What.
+        outcome: Outcome,
+    },
+}
+
+/// Timers, fired in this order when due at the same instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// The sandbox must connect back.
+    Reconnect,
+    /// The harness must answer `Start`.
+    HarnessStart,
+    /// One of our requests must be answered.
+    Request,
+    /// A turn ran past its time limit, or past the grace after its cancel.
+    Turn,
+}
