@@ -1,7 +1,9 @@
 //! One supervisor per agent: a task that owns everything about the agent's sandbox and harness
 //! process — waking the sandbox, starting the harness, the ACP conversation, turning harness
 //! output into events, taking a running harness over after a server restart. Handlers and the
-//! tunnel talk to it through [`Command`]s; it never shares its state.
+//! tunnel talk to it through [`Command`]s; it never shares its state. Its protocol logic is
+//! [`core`] (pure: inputs in, effects out, unit-tested without Docker); `shell` performs the
+//! effects.
 
 pub mod core;
 mod shell;

@@ -10,7 +10,7 @@
 //!   persist the database rejects for its content is replaced by an error event, never retried.
 //! - Inputs from a link other than the current one are ignored.
 //!
-//! The shell ([`super::shell`]) performs the effects and feeds the results back as inputs.
+//! The shell (`supervisor::shell`) performs the effects and feeds the results back as inputs.
 
 mod harness;
 mod lifecycle;
