@@ -37,10 +37,11 @@ scripts/dev/images.sh >&2
 
 export SQLX_OFFLINE=true  # build against the committed .sqlx/, like make test
 if [[ ${BENCH_SKIP_BUILD:-} != 1 ]]; then
-    log "cargo build --release (server, sandboxd, fakeagent, bench)"
-    cargo build --release -p agenthold-server -p agenthold-sandboxd -p agenthold-bench --bins >&2
+    log "cargo build --release (server, sandboxd, fakeagent, proxy, bench)"
+    cargo build --release -p agenthold-server -p agenthold-sandboxd -p agenthold-proxy -p agenthold-bench --bins >&2
 fi
-for bin in "$SERVER_BIN" "$TARGET/release/sandboxd" "$TARGET/release/fakeagent" "$BENCH_BIN"; do
+PROXY_BENCH_BIN=$TARGET/release/proxy-bench
+for bin in "$SERVER_BIN" "$TARGET/release/sandboxd" "$TARGET/release/fakeagent" "$BENCH_BIN" "$PROXY_BENCH_BIN"; do
     [[ -x $bin ]] || die "$bin not found (build failed?)"
 done
 
@@ -144,4 +145,20 @@ fi
 log "benchmark took $(( SECONDS - started )) s"
 cleanup
 trap - EXIT
-tail -n 1 "$BENCH_DIR/result.json"
+
+# --- the egress proxy (loopback only: the provider host maps to a local server) ---
+log "running $PROXY_BENCH_BIN"
+"$PROXY_BENCH_BIN" >"$BENCH_DIR/proxy.jsonl" || die "the proxy benchmark failed"
+ensure_cmd jq jq
+# One JSON object: the server's figures, the proxy's beside them, and the proxy's targets.
+jq -c --slurpfile proxy "$BENCH_DIR/proxy.jsonl" '
+    ($proxy | add) as $p
+    | . + $p
+    | .proxy_stream_vs_direct = (($p.proxy_stream_mb_per_s / $p.direct_stream_mb_per_s) * 1000 | round / 1000)
+    | .targets += {
+        proxy_overhead_p50_ms: {target: "<= 1", value: $p.proxy_overhead_p50_ms, pass: ($p.proxy_overhead_p50_ms <= 1)},
+        proxy_stream_vs_direct: {target: ">= 0.8", value: .proxy_stream_vs_direct, pass: (.proxy_stream_vs_direct >= 0.8)},
+        proxy_rss_idle_mib: {target: "<= 20", value: $p.proxy_rss_idle_mib, pass: ($p.proxy_rss_idle_mib <= 20)}
+      }
+    | .all_pass = ([.targets[].pass] | all)
+' <(tail -n 1 "$BENCH_DIR/result.json")
