@@ -20,6 +20,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Before any process starts: the egress proxy's CA in the trust store.
+    runtime.block_on(daemon::proxy_ca::install_from_env());
     match runtime.block_on(daemon::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

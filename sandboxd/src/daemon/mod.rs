@@ -14,6 +14,7 @@ mod buffer;
 mod connection;
 mod event;
 mod process;
+pub mod proxy_ca;
 mod queue;
 mod reaper;
 mod state;
