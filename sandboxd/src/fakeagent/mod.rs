@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod fetch;
 pub mod history;
 pub mod script;
 pub mod turn;

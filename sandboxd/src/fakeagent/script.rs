@@ -18,6 +18,9 @@ pub enum Command {
     Append { path: String, content: String },
     /// `run <shell command>`: an execute tool call running `sh -c` in the session cwd.
     Run(String),
+    /// `fetch <url> [header:value …]`: a `fetch` tool call doing one HTTPS GET through
+    /// `HTTPS_PROXY` (header values may name environment variables as `$NAME`).
+    Fetch { url: String, headers: Vec<(String, String)> },
     /// `tool <kind> <title>`: a tool call that completes at once.
     Tool { kind: String, title: String },
     /// `plan <a> | <b> | …`: a `plan` update.
@@ -75,6 +78,18 @@ pub fn parse_line(line: &str) -> Option<Command> {
             if word == "write" { Command::Write { path, content } } else { Command::Append { path, content } }
         }
         "run" if !rest.is_empty() => Command::Run(rest.to_owned()),
+        "fetch" if !rest.is_empty() => {
+            let mut words = rest.split_whitespace();
+            let url = words.next().unwrap_or_default().to_owned();
+            let mut headers = Vec::new();
+            for word in words {
+                match word.split_once(':') {
+                    Some((name, value)) if !name.is_empty() => headers.push((name.to_owned(), value.to_owned())),
+                    _ => return Some(echo()),
+                }
+            }
+            Command::Fetch { url, headers }
+        }
         "tool" | "ask" => {
             let (kind, title) = split_word(rest);
             if kind.is_empty() {

@@ -12,12 +12,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use super::agent::{Agent, lock};
+use super::fetch;
 use super::history::{self, Recorder};
 use super::script::{self, Command};
 use super::wire::{self, RpcError, code};
 
 /// The most `run` output (stdout and stderr together) reported in a tool call.
 pub const MAX_RUN_OUTPUT: usize = 64 * 1024;
+
+/// The most body a `fetch` reports in its tool call.
+pub const MAX_FETCH_OUTPUT: usize = 4 * 1024;
 
 /// How often a step that waits on something other than the cancel flag looks at the flag.
 const POLL: Duration = Duration::from_millis(10);
@@ -186,6 +190,7 @@ impl Turn {
             Command::Write { path, content } => self.edit(rec, &path, &content, false),
             Command::Append { path, content } => self.edit(rec, &path, &content, true),
             Command::Run(command) => return self.run_shell(rec, &command),
+            Command::Fetch { url, headers } => self.fetch(rec, &url, &headers),
             Command::Tool { kind, title } => {
                 let id = self.agent.tool_call_id();
                 self.emit(
@@ -290,6 +295,34 @@ impl Turn {
                 self.emit(rec, failed(&id, &format!("cannot run sh: {e}")));
                 Flow::Next
             }
+        }
+    }
+
+    /// `fetch`: one HTTPS GET (bounded by [`fetch::TIMEOUT`]); the output is the status line
+    /// and the first [`MAX_FETCH_OUTPUT`] bytes of the body.
+    fn fetch(&self, rec: &mut Recorder, url: &str, headers: &[(String, String)]) {
+        let id = self.agent.tool_call_id();
+        self.emit(
+            rec,
+            json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": format!("GET {url}"),
+            "kind": "fetch", "status": "pending", "rawInput": {"url": url}}),
+        );
+        let env = |name: &str| std::env::var(name).ok();
+        let expanded: Vec<(String, String)> =
+            headers.iter().map(|(name, value)| (name.clone(), fetch::expand(value, &env))).collect();
+        match fetch::get(url, &expanded, &env) {
+            Ok(response) => {
+                let shown = &response.body[..response.body.len().min(MAX_FETCH_OUTPUT)];
+                let text = format!("{}\n\n{}", response.status_line, String::from_utf8_lossy(shown));
+                let status = if (200..300).contains(&response.status) { "completed" } else { "failed" };
+                self.emit(
+                    rec,
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status,
+                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                    "rawOutput": {"status": response.status, "fromProxy": response.from_proxy}}),
+                );
+            }
+            Err(e) => self.emit(rec, failed(&id, &format!("fetch {url}: {e}"))),
         }
     }
 
