@@ -89,11 +89,14 @@ pub async fn run(
     warn_about_other_keys(&pool, &master_key).await?;
     auth::bootstrap::run(&pool, &config).await?;
 
+    let proxy_feed_settings = proxy_feed_settings(&config)?;
+    let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
     let driver: Arc<dyn SandboxDriver> = match config.driver {
         DriverKind::Docker => Arc::new(
             DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir())
                 .context("connecting to Docker")?
-                .with_nofile_limit(config.sandbox_nofile),
+                .with_nofile_limit(config.sandbox_nofile)
+                .with_proxy_ca(sandbox_proxy_ca.clone()),
         ),
         DriverKind::Local => Arc::new(LocalDriver::new(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,
@@ -112,7 +115,6 @@ pub async fn run(
         Some((cert, key)) => Some(tunnel::tls::acceptor(cert, key)?),
         None => None,
     };
-    let proxy_feed_settings = proxy_feed_settings(&config)?;
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
@@ -134,6 +136,8 @@ pub async fn run(
             cancel_grace: secs(config.turn_cancel_grace_secs),
             reconnect_grace: secs(config.reconnect_grace_secs),
         },
+        proxy: sandbox_proxy_ca
+            .map(|_| crate::supervisor::ProxyAccess { addr: config.proxy_addr(), master_key: Arc::clone(&master_key) }),
     }));
     let state = AppState {
         pool: pool.clone(),
@@ -211,6 +215,24 @@ fn proxy_feed_settings(config: &Config) -> anyhow::Result<Option<proxy_feed::tas
         own_addrs: config.proxy_own_addrs.clone(),
         upstream_overrides: overrides,
     }))
+}
+
+/// The egress proxy's CA (PEM) sandboxes trust, when they use the proxy: only when
+/// `AGENTHOLD_PROXY_ADDR` is set, and only on the Docker driver (the local driver has no trust
+/// store of its own to install it in: its harnesses do not use the proxy).
+fn sandbox_proxy_ca(config: &Config) -> anyhow::Result<Option<String>> {
+    if config.proxy_addr.is_none() {
+        return Ok(None);
+    }
+    if config.driver == DriverKind::Local {
+        tracing::warn!("AGENTHOLD_PROXY_ADDR is set, but local sandboxes do not use the egress proxy");
+        return Ok(None);
+    }
+    let ca = proxy_feed::task::prepare_ca(&config.proxy_ca_dir())?;
+    let pem =
+        std::fs::read_to_string(&ca.cert).with_context(|| format!("reading the proxy CA {}", ca.cert.display()))?;
+    tracing::info!(addr = %config.proxy_addr(), "sandboxes send their traffic through the egress proxy");
+    Ok(Some(pem))
 }
 
 /// Loads the master key (refusing to start without one in production mode) and says where it

@@ -22,6 +22,20 @@ pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Where `update-ca-certificates` is looked for (relative to the root).
 const UPDATERS: &[&str] = &["usr/sbin/update-ca-certificates", "usr/bin/update-ca-certificates"];
 
+/// The trust variables a harness gets beside the proxy variables (PROXY.md §3.1): every
+/// variable that replaces the default store points at the full bundle; only
+/// `NODE_EXTRA_CA_CERTS` (additive) points at the lone CA file.
+pub fn trust_env() -> Vec<(String, String)> {
+    let (ca_file, bundle) = (format!("/{CA_FILE}"), format!("/{BUNDLE}"));
+    let mut env = vec![("NODE_EXTRA_CA_CERTS".to_owned(), ca_file)];
+    env.extend(
+        ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE", "GIT_SSL_CAINFO"]
+            .into_iter()
+            .map(|name| (name.to_owned(), bundle.clone())),
+    );
+    env
+}
+
 /// How the bundle came to hold the CA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Installed {
@@ -158,6 +172,19 @@ mod tests {
         let bundle = std::fs::read_to_string(root.join(BUNDLE)).expect("bundle");
         let body = pem.lines().nth(1).expect("a PEM body line");
         bundle.matches(body).count()
+    }
+
+    #[test]
+    fn only_node_extra_ca_certs_points_at_the_lone_ca_file() {
+        for (name, value) in trust_env() {
+            let expected = if name == "NODE_EXTRA_CA_CERTS" {
+                "/usr/local/share/ca-certificates/agenthold-proxy.crt"
+            } else {
+                "/etc/ssl/certs/ca-certificates.crt"
+            };
+            assert_eq!(value, expected, "{name}");
+        }
+        assert_eq!(trust_env().len(), 6);
     }
 
     #[tokio::test]

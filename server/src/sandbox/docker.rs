@@ -52,6 +52,8 @@ pub const SPEC_LABEL: &str = "agenthold.spec";
 /// The version of the container settings made by [`DockerDriver::create`]: bumped whenever they
 /// change, so that containers made before are recreated.
 pub const SPEC_VERSION: &str = "2";
+/// The label naming the egress proxy's CA a container trusts (a short hash; absent when none).
+pub const PROXY_CA_LABEL: &str = "agenthold.proxy-ca";
 
 /// The Docker driver.
 pub struct DockerDriver {
@@ -67,6 +69,9 @@ pub struct DockerDriver {
     tools_volume: OnceCell<String>,
     /// Agent ids whose network already exists (made ahead of time, see [`Self::next_agent_id`]).
     ready_networks: Arc<Mutex<Vec<AgentId>>>,
+    /// The egress proxy's CA (PEM) sandboxd installs at start (`AGENTHOLD_PROXY_CA_PEM`), and
+    /// its short hash (the [`PROXY_CA_LABEL`]); `None` when sandboxes do not use the proxy.
+    proxy_ca: Option<(String, String)>,
     /// The open-files limit of its sandboxes (see [`nofile_limit`]).
     nofile: i64,
 }
@@ -89,7 +94,19 @@ impl DockerDriver {
             tools_volume: OnceCell::new(),
             ready_networks: Arc::default(),
             nofile: nofile_limit(),
+            proxy_ca: None,
         })
+    }
+
+    /// Sandboxes made from now on trust the egress proxy's CA (`AGENTHOLD_PROXY_CA_PEM` for
+    /// sandboxd); a container made with another CA, or none, is [`SandboxStatus::Stale`].
+    pub fn with_proxy_ca(mut self, pem: Option<String>) -> Self {
+        self.proxy_ca = pem.map(|pem| {
+            let digest = sha2::Sha256::digest(pem.as_bytes());
+            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            (pem, hash)
+        });
+        self
     }
 
     /// Sets the open-files limit of its sandboxes (`None`: [`nofile_limit`]).
@@ -167,6 +184,9 @@ impl DockerDriver {
         let mut labels = self.labels(agent_id);
         labels.insert(TOOLS_LABEL.to_owned(), tools.to_owned());
         labels.insert(SPEC_LABEL.to_owned(), SPEC_VERSION.to_owned());
+        if let Some((_, hash)) = &self.proxy_ca {
+            labels.insert(PROXY_CA_LABEL.to_owned(), hash.clone());
+        }
         labels
     }
 
@@ -329,6 +349,7 @@ impl DockerDriver {
                     Some(format!("AGENTHOLD_TUNNEL_URL={}", spec.tunnel_url)),
                     Some(format!("AGENTHOLD_SANDBOX_TOKEN={}", spec.token.expose())),
                     spec.tunnel_ca_pem.as_ref().map(|pem| format!("AGENTHOLD_TUNNEL_CA_PEM={pem}")),
+                    self.proxy_ca.as_ref().map(|(pem, _)| format!("AGENTHOLD_PROXY_CA_PEM={pem}")),
                 ]
                 .into_iter()
                 .flatten()
@@ -445,6 +466,7 @@ impl SandboxDriver for DockerDriver {
             let tools = self.tools_name().await?;
             if labels.get(TOOLS_LABEL) != Some(&tools)
                 || labels.get(SPEC_LABEL).map(String::as_str) != Some(SPEC_VERSION)
+                || labels.get(PROXY_CA_LABEL) != self.proxy_ca.as_ref().map(|(_, hash)| hash)
             {
                 return Ok(SandboxStatus::Stale);
             }

@@ -50,6 +50,17 @@ pub struct Deps {
     pub tunnel_ca_pem: Option<String>,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// How harnesses reach the egress proxy; `None` unless `AGENTHOLD_PROXY_ADDR` is set (and
+    /// the driver installs the proxy's CA: Docker only).
+    pub proxy: Option<ProxyAccess>,
+}
+
+/// What a harness needs to send its traffic through the egress proxy.
+pub struct ProxyAccess {
+    /// `host:port` the sandbox reaches the proxy at.
+    pub addr: String,
+    /// Seals and opens the agents' proxy passwords.
+    pub master_key: Arc<crate::secrets::master_key::MasterKey>,
 }
 
 /// A lifecycle request failed.

@@ -438,6 +438,18 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let mut env = crate::harness::environment(&launch, &agent, &home_dir);
     // Attached secrets reach the sandbox as placeholders only; the proxy holds the values.
     env.extend(crate::secrets::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
+    // The egress proxy (its URL holds the agent's proxy password: never logged) and its CA,
+    // which sandboxd installed at start.
+    if let Some(proxy) = &deps.proxy {
+        let proxy_env = crate::proxy_feed::sandbox_proxy_env(&deps.pool, &proxy.master_key, agent_id, &proxy.addr)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, agent.id = %agent_id, "starting the harness: the proxy identity");
+                "the harness could not start (proxy identity)".to_owned()
+            })?;
+        env.extend(proxy_env);
+        env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
+    }
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
