@@ -21,6 +21,7 @@ mod people;
 mod proxy_feed;
 mod proxy_feed_e2e;
 mod restart;
+mod sandbox_proxy;
 mod secrets_api;
 mod secrets_startup;
 mod secrets_support;

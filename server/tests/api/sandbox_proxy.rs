@@ -1,0 +1,311 @@
+//! A real sandbox uses the egress proxy (issue 7, the check): with `AGENTHOLD_PROXY_ADDR` set,
+//! sandboxd trusts the proxy's CA and the harness gets the proxy environment; fakeagent's
+//! `fetch` inside a real Docker sandbox goes through the real `agenthold-proxy` (listening on the
+//! host, reached at `host.docker.internal`) to a loopback HTTPS stand-in for `api.anthropic.com`
+//! (the test-only upstream override), which receives the real secret value in `x-api-key`
+//! although the sandbox only holds the placeholder. Detaching the secret takes the host away
+//! within seconds. Docker driver only: local sandboxes do not use the proxy.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rustls_pki_types::PrivateKeyDer;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use agenthold_server::ids::AgentId;
+use agenthold_server::secrets::master_key::MasterKey;
+
+use crate::secrets_support::{admin, create_secret, database, personal_workspace, unique_value};
+use crate::support::{TestServer, driver};
+
+const DEADLINE: Duration = Duration::from_secs(15);
+const TURN: Duration = Duration::from_secs(120);
+/// What the stand-in answers, to recognise its body in the tool output.
+const STAND_IN_BODY: &str = "stand-in says hello";
+
+/// A loopback HTTPS stand-in for `api.anthropic.com` recording every request's `x-api-key`.
+struct StandIn {
+    addr: std::net::SocketAddr,
+    root: PathBuf,
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StandIn {
+    async fn start(dir: &Path) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, "stand-in public root");
+        let root_key = KeyPair::generate().expect("key");
+        let root_cert = params.self_signed(&root_key).expect("root");
+        let root = dir.join("stand-in-root.pem");
+        std::fs::write(&root, root_cert.pem()).expect("write root");
+        let issuer = Issuer::new(params, root_key);
+        let leaf_key = KeyPair::generate().expect("key");
+        let leaf = CertificateParams::new(vec!["api.anthropic.com".to_owned()])
+            .expect("params")
+            .signed_by(&leaf_key, &issuer)
+            .expect("leaf");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![leaf.der().clone()], PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))
+            .expect("cert");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (acceptor, record) = (acceptor.clone(), Arc::clone(&record));
+                tokio::spawn(async move {
+                    let Ok(Ok(mut tls)) = tokio::time::timeout(DEADLINE, acceptor.accept(stream)).await else { return };
+                    let Some(head) = read_head(&mut tls).await else { return };
+                    let key = head
+                        .lines()
+                        .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("x-api-key")))
+                        .map(|(_, v)| v.trim().to_owned());
+                    record.lock().expect("seen").push(key);
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{STAND_IN_BODY}",
+                        STAND_IN_BODY.len()
+                    );
+                    let _ = tls.write_all(response.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        Self { addr, root, seen, task }
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads a request head (up to 64 KiB).
+async fn read_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    tokio::time::timeout(DEADLINE, async {
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
+            if stream.read(&mut byte).await.ok()? == 0 {
+                return None;
+            }
+            head.push(byte[0]);
+        }
+        Some(())
+    })
+    .await
+    .ok()??;
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// The real proxy binary on the server's file, listening on every address (sandboxes reach it
+/// at `host.docker.internal`); its log goes to a file. Killed on drop.
+struct Proxy {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proxy {
+    fn start(config: &Path, port: u16, log: PathBuf) -> Self {
+        let bin = PathBuf::from(env!("CARGO_BIN_EXE_agenthold")).with_file_name("agenthold-proxy");
+        let mut child = Command::new(&bin)
+            .args(["--listen", &format!("0.0.0.0:{port}"), "--config"])
+            .arg(config)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting agenthold-proxy (run `cargo build --workspace --bins` first)");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut file = std::fs::File::create(&log).expect("proxy log");
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = writeln!(file, "{line}");
+                if line.contains("listen=") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        rx.recv_timeout(DEADLINE).expect("the proxy says it listens");
+        Self { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind(("0.0.0.0", 0)).expect("binding an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// The text of the last `fetch` tool call's result in `events`, and its `rawOutput`.
+fn last_fetch(events: &[Value]) -> Option<(String, Value)> {
+    let ids: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["payload"]["sessionUpdate"] == "tool_call" && e["payload"]["kind"] == "fetch")
+        .map(|e| &e["payload"]["toolCallId"])
+        .collect();
+    let id = ids.last()?;
+    events
+        .iter()
+        .rev()
+        .find(|e| e["payload"]["sessionUpdate"] == "tool_call_update" && &&e["payload"]["toolCallId"] == id)
+        .map(|e| {
+            let text = e["payload"]["content"][0]["content"]["text"].as_str().unwrap_or_default().to_owned();
+            (text, e["payload"]["rawOutput"].clone())
+        })
+}
+
+/// The output of the last `run` in `events`.
+fn last_run_output(events: &[Value]) -> String {
+    events
+        .iter()
+        .rev()
+        .find(|e| {
+            e["payload"]["sessionUpdate"] == "tool_call_update" && !e["payload"]["rawOutput"]["exitCode"].is_null()
+        })
+        .and_then(|e| e["payload"]["content"][0]["content"]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_value() {
+    if driver() != "docker" {
+        println!("skipped: local sandboxes do not use the egress proxy");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("agenthold-sbxproxy-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let stand_in = StandIn::start(&dir).await;
+    let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
+    let port = free_port();
+    let proxy_addr = format!("host.docker.internal:{port}");
+    let server = TestServer::start_with(&[
+        ("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", &overrides.to_string()),
+        ("AGENTHOLD_PROXY_ADDR", &proxy_addr),
+    ])
+    .await;
+    let config = server.data_dir.join("proxy.json");
+    let started = Instant::now();
+    while !config.exists() {
+        assert!(started.elapsed() < DEADLINE, "the server never wrote {}", config.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let proxy = Proxy::start(&config, port, dir.join("proxy.log"));
+
+    let agent = server.create_agent(json!({})).await;
+    let workspace = personal_workspace(&server).await;
+    let value = unique_value();
+    let secret =
+        create_secret(&server, &workspace, json!({"name": "anthropic", "preset": "anthropic", "value": value})).await;
+    let attach = format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY");
+    assert_eq!(admin(&server, "PUT", &attach, json!({"secret_id": secret})).await.0, 200);
+    let pool = database(&server).await;
+    let key = MasterKey::from_file(&server.data_dir.join("master.key")).expect("the server's master key");
+    let agent_id = AgentId(agent.parse().expect("uuid"));
+    let proxy_env = agenthold_server::proxy_feed::sandbox_proxy_env(&pool, &key, agent_id, &proxy_addr)
+        .await
+        .expect("the proxy environment");
+    let proxy_url = proxy_env.iter().find(|(k, _)| k == "HTTPS_PROXY").map(|(_, v)| v.clone()).expect("HTTPS_PROXY");
+    let password = proxy_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.rsplit_once('@'))
+        .and_then(|(creds, _)| creds.split_once(':'))
+        .map(|(_, p)| p.to_owned())
+        .expect("http://user:password@host:port");
+
+    // The fetch, from inside the real sandbox, with the placeholder the sandbox holds.
+    let session = server.create_session(&agent).await;
+    let fetch = "fetch https://api.anthropic.com/v1/messages x-api-key:$ANTHROPIC_API_KEY";
+    server.prompt(&session, fetch).await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let (text, raw) = last_fetch(&events).expect("a fetch tool call");
+    assert_eq!(raw["status"], 200, "{text}\n\nproxy log:\n{}", proxy.log());
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains(STAND_IN_BODY), "{text}");
+    assert_eq!(stand_in.seen.lock().expect("seen").clone(), [Some(value.clone())], "the real value, in x-api-key");
+
+    // The sandbox's environment: the placeholder, the trust variables; never the value. (The
+    // proxy URLs hold the proxy password: kept out of the events.)
+    server.prompt(&session, "run env | grep -v -i -E '^https?_proxy=' | sort").await;
+    let events = server.wait_turns(&session, 2, TURN).await;
+    let env = last_run_output(&events);
+    let placeholder = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY="))
+        .expect("ANTHROPIC_API_KEY in the sandbox")
+        .to_owned();
+    assert_ne!(placeholder, value);
+    assert!(!env.contains(&value), "the value is in the sandbox's environment");
+    for line in [
+        "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+        "NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/agenthold-proxy.crt",
+        "NODE_USE_ENV_PROXY=1",
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} missing from:\n{env}");
+    }
+
+    // Detach: within seconds the same fetch is refused by the proxy (403).
+    assert_eq!(admin(&server, "DELETE", &attach, json!({})).await.0, 204);
+    let detached = Instant::now();
+    let mut turns = 2;
+    let refused = loop {
+        server.prompt(&session, fetch).await;
+        turns += 1;
+        let events = server.wait_turns(&session, turns, TURN).await;
+        let (text, raw) = last_fetch(&events).expect("a fetch tool call");
+        if raw["status"] == 403 {
+            assert_eq!(raw["fromProxy"], true, "{text}");
+            break text;
+        }
+        assert!(detached.elapsed() < DEADLINE, "the sandbox still reaches api.anthropic.com: {text}");
+    };
+    println!("after detaching, the fetch was refused within {:?}: {refused}", detached.elapsed());
+    // Until the proxy reloaded, fetches still went through (with the real value, never the
+    // placeholder); once refused, nothing more reaches the stand-in.
+    let seen = stand_in.seen.lock().expect("seen").clone();
+    assert!(
+        seen.iter().all(|k| k.as_deref() == Some(value.as_str())),
+        "{} requests, not all with the value",
+        seen.len()
+    );
+    server.prompt(&session, fetch).await;
+    let events = server.wait_turns(&session, turns + 1, TURN).await;
+    assert_eq!(last_fetch(&events).expect("a fetch tool call").1["status"], 403);
+    assert_eq!(stand_in.seen.lock().expect("seen").len(), seen.len(), "the stand-in was reached after the refusal");
+
+    // Neither the value nor the proxy password anywhere in the events or logs.
+    let all = serde_json::to_string(&server.events(&session).await).expect("json");
+    assert!(!all.contains(&value), "the value is in the session's events");
+    assert!(!all.contains(&password), "the proxy password is in the session's events");
+    assert!(!server.log().contains(&value) && !server.log().contains(&password), "secret in the server's log");
+    assert!(!proxy.log().contains(&value), "the value is in the proxy's log");
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
