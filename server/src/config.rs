@@ -179,8 +179,8 @@ pub struct Config {
     /// `<data dir>/proxy-ca`).
     #[arg(long, env = "AGENTHOLD_PROXY_CA_DIR")]
     pub proxy_ca_dir: Option<PathBuf>,
-    /// `host:port` sandboxes reach the proxy at (their `HTTPS_PROXY`); default
-    /// `host.docker.internal:3128` (Docker) or `127.0.0.1:3128` (local).
+    /// `host:port` sandboxes reach the proxy at (their `HTTPS_PROXY`). Unset, sandboxes do not
+    /// use the proxy (docs/proxy.md, "Sandboxes and the proxy").
     #[arg(long, env = "AGENTHOLD_PROXY_ADDR")]
     pub proxy_addr: Option<String>,
     /// More addresses of the proxy itself (comma-separated), refused as destinations.
