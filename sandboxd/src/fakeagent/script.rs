@@ -180,7 +180,8 @@ mod tests {
         let script = "  text hello\\nworld  \n\nthink hmm\nwrite a/b.txt x\\ny\nappend c\n\
             run echo hi && ls\ntool read Read file\nplan a | b |c\nask execute rm -rf\n\
             sleep 5\nflood 10 2.5\nbig 3\nunknown\ngarbage\nstderr oops\ncrash\ncrash 3\nhang\n\
-            error boom\nstop refusal\nusage 1 2\nhello there";
+            error boom\nstop refusal\nusage 1 2\nhello there\n\
+            fetch https://h/p x-api-key:$KEY a:b:c";
         let got = parse(script);
         let want = vec![
             Command::Text("hello\nworld".into()),
@@ -204,6 +205,10 @@ mod tests {
             Command::Stop("refusal".into()),
             Command::Usage { input: 1, output: 2 },
             Command::Echo("hello there".into()),
+            Command::Fetch {
+                url: "https://h/p".into(),
+                headers: vec![("x-api-key".into(), "$KEY".into()), ("a".into(), "b:c".into())],
+            },
         ];
         assert_eq!(got, want);
     }
@@ -223,6 +228,9 @@ mod tests {
             "run",
             "hang now",
             "plan",
+            "fetch",
+            "fetch https://h/ novalue",
+            "fetch https://h/ :v",
         ] {
             let got = parse_line(line);
             let ok = matches!(&got, Some(Command::Echo(l)) if l == line)

@@ -3,6 +3,7 @@
 
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
 
+mod fetch;
 mod protocol;
 mod script;
 mod sessions;
