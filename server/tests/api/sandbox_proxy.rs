@@ -253,7 +253,13 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
 
     // The sandbox's environment: the placeholder, the trust variables; never the value. (The
     // proxy URLs hold the proxy password: kept out of the events.)
-    server.prompt(&session, "run env | grep -v -i -E '^https?_proxy=' | sort").await;
+    // Also: sandboxd put the CA (0644) in the full bundle, once.
+    let ca = "/usr/local/share/ca-certificates/agenthold-proxy.crt";
+    let script = format!(
+        "run env | grep -v -i -E '^https?_proxy=' | sort; echo ca-mode=$(stat -c %a {ca}); \
+         echo bundle-holds-ca=$(grep -c -F \"$(sed -n 2p {ca})\" /etc/ssl/certs/ca-certificates.crt)"
+    );
+    server.prompt(&session, &script).await;
     let events = server.wait_turns(&session, 2, TURN).await;
     let env = last_run_output(&events);
     let placeholder = env
@@ -267,6 +273,8 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
         "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
         "NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/agenthold-proxy.crt",
         "NODE_USE_ENV_PROXY=1",
+        "ca-mode=644",
+        "bundle-holds-ca=1",
     ] {
         assert!(env.lines().any(|l| l == line), "{line} missing from:\n{env}");
     }
@@ -308,4 +316,40 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
     assert!(!proxy.log().contains(&value), "the value is in the proxy's log");
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn without_a_proxy_address_sandboxes_get_neither_the_ca_nor_the_proxy_environment() {
+    if driver() != "docker" {
+        println!("skipped: Docker only");
+        return;
+    }
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "run env | sort; ls /usr/local/share/ca-certificates/").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let env = last_run_output(&events);
+    for name in ["HTTPS_PROXY=", "https_proxy=", "NODE_EXTRA_CA_CERTS=", "CODEX_CA_CERTIFICATE=", "NODE_USE_ENV_PROXY="]
+    {
+        assert!(!env.lines().any(|l| l.starts_with(name)), "{name} set without AGENTHOLD_PROXY_ADDR:\n{env}");
+    }
+    assert!(!env.contains("agenthold-proxy.crt"), "the CA was installed:\n{env}");
+    let container = server.container(&agent);
+    let (ok, container_env) = crate::driver_support::docker(&[
+        "inspect",
+        "--format",
+        "{{range .Config.Env}}{{println .}}{{end}}",
+        &container,
+    ]);
+    assert!(ok, "docker inspect");
+    assert!(container_env.contains("AGENTHOLD_TUNNEL_URL="), "{container_env}");
+    assert!(!container_env.contains("AGENTHOLD_PROXY_CA_PEM"), "{container_env}");
+    let (ok, label) = crate::driver_support::docker(&[
+        "inspect",
+        "--format",
+        "{{index .Config.Labels \"agenthold.proxy-ca\"}}",
+        &container,
+    ]);
+    assert!(ok && (label.is_empty() || label == "<no value>"), "the proxy CA label: {label:?}");
 }
