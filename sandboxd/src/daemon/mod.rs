@@ -222,6 +222,9 @@ impl FailureLog {
 /// Runs sandboxd until SIGTERM or SIGINT, then stops what it runs (SIGTERM, and SIGKILL after a
 /// grace period) and returns.
 pub async fn run(config: Config) -> std::io::Result<()> {
+    // Bounded by bytes all the same: a process's stdout reader takes permits of its buffer
+    // (`buffer_bytes`) before it reads, so stdout in this queue never exceeds that; the other
+    // events are one or a few per process (exit, EOF, stdin progress once its queue drained).
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (best_tx, mut best) = mpsc::channel(BEST_EFFORT_QUEUE);
     let children = Children::default();
