@@ -20,6 +20,7 @@ mod lifecycle;
 mod people;
 mod proxy_feed;
 mod proxy_feed_e2e;
+mod proxy_support;
 mod restart;
 mod sandbox_proxy;
 mod secrets_api;

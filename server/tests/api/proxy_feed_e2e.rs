@@ -3,148 +3,26 @@
 //! reaches a loopback HTTPS stand-in for `api.anthropic.com` (the test-only upstream override)
 //! with the real value in `x-api-key`; after detaching, the proxy refuses the host.
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
 use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::master_key::MasterKey;
 
+use crate::proxy_support::{DEADLINE, Proxy, StandIn, read_head};
 use crate::secrets_support::{admin, create_secret, database, personal_workspace, unique_value};
 use crate::support::TestServer;
 
-const DEADLINE: Duration = Duration::from_secs(15);
-
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// A loopback HTTPS server for `api.anthropic.com` (its certificate from a root made here) that
-/// records the `x-api-key` of every request and answers `200 ok`.
-struct StandIn {
-    addr: std::net::SocketAddr,
-    root: PathBuf,
-    seen: Arc<Mutex<Vec<Option<String>>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl StandIn {
-    async fn start(dir: &Path) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, "stand-in public root");
-        let root_key = KeyPair::generate().expect("key");
-        let root_cert = params.self_signed(&root_key).expect("root");
-        let root = dir.join("stand-in-root.pem");
-        std::fs::write(&root, root_cert.pem()).expect("write root");
-        let issuer = Issuer::new(params, root_key);
-        let leaf_key = KeyPair::generate().expect("key");
-        let leaf = CertificateParams::new(vec!["api.anthropic.com".to_owned()])
-            .expect("params")
-            .signed_by(&leaf_key, &issuer)
-            .expect("leaf");
-        let config = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(vec![leaf.der().clone()], PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))
-            .expect("cert");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = Arc::clone(&seen);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (acceptor, record) = (acceptor.clone(), Arc::clone(&record));
-                tokio::spawn(async move {
-                    let Ok(Ok(mut tls)) = tokio::time::timeout(DEADLINE, acceptor.accept(stream)).await else { return };
-                    let Some(head) = read_head(&mut tls).await else { return };
-                    let key = head
-                        .lines()
-                        .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("x-api-key")))
-                        .map(|(_, v)| v.trim().to_owned());
-                    record.lock().expect("seen").push(key);
-                    let _ = tls.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
-                    let _ = tls.shutdown().await;
-                });
-            }
-        });
-        Self { addr, root, seen, task }
-    }
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Reads a request or response head (up to 64 KiB).
-async fn read_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    tokio::time::timeout(DEADLINE, async {
-        while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
-            if stream.read(&mut byte).await.ok()? == 0 {
-                return None;
-            }
-            head.push(byte[0]);
-        }
-        Some(())
-    })
-    .await
-    .ok()??;
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
-/// The real proxy binary (built by `cargo build --workspace --bins`) on the server's file.
-struct Proxy {
-    child: Child,
-    addr: String,
-}
-
-impl Proxy {
-    fn start(config: &Path) -> Self {
-        let bin = PathBuf::from(env!("CARGO_BIN_EXE_agenthold")).with_file_name("agenthold-proxy");
-        let mut child = Command::new(&bin)
-            .args(["--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting agenthold-proxy (run `cargo build --workspace --bins` first)");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split_whitespace().find_map(|w| w.strip_prefix("listen=")) {
-                    let _ = tx.send(addr.to_owned());
-                }
-            }
-        });
-        let addr = rx.recv_timeout(DEADLINE).expect("the proxy says where it listens");
-        Self { child, addr }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// `CONNECT api.anthropic.com:443` through `proxy` with these credentials; the status, and the
@@ -190,7 +68,7 @@ async fn get_through(stream: TcpStream, proxy_ca: &Path, placeholder: &str) -> u
 async fn a_request_with_the_sandbox_environment_gets_the_real_value_through_the_real_proxy() {
     let dir = std::env::temp_dir().join(format!("agenthold-feed-e2e-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let stand_in = StandIn::start(&dir).await;
+    let stand_in = StandIn::start(&dir, "ok").await;
     let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
     let server = TestServer::start_with(&[("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", &overrides.to_string())]).await;
     let config = server.data_dir.join("proxy.json");
@@ -206,7 +84,7 @@ async fn a_request_with_the_sandbox_environment_gets_the_real_value_through_the_
     let pool = database(&server).await;
     let key = MasterKey::from_file(&server.data_dir.join("master.key")).expect("the server's master key");
     let agent_id = AgentId(agent.parse().expect("uuid"));
-    let proxy = Proxy::start(&config);
+    let proxy = Proxy::start(&config, "127.0.0.1:0", dir.join("proxy.log"));
     let env = agenthold_server::proxy_feed::sandbox_proxy_env(&pool, &key, agent_id, &proxy.addr)
         .await
         .expect("the proxy environment");

@@ -6,158 +6,20 @@
 //! although the sandbox only holds the placeholder. Detaching the secret takes the host away
 //! within seconds. Docker driver only: local sandboxes do not use the proxy.
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use rustls_pki_types::PrivateKeyDer;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::master_key::MasterKey;
 
+use crate::proxy_support::{DEADLINE, Proxy, StandIn};
 use crate::secrets_support::{admin, create_secret, database, personal_workspace, unique_value};
 use crate::support::{TestServer, driver};
 
-const DEADLINE: Duration = Duration::from_secs(15);
 const TURN: Duration = Duration::from_secs(120);
 /// What the stand-in answers, to recognise its body in the tool output.
 const STAND_IN_BODY: &str = "stand-in says hello";
-
-/// A loopback HTTPS stand-in for `api.anthropic.com` recording every request's `x-api-key`.
-struct StandIn {
-    addr: std::net::SocketAddr,
-    root: PathBuf,
-    seen: Arc<Mutex<Vec<Option<String>>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl StandIn {
-    async fn start(dir: &Path) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, "stand-in public root");
-        let root_key = KeyPair::generate().expect("key");
-        let root_cert = params.self_signed(&root_key).expect("root");
-        let root = dir.join("stand-in-root.pem");
-        std::fs::write(&root, root_cert.pem()).expect("write root");
-        let issuer = Issuer::new(params, root_key);
-        let leaf_key = KeyPair::generate().expect("key");
-        let leaf = CertificateParams::new(vec!["api.anthropic.com".to_owned()])
-            .expect("params")
-            .signed_by(&leaf_key, &issuer)
-            .expect("leaf");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(vec![leaf.der().clone()], PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))
-            .expect("cert");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = Arc::clone(&seen);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (acceptor, record) = (acceptor.clone(), Arc::clone(&record));
-                tokio::spawn(async move {
-                    let Ok(Ok(mut tls)) = tokio::time::timeout(DEADLINE, acceptor.accept(stream)).await else { return };
-                    let Some(head) = read_head(&mut tls).await else { return };
-                    let key = head
-                        .lines()
-                        .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("x-api-key")))
-                        .map(|(_, v)| v.trim().to_owned());
-                    record.lock().expect("seen").push(key);
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{STAND_IN_BODY}",
-                        STAND_IN_BODY.len()
-                    );
-                    let _ = tls.write_all(response.as_bytes()).await;
-                    let _ = tls.shutdown().await;
-                });
-            }
-        });
-        Self { addr, root, seen, task }
-    }
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Reads a request head (up to 64 KiB).
-async fn read_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    tokio::time::timeout(DEADLINE, async {
-        while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
-            if stream.read(&mut byte).await.ok()? == 0 {
-                return None;
-            }
-            head.push(byte[0]);
-        }
-        Some(())
-    })
-    .await
-    .ok()??;
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
-/// The real proxy binary on the server's file, listening on every address (sandboxes reach it
-/// at `host.docker.internal`); its log goes to a file. Killed on drop.
-struct Proxy {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proxy {
-    fn start(config: &Path, port: u16, log: PathBuf) -> Self {
-        let bin = PathBuf::from(env!("CARGO_BIN_EXE_agenthold")).with_file_name("agenthold-proxy");
-        let mut child = Command::new(&bin)
-            .args(["--listen", &format!("0.0.0.0:{port}"), "--config"])
-            .arg(config)
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting agenthold-proxy (run `cargo build --workspace --bins` first)");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut file = std::fs::File::create(&log).expect("proxy log");
-        std::thread::spawn(move || {
-            use std::io::Write as _;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = writeln!(file, "{line}");
-                if line.contains("listen=") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(DEADLINE).expect("the proxy says it listens");
-        Self { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind(("0.0.0.0", 0)).expect("binding an ephemeral port");
@@ -203,7 +65,7 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
     }
     let dir = std::env::temp_dir().join(format!("agenthold-sbxproxy-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let stand_in = StandIn::start(&dir).await;
+    let stand_in = StandIn::start(&dir, STAND_IN_BODY).await;
     let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
     let port = free_port();
     let proxy_addr = format!("host.docker.internal:{port}");
@@ -218,7 +80,7 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
         assert!(started.elapsed() < DEADLINE, "the server never wrote {}", config.display());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let proxy = Proxy::start(&config, port, dir.join("proxy.log"));
+    let proxy = Proxy::start(&config, &format!("0.0.0.0:{port}"), dir.join("proxy.log"));
 
     let agent = server.create_agent(json!({})).await;
     let workspace = personal_workspace(&server).await;
