@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::agents::visible_agent;
 use super::error::ApiError;
 use super::extract::{Id, parse_json};
+use super::workspaces;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::AgentId;
@@ -22,7 +23,6 @@ use crate::secrets::cipher::{self, RowIdentity};
 use crate::secrets::presets::{CustomRule, Preset};
 use crate::secrets::validate;
 use crate::store;
-use crate::store::audit::AuditRecord;
 use crate::store::secrets::{Attached, InsertError, NewSecret, SecretRow, Use};
 use crate::store::users::Role;
 
@@ -79,26 +79,6 @@ fn secret_json(secret: &SecretRow, uses: &[Use]) -> Value {
         "created_at": secret.created_at,
         "used_by": used_by,
     })
-}
-
-async fn audit(
-    state: &AppState,
-    principal: &Principal,
-    workspace_id: Uuid,
-    action: &'static str,
-    (resource_type, resource_id): (&'static str, String),
-    detail: Value,
-) -> Result<(), ApiError> {
-    let record = AuditRecord {
-        workspace_id,
-        actor_user_id: Some(principal.user_id),
-        action,
-        resource_type,
-        resource_id,
-        detail,
-    };
-    store::audit::append(&state.pool, record).await?;
-    Ok(())
 }
 
 /// Stores a secret (workspace admins). 400 `INVALID_SECRET_VALUE` for an empty, over-long or
@@ -160,7 +140,7 @@ pub async fn create(
     }
     let detail = json!({"name": secret.name, "preset": secret.preset, "host": secret.rule.host,
         "header": secret.rule.header, "key_id": secret.sealed.key_id});
-    audit(&state, &principal, workspace_id, "secret.created", ("secret", id.to_string()), detail).await?;
+    workspaces::audit(&state, &principal, workspace_id, "secret.created", "secret", id.to_string(), detail).await?;
     let row = store::secrets::get(&state.pool, workspace_id, id).await?.ok_or(ApiError::NotFound("secret"))?;
     Ok((StatusCode::CREATED, Json(secret_json(&row, &[]))))
 }
@@ -194,11 +174,12 @@ pub async fn delete(
     for (agent_id, env_name) in &detached {
         let detail = json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name,
             "reason": "secret deleted"});
-        audit(&state, &principal, path.id, "secret.detached", ("agent", agent_id.to_string()), detail).await?;
+        workspaces::audit(&state, &principal, path.id, "secret.detached", "agent", agent_id.to_string(), detail)
+            .await?;
     }
     let detached: Vec<Value> = detached.iter().map(|(a, e)| json!({"agent_id": a, "env_name": e})).collect();
     let detail = json!({"name": secret.name, "preset": secret.preset, "detached": detached});
-    audit(&state, &principal, path.id, "secret.deleted", ("secret", secret.id.to_string()), detail).await?;
+    workspaces::audit(&state, &principal, path.id, "secret.deleted", "secret", secret.id.to_string(), detail).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -237,8 +218,16 @@ pub async fn attach(
     if let Attached::Changed { replaced } = outcome {
         let detail = json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name,
             "replaced_secret_id": replaced});
-        audit(&state, &principal, agent.workspace_id, "secret.attached", ("agent", agent.id.to_string()), detail)
-            .await?;
+        workspaces::audit(
+            &state,
+            &principal,
+            agent.workspace_id,
+            "secret.attached",
+            "agent",
+            agent.id.to_string(),
+            detail,
+        )
+        .await?;
     }
     Ok(Json(json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name, "preset": secret.preset})))
 }
@@ -255,6 +244,7 @@ pub async fn detach(
         store::secrets::detach(&state.pool, agent.id, &path.env_name).await?.ok_or(ApiError::NotFound("attachment"))?;
     let secret_name = store::secrets::get(&state.pool, agent.workspace_id, secret_id).await?.map(|s| s.name);
     let detail = json!({"env_name": path.env_name, "secret_id": secret_id, "secret_name": secret_name});
-    audit(&state, &principal, agent.workspace_id, "secret.detached", ("agent", agent.id.to_string()), detail).await?;
+    workspaces::audit(&state, &principal, agent.workspace_id, "secret.detached", "agent", agent.id.to_string(), detail)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }

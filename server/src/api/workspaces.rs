@@ -138,7 +138,8 @@ pub async fn audit_log(
     Ok(Json(json!({"records": records, "next_before": next_before})))
 }
 
-async fn audit(
+/// Records an action of `principal` in a workspace's audit log.
+pub(super) async fn audit(
     state: &AppState,
     principal: &Principal,
     workspace_id: Uuid,
