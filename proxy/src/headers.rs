@@ -4,7 +4,8 @@
 use hyper::HeaderMap;
 use hyper::header::{CONNECTION, HeaderName, UPGRADE};
 
-const HOP_BY_HOP: &[&str] = &[
+/// Headers that belong to one hop (and to the proxy), never forwarded.
+pub const HOP_BY_HOP: &[&str] = &[
     "connection",
     "proxy-connection",
     "keep-alive",

@@ -324,20 +324,8 @@ pub const CREDENTIAL_HEADERS: &[&str] = &[
     "x-access-token",
 ];
 
-/// Headers a rule may not target: they belong to the hop or to the proxy.
-const FORBIDDEN_RULE_HEADERS: &[&str] = &[
-    "host",
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "content-length",
-];
+/// Headers a rule may not target besides the hop-by-hop ones ([`crate::headers::HOP_BY_HOP`]).
+const FORBIDDEN_RULE_HEADERS: &[&str] = &["host", "content-length"];
 
 fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
     let id = config.id;
@@ -372,7 +360,7 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
             return Err(bad("path_prefix must start with '/'"));
         }
         let header = HeaderName::from_bytes(rule.header.as_bytes()).map_err(|_| bad("header is not a header name"))?;
-        if FORBIDDEN_RULE_HEADERS.contains(&header.as_str()) {
+        if FORBIDDEN_RULE_HEADERS.contains(&header.as_str()) || crate::headers::HOP_BY_HOP.contains(&header.as_str()) {
             return Err(bad("header cannot carry a credential"));
         }
         if rule.placeholder.len() < 8 || !rule.placeholder.bytes().all(|b| b.is_ascii_graphic()) {

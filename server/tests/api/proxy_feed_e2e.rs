@@ -18,7 +18,7 @@ use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::master_key::MasterKey;
 
 use crate::proxy_support::{DEADLINE, Proxy, StandIn, read_head};
-use crate::secrets_support::{admin, create_secret, database, personal_workspace, unique_value};
+use crate::secrets_support::{admin, attach_anthropic_secret, database};
 use crate::support::TestServer;
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -73,12 +73,8 @@ async fn a_request_with_the_sandbox_environment_gets_the_real_value_through_the_
     let server = TestServer::start_with(&[("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", &overrides.to_string())]).await;
     let config = server.data_dir.join("proxy.json");
     let agent = server.create_agent(json!({})).await;
-    let workspace = personal_workspace(&server).await;
-    let value = unique_value();
-    let secret =
-        create_secret(&server, &workspace, json!({"name": "anthropic", "preset": "anthropic", "value": value})).await;
+    let (_, value) = attach_anthropic_secret(&server, &agent).await;
     let attach = format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY");
-    assert_eq!(admin(&server, "PUT", &attach, json!({"secret_id": secret})).await.0, 200);
 
     // What the harness would get: the proxy environment and the placeholder.
     let pool = database(&server).await;

@@ -14,7 +14,7 @@ use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::master_key::MasterKey;
 
 use crate::proxy_support::{DEADLINE, Proxy, StandIn};
-use crate::secrets_support::{admin, create_secret, database, personal_workspace, unique_value};
+use crate::secrets_support::{admin, attach_anthropic_secret, database};
 use crate::support::{TestServer, driver};
 
 const TURN: Duration = Duration::from_secs(120);
@@ -83,12 +83,8 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
     let proxy = Proxy::start(&config, &format!("0.0.0.0:{port}"), dir.join("proxy.log"));
 
     let agent = server.create_agent(json!({})).await;
-    let workspace = personal_workspace(&server).await;
-    let value = unique_value();
-    let secret =
-        create_secret(&server, &workspace, json!({"name": "anthropic", "preset": "anthropic", "value": value})).await;
+    let (_, value) = attach_anthropic_secret(&server, &agent).await;
     let attach = format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY");
-    assert_eq!(admin(&server, "PUT", &attach, json!({"secret_id": secret})).await.0, 200);
     let pool = database(&server).await;
     let key = MasterKey::from_file(&server.data_dir.join("master.key")).expect("the server's master key");
     let agent_id = AgentId(agent.parse().expect("uuid"));

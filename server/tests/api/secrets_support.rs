@@ -125,3 +125,19 @@ pub async fn where_in_database(server: &TestServer, value: &str) -> Vec<String> 
     }
     found
 }
+
+/// A fresh Anthropic secret (a unique value) in the admin's workspace, attached to `agent` as
+/// `ANTHROPIC_API_KEY`; returns the secret's id and its value.
+pub async fn attach_anthropic_secret(server: &TestServer, agent: &str) -> (String, String) {
+    let workspace = personal_workspace(server).await;
+    let value = unique_value();
+    let secret = create_secret(
+        server,
+        &workspace,
+        serde_json::json!({"name": "anthropic", "preset": "anthropic", "value": value}),
+    )
+    .await;
+    let attach = format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY");
+    assert_eq!(admin(server, "PUT", &attach, serde_json::json!({"secret_id": secret})).await.0, 200);
+    (secret, value)
+}
