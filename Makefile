@@ -61,9 +61,7 @@ test:
 	@scripts/dev/test.sh
 
 e2e: up
-	@if [ -f scripts/e2e/sessions.sh ]; then \
-	    set -a; . .dev/env; set +a; bash scripts/e2e/sessions.sh; \
-	else echo "scripts/e2e/sessions.sh does not exist yet" >&2; fi
+	@set -a; . .dev/env; set +a; bash scripts/e2e/sessions.sh && bash scripts/e2e/secrets.sh
 
 bench:
 	@if [ -f scripts/bench/run.sh ]; then bash scripts/bench/run.sh; \

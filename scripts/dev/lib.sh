@@ -13,6 +13,16 @@ mkdir -p "$DEV_DIR"
 
 log() { printf '[%s] %s\n' "$(basename "$0" .sh)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# In a subshell about to exec a daemon: closes every inherited descriptor above 2 (a pipe a
+# caller reads until EOF, such as `make up | tail`, would otherwise stay open as long as the
+# daemon runs).
+close_inherited_fds() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        if (( fd > 2 )); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+}
 
 # wait_until SECONDS DESCRIPTION CMD...  — polls CMD every 0.5 s until it
 # succeeds or the deadline passes (then returns 1).

@@ -7,6 +7,12 @@
 #                                 admin token once it is ready       [make dev]
 #   scripts/dev/server.sh stop    SIGTERM, SIGKILL after a deadline  [make down]
 #
+# With the Docker driver the egress proxy (agenthold-proxy) runs beside the
+# server, on 0.0.0.0:$AGENTHOLD_PROXY_PORT (default 3128), following the
+# configuration file the server writes; sandboxes reach it at
+# host.docker.internal (AGENTHOLD_PROXY_ADDR). AGENTHOLD_DEV_PROXY=0 leaves it
+# out. State: .dev/proxy.pid, .dev/proxy.log.
+#
 # Expects the binaries to be built (make build) and Postgres, Docker and the
 # images to be ready (make postgres docker images); `make up`/`make dev` do all
 # that first. State: .dev/server.pid, .dev/server.log, .dev/data/, .dev/env.
@@ -17,6 +23,10 @@ ACTION=${1:-start}
 TARGET=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 [[ $TARGET == /* ]] || TARGET=$REPO_ROOT/$TARGET
 BIN=${AGENTHOLD_BIN:-$TARGET/debug/agenthold}
+PROXY_BIN=${AGENTHOLD_PROXY_BIN:-$TARGET/debug/agenthold-proxy}
+PROXY_PORT=${AGENTHOLD_PROXY_PORT:-3128}
+PROXY_PIDFILE=$DEV_DIR/proxy.pid
+PROXY_LOGFILE=$DEV_DIR/proxy.log
 PORT=${AGENTHOLD_PORT:-7700}
 TUNNEL_PORT=${AGENTHOLD_TUNNEL_PORT:-7701}
 URL=http://127.0.0.1:$PORT
@@ -53,6 +63,38 @@ stop_server() {
         wait_until 5 "the server to die" bash -c "! kill -0 $pid" || true
     fi
     rm -f "$PIDFILE"
+}
+
+proxy_pid() {
+    [[ -s $PROXY_PIDFILE ]] || return 1
+    local pid
+    pid=$(cat "$PROXY_PIDFILE")
+    kill -0 "$pid" 2>/dev/null || return 1
+    [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$PROXY_BIN")"* ]] || return 1
+    echo "$pid"
+}
+
+stop_proxy() {
+    local pid
+    if pid=$(proxy_pid); then
+        log "stopping the egress proxy (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        wait_until 10 "the proxy to exit" bash -c "! kill -0 $pid" || kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$PROXY_PIDFILE"
+}
+
+# The egress proxy, following the file the server writes (it denies everything until the
+# server has written it).
+start_proxy() {
+    [[ -x $PROXY_BIN ]] || die "$PROXY_BIN not found; run make build (or set CARGO_TARGET_DIR)"
+    port_taken "$PROXY_PORT" && die "port $PROXY_PORT is taken by another process; stop it or set AGENTHOLD_PROXY_PORT"
+    [[ -f $PROXY_LOGFILE ]] && mv -f "$PROXY_LOGFILE" "$PROXY_LOGFILE.1"
+    log "starting the egress proxy on 0.0.0.0:$PROXY_PORT (log: $PROXY_LOGFILE)"
+    ( close_inherited_fds; exec setsid nohup "$PROXY_BIN" --listen "0.0.0.0:$PROXY_PORT" --config "$DATA_DIR/proxy.json" \
+        </dev/null >>"$PROXY_LOGFILE" 2>&1 ) &
+    echo $! >"$PROXY_PIDFILE"
+    export AGENTHOLD_PROXY_ADDR=${AGENTHOLD_PROXY_ADDR:-host.docker.internal:$PROXY_PORT}
 }
 
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -106,6 +148,10 @@ prepare() {
     fi
     [[ -f $LOGFILE ]] && mv -f "$LOGFILE" "$LOGFILE.1"
     rm -f "$ENVFILE"
+    stop_proxy
+    if [[ $AGENTHOLD_DRIVER == docker && ${AGENTHOLD_DEV_PROXY:-1} != 0 ]]; then
+        start_proxy
+    fi
 }
 
 banner() {
@@ -126,16 +172,17 @@ banner() {
     admin token  $token
     env file     $ENVFILE   (set -a; . .dev/env; set +a)
     log          ${1:-stderr}
+    egress proxy ${AGENTHOLD_PROXY_ADDR:-(none)}${AGENTHOLD_PROXY_ADDR:+ for sandboxes (log: $PROXY_LOGFILE)}
 
 EOF
 }
 
 case $ACTION in
-    stop) stop_server ;;
+    stop) stop_server; stop_proxy ;;
     start)
         prepare
         log "starting $BIN (log: $LOGFILE)"
-        setsid nohup "$BIN" </dev/null >>"$LOGFILE" 2>&1 &
+        ( close_inherited_fds; exec setsid nohup "$BIN" </dev/null >>"$LOGFILE" 2>&1 ) &
         pid=$!
         echo "$pid" >"$PIDFILE"
         deadline=$(( SECONDS + READY_DEADLINE ))
@@ -167,8 +214,16 @@ case $ACTION in
             fi
         ) &
         log "running $BIN in the foreground (Ctrl-C stops it)"
-        echo $$ >"$PIDFILE"
-        exec "$BIN"
+        # Not exec, so that the proxy stops with the server: Ctrl-C (or a TERM) is passed on to
+        # the server, and once it has exited the proxy is stopped.
+        "$BIN" &
+        pid=$!
+        echo "$pid" >"$PIDFILE"
+        trap 'kill -TERM "$pid" 2>/dev/null' INT TERM
+        rc=0
+        while kill -0 "$pid" 2>/dev/null; do wait "$pid" && rc=0 || rc=$?; done
+        stop_proxy
+        exit "$rc"
         ;;
     *) die "usage: $0 start|fg|stop" ;;
 esac

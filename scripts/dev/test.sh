@@ -85,6 +85,13 @@ if [[ -x scripts/e2e/sessions.sh || -f scripts/e2e/sessions.sh ]]; then
 else
     step "end to end: scripts/e2e/sessions.sh does not exist yet; skipped"
 fi
+step "end to end: scripts/e2e/secrets.sh (through the real egress proxy)"
+(
+    set -a
+    . "$DEV_DIR/env"
+    set +a
+    bash scripts/e2e/secrets.sh
+)
 
 step "end to end: make down"
 scripts/dev/server.sh stop

@@ -58,25 +58,8 @@ trap 'exit 143' TERM
 
 # fd 3: the script's stdout, also inside functions whose stdout goes to a file.
 exec 3>&1
-ok() { printf 'ok - %s\n' "$*" >&3; }
-
-# fail MESSAGE [FILE…] — says what went wrong, shows the files (events, output) and the end of
-# the server log, and exits 1.
-fail() {
-    local message=$1 file
-    shift
-    printf 'not ok - %s\n' "$message" >&3
-    for file in "$@"; do
-        [[ -e $file ]] || continue
-        printf -- '--- %s (last 40 lines)\n' "$(basename "$file")" >&2
-        tail -n 40 "$file" >&2
-    done
-    if [[ -f $ROOT/.dev/server.log ]]; then
-        printf -- '--- .dev/server.log (last 30 lines)\n' >&2
-        tail -n 30 "$ROOT/.dev/server.log" | sed $'s/\x1b\[[0-9;]*m//g' >&2
-    fi
-    exit 1
-}
+# shellcheck source=scripts/e2e/lib.sh
+source "$ROOT/scripts/e2e/lib.sh"
 
 # ctl ARGS… — agentholdctl with compact output; a failure (exit code, stderr) fails the check.
 ctl() {

@@ -8,7 +8,7 @@ use axum::serve::ListenerExt;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 
-use crate::config::{Config, DriverKind};
+use crate::config::{Config, DriverKind, Egress, Firewall};
 use crate::events::appender::Appender;
 use crate::events::hub::Hub;
 use crate::sandbox::SandboxDriver;
@@ -96,7 +96,8 @@ pub async fn run(
             DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir())
                 .context("connecting to Docker")?
                 .with_nofile_limit(config.sandbox_nofile)
-                .with_proxy_ca(sandbox_proxy_ca.clone()),
+                .with_proxy_ca(sandbox_proxy_ca.clone())
+                .with_confined_egress(config.sandbox_egress == Egress::Confined),
         ),
         DriverKind::Local => Arc::new(LocalDriver::new(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,
@@ -116,6 +117,7 @@ pub async fn run(
         None => None,
     };
     let tunnel_port = listeners.tunnel.local_addr()?.port();
+    install_sandbox_firewall(&config, tunnel_port).await?;
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
     let secs = std::time::Duration::from_secs;
@@ -196,6 +198,41 @@ pub async fn run(
     deletions.abort();
     appender_task.abort();
     pool.close().await;
+    Ok(())
+}
+
+/// Installs the host firewall confined Docker sandboxes rely on (sandbox → host: the tunnel and
+/// the proxy only), unless the operator does, or sandboxes are not confined. Refuses to start
+/// when it cannot: a confined network without these rules still reaches every service the host
+/// offers.
+async fn install_sandbox_firewall(config: &Config, tunnel_port: u16) -> anyhow::Result<()> {
+    if config.driver != DriverKind::Docker {
+        return Ok(());
+    }
+    if config.sandbox_egress == Egress::Open {
+        tracing::warn!("AGENTHOLD_SANDBOX_EGRESS=open: sandboxes reach the internet, the LAN and the host's services");
+        return Ok(());
+    }
+    if config.proxy_port().is_none() {
+        tracing::warn!("AGENTHOLD_PROXY_ADDR is unset: confined sandboxes reach nothing but the tunnel");
+    }
+    let rules = crate::sandbox::firewall::Rules::new(
+        &config.instance,
+        [Some(tunnel_port), config.proxy_port()].into_iter().flatten(),
+    );
+    if config.sandbox_firewall == Firewall::External {
+        tracing::info!(chain = %rules.chain, interfaces = %format!("{}+", rules.interface_prefix), ports = ?rules.allowed_tcp_ports, "the operator installs the sandbox firewall (docs/security.md)");
+        return Ok(());
+    }
+    let installed = rules.clone();
+    tokio::task::spawn_blocking(move || crate::sandbox::firewall::install(&installed))
+        .await
+        .context("installing the sandbox firewall")?
+        .context(
+            "installing the sandbox firewall (run the server as root or with CAP_NET_ADMIN, or set \
+             AGENTHOLD_SANDBOX_FIREWALL=external and install the rules yourself: docs/security.md)",
+        )?;
+    tracing::info!(chain = %rules.chain, ports = ?rules.allowed_tcp_ports, "sandboxes reach only the tunnel and the proxy on this host");
     Ok(())
 }
 

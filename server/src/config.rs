@@ -16,6 +16,25 @@ pub enum DriverKind {
     Local,
 }
 
+/// What a Docker sandbox's network reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Egress {
+    /// The default: an internal network per sandbox; the host's firewall lets it reach the
+    /// tunnel and the egress proxy only.
+    Confined,
+    /// A plain bridge network: the internet, the LAN and the host's services (not isolated).
+    Open,
+}
+
+/// Who installs the host firewall rules confined sandboxes rely on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Firewall {
+    /// The server, with `iptables` at start (it must run as root, or with `CAP_NET_ADMIN`).
+    Iptables,
+    /// The operator (docs/security.md lists the rules); the server installs none.
+    External,
+}
+
 /// How the server runs: `production` needs a master key; `dev` and `test` fall back to one in
 /// the data directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -105,6 +124,13 @@ pub struct Config {
     /// The sandbox driver.
     #[arg(long, env = "AGENTHOLD_DRIVER", value_enum, default_value = "docker")]
     pub driver: DriverKind,
+    /// What Docker sandboxes reach: `confined` (the tunnel and the egress proxy only) or `open`.
+    #[arg(long, env = "AGENTHOLD_SANDBOX_EGRESS", value_enum, default_value = "confined")]
+    pub sandbox_egress: Egress,
+    /// Who installs the host firewall confined sandboxes rely on: `iptables` (the server, at
+    /// start) or `external` (the operator).
+    #[arg(long, env = "AGENTHOLD_SANDBOX_FIREWALL", value_enum, default_value = "iptables")]
+    pub sandbox_firewall: Firewall,
     /// The default sandbox image.
     #[arg(long, env = "AGENTHOLD_IMAGE", default_value = "agenthold/test:latest")]
     pub image: String,
@@ -222,6 +248,12 @@ impl Config {
             (None, DriverKind::Docker) => "host.docker.internal:3128".to_owned(),
             (None, DriverKind::Local) => "127.0.0.1:3128".to_owned(),
         }
+    }
+
+    /// The port sandboxes reach the egress proxy at, when they use it.
+    pub fn proxy_port(&self) -> Option<u16> {
+        let addr = self.proxy_addr.as_ref()?;
+        addr.rsplit_once(':').and_then(|(_, port)| port.parse().ok())
     }
 
     /// How long one WebSocket send may take.

@@ -10,6 +10,11 @@
 //! limit, a file-descriptor limit. Each container is labelled with the tools volume and the
 //! container settings it was made with; one made by another server version is reported
 //! [`SandboxStatus::Stale`], to be recreated around the same home.
+//!
+//! With confined egress (the default) each agent's network is `internal` (Docker forwards
+//! nothing out of it) with a bridge named for [`super::firewall`], whose host rules let the
+//! sandbox reach only the tunnel and the egress proxy; `host.docker.internal` names the
+//! network's own gateway, the one host address the sandbox has a path to.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -54,6 +59,10 @@ pub const SPEC_LABEL: &str = "agenthold.spec";
 pub const SPEC_VERSION: &str = "2";
 /// The label naming the egress proxy's CA a container trusts (a short hash; absent when none).
 pub const PROXY_CA_LABEL: &str = "agenthold.proxy-ca";
+/// The label saying whether a container's network is confined (`confined` or `open`).
+pub const EGRESS_LABEL: &str = "agenthold.egress";
+/// Docker's network option naming a bridge network's interface on the host.
+const BRIDGE_NAME_OPTION: &str = "com.docker.network.bridge.name";
 
 /// The Docker driver.
 pub struct DockerDriver {
@@ -74,6 +83,9 @@ pub struct DockerDriver {
     proxy_ca: Option<(String, String)>,
     /// The open-files limit of its sandboxes (see [`nofile_limit`]).
     nofile: i64,
+    /// Whether sandboxes sit on internal networks whose only ways out are the host's tunnel and
+    /// proxy ports ([`super::firewall`]).
+    confined: bool,
 }
 
 /// Networks kept ready for agents not created yet: a bridge network takes ~120 ms to create,
@@ -95,7 +107,20 @@ impl DockerDriver {
             ready_networks: Arc::default(),
             nofile: nofile_limit(),
             proxy_ca: None,
+            confined: true,
         })
+    }
+
+    /// Whether sandboxes made from now on have confined egress (the default) or an open
+    /// network; a container made the other way is [`SandboxStatus::Stale`].
+    #[must_use]
+    pub fn with_confined_egress(mut self, confined: bool) -> Self {
+        self.confined = confined;
+        self
+    }
+
+    fn egress_label(&self) -> &'static str {
+        if self.confined { "confined" } else { "open" }
     }
 
     /// Sandboxes made from now on trust the egress proxy's CA (`AGENTHOLD_PROXY_CA_PEM` for
@@ -140,21 +165,17 @@ impl DockerDriver {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let missing = READY_NETWORKS.saturating_sub(lock(&self.ready_networks).len());
         for _ in 0..missing {
-            let (docker, instance, ready) =
-                (self.docker.clone(), self.instance.clone(), Arc::clone(&self.ready_networks));
+            let (docker, instance, ready, confined) =
+                (self.docker.clone(), self.instance.clone(), Arc::clone(&self.ready_networks), self.confined);
             runtime.spawn(async move {
                 // Not while the sandbox that took the last one is starting: the engine does
                 // one thing at a time, and the first prompt is waiting for that start.
                 tokio::time::sleep(REFILL_DELAY).await;
                 let agent_id = AgentId::new();
-                let mut labels = agent_labels(&instance, agent_id);
-                labels.insert("agenthold.ready".to_owned(), "true".to_owned());
-                let request = NetworkCreateRequest {
-                    name: network_name(&instance, agent_id),
-                    driver: Some("bridge".to_owned()),
-                    labels: Some(labels),
-                    ..Default::default()
-                };
+                let mut request = network_request(&instance, agent_id, confined);
+                if let Some(labels) = request.labels.as_mut() {
+                    labels.insert("agenthold.ready".to_owned(), "true".to_owned());
+                }
                 match docker.create_network(request).await {
                     Ok(_) => lock(&ready).push(agent_id),
                     Err(error) => tracing::warn!(%error, "preparing a network for the next agent"),
@@ -184,6 +205,7 @@ impl DockerDriver {
         let mut labels = self.labels(agent_id);
         labels.insert(TOOLS_LABEL.to_owned(), tools.to_owned());
         labels.insert(SPEC_LABEL.to_owned(), SPEC_VERSION.to_owned());
+        labels.insert(EGRESS_LABEL.to_owned(), self.egress_label().to_owned());
         if let Some((_, hash)) = &self.proxy_ca {
             labels.insert(PROXY_CA_LABEL.to_owned(), hash.clone());
         }
@@ -261,28 +283,32 @@ impl DockerDriver {
         HashMap::from([("agenthold.instance".to_owned(), self.instance.clone())])
     }
 
-    /// The agent's own network (bridge), unless it exists.
-    async fn ensure_network(&self, agent_id: AgentId) -> Result<(), DriverError> {
+    /// The agent's own network (bridge), made unless it exists as it should (a network made
+    /// with the other egress setting, by an earlier version, is made again: no container is on
+    /// it then). Returns its gateway, the host's address on it.
+    async fn ensure_network(&self, agent_id: AgentId) -> Result<Option<String>, DriverError> {
         let network = self.network(agent_id);
         // Older engines accept duplicate network names, so look before creating.
-        let options = None::<bollard::query_parameters::InspectNetworkOptions>;
-        match self.docker.inspect_network(&network, options).await {
-            Ok(_) => Ok(()),
-            Err(error) if status_of(&error) == Some(404) => {
-                let request = NetworkCreateRequest {
-                    name: network,
-                    driver: Some("bridge".to_owned()),
-                    labels: Some(self.labels(agent_id)),
-                    ..Default::default()
-                };
-                match self.docker.create_network(request).await {
-                    Ok(_) => Ok(()),
-                    Err(error) if status_of(&error) == Some(409) => Ok(()),
-                    Err(error) => Err(engine(error)),
+        for _ in 0..3 {
+            let options = None::<bollard::query_parameters::InspectNetworkOptions>;
+            match self.docker.inspect_network(&network, options).await {
+                Ok(found) if found.internal.unwrap_or(false) == self.confined => return Ok(gateway(&found)),
+                Ok(_) => match self.docker.remove_network(&network).await {
+                    Ok(()) => {}
+                    Err(error) if status_of(&error) == Some(404) => {}
+                    Err(error) => return Err(engine(error)),
+                },
+                Err(error) if status_of(&error) == Some(404) => {
+                    match self.docker.create_network(network_request(&self.instance, agent_id, self.confined)).await {
+                        Ok(_) => {}
+                        Err(error) if status_of(&error) == Some(409) => {}
+                        Err(error) => return Err(engine(error)),
+                    }
                 }
+                Err(error) => return Err(engine(error)),
             }
-            Err(error) => Err(engine(error)),
         }
+        Err(DriverError::Engine(format!("the network {network} could not be made")))
     }
 
     /// The agent's home volume (creating an existing one is a no-op).
@@ -299,7 +325,7 @@ impl DockerDriver {
         let agent_id = spec.agent_id;
         let network = self.network(agent_id);
         // Independent engine calls, at once: they are most of a cold start's overhead.
-        let ((), (), tools) = tokio::try_join!(
+        let (gateway, (), tools) = tokio::try_join!(
             self.ensure_network(agent_id),
             self.ensure_home(agent_id),
             self.tools_volume(&spec.image)
@@ -335,7 +361,11 @@ impl DockerDriver {
             cap_add: Some(CAP_ADD.iter().map(|c| (*c).to_owned()).collect()),
             security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
             network_mode: Some(network),
-            extra_hosts: Some(vec!["host.docker.internal:host-gateway".to_owned()]),
+            // On a confined network the host is reachable only at the network's gateway.
+            extra_hosts: Some(vec![match (&gateway, self.confined) {
+                (Some(gateway), true) => format!("host.docker.internal:{gateway}"),
+                _ => "host.docker.internal:host-gateway".to_owned(),
+            }]),
             ..Default::default()
         };
         let body = ContainerCreateBody {
@@ -466,6 +496,7 @@ impl SandboxDriver for DockerDriver {
             let tools = self.tools_name().await?;
             if labels.get(TOOLS_LABEL) != Some(&tools)
                 || labels.get(SPEC_LABEL).map(String::as_str) != Some(SPEC_VERSION)
+                || labels.get(EGRESS_LABEL).map(String::as_str) != Some(self.egress_label())
                 || labels.get(PROXY_CA_LABEL) != self.proxy_ca.as_ref().map(|(_, hash)| hash)
             {
                 return Ok(SandboxStatus::Stale);
@@ -504,6 +535,27 @@ pub fn nofile_limit() -> i64 {
 
 fn network_name(instance: &str, agent_id: AgentId) -> String {
     format!("{instance}-net-{agent_id}")
+}
+
+/// An agent's network: a bridge; when confined, `internal` and with the bridge name the host's
+/// firewall rules match ([`super::firewall::bridge_name`]).
+fn network_request(instance: &str, agent_id: AgentId, confined: bool) -> NetworkCreateRequest {
+    let options = confined
+        .then(|| HashMap::from([(BRIDGE_NAME_OPTION.to_owned(), super::firewall::bridge_name(instance, agent_id))]));
+    NetworkCreateRequest {
+        name: network_name(instance, agent_id),
+        driver: Some("bridge".to_owned()),
+        internal: Some(confined),
+        options,
+        labels: Some(agent_labels(instance, agent_id)),
+        ..Default::default()
+    }
+}
+
+/// A network's (first) gateway address.
+fn gateway(network: &bollard::models::NetworkInspect) -> Option<String> {
+    let configs = network.ipam.as_ref()?.config.as_ref()?;
+    configs.iter().find_map(|c| c.gateway.clone().filter(|g| !g.is_empty() && !g.contains(':')))
 }
 
 fn agent_labels(instance: &str, agent_id: AgentId) -> HashMap<String, String> {

@@ -6,6 +6,7 @@
 pub mod deletion;
 pub mod docker;
 mod docker_oom;
+pub mod firewall;
 pub mod local;
 
 use futures_util::future::BoxFuture;

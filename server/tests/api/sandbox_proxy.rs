@@ -15,7 +15,7 @@ use agenthold_server::secrets::master_key::MasterKey;
 
 use crate::proxy_support::{DEADLINE, Proxy, StandIn};
 use crate::secrets_support::{admin, attach_anthropic_secret, database};
-use crate::support::{TestServer, driver};
+use crate::support::{TestServer, driver, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);
 /// What the stand-in answers, to recognise its body in the tool output.
@@ -42,19 +42,6 @@ fn last_fetch(events: &[Value]) -> Option<(String, Value)> {
             let text = e["payload"]["content"][0]["content"]["text"].as_str().unwrap_or_default().to_owned();
             (text, e["payload"]["rawOutput"].clone())
         })
-}
-
-/// The output of the last `run` in `events`.
-fn last_run_output(events: &[Value]) -> String {
-    events
-        .iter()
-        .rev()
-        .find(|e| {
-            e["payload"]["sessionUpdate"] == "tool_call_update" && !e["payload"]["rawOutput"]["exitCode"].is_null()
-        })
-        .and_then(|e| e["payload"]["content"][0]["content"]["text"].as_str())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[tokio::test]

@@ -412,6 +412,19 @@ pub fn texts(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// The output of the last `run` (fakeagent's shell command) in `events`.
+pub fn last_run_output(events: &[Value]) -> String {
+    events
+        .iter()
+        .rev()
+        .find(|e| {
+            e["payload"]["sessionUpdate"] == "tool_call_update" && !e["payload"]["rawOutput"]["exitCode"].is_null()
+        })
+        .and_then(|e| e["payload"]["content"][0]["content"]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// Asserts seqs are exactly 1..=n.
 pub fn assert_gap_free(events: &[Value]) {
     let seqs = seqs(events);
@@ -419,8 +432,10 @@ pub fn assert_gap_free(events: &[Value]) {
     assert_eq!(seqs, expected, "seqs must be 1..=n with no gap or duplicate");
 }
 
-/// Removes every container, volume and network labelled with this instance name.
+/// Removes every container, volume and network labelled with this instance name, and the
+/// instance's sandbox firewall.
 pub fn remove_docker_objects(instance: &str) {
+    agenthold_server::sandbox::firewall::remove(&agenthold_server::sandbox::firewall::Rules::new(instance, []));
     let label = format!("label=agenthold.instance={instance}");
     let script = format!(
         "docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null 2>&1; \
