@@ -16,7 +16,7 @@ use crate::server::{ConnCtx, authenticate};
 
 /// Answers a CONNECT request.
 pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
-    let auth = match authenticate(&req, &ctx) {
+    let auth = match authenticate(&req, &ctx).await {
         Ok(auth) => auth,
         Err(response) => return response,
     };

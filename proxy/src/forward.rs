@@ -14,7 +14,7 @@ use crate::server::{ConnCtx, authenticate};
 
 /// Forwards one plain-HTTP request.
 pub async fn plain(req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
-    let auth = match authenticate(&req, &ctx) {
+    let auth = match authenticate(&req, &ctx).await {
         Ok(auth) => auth,
         Err(response) => return response,
     };

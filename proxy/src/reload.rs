@@ -109,31 +109,52 @@ fn apply(path: &Path, tx: &watch::Sender<Arc<PolicyState>>) {
     tx.send_replace(Arc::new(state));
 }
 
-/// Loads the file once now, then follows it. Returns the receiver every connection reads and
-/// the polling task (which ends when `tx`'s receivers are all gone or on abort).
+/// Follows the configuration file: polled every [`POLL_INTERVAL`], and checked at once by a
+/// connection whose credentials the policy in force does not know (the server may have just
+/// written the sandbox in: a harness that starts right after must not wait for the next poll).
+pub struct Follower {
+    path: PathBuf,
+    last: std::sync::Mutex<Option<Stamp>>,
+    tx: watch::Sender<Arc<PolicyState>>,
+}
+
+impl Follower {
+    /// Applies the file if it changed since it was last seen; says whether it did. Blocking
+    /// (a `stat`, and when changed a parse and compile).
+    pub fn check(&self) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = stamp(&self.path);
+        if now == *last {
+            return false;
+        }
+        *last = now;
+        apply(&self.path, &self.tx);
+        true
+    }
+}
+
+/// Loads the file once now, then follows it. Returns the receiver every connection reads, the
+/// follower (for [`Follower::check`]) and the polling task (which ends when every receiver is
+/// gone, or on abort).
 pub fn follow(
     path: PathBuf,
-) -> (watch::Receiver<Arc<PolicyState>>, impl std::future::Future<Output = ()> + Send + 'static) {
+) -> (watch::Receiver<Arc<PolicyState>>, Arc<Follower>, impl std::future::Future<Output = ()> + Send + 'static) {
     let (tx, rx) = watch::channel(Arc::new(PolicyState::Deny));
-    let mut last = stamp(&path);
-    apply(&path, &tx);
+    let follower = Arc::new(Follower { last: std::sync::Mutex::new(stamp(&path)), path, tx });
+    apply(&follower.path, &follower.tx);
+    let polled = Arc::clone(&follower);
     let task = async move {
         let mut interval = tokio::time::interval(POLL_INTERVAL);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             interval.tick().await;
-            if tx.is_closed() {
+            if polled.tx.is_closed() {
                 return;
             }
-            let now = stamp(&path);
-            if now != last {
-                last = now;
-                let path = path.clone();
-                let tx2 = tx.clone();
-                // Parsing and minting leaves is CPU work: keep it off the reactor.
-                let _ = tokio::task::spawn_blocking(move || apply(&path, &tx2)).await;
-            }
+            // Parsing and minting leaves is CPU work: keep it off the reactor.
+            let follower = Arc::clone(&polled);
+            let _ = tokio::task::spawn_blocking(move || follower.check()).await;
         }
     };
-    (rx, task)
+    (rx, follower, task)
 }

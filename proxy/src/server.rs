@@ -36,6 +36,8 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 pub struct Shared {
     /// The policy in force.
     pub policy: watch::Receiver<Arc<PolicyState>>,
+    /// What follows the configuration file (checked at once when credentials are not known).
+    pub follower: Arc<crate::reload::Follower>,
     /// Resolver and sockets.
     pub network: Arc<dyn Network>,
     /// The listener's address (refused as a destination).
@@ -132,18 +134,27 @@ pub struct Authenticated {
 }
 
 /// Checks `Proxy-Authorization` (and the client address): 407 when missing or wrong, 403 when
-/// no valid configuration is loaded.
-#[expect(clippy::result_large_err, reason = "the error is the response to send, built once per refused request")]
-pub fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Authenticated, Response<Body>> {
-    let state = ctx.shared.policy.borrow().clone();
+/// no valid configuration is loaded. Credentials the policy in force does not know make the
+/// configuration file be checked for a change first (the server writes a sandbox in just before
+/// its harness starts); the answer then comes from the file as it is now.
+pub async fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Authenticated, Response<Body>> {
+    let credentials = parse_basic(req);
+    let mut state = ctx.shared.policy.borrow().clone();
+    let known = |state: &PolicyState| credentials.as_ref().and_then(|c| c.sandbox(state, ctx.peer.ip()));
+    if known(&state).is_none() {
+        let follower = Arc::clone(&ctx.shared.follower);
+        if let Ok(true) = tokio::task::spawn_blocking(move || follower.check()).await {
+            state = ctx.shared.policy.borrow().clone();
+        }
+    }
     if state.policy().is_none() {
         return Err(respond::text(StatusCode::FORBIDDEN, "no valid configuration is loaded; all access is denied"));
     }
-    let credentials = parse_basic(req).ok_or_else(respond::auth_required)?;
-    let Some((policy, sandbox)) = credentials.sandbox(&state, ctx.peer.ip()) else {
+    let Some((policy, sandbox)) = known(&state) else {
         tracing::info!(client = %ctx.peer, "proxy authentication failed");
         return Err(respond::auth_required());
     };
+    let credentials = credentials.ok_or_else(respond::auth_required)?;
     let Some(slot) = ctx.shared.limits.try_acquire(&sandbox.id, policy.max_per_sandbox) else {
         tracing::warn!(sandbox = %sandbox.id, "connection limit of the sandbox reached");
         return Err(respond::text(StatusCode::TOO_MANY_REQUESTS, "too many open connections for this sandbox"));
@@ -217,9 +228,9 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let listener_addr = listener.local_addr()?;
-    let (policy, poller) =
+    let (policy, follower, poller) =
         tokio::task::spawn_blocking(move || crate::reload::follow(config)).await.map_err(std::io::Error::other)?;
-    let shared = Arc::new(Shared { policy, network, listener: listener_addr, limits: Arc::default() });
+    let shared = Arc::new(Shared { policy, follower, network, listener: listener_addr, limits: Arc::default() });
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut tasks = JoinSet::new();
     tasks.spawn(poller);

@@ -121,6 +121,7 @@ pub async fn run(
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
     let secs = std::time::Duration::from_secs;
+    let (written_tx, written_rx) = tokio::sync::watch::channel(crate::proxy_feed::task::Written::default());
     let supervisors = Arc::new(Supervisors::new(Deps {
         pool: pool.clone(),
         appender: appender.clone(),
@@ -138,8 +139,11 @@ pub async fn run(
             cancel_grace: secs(config.turn_cancel_grace_secs),
             reconnect_grace: secs(config.reconnect_grace_secs),
         },
-        proxy: sandbox_proxy_ca
-            .map(|_| crate::supervisor::ProxyAccess { addr: config.proxy_addr(), master_key: Arc::clone(&master_key) }),
+        proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
+            addr: config.proxy_addr(),
+            master_key: Arc::clone(&master_key),
+            written: proxy_feed_settings.is_some().then_some(written_rx),
+        }),
     }));
     let state = AppState {
         pool: pool.clone(),
@@ -154,7 +158,7 @@ pub async fn run(
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let feed = proxy_feed_settings.map(|settings| {
-        proxy_feed::task::spawn(pool.clone(), Arc::clone(&state.master_key), settings, stop_rx.clone())
+        proxy_feed::task::spawn(pool.clone(), Arc::clone(&state.master_key), settings, written_tx, stop_rx.clone())
     });
     // Small frames (acks, stream events) must not wait for Nagle's algorithm.
     let api_listener = listeners.api.tap_io(|tcp| {

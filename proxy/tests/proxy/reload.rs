@@ -74,3 +74,29 @@ async fn an_invalid_configuration_at_start_denies() {
     assert!(refused.body.contains("no valid configuration"), "{}", refused.body);
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_sandbox_written_in_is_admitted_by_its_first_request_without_waiting_for_the_poll() {
+    let setup = Setup::new();
+    let si = StandIn::https(&setup.root, &["registry.example"]).await;
+    let overrides = json!({ "registry.example:443": setup.over(&si) });
+    let empty = json!({ "ca": setup.ca(), "sandboxes": [], "upstream_overrides": overrides });
+    let with_a =
+        json!({ "ca": setup.ca(), "sandboxes": [sandbox_a(&["registry.example"])], "upstream_overrides": overrides });
+    let proxy = TestProxy::start(setup, &empty).await;
+    let refused = connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await.expect_err("unknown");
+    assert_eq!(refused.status, 407);
+    for round in 0..5 {
+        // Written in, then asked for at once: well within the poll interval, every time.
+        proxy.write_config(&serde_json::to_vec(&with_a).expect("json"));
+        let started = std::time::Instant::now();
+        let admitted = connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await;
+        assert!(admitted.is_ok(), "round {round}: refused {:?} after the write", started.elapsed());
+        proxy.write_config(&serde_json::to_vec(&empty).expect("json"));
+        eventually("the sandbox to be gone again", || async {
+            matches!(connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await, Err(r) if r.status == 407)
+        })
+        .await;
+    }
+    proxy.stop().await;
+}

@@ -27,11 +27,15 @@ use crate::secrets::{self, ForAgentError};
 use crate::store;
 
 /// How long after a notification the feed waits for more before rebuilding.
-pub const DEBOUNCE: Duration = Duration::from_millis(100);
+pub const DEBOUNCE: Duration = Duration::from_millis(25);
 /// A full rebuild at least this often.
 pub const RESYNC: Duration = Duration::from_secs(30);
 /// Longest a rebuild's database reads may take before it is abandoned (the file is kept).
 const READ_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The source addresses of the sandboxes in the file the proxy follows, as last written (or
+/// found unchanged): a harness whose sandbox just got an address starts once it is there.
+pub type Written = Arc<std::collections::HashMap<crate::ids::AgentId, Vec<IpAddr>>>;
 
 /// What the feed needs besides the database.
 #[derive(Debug, Clone)]
@@ -58,9 +62,15 @@ pub fn prepare_ca(dir: &Path) -> anyhow::Result<CaPaths> {
     Ok(CaPaths { cert: dir.join("ca.pem"), key: dir.join("ca-key.pem") })
 }
 
-/// Starts the feed; it stops when `stop` turns true.
-pub fn spawn(pool: PgPool, key: Arc<MasterKey>, settings: FeedSettings, stop: watch::Receiver<bool>) -> JoinHandle<()> {
-    tokio::spawn(run(Feed { pool, key, settings, last_digest: None, last_version: 0 }, stop))
+/// Starts the feed; it stops when `stop` turns true. `written` hears of every file written.
+pub fn spawn(
+    pool: PgPool,
+    key: Arc<MasterKey>,
+    settings: FeedSettings,
+    written: watch::Sender<Written>,
+    stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(run(Feed { pool, key, settings, last_digest: None, last_version: 0, written }, stop))
 }
 
 struct Feed {
@@ -69,6 +79,7 @@ struct Feed {
     settings: FeedSettings,
     last_digest: Option<[u8; 32]>,
     last_version: u64,
+    written: watch::Sender<Written>,
 }
 
 enum Wake {
@@ -154,6 +165,7 @@ impl Feed {
                 return;
             }
         };
+        let addrs: Written = Arc::new(inputs.agents.iter().map(|a| (a.agent_id, a.source_addrs.clone())).collect());
         let (mut file, skipped) = build_config(&inputs);
         for skip in &skipped {
             tracing::warn!(agent.id = %skip.agent_id, secret.id = %skip.secret_id, reason = skip.reason, "a secret is not injected");
@@ -167,8 +179,11 @@ impl Feed {
                 self.last_digest = Some(digest);
                 self.last_version = version;
                 tracing::info!(version, sandboxes, path = %self.settings.config_file.display(), "wrote the proxy configuration");
+                self.written.send_replace(addrs);
             }
-            Ok(Ok(None)) => {}
+            Ok(Ok(None)) => {
+                self.written.send_replace(addrs);
+            }
             Ok(Err(error)) => {
                 tracing::error!(error = %format!("{error:#}"), "the proxy configuration could not be written")
             }
@@ -201,7 +216,7 @@ impl Feed {
             agents.push(AgentInput {
                 agent_id: row.agent_id,
                 identity,
-                source_addrs: Vec::new(),
+                source_addrs: row.source_addr.into_iter().collect(),
                 egress: row.egress,
                 // The harness adapters name no provider hosts yet; a provider's host is reached
                 // through its secret's rule or the agent's allow-list.

@@ -519,6 +519,19 @@ impl SandboxDriver for DockerDriver {
         .boxed()
     }
 
+    fn source_addr(&self, agent_id: AgentId) -> BoxFuture<'_, Result<Option<std::net::IpAddr>, DriverError>> {
+        async move {
+            let info = match self.docker.inspect_container(&self.container(agent_id), None).await {
+                Ok(info) => info,
+                Err(error) if status_of(&error) == Some(404) => return Ok(None),
+                Err(error) => return Err(engine(error)),
+            };
+            let networks = info.network_settings.and_then(|n| n.networks).unwrap_or_default();
+            Ok(networks.get(&self.network(agent_id)).and_then(|n| n.ip_address.as_deref()).and_then(|a| a.parse().ok()))
+        }
+        .boxed()
+    }
+
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
         async move { super::docker_oom::oom_killed(&self.docker, &self.container(agent_id)).await }.boxed()
     }

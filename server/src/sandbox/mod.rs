@@ -95,6 +95,11 @@ pub trait SandboxDriver: Send + Sync {
     /// Removes the sandbox itself (stopping it) but keeps its home and network, so that
     /// [`Self::create`] makes it again around the same home (for a [`SandboxStatus::Stale`] one).
     fn remove_container(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>>;
+    /// The address the sandbox's traffic comes from as the host sees it (the egress proxy admits
+    /// its credentials only from there); `None` when the driver cannot tell.
+    fn source_addr(&self, _agent_id: AgentId) -> BoxFuture<'_, Result<Option<std::net::IpAddr>, DriverError>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
     /// Whether the engine killed a process of the sandbox for want of memory (since it last
     /// started). Drivers without memory limits say false.
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>>;

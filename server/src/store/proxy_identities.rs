@@ -43,6 +43,8 @@ pub struct FeedAgent {
     pub identity: Option<SealedIdentity>,
     /// Its allow-list (empty when none was set).
     pub egress: EgressRow,
+    /// The address its sandbox's traffic comes from, when recorded (and parseable).
+    pub source_addr: Option<std::net::IpAddr>,
 }
 
 /// An agent's identity.
@@ -129,10 +131,12 @@ pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
         r#"SELECT a.id, a.harness,
                   i.username AS "username?", i.key_id AS "key_id?", i.nonce AS "nonce?",
                   i.ciphertext AS "ciphertext?",
-                  e.allow AS "allow?", e.presets AS "presets?"
+                  e.allow AS "allow?", e.presets AS "presets?",
+                  s.source_addr AS "source_addr?"
            FROM agents a
            LEFT JOIN proxy_identities i ON i.agent_id = a.id
            LEFT JOIN agent_egress e ON e.agent_id = a.id
+           LEFT JOIN sandboxes s ON s.agent_id = a.id
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#
     )
@@ -152,6 +156,7 @@ pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
                 harness: r.harness,
                 identity,
                 egress: EgressRow { allow: r.allow.unwrap_or_default(), presets: r.presets.unwrap_or_default() },
+                source_addr: r.source_addr.and_then(|a| a.parse().ok()),
             }
         })
         .collect())

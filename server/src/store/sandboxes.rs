@@ -70,6 +70,20 @@ pub async fn set_handle(pool: &PgPool, agent_id: AgentId, handle: Option<&str>) 
     Ok(())
 }
 
+/// Records the address the sandbox's traffic comes from (`None`: unknown). Says whether it
+/// changed (a change is announced to the proxy feed by a trigger).
+pub async fn set_source_addr(pool: &PgPool, agent_id: AgentId, addr: Option<std::net::IpAddr>) -> sqlx::Result<bool> {
+    let addr = addr.map(|a| a.to_string());
+    let done = sqlx::query!(
+        r#"UPDATE sandboxes SET source_addr = $2 WHERE agent_id = $1 AND source_addr IS DISTINCT FROM $2"#,
+        agent_id.0,
+        addr,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
 /// Takes the next unused channel number of the sandbox.
 pub async fn allocate_channel(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<u32> {
     let next = sqlx::query_scalar!(

@@ -61,6 +61,8 @@ pub struct ProxyAccess {
     pub addr: String,
     /// Seals and opens the agents' proxy passwords.
     pub master_key: Arc<crate::secrets::master_key::MasterKey>,
+    /// What the proxy feed last wrote (`None`: the feed is off, someone else feeds the proxy).
+    pub written: Option<tokio::sync::watch::Receiver<crate::proxy_feed::task::Written>>,
 }
 
 /// A lifecycle request failed.

@@ -410,6 +410,7 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
     if status != SandboxStatus::Running {
         driver.start(agent_id).await.map_err(failed)?;
     }
+    record_source_addr(deps, agent_id).await.map_err(database)?;
     tracing::info!(
         agent.id = %agent_id,
         was = ?status,
@@ -417,6 +418,32 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
         start_ms = created.elapsed().as_millis() as u64,
         "sandbox started"
     );
+    Ok(())
+}
+
+/// How long a starting sandbox waits for the proxy feed to write its new address.
+const FEED_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Records where the sandbox's traffic comes from; when that changed and the proxy feed runs,
+/// waits (at most [`FEED_WAIT`]) until the feed has written it, so the harness's first request
+/// finds it in the file (the proxy checks the file at once for credentials it does not know).
+/// Past the wait the harness starts anyway: until the proxy has the address it refuses the
+/// sandbox (never the other way round).
+async fn record_source_addr(deps: &Deps, agent_id: AgentId) -> Result<(), sqlx::Error> {
+    let addr = match deps.driver.source_addr(agent_id).await {
+        Ok(addr) => addr,
+        Err(error) => {
+            tracing::warn!(%error, agent.id = %agent_id, "reading the sandbox's address");
+            None
+        }
+    };
+    let changed = store::sandboxes::set_source_addr(&deps.pool, agent_id, addr).await?;
+    let (Some(addr), true) = (addr, changed) else { return Ok(()) };
+    let Some(mut written) = deps.proxy.as_ref().and_then(|p| p.written.clone()) else { return Ok(()) };
+    let has = |w: &crate::proxy_feed::task::Written| w.get(&agent_id).is_some_and(|a| a.contains(&addr));
+    if tokio::time::timeout(FEED_WAIT, written.wait_for(has)).await.is_err() {
+        tracing::warn!(agent.id = %agent_id, "the proxy feed has not written the sandbox's address yet; starting anyway");
+    }
     Ok(())
 }
 

@@ -44,47 +44,77 @@ fn last_fetch(events: &[Value]) -> Option<(String, Value)> {
         })
 }
 
+/// A server whose sandboxes use a real proxy on the host, with `api.anthropic.com` mapped to a
+/// loopback stand-in (the test-only upstream override).
+struct Proxied {
+    server: TestServer,
+    proxy: Proxy,
+    stand_in: StandIn,
+    /// The proxy's port on the host.
+    port: u16,
+    /// `host.docker.internal:<port>`.
+    proxy_addr: String,
+    dir: std::path::PathBuf,
+}
+
+impl Proxied {
+    async fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("agenthold-sbxproxy-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let stand_in = StandIn::start(&dir, STAND_IN_BODY).await;
+        let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
+        let port = free_port();
+        let proxy_addr = format!("host.docker.internal:{port}");
+        let server = TestServer::start_with(&[
+            ("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", &overrides.to_string()),
+            ("AGENTHOLD_PROXY_ADDR", &proxy_addr),
+        ])
+        .await;
+        let config = server.data_dir.join("proxy.json");
+        let started = Instant::now();
+        while !config.exists() {
+            assert!(started.elapsed() < DEADLINE, "the server never wrote {}", config.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let proxy = Proxy::start(&config, &format!("0.0.0.0:{port}"), dir.join("proxy.log"));
+        Self { server, proxy, stand_in, port, proxy_addr, dir }
+    }
+
+    /// The agent's proxy username and password, as its harness gets them.
+    async fn credentials(&self, agent: &str) -> (String, String) {
+        let pool = database(&self.server).await;
+        let key = MasterKey::from_file(&self.server.data_dir.join("master.key")).expect("the server's master key");
+        let agent_id = AgentId(agent.parse().expect("uuid"));
+        let env = agenthold_server::proxy_feed::sandbox_proxy_env(&pool, &key, agent_id, &self.proxy_addr)
+            .await
+            .expect("the proxy environment");
+        let url = env.iter().find(|(k, _)| k == "HTTPS_PROXY").map(|(_, v)| v.clone()).expect("HTTPS_PROXY");
+        url.strip_prefix("http://")
+            .and_then(|rest| rest.rsplit_once('@'))
+            .and_then(|(creds, _)| creds.split_once(':'))
+            .map(|(u, p)| (u.to_owned(), p.to_owned()))
+            .expect("http://user:password@host:port")
+    }
+}
+
+impl Drop for Proxied {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[tokio::test]
 async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_value() {
     if driver() != "docker" {
         println!("skipped: local sandboxes do not use the egress proxy");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("agenthold-sbxproxy-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let stand_in = StandIn::start(&dir, STAND_IN_BODY).await;
-    let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
-    let port = free_port();
-    let proxy_addr = format!("host.docker.internal:{port}");
-    let server = TestServer::start_with(&[
-        ("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", &overrides.to_string()),
-        ("AGENTHOLD_PROXY_ADDR", &proxy_addr),
-    ])
-    .await;
-    let config = server.data_dir.join("proxy.json");
-    let started = Instant::now();
-    while !config.exists() {
-        assert!(started.elapsed() < DEADLINE, "the server never wrote {}", config.display());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let proxy = Proxy::start(&config, &format!("0.0.0.0:{port}"), dir.join("proxy.log"));
-
+    let setup = Proxied::start().await;
+    let (server, proxy, stand_in) = (&setup.server, &setup.proxy, &setup.stand_in);
     let agent = server.create_agent(json!({})).await;
-    let (_, value) = attach_anthropic_secret(&server, &agent).await;
+    let (_, value) = attach_anthropic_secret(server, &agent).await;
     let attach = format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY");
-    let pool = database(&server).await;
-    let key = MasterKey::from_file(&server.data_dir.join("master.key")).expect("the server's master key");
-    let agent_id = AgentId(agent.parse().expect("uuid"));
-    let proxy_env = agenthold_server::proxy_feed::sandbox_proxy_env(&pool, &key, agent_id, &proxy_addr)
-        .await
-        .expect("the proxy environment");
-    let proxy_url = proxy_env.iter().find(|(k, _)| k == "HTTPS_PROXY").map(|(_, v)| v.clone()).expect("HTTPS_PROXY");
-    let password = proxy_url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.rsplit_once('@'))
-        .and_then(|(creds, _)| creds.split_once(':'))
-        .map(|(_, p)| p.to_owned())
-        .expect("http://user:password@host:port");
+    let (_, password) = setup.credentials(&agent).await;
 
     // The fetch, from inside the real sandbox, with the placeholder the sandbox holds.
     let session = server.create_session(&agent).await;
@@ -125,7 +155,7 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
     }
 
     // Detach: within seconds the same fetch is refused by the proxy (403).
-    assert_eq!(admin(&server, "DELETE", &attach, json!({})).await.0, 204);
+    assert_eq!(admin(server, "DELETE", &attach, json!({})).await.0, 204);
     let detached = Instant::now();
     let mut turns = 2;
     let refused = loop {
@@ -163,8 +193,6 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
     assert!(!all.contains(&password), "the proxy password is in the session's events");
     assert!(!server.log().contains(&value) && !server.log().contains(&password), "secret in the server's log");
     assert!(!proxy.log().contains(&value), "the value is in the proxy's log");
-    drop(proxy);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
@@ -201,4 +229,53 @@ async fn without_a_proxy_address_sandboxes_get_neither_the_ca_nor_the_proxy_envi
         &container,
     ]);
     assert!(ok && (label.is_empty() || label == "<no value>"), "the proxy CA label: {label:?}");
+}
+
+/// A raw `CONNECT api.anthropic.com:443` with `user:password`, sent from inside a sandbox with
+/// bash's `/dev/tcp`; prints the proxy's status line.
+fn raw_connect_script(proxy_port: u16, user: &str, password: &str) -> String {
+    format!(
+        "run bash -c 'auth=$(printf %s {user}:{password} | base64 -w0); \
+         exec 3<>/dev/tcp/host.docker.internal/{proxy_port}; \
+         printf \"CONNECT api.anthropic.com:443 HTTP/1.1\\r\\nHost: api.anthropic.com:443\\r\\nProxy-Authorization: Basic %s\\r\\n\\r\\n\" \"$auth\" >&3; \
+         head -n 1 <&3 | tr -d \"\\r\"'"
+    )
+}
+
+#[tokio::test]
+async fn a_sandboxs_proxy_credentials_work_from_its_own_address_only() {
+    if driver() != "docker" {
+        println!("skipped: local sandboxes do not use the egress proxy");
+        return;
+    }
+    let setup = Proxied::start().await;
+    let (server, proxy, port) = (&setup.server, &setup.proxy, setup.port);
+    let config = server.data_dir.join("proxy.json");
+    let a = server.create_agent(json!({"name": "a"})).await;
+    attach_anthropic_secret(server, &a).await;
+    let b = server.create_agent(json!({"name": "b"})).await;
+    let (session_a, session_b) = (server.create_session(&a).await, server.create_session(&b).await);
+    let (user, password) = setup.credentials(&a).await;
+
+    // From A: admitted (the tunnel to the secret's host opens).
+    server.prompt(&session_a, &raw_connect_script(port, &user, &password)).await;
+    let from_a = last_run_output(&server.wait_turns(&session_a, 1, TURN).await);
+    assert!(from_a.trim().starts_with("HTTP/1.1 200"), "{from_a}\n{}", proxy.log());
+    // The proxy's file names A's container address as its only source.
+    let (ok, a_ip) = crate::driver_support::docker(&[
+        "inspect",
+        "--format",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+        &server.container(&a),
+    ]);
+    assert!(ok, "inspect");
+    let file: Value = serde_json::from_slice(&std::fs::read(&config).expect("read")).expect("json");
+    let entry =
+        file["sandboxes"].as_array().expect("sandboxes").iter().find(|s| s["username"] == user.as_str()).cloned();
+    assert_eq!(entry.expect("A's entry")["source_addrs"], json!([a_ip]));
+
+    // The same credentials from B: refused as unknown (407), whatever B holds.
+    server.prompt(&session_b, &raw_connect_script(port, &user, &password)).await;
+    let from_b = last_run_output(&server.wait_turns(&session_b, 1, TURN).await);
+    assert!(from_b.trim().starts_with("HTTP/1.1 407"), "{from_b}");
 }
