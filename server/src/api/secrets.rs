@@ -25,6 +25,7 @@ use crate::secrets::validate;
 use crate::store;
 use crate::store::secrets::{Attached, InsertError, NewSecret, SecretRow, Use};
 use crate::store::users::Role;
+use crate::supervisor::Command;
 
 /// `POST /api/v1/workspaces/{id}/secrets`. No `Debug`: it holds the value.
 #[derive(Deserialize)]
@@ -172,6 +173,7 @@ pub async fn delete(
     let detached =
         store::secrets::delete(&state.pool, path.id, path.secret_id).await?.ok_or(ApiError::NotFound("secret"))?;
     for (agent_id, env_name) in &detached {
+        environment_changed(&state, AgentId(*agent_id)).await;
         let detail = json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name,
             "reason": "secret deleted"});
         workspaces::audit(&state, &principal, path.id, "secret.detached", "agent", agent_id.to_string(), detail)
@@ -181,6 +183,12 @@ pub async fn delete(
     let detail = json!({"name": secret.name, "preset": secret.preset, "detached": detached});
     workspaces::audit(&state, &principal, path.id, "secret.deleted", "secret", secret.id.to_string(), detail).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Tells the agent's supervisor that its environment changed: its harness restarts with the new
+/// placeholders once no turn runs (the proxy follows on its own, within seconds).
+async fn environment_changed(state: &AppState, agent_id: AgentId) {
+    state.supervisors.send(agent_id, Command::EnvironmentChanged).await;
 }
 
 /// Attaches a secret of the agent's workspace to the agent under an environment variable,
@@ -216,6 +224,7 @@ pub async fn attach(
         ));
     }
     if let Attached::Changed { replaced } = outcome {
+        environment_changed(&state, agent.id).await;
         let detail = json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name,
             "replaced_secret_id": replaced});
         workspaces::audit(
@@ -242,6 +251,7 @@ pub async fn detach(
     let agent = visible_agent(&state, &principal, path.id, Role::Admin).await?;
     let secret_id =
         store::secrets::detach(&state.pool, agent.id, &path.env_name).await?.ok_or(ApiError::NotFound("attachment"))?;
+    environment_changed(&state, agent.id).await;
     let secret_name = store::secrets::get(&state.pool, agent.workspace_id, secret_id).await?.map(|s| s.name);
     let detail = json!({"env_name": path.env_name, "secret_id": secret_id, "secret_name": secret_name});
     workspaces::audit(&state, &principal, agent.workspace_id, "secret.detached", "agent", agent.id.to_string(), detail)

@@ -123,6 +123,9 @@ pub enum Command {
         /// The outcome.
         reply: oneshot::Sender<Result<(), LifecycleError>>,
     },
+    /// The agent's environment changed (a secret attached or detached): its harness restarts
+    /// with the new one once no turn runs.
+    EnvironmentChanged,
     /// Wake the sandbox if needed and hand out a terminal channel.
     Terminal {
         /// The access, once the sandbox is connected.

@@ -144,6 +144,7 @@ impl Shell {
             Command::Wake { reply } => Input::Wake { reply: self.waiter(Waiter::Lifecycle(reply)) },
             Command::Destroy { reply } => Input::Destroy { reply: self.waiter(Waiter::Lifecycle(reply)) },
             Command::Terminal { reply } => Input::Terminal { reply: self.waiter(Waiter::Terminal(reply)) },
+            Command::EnvironmentChanged => Input::EnvironmentChanged,
         })
     }
 

@@ -186,6 +186,11 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
     let events = server.wait_turns(&session, turns + 1, TURN).await;
     assert_eq!(last_fetch(&events).expect("a fetch tool call").1["status"], 403);
     assert_eq!(stand_in.seen.lock().expect("seen").len(), seen.len(), "the stand-in was reached after the refusal");
+    // The harness was restarted once idle: its environment no longer holds the variable.
+    server.prompt(&session, "run env | grep -v -i -E '^https?_proxy='").await;
+    let env = last_run_output(&server.wait_turns(&session, turns + 2, TURN).await);
+    assert!(env.contains("HOME="), "{env}");
+    assert!(!env.contains("ANTHROPIC_API_KEY="), "the detached secret's variable is still set:\n{env}");
 
     // Neither the value nor the proxy password anywhere in the events or logs.
     let all = serde_json::to_string(&server.events(&session).await).expect("json");

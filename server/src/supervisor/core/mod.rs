@@ -98,6 +98,9 @@ pub struct Core {
     wake_waiters: Vec<ReplyId>,
     in_flight: HashMap<PersistId, Purpose>,
     destroyed: bool,
+    /// The agent's environment changed (a secret attached or detached): the harness restarts
+    /// with the new one as soon as no turn runs.
+    environment_changed: bool,
     effects: VecDeque<Effect>,
 }
 
@@ -124,6 +127,7 @@ impl Core {
             wake_waiters: Vec::new(),
             in_flight: HashMap::new(),
             destroyed: false,
+            environment_changed: false,
             effects: VecDeque::new(),
         }
     }
@@ -221,6 +225,7 @@ impl Core {
                 self.effects.push_back(Effect::Job(Job::Destroy { reply }));
                 return;
             }
+            Input::EnvironmentChanged => self.environment_changed = true,
             Input::Attached { link, processes } => self.on_attached(link, processes, now),
             Input::Stdout { link, channel, offset, bytes } => {
                 if self.is_current(link) {
@@ -324,6 +329,10 @@ impl Core {
             return;
         }
         let Some(link) = self.current_link() else { return };
+        if self.environment_changed && self.turns.is_empty() && self.ending.is_empty() && !self.launching {
+            self.environment_changed = false;
+            self.retire_harness();
+        }
         for reply in std::mem::take(&mut self.terminal_waiters) {
             self.effects.push_back(Effect::Job(Job::Terminal { reply, link }));
         }
@@ -533,6 +542,20 @@ impl Core {
         }
         if harness.exited.is_some() {
             self.send(Outbound::Control(Control::Forget { channel: harness.channel }));
+        }
+    }
+
+    /// Stops an idle harness so that the next turn starts one with the agent's new environment
+    /// (its sessions are loaded again, as after any restart).
+    fn retire_harness(&mut self) {
+        let Some(harness) = self.harness.take() else { return };
+        tracing::info!(agent.id = %self.agent_id, generation = harness.generation, "the environment changed: the idle harness stops, the next turn starts it anew");
+        let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
+        self.persist(Purpose::Other, Vec::new(), side);
+        if harness.exited.is_some() {
+            self.send(Outbound::Control(Control::Forget { channel: harness.channel }));
+        } else {
+            self.send(Outbound::Control(Control::Signal { channel: harness.channel, signal: 9 }));
         }
     }
 

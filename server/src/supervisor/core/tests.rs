@@ -723,3 +723,39 @@ fn a_sandbox_that_dialed_in_before_its_wake_reported_is_woken_again_after_it_is_
     let effects = sim.input(Input::LinkClosed { link: LINK });
     assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
 }
+
+#[test]
+fn a_changed_environment_restarts_the_harness_only_once_no_turn_runs() {
+    let mut sim = Sim::new();
+    let offset = sim.run_until_prompt_sent();
+    // Mid-turn: nothing happens to the harness.
+    let effects = sim.input(Input::EnvironmentChanged);
+    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))), "{effects:?}");
+    assert!(persists(&effects).is_empty(), "{effects:?}");
+    // The turn ends; once its end is stored, the idle harness is cleared, then killed.
+    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
+    let effects = sim.stdout(offset, &done);
+    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))));
+    let mut retired = Vec::new();
+    for (id, _, _) in persists(&effects) {
+        retired.extend(sim.ok(id));
+    }
+    let cleared = persists(&retired)
+        .iter()
+        .any(|(_, _, side)| side.iter().any(|s| matches!(s, SideEffect::ClearHarness { generation: 1, .. })));
+    assert!(cleared, "{retired:?}");
+    assert!(
+        sends(&retired).contains(&Outbound::Control(Control::Signal { channel: CHANNEL, signal: 9 })),
+        "{retired:?}"
+    );
+    // Once: a later input does not kill again.
+    let effects = sim.advance(Duration::from_millis(10));
+    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))));
+}
+
+#[test]
+fn a_changed_environment_with_no_harness_running_does_nothing() {
+    let mut sim = Sim::new();
+    let effects = sim.input(Input::EnvironmentChanged);
+    assert!(effects.is_empty(), "{effects:?}");
+}

@@ -95,6 +95,8 @@ pub enum Input {
         /// Who waits.
         reply: ReplyId,
     },
+    /// The agent's environment changed: restart the harness once no turn runs.
+    EnvironmentChanged,
     /// sandboxd connected and said hello.
     Attached {
         /// The connection.
