@@ -23,6 +23,8 @@ pub mod method {
     pub const SESSION_RESUME: &str = "session/resume";
     /// `session/prompt`.
     pub const SESSION_PROMPT: &str = "session/prompt";
+    /// Client → agent: put a session in one of the modes the agent offers.
+    pub const SESSION_SET_MODE: &str = "session/set_mode";
     /// `session/cancel` (a notification).
     pub const SESSION_CANCEL: &str = "session/cancel";
     /// `session/update` (a notification from the harness).
@@ -52,6 +54,11 @@ pub fn new_session(cwd: &str) -> Value {
 /// `session/load` of the harness's session id.
 pub fn load_session(acp_session_id: &str, cwd: &str) -> Value {
     to_value(&LoadSessionRequest::new(acp_session_id.to_owned(), cwd))
+}
+
+/// `session/set_mode` of the harness's session id.
+pub fn set_mode(acp_session_id: &str, mode_id: &str) -> Value {
+    serde_json::json!({"sessionId": acp_session_id, "modeId": mode_id})
 }
 
 /// `session/resume` of the harness's session id.

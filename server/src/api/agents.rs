@@ -11,11 +11,11 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::agent_settings::{Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model};
 use super::error::ApiError;
 use super::extract::{Body, Id, parse_json};
 use crate::app::AppState;
 use crate::auth::Principal;
-use crate::harness;
 use crate::ids::{AgentId, AgentName};
 use crate::proxy_feed::egress::{self, Egress};
 use crate::secrets::validate;
@@ -34,6 +34,8 @@ pub struct CreateAgent {
     name: String,
     harness: String,
     command: Option<Vec<String>>,
+    /// The model (`provider/model` for OpenCode); default: the harness's own.
+    model: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     image: Option<String>,
@@ -50,15 +52,13 @@ pub struct CreateAgent {
 pub struct UpdateAgent {
     /// Replaces the egress allow-list.
     egress: Option<Egress>,
-}
-
-/// Resource limits.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    cpus: Option<f64>,
-    memory_mib: Option<i32>,
-    pids: Option<i32>,
+    harness: Option<String>,
+    command: Option<Vec<String>>,
+    /// `""` clears it.
+    model: Option<String>,
+    env: Option<BTreeMap<String, String>>,
+    image: Option<String>,
+    limits: Option<Limits>,
 }
 
 /// Renders an agent with the secrets attached to it and its egress allow-list (`attachments` and
@@ -86,6 +86,7 @@ pub fn agent_json(
         "name": agent.name,
         "harness": agent.harness,
         "command": agent.command,
+        "model": agent.model,
         "env": agent.env.iter().cloned().collect::<BTreeMap<_, _>>(),
         "image": agent.image,
         "driver": agent.driver,
@@ -107,13 +108,6 @@ async fn render(state: &AppState, agent: &AgentRow) -> Result<Json<Value>, ApiEr
     Ok(Json(agent_json(agent, state, &attachments, &egress)))
 }
 
-fn valid_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 128
-}
-
 /// Creates an agent (its sandbox is made on first use).
 pub async fn create(
     State(state): State<AppState>,
@@ -128,54 +122,18 @@ pub async fn create(
     };
     principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
     let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
-    let adapter = harness::adapter(&body.harness).ok_or_else(|| {
-        ApiError::bad_request(
-            "UNKNOWN_HARNESS",
-            format!("unknown harness {:?}; known: {}", body.harness, harness::names().join(", ")),
-        )
-    })?;
-    adapter.validate(body.command.as_deref()).map_err(|m| ApiError::bad_request("INVALID_COMMAND", m))?;
-    if body.env.len() > 128 {
-        return Err(ApiError::bad_request("INVALID_ENV", "at most 128 environment variables"));
-    }
-    for (key, value) in &body.env {
-        if !valid_env_name(key) || key.starts_with("AGENTHOLD_") || value.len() > 32 * 1024 || value.contains('\0') {
-            return Err(ApiError::bad_request(
-                "INVALID_ENV",
-                format!(
-                    "environment variable {key:?}: names are [A-Za-z_][A-Za-z0-9_]* (not AGENTHOLD_*), values at most 32 KiB without NUL"
-                ),
-            ));
-        }
-    }
-    if let Some(key) = body.env.keys().find(|key| validate::looks_like_credential(key)) {
-        return Err(ApiError::bad_request(
-            "USE_A_SECRET",
-            format!(
-                "environment variable {key} looks like a credential (names ending in _KEY, _TOKEN, _SECRET, \
-                 _PASSWORD, …): a plain env value is stored in clear and readable in the sandbox. Store it as a \
-                 secret (POST /api/v1/workspaces/{{id}}/secrets) and attach it to the agent \
-                 (PUT /api/v1/agents/{{id}}/secrets/{key}); the sandbox then only sees a placeholder. See docs/secrets.md"
-            ),
-        ));
-    }
+    let adapter = check_harness(&state, &body.harness, body.command.as_deref())?;
+    let model = check_model(body.model)?;
+    check_env(&body.env)?;
     let egress =
         body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
-    let limits = body.limits.unwrap_or(Limits { cpus: None, memory_mib: None, pids: None });
+    let limits = body.limits.unwrap_or_default();
     let cpus = limits.cpus.unwrap_or(state.config.default_cpus);
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
-    if !(0.05..=256.0).contains(&cpus) || !(64..=1 << 20).contains(&memory_mib) || !(16..=1 << 20).contains(&pids_limit)
-    {
-        return Err(ApiError::bad_request(
-            "INVALID_LIMITS",
-            "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576",
-        ));
-    }
+    check_limits(cpus, memory_mib, pids_limit)?;
     let image = body.image.unwrap_or_else(|| state.config.image.clone());
-    if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
-        return Err(ApiError::bad_request("INVALID_IMAGE", "image must be a Docker image reference"));
-    }
+    check_image(&image)?;
     let agent = NewAgent {
         id: state.driver.next_agent_id(),
         workspace_id,
@@ -183,6 +141,7 @@ pub async fn create(
         name: name.as_str().to_owned(),
         harness: adapter.name().to_owned(),
         command: body.command,
+        model,
         env: body.env.into_iter().collect(),
         image,
         driver: state.driver.kind().to_owned(),
@@ -260,8 +219,12 @@ pub async fn show(
     render(&state, &agent).await
 }
 
-/// Changes an agent (agent admins; the role is checked before the body is read). Only `egress`
-/// for now: it replaces the allow-list, and the proxy follows within seconds.
+/// Changes an agent (agent admins; the role is checked before the body is read): `egress`
+/// replaces the allow-list (the proxy follows within seconds); harness, command, model and env
+/// restart the harness once no turn runs (its sessions are loaded again, or start anew with a
+/// `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when
+/// the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as
+/// `agent.changed` with the changed fields (env: names only).
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
@@ -270,8 +233,19 @@ pub async fn update(
 ) -> Result<Json<Value>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     let body: UpdateAgent = parse_json(&body)?;
-    if let Some(egress) = body.egress {
-        let egress = egress::validate(egress).map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
+    // Everything is checked before anything is written.
+    let patch = SettingsPatch {
+        harness: body.harness,
+        command: body.command,
+        model: body.model,
+        env: body.env,
+        image: body.image,
+        limits: body.limits,
+    };
+    let (settings, change) = super::agent_settings::apply(&state, &agent, patch)?;
+    let egress =
+        body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
+    if let Some(egress) = egress {
         if !store::proxy_identities::set_egress(&state.pool, id, &egress).await? {
             return Err(ApiError::NotFound("agent"));
         }
@@ -285,6 +259,43 @@ pub async fn update(
         };
         store::audit::append(&state.pool, record).await?;
     }
+    if !change.fields.is_empty() {
+        if !store::agents::update(&state.pool, id, &settings).await? {
+            return Err(ApiError::NotFound("agent"));
+        }
+        if change.restarts_harness {
+            state.supervisors.send(id, Command::EnvironmentChanged).await;
+        }
+        let record = AuditRecord {
+            workspace_id: agent.workspace_id,
+            actor_user_id: Some(principal.user_id),
+            action: "agent.changed",
+            resource_type: "agent",
+            resource_id: agent.id.to_string(),
+            detail: json!({"name": agent.name, "changed": change.fields, "needs_rebuild": change.needs_rebuild}),
+        };
+        store::audit::append(&state.pool, record).await?;
+    }
+    let agent = store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
+    render(&state, &agent).await
+}
+
+/// Makes the agent's container again from its current image and limits, around the same home
+/// volume (agent admins): 409 `TURN_IN_PROGRESS` while a turn runs. The sandbox is stopped, its
+/// container removed, and started anew (the harness starts at the next prompt). Audited as
+/// `agent.rebuilt`.
+pub async fn rebuild(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<AgentId>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
+    let stopped = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
+    stopped.map_err(lifecycle_error)?;
+    state.driver.remove_container(id).await.map_err(|e| lifecycle_error(LifecycleError::Failed(e.to_string())))?;
+    let woken = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
+    woken.map_err(lifecycle_error)?;
+    audit(&state, &principal, &agent, "agent.rebuilt").await?;
     render(&state, &agent).await
 }
 

@@ -1,6 +1,7 @@
 //! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the web page at `/`. This is the one
 //! place that lists every route; each resource module exposes its handlers.
 
+mod agent_settings;
 mod agents;
 pub mod error;
 mod extract;
@@ -47,6 +48,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agents/{id}", get(agents::show).patch(agents::update).delete(agents::delete))
         .route("/api/v1/agents/{id}/sleep", post(agents::sleep))
         .route("/api/v1/agents/{id}/wake", post(agents::wake))
+        .route("/api/v1/agents/{id}/rebuild", post(agents::rebuild))
         .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))
         .route("/api/v1/agents/{id}/terminal", get(terminal::open))
         .route("/api/v1/agents/{id}/secrets/{env_name}", axum::routing::put(secrets::attach).delete(secrets::detach))

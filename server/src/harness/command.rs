@@ -1,7 +1,7 @@
 //! The `command` harness: any program that speaks ACP on stdio, given at agent creation
 //! (`"harness": "command", "command": ["prog", "arg"]`) and found on the image's PATH.
 
-use super::{HarnessAdapter, Launch, LaunchContext};
+use super::{HarnessAdapter, Launch, LaunchContext, Profile};
 
 /// The `command` adapter.
 pub struct CommandHarness;
@@ -33,6 +33,17 @@ impl HarnessAdapter for CommandHarness {
 
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {
         let argv = context.agent.command.clone().ok_or("the agent has no command")?;
-        Ok(Launch { argv, env: Vec::new() })
+        Ok(Launch::argv(argv))
+    }
+
+    fn profile(&self) -> Profile {
+        Profile {
+            secrets: &[],
+            provider_hosts: &[],
+            login_dir: None,
+            install: None,
+            session_mode: None,
+            development_only: false,
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The `fake` harness: agenthold's scripted agent (`fakeagent`), shipped with sandboxd, for
 //! tests, benchmarks and UI work. Its script comes from the prompt text (docs/fakeagent.md).
 
-use super::{HarnessAdapter, Launch, LaunchContext};
+use super::{HarnessAdapter, Launch, LaunchContext, Profile};
 
 /// The `fake` adapter.
 pub struct Fake;
@@ -19,6 +19,17 @@ impl HarnessAdapter for Fake {
     }
 
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {
-        Ok(Launch { argv: vec![format!("{}/fakeagent", context.tools_dir)], env: Vec::new() })
+        Ok(Launch::argv(vec![format!("{}/fakeagent", context.tools_dir)]))
+    }
+
+    fn profile(&self) -> Profile {
+        Profile {
+            secrets: &[],
+            provider_hosts: &[],
+            login_dir: None,
+            install: None,
+            session_mode: None,
+            development_only: true,
+        }
     }
 }

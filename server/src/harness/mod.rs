@@ -1,8 +1,14 @@
 //! Harness adapters: how to start each kind of harness in ACP mode and which environment it
-//! needs (never secret values). Nothing outside this module knows a particular harness.
+//! needs (never secret values), which secret presets fit it, the hosts it talks to, where it
+//! keeps its logins, the mode its sessions are put in so that agenthold's permission gate sees
+//! its tool calls, and how to install it in a custom image. Nothing outside this module knows a
+//! particular harness (docs/harnesses.md).
 
+mod claude_code;
+mod codex;
 mod command;
 mod fake;
+mod opencode;
 
 use crate::store::agents::AgentRow;
 
@@ -25,6 +31,32 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
 }
 
+impl Launch {
+    /// A launch of `argv` with no environment of the adapter's.
+    pub fn argv(argv: Vec<String>) -> Self {
+        Self { argv, env: Vec::new() }
+    }
+}
+
+/// What an adapter says about its harness, for the API and the docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// Secret presets that fit it (`anthropic`, `openai`, `openrouter`), with the variable each
+    /// is attached under.
+    pub secrets: &'static [(&'static str, &'static str)],
+    /// Hosts it talks to (its providers' APIs): allowed through the egress proxy.
+    pub provider_hosts: &'static [&'static str],
+    /// Where in the home directory it keeps its logins (kept across sleep and rebuild).
+    pub login_dir: Option<&'static str>,
+    /// How to install it in a custom image (a shell command run as root).
+    pub install: Option<&'static str>,
+    /// The ACP session mode (`session/set_mode`) every session is put in once opened, so that
+    /// the harness asks agenthold's gate before it acts (`None`: the harness's own default).
+    pub session_mode: Option<&'static str>,
+    /// Only for development and tests (refused in production mode).
+    pub development_only: bool,
+}
+
 /// One kind of harness.
 pub trait HarnessAdapter: Send + Sync {
     /// Its name in the API (`"harness": "<name>"`).
@@ -33,9 +65,39 @@ pub trait HarnessAdapter: Send + Sync {
     fn validate(&self, command: Option<&[String]>) -> Result<(), String>;
     /// How to start it.
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String>;
+    /// What it needs and offers.
+    fn profile(&self) -> Profile;
 }
 
-static ADAPTERS: &[&dyn HarnessAdapter] = &[&fake::Fake, &command::CommandHarness];
+static ADAPTERS: &[&dyn HarnessAdapter] =
+    &[&claude_code::ClaudeCode, &codex::Codex, &opencode::OpenCode, &fake::Fake, &command::CommandHarness];
+
+/// The adapter of this name, if the server offers it in `mode` (`fake` only outside
+/// production).
+pub fn available(name: &str, mode: crate::config::Mode) -> Result<&'static dyn HarnessAdapter, String> {
+    let adapter =
+        adapter(name).ok_or_else(|| format!("unknown harness {name:?}; known: {}", names_in(mode).join(", ")))?;
+    if adapter.profile().development_only && mode == crate::config::Mode::Production {
+        return Err(format!(
+            "the {name} harness is for development and tests only (AGENTHOLD_MODE=dev or test); known: {}",
+            names_in(mode).join(", ")
+        ));
+    }
+    Ok(adapter)
+}
+
+fn names_in(mode: crate::config::Mode) -> Vec<&'static str> {
+    ADAPTERS
+        .iter()
+        .filter(|a| mode != crate::config::Mode::Production || !a.profile().development_only)
+        .map(|a| a.name())
+        .collect()
+}
+
+/// The model setting an adapter applies through its environment, if the agent has one.
+pub(crate) fn model(context: &LaunchContext<'_>) -> Option<String> {
+    context.agent.model.clone().filter(|m| !m.is_empty())
+}
 
 /// The adapter of this name.
 pub fn adapter(name: &str) -> Option<&'static dyn HarnessAdapter> {

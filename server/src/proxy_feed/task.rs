@@ -218,9 +218,10 @@ impl Feed {
                 identity,
                 source_addrs: row.source_addr.into_iter().collect(),
                 egress: row.egress,
-                // The harness adapters name no provider hosts yet; a provider's host is reached
-                // through its secret's rule or the agent's allow-list.
-                provider_hosts: Vec::new(),
+                // The hosts its harness talks to (its providers' APIs), as its adapter names them.
+                provider_hosts: crate::harness::adapter(&row.harness)
+                    .map(|a| a.profile().provider_hosts.iter().map(|h| (*h).to_owned()).collect())
+                    .unwrap_or_default(),
                 secrets,
             });
         }

@@ -22,6 +22,8 @@ pub struct AgentRow {
     pub harness: String,
     /// argv for the `command` harness.
     pub command: Option<Vec<String>>,
+    /// The model the harness uses (`None`: its own default).
+    pub model: Option<String>,
     /// Non-secret environment variables for the harness.
     pub env: Vec<(String, String)>,
     /// The sandbox image.
@@ -57,6 +59,8 @@ pub struct NewAgent {
     pub harness: String,
     /// argv for the `command` harness.
     pub command: Option<Vec<String>>,
+    /// The model.
+    pub model: Option<String>,
     /// Non-secret environment.
     pub env: Vec<(String, String)>,
     /// The image.
@@ -105,8 +109,8 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
-                              workspace_id, created_by)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                              workspace_id, created_by, model)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -120,6 +124,7 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
         agent.pids_limit,
         agent.workspace_id,
         agent.created_by,
+        agent.model,
     )
     .execute(&mut *tx)
     .await?;
@@ -141,6 +146,7 @@ struct AgentRecord {
     name: String,
     harness: String,
     command: Option<serde_json::Value>,
+    model: Option<String>,
     env: serde_json::Value,
     image: String,
     driver: String,
@@ -161,6 +167,7 @@ impl From<AgentRecord> for AgentRow {
             name: r.name,
             harness: r.harness,
             command: command_from_json(r.command),
+            model: r.model,
             env: env_from_json(r.env),
             image: r.image,
             driver: r.driver,
@@ -187,7 +194,7 @@ pub async fn get_including_deleting(pool: &PgPool, id: AgentId) -> sqlx::Result<
 async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Result<Option<AgentRow>> {
     let row = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, env, image, driver,
+        r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, env, image, driver,
                   permission_policy, cpus, memory_mib, pids_limit, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
@@ -202,7 +209,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
 pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<Vec<AgentRow>> {
     let rows = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.env,
+        r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.env,
                   a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.desired_state,
                   a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
@@ -253,5 +260,48 @@ pub async fn set_desired_state(pool: &PgPool, id: AgentId, state: &str) -> sqlx:
         sqlx::query!(r#"UPDATE agents SET desired_state = $2 WHERE id = $1 AND deleting_at IS NULL"#, id.0, state)
             .execute(pool)
             .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// What `PATCH /api/v1/agents/{id}` changes (validated by the caller).
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// The harness adapter's name.
+    pub harness: String,
+    /// argv for the `command` harness.
+    pub command: Option<Vec<String>>,
+    /// The model.
+    pub model: Option<String>,
+    /// Non-secret environment.
+    pub env: Vec<(String, String)>,
+    /// The image.
+    pub image: String,
+    /// CPU limit.
+    pub cpus: f64,
+    /// Memory limit.
+    pub memory_mib: i32,
+    /// Process limit.
+    pub pids_limit: i32,
+}
+
+/// Replaces an agent's settings (not for an agent being deleted). False if there is no such agent.
+pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sqlx::Result<bool> {
+    let command = settings.command.as_ref().map(|c| serde_json::json!(c));
+    let done = sqlx::query!(
+        r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
+                             memory_mib = $8, pids_limit = $9
+           WHERE id = $1 AND deleting_at IS NULL"#,
+        id.0,
+        settings.harness,
+        command,
+        settings.model,
+        env_to_json(&settings.env),
+        settings.image,
+        settings.cpus,
+        settings.memory_mib,
+        settings.pids_limit,
+    )
+    .execute(pool)
+    .await?;
     Ok(done.rows_affected() > 0)
 }

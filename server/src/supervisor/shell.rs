@@ -358,6 +358,7 @@ async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<S
                 init: row.harness_init,
                 sessions,
                 journal,
+                session_mode: store::agents::get(pool, agent_id).await?.and_then(|a| session_mode(&a.harness)),
             })
         }
         None => None,
@@ -482,7 +483,13 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
     let start = Control::Start { channel, argv: launch.argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
-    Ok(Some(Launch { generation, channel, start }))
+    let session_mode = session_mode(&agent.harness);
+    Ok(Some(Launch { generation, channel, start, session_mode }))
+}
+
+/// The mode the agent's harness adapter puts sessions in.
+fn session_mode(harness: &str) -> Option<String> {
+    crate::harness::adapter(harness).and_then(|a| a.profile().session_mode).map(str::to_owned)
 }
 
 /// A fresh sandbox token: 32 random bytes, hex.

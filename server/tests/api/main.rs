@@ -1,7 +1,9 @@
 //! Integration tests against a real `agenthold` process, real Postgres and (by default) a real
 //! Docker engine, with the real sandboxd and fakeagent speaking ACP over the real tunnel.
 
+mod agent_changes;
 mod bad_input;
+mod custom_image;
 mod driver_delete;
 mod driver_events;
 mod driver_hardening;

@@ -44,6 +44,13 @@ pub enum Pending {
         /// The harness's id for it.
         acp_id: String,
     },
+    /// `session/set_mode` of a session just opened as `acp_id`.
+    SetMode {
+        /// The session.
+        session_id: SessionId,
+        /// The harness's id for it.
+        acp_id: String,
+    },
     /// `session/prompt` of a turn (its deadline is the turn's).
     Prompt {
         /// The turn.
@@ -92,6 +99,8 @@ pub struct Harness {
     pub exited: Option<(ExitStatus, u64)>,
     /// Killed by SIGKILL: the engine is being asked whether memory ran out.
     pub explaining: bool,
+    /// The mode sessions are put in once opened (the adapter's choice).
+    pub session_mode: Option<String>,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -118,6 +127,7 @@ impl Harness {
             start_deadline: None,
             exited: None,
             explaining: false,
+            session_mode: None,
             stderr_tail: VecDeque::new(),
         }
     }

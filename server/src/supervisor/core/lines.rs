@@ -200,7 +200,7 @@ impl Core {
             Pending::NewSession { session_id, reset } => {
                 match outcome.map_err(|e| e.to_string()).and_then(|r| messages::parse_new_session(&r)) {
                     Ok(acp_id) => {
-                        self.session_ready(session_id, acp_id, out);
+                        self.session_ready(session_id, acp_id, out, now);
                         if reset {
                             out.events.push(NewEvent::notice(
                                 session_id,
@@ -219,12 +219,24 @@ impl Core {
                 }
             }
             Pending::Restore { session_id, acp_id } => match outcome {
-                Ok(_) => self.session_ready(session_id, acp_id, out),
+                Ok(_) => self.session_ready(session_id, acp_id, out, now),
                 Err(error) => {
                     tracing::info!(agent.id = %self.agent_id, %error, "restoring a session failed; starting a new one");
                     self.open_new_session(session_id, true, now);
                 }
             },
+            Pending::SetMode { session_id, acp_id } => {
+                if let Err(error) = outcome {
+                    tracing::warn!(agent.id = %agent_id, %error, "the harness refused its session mode");
+                    let message = format!(
+                        "the harness refused session/set_mode ({error}): it may act without asking the permission gate"
+                    );
+                    out.events.push(NewEvent::notice(session_id, "SESSION_MODE_NOT_SET", &message));
+                }
+                if let Some(harness) = self.harness.as_mut() {
+                    harness.sessions.insert(session_id, SessionPhase::Ready(acp_id));
+                }
+            }
             Pending::Prompt { turn_id } => {
                 let Some(index) = self.turns.iter().position(|t| t.id == turn_id) else { return };
                 let turn = self.turns.remove(index);
@@ -253,10 +265,14 @@ impl Core {
         }
     }
 
-    fn session_ready(&mut self, session_id: SessionId, acp_id: String, out: &mut LineOut) {
+    /// A session is open as `acp_id`: recorded, then put in the adapter's mode (it stays
+    /// opening until the harness answers that) or ready at once.
+    fn session_ready(&mut self, session_id: SessionId, acp_id: String, out: &mut LineOut, now: Now) {
         let agent_id = self.agent_id;
         let Some(harness) = self.harness.as_mut() else { return };
-        harness.sessions.insert(session_id, SessionPhase::Ready(acp_id.clone()));
+        let mode = harness.session_mode.clone();
+        let phase = if mode.is_some() { SessionPhase::Opening } else { SessionPhase::Ready(acp_id.clone()) };
+        harness.sessions.insert(session_id, phase);
         out.side.push(SideEffect::SessionOpened {
             agent_id,
             generation: harness.generation,
@@ -265,6 +281,10 @@ impl Core {
         });
         for turn in self.turns.iter_mut().filter(|t| t.session_id == session_id) {
             turn.acp_session_id = Some(acp_id.clone());
+        }
+        if let Some(mode) = mode {
+            let params = messages::set_mode(&acp_id, &mode);
+            self.request(method::SESSION_SET_MODE, &params, Pending::SetMode { session_id, acp_id }, now);
         }
     }
 

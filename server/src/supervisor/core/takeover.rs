@@ -29,6 +29,8 @@ pub struct SnapshotHarness {
     pub sessions: Vec<(SessionId, String)>,
     /// Journaled stdin frames of this generation, in offset order.
     pub journal: Vec<(u64, Bytes)>,
+    /// The mode its adapter puts sessions in (for sessions it opens from now on).
+    pub session_mode: Option<String>,
 }
 
 /// What a takeover reads.
@@ -123,6 +125,7 @@ impl Core {
                     }
                 }
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
+                harness.session_mode = known.session_mode;
                 for (session_id, acp_id) in known.sessions {
                     harness.sessions.insert(session_id, SessionPhase::Ready(acp_id));
                 }

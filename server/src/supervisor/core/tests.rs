@@ -27,6 +27,8 @@ struct Sim {
     core: Core,
     now: Now,
     turn: TurnRow,
+    /// The mode the launched harness's sessions are put in.
+    session_mode: Option<String>,
 }
 
 fn turn_row() -> TurnRow {
@@ -47,7 +49,7 @@ fn turn_row() -> TurnRow {
 impl Sim {
     fn new() -> Self {
         let core = Core::new(AgentId(uuid::Uuid::new_v4()), "/home/agent".to_owned(), timeouts(), "t".to_owned());
-        Self { core, now: Now { mono: Instant::now(), wall: chrono::Utc::now() }, turn: turn_row() }
+        Self { core, now: Now { mono: Instant::now(), wall: chrono::Utc::now() }, turn: turn_row(), session_mode: None }
     }
 
     fn input(&mut self, input: Input) -> Vec<Effect> {
@@ -87,7 +89,7 @@ impl Sim {
         assert!(sends(&effects).contains(&Outbound::Control(Control::Resume { channels: vec![] })));
         assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))));
         let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
-        let launch = Launch { generation: 1, channel: CHANNEL, start };
+        let launch = Launch { generation: 1, channel: CHANNEL, start, session_mode: self.session_mode.clone() };
         self.input(Input::Launched(Ok(Some(launch))));
         let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
         let (init_persist, _, _) = persists(&effects)[0];
@@ -360,6 +362,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             init: Some(json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true}})),
             sessions: vec![(sim.turn.session_id, "acp-1".to_owned())],
             journal,
+            session_mode: None,
         }),
         turns: vec![turn],
     }
@@ -758,4 +761,47 @@ fn a_changed_environment_with_no_harness_running_does_nothing() {
     let mut sim = Sim::new();
     let effects = sim.input(Input::EnvironmentChanged);
     assert!(effects.is_empty(), "{effects:?}");
+}
+
+#[test]
+fn a_session_is_put_in_the_adapters_mode_before_its_first_prompt() {
+    let mut sim = Sim::new();
+    sim.session_mode = Some("default".to_owned());
+    sim.start_harness();
+    let init =
+        r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#;
+    let mut offset = 0;
+    let effects = sim.stdout(offset, &format!("{init}\n"));
+    offset += init.len() as u64 + 1;
+    for (id, _, _) in persists(&effects) {
+        sim.ok(id);
+    }
+    let created = r#"{"jsonrpc":"2.0","id":"t-2","result":{"sessionId":"acp-1"}}"#;
+    let effects = sim.stdout(offset, &format!("{created}\n"));
+    offset += created.len() as u64 + 1;
+    let mut sent = Vec::new();
+    for (id, _, _) in persists(&effects) {
+        sent.extend(stdin(&sim.ok(id)));
+    }
+    // Only the mode request went out: the prompt waits for its answer.
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let frame = String::from_utf8_lossy(&sent[0].1).into_owned();
+    assert!(frame.contains("session/set_mode") && frame.contains(r#""modeId":"default""#), "{frame}");
+    assert!(frame.contains(r#""sessionId":"acp-1""#) && frame.contains(r#""id":"t-3""#), "{frame}");
+    // Refused: a notice says so, and the prompt goes out anyway.
+    let refused = r#"{"jsonrpc":"2.0","id":"t-3","error":{"code":-32602,"message":"no such mode"}}"#;
+    let effects = sim.stdout(offset, &format!("{refused}\n"));
+    let notices: Vec<&NewEvent> = persists(&effects)
+        .iter()
+        .flat_map(|(_, events, _)| events.iter())
+        .filter(|e| e.kind == EventKind::Notice)
+        .collect();
+    assert_eq!(notices.len(), 1, "{effects:?}");
+    assert_eq!(notices[0].payload["code"], "SESSION_MODE_NOT_SET");
+    let mut sent = Vec::new();
+    for (id, _, _) in persists(&effects) {
+        sent.extend(stdin(&sim.ok(id)));
+    }
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(String::from_utf8_lossy(&sent[0].1).contains("session/prompt"));
 }

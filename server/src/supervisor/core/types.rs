@@ -61,6 +61,8 @@ pub struct Launch {
     pub channel: u32,
     /// The `Start` message to send.
     pub start: Control,
+    /// The mode every session is put in once opened (`session/set_mode`), if the adapter names one.
+    pub session_mode: Option<String>,
 }
 
 /// Inputs.

@@ -1,0 +1,195 @@
+//! What an agent is made of — harness (with its command), model, image, environment, limits —
+//! checked at the edge, the same way for `POST /api/v1/agents` and `PATCH /api/v1/agents/{id}`,
+//! and what a change means for a running agent: a new harness, model or environment restarts
+//! the harness once no turn runs; a new image or new limits apply when the container is made
+//! again (`POST /api/v1/agents/{id}/rebuild`, or the next time it is recreated).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use crate::app::AppState;
+use crate::harness::{self, HarnessAdapter};
+use crate::secrets::validate;
+use crate::store::agents::{AgentRow, AgentSettings};
+
+/// Resource limits.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub(super) cpus: Option<f64>,
+    pub(super) memory_mib: Option<i32>,
+    pub(super) pids: Option<i32>,
+}
+
+/// The longest model name accepted.
+const MAX_MODEL_BYTES: usize = 200;
+
+/// The harness adapter `name`, if this server offers it (`fake` only in dev and test mode), with
+/// `command` checked by it.
+pub fn check_harness(
+    state: &AppState,
+    name: &str,
+    command: Option<&[String]>,
+) -> Result<&'static dyn HarnessAdapter, ApiError> {
+    let adapter =
+        harness::available(name, state.config.mode).map_err(|m| ApiError::bad_request("UNKNOWN_HARNESS", m))?;
+    adapter.validate(command).map_err(|m| ApiError::bad_request("INVALID_COMMAND", m))?;
+    Ok(adapter)
+}
+
+/// A model name (`claude-sonnet-4-5`, `anthropic/claude-sonnet-4-5`): printable ASCII without
+/// spaces or quotes; empty means none.
+pub fn check_model(model: Option<String>) -> Result<Option<String>, ApiError> {
+    let Some(model) = model.filter(|m| !m.is_empty()) else { return Ok(None) };
+    let fine = |c: char| c.is_ascii_alphanumeric() || "-._:/@+".contains(c);
+    if model.len() > MAX_MODEL_BYTES || !model.chars().all(fine) {
+        return Err(ApiError::bad_request(
+            "INVALID_MODEL",
+            format!("a model name is at most {MAX_MODEL_BYTES} characters of A-Z a-z 0-9 - . _ : / @ +"),
+        ));
+    }
+    Ok(Some(model))
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 128
+}
+
+/// Plain (non-secret) environment variables: sane names, bounded values, and no name that looks
+/// like a credential (those must be secrets).
+pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if env.len() > 128 {
+        return Err(ApiError::bad_request("INVALID_ENV", "at most 128 environment variables"));
+    }
+    for (key, value) in env {
+        if !valid_env_name(key) || key.starts_with("AGENTHOLD_") || value.len() > 32 * 1024 || value.contains('\0') {
+            return Err(ApiError::bad_request(
+                "INVALID_ENV",
+                format!(
+                    "environment variable {key:?}: names are [A-Za-z_][A-Za-z0-9_]* (not AGENTHOLD_*), values at most 32 KiB without NUL"
+                ),
+            ));
+        }
+    }
+    if let Some(key) = env.keys().find(|key| validate::looks_like_credential(key)) {
+        return Err(ApiError::bad_request(
+            "USE_A_SECRET",
+            format!(
+                "environment variable {key} looks like a credential (names ending in _KEY, _TOKEN, _SECRET, \
+                 _PASSWORD, …): a plain env value is stored in clear and readable in the sandbox. Store it as a \
+                 secret (POST /api/v1/workspaces/{{id}}/secrets) and attach it to the agent \
+                 (PUT /api/v1/agents/{{id}}/secrets/{key}); the sandbox then only sees a placeholder. See docs/secrets.md"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Limits within range: cpus 0.05–256, memory 64 MiB–1 TiB, 16–1,048,576 processes.
+pub fn check_limits(cpus: f64, memory_mib: i32, pids_limit: i32) -> Result<(), ApiError> {
+    if !(0.05..=256.0).contains(&cpus) || !(64..=1 << 20).contains(&memory_mib) || !(16..=1 << 20).contains(&pids_limit)
+    {
+        return Err(ApiError::bad_request(
+            "INVALID_LIMITS",
+            "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576",
+        ));
+    }
+    Ok(())
+}
+
+/// A Docker image reference (no whitespace, at most 512 bytes).
+pub fn check_image(image: &str) -> Result<(), ApiError> {
+    if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
+        return Err(ApiError::bad_request("INVALID_IMAGE", "image must be a Docker image reference"));
+    }
+    Ok(())
+}
+
+/// `PATCH /api/v1/agents/{id}`'s settings part: each field present replaces the current value.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsPatch {
+    pub(super) harness: Option<String>,
+    pub(super) command: Option<Vec<String>>,
+    /// `""` clears it.
+    pub(super) model: Option<String>,
+    pub(super) env: Option<BTreeMap<String, String>>,
+    pub(super) image: Option<String>,
+    pub(super) limits: Option<Limits>,
+}
+
+/// What a patch changed, and what that means for the running agent.
+#[derive(Debug, Default)]
+pub struct Change {
+    /// The fields that changed, with their new values (env: names only).
+    pub fields: serde_json::Map<String, Value>,
+    /// The harness must restart (once no turn runs) to take it.
+    pub restarts_harness: bool,
+    /// The container must be made again (`rebuild`) to take it.
+    pub needs_rebuild: bool,
+}
+
+/// Applies `patch` to `agent`'s settings, checking every field; the new settings and what changed.
+pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result<(AgentSettings, Change), ApiError> {
+    let harness_name = patch.harness.unwrap_or_else(|| agent.harness.clone());
+    let command = match (&patch.command, harness_name == agent.harness) {
+        (Some(command), _) => Some(command.clone()),
+        (None, true) => agent.command.clone(),
+        (None, false) => None,
+    };
+    let adapter = check_harness(state, &harness_name, command.as_deref())?;
+    let model = match patch.model {
+        Some(model) => check_model(Some(model))?,
+        None => agent.model.clone(),
+    };
+    let env: Vec<(String, String)> = match patch.env {
+        Some(env) => {
+            check_env(&env)?;
+            env.into_iter().collect()
+        }
+        None => agent.env.clone(),
+    };
+    let image = patch.image.unwrap_or_else(|| agent.image.clone());
+    check_image(&image)?;
+    let limits = patch.limits.unwrap_or_default();
+    let cpus = limits.cpus.unwrap_or(agent.cpus);
+    let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
+    let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
+    check_limits(cpus, memory_mib, pids_limit)?;
+    let settings =
+        AgentSettings { harness: adapter.name().to_owned(), command, model, env, image, cpus, memory_mib, pids_limit };
+
+    let mut change = Change::default();
+    let mut changed = |name: &str, value: Value, restart: bool, rebuild: bool| {
+        change.fields.insert(name.to_owned(), value);
+        change.restarts_harness |= restart;
+        change.needs_rebuild |= rebuild;
+    };
+    if settings.harness != agent.harness {
+        changed("harness", json!(settings.harness), true, false);
+    }
+    if settings.command != agent.command {
+        changed("command", json!(settings.command), true, false);
+    }
+    if settings.model != agent.model {
+        changed("model", json!(settings.model), true, false);
+    }
+    let sorted = |env: &[(String, String)]| env.iter().cloned().collect::<BTreeMap<_, _>>();
+    if sorted(&settings.env) != sorted(&agent.env) {
+        changed("env", json!(settings.env.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()), true, false);
+    }
+    if settings.image != agent.image {
+        changed("image", json!(settings.image), false, true);
+    }
+    if (settings.cpus, settings.memory_mib, settings.pids_limit) != (agent.cpus, agent.memory_mib, agent.pids_limit) {
+        let limits = json!({"cpus": settings.cpus, "memory_mib": settings.memory_mib, "pids": settings.pids_limit});
+        changed("limits", limits, false, true);
+    }
+    Ok((settings, change))
+}

@@ -1,0 +1,47 @@
+//! The `claude-code` harness: Claude Code through its ACP adapter `claude-agent-acp`
+//! (`@agentclientprotocol/claude-agent-acp`). It starts its sessions in mode `auto`, in which it
+//! asks no permission at all; every session is put in mode `default` instead, so that each edit,
+//! command and fetch comes to agenthold's gate as `session/request_permission`.
+
+use super::{HarnessAdapter, Launch, LaunchContext, Profile};
+
+/// The `claude-code` adapter.
+pub struct ClaudeCode;
+
+impl HarnessAdapter for ClaudeCode {
+    fn name(&self) -> &'static str {
+        "claude-code"
+    }
+
+    fn validate(&self, command: Option<&[String]>) -> Result<(), String> {
+        match command {
+            Some(_) => Err("the claude-code harness takes no command (it runs claude-agent-acp)".to_owned()),
+            None => Ok(()),
+        }
+    }
+
+    fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {
+        let mut env = vec![
+            // No telemetry, error reports or auto-update: only the provider's API leaves.
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_owned(), "1".to_owned()),
+            ("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned()),
+            // It runs in a sandbox (Claude Code hides some modes from root otherwise).
+            ("IS_SANDBOX".to_owned(), "1".to_owned()),
+        ];
+        if let Some(model) = super::model(context) {
+            env.push(("ANTHROPIC_MODEL".to_owned(), model));
+        }
+        Ok(Launch { argv: vec!["claude-agent-acp".to_owned()], env })
+    }
+
+    fn profile(&self) -> Profile {
+        Profile {
+            secrets: &[("anthropic", "ANTHROPIC_API_KEY")],
+            provider_hosts: &["api.anthropic.com"],
+            login_dir: Some(".claude"),
+            install: Some("npm install -g @agentclientprotocol/claude-agent-acp@0.101.0"),
+            session_mode: Some("default"),
+            development_only: false,
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! The `codex` harness: OpenAI's Codex through its ACP adapter `codex-acp`
+//! (`@agentclientprotocol/codex-acp`, which runs `codex app-server`). Codex's own Linux sandbox
+//! cannot work inside a Docker sandbox (no user namespaces), so it runs with full access inside
+//! the container, which is the boundary, and with the approval policy `untrusted`: it asks
+//! agenthold's gate before anything but known-safe reads. An `OPENAI_API_KEY` (a secret's
+//! placeholder) signs it in on its own (`DEFAULT_AUTH_REQUEST`).
+
+use serde_json::json;
+
+use super::{HarnessAdapter, Launch, LaunchContext, Profile};
+
+/// The `codex` adapter.
+pub struct Codex;
+
+impl HarnessAdapter for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn validate(&self, command: Option<&[String]>) -> Result<(), String> {
+        match command {
+            Some(_) => Err("the codex harness takes no command (it runs codex-acp)".to_owned()),
+            None => Ok(()),
+        }
+    }
+
+    fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {
+        let mut config = json!({
+            "sandbox_mode": "danger-full-access",
+            "approval_policy": "untrusted",
+            "check_for_update_on_startup": false,
+            "analytics": {"enabled": false},
+        });
+        if let Some(model) = super::model(context) {
+            config["model"] = json!(model);
+        }
+        let env = vec![
+            ("CODEX_CONFIG".to_owned(), config.to_string()),
+            ("DEFAULT_AUTH_REQUEST".to_owned(), json!({"methodId": "api-key"}).to_string()),
+            ("NO_BROWSER".to_owned(), "1".to_owned()),
+        ];
+        Ok(Launch { argv: vec!["codex-acp".to_owned()], env })
+    }
+
+    fn profile(&self) -> Profile {
+        Profile {
+            secrets: &[("openai", "OPENAI_API_KEY")],
+            provider_hosts: &["api.openai.com"],
+            login_dir: Some(".codex"),
+            install: Some("npm install -g @agentclientprotocol/codex-acp@2.6.0"),
+            session_mode: None,
+            development_only: false,
+        }
+    }
+}
