@@ -14,10 +14,7 @@ impl HarnessAdapter for ClaudeCode {
     }
 
     fn validate(&self, command: Option<&[String]>) -> Result<(), String> {
-        match command {
-            Some(_) => Err("the claude-code harness takes no command (it runs claude-agent-acp)".to_owned()),
-            None => Ok(()),
-        }
+        super::no_command(self.name(), "claude-agent-acp", command)
     }
 
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {

@@ -18,10 +18,7 @@ impl HarnessAdapter for Codex {
     }
 
     fn validate(&self, command: Option<&[String]>) -> Result<(), String> {
-        match command {
-            Some(_) => Err("the codex harness takes no command (it runs codex-acp)".to_owned()),
-            None => Ok(()),
-        }
+        super::no_command(self.name(), "codex-acp", command)
     }
 
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {

@@ -12,10 +12,7 @@ impl HarnessAdapter for Fake {
     }
 
     fn validate(&self, command: Option<&[String]>) -> Result<(), String> {
-        match command {
-            Some(_) => Err("the fake harness takes no command".to_owned()),
-            None => Ok(()),
-        }
+        super::no_command(self.name(), "fakeagent", command)
     }
 
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {

@@ -57,6 +57,26 @@ pub struct Profile {
     pub development_only: bool,
 }
 
+impl Profile {
+    /// Nothing to say: no secrets, hosts, logins, install, mode.
+    pub const BARE: Profile = Profile {
+        secrets: &[],
+        provider_hosts: &[],
+        login_dir: None,
+        install: None,
+        session_mode: None,
+        development_only: false,
+    };
+}
+
+/// `validate` of an adapter that runs a program of its own: it takes no `command`.
+pub(crate) fn no_command(harness: &str, program: &str, command: Option<&[String]>) -> Result<(), String> {
+    match command {
+        Some(_) => Err(format!("the {harness} harness takes no command (it runs {program})")),
+        None => Ok(()),
+    }
+}
+
 /// One kind of harness.
 pub trait HarnessAdapter: Send + Sync {
     /// Its name in the API (`"harness": "<name>"`).

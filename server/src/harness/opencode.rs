@@ -15,10 +15,7 @@ impl HarnessAdapter for OpenCode {
     }
 
     fn validate(&self, command: Option<&[String]>) -> Result<(), String> {
-        match command {
-            Some(_) => Err("the opencode harness takes no command (it runs opencode acp)".to_owned()),
-            None => Ok(()),
-        }
+        super::no_command(self.name(), "opencode acp", command)
     }
 
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {
