@@ -136,3 +136,93 @@ pub fn environment(launch: &Launch, agent: &AgentRow, home_dir: &str) -> Vec<(St
     env.extend(agent.env.iter().cloned());
     env
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Mode;
+
+    fn agent(harness: &str, model: Option<&str>) -> AgentRow {
+        AgentRow {
+            id: crate::ids::AgentId::new(),
+            workspace_id: uuid::Uuid::new_v4(),
+            created_by: None,
+            name: "a".to_owned(),
+            harness: harness.to_owned(),
+            command: None,
+            model: model.map(str::to_owned),
+            env: Vec::new(),
+            image: "img".to_owned(),
+            driver: "docker".to_owned(),
+            permission_policy: "auto-approve".to_owned(),
+            cpus: 1.0,
+            memory_mib: 512,
+            pids_limit: 64,
+            desired_state: "awake".to_owned(),
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    fn launch(harness: &str, model: Option<&str>) -> Launch {
+        let agent = agent(harness, model);
+        let context = LaunchContext { agent: &agent, tools_dir: "/opt/agenthold", home_dir: "/home/agent" };
+        adapter(harness).expect("adapter").launch(&context).expect("launch")
+    }
+
+    fn env<'a>(launch: &'a Launch, name: &str) -> Option<&'a str> {
+        launch.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn fake_is_offered_outside_production_only() {
+        assert!(available("fake", Mode::Dev).is_ok() && available("fake", Mode::Test).is_ok());
+        let refused = available("fake", Mode::Production).err().expect("refused");
+        assert!(refused.contains("development") && !refused.contains("fake,"), "{refused}");
+        for name in ["claude-code", "codex", "opencode", "command"] {
+            assert!(available(name, Mode::Production).is_ok(), "{name}");
+        }
+        assert!(available("nope", Mode::Dev).err().expect("unknown").contains("claude-code"));
+    }
+
+    #[test]
+    fn claude_code_runs_its_acp_adapter_quietly_and_asks_the_gate() {
+        let launched = launch("claude-code", Some("claude-x"));
+        assert_eq!(launched.argv, ["claude-agent-acp"]);
+        assert_eq!(env(&launched, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"), Some("1"));
+        assert_eq!(env(&launched, "ANTHROPIC_MODEL"), Some("claude-x"));
+        assert_eq!(adapter("claude-code").expect("adapter").profile().session_mode, Some("default"));
+        assert_eq!(env(&launch("claude-code", None), "ANTHROPIC_MODEL"), None);
+    }
+
+    #[test]
+    fn codex_runs_with_full_access_in_the_container_and_untrusted_approval() {
+        let launched = launch("codex", Some("gpt-x"));
+        assert_eq!(launched.argv, ["codex-acp"]);
+        let config: serde_json::Value =
+            serde_json::from_str(env(&launched, "CODEX_CONFIG").expect("config")).expect("json");
+        assert_eq!(config["sandbox_mode"], "danger-full-access");
+        assert_eq!(config["approval_policy"], "untrusted");
+        assert_eq!(config["model"], "gpt-x");
+        assert!(env(&launched, "DEFAULT_AUTH_REQUEST").expect("auto auth").contains("api-key"));
+    }
+
+    #[test]
+    fn opencode_asks_before_edits_commands_and_fetches() {
+        let launched = launch("opencode", Some("anthropic/claude-x"));
+        assert_eq!(launched.argv, ["opencode", "acp"]);
+        let config: serde_json::Value =
+            serde_json::from_str(env(&launched, "OPENCODE_CONFIG_CONTENT").expect("config")).expect("json");
+        assert_eq!(config["permission"], serde_json::json!({"edit": "ask", "bash": "ask", "webfetch": "ask"}));
+        assert_eq!(config["model"], "anthropic/claude-x");
+    }
+
+    #[test]
+    fn no_adapter_puts_a_secret_value_in_its_environment() {
+        for name in ["claude-code", "codex", "opencode"] {
+            let launched = launch(name, None);
+            for (key, _) in &launched.env {
+                assert!(!key.ends_with("_API_KEY") && !key.ends_with("_TOKEN"), "{name} sets {key}");
+            }
+        }
+    }
+}
