@@ -38,12 +38,19 @@ fn to_value<T: serde::Serialize>(message: &T) -> Value {
 }
 
 /// `initialize`: protocol v1; neither file system nor terminal capabilities are advertised
-/// (the harness uses its own tools inside its sandbox).
+/// (the harness uses its own tools inside its sandbox). `_meta.terminal_output_delta` asks
+/// claude-agent-acp and codex-acp for a command's output as appended chunks
+/// (`_meta.terminal_output_delta` on its tool call updates) rather than the whole output again on
+/// every update; the updates are stored as sent either way.
 pub fn initialize() -> Value {
     let info = Implementation::new("agenthold", env!("CARGO_PKG_VERSION"));
-    to_value(
+    let mut request = to_value(
         &InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new()).client_info(info),
-    )
+    );
+    if let Some(capabilities) = request.get_mut("clientCapabilities").and_then(Value::as_object_mut) {
+        capabilities.insert("_meta".to_owned(), serde_json::json!({"terminal_output_delta": true}));
+    }
+    request
 }
 
 /// `session/new` in `cwd`.
@@ -142,6 +149,7 @@ mod tests {
         assert_eq!(request["protocolVersion"], json!(1));
         assert_eq!(request["clientCapabilities"]["terminal"], json!(false));
         assert_eq!(request["clientCapabilities"]["fs"]["readTextFile"], json!(false));
+        assert_eq!(request["clientCapabilities"]["_meta"]["terminal_output_delta"], json!(true));
     }
 
     #[test]
