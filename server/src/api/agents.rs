@@ -101,11 +101,16 @@ pub fn agent_json(
     })
 }
 
-/// Renders one agent, reading its attached secrets.
+/// Renders one agent, reading its attached secrets, and what its running harness advertised
+/// (`advertised`: its `initialize` answer — capabilities, auth methods, agent info — as it sent
+/// it; `null` while no harness runs).
 async fn render(state: &AppState, agent: &AgentRow) -> Result<Json<Value>, ApiError> {
     let attachments = store::secrets::attachments(&state.pool, &[agent.id.0]).await?;
     let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
-    Ok(Json(agent_json(agent, state, &attachments, &egress)))
+    let mut view = agent_json(agent, state, &attachments, &egress);
+    let advertised = store::sandboxes::get(&state.pool, agent.id).await?.and_then(|row| row.harness_init);
+    view["advertised"] = advertised.unwrap_or(Value::Null);
+    Ok(Json(view))
 }
 
 /// Creates an agent (its sandbox is made on first use).

@@ -76,6 +76,9 @@ async fn switching_the_harness_between_two_turns_keeps_the_log_and_says_the_cont
     let session = server.create_session(&agent).await;
     server.prompt(&session, "text before the switch").await;
     server.wait_turns(&session, 1, TURN).await;
+    // What the running harness advertised, as it sent it.
+    let (_, view) = server.get(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!(view["advertised"]["agentCapabilities"]["loadSession"], true, "{view}");
 
     // The same scripted agent, as a `command` harness that cannot load sessions.
     let patch = json!({
