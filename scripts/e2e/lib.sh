@@ -1,5 +1,6 @@
-# What the end-to-end scripts share: `ok` and `fail` reporting. Source it after setting ROOT (the
-# checkout) and opening fd 3 on the script's stdout (`exec 3>&1`).
+# What the end-to-end scripts share: `ok` and `fail` reporting, and `api` calls. Source it after
+# setting ROOT (the checkout) and WORK (a scratch directory), and opening fd 3 on the script's
+# stdout (`exec 3>&1`).
 
 # ok MESSAGE — one passed check.
 ok() { printf 'ok - %s\n' "$*" >&3; }
@@ -22,3 +23,13 @@ fail() {
     done
     exit 1
 }
+
+# api METHOD PATH [BODY] — a call with $AGENTHOLD_TOKEN: the answer's body on stdout, its status
+# in $WORK/status (`status` prints it).
+api() {
+    local method=$1 path=$2 body=${3:-}
+    curl -sS -o "$WORK/answer.json" -w '%{http_code}' -X "$method" -H "Authorization: Bearer $AGENTHOLD_TOKEN" \
+        -H 'Content-Type: application/json' ${body:+-d "$body"} "$AGENTHOLD_URL$path" >"$WORK/status"
+    cat "$WORK/answer.json"
+}
+status() { cat "$WORK/status"; }

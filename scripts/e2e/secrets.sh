@@ -58,13 +58,6 @@ trap 'exit 143' TERM
 exec 3>&1
 # shellcheck source=scripts/e2e/lib.sh
 source "$ROOT/scripts/e2e/lib.sh"
-api() { # METHOD PATH [BODY] → the body on stdout; the status in $WORK/status
-    local method=$1 path=$2 body=${3:-}
-    curl -sS -o "$WORK/answer.json" -w '%{http_code}' -X "$method" -H "Authorization: Bearer $AGENTHOLD_TOKEN" \
-        -H 'Content-Type: application/json' ${body:+-d "$body"} "$AGENTHOLD_URL$path" >"$WORK/status"
-    cat "$WORK/answer.json"
-}
-status() { cat "$WORK/status"; }
 
 # ---------------------------------------------------------------------------------------------
 # The stand-in: an HTTPS server for api.anthropic.com on loopback, with a certificate from a root

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# End-to-end check of a real coding agent against the real running stack (`make up`, the base
+# image from `make base-image`):
+#
+#   set -a; . .dev/env; set +a; bash scripts/e2e/harness.sh claude-code|codex|opencode
+#
+# (scripts/e2e/claude-harness.sh, codex.sh and opencode.sh call it.) The harness runs in a real
+# sandbox from agenthold/base:latest and reaches its provider only through the real egress proxy,
+# whose TEST-ONLY upstream override maps api.anthropic.com / api.openai.com to a local stand-in
+# (scripts/e2e/standins/): this script restarts the dev server with the override, and without it
+# at the end. It
+#   1. stores a provider key as a secret and attaches it (ANTHROPIC_API_KEY / OPENAI_API_KEY);
+#   2. shows what the harness advertised (its initialize answer: capabilities, auth methods);
+#   3. runs a turn that writes a file: the stand-in answers with the harness's own write tool,
+#      the harness asks agenthold's permission gate (a `permission` event, answered), the file is
+#      in the sandbox, the turn ends with end_turn, and the stand-in saw the real key in the one
+#      header it belongs in while the sandbox holds only a placeholder;
+#   4. replays the session's log from a cursor (the stream from mid-log equals the stored tail);
+#   5. puts the agent to sleep, wakes it, and runs a second turn in the same session: the harness
+#      loaded the session, so the provider sees the first prompt in the conversation again.
+# Each check prints `ok - …`; a failure prints `not ok - …` and exits 1.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+[[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
+CTL=$TARGET/debug/agentholdctl
+STANDINS=$ROOT/scripts/e2e/standins
+TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-300}
+IMAGE=${E2E_HARNESS_IMAGE:-agenthold/base:latest}
+HARNESS=${1:?usage: $0 claude-code|codex|opencode}
+
+log() { printf '[e2e-%s] %s\n' "$HARNESS" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+case $HARNESS in
+claude-code) provider=anthropic preset=anthropic env_name=ANTHROPIC_API_KEY model="" ;;
+opencode) provider=anthropic preset=anthropic env_name=ANTHROPIC_API_KEY model="anthropic/claude-sonnet-4-5" ;;
+codex) provider=openai preset=openai env_name=OPENAI_API_KEY model="" ;;
+*) die "unknown harness $HARNESS (claude-code|codex|opencode)" ;;
+esac
+
+: "${AGENTHOLD_URL:?set AGENTHOLD_URL (and AGENTHOLD_TOKEN): set -a; . .dev/env; set +a}"
+: "${AGENTHOLD_TOKEN:?set AGENTHOLD_TOKEN: set -a; . .dev/env; set +a}"
+export AGENTHOLD_URL AGENTHOLD_TOKEN
+for cmd in jq curl openssl python3 docker; do command -v "$cmd" >/dev/null || die "$cmd is needed"; done
+[[ ${AGENTHOLD_DRIVER:-docker} == docker ]] || { log "skipped: real harnesses run in Docker sandboxes"; exit 0; }
+docker image inspect "$IMAGE" >/dev/null 2>&1 || die "$IMAGE does not exist: make base-image"
+[[ -x $CTL ]] || (cd "$ROOT" && cargo build -q -p agenthold-cli)
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/agenthold-e2e-$HARNESS.XXXXXX")
+agent=""
+secret=""
+workspace=""
+standin_pid=""
+restarted=0
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    [[ -n $agent ]] && { "$CTL" agents delete "$agent" >/dev/null 2>&1 || log "cleanup: deleting agent $agent failed"; }
+    if [[ -n $secret ]]; then
+        curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $AGENTHOLD_TOKEN" \
+            "$AGENTHOLD_URL/api/v1/workspaces/$workspace/secrets/$secret" || true
+    fi
+    [[ -n $standin_pid ]] && kill "$standin_pid" 2>/dev/null
+    if (( restarted )); then
+        log "cleanup: restarting the server without the test-only upstream override"
+        env -u AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES "$ROOT/scripts/dev/server.sh" start >/dev/null 2>&1 \
+            || log "cleanup: the restart failed (see .dev/server.log)"
+    fi
+    if (( status != 0 )) && [[ -n ${E2E_KEEP:-} ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+exec 3>&1
+# shellcheck source=scripts/e2e/lib.sh
+source "$ROOT/scripts/e2e/lib.sh"
+
+# ---------------------------------------------------------------------------------------------
+# The stand-in, and the server restarted with both provider hosts mapped to it.
+"$STANDINS/make-cert.sh" "$WORK/certs" api.anthropic.com api.openai.com >/dev/null
+python3 "$STANDINS/$provider.py" --cert "$WORK/certs/leaf.pem" --key "$WORK/certs/leaf.key" \
+    --ready "$WORK/port" --record "$WORK/record.jsonl" --record-body 2>"$WORK/standin.log" &
+standin_pid=$!
+for _ in $(seq 100); do [[ -s $WORK/port ]] && break; sleep 0.1; done
+[[ -s $WORK/port ]] || fail "the $provider stand-in did not start" "$WORK/standin.log"
+port=$(cat "$WORK/port")
+overrides=$(jq -cn --arg addr "127.0.0.1:$port" --arg ca "$WORK/certs/root.pem" \
+    '{"api.anthropic.com:443": {addr: $addr, ca_cert: $ca}, "api.openai.com:443": {addr: $addr, ca_cert: $ca}}')
+log "restarting the server with the test-only upstream override → the $provider stand-in on 127.0.0.1:$port"
+restarted=1
+AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides "$ROOT/scripts/dev/server.sh" start >/dev/null 2>"$WORK/restart.err" \
+    || fail "restarting the server" "$WORK/restart.err"
+
+# ---------------------------------------------------------------------------------------------
+# 1. The key as a secret, attached to a new agent running the real harness.
+workspace=$(api GET /api/v1/me | jq -r '.workspaces[] | select(.personal) | .workspace_id')
+value="sk-e2e-$HARNESS-$(openssl rand -hex 20)"
+api POST "/api/v1/workspaces/$workspace/secrets" \
+    "$(jq -cn --arg n "e2e-$HARNESS-$RANDOM" --arg p "$preset" --arg v "$value" '{name: $n, preset: $p, value: $v}')" \
+    >"$WORK/secret.json"
+[[ $(status) == 201 ]] || fail "creating the secret: HTTP $(status)" "$WORK/secret.json"
+secret=$(jq -r .id "$WORK/secret.json")
+body=$(jq -cn --arg n "e2e-$HARNESS-$(date +%s)-$RANDOM" --arg h "$HARNESS" --arg i "$IMAGE" --arg m "$model" \
+    '{name: $n, harness: $h, image: $i} + (if $m == "" then {} else {model: $m} end)')
+api POST /api/v1/agents "$body" >"$WORK/agent.json"
+agent=$(jq -r .id "$WORK/agent.json")
+[[ -n $agent && $agent != null ]] || fail "creating the agent: HTTP $(status)" "$WORK/agent.json"
+api PUT "/api/v1/agents/$agent/secrets/$env_name" "{\"secret_id\":\"$secret\"}" >/dev/null
+[[ $(status) =~ ^20 ]] || fail "attaching the secret: HTTP $(status)" "$WORK/answer.json"
+ok "$HARNESS agent on $IMAGE with a $preset secret attached as $env_name"
+
+"$CTL" --compact sessions create "$agent" >"$WORK/session.json" 2>"$WORK/ctl.err" || fail "creating a session: $(cat "$WORK/ctl.err")"
+session=$(jq -r .id "$WORK/session.json")
+last_seq=0
+# prompt TEXT — one turn, waited for; its events in $WORK/turn.jsonl.
+prompt() {
+    "$CTL" --compact prompt "$session" "$1" >"$WORK/prompt.json" 2>"$WORK/ctl.err" || fail "prompting: $(cat "$WORK/ctl.err")"
+    "$CTL" watch --compact "$session" --after "$last_seq" --until turn_end --timeout "$TURN_TIMEOUT" \
+        >"$WORK/turn.jsonl" 2>"$WORK/watch.err" || fail "watching the turn" "$WORK/turn.jsonl" "$WORK/watch.err" "$WORK/standin.log"
+    last_seq=$(jq -s 'last.seq' "$WORK/turn.jsonl")
+}
+jq_true() { [[ "$(jq -s "$2" "$1")" == true ]]; }
+
+# ---------------------------------------------------------------------------------------------
+# 2–3. A turn that writes a file, through the permission gate.
+started=$SECONDS
+prompt "please write hello.txt hi"
+turn_secs=$((SECONDS - started))
+jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
+    || fail "the turn did not end with end_turn" "$WORK/turn.jsonl" "$WORK/record.jsonl"
+api GET "/api/v1/agents/$agent" >"$WORK/agent.json"
+jq -e '.advertised.protocolVersion' "$WORK/agent.json" >/dev/null || fail "no initialize answer recorded" "$WORK/agent.json"
+log "advertised: $(jq -c '.advertised | {protocolVersion, agentInfo, authMethods, agentCapabilities}' "$WORK/agent.json")"
+ok "$HARNESS advertised protocol $(jq -c .advertised.protocolVersion "$WORK/agent.json"), auth methods $(jq -c '[.advertised.authMethods[]?.id]' "$WORK/agent.json")"
+jq_true "$WORK/turn.jsonl" 'any(.[]; .type == "permission") and any(.[]; .type == "permission_resolved")' \
+    || fail "no permission question and answer in the turn: the harness did not ask the gate" "$WORK/turn.jsonl"
+log "permission asked: $(jq -s -c '[.[] | select(.type == "permission") | .payload.tool_call | {kind, title}]' "$WORK/turn.jsonl")"
+ok "the harness asked the permission gate before writing, and got its answer"
+container=$(docker ps -q --filter "label=agenthold.agent=$agent" | head -n 1)
+[[ -n $container ]] || fail "no container for agent $agent"
+written=$(docker exec "$container" cat /home/agent/hello.txt 2>/dev/null || true)
+[[ $written == hi ]] || fail "hello.txt in the sandbox holds '$written', not 'hi'" "$WORK/turn.jsonl" "$WORK/record.jsonl"
+ok "the file is in the sandbox (the turn took ${turn_secs}s, cold)"
+case $provider in
+anthropic) header=x-api-key expected=$value ;;
+openai) header=authorization expected="Bearer $value" ;;
+esac
+jq -e -s --arg h "$header" --arg v "$expected" 'any(.[]; .headers[$h] == $v)' "$WORK/record.jsonl" >/dev/null \
+    || fail "the stand-in never saw the real key in $header" "$WORK/record.jsonl"
+if docker exec "$container" sh -c 'cat /proc/[0-9]*/environ 2>/dev/null' | grep -qaF "$value"; then
+    fail "the real key is in a process environment inside the sandbox"
+fi
+ok "the stand-in saw the real key in $header; no process in the sandbox holds it"
+
+# ---------------------------------------------------------------------------------------------
+# 4. Replay from a cursor: the stream from mid-log equals the stored tail.
+middle=$(( last_seq / 2 ))
+"$CTL" watch --compact "$session" --after "$middle" --count $(( last_seq - middle )) --timeout 30 \
+    >"$WORK/replay.jsonl" 2>"$WORK/watch.err" || fail "replaying from $middle" "$WORK/watch.err"
+"$CTL" --compact events "$session" --after "$middle" --limit 1000 >"$WORK/page.json" 2>/dev/null || fail "reading the events"
+diff <(jq -S -c '{seq, type, payload}' "$WORK/replay.jsonl") <(jq -S -c '.events[] | {seq, type, payload}' "$WORK/page.json") \
+    >"$WORK/diff.txt" || fail "the replay from seq $middle differs from the stored events" "$WORK/diff.txt"
+ok "replaying from seq $middle gives the stored events $((middle + 1))..$last_seq"
+
+# ---------------------------------------------------------------------------------------------
+# 5. Sleep, wake, and a second turn in the same session: the history survived.
+api POST "/api/v1/agents/$agent/sleep" >/dev/null
+[[ $(status) == 200 ]] || fail "sleeping: HTTP $(status)" "$WORK/answer.json"
+api POST "/api/v1/agents/$agent/wake" >/dev/null
+[[ $(status) == 200 ]] || fail "waking: HTTP $(status)" "$WORK/answer.json"
+requests_before=$(wc -l <"$WORK/record.jsonl")
+prompt "what did I ask you before?"
+jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
+    || fail "the turn after waking did not end with end_turn" "$WORK/turn.jsonl"
+jq_true "$WORK/turn.jsonl" 'all(.[]; .type != "notice" or .payload.code != "CONTEXT_RESET")' \
+    || fail "the session was not restored after waking (CONTEXT_RESET)" "$WORK/turn.jsonl"
+tail -n +"$((requests_before + 1))" "$WORK/record.jsonl" | grep -qF "please write hello.txt hi" \
+    || fail "after waking, the provider did not see the first prompt in the conversation" "$WORK/record.jsonl"
+ok "after sleep and wake the session was loaded: the provider saw the earlier prompt again"

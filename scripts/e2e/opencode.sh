@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# End-to-end check of the real opencode harness (make up, make base-image first):
+#   set -a; . .dev/env; set +a; bash scripts/e2e/opencode.sh
+# See scripts/e2e/harness.sh for what it shows.
+exec bash "$(dirname "$0")/harness.sh" opencode
