@@ -81,9 +81,33 @@ def tool_names(body):
     return [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
 
 
+def from_schema(schema, text):
+    """A small value matching a JSON schema (structured-output requests, e.g. session titles)."""
+    if not isinstance(schema, dict):
+        return text
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {k: from_schema(v, text) for k, v in props.items()}
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return 0
+    if kind == "boolean":
+        return False
+    return text
+
+
 def plan(body):
     """What to answer: ("tool_use", name, input) or ("text", text)."""
     messages = body.get("messages") or []
+    fmt = (body.get("output_config") or {}).get("format") or body.get("output_format") or {}
+    if fmt.get("type") == "json_schema":
+        return ("text", json.dumps(from_schema(fmt.get("schema"), "Stand-in")))
     last = messages[-1] if messages else {}
     if last.get("role") == "user" and tool_results(last):
         return ("text", "done")
@@ -94,6 +118,8 @@ def plan(body):
             if texts:
                 break
     text = texts[-1] if texts else ""
+    if text.startswith("[SUGGESTION MODE"):
+        return ("text", "")  # Claude Code's next-prompt suggestion after a turn: suggest nothing
     write = common.parse_write(text)
     if write and "Write" in tool_names(body):
         path, content = write

@@ -89,6 +89,11 @@ class StandinHandler(BaseHTTPRequestHandler):
 
     # -- request ---------------------------------------------------------------------------
 
+    def parse_request(self):
+        # One handler serves every request of a keep-alive connection: forget the last body.
+        self._body = None
+        return super().parse_request()
+
     def read_body(self):
         """The request body as bytes (Content-Length or chunked; gzip/deflate undone)."""
         if getattr(self, "_body", None) is not None:
@@ -139,12 +144,14 @@ class StandinHandler(BaseHTTPRequestHandler):
             "headers": {h: self.headers.get(h) for h in RECORDED_HEADERS if self.headers.get(h) is not None},
         }
         if self.record_body:
-            body = self.read_body() if self.command in ("POST", "PUT", "PATCH") else b""
+            body = self.read_body()
             if body:
                 try:
                     entry["body"] = json.loads(body)
                 except ValueError:
                     entry["body_text"] = body.decode("utf-8", "replace")
+        else:
+            self.read_body()  # keep-alive: the body must be consumed either way
         entry.update(extra)
         self.recorder.write(entry)
         return entry
