@@ -2,7 +2,8 @@
 """TEST TOOL: drive one ACP agent (a real harness) through one prompt turn on stdin/stdout.
 
     python3 acp_drive.py [--cwd DIR] [--mode MODE] [--authenticate METHOD] [--prompt TEXT]
-                         [--expect-file NAME --expect-content TEXT] [--timeout SECS] -- CMD [ARG...]
+                         [--expect-file NAME --expect-content TEXT] [--timeout SECS] [--linger SECS]
+                         -- CMD [ARG...]
 
 initialize → (authenticate METHOD) → session/new {cwd} → (session/set_mode MODE) →
 session/prompt TEXT, answering every `session/request_permission` with the option of kind
@@ -32,6 +33,7 @@ def main():
     p.add_argument("--expect-file", default=None)
     p.add_argument("--expect-content", default=None)
     p.add_argument("--timeout", type=float, default=180)
+    p.add_argument("--linger", type=float, default=0, help="seconds to keep the agent running after the turn (its late messages are printed)")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     a = p.parse_args()
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
@@ -130,6 +132,18 @@ def main():
         request("session/set_mode", {"sessionId": sid, "modeId": a.mode})
     result = request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": a.prompt}]})
     print("# stopReason", (result or {}).get("stopReason"), "permissions", state["permissions"], "updates", json.dumps(state["updates"]), flush=True)
+
+    end = time.monotonic() + a.linger
+    while time.monotonic() < end:
+        try:
+            msg = inbox.get(timeout=max(0.05, end - time.monotonic()))
+        except queue.Empty:
+            continue
+        if msg is None:
+            break
+        print("<-", json.dumps(msg), flush=True)
+        if "method" in msg and "id" in msg:
+            handle_agent_request(msg)
 
     ok = True
     if a.expect_file:

@@ -9,6 +9,8 @@ of /v1/responses too, so Codex falls back to HTTP streaming).
 
 The conversation is scripted by the latest user text (Codex's own context messages —
 <environment_context>, AGENTS.md instructions, … — are skipped):
+  - a structured-output request (`text.format` json_schema, e.g. Codex's title) → a small JSON
+    value of that schema;
   - `write FILE CONTENT` → a tool call that makes Codex create FILE (relative to the session's
     cwd) containing CONTENT: `apply_patch` when the request offers it (a freeform/custom tool or
     a function), else a shell-like function (`exec_command`, `shell_command`, `shell`);
@@ -117,6 +119,10 @@ def plan(body):
     items = input_items(body)
     if items and items[-1].get("type") in OUTPUT_TYPES:
         return ("text", "done")
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("type") == "json_schema":
+        # structured output (e.g. Codex's session title): a value of the schema, never a tool call
+        return ("text", json.dumps(from_schema(fmt.get("schema"), "Stand-in")))
     texts = user_texts(items)
     text = texts[-1] if texts else ""
     write = common.parse_write(text)
@@ -124,9 +130,6 @@ def plan(body):
         call = write_call(tools(body), *write)
         if call:
             return ("call",) + call
-    fmt = ((body.get("text") or {}).get("format") or {})
-    if fmt.get("type") == "json_schema":
-        return ("text", json.dumps(from_schema(fmt.get("schema"), "Stand-in")))
     return ("text", "echo: " + (text.strip()[:200] or "(nothing)"))
 
 
