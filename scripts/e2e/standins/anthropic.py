@@ -226,7 +226,8 @@ class Handler(common.StandinHandler):
 
     def messages(self, body):
         answer = plan(body)
-        self.record(answer=answer[0], **self.summary(body))
+        extra = {"tool": answer[1]} if answer[0] == "tool_use" else {}
+        self.record(answer=answer[0], **extra, **self.summary(body))
         model = body.get("model") or MODEL_DEFAULT
         msg_id = common.new_id("msg_")
         in_tokens = rough_tokens(body)

@@ -213,7 +213,8 @@ class Handler(common.StandinHandler):
 
     def create_response(self, body):
         answer = plan(body)
-        self.record(answer=answer[0] if answer[0] == "text" else answer[2], **self.summary(body))
+        extra = {"tool": answer[2]} if answer[0] == "call" else {}
+        self.record(answer=answer[0], **extra, **self.summary(body))
         resp_id = common.new_id("resp_")
         model = body.get("model") or "gpt-5.5"
         in_tokens = max(1, len(json.dumps(body.get("input") or [])) // 4)

