@@ -6,7 +6,7 @@
                          -- CMD [ARG...]
 
 initialize → (authenticate METHOD) → session/new {cwd} → (session/set_mode MODE) →
-session/prompt TEXT, answering every `session/request_permission` with the option of kind
+session/prompt TEXT (once per --prompt, in one session), answering every `session/request_permission` with the option of kind
 allow_once (else allow_always), and any other agent request with -32601. Prints every message
 sent (`->`) and received (`<-`) on stdout, one JSON per line. The harness's stderr goes to ours.
 Exit 0 when the prompt ended (any stop reason) and, with --expect-file, the file exists under the
@@ -29,7 +29,7 @@ def main():
     p.add_argument("--cwd", help="the session's cwd (default: a new temp dir)")
     p.add_argument("--mode", help="session/set_mode to this mode id after session/new")
     p.add_argument("--authenticate", help="call authenticate with this methodId before session/new")
-    p.add_argument("--prompt", default="please write hello.txt hi")
+    p.add_argument("--prompt", action="append", help="a prompt; repeat for several turns (default: please write hello.txt hi)")
     p.add_argument("--expect-file", default=None)
     p.add_argument("--expect-content", default=None)
     p.add_argument("--timeout", type=float, default=180)
@@ -130,8 +130,9 @@ def main():
     print("# session", sid, "mode", modes.get("currentModeId"), "modes", [m.get("id") for m in modes.get("availableModes") or []], flush=True)
     if a.mode:
         request("session/set_mode", {"sessionId": sid, "modeId": a.mode})
-    result = request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": a.prompt}]})
-    print("# stopReason", (result or {}).get("stopReason"), "permissions", state["permissions"], "updates", json.dumps(state["updates"]), flush=True)
+    for text in a.prompt or ["please write hello.txt hi"]:
+        result = request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+        print("# stopReason", (result or {}).get("stopReason"), "permissions", state["permissions"], "updates", json.dumps(state["updates"]), flush=True)
 
     end = time.monotonic() + a.linger
     while time.monotonic() < end:

@@ -12,7 +12,7 @@ skipped):
   - `write FILE CONTENT` (and the request offers the Write tool) → a streamed `tool_use` of
     Write with {"file_path": <FILE, absolute: made so in the working directory Claude Code names
     in its system prompt, else /home/agent>, "content": CONTENT};
-  - the last user message carries a `tool_result` → the text "done", stop_reason end_turn;
+  - a `tool_result` came after the latest user text → the text "done", stop_reason end_turn;
   - anything else → the text "echo: <text>".
 """
 
@@ -108,16 +108,21 @@ def plan(body):
     fmt = (body.get("output_config") or {}).get("format") or body.get("output_format") or {}
     if fmt.get("type") == "json_schema":
         return ("text", json.dumps(from_schema(fmt.get("schema"), "Stand-in")))
-    last = messages[-1] if messages else {}
-    if last.get("role") == "user" and tool_results(last):
-        return ("text", "done")
-    texts = []
+    # The latest user text, and whether a tool result came after it (then the turn is answered).
+    # Claude Code may add system messages or reminder blocks anywhere; neither counts.
+    text, result_after = "", False
     for m in reversed(messages):
-        if m.get("role") == "user":
-            texts = user_texts(m)
-            if texts:
-                break
-    text = texts[-1] if texts else ""
+        if m.get("role") != "user":
+            continue
+        texts = user_texts(m)
+        if tool_results(m) and not texts:
+            result_after = True
+            continue
+        if texts:
+            text = texts[-1]
+            break
+    if result_after:
+        return ("text", "done")
     if text.startswith("[SUGGESTION MODE"):
         return ("text", "")  # Claude Code's next-prompt suggestion after a turn: suggest nothing
     write = common.parse_write(text)

@@ -14,7 +14,7 @@ The conversation is scripted by the latest user text (Codex's own context messag
   - `write FILE CONTENT` → a tool call that makes Codex create FILE (relative to the session's
     cwd) containing CONTENT: `apply_patch` when the request offers it (a freeform/custom tool or
     a function), else a shell-like function (`exec_command`, `shell_command`, `shell`);
-  - the input ends with a tool call's output → the text "done";
+  - a tool call's output came after the latest user text → the text "done";
   - anything else → the text "echo: <text>".
 """
 
@@ -117,8 +117,13 @@ def write_call(offered, path, content):
 def plan(body):
     """("call", item type, name, payload) or ("text", text)."""
     items = input_items(body)
-    if items and items[-1].get("type") in OUTPUT_TYPES:
-        return ("text", "done")
+    # A tool output after the latest user text: the turn is answered. (Codex appends items such as
+    # `configuration_update` anywhere; they do not count.)
+    for item in reversed(items):
+        if item.get("type") in OUTPUT_TYPES:
+            return ("text", "done")
+        if item.get("type", "message") == "message" and item.get("role") == "user" and user_texts([item]):
+            break
     fmt = (body.get("text") or {}).get("format") or {}
     if fmt.get("type") == "json_schema":
         # structured output (e.g. Codex's session title): a value of the schema, never a tool call

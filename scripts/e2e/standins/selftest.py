@@ -113,6 +113,16 @@ def anthropic(work):
         said = "".join(d["delta"]["text"] for e, d in events if e == "content_block_delta")
         check(said == "done" and next(d for e, d in events if e == "message_delta")["delta"]["stop_reason"] == "end_turn", "anthropic: after the tool_result, 'done' and end_turn (same connection)")
 
+        body["messages"].append({"role": "system", "content": "# Environment …"})
+        status, _, text = c.post("/v1/messages?beta=true", body, h)
+        said = "".join(d["delta"]["text"] for e, d in sse(text) if e == "content_block_delta")
+        check(said == "done", "anthropic: a trailing system message does not undo the tool_result")
+
+        body["messages"] += [{"role": "assistant", "content": [{"type": "text", "text": "done"}]}, {"role": "user", "content": "now write b.txt two"}]
+        events = sse(c.post("/v1/messages?beta=true", body, h)[2])
+        partial = "".join(d["delta"]["partial_json"] for e, d in events if e == "content_block_delta")
+        check(json.loads(partial)["file_path"] == "/work/x/b.txt", "anthropic: a second turn's write")
+
         status, ctype, text = c.post("/v1/messages", {"model": "m", "messages": [{"role": "user", "content": "hello"}]}, h)
         msg = json.loads(text)
         check(status == 200 and msg["content"][0]["text"] == "echo: hello" and msg["stop_reason"] == "end_turn", "anthropic: non-streamed echo")
@@ -167,6 +177,11 @@ def openai(work):
         events = sse(c.post("/v1/responses", body, h)[2])
         said = "".join(d["delta"] for _, d in events if d["type"] == "response.output_text.delta")
         check(said == "done", "openai: after the tool output, 'done' (same connection)")
+
+        body["input"].append({"type": "configuration_update", "reasoning": {"effort": "low"}})
+        events = sse(c.post("/v1/responses", body, h)[2])
+        said = "".join(d["delta"] for _, d in events if d["type"] == "response.output_text.delta")
+        check(said == "done", "openai: a trailing configuration_update does not undo the tool output")
 
         body = {"model": "gpt", "input": [user], "tools": [{"type": "custom", "name": "apply_patch"}], "text": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}
         status, _, text = c.post("/v1/responses", body, h)
