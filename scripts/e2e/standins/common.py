@@ -230,6 +230,8 @@ def main(handler_cls, description):
         def finish_request(self, request, client_address):
             try:
                 request.do_handshake()
+            except ssl.SSLEOFError:
+                return  # a client closed a spare connection before using it
             except (ssl.SSLError, OSError) as e:
                 log(handler_cls.provider, "TLS handshake failed:", e)
                 return
