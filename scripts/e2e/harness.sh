@@ -25,7 +25,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 [[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
 CTL=$TARGET/debug/agentholdctl
-STANDINS=$ROOT/scripts/e2e/standins
+STANDINS=${E2E_STANDINS:-$ROOT/scripts/e2e/standins}
 TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-300}
 IMAGE=${E2E_HARNESS_IMAGE:-agenthold/base:latest}
 HARNESS=${1:?usage: $0 claude-code|codex|opencode}
@@ -58,7 +58,10 @@ restarted=0
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
-    [[ -n $agent ]] && { "$CTL" agents delete "$agent" >/dev/null 2>&1 || log "cleanup: deleting agent $agent failed"; }
+    # E2E_KEEP=1 keeps a failed run's agent (and its sandbox) and scratch directory.
+    if [[ -n $agent ]] && { (( status == 0 )) || [[ -z ${E2E_KEEP:-} ]]; }; then
+        "$CTL" agents delete "$agent" >/dev/null 2>&1 || log "cleanup: deleting agent $agent failed"
+    fi
     if [[ -n $secret ]]; then
         curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $AGENTHOLD_TOKEN" \
             "$AGENTHOLD_URL/api/v1/workspaces/$workspace/secrets/$secret" || true
@@ -143,7 +146,7 @@ log "permission asked: $(jq -s -c '[.[] | select(.type == "permission") | .paylo
 ok "the harness asked the permission gate before writing, and got its answer"
 container=$(docker ps -q --filter "label=agenthold.agent=$agent" | head -n 1)
 [[ -n $container ]] || fail "no container for agent $agent"
-written=$(docker exec "$container" cat /home/agent/hello.txt 2>/dev/null || true)
+written=$(docker exec -u agent "$container" cat /home/agent/hello.txt 2>/dev/null || true)
 [[ $written == hi ]] || fail "hello.txt in the sandbox holds '$written', not 'hi'" "$WORK/turn.jsonl" "$WORK/record.jsonl"
 ok "the file is in the sandbox (the turn took ${turn_secs}s, cold)"
 case $provider in
@@ -152,10 +155,11 @@ openai) header=authorization expected="Bearer $value" ;;
 esac
 jq -e -s --arg h "$header" --arg v "$expected" 'any(.[]; .headers[$h] == $v)' "$WORK/record.jsonl" >/dev/null \
     || fail "the stand-in never saw the real key in $header" "$WORK/record.jsonl"
-if docker exec "$container" sh -c 'cat /proc/[0-9]*/environ 2>/dev/null' | grep -qaF "$value"; then
-    fail "the real key is in a process environment inside the sandbox"
-fi
-ok "the stand-in saw the real key in $header; no process in the sandbox holds it"
+sandbox_dump "$container" "$WORK/dump"
+# The search reads what the harness holds (its placeholder is there), so an absent key means absent.
+grep -qaF "$env_name=" "$WORK/dump" || fail "the sandbox dump does not show the harness's environment"
+grep -qaF "$value" "$WORK/dump" && fail "the real key is in the sandbox (a process's environment or command line, or a file)"
+ok "the stand-in saw the real key in $header; nothing in the sandbox holds it (environments, command lines, files)"
 
 # ---------------------------------------------------------------------------------------------
 # 4. Replay from a cursor: the stream from mid-log equals the stored tail.

@@ -33,3 +33,17 @@ api() {
     cat "$WORK/answer.json"
 }
 status() { cat "$WORK/status"; }
+
+# sandbox_dump CONTAINER FILE — what a process in the sandbox could read, into FILE: every
+# process's environment and command line and the files under /home /tmp /etc /root /run
+# /var/tmp /opt, read once as `agent` (the harness's user: the sandbox's root lacks the
+# capabilities to read another user's /proc entries or private home) and once as root.
+sandbox_dump() {
+    local container=$1 file=$2 user
+    : >"$file"
+    for user in agent root; do
+        docker exec -u "$user" "$container" sh -c \
+            'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; tar -cf - /home /tmp /etc /root /run /var/tmp /opt 2>/dev/null' \
+            >>"$file" 2>/dev/null || true
+    done
+}

@@ -153,10 +153,10 @@ placeholder=$(jq -s -r '[.[] | select(.payload.rawOutput.exitCode != null)] | la
 grep -qF "$value" "$WORK/turn.jsonl" && fail "the value is in the sandbox's environment"
 container=$(docker ps -q --filter "label=agenthold.agent=$agent" | head -n 1)
 [[ -n $container ]] || fail "no container for agent $agent"
-if docker exec "$container" sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; tar -cf - /home /tmp /etc /root /run /var/tmp /opt 2>/dev/null' \
-    | grep -qaF "$value"; then
-    fail "the value is in the sandbox (a process's environment or command line, or a file)"
-fi
+sandbox_dump "$container" "$WORK/dump"
+# The search reads what the harness holds (the placeholder is there), so an absent value means absent.
+grep -qaF "ANTHROPIC_API_KEY=$placeholder" "$WORK/dump" || fail "the sandbox dump does not show the harness's environment"
+grep -qaF "$value" "$WORK/dump" && fail "the value is in the sandbox (a process's environment or command line, or a file)"
 ok "the sandbox holds a placeholder only: no environment, command line or file in it holds the value"
 
 # 4. Detached: the proxy refuses the host within seconds.

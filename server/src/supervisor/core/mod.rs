@@ -341,6 +341,9 @@ impl Core {
         }
         if self.turns.iter().any(|t| t.state == TurnState::Waiting) && self.harness.is_none() && !self.launching {
             self.launching = true;
+            // The launch reads the agent's environment as it is now: a change before this point
+            // needs no restart (one while it runs still does).
+            self.environment_changed = false;
             self.effects.push_back(Effect::Job(Job::StartHarness));
         }
         self.open_sessions_and_prompt(now);

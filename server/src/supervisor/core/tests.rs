@@ -805,3 +805,17 @@ fn a_session_is_put_in_the_adapters_mode_before_its_first_prompt() {
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert!(String::from_utf8_lossy(&sent[0].1).contains("session/prompt"));
 }
+
+#[test]
+fn a_change_before_the_harness_starts_needs_no_restart() {
+    let mut sim = Sim::new();
+    sim.input(Input::EnvironmentChanged);
+    let offset = sim.run_until_prompt_sent();
+    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
+    let effects = sim.stdout(offset, &done);
+    let mut after = Vec::new();
+    for (id, _, _) in persists(&effects) {
+        after.extend(sim.ok(id));
+    }
+    assert!(sends(&after).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))), "{after:?}");
+}
