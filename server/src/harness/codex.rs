@@ -1,9 +1,10 @@
 //! The `codex` harness: OpenAI's Codex through its ACP adapter `codex-acp`
-//! (`@agentclientprotocol/codex-acp`, which runs `codex app-server`). Codex's own Linux sandbox
-//! cannot work inside a Docker sandbox (no user namespaces), so it runs with full access inside
-//! the container, which is the boundary, and with the approval policy `untrusted`: it asks
-//! agenthold's gate before anything but known-safe reads. An `OPENAI_API_KEY` (a secret's
-//! placeholder) signs it in on its own (`DEFAULT_AUTH_REQUEST`).
+//! (`@agentclientprotocol/codex-acp`, which runs `codex app-server`). codex-acp sends its mode's
+//! approval policy and sandbox with every turn (configuration cannot change them), and its
+//! default mode `agent` lets an automatic reviewer approve edits: every session is put in mode
+//! `read-only` instead, in which Codex asks before it edits files or runs anything that needs
+//! more than reading, so each of those comes to agenthold's gate. An `OPENAI_API_KEY` (a
+//! secret's placeholder) signs it in on its own (`DEFAULT_AUTH_REQUEST`).
 
 use serde_json::json;
 
@@ -23,8 +24,6 @@ impl HarnessAdapter for Codex {
 
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String> {
         let mut config = json!({
-            "sandbox_mode": "danger-full-access",
-            "approval_policy": "untrusted",
             "check_for_update_on_startup": false,
             "analytics": {"enabled": false},
         });
@@ -45,7 +44,7 @@ impl HarnessAdapter for Codex {
             provider_hosts: &["api.openai.com"],
             login_dir: Some(".codex"),
             install: Some("npm install -g @agentclientprotocol/codex-acp@2.6.0"),
-            session_mode: None,
+            session_mode: Some("read-only"),
             development_only: false,
         }
     }

@@ -195,14 +195,13 @@ mod tests {
     }
 
     #[test]
-    fn codex_runs_with_full_access_in_the_container_and_untrusted_approval() {
+    fn codex_signs_in_with_its_key_and_asks_before_it_writes() {
         let launched = launch("codex", Some("gpt-x"));
         assert_eq!(launched.argv, ["codex-acp"]);
         let config: serde_json::Value =
             serde_json::from_str(env(&launched, "CODEX_CONFIG").expect("config")).expect("json");
-        assert_eq!(config["sandbox_mode"], "danger-full-access");
-        assert_eq!(config["approval_policy"], "untrusted");
         assert_eq!(config["model"], "gpt-x");
+        assert_eq!(adapter("codex").expect("adapter").profile().session_mode, Some("read-only"));
         assert!(env(&launched, "DEFAULT_AUTH_REQUEST").expect("auto auth").contains("api-key"));
     }
 
