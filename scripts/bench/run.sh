@@ -150,10 +150,29 @@ trap - EXIT
 log "running $PROXY_BENCH_BIN"
 "$PROXY_BENCH_BIN" >"$BENCH_DIR/proxy.jsonl" || die "the proxy benchmark failed"
 ensure_cmd jq jq
-# One JSON object: the server's figures, the proxy's beside them, and the proxy's targets.
-jq -c --slurpfile proxy "$BENCH_DIR/proxy.jsonl" '
+# --- the real harnesses (when the base image exists: make base-image) --------------
+# Process start → `initialize` answered, per harness, inside a container of the base image
+# (network off), beside starting `true` there; and the image's size.
+BASE_IMAGE=${AGENTHOLD_BASE_IMAGE:-agenthold/base:latest}
+echo '{}' >"$BENCH_DIR/harnesses.json"
+if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    log "measuring the harnesses' start in $BASE_IMAGE"
+    container=$(docker run -d --network none -u agent "$BASE_IMAGE" sleep infinity)
+    docker exec -i -u agent "$container" python3 - <"$REPO_ROOT/scripts/bench/harness_init.py" \
+        >"$BENCH_DIR/harnesses.json" || log "the harness measurement failed"
+    docker rm -f "$container" >/dev/null
+    size=$(docker image inspect --format '{{.Size}}' "$BASE_IMAGE")
+    jq -c --argjson size "$size" '. + {base_image_mib: ($size / 1048576 | round)}' "$BENCH_DIR/harnesses.json" \
+        >"$BENCH_DIR/harnesses.json.tmp" && mv "$BENCH_DIR/harnesses.json.tmp" "$BENCH_DIR/harnesses.json"
+else
+    log "no $BASE_IMAGE (make base-image): the harness figures are left out"
+fi
+
+# One JSON object: the server's figures, the proxy's and the harnesses' beside them, and the
+# proxy's targets.
+jq -c --slurpfile proxy "$BENCH_DIR/proxy.jsonl" --slurpfile harnesses "$BENCH_DIR/harnesses.json" '
     ($proxy | add) as $p
-    | . + $p
+    | . + $p + $harnesses[0]
     | .proxy_stream_vs_direct = (($p.proxy_stream_mb_per_s / $p.direct_stream_mb_per_s) * 1000 | round / 1000)
     | .targets += {
         proxy_overhead_p50_ms: {target: "<= 1", value: $p.proxy_overhead_p50_ms, pass: ($p.proxy_overhead_p50_ms <= 1)},
