@@ -134,6 +134,10 @@ pub struct Config {
     /// The default sandbox image.
     #[arg(long, env = "AGENTHOLD_IMAGE", default_value = "agenthold/test:latest")]
     pub image: String,
+    /// The default image of agents running a harness the base image carries (claude-code,
+    /// codex, opencode): `make base-image` builds it.
+    #[arg(long, env = "AGENTHOLD_BASE_IMAGE", default_value = "agenthold/base:latest")]
+    pub base_image: String,
     /// Where the server keeps files (the generated admin token, local sandboxes).
     #[arg(long, env = "AGENTHOLD_DATA_DIR", default_value = ".dev/data")]
     pub data_dir: PathBuf,

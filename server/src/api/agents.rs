@@ -137,7 +137,8 @@ pub async fn create(
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
-    let image = body.image.unwrap_or_else(|| state.config.image.clone());
+    let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
+    let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&image)?;
     let agent = NewAgent {
         id: state.driver.next_agent_id(),

@@ -39,6 +39,7 @@ impl HarnessAdapter for ClaudeCode {
             install: Some("npm install -g @agentclientprotocol/claude-agent-acp@0.101.0"),
             session_mode: Some("default"),
             development_only: false,
+            in_base_image: true,
         }
     }
 }

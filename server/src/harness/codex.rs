@@ -46,6 +46,7 @@ impl HarnessAdapter for Codex {
             install: Some("npm install -g @agentclientprotocol/codex-acp@2.6.0"),
             session_mode: Some("read-only"),
             development_only: false,
+            in_base_image: true,
         }
     }
 }

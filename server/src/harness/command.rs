@@ -37,13 +37,6 @@ impl HarnessAdapter for CommandHarness {
     }
 
     fn profile(&self) -> Profile {
-        Profile {
-            secrets: &[],
-            provider_hosts: &[],
-            login_dir: None,
-            install: None,
-            session_mode: None,
-            development_only: false,
-        }
+        Profile::BARE
     }
 }

@@ -20,13 +20,6 @@ impl HarnessAdapter for Fake {
     }
 
     fn profile(&self) -> Profile {
-        Profile {
-            secrets: &[],
-            provider_hosts: &[],
-            login_dir: None,
-            install: None,
-            session_mode: None,
-            development_only: true,
-        }
+        Profile { development_only: true, ..Profile::BARE }
     }
 }

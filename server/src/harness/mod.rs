@@ -55,6 +55,8 @@ pub struct Profile {
     pub session_mode: Option<&'static str>,
     /// Only for development and tests (refused in production mode).
     pub development_only: bool,
+    /// The base image carries it (`agenthold/base`): its agents default to that image.
+    pub in_base_image: bool,
 }
 
 impl Profile {
@@ -66,6 +68,7 @@ impl Profile {
         install: None,
         session_mode: None,
         development_only: false,
+        in_base_image: false,
     };
 }
 

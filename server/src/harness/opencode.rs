@@ -46,6 +46,7 @@ impl HarnessAdapter for OpenCode {
             install: Some("npm install -g opencode-ai@1.18.33"),
             session_mode: None,
             development_only: false,
+            in_base_image: true,
         }
     }
 }
