@@ -11,6 +11,8 @@
 #                                  README.md goes into the context, plus extra-ca/), unless TAG's
 #                                  label org.agenthold.build-hash already matches the hash of
 #                                  that context and BASE's image id.
+#                                  AGENTHOLD_IMAGE_REBUILD=1: build anyway, without the layer
+#                                  cache (e.g. to pick up Debian's updates).
 #
 # Environment: AGENTHOLD_EXTRA_CA_CERTS, AGENTHOLD_DEBIAN_MIRROR, AGENTHOLD_SKIP_PULL (see
 # images.sh).
@@ -157,6 +159,8 @@ build_image() {
     base_id=$(docker image inspect -f '{{.Id}}' "$base")
     hash=$( { echo "$base_id"; cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
     current=$(docker image inspect -f '{{index .Config.Labels "org.agenthold.build-hash"}}' "$tag" 2>/dev/null || true)
+    local no_cache=()
+    [[ ${AGENTHOLD_IMAGE_REBUILD:-} == 1 ]] && { no_cache=(--no-cache); current=; }
     if [[ $current == "$hash" ]]; then
         log "$tag is up to date (build hash $hash)"
     else
@@ -164,7 +168,7 @@ build_image() {
         old_id=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
         log "building $tag (build hash $hash, $ncerts extra CA certificate(s); log: $build_log)"
         local t0=$SECONDS
-        if ! docker build --label "org.agenthold.build-hash=$hash" \
+        if ! docker build "${no_cache[@]}" --label "org.agenthold.build-hash=$hash" \
             --build-arg "BASE_IMAGE=$base" -t "$tag" "$ctx" >"$build_log" 2>&1; then
             tail -n 30 "$build_log" >&2
             die "docker build of $tag failed (log: $build_log)"
