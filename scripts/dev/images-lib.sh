@@ -8,9 +8,9 @@
 #                                  debootstrap --variant=minbase + `docker import`. Does
 #                                  nothing when TAG exists.
 #   build_image DIR TAG BASE LOG   builds TAG from the Dockerfile in DIR (every file of DIR but
-#                                  README.md goes into the context, plus extra-ca/), unless TAG's
-#                                  label org.agenthold.build-hash already matches the hash of
-#                                  that context and BASE's image id.
+#                                  README.md and node_modules/ goes into the context, plus
+#                                  extra-ca/), unless TAG's label org.agenthold.build-hash
+#                                  already matches the hash of that context and BASE's image id.
 #                                  AGENTHOLD_IMAGE_REBUILD=1: build anyway, without the layer
 #                                  cache (e.g. to pick up Debian's updates).
 #
@@ -151,7 +151,8 @@ build_image() {
     local dir=$1 tag=$2 base=$3 build_log=$4 ctx
     ctx=$(mktemp -d "$DEV_DIR/image-ctx.XXXXXX")
     trap 'rm -rf "'"$ctx"'"' EXIT
-    tar -C "$dir" --exclude=./README.md -c . | tar -C "$ctx" -x || die "copying $dir into the build context"
+    # Not node_modules/: an `npm install` run by hand in images/base/harnesses must not change the hash.
+    tar -C "$dir" --exclude=./README.md --exclude=node_modules -c . | tar -C "$ctx" -x || die "copying $dir into the build context"
     local ncerts
     ncerts=$(collect_extra_ca "$ctx/extra-ca")
 
