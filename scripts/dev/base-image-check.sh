@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Quick self-check of the harness image (default agenthold/base:latest; `make base-image` builds
+# it): node is the pinned Node.js 24, the harness commands and tools are on PATH for `agent`,
+# passwordless sudo, /opt/agenthold; and each of claude-agent-acp, codex-acp and `opencode acp`
+# answers an ACP `initialize` request with a result that has a protocolVersion — in a container
+# without any network (--network none).
+#
+#   scripts/dev/base-image-check.sh [IMAGE [HARNESS...]]
+#
+# HARNESS (claude-agent-acp, codex-acp, opencode) limits the check to those harnesses and to what
+# any agent image needs (the `agent` user, /opt/agenthold): for a custom image with one harness.
+# Prints each harness's answer as `<harness> <json>` on stdout; exits 1 if any check fails.
+# AGENTHOLD_CHECK_TIMEOUT: seconds each harness may take to answer (default 60).
+# shellcheck source=scripts/dev/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+IMAGE=${1:-agenthold/base:latest}
+shift || true
+FULL=1
+HARNESSES=(claude-agent-acp codex-acp opencode)
+if (( $# )); then FULL=0; HARNESSES=("$@"); fi
+TIMEOUT=${AGENTHOLD_CHECK_TIMEOUT:-60}
+NODE_WANT=v24.22.3
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}}'
+
+timeout 10 docker info >/dev/null 2>&1 || die "no Docker engine answers; run scripts/dev/docker.sh (make docker) first"
+docker image inspect "$IMAGE" >/dev/null 2>&1 || die "$IMAGE does not exist; run make base-image first"
+
+failed=0
+fail() { log "FAIL: $*"; failed=1; }
+
+# The tools, as the agent user with a login shell (what a terminal in the sandbox sees) and with
+# the image's own environment (what sandboxd gives a harness).
+env_out=$(docker run --rm --network none --user agent -e "FULL=$FULL" -e "CMDS=${HARNESSES[*]}" "$IMAGE" bash -c '
+    set -e
+    tools=$CMDS
+    if [ "$FULL" = 1 ]; then
+        node --version
+        tools="$tools npm git python3 rg jq chromium"
+        sudo -n true 2>/dev/null || { echo "no passwordless sudo"; exit 1; }
+    fi
+    for c in $tools; do command -v "$c" >/dev/null || { echo "missing: $c"; exit 1; }; done
+    for c in $CMDS; do bash -lc "command -v $c" >/dev/null || { echo "$c is not on a login shell PATH"; exit 1; }; done
+    test -d /opt/agenthold || { echo "no /opt/agenthold"; exit 1; }
+    [ "$(id -u):$HOME" = "1000:/home/agent" ] || { echo "agent is $(id -u) with home $HOME"; exit 1; }
+    echo ok' 2>&1) || true
+want=ok
+(( FULL )) && want="$NODE_WANT"$'\n'ok
+if [[ $env_out == "$want" ]]; then
+    if (( FULL )); then
+        log "ok: node $NODE_WANT; harnesses, tools, sudo and /opt/agenthold there for agent"
+    else
+        log "ok: ${HARNESSES[*]} and /opt/agenthold there for agent"
+    fi
+else
+    fail "the image's tools: $env_out"
+fi
+
+# probe NAME CMD... — runs CMD in a container, sends INIT, waits for the answer to id 1.
+probe() {
+    local name=$1 cname line deadline left answer="" errf
+    shift
+    cname="agenthold-base-check-$$-$name"
+    errf=$(mktemp)
+    coproc PROBE { exec timeout "$((TIMEOUT + 10))" docker run --rm -i --network none --user agent --name "$cname" "$IMAGE" "$@" 2>"$errf"; }
+    local out_fd=${PROBE[0]} in_fd=${PROBE[1]} pid=$PROBE_PID
+    printf '%s\n' "$INIT" >&"$in_fd"
+    deadline=$((SECONDS + TIMEOUT))
+    while left=$((deadline - SECONDS)); (( left > 0 )) && IFS= read -r -t "$left" line <&"$out_fd"; do
+        if [[ $line == *'"id":1'* && $line == *'"result"'* && $line == *'"protocolVersion"'* ]]; then
+            answer=$line
+            break
+        fi
+    done
+    docker kill "$cname" >/dev/null 2>&1 || true
+    exec {in_fd}>&- || true
+    wait "$pid" 2>/dev/null || true
+    if [[ -n $answer ]]; then
+        log "ok: $name answered initialize"
+        printf '%s %s\n' "$name" "$answer"
+    else
+        fail "$name did not answer initialize within ${TIMEOUT}s; its stderr:"
+        tail -n 20 "$errf" >&2
+    fi
+    rm -f "$errf"
+}
+
+for h in "${HARNESSES[@]}"; do
+    case $h in
+        claude-agent-acp | codex-acp) probe "$h" "$h" ;;
+        opencode) probe opencode opencode acp ;;
+        *) fail "unknown harness $h (claude-agent-acp, codex-acp, opencode)" ;;
+    esac
+done
+
+exit "$failed"
