@@ -60,8 +60,9 @@ down:
 test:
 	@scripts/dev/test.sh
 
-e2e: up
-	@set -a; . .dev/env; set +a; bash scripts/e2e/sessions.sh && bash scripts/e2e/secrets.sh
+e2e: up base-image
+	@set -a; . .dev/env; set +a; bash scripts/e2e/sessions.sh && bash scripts/e2e/secrets.sh \
+	    && bash scripts/e2e/claude-harness.sh && bash scripts/e2e/codex.sh && bash scripts/e2e/opencode.sh
 
 bench:
 	@if [ -f scripts/bench/run.sh ]; then bash scripts/bench/run.sh; \

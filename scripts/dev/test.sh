@@ -50,6 +50,10 @@ scripts/dev/docker.sh
 step "images"
 scripts/dev/images.sh
 
+step "the base image (real harnesses; built once, then cached by the hash of its inputs)"
+scripts/dev/base-image.sh
+scripts/dev/base-image.sh check
+
 step "cargo build --workspace --bins (SQLX_OFFLINE=true)"
 cargo build --workspace --bins
 
@@ -85,13 +89,15 @@ if [[ -x scripts/e2e/sessions.sh || -f scripts/e2e/sessions.sh ]]; then
 else
     step "end to end: scripts/e2e/sessions.sh does not exist yet; skipped"
 fi
-step "end to end: scripts/e2e/secrets.sh (through the real egress proxy)"
-(
-    set -a
-    . "$DEV_DIR/env"
-    set +a
-    bash scripts/e2e/secrets.sh
-)
+for script in secrets claude-harness codex opencode; do
+    step "end to end: scripts/e2e/$script.sh (through the real egress proxy)"
+    (
+        set -a
+        . "$DEV_DIR/env"
+        set +a
+        bash "scripts/e2e/$script.sh"
+    )
+done
 
 step "end to end: make down"
 scripts/dev/server.sh stop
