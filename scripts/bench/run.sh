@@ -37,8 +37,8 @@ scripts/dev/images.sh >&2
 
 export SQLX_OFFLINE=true  # build against the committed .sqlx/, like make test
 if [[ ${BENCH_SKIP_BUILD:-} != 1 ]]; then
-    log "cargo build --release (server, sandboxd, fakeagent, proxy, bench)"
-    cargo build --release -p agenthold-server -p agenthold-sandboxd -p agenthold-proxy -p agenthold-bench --bins >&2
+    log "cargo build --release (server, sandboxd, fakeagent, proxy, bench, cli)"
+    cargo build --release -p agenthold-server -p agenthold-sandboxd -p agenthold-proxy -p agenthold-bench -p agenthold-cli --bins >&2
 fi
 PROXY_BENCH_BIN=$TARGET/release/proxy-bench
 for bin in "$SERVER_BIN" "$TARGET/release/sandboxd" "$TARGET/release/fakeagent" "$BENCH_BIN" "$PROXY_BENCH_BIN"; do
@@ -105,31 +105,38 @@ done
 TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 rm -rf "$BENCH_DIR/data"
 mkdir -p "$BENCH_DIR/data"
-log "starting $SERVER_BIN on $URL (tunnel :$TUNNEL_PORT, log $BENCH_DIR/server.log)"
-(
-    export DATABASE_URL=$BENCH_DB_URL
-    export AGENTHOLD_LISTEN=127.0.0.1:$PORT
-    export AGENTHOLD_TUNNEL_LISTEN=0.0.0.0:$TUNNEL_PORT
-    export AGENTHOLD_DATA_DIR=$BENCH_DIR/data
-    export AGENTHOLD_ADMIN_TOKEN=$TOKEN
-    export AGENTHOLD_DRIVER=docker
-    export AGENTHOLD_IMAGE=$IMAGE
-    export AGENTHOLD_INSTANCE=$INSTANCE
-    export AGENTHOLD_MODE=test  # a throwaway master key in the data dir
-    unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE
-    exec setsid "$SERVER_BIN" </dev/null >"$BENCH_DIR/server.log" 2>&1
-) &
-SERVER_PID=$!
+# start_server [NAME=VALUE…] — the bench server, with these settings on top; waits for /readyz.
+start_server() {
+    log "starting $SERVER_BIN on $URL (tunnel :$TUNNEL_PORT, log $BENCH_DIR/server.log)"
+    (
+        export DATABASE_URL=$BENCH_DB_URL
+        export AGENTHOLD_LISTEN=127.0.0.1:$PORT
+        export AGENTHOLD_TUNNEL_LISTEN=0.0.0.0:$TUNNEL_PORT
+        export AGENTHOLD_DATA_DIR=$BENCH_DIR/data
+        export AGENTHOLD_ADMIN_TOKEN=$TOKEN
+        export AGENTHOLD_DRIVER=docker
+        export AGENTHOLD_IMAGE=$IMAGE
+        export AGENTHOLD_INSTANCE=$INSTANCE
+        export AGENTHOLD_MODE=test  # a throwaway master key in the data dir
+        unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE
+        unset AGENTHOLD_PROXY_ADDR AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES
+        [[ $# -gt 0 ]] && export "$@"
+        exec setsid "$SERVER_BIN" </dev/null >>"$BENCH_DIR/server.log" 2>&1
+    ) &
+    SERVER_PID=$!
+    local deadline=$(( SECONDS + 60 ))
+    until ready; do
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            tail -n 30 "$BENCH_DIR/server.log" >&2
+            die "the bench server exited"
+        fi
+        (( SECONDS < deadline )) || { tail -n 30 "$BENCH_DIR/server.log" >&2; die "no 200 from $URL/readyz within 60 s"; }
+        sleep 0.5
+    done
+}
 ready() { [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$URL/readyz")" == 200 ]]; }
-deadline=$(( SECONDS + 60 ))
-until ready; do
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-        tail -n 30 "$BENCH_DIR/server.log" >&2
-        die "the bench server exited"
-    fi
-    (( SECONDS < deadline )) || { tail -n 30 "$BENCH_DIR/server.log" >&2; die "no 200 from $URL/readyz within 60 s"; }
-    sleep 0.5
-done
+: >"$BENCH_DIR/server.log"
+start_server
 
 # --- the benchmark ----------------------------------------------------------------
 log "running $BENCH_BIN"
@@ -150,6 +157,69 @@ trap - EXIT
 log "running $PROXY_BENCH_BIN"
 "$PROXY_BENCH_BIN" >"$BENCH_DIR/proxy.jsonl" || die "the proxy benchmark failed"
 ensure_cmd jq jq
+# measure_first_updates — per real harness, a prompt to a new agent (cold: container, harness
+# start, initialize, session/new, the prompt) until its first `update` arrives on the stream.
+# The bench server runs again with the egress proxy (release build) and the test-only upstream
+# override to the local provider stand-ins (scripts/e2e/standins); each agent gets a secret.
+# Appends `<harness>_first_update_ms` to $BENCH_DIR/harnesses.json.
+measure_first_updates() {
+    local work=$BENCH_DIR/harness-bench standins=$REPO_ROOT/scripts/e2e/standins proxy_port ctl
+    ctl=$TARGET/release/agentholdctl
+    rm -rf "$work"; mkdir -p "$work"
+    "$standins/make-cert.sh" "$work/certs" api.anthropic.com api.openai.com >/dev/null
+    local pids=() provider
+    for provider in anthropic openai; do
+        python3 "$standins/$provider.py" --cert "$work/certs/leaf.pem" --key "$work/certs/leaf.key" \
+            --ready "$work/$provider.port" --record "$work/$provider.jsonl" 2>"$work/$provider.log" &
+        pids+=($!)
+    done
+    wait_until 10 "the stand-ins" bash -c "[[ -s $work/anthropic.port && -s $work/openai.port ]]" || { kill "${pids[@]}"; return 1; }
+    proxy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])')
+    setsid "$TARGET/release/agenthold-proxy" --listen "0.0.0.0:$proxy_port" --config "$BENCH_DIR/data/proxy.json" \
+        </dev/null >"$work/proxy.log" 2>&1 &
+    pids+=($!)
+    local overrides
+    overrides=$(jq -cn --arg a "127.0.0.1:$(cat "$work/anthropic.port")" --arg o "127.0.0.1:$(cat "$work/openai.port")" \
+        --arg ca "$work/certs/root.pem" \
+        '{"api.anthropic.com:443": {addr: $a, ca_cert: $ca}, "api.openai.com:443": {addr: $o, ca_cert: $ca}}')
+    trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
+    start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides"
+    local workspace harness preset env_name secret agent session started line ms figures='{}'
+    workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')
+    for harness in claude-code codex opencode; do
+        case $harness in
+        codex) preset=openai env_name=OPENAI_API_KEY ;;
+        *) preset=anthropic env_name=ANTHROPIC_API_KEY ;;
+        esac
+        secret=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+            -d "{\"name\":\"bench-$harness\",\"preset\":\"$preset\",\"value\":\"sk-bench-$RANDOM$RANDOM\"}" \
+            "$URL/api/v1/workspaces/$workspace/secrets" | jq -r .id)
+        agent=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+            -d "{\"name\":\"bench-$harness\",\"harness\":\"$harness\",\"image\":\"$BASE_IMAGE\"}" \
+            "$URL/api/v1/agents" | jq -r .id)
+        curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+            -d "{\"secret_id\":\"$secret\"}" "$URL/api/v1/agents/$agent/secrets/$env_name"
+        session=$(AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN "$ctl" --compact sessions create "$agent" | jq -r .id)
+        started=$EPOCHREALTIME
+        AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN "$ctl" --compact prompt "$session" "hello" >/dev/null
+        ms=null
+        while IFS= read -r line; do
+            if [[ $(jq -r .type <<<"$line") == update ]]; then
+                ms=$(awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", (b - a) * 1000 }')
+                break
+            fi
+        done < <(AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN timeout 120 "$ctl" watch --compact "$session" --after 0 --until turn_end)
+        log "$harness: prompt → first update ${ms} ms (cold)"
+        figures=$(jq -c --arg k "${harness//-/_}_first_update_ms" --argjson v "$ms" '. + {($k): $v}' <<<"$figures")
+        curl -fsS -o /dev/null -X DELETE -H "Authorization: Bearer $TOKEN" "$URL/api/v1/agents/$agent" || true
+    done
+    jq -c --argjson f "$figures" '. + $f' "$BENCH_DIR/harnesses.json" >"$BENCH_DIR/harnesses.json.tmp" \
+        && mv "$BENCH_DIR/harnesses.json.tmp" "$BENCH_DIR/harnesses.json"
+    cleanup
+    kill "${pids[@]}" 2>/dev/null || true
+    trap - EXIT
+}
+
 # --- the real harnesses (when the base image exists: make base-image) --------------
 # Process start → `initialize` answered, per harness, inside a container of the base image
 # (network off), beside starting `true` there; and the image's size.
@@ -161,6 +231,7 @@ if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
     docker exec -i -u agent "$container" python3 - <"$REPO_ROOT/scripts/bench/harness_init.py" \
         >"$BENCH_DIR/harnesses.json" || log "the harness measurement failed"
     docker rm -f "$container" >/dev/null
+    measure_first_updates
     size=$(docker image inspect --format '{{.Size}}' "$BASE_IMAGE")
     jq -c --argjson size "$size" '. + {base_image_mib: ($size / 1048576 | round)}' "$BENCH_DIR/harnesses.json" \
         >"$BENCH_DIR/harnesses.json.tmp" && mv "$BENCH_DIR/harnesses.json.tmp" "$BENCH_DIR/harnesses.json"
