@@ -138,6 +138,11 @@ impl Proxy {
         Self { child, addr, log }
     }
 
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the proxy's port")
+    }
+
     /// What it logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -194,19 +194,17 @@ async fn a_confined_sandbox_reaches_the_tunnel_and_the_proxy_and_nothing_else() 
         println!("skipped: the local driver does not confine");
         return;
     }
-    let proxy_port = std::net::TcpListener::bind(("0.0.0.0", 0)).expect("port").local_addr().expect("addr").port();
-    let server =
-        TestServer::start_with(&[("AGENTHOLD_PROXY_ADDR", &format!("host.docker.internal:{proxy_port}"))]).await;
-    let config = server.data_dir.join("proxy.json");
-    let dir = server.data_dir.join("proxy-test");
+    // The proxy first, on a port of its own choosing, on the file the server will write.
+    let dir = std::env::temp_dir().join(format!("agenthold-confined-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("dir");
-    for _ in 0..300 {
-        if config.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let proxy = Proxy::start(&config, &format!("0.0.0.0:{proxy_port}"), dir.join("proxy.log"));
+    let config = dir.join("proxy.json");
+    let proxy = Proxy::start(&config, "0.0.0.0:0", dir.join("proxy.log"));
+    let proxy_port = proxy.port();
+    let server = TestServer::start_with(&[
+        ("AGENTHOLD_PROXY_ADDR", &format!("host.docker.internal:{proxy_port}")),
+        ("AGENTHOLD_PROXY_CONFIG_FILE", config.to_str().expect("utf-8 path")),
+    ])
+    .await;
 
     // The server installed its firewall: the chain exists and is jumped to from INPUT.
     let rules = agenthold_server::sandbox::firewall::Rules::new(&server.instance, []);
@@ -285,6 +283,7 @@ async fn a_confined_sandbox_reaches_the_tunnel_and_the_proxy_and_nothing_else() 
     ]);
     assert!(ok && settings.starts_with("true ") && settings.contains(&rules.interface_prefix), "{settings}");
     drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

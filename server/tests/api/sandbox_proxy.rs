@@ -21,11 +21,6 @@ const TURN: Duration = Duration::from_secs(120);
 /// What the stand-in answers, to recognise its body in the tool output.
 const STAND_IN_BODY: &str = "stand-in says hello";
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind(("0.0.0.0", 0)).expect("binding an ephemeral port");
-    listener.local_addr().expect("local addr").port()
-}
-
 /// The text of the last `fetch` tool call's result in `events`, and its `rawOutput`.
 fn last_fetch(events: &[Value]) -> Option<(String, Value)> {
     let ids: Vec<&Value> = events
@@ -63,20 +58,23 @@ impl Proxied {
         std::fs::create_dir_all(&dir).expect("dir");
         let stand_in = StandIn::start(&dir, STAND_IN_BODY).await;
         let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
-        let port = free_port();
+        // The proxy first, on a port of its own choosing (no race for a port picked ahead), on the
+        // file the server will write.
+        let config = dir.join("proxy.json");
+        let proxy = Proxy::start(&config, "0.0.0.0:0", dir.join("proxy.log"));
+        let port = proxy.port();
         let proxy_addr = format!("host.docker.internal:{port}");
         let server = TestServer::start_with(&[
             ("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", &overrides.to_string()),
             ("AGENTHOLD_PROXY_ADDR", &proxy_addr),
+            ("AGENTHOLD_PROXY_CONFIG_FILE", config.to_str().expect("utf-8 path")),
         ])
         .await;
-        let config = server.data_dir.join("proxy.json");
         let started = Instant::now();
         while !config.exists() {
             assert!(started.elapsed() < DEADLINE, "the server never wrote {}", config.display());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let proxy = Proxy::start(&config, &format!("0.0.0.0:{port}"), dir.join("proxy.log"));
         Self { server, proxy, stand_in, port, proxy_addr, dir }
     }
 
@@ -255,7 +253,7 @@ async fn a_sandboxs_proxy_credentials_work_from_its_own_address_only() {
     }
     let setup = Proxied::start().await;
     let (server, proxy, port) = (&setup.server, &setup.proxy, setup.port);
-    let config = server.data_dir.join("proxy.json");
+    let config = setup.dir.join("proxy.json");
     let a = server.create_agent(json!({"name": "a"})).await;
     attach_anthropic_secret(server, &a).await;
     let b = server.create_agent(json!({"name": "b"})).await;
