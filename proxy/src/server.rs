@@ -142,10 +142,11 @@ pub async fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Auth
     let mut state = ctx.shared.policy.borrow().clone();
     let known = |state: &PolicyState| credentials.as_ref().and_then(|c| c.sandbox(state, ctx.peer.ip()));
     if known(&state).is_none() {
+        // Whether this check applied the file or waited for the poller applying it, the policy
+        // in force may have changed: read it again either way.
         let follower = Arc::clone(&ctx.shared.follower);
-        if let Ok(true) = tokio::task::spawn_blocking(move || follower.check()).await {
-            state = ctx.shared.policy.borrow().clone();
-        }
+        let _ = tokio::task::spawn_blocking(move || follower.check()).await;
+        state = ctx.shared.policy.borrow().clone();
     }
     if state.policy().is_none() {
         return Err(respond::text(StatusCode::FORBIDDEN, "no valid configuration is loaded; all access is denied"));
