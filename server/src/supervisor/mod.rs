@@ -123,8 +123,8 @@ pub enum Command {
         /// The outcome.
         reply: oneshot::Sender<Result<(), LifecycleError>>,
     },
-    /// The agent's environment changed (a secret attached or detached): its harness restarts
-    /// with the new one once no turn runs.
+    /// The agent's environment changed (a secret attached or detached; a new harness, model or
+    /// env): its harness restarts with the new one once no turn runs.
     EnvironmentChanged,
     /// Wake the sandbox if needed and hand out a terminal channel.
     Terminal {

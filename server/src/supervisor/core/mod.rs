@@ -98,8 +98,8 @@ pub struct Core {
     wake_waiters: Vec<ReplyId>,
     in_flight: HashMap<PersistId, Purpose>,
     destroyed: bool,
-    /// The agent's environment changed (a secret attached or detached): the harness restarts
-    /// with the new one as soon as no turn runs.
+    /// The agent's environment changed (a secret attached or detached; a new harness, model or
+    /// env): the harness restarts with the new one as soon as no turn runs.
     environment_changed: bool,
     effects: VecDeque<Effect>,
 }
