@@ -37,6 +37,16 @@ pub struct AppState {
     pub master_key: Arc<MasterKey>,
 }
 
+impl AppState {
+    /// The server's posture settings.
+    pub fn postures(&self) -> crate::supervisor::Postures {
+        crate::supervisor::Postures {
+            default: self.config.default_posture,
+            forbid_autonomous: self.config.forbid_autonomous,
+        }
+    }
+}
+
 /// The bound listeners (tests bind port 0 and read the ports back).
 pub struct Listeners {
     /// The API.
@@ -138,6 +148,10 @@ pub async fn run(
             turn: secs(config.turn_timeout_secs),
             cancel_grace: secs(config.turn_cancel_grace_secs),
             reconnect_grace: secs(config.reconnect_grace_secs),
+        },
+        postures: crate::supervisor::Postures {
+            default: config.default_posture,
+            forbid_autonomous: config.forbid_autonomous,
         },
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),

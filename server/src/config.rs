@@ -134,6 +134,13 @@ pub struct Config {
     /// The default sandbox image.
     #[arg(long, env = "AGENTHOLD_IMAGE", default_value = "agenthold/test:latest")]
     pub image: String,
+    /// The permission posture of agents that name none (`autonomous`, `guarded`, `approval`;
+    /// aliases `auto-approve`, `ask`); unset: `autonomous`.
+    #[arg(long, env = "AGENTHOLD_DEFAULT_POSTURE", value_parser = parse_posture)]
+    pub default_posture: Option<crate::permissions::Posture>,
+    /// Refuse the `autonomous` posture: an agent that would run with it fails to start its harness.
+    #[arg(long, env = "AGENTHOLD_FORBID_AUTONOMOUS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub forbid_autonomous: bool,
     /// The default image of agents running a harness the base image carries (claude-code,
     /// codex, opencode): `make base-image` builds it.
     #[arg(long, env = "AGENTHOLD_BASE_IMAGE", default_value = "agenthold/base:latest")]
@@ -220,6 +227,10 @@ pub struct Config {
     /// the proxy's `upstream_overrides`. Refused in production mode.
     #[arg(long, env = "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", value_parser = parse_overrides)]
     pub proxy_test_upstream_overrides: Option<UpstreamOverrides>,
+}
+
+fn parse_posture(value: &str) -> Result<crate::permissions::Posture, String> {
+    crate::permissions::Posture::parse(value)
 }
 
 /// `AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES`, parsed.

@@ -138,6 +138,31 @@ pub fn auto_approve(options: &[PermissionOption]) -> (Value, Option<PermissionOp
     (to_value(&RequestPermissionResponse::new(outcome)), chosen)
 }
 
+/// The answer choosing `wanted` by kind (the first option of the first kind offered), or
+/// cancelled when the harness offers none of them.
+pub fn choose_by_kind(
+    options: &[PermissionOption],
+    wanted: &[PermissionOptionKind],
+) -> (Value, Option<PermissionOption>) {
+    let chosen = wanted.iter().find_map(|kind| options.iter().find(|o| o.kind == *kind).cloned());
+    let outcome = match &chosen {
+        Some(option) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option.option_id.clone())),
+        None => RequestPermissionOutcome::Cancelled,
+    };
+    (to_value(&RequestPermissionResponse::new(outcome)), chosen)
+}
+
+/// The answer choosing the option `option_id` (which the caller checked is offered).
+pub fn choose_option(option_id: &str) -> Value {
+    let outcome = RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option_id.to_owned()));
+    to_value(&RequestPermissionResponse::new(outcome))
+}
+
+/// The cancelled answer.
+pub fn cancelled() -> Value {
+    to_value(&RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use crate::app::AppState;
 use crate::harness::{self, HarnessAdapter};
+use crate::permissions::Posture;
 use crate::secrets::validate;
 use crate::store::agents::{AgentRow, AgentSettings};
 
@@ -38,6 +39,20 @@ pub fn check_harness(
         harness::available(name, state.config.mode).map_err(|m| ApiError::bad_request("UNKNOWN_HARNESS", m))?;
     adapter.validate(command).map_err(|m| ApiError::bad_request("INVALID_COMMAND", m))?;
     Ok(adapter)
+}
+
+/// A posture name (or alias), stored canonical; empty means the server's default. One the
+/// server forbids is refused here already.
+pub fn check_posture(state: &AppState, posture: Option<String>) -> Result<Option<String>, ApiError> {
+    let Some(name) = posture.filter(|p| !p.is_empty()) else { return Ok(None) };
+    let posture = Posture::parse(&name).map_err(|m| ApiError::bad_request("UNKNOWN_POSTURE", m))?;
+    if posture == Posture::Autonomous && state.config.forbid_autonomous {
+        return Err(ApiError::bad_request(
+            "AUTONOMOUS_FORBIDDEN",
+            "the server forbids the autonomous posture (AGENTHOLD_FORBID_AUTONOMOUS): choose guarded or approval",
+        ));
+    }
+    Ok(Some(posture.as_str().to_owned()))
 }
 
 /// A model name (`claude-sonnet-4-5`, `anthropic/claude-sonnet-4-5`): printable ASCII without
@@ -122,6 +137,8 @@ pub struct SettingsPatch {
     pub(super) env: Option<BTreeMap<String, String>>,
     pub(super) image: Option<String>,
     pub(super) limits: Option<Limits>,
+    /// `""` returns to the server's default.
+    pub(super) posture: Option<String>,
 }
 
 /// What a patch changed, and what that means for the running agent.
@@ -148,6 +165,10 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         Some(model) => check_model(Some(model))?,
         None => agent.model.clone(),
     };
+    let posture = match patch.posture {
+        Some(posture) => check_posture(state, Some(posture))?,
+        None => agent.posture.clone(),
+    };
     let env: Vec<(String, String)> = match patch.env {
         Some(env) => {
             check_env(&env)?;
@@ -162,8 +183,17 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
-    let settings =
-        AgentSettings { harness: adapter.name().to_owned(), command, model, env, image, cpus, memory_mib, pids_limit };
+    let settings = AgentSettings {
+        harness: adapter.name().to_owned(),
+        command,
+        model,
+        posture,
+        env,
+        image,
+        cpus,
+        memory_mib,
+        pids_limit,
+    };
 
     let mut change = Change::default();
     let mut changed = |name: &str, value: Value, restart: bool, rebuild: bool| {
@@ -179,6 +209,10 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     }
     if settings.model != agent.model {
         changed("model", json!(settings.model), true, false);
+    }
+    if settings.posture != agent.posture {
+        // The running harness answers by the new posture from its next request on.
+        changed("posture", json!(settings.posture), true, false);
     }
     let sorted = |env: &[(String, String)]| env.iter().cloned().collect::<BTreeMap<_, _>>();
     if sorted(&settings.env) != sorted(&agent.env) {

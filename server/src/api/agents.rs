@@ -11,7 +11,9 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent_settings::{Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model};
+use super::agent_settings::{
+    Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model, check_posture,
+};
 use super::error::ApiError;
 use super::extract::{Body, Id, parse_json};
 use crate::app::AppState;
@@ -36,6 +38,8 @@ pub struct CreateAgent {
     command: Option<Vec<String>>,
     /// The model (`provider/model` for OpenCode); default: the harness's own.
     model: Option<String>,
+    /// The permission posture; default: the server's.
+    posture: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     image: Option<String>,
@@ -59,6 +63,8 @@ pub struct UpdateAgent {
     env: Option<BTreeMap<String, String>>,
     image: Option<String>,
     limits: Option<Limits>,
+    /// `""` returns to the server's default.
+    posture: Option<String>,
 }
 
 /// Renders an agent with the secrets attached to it and its egress allow-list (`attachments` and
@@ -92,6 +98,8 @@ pub fn agent_json(
         "driver": agent.driver,
         "isolated": agent.driver != "local" && state.driver.isolated(),
         "permission_policy": agent.permission_policy,
+        "posture": state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),
+        "own_posture": agent.posture,
         "limits": {"cpus": agent.cpus, "memory_mib": agent.memory_mib, "pids": agent.pids_limit},
         "desired_state": agent.desired_state,
         "created_at": agent.created_at,
@@ -129,6 +137,7 @@ pub async fn create(
     let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
     let adapter = check_harness(&state, &body.harness, body.command.as_deref())?;
     let model = check_model(body.model)?;
+    let posture = check_posture(&state, body.posture)?;
     check_env(&body.env)?;
     let egress =
         body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
@@ -148,6 +157,7 @@ pub async fn create(
         harness: adapter.name().to_owned(),
         command: body.command,
         model,
+        posture,
         env: body.env.into_iter().collect(),
         image,
         driver: state.driver.kind().to_owned(),
@@ -247,6 +257,7 @@ pub async fn update(
         env: body.env,
         image: body.image,
         limits: body.limits,
+        posture: body.posture,
     };
     let (settings, change) = super::agent_settings::apply(&state, &agent, patch)?;
     let egress =

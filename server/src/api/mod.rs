@@ -9,6 +9,7 @@ mod health;
 mod login;
 mod me;
 pub mod openapi;
+mod permissions;
 mod secrets;
 mod sessions;
 mod stream;
@@ -49,6 +50,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agents/{id}/sleep", post(agents::sleep))
         .route("/api/v1/agents/{id}/wake", post(agents::wake))
         .route("/api/v1/agents/{id}/rebuild", post(agents::rebuild))
+        .route("/api/v1/permissions", get(permissions::list))
+        .route("/api/v1/permissions/{id}", get(permissions::show))
+        .route("/api/v1/permissions/{id}/answer", post(permissions::answer))
         .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))
         .route("/api/v1/agents/{id}/terminal", get(terminal::open))
         .route("/api/v1/agents/{id}/secrets/{env_name}", axum::routing::put(secrets::attach).delete(secrets::detach))

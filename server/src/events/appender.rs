@@ -99,6 +99,13 @@ pub enum SideEffect {
     /// A permission request the engine answered (the question and its outcome, recorded with
     /// the line that asked, before the answer is sent).
     PermissionAnswered(Box<AnsweredPermission>),
+    /// A pending permission question answered (by a person, or cancelled with its turn).
+    PermissionResolved {
+        /// The question.
+        permission_id: uuid::Uuid,
+        /// The outcome sent to the harness.
+        outcome: serde_json::Value,
+    },
     /// A stdin frame about to be sent (the journal a takeover resends from); frames below
     /// `written` are forgotten.
     PendingStdin {
@@ -115,9 +122,11 @@ pub enum SideEffect {
     },
 }
 
-/// A permission question and the outcome it was answered with.
+/// A permission question and the outcome it was answered with (`None`: it waits for a person).
 #[derive(Debug, Clone)]
 pub struct AnsweredPermission {
+    /// Its id (`permissions::question_id`).
+    pub permission_id: uuid::Uuid,
     /// Its session.
     pub session_id: SessionId,
     /// The session's open turn.
@@ -130,8 +139,8 @@ pub struct AnsweredPermission {
     pub tool_call: serde_json::Value,
     /// The options offered.
     pub options: serde_json::Value,
-    /// The outcome answered.
-    pub outcome: serde_json::Value,
+    /// The outcome answered, unless it waits for a person.
+    pub outcome: Option<serde_json::Value>,
 }
 
 /// Storing failed; nothing of the request was stored.
@@ -323,10 +332,22 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
             Ok(true)
         }
         SideEffect::PermissionAnswered(answered) => {
-            let AnsweredPermission { session_id, turn_id, request_id, generation, tool_call, options, outcome } =
-                answered.as_ref();
+            let AnsweredPermission {
+                permission_id,
+                session_id,
+                turn_id,
+                request_id,
+                generation,
+                tool_call,
+                options,
+                outcome,
+            } = answered.as_ref();
             let question = store::sessions::Question { request_id, generation: *generation, tool_call, options };
-            store::sessions::record_answered_permission(tx, *session_id, *turn_id, &question, outcome).await?;
+            store::permissions::record(tx, *permission_id, *session_id, *turn_id, &question, outcome.as_ref()).await?;
+            Ok(true)
+        }
+        SideEffect::PermissionResolved { permission_id, outcome } => {
+            store::permissions::resolve(tx, *permission_id, outcome).await?;
             Ok(true)
         }
         SideEffect::PendingStdin { agent_id, generation, offset, bytes, written } => {

@@ -154,6 +154,7 @@ mod tests {
             harness: harness.to_owned(),
             command: None,
             model: model.map(str::to_owned),
+            posture: None,
             env: Vec::new(),
             image: "img".to_owned(),
             driver: "docker".to_owned(),

@@ -1,11 +1,13 @@
 //! The permission engine: how an agent's posture answers a harness's
-//! `session/request_permission`. Pure: a request in, a decision out (the answer to send and the
-//! records to store); the supervisor records the decision before the answer leaves.
+//! `session/request_permission`. Pure: a request in, a verdict out — an answer to send at once
+//! (with the records to store first), or a question for a person; and, for a question, the
+//! answer a person's choice makes. The supervisor records each step before its answer leaves.
 //!
-//! Today every agent is `auto-approve` (seed 003); the permissions issue grows this into the
-//! `autonomous` / `guarded` / `approval` postures with policies.
+//! Postures (seed 001, ARCHITECTURE §7): `autonomous` (alias `auto-approve`) approves with the
+//! harness's one-time allow option; `approval` (alias `ask`) asks a person every time;
+//! `guarded` answers by a policy (docs/permissions.md). Options are always chosen by kind.
 
-use agent_client_protocol::v1::schema::RequestPermissionRequest;
+use agent_client_protocol::v1::schema::{PermissionOption, PermissionOptionKind, RequestPermissionRequest};
 use serde_json::{Value, json};
 
 use crate::acp::messages;
@@ -14,16 +16,56 @@ use crate::acp::messages;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Posture {
     /// Approve with the harness's one-time allow option.
-    AutoApprove,
+    Autonomous,
+    /// A policy answers (not served yet: a guarded agent asks a person).
+    Guarded,
+    /// Ask a person every time.
+    Approval,
 }
 
 impl Posture {
-    /// The stored name.
+    /// The canonical name.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::AutoApprove => "auto-approve",
+            Self::Autonomous => "autonomous",
+            Self::Guarded => "guarded",
+            Self::Approval => "approval",
         }
     }
+
+    /// A posture by its name or alias (`auto-approve`, `ask`).
+    pub fn parse(name: &str) -> Result<Self, String> {
+        match name {
+            "autonomous" | "auto-approve" => Ok(Self::Autonomous),
+            "guarded" => Ok(Self::Guarded),
+            "approval" | "ask" => Ok(Self::Approval),
+            other => Err(format!(
+                "unknown posture {other:?}: autonomous (alias auto-approve), guarded or approval (alias ask)"
+            )),
+        }
+    }
+
+    /// The agent's own posture, else the server's default, else `autonomous`; `autonomous`
+    /// refused when the server owner forbids it.
+    pub fn resolve(agent: Option<Self>, server: Option<Self>, forbid_autonomous: bool) -> Result<Self, String> {
+        let posture = agent.or(server).unwrap_or(Self::Autonomous);
+        if posture == Self::Autonomous && forbid_autonomous {
+            return Err("the server forbids the autonomous posture: give the agent another one".to_owned());
+        }
+        Ok(posture)
+    }
+}
+
+/// What a permission request gets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Answered at once.
+    Answer(Decision),
+    /// A person decides: the `permission` event's payload (it names the question's id).
+    Ask {
+        /// The `permission` event's payload.
+        asked: Value,
+    },
 }
 
 /// What to answer and what to record.
@@ -37,47 +79,204 @@ pub struct Decision {
     pub resolved: Value,
 }
 
-/// Decides a permission request `request_id` (as the harness sent it) under `posture`.
-pub fn decide(posture: Posture, request_id: &Value, params: &Value, request: &RequestPermissionRequest) -> Decision {
+/// Judges a permission request `request_id` (as the harness sent it) under `posture`;
+/// `permission_id` names the question a person would answer.
+pub fn judge(
+    posture: Posture,
+    request_id: &Value,
+    params: &Value,
+    request: &RequestPermissionRequest,
+    permission_id: uuid::Uuid,
+) -> Verdict {
+    let asked = json!({
+        "request_id": request_id,
+        "permission_id": permission_id,
+        "tool_call": params.get("toolCall"),
+        "options": params.get("options"),
+        "posture": posture.as_str(),
+    });
     match posture {
-        Posture::AutoApprove => {
+        Posture::Autonomous => {
             let (answer, chosen) = messages::auto_approve(&request.options);
-            let asked = json!({
-                "request_id": request_id,
-                "tool_call": params.get("toolCall"),
-                "options": params.get("options"),
-                "policy": posture.as_str(),
-            });
             let resolved = json!({
                 "request_id": request_id,
+                "permission_id": permission_id,
                 "outcome": answer.get("outcome"),
                 "option_kind": chosen.map(|option| option.kind),
-                "by": "policy",
-                "policy": posture.as_str(),
+                "by": "auto",
+                "posture": posture.as_str(),
             });
-            Decision { answer, asked, resolved }
+            Verdict::Answer(Decision { answer, asked, resolved })
         }
+        Posture::Guarded | Posture::Approval => Verdict::Ask { asked },
     }
+}
+
+/// A person's (or a cancel's) answer to a question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// Allow once (the harness's one-time allow option, else its always-allow one).
+    Allow,
+    /// Deny once (its one-time reject option, else its always-reject one).
+    Deny,
+    /// This option of the harness's (it must be one it offered).
+    Option(String),
+    /// No answer: the turn was cancelled.
+    Cancelled,
+}
+
+/// A choice the question cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ChoiceError(pub String);
+
+/// The answer to send and the `permission_resolved` payload for `choice` to a question whose
+/// harness offered `options`; `by` says who or what decided.
+pub fn resolve(
+    request_id: &Value,
+    permission_id: uuid::Uuid,
+    options: &[PermissionOption],
+    choice: &Choice,
+    by: Value,
+) -> Result<(Value, Value), ChoiceError> {
+    let (answer, kind) = match choice {
+        Choice::Allow => {
+            let (answer, chosen) = messages::choose_by_kind(
+                options,
+                &[PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways],
+            );
+            (answer, chosen.map(|o| o.kind))
+        }
+        Choice::Deny => {
+            let (answer, chosen) = messages::choose_by_kind(
+                options,
+                &[PermissionOptionKind::RejectOnce, PermissionOptionKind::RejectAlways],
+            );
+            (answer, chosen.map(|o| o.kind))
+        }
+        Choice::Option(id) => {
+            let Some(option) = options.iter().find(|o| o.option_id.0.as_ref() == id.as_str()) else {
+                let offered: Vec<String> = options.iter().map(|o| o.option_id.0.to_string()).collect();
+                return Err(ChoiceError(format!(
+                    "option {id:?} is not one the harness offered: {}",
+                    offered.join(", ")
+                )));
+            };
+            (messages::choose_option(id), Some(option.kind))
+        }
+        Choice::Cancelled => (messages::cancelled(), None),
+    };
+    let resolved = json!({
+        "request_id": request_id,
+        "permission_id": permission_id,
+        "outcome": answer.get("outcome"),
+        "option_kind": kind,
+        "by": by,
+    });
+    Ok((answer, resolved))
+}
+
+/// The question id of a harness's request: derived from the agent, the harness generation and
+/// the request's JSON-RPC id, so the same question always has the same id (also after a
+/// takeover) and the core needs no randomness.
+pub fn question_id(agent_id: uuid::Uuid, generation: i64, request_id: &Value) -> uuid::Uuid {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(agent_id.as_bytes());
+    hash.update(generation.to_be_bytes());
+    hash.update(request_id.to_string().as_bytes());
+    let digest = hash.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn auto_approve_picks_the_one_time_allow_by_kind() {
-        let params = json!({
+    fn params() -> Value {
+        json!({
             "sessionId": "s",
             "toolCall": {"toolCallId": "t1"},
             "options": [
-                {"optionId": "x", "name": "Reject", "kind": "reject_once"},
+                {"optionId": "allow", "name": "Looks like allow", "kind": "reject_once"},
                 {"optionId": "y", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "z", "name": "Always", "kind": "allow_always"},
             ],
-        });
+        })
+    }
+
+    fn options() -> Vec<PermissionOption> {
+        messages::parse_permission_request(&params()).expect("parses").options
+    }
+
+    #[test]
+    fn autonomous_picks_the_one_time_allow_by_kind() {
+        let params = params();
         let request = messages::parse_permission_request(&params).expect("parses");
-        let decision = decide(Posture::AutoApprove, &json!(7), &params, &request);
+        let id = uuid::Uuid::nil();
+        let Verdict::Answer(decision) = judge(Posture::Autonomous, &json!(7), &params, &request, id) else {
+            panic!("autonomous answers")
+        };
         assert_eq!(decision.answer["outcome"]["optionId"], json!("y"));
         assert_eq!(decision.resolved["option_kind"], json!("allow_once"));
+        assert_eq!(decision.resolved["by"], json!("auto"));
         assert_eq!(decision.asked["request_id"], json!(7));
+    }
+
+    #[test]
+    fn approval_and_guarded_ask_a_person() {
+        let params = params();
+        let request = messages::parse_permission_request(&params).expect("parses");
+        for posture in [Posture::Approval, Posture::Guarded] {
+            let verdict = judge(posture, &json!("r1"), &params, &request, uuid::Uuid::nil());
+            let Verdict::Ask { asked } = verdict else { panic!("{posture:?} asks") };
+            assert_eq!(asked["posture"], json!(posture.as_str()));
+            assert_eq!(asked["options"], params["options"]);
+        }
+    }
+
+    #[test]
+    fn a_person_s_choice_is_taken_by_kind_never_by_id() {
+        let options = options();
+        let (answer, resolved) =
+            resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Allow, json!({"user": "u"})).expect("allow");
+        assert_eq!(answer["outcome"]["optionId"], json!("y"));
+        assert_eq!(resolved["by"], json!({"user": "u"}));
+        // Deny picks the reject option, even though its id reads "allow".
+        let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Deny, json!("x")).expect("deny");
+        assert_eq!(answer["outcome"]["optionId"], json!("allow"));
+        let (answer, resolved) =
+            resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Option("z".into()), json!("x")).expect("z");
+        assert_eq!(answer["outcome"]["optionId"], json!("z"));
+        assert_eq!(resolved["option_kind"], json!("allow_always"));
+        let refused = resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Option("nope".into()), json!("x"));
+        assert!(refused.expect_err("not offered").0.contains("not one the harness offered"));
+        let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Cancelled, json!("x")).expect("c");
+        assert_eq!(answer["outcome"]["outcome"], json!("cancelled"));
+        // Nothing to deny with: cancelled.
+        let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options[1..], &Choice::Deny, json!("x")).expect("d");
+        assert_eq!(answer["outcome"]["outcome"], json!("cancelled"));
+    }
+
+    #[test]
+    fn postures_parse_with_aliases_and_resolve_in_order() {
+        assert_eq!(Posture::parse("auto-approve"), Ok(Posture::Autonomous));
+        assert_eq!(Posture::parse("ask"), Ok(Posture::Approval));
+        assert!(Posture::parse("yolo").expect_err("unknown").contains("guarded"));
+        assert_eq!(Posture::resolve(Some(Posture::Guarded), Some(Posture::Approval), false), Ok(Posture::Guarded));
+        assert_eq!(Posture::resolve(None, Some(Posture::Approval), false), Ok(Posture::Approval));
+        assert_eq!(Posture::resolve(None, None, false), Ok(Posture::Autonomous));
+        assert!(Posture::resolve(None, None, true).is_err());
+        assert!(Posture::resolve(Some(Posture::Autonomous), Some(Posture::Approval), true).is_err());
+    }
+
+    #[test]
+    fn a_question_s_id_is_stable_and_distinct() {
+        let agent = uuid::Uuid::new_v4();
+        assert_eq!(question_id(agent, 1, &json!(3)), question_id(agent, 1, &json!(3)));
+        assert_ne!(question_id(agent, 1, &json!(3)), question_id(agent, 2, &json!(3)));
+        assert_ne!(question_id(agent, 1, &json!(3)), question_id(agent, 1, &json!("3")));
     }
 }

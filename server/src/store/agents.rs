@@ -24,6 +24,8 @@ pub struct AgentRow {
     pub command: Option<Vec<String>>,
     /// The model the harness uses (`None`: its own default).
     pub model: Option<String>,
+    /// Its own permission posture (`None`: the server's default).
+    pub posture: Option<String>,
     /// Non-secret environment variables for the harness.
     pub env: Vec<(String, String)>,
     /// The sandbox image.
@@ -61,6 +63,8 @@ pub struct NewAgent {
     pub command: Option<Vec<String>>,
     /// The model.
     pub model: Option<String>,
+    /// Its own posture.
+    pub posture: Option<String>,
     /// Non-secret environment.
     pub env: Vec<(String, String)>,
     /// The image.
@@ -109,8 +113,8 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
-                              workspace_id, created_by, model)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                              workspace_id, created_by, model, posture)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -125,6 +129,7 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
         agent.workspace_id,
         agent.created_by,
         agent.model,
+        agent.posture,
     )
     .execute(&mut *tx)
     .await?;
@@ -147,6 +152,7 @@ struct AgentRecord {
     harness: String,
     command: Option<serde_json::Value>,
     model: Option<String>,
+    posture: Option<String>,
     env: serde_json::Value,
     image: String,
     driver: String,
@@ -168,6 +174,7 @@ impl From<AgentRecord> for AgentRow {
             harness: r.harness,
             command: command_from_json(r.command),
             model: r.model,
+            posture: r.posture,
             env: env_from_json(r.env),
             image: r.image,
             driver: r.driver,
@@ -194,7 +201,7 @@ pub async fn get_including_deleting(pool: &PgPool, id: AgentId) -> sqlx::Result<
 async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Result<Option<AgentRow>> {
     let row = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, env, image, driver,
+        r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, env, image, driver,
                   permission_policy, cpus, memory_mib, pids_limit, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
@@ -209,7 +216,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
 pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<Vec<AgentRow>> {
     let rows = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.env,
+        r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.env,
                   a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.desired_state,
                   a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
@@ -272,6 +279,8 @@ pub struct AgentSettings {
     pub command: Option<Vec<String>>,
     /// The model.
     pub model: Option<String>,
+    /// Its own posture.
+    pub posture: Option<String>,
     /// Non-secret environment.
     pub env: Vec<(String, String)>,
     /// The image.
@@ -289,7 +298,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
     let command = settings.command.as_ref().map(|c| serde_json::json!(c));
     let done = sqlx::query!(
         r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
-                             memory_mib = $8, pids_limit = $9
+                             memory_mib = $8, pids_limit = $9, posture = $10
            WHERE id = $1 AND deleting_at IS NULL"#,
         id.0,
         settings.harness,
@@ -300,6 +309,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
         settings.cpus,
         settings.memory_mib,
         settings.pids_limit,
+        settings.posture,
     )
     .execute(pool)
     .await?;

@@ -5,6 +5,7 @@ pub mod agents;
 pub mod audit;
 pub mod browser_sessions;
 pub mod events;
+pub mod permissions;
 pub mod proxy_identities;
 pub mod sandboxes;
 pub mod secrets;

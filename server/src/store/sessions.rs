@@ -201,30 +201,3 @@ pub struct Question<'a> {
     /// The options offered.
     pub options: &'a serde_json::Value,
 }
-
-/// Records a permission question and the outcome it was answered with, inside the transaction
-/// that stores the line that asked it.
-pub async fn record_answered_permission(
-    tx: &mut sqlx::PgConnection,
-    session_id: SessionId,
-    turn_id: Option<TurnId>,
-    question: &Question<'_>,
-    outcome: &serde_json::Value,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"INSERT INTO permission_requests
-               (id, session_id, turn_id, request_id, harness_generation, tool_call, options, outcome, resolved_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())"#,
-        uuid::Uuid::new_v4(),
-        session_id.0,
-        turn_id.map(|t| t.0),
-        question.request_id,
-        question.generation,
-        question.tool_call,
-        question.options,
-        outcome
-    )
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
-}

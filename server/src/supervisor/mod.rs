@@ -50,9 +50,29 @@ pub struct Deps {
     pub tunnel_ca_pem: Option<String>,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// The posture of agents that name none, and whether `autonomous` is forbidden.
+    pub postures: Postures,
     /// How harnesses reach the egress proxy; `None` unless `AGENTHOLD_PROXY_ADDR` is set (and
     /// the driver installs the proxy's CA: Docker only).
     pub proxy: Option<ProxyAccess>,
+}
+
+/// The server's posture settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Postures {
+    /// The posture of agents that name none (`None`: autonomous).
+    pub default: Option<crate::permissions::Posture>,
+    /// Whether `autonomous` is refused.
+    pub forbid_autonomous: bool,
+}
+
+impl Postures {
+    /// The posture an agent runs with: its own, else the default; an error when forbidden or
+    /// unreadable.
+    pub fn of(&self, agent: &crate::store::agents::AgentRow) -> Result<crate::permissions::Posture, String> {
+        let own = agent.posture.as_deref().map(crate::permissions::Posture::parse).transpose()?;
+        crate::permissions::Posture::resolve(own, self.default, self.forbid_autonomous)
+    }
 }
 
 /// What a harness needs to send its traffic through the egress proxy.
@@ -126,6 +146,17 @@ pub enum Command {
     /// The agent's environment changed (a secret attached or detached; a new harness, model or
     /// env): its harness restarts with the new one once no turn runs.
     EnvironmentChanged,
+    /// A person's answer to a waiting permission question.
+    AnswerPermission {
+        /// The question.
+        permission_id: uuid::Uuid,
+        /// The answer.
+        choice: crate::permissions::Choice,
+        /// Who answered.
+        by: serde_json::Value,
+        /// The outcome.
+        reply: oneshot::Sender<Result<(), core::AnswerError>>,
+    },
     /// Wake the sandbox if needed and hand out a terminal channel.
     Terminal {
         /// The access, once the sandbox is connected.

@@ -17,7 +17,8 @@ use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
-    Core, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, ReplyId, Snapshot, SnapshotHarness, StoreFailure,
+    Core, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, Question, ReplyId, Snapshot, SnapshotHarness,
+    StoreFailure,
 };
 use super::{Command, Deps, LifecycleError, TerminalAccess};
 use crate::ids::AgentId;
@@ -31,6 +32,7 @@ enum Waiter {
     Cancel(oneshot::Sender<bool>),
     Lifecycle(oneshot::Sender<Result<(), LifecycleError>>),
     Terminal(oneshot::Sender<Result<TerminalAccess, LifecycleError>>),
+    Answer(oneshot::Sender<Result<(), super::core::AnswerError>>),
 }
 
 struct Shell {
@@ -145,6 +147,9 @@ impl Shell {
             Command::Destroy { reply } => Input::Destroy { reply: self.waiter(Waiter::Lifecycle(reply)) },
             Command::Terminal { reply } => Input::Terminal { reply: self.waiter(Waiter::Terminal(reply)) },
             Command::EnvironmentChanged => Input::EnvironmentChanged,
+            Command::AnswerPermission { permission_id, choice, by, reply } => {
+                Input::AnswerPermission { permission_id, choice, by, reply: self.waiter(Waiter::Answer(reply)) }
+            }
         })
     }
 
@@ -215,9 +220,9 @@ impl Shell {
                 }
             }
             Effect::LoadTakeover { link } => {
-                let (pool, agent_id) = (self.deps.pool.clone(), self.agent_id);
+                let (pool, agent_id, postures) = (self.deps.pool.clone(), self.agent_id, self.deps.postures);
                 self.tasks.push(Box::pin(async move {
-                    let snapshot = match load_snapshot(&pool, agent_id).await {
+                    let snapshot = match load_snapshot(&pool, agent_id, postures).await {
                         Ok(snapshot) => Some(Box::new(snapshot)),
                         Err(error) => {
                             tracing::error!(%error, agent.id = %agent_id, "reading the takeover snapshot");
@@ -240,6 +245,9 @@ impl Shell {
                 let _ = reply.send(cancelled);
             }
             (Waiter::Lifecycle(reply), Outcome::Lifecycle(outcome)) => {
+                let _ = reply.send(outcome);
+            }
+            (Waiter::Answer(reply), Outcome::Answered(outcome)) => {
                 let _ = reply.send(outcome);
             }
             (Waiter::Terminal(reply), Outcome::TerminalFailed(message)) => {
@@ -333,7 +341,7 @@ async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
 }
 
 /// What a takeover needs from the database.
-async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<Snapshot> {
+async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId, postures: super::Postures) -> sqlx::Result<Snapshot> {
     let turns = store::sessions::open_turns(pool, agent_id).await?;
     let Some(row) = store::sandboxes::get(pool, agent_id).await? else {
         return Ok(Snapshot { generation: 0, harness: None, turns });
@@ -351,6 +359,21 @@ async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<S
                 .into_iter()
                 .map(|(offset, bytes)| (offset, Bytes::from(bytes)))
                 .collect();
+            let agent = store::agents::get(pool, agent_id).await?;
+            // A harness already running keeps answering by the posture the agent has now; one
+            // that cannot be read or is forbidden asks a person (never approves on its own).
+            let posture =
+                agent.as_ref().and_then(|a| postures.of(a).ok()).unwrap_or(crate::permissions::Posture::Approval);
+            let questions = store::permissions::waiting(pool, agent_id, row.harness_generation)
+                .await?
+                .into_iter()
+                .map(|w| Question {
+                    permission_id: w.permission_id,
+                    session_id: w.session_id,
+                    request_id: w.request_id,
+                    options: w.options,
+                })
+                .collect();
             Some(SnapshotHarness {
                 generation: row.harness_generation,
                 channel,
@@ -358,7 +381,9 @@ async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<S
                 init: row.harness_init,
                 sessions,
                 journal,
-                session_mode: store::agents::get(pool, agent_id).await?.and_then(|a| session_mode(&a.harness)),
+                session_mode: agent.as_ref().and_then(|a| session_mode(&a.harness)),
+                posture,
+                questions,
             })
         }
         None => None,
@@ -456,6 +481,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         "the harness could not start (database error)".to_owned()
     };
     let Some(agent) = store::agents::get(&deps.pool, agent_id).await.map_err(database)? else { return Ok(None) };
+    let posture = deps.postures.of(&agent).map_err(|m| format!("POSTURE_FORBIDDEN: {m}"))?;
     let tools_dir = deps.driver.tools_dir();
     let home_dir = deps.driver.home_dir(agent_id);
     let context = crate::harness::LaunchContext { agent: &agent, tools_dir: &tools_dir, home_dir: &home_dir };
@@ -484,7 +510,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
     let start = Control::Start { channel, argv: launch.argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
-    Ok(Some(Launch { generation, channel, start, session_mode }))
+    Ok(Some(Launch { generation, channel, start, session_mode, posture }))
 }
 
 /// The mode the agent's harness adapter puts sessions in.

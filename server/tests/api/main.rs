@@ -20,6 +20,7 @@ mod failures;
 mod hardening;
 mod lifecycle;
 mod people;
+mod permissions_flow;
 mod proxy_feed;
 mod proxy_feed_e2e;
 mod proxy_support;

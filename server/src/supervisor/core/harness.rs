@@ -67,6 +67,19 @@ pub struct Request {
     pub deadline: Option<Instant>,
 }
 
+/// A permission request of the harness's waiting for a person.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    /// Its id (`permissions::question_id`).
+    pub permission_id: uuid::Uuid,
+    /// The session it belongs to.
+    pub session_id: SessionId,
+    /// The harness's JSON-RPC id for it.
+    pub request_id: serde_json::Value,
+    /// The options the harness offered.
+    pub options: serde_json::Value,
+}
+
 /// A session as the current harness knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionPhase {
@@ -101,6 +114,10 @@ pub struct Harness {
     pub explaining: bool,
     /// The mode sessions are put in once opened (the adapter's choice).
     pub session_mode: Option<String>,
+    /// The agent's permission posture.
+    pub posture: crate::permissions::Posture,
+    /// Its permission requests waiting for a person, by question id.
+    pub questions: HashMap<uuid::Uuid, Question>,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -128,6 +145,8 @@ impl Harness {
             exited: None,
             explaining: false,
             session_mode: None,
+            posture: crate::permissions::Posture::Autonomous,
+            questions: HashMap::new(),
             stderr_tail: VecDeque::new(),
         }
     }

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::harness::{Pending, Request};
+use super::harness::{Pending, Question, Request};
 use super::stdout::{Line, StdoutError};
 use super::turns::{self, TurnState};
 use super::{Core, LinkId, Now, PersistId, Phase, Purpose, SessionPhase};
@@ -14,7 +14,7 @@ use crate::acp::wire::{self, FromHarness, RpcId};
 use crate::events::appender::{AnsweredPermission, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
-use crate::permissions::{self, Posture};
+use crate::permissions::{self, Verdict};
 
 /// What one line produces.
 #[derive(Default)]
@@ -165,20 +165,39 @@ impl Core {
             out.frames.push(wire::error_response(&id, -32002, "unknown session"));
             return;
         };
-        let decision = permissions::decide(Posture::AutoApprove, &id, params, &request);
-        let generation = self.harness.as_ref().map_or(0, |h| h.generation);
-        out.side.push(SideEffect::PermissionAnswered(Box::new(AnsweredPermission {
+        let Some(harness) = self.harness.as_ref() else { return };
+        let (generation, posture) = (harness.generation, harness.posture);
+        let permission_id = permissions::question_id(self.agent_id.0, generation, &id);
+        let verdict = permissions::judge(posture, &id, params, &request, permission_id);
+        let mut record = AnsweredPermission {
+            permission_id,
             session_id,
             turn_id: self.turns.iter().find(|t| t.session_id == session_id).map(|t| t.id),
             request_id: id.clone(),
             generation,
             tool_call: params.get("toolCall").cloned().unwrap_or(Value::Null),
             options: params.get("options").cloned().unwrap_or(Value::Null),
-            outcome: decision.answer.get("outcome").cloned().unwrap_or(Value::Null),
-        })));
-        out.frames.push(wire::response(&id, &decision.answer));
-        out.events.push(NewEvent::new(session_id, EventKind::Permission, decision.asked));
-        out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, decision.resolved));
+            outcome: None,
+        };
+        match verdict {
+            Verdict::Answer(decision) => {
+                record.outcome = Some(decision.answer.get("outcome").cloned().unwrap_or(Value::Null));
+                out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
+                out.frames.push(wire::response(&id, &decision.answer));
+                out.events.push(NewEvent::new(session_id, EventKind::Permission, decision.asked));
+                out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, decision.resolved));
+            }
+            Verdict::Ask { asked } => {
+                // Recorded (pending) with the line; the answer waits for a person.
+                let question =
+                    Question { permission_id, session_id, request_id: id.clone(), options: record.options.clone() };
+                out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
+                out.events.push(NewEvent::new(session_id, EventKind::Permission, asked));
+                if let Some(harness) = self.harness.as_mut() {
+                    harness.questions.insert(permission_id, question);
+                }
+            }
+        }
     }
 
     fn on_response(&mut self, what: Pending, outcome: Result<Value, Value>, out: &mut LineOut, now: Now) {

@@ -16,6 +16,7 @@ mod harness;
 mod lifecycle;
 mod lines;
 mod outbox;
+mod questions;
 mod stdout;
 mod takeover;
 #[cfg(test)]
@@ -29,10 +30,12 @@ use std::time::Instant;
 use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState};
 use bytes::Bytes;
 
-pub use harness::{Harness, Phase, SessionPhase};
+pub use harness::{Harness, Phase, Question, SessionPhase};
 pub use takeover::{Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
-pub use types::{Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, StoreFailure, Timer};
+pub use types::{
+    AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, StoreFailure, Timer,
+};
 
 use crate::events::NewEvent;
 use crate::events::appender::SideEffect;
@@ -61,6 +64,9 @@ enum Purpose {
     Line { generation: i64, end: u64, from: u64, sessions: Vec<SessionId> },
     /// Journals stdin frames only.
     Stdin { generation: i64 },
+    /// Records a person's answer to a question and journals the response (whoever answered
+    /// hears back once it is stored).
+    Answer { generation: i64, reply: Option<ReplyId> },
     /// Records a prompt about to be sent.
     Prompt { generation: i64, turn_id: TurnId },
     /// Ends turns.
@@ -226,6 +232,12 @@ impl Core {
                 return;
             }
             Input::EnvironmentChanged => self.environment_changed = true,
+            Input::AnswerPermission { permission_id, choice, by, reply } => {
+                // Accepted answers are replied to once stored (`on_persisted`).
+                if let Err(error) = self.answer_question(permission_id, &choice, by, Some(reply)) {
+                    self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Answered(Err(error)) });
+                }
+            }
             Input::Attached { link, processes } => self.on_attached(link, processes, now),
             Input::Stdout { link, channel, offset, bytes } => {
                 if self.is_current(link) {
@@ -368,6 +380,10 @@ impl Core {
             return;
         };
         self.ending.retain(|_, persist| *persist != id);
+        if let Purpose::Answer { reply: Some(reply), .. } = &purpose {
+            let outcome = result.as_ref().map(|_| ()).map_err(|_| types::AnswerError::NotRecorded);
+            self.effects.push_back(Effect::Reply { to: *reply, outcome: Outcome::Answered(outcome) });
+        }
         let generation = self.harness.as_ref().map(|h| h.generation);
         match (purpose, result) {
             (Purpose::Line { generation: g, end, from, sessions }, Err(StoreFailure::Rejected))
@@ -495,6 +511,7 @@ impl Core {
                 let mut harness = Harness::new(launch.generation, launch.channel, Phase::Starting, 0, 0, 0, 0);
                 harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
                 harness.session_mode = launch.session_mode;
+                harness.posture = launch.posture;
                 self.harness = Some(harness);
                 self.send(Outbound::Control(launch.start));
             }
@@ -621,7 +638,10 @@ impl Core {
                 let (event, effect) = turns::ending(&turn, "cancelled", None, now.wall);
                 self.end_turns(vec![turn.id], vec![event], vec![effect]);
             }
-            TurnState::Recording { .. } | TurnState::Sent { .. } => self.send_cancel(session_id),
+            TurnState::Recording { .. } | TurnState::Sent { .. } => {
+                self.cancel_questions(session_id);
+                self.send_cancel(session_id);
+            }
         }
         true
     }

@@ -31,6 +31,10 @@ pub struct SnapshotHarness {
     pub journal: Vec<(u64, Bytes)>,
     /// The mode its adapter puts sessions in (for sessions it opens from now on).
     pub session_mode: Option<String>,
+    /// The agent's permission posture.
+    pub posture: crate::permissions::Posture,
+    /// Its questions still waiting for a person.
+    pub questions: Vec<super::harness::Question>,
 }
 
 /// What a takeover reads.
@@ -126,6 +130,10 @@ impl Core {
                 }
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 harness.session_mode = known.session_mode;
+                harness.posture = known.posture;
+                for question in known.questions {
+                    harness.questions.insert(question.permission_id, question);
+                }
                 for (session_id, acp_id) in known.sessions {
                     harness.sessions.insert(session_id, SessionPhase::Ready(acp_id));
                 }

@@ -29,6 +29,8 @@ struct Sim {
     turn: TurnRow,
     /// The mode the launched harness's sessions are put in.
     session_mode: Option<String>,
+    /// The launched harness's permission posture.
+    posture: crate::permissions::Posture,
 }
 
 fn turn_row() -> TurnRow {
@@ -49,7 +51,13 @@ fn turn_row() -> TurnRow {
 impl Sim {
     fn new() -> Self {
         let core = Core::new(AgentId(uuid::Uuid::new_v4()), "/home/agent".to_owned(), timeouts(), "t".to_owned());
-        Self { core, now: Now { mono: Instant::now(), wall: chrono::Utc::now() }, turn: turn_row(), session_mode: None }
+        Self {
+            core,
+            now: Now { mono: Instant::now(), wall: chrono::Utc::now() },
+            turn: turn_row(),
+            session_mode: None,
+            posture: crate::permissions::Posture::Autonomous,
+        }
     }
 
     fn input(&mut self, input: Input) -> Vec<Effect> {
@@ -89,7 +97,13 @@ impl Sim {
         assert!(sends(&effects).contains(&Outbound::Control(Control::Resume { channels: vec![] })));
         assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))));
         let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
-        let launch = Launch { generation: 1, channel: CHANNEL, start, session_mode: self.session_mode.clone() };
+        let launch = Launch {
+            generation: 1,
+            channel: CHANNEL,
+            start,
+            session_mode: self.session_mode.clone(),
+            posture: self.posture,
+        };
         self.input(Input::Launched(Ok(Some(launch))));
         let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
         let (init_persist, _, _) = persists(&effects)[0];
@@ -363,6 +377,8 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             sessions: vec![(sim.turn.session_id, "acp-1".to_owned())],
             journal,
             session_mode: None,
+            posture: sim.posture,
+            questions: Vec::new(),
         }),
         turns: vec![turn],
     }

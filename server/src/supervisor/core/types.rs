@@ -63,6 +63,8 @@ pub struct Launch {
     pub start: Control,
     /// The mode every session is put in once opened (`session/set_mode`), if the adapter names one.
     pub session_mode: Option<String>,
+    /// The agent's permission posture, which answers the harness's permission requests.
+    pub posture: crate::permissions::Posture,
 }
 
 /// Inputs.
@@ -99,6 +101,17 @@ pub enum Input {
     },
     /// The agent's environment changed: restart the harness once no turn runs.
     EnvironmentChanged,
+    /// A person answered a pending permission question.
+    AnswerPermission {
+        /// The question.
+        permission_id: uuid::Uuid,
+        /// The answer.
+        choice: crate::permissions::Choice,
+        /// Who answered (recorded in `permission_resolved`).
+        by: serde_json::Value,
+        /// Who waits.
+        reply: ReplyId,
+    },
     /// sandboxd connected and said hello.
     Attached {
         /// The connection.
@@ -222,6 +235,22 @@ pub enum Outcome {
     Lifecycle(Result<(), LifecycleError>),
     /// A terminal could not be handed out.
     TerminalFailed(String),
+    /// A permission answer's outcome.
+    Answered(Result<(), AnswerError>),
+}
+
+/// A permission answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// The question is not pending (answered already, or its harness is gone).
+    #[error("the question is not pending")]
+    NotPending,
+    /// The choice is not one the harness offered.
+    #[error("{0}")]
+    BadChoice(String),
+    /// The answer could not be stored (the harness gets it after the takeover, if at all).
+    #[error("the answer could not be stored")]
+    NotRecorded,
 }
 
 /// Effects, in the order they must be performed.

@@ -1,0 +1,117 @@
+//! `/api/v1/permissions`: the questions harnesses asked that wait for a person (the approvals
+//! inbox across every agent the caller operates) and their answers. The first answer wins; an
+//! answer to a question already answered is `409 ALREADY_ANSWERED`.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::extract::{Id, parse_json};
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::ids::AgentId;
+use crate::permissions::Choice;
+use crate::store;
+use crate::store::users::Role;
+use crate::supervisor::Command;
+use crate::supervisor::core::AnswerError;
+
+/// `GET /api/v1/permissions` query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `pending` (default) or `all`.
+    state: Option<String>,
+    /// At most this many, newest first (default 100, at most 1000).
+    limit: Option<i64>,
+}
+
+/// `POST /api/v1/permissions/{id}/answer`: `{"decision": "allow" | "deny"}` or `{"option_id"}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    decision: Option<String>,
+    option_id: Option<String>,
+}
+
+/// The questions of every agent the caller operates, newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let pending = match query.state.as_deref().unwrap_or("pending") {
+        "pending" => true,
+        "all" => false,
+        other => {
+            return Err(ApiError::bad_request("INVALID_STATE", format!("state {other:?}: pending or all")));
+        }
+    };
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request("INVALID_LIMIT", "limit: 1-1000"));
+    }
+    let questions = store::permissions::list_for_user(&state.pool, principal.user_id, pending, limit).await?;
+    Ok(Json(json!({"permissions": questions})))
+}
+
+/// One question (operators of its agent's workspace).
+pub async fn show(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<uuid::Uuid>,
+) -> Result<Json<Value>, ApiError> {
+    let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
+    principal.require(&state, question.workspace_id, Role::Operator, "permission").await?;
+    Ok(Json(json!(question)))
+}
+
+/// Answers a waiting question (operators of its agent's workspace); the harness gets the
+/// answer once it is recorded.
+pub async fn answer(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<uuid::Uuid>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
+    principal.require(&state, question.workspace_id, Role::Operator, "permission").await?;
+    let body: Answer = parse_json(&body)?;
+    let choice = match (body.decision.as_deref(), body.option_id) {
+        (Some("allow"), None) => Choice::Allow,
+        (Some("deny"), None) => Choice::Deny,
+        (None, Some(option)) => Choice::Option(option),
+        _ => {
+            return Err(ApiError::bad_request(
+                "INVALID_ANSWER",
+                "answer with {\"decision\": \"allow\" | \"deny\"} or {\"option_id\": \"<one the harness offered>\"}",
+            ));
+        }
+    };
+    if question.outcome.is_some() {
+        return Err(already_answered());
+    }
+    let by = json!({"user_id": principal.user_id});
+    let agent_id = AgentId(question.agent_id);
+    let outcome = state
+        .supervisors
+        .ask(agent_id, |reply| Command::AnswerPermission { permission_id: id, choice, by, reply })
+        .await
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?;
+    match outcome {
+        Ok(()) => {}
+        Err(AnswerError::NotPending) => return Err(already_answered()),
+        Err(AnswerError::BadChoice(message)) => return Err(ApiError::bad_request("INVALID_OPTION", message)),
+        Err(AnswerError::NotRecorded) => {
+            return Err(ApiError::Internal(anyhow::anyhow!("the answer to {id} could not be stored")));
+        }
+    }
+    let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
+    Ok(Json(json!(question)))
+}
+
+fn already_answered() -> ApiError {
+    ApiError::conflict("ALREADY_ANSWERED", "the question is answered already (or its harness is gone)")
+}

@@ -1,0 +1,150 @@
+//! The `permission_requests` table: every permission request of a harness's — answered at once by
+//! the agent's posture, or waiting for a person (`outcome IS NULL`) until answered. A row is
+//! written in the transaction of the line that asked, before the question is shown or answered;
+//! its answer in the transaction that journals the answer's frame, before it is sent.
+
+use sqlx::PgPool;
+
+use super::sessions::Question;
+use crate::ids::{AgentId, SessionId, TurnId};
+
+/// Records a question (and its outcome, when answered at once).
+pub async fn record(
+    tx: &mut sqlx::PgConnection,
+    permission_id: uuid::Uuid,
+    session_id: SessionId,
+    turn_id: Option<TurnId>,
+    question: &Question<'_>,
+    outcome: Option<&serde_json::Value>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"INSERT INTO permission_requests
+               (id, session_id, turn_id, request_id, harness_generation, tool_call, options, outcome, resolved_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8::jsonb IS NULL THEN NULL ELSE now() END)
+           ON CONFLICT (id) DO NOTHING"#,
+        permission_id,
+        session_id.0,
+        turn_id.map(|t| t.0),
+        question.request_id,
+        question.generation,
+        question.tool_call,
+        question.options,
+        outcome
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Records the answer to a waiting question (a question answered already keeps its answer).
+pub async fn resolve(
+    tx: &mut sqlx::PgConnection,
+    permission_id: uuid::Uuid,
+    outcome: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE permission_requests SET outcome = $2, resolved_at = now() WHERE id = $1 AND outcome IS NULL"#,
+        permission_id,
+        outcome
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// A waiting question, as a takeover needs it.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    /// Its id.
+    pub permission_id: uuid::Uuid,
+    /// Its session.
+    pub session_id: SessionId,
+    /// The harness's JSON-RPC id.
+    pub request_id: serde_json::Value,
+    /// The options offered.
+    pub options: serde_json::Value,
+}
+
+/// The questions of the agent's harness `generation` still waiting for a person, oldest first.
+pub async fn waiting(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx::Result<Vec<Waiting>> {
+    let rows = sqlx::query!(
+        r#"SELECT p.id, p.session_id, p.request_id, p.options
+           FROM permission_requests p JOIN sessions s ON s.id = p.session_id
+           WHERE s.agent_id = $1 AND p.harness_generation = $2 AND p.outcome IS NULL
+           ORDER BY p.created_at, p.id"#,
+        agent_id.0,
+        generation
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Waiting {
+            permission_id: r.id,
+            session_id: SessionId(r.session_id),
+            request_id: r.request_id,
+            options: r.options,
+        })
+        .collect())
+}
+
+/// A question as the API shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Listed {
+    /// Its id.
+    pub id: uuid::Uuid,
+    /// The agent.
+    pub agent_id: uuid::Uuid,
+    /// The agent's name.
+    pub agent_name: String,
+    /// The agent's workspace.
+    pub workspace_id: uuid::Uuid,
+    /// The session.
+    pub session_id: uuid::Uuid,
+    /// The turn, if one was open.
+    pub turn_id: Option<uuid::Uuid>,
+    /// The tool call, as the harness sent it.
+    pub tool_call: serde_json::Value,
+    /// The options it offered.
+    pub options: serde_json::Value,
+    /// The answer (`null` while it waits).
+    pub outcome: Option<serde_json::Value>,
+    /// When it was asked.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// When it was answered.
+    pub resolved_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// One question, with its agent (for the caller's role check).
+pub async fn get(pool: &PgPool, id: uuid::Uuid) -> sqlx::Result<Option<Listed>> {
+    sqlx::query_as!(
+        Listed,
+        r#"SELECT p.id, a.id AS agent_id, a.name AS agent_name, a.workspace_id AS "workspace_id!", p.session_id,
+                  p.turn_id, p.tool_call, p.options, p.outcome, p.created_at, p.resolved_at
+           FROM permission_requests p JOIN sessions s ON s.id = p.session_id JOIN agents a ON a.id = s.agent_id
+           WHERE p.id = $1 AND a.deleting_at IS NULL"#,
+        id
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// The questions of the agents the user may operate (operator or admin of their workspace),
+/// newest first; only waiting ones when `pending`.
+pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid, pending: bool, limit: i64) -> sqlx::Result<Vec<Listed>> {
+    sqlx::query_as!(
+        Listed,
+        r#"SELECT p.id, a.id AS agent_id, a.name AS agent_name, a.workspace_id AS "workspace_id!", p.session_id,
+                  p.turn_id, p.tool_call, p.options, p.outcome, p.created_at, p.resolved_at
+           FROM permission_requests p JOIN sessions s ON s.id = p.session_id JOIN agents a ON a.id = s.agent_id
+           JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
+           WHERE a.deleting_at IS NULL AND m.role IN ('operator', 'admin') AND (NOT $2 OR p.outcome IS NULL)
+           ORDER BY p.created_at DESC, p.id
+           LIMIT $3"#,
+        user_id,
+        pending,
+        limit
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,160 @@
+//! Asking a person (issue 10, parts 1, 4, 6): an agent with the `approval` posture holds the
+//! harness's permission request as a question; it is listed in the approvals inbox; any operator
+//! of the workspace answers it (a viewer or an outsider cannot), the first answer wins (409 after),
+//! an option the harness did not offer is refused; the answer reaches the harness and the turn
+//! goes on. A question survives a SIGKILL of the server (still pending afterwards; an answer given
+//! after the restart reaches the harness, which waited in its sandbox); cancelling the turn answers
+//! its questions `cancelled`. Postures are checked at the edge.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::secrets_support::{admin, call, make_user};
+use crate::support::{TestServer, texts};
+
+const TURN: Duration = Duration::from_secs(120);
+
+/// Waits until the session has a `permission` event past `after` events; returns its question id.
+async fn question(server: &TestServer, session: &str, after: usize) -> String {
+    let started = Instant::now();
+    loop {
+        let events = server.events(session).await;
+        if let Some(asked) = events.iter().skip(after).find(|e| e["type"] == "permission") {
+            return asked["payload"]["permission_id"].as_str().expect("permission_id").to_owned();
+        }
+        assert!(started.elapsed() < TURN, "no permission question: {events:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn pending_ids(listed: &Value) -> Vec<String> {
+    listed["permissions"]
+        .as_array()
+        .expect("permissions")
+        .iter()
+        .filter_map(|p| p["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_question_waits_for_an_operator_and_the_first_answer_wins() {
+    let server = TestServer::start().await;
+    let viewer = make_user(&server, "pv").await;
+    let operator = make_user(&server, "po").await;
+    let outsider = make_user(&server, "px").await;
+    let (_, team) = admin(&server, "POST", "/api/v1/workspaces", json!({"name": "approvals"})).await;
+    let ws = team["id"].as_str().expect("id").to_owned();
+    for (user, role) in [(&viewer, "viewer"), (&operator, "operator")] {
+        let path = format!("/api/v1/workspaces/{ws}/members/{}", user.id);
+        assert_eq!(admin(&server, "PUT", &path, json!({"role": role})).await.0, 204);
+    }
+    let agent = server.create_agent(json!({"workspace_id": ws, "posture": "ask"})).await;
+    let (_, view) = server.get(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!((view["posture"].as_str(), view["own_posture"].as_str()), (Some("approval"), Some("approval")));
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "ask execute rm -rf build/").await;
+    let id = question(&server, &session, 0).await;
+
+    // In the operator's inbox, not in the outsider's; the turn waits.
+    let (status, inbox) = call(&server, "GET", "/api/v1/permissions?state=pending", &operator.token, json!({})).await;
+    assert_eq!(status, 200, "{inbox}");
+    assert_eq!(pending_ids(&inbox), std::slice::from_ref(&id));
+    let (_, theirs) = call(&server, "GET", "/api/v1/permissions", &outsider.token, json!({})).await;
+    assert!(pending_ids(&theirs).is_empty(), "{theirs}");
+    assert!(server.events(&session).await.iter().all(|e| e["type"] != "turn_end"), "the turn ended unanswered");
+
+    let answer = format!("/api/v1/permissions/{id}/answer");
+    assert_eq!(call(&server, "POST", &answer, &viewer.token, json!({"decision": "allow"})).await.0, 403);
+    assert_eq!(call(&server, "POST", &answer, &outsider.token, json!({"decision": "allow"})).await.0, 404);
+    let bad = call(&server, "POST", &answer, &operator.token, json!({"option_id": "not-offered"})).await;
+    assert_eq!((bad.0, bad.1["error"]["code"].as_str()), (400, Some("INVALID_OPTION")), "{}", bad.1);
+    let bad = call(&server, "POST", &answer, &operator.token, json!({"decision": "maybe"})).await;
+    assert_eq!((bad.0, bad.1["error"]["code"].as_str()), (400, Some("INVALID_ANSWER")), "{}", bad.1);
+    let (status, answered) = call(&server, "POST", &answer, &operator.token, json!({"decision": "allow"})).await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["outcome"]["optionId"], "allow-once");
+    let again = call(&server, "POST", &answer, &operator.token, json!({"decision": "deny"})).await;
+    assert_eq!((again.0, again.1["error"]["code"].as_str()), (409, Some("ALREADY_ANSWERED")), "{}", again.1);
+
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: allow-once"), "{events:?}");
+    let resolved: Vec<&Value> = events.iter().filter(|e| e["type"] == "permission_resolved").collect();
+    assert_eq!(resolved.len(), 1, "{events:?}");
+    assert_eq!(resolved[0]["payload"]["by"]["user_id"], operator.id.as_str());
+    assert_eq!(resolved[0]["payload"]["option_kind"], "allow_once");
+    let (_, inbox) = call(&server, "GET", "/api/v1/permissions", &operator.token, json!({})).await;
+    assert!(pending_ids(&inbox).is_empty(), "{inbox}");
+}
+
+#[tokio::test]
+async fn a_question_survives_a_server_kill_and_its_answer_reaches_the_waiting_harness() {
+    let mut server = TestServer::start().await;
+    let agent = server.create_agent(json!({"posture": "approval"})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "ask edit src/main.rs").await;
+    let id = question(&server, &session, 0).await;
+
+    server.restart().await;
+    let (status, inbox) = server.get("/api/v1/permissions?state=pending").await;
+    assert_eq!(status, 200, "{inbox}");
+    assert_eq!(pending_ids(&inbox), std::slice::from_ref(&id), "the question is still pending after the restart");
+    // The answer is given after the restart, to the harness that kept waiting in its sandbox.
+    let started = Instant::now();
+    let (status, answered) = loop {
+        let answer =
+            admin(&server, "POST", &format!("/api/v1/permissions/{id}/answer"), json!({"decision": "deny"})).await;
+        // The supervisor takes the question over once sandboxd has reconnected.
+        if answer.0 != 409 || started.elapsed() > TURN {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 200, "{answered}");
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: reject-once"), "{events:?}");
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "permission").count(), 1, "asked once: {kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "permission_resolved").count(), 1, "{kinds:?}");
+}
+
+#[tokio::test]
+async fn cancelling_a_turn_answers_its_questions_cancelled() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({"posture": "approval"})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "ask execute make deploy").await;
+    let id = question(&server, &session, 0).await;
+    assert_eq!(server.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await.0, 202);
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: cancelled"), "{events:?}");
+    let resolved = events.iter().find(|e| e["type"] == "permission_resolved").expect("resolved");
+    assert_eq!(resolved["payload"]["by"], "cancel");
+    let answer =
+        admin(&server, "POST", &format!("/api/v1/permissions/{id}/answer"), json!({"decision": "allow"})).await;
+    assert_eq!(answer.0, 409, "{}", answer.1);
+}
+
+#[tokio::test]
+async fn postures_are_checked_and_autonomous_can_be_forbidden() {
+    let server = TestServer::start_with(&[("AGENTHOLD_FORBID_AUTONOMOUS", "true")]).await;
+    let refused =
+        admin(&server, "POST", "/api/v1/agents", json!({"name": "p1", "harness": "fake", "posture": "yolo"})).await;
+    assert_eq!((refused.0, refused.1["error"]["code"].as_str()), (400, Some("UNKNOWN_POSTURE")), "{}", refused.1);
+    let refused =
+        admin(&server, "POST", "/api/v1/agents", json!({"name": "p2", "harness": "fake", "posture": "auto-approve"}))
+            .await;
+    assert_eq!((refused.0, refused.1["error"]["code"].as_str()), (400, Some("AUTONOMOUS_FORBIDDEN")), "{}", refused.1);
+    // No posture of its own: the default (autonomous) is forbidden, so its harness does not start.
+    let agent = server.create_agent(json!({})).await;
+    let (_, view) = server.get(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!(view["posture"], "forbidden", "{view}");
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text hi").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let error = events.iter().find(|e| e["type"] == "error").expect("an error");
+    assert!(error["payload"]["message"].as_str().unwrap_or_default().contains("POSTURE_FORBIDDEN"), "{error}");
+    // Given a posture, it runs; the change is audited.
+    let patched = admin(&server, "PATCH", &format!("/api/v1/agents/{agent}"), json!({"posture": "approval"})).await;
+    assert_eq!((patched.0, &patched.1["posture"]), (200, &json!("approval")), "{}", patched.1);
+}
