@@ -127,6 +127,21 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     let session = server.create_session(&agent).await;
     server.prompt(&session, "text hello").await;
     server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+    // A question waiting for a person, in the workspace (an agent asking for approval).
+    let asking = server.create_agent(json!({"workspace_id": ws, "posture": "approval"})).await;
+    let asking_session = server.create_session(&asking).await;
+    server.prompt(&asking_session, "ask execute make").await;
+    let started = std::time::Instant::now();
+    let permission = loop {
+        let events = server.events(&asking_session).await;
+        if let Some(id) =
+            events.iter().find(|e| e["type"] == "permission").and_then(|e| e["payload"]["permission_id"].as_str())
+        {
+            break id.to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "no question: {events:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
 
     let roles =
         [(Need::Public, &outsider), (Need::Viewer, &viewer), (Need::Operator, &operator), (Need::Admin, &admin)];
@@ -140,6 +155,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
             let path = template
                 .replace("/agents/{id}", &format!("/agents/{agent}"))
                 .replace("/sessions/{id}", &format!("/sessions/{session}"))
+                .replace("/permissions/{id}", &format!("/permissions/{permission}"))
                 .replace("/workspaces/{id}", &format!("/workspaces/{ws}"))
                 .replace("{user_id}", &target.id)
                 .replace("{secret_id}", &doomed)
@@ -152,6 +168,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                     t if t.ends_with("/prompt") => json!({"text": "text again"}),
                     t if t.ends_with("/members/{user_id}") && method == "PUT" => json!({"role": "viewer"}),
                     t if t.ends_with("/secrets/{env_name}") && method == "PUT" => json!({"secret_id": kept}),
+                    t if t.ends_with("/answer") => json!({"decision": "allow"}),
                     _ => json!({}),
                 };
                 server.as_user(method, &path, &user.token, body).await.0
