@@ -5,10 +5,12 @@
 //! Today every agent is `auto-approve` (seed 003); the permissions issue grows this into the
 //! `autonomous` / `guarded` / `approval` postures with policies.
 
+pub mod call;
 pub mod effect;
 pub mod glob;
 pub mod paths;
 pub mod posture;
+pub mod raw_input;
 
 use agent_client_protocol::v1::schema::RequestPermissionRequest;
 use serde_json::{Value, json};
