@@ -9,6 +9,7 @@ pub mod call;
 pub mod effect;
 pub mod glob;
 pub mod paths;
+pub mod policy;
 pub mod posture;
 pub mod raw_input;
 
