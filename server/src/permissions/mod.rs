@@ -6,6 +6,7 @@
 //! `autonomous` / `guarded` / `approval` postures with policies.
 
 pub mod call;
+pub mod decision;
 pub mod effect;
 pub mod glob;
 pub mod paths;
