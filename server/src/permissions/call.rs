@@ -131,6 +131,148 @@ fn host_of(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
+/// Random JSON shaped like what harnesses send, from a seeded PRNG (for property tests).
+#[cfg(test)]
+pub(crate) mod random_json {
+    use serde_json::{Map, Value};
+
+    /// SplitMix64: small, seedable, good enough to shake out panics.
+    pub(crate) struct Rng(u64);
+
+    impl Rng {
+        pub(crate) fn new(seed: u64) -> Self {
+            Self(seed)
+        }
+
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        pub(crate) fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len())]
+        }
+    }
+
+    const KEYS: &[&str] = &[
+        "kind",
+        "title",
+        "locations",
+        "content",
+        "rawInput",
+        "path",
+        "line",
+        "type",
+        "file_path",
+        "filePath",
+        "command",
+        "cmd",
+        "argv",
+        "args",
+        "changes",
+        "edits",
+        "patch",
+        "patchText",
+        "diff",
+        "url",
+        "uri",
+        "move_path",
+        "update",
+        "paths",
+        "effect",
+        "answer",
+        "outside_workdir",
+        "rules",
+        "default",
+        "cwd",
+    ];
+
+    const STRINGS: &[&str] = &[
+        "",
+        "/",
+        "..",
+        ".",
+        "../../..",
+        "/home/agent/x.rs",
+        "relative/../../y",
+        "file:///etc/passwd",
+        "edit",
+        "execute",
+        "read",
+        "search",
+        "fetch",
+        "delete",
+        "move",
+        "think",
+        "other",
+        "diff",
+        "bash",
+        "-lc",
+        "-c",
+        "rm -rf /",
+        "git *",
+        "**/.env",
+        "/etc/*",
+        "/a/b**",
+        "*",
+        "**",
+        "?",
+        "allow",
+        "deny",
+        "ask",
+        "exec",
+        "write",
+        "network",
+        "https://user@[::1]:80/x",
+        "http://",
+        "://",
+        "*** Begin Patch\n*** Add File: a\n",
+        "--- a/x\n+++ b/y\n",
+        "é\u{0}ü",
+        "\u{10FFFF}",
+        "{\"command\": [\"ls\"]}",
+        "[",
+        "\t\n ",
+    ];
+
+    /// A random value, at most `depth` levels deep.
+    pub(crate) fn value(rng: &mut Rng, depth: usize) -> Value {
+        let choice = if depth == 0 { rng.below(5) } else { rng.below(8) };
+        match choice {
+            0 => Value::Null,
+            1 => Value::Bool(rng.below(2) == 0),
+            2 => Value::from(rng.next() as i64),
+            3 | 4 => Value::from(string(rng)),
+            5 => Value::Array((0..rng.below(6)).map(|_| value(rng, depth - 1)).collect()),
+            _ => {
+                let mut object = Map::new();
+                for _ in 0..rng.below(7) {
+                    object.insert(rng.pick(KEYS).to_owned(), value(rng, depth - 1));
+                }
+                Value::Object(object)
+            }
+        }
+    }
+
+    fn string(rng: &mut Rng) -> String {
+        match rng.below(10) {
+            0 => rng.pick(STRINGS).repeat(rng.below(2_000)),
+            1 => {
+                let parts: Vec<&str> = (0..rng.below(8)).map(|_| rng.pick(STRINGS)).collect();
+                parts.join(if rng.below(2) == 0 { "/" } else { " " })
+            }
+            _ => rng.pick(STRINGS).to_owned(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,6 +395,28 @@ mod tests {
         let mut truncated = false;
         assert_eq!(cut("ééé".to_owned(), 3, &mut truncated), "é");
         assert!(truncated);
+    }
+
+    #[test]
+    fn derive_never_panics_on_random_shapes() {
+        let mut rng = random_json::Rng::new(0x5EED_0010);
+        for _ in 0..3_000 {
+            let mut tool_call = random_json::value(&mut rng, 5);
+            if let Value::Object(object) = &mut tool_call
+                && rng.below(2) == 0
+            {
+                object.insert("kind".into(), json!(["edit", "execute", "read", "fetch"][rng.below(4)]));
+                object.insert("rawInput".into(), random_json::value(&mut rng, 4));
+            }
+            let workdir = ["/home/agent", "", "rel/dir", "/", "/a/../.."][rng.below(5)];
+            let call = Call::derive(&tool_call, workdir);
+            assert!(call.paths.len() <= crate::permissions::paths::MAX_PATHS);
+            assert!(
+                call.paths.iter().all(|path| path.starts_with('/') && !path.split('/').any(|s| s == ".." || s == "."))
+            );
+            assert!(call.command.as_ref().is_none_or(|command| command.len() <= MAX_COMMAND_BYTES));
+            assert!(call.url.as_ref().is_none_or(|url| url.len() <= MAX_URL_BYTES));
+        }
     }
 
     #[test]

@@ -344,6 +344,70 @@ mod tests {
     }
 
     #[test]
+    fn random_policies_and_calls_never_panic() {
+        use crate::permissions::call::random_json::{Rng, value};
+        let mut rng = Rng::new(0xDEC1DE);
+        let fixed_server = rules(json!([
+            {"effect": "exec", "command": "rm -rf *", "answer": "deny"},
+            {"effect": "write", "path": "**/.env", "answer": "deny"},
+            {"effect": "read", "outside_workdir": true, "answer": "ask"},
+        ]));
+        let fixed_agent = policy(
+            json!({"rules": [{"effect": "write", "path": "/home/agent/**", "answer": "allow"}], "default": "ask"}),
+        );
+        let mut valid_policies = 0;
+        for _ in 0..2_000 {
+            let random_rules = parse_rules(&rule_shaped(&mut rng)).unwrap_or_default();
+            let random_policy = if rng.below(4) == 0 {
+                Policy::parse(&value(&mut rng, 4)).ok()
+            } else {
+                Policy::parse(&json!({"rules": rule_shaped(&mut rng), "default": pick(&mut rng, ANSWERS)})).ok()
+            };
+            valid_policies += usize::from(random_policy.is_some());
+            let call = Call::derive(&value(&mut rng, 5), "/home/agent");
+            for posture in [Posture::Autonomous, Posture::Guarded, Posture::Approval] {
+                for (server, agent) in [(&fixed_server, Some(&fixed_agent)), (&random_rules, random_policy.as_ref())] {
+                    if let Ok(decision) = decide(posture, server, agent, &call, "/home/agent") {
+                        let _ = crate::permissions::payloads::policy_denied(&decision, &call, server, agent);
+                    }
+                }
+            }
+        }
+        assert!(valid_policies > 200, "the generator makes valid policies too ({valid_policies})");
+    }
+
+    const ANSWERS: &[&str] = &["allow", "deny", "ask", "maybe"];
+
+    fn pick<'a>(rng: &mut crate::permissions::call::random_json::Rng, items: &[&'a str]) -> &'a str {
+        items[rng.below(items.len())]
+    }
+
+    /// An array of rule-like objects, mostly valid.
+    fn rule_shaped(rng: &mut crate::permissions::call::random_json::Rng) -> Value {
+        const EFFECTS: &[&str] = &["read", "write", "exec", "network", "edit"];
+        const GLOBS: &[&str] = &["/home/agent/**", "**/.env", "/etc/*", "/**/*.rs", "/tmp/?", "x"];
+        const COMMANDS: &[&str] = &["git *", "rm -rf *", "*", "make ?", "ls"];
+        let rules: Vec<Value> = (0..rng.below(6))
+            .map(|_| {
+                let mut rule = serde_json::Map::new();
+                rule.insert("effect".into(), json!(pick(rng, EFFECTS)));
+                rule.insert("answer".into(), json!(pick(rng, &ANSWERS[..3])));
+                if rng.below(2) == 0 {
+                    rule.insert("path".into(), json!(pick(rng, GLOBS)));
+                }
+                if rng.below(3) == 0 {
+                    rule.insert("outside_workdir".into(), json!(true));
+                }
+                if rng.below(3) == 0 {
+                    rule.insert("command".into(), json!(pick(rng, COMMANDS)));
+                }
+                Value::Object(rule)
+            })
+            .collect();
+        Value::Array(rules)
+    }
+
+    #[test]
     fn labels_and_serialization() {
         assert_eq!(DecidedBy::Auto.label(), "auto");
         assert_eq!(by_server(0).label(), "policy:server:0");

@@ -93,19 +93,17 @@ pub fn add_patch_paths(text: &str, paths: &mut BoundedPaths) {
     let mut previous_minus: Option<&str> = None;
     for line in text.lines() {
         let line = line.trim_end_matches('\r');
-        if let Some(path) = MARKERS.iter().find_map(|marker| line.strip_prefix(marker)) {
-            if !paths.add(path.trim()) {
-                return;
-            }
+        if let Some(path) = MARKERS.iter().find_map(|marker| line.strip_prefix(marker))
+            && !paths.add(path.trim())
+        {
+            return;
         }
-        if let Some(plus) = line.strip_prefix("+++ ") {
-            if let Some(minus) = previous_minus.take() {
-                for header in [minus, plus] {
-                    if let Some(path) = diff_header_path(header)
-                        && !paths.add(path)
-                    {
-                        return;
-                    }
+        if let Some(plus) = line.strip_prefix("+++ ")
+            && let Some(minus) = previous_minus.take()
+        {
+            for path in [minus, plus].into_iter().filter_map(diff_header_path) {
+                if !paths.add(path) {
+                    return;
                 }
             }
         }
@@ -162,23 +160,18 @@ fn add_change_paths(change: &Value, paths: &mut BoundedPaths) {
 }
 
 fn add_keyed_paths(object: &Map<String, Value>, paths: &mut BoundedPaths) {
-    for key in PATH_KEYS {
-        match object.get(*key) {
-            Some(Value::String(path)) => {
-                if !paths.add(path) {
-                    return;
-                }
-            }
-            Some(Value::Array(items)) => {
-                for path in items.iter().take(MAX_ITEMS_SCANNED).filter_map(Value::as_str) {
-                    if !paths.add(path) {
-                        return;
-                    }
-                }
-            }
-            _ => {}
+    for path in PATH_KEYS.iter().flat_map(|key| strings(object.get(*key))) {
+        if !paths.add(path) {
+            return;
         }
     }
+}
+
+/// A string value, or the strings of an array value.
+fn strings(value: Option<&Value>) -> impl Iterator<Item = &str> {
+    let single = value.and_then(Value::as_str);
+    let items = value.and_then(Value::as_array).into_iter().flatten().take(MAX_ITEMS_SCANNED);
+    single.into_iter().chain(items.filter_map(Value::as_str))
 }
 
 /// The path in a unified diff header (`a/src/x.rs`, `b/src/x.rs\t2024-…`), if not `/dev/null`.
