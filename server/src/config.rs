@@ -230,7 +230,7 @@ pub struct Config {
 }
 
 fn parse_posture(value: &str) -> Result<crate::permissions::Posture, String> {
-    crate::permissions::Posture::parse(value)
+    crate::permissions::Posture::parse(value).map_err(|e| e.to_string())
 }
 
 /// `AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES`, parsed.

@@ -45,7 +45,7 @@ pub fn check_harness(
 /// server forbids is refused here already.
 pub fn check_posture(state: &AppState, posture: Option<String>) -> Result<Option<String>, ApiError> {
     let Some(name) = posture.filter(|p| !p.is_empty()) else { return Ok(None) };
-    let posture = Posture::parse(&name).map_err(|m| ApiError::bad_request("UNKNOWN_POSTURE", m))?;
+    let posture = Posture::parse(&name).map_err(|e| ApiError::bad_request("UNKNOWN_POSTURE", e.to_string()))?;
     if posture == Posture::Autonomous && state.config.forbid_autonomous {
         return Err(ApiError::bad_request(
             "AUTONOMOUS_FORBIDDEN",

@@ -7,54 +7,23 @@
 //! harness's one-time allow option; `approval` (alias `ask`) asks a person every time;
 //! `guarded` answers by a policy (docs/permissions.md). Options are always chosen by kind.
 
+pub mod call;
+pub mod decision;
+pub mod effect;
+pub mod glob;
+pub mod options;
+pub mod paths;
+pub mod payloads;
+pub mod policy;
+pub mod posture;
+pub mod raw_input;
+
 use agent_client_protocol::v1::schema::{PermissionOption, PermissionOptionKind, RequestPermissionRequest};
+
 use serde_json::{Value, json};
 
 use crate::acp::messages;
-
-/// An agent's permission posture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Posture {
-    /// Approve with the harness's one-time allow option.
-    Autonomous,
-    /// A policy answers (not served yet: a guarded agent asks a person).
-    Guarded,
-    /// Ask a person every time.
-    Approval,
-}
-
-impl Posture {
-    /// The canonical name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Autonomous => "autonomous",
-            Self::Guarded => "guarded",
-            Self::Approval => "approval",
-        }
-    }
-
-    /// A posture by its name or alias (`auto-approve`, `ask`).
-    pub fn parse(name: &str) -> Result<Self, String> {
-        match name {
-            "autonomous" | "auto-approve" => Ok(Self::Autonomous),
-            "guarded" => Ok(Self::Guarded),
-            "approval" | "ask" => Ok(Self::Approval),
-            other => Err(format!(
-                "unknown posture {other:?}: autonomous (alias auto-approve), guarded or approval (alias ask)"
-            )),
-        }
-    }
-
-    /// The agent's own posture, else the server's default, else `autonomous`; `autonomous`
-    /// refused when the server owner forbids it.
-    pub fn resolve(agent: Option<Self>, server: Option<Self>, forbid_autonomous: bool) -> Result<Self, String> {
-        let posture = agent.or(server).unwrap_or(Self::Autonomous);
-        if posture == Self::Autonomous && forbid_autonomous {
-            return Err("the server forbids the autonomous posture: give the agent another one".to_owned());
-        }
-        Ok(posture)
-    }
-}
+pub use posture::Posture;
 
 /// What a permission request gets.
 #[derive(Debug, Clone, PartialEq)]
@@ -258,18 +227,6 @@ mod tests {
         // Nothing to deny with: cancelled.
         let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options[1..], &Choice::Deny, json!("x")).expect("d");
         assert_eq!(answer["outcome"]["outcome"], json!("cancelled"));
-    }
-
-    #[test]
-    fn postures_parse_with_aliases_and_resolve_in_order() {
-        assert_eq!(Posture::parse("auto-approve"), Ok(Posture::Autonomous));
-        assert_eq!(Posture::parse("ask"), Ok(Posture::Approval));
-        assert!(Posture::parse("yolo").expect_err("unknown").contains("guarded"));
-        assert_eq!(Posture::resolve(Some(Posture::Guarded), Some(Posture::Approval), false), Ok(Posture::Guarded));
-        assert_eq!(Posture::resolve(None, Some(Posture::Approval), false), Ok(Posture::Approval));
-        assert_eq!(Posture::resolve(None, None, false), Ok(Posture::Autonomous));
-        assert!(Posture::resolve(None, None, true).is_err());
-        assert!(Posture::resolve(Some(Posture::Autonomous), Some(Posture::Approval), true).is_err());
     }
 
     #[test]

@@ -70,8 +70,9 @@ impl Postures {
     /// The posture an agent runs with: its own, else the default; an error when forbidden or
     /// unreadable.
     pub fn of(&self, agent: &crate::store::agents::AgentRow) -> Result<crate::permissions::Posture, String> {
-        let own = agent.posture.as_deref().map(crate::permissions::Posture::parse).transpose()?;
-        crate::permissions::Posture::resolve(own, self.default, self.forbid_autonomous)
+        let own =
+            agent.posture.as_deref().map(crate::permissions::Posture::parse).transpose().map_err(|e| e.to_string())?;
+        crate::permissions::posture::resolve(own, self.default, self.forbid_autonomous).map_err(|e| e.to_string())
     }
 }
 
