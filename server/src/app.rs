@@ -35,16 +35,37 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The master key that encrypts secret values.
     pub master_key: Arc<MasterKey>,
+    /// The server's permission settings.
+    pub postures: crate::supervisor::Postures,
 }
 
 impl AppState {
-    /// The server's posture settings.
-    pub fn postures(&self) -> crate::supervisor::Postures {
-        crate::supervisor::Postures {
-            default: self.config.default_posture,
-            forbid_autonomous: self.config.forbid_autonomous,
-        }
+    /// The server's permission settings.
+    pub fn postures(&self) -> &crate::supervisor::Postures {
+        &self.postures
     }
+}
+
+/// The server's permission settings: the default posture, whether `autonomous` is forbidden,
+/// and the server owner's rules (read from `AGENTHOLD_POLICY_FILE`; a bad file stops the start).
+fn postures(config: &Config) -> anyhow::Result<crate::supervisor::Postures> {
+    let server_rules = match &config.policy_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let value: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+            let rules = value.get("rules").cloned().unwrap_or(serde_json::Value::Array(Vec::new()));
+            crate::permissions::policy::parse_rules(&rules)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+                .context("the server's permission rules (AGENTHOLD_POLICY_FILE)")?
+        }
+        None => Vec::new(),
+    };
+    Ok(crate::supervisor::Postures {
+        default: config.default_posture,
+        forbid_autonomous: config.forbid_autonomous,
+        server_rules: Arc::new(server_rules),
+    })
 }
 
 /// The bound listeners (tests bind port 0 and read the ports back).
@@ -131,6 +152,7 @@ pub async fn run(
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
     let secs = std::time::Duration::from_secs;
+    let postures = postures(&config)?;
     let (written_tx, written_rx) = tokio::sync::watch::channel(crate::proxy_feed::task::Written::default());
     let supervisors = Arc::new(Supervisors::new(Deps {
         pool: pool.clone(),
@@ -149,10 +171,7 @@ pub async fn run(
             cancel_grace: secs(config.turn_cancel_grace_secs),
             reconnect_grace: secs(config.reconnect_grace_secs),
         },
-        postures: crate::supervisor::Postures {
-            default: config.default_posture,
-            forbid_autonomous: config.forbid_autonomous,
-        },
+        postures: postures.clone(),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),
             master_key: Arc::clone(&master_key),
@@ -167,6 +186,7 @@ pub async fn run(
         driver,
         config: Arc::new(config),
         master_key,
+        postures,
     };
     supervisors.resume_open_turns().await.context("resuming open turns")?;
 

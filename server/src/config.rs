@@ -138,6 +138,11 @@ pub struct Config {
     /// aliases `auto-approve`, `ask`); unset: `autonomous`.
     #[arg(long, env = "AGENTHOLD_DEFAULT_POSTURE", value_parser = parse_posture)]
     pub default_posture: Option<crate::permissions::Posture>,
+    /// A JSON file of the server owner's permission rules (`{"rules": [...]}`), checked before
+    /// any agent's, in every posture (docs/permissions.md); the server refuses to start with a
+    /// bad one.
+    #[arg(long, env = "AGENTHOLD_POLICY_FILE")]
+    pub policy_file: Option<PathBuf>,
     /// Refuse the `autonomous` posture: an agent that would run with it fails to start its harness.
     #[arg(long, env = "AGENTHOLD_FORBID_AUTONOMOUS", default_value_t = false, action = clap::ArgAction::Set)]
     pub forbid_autonomous: bool,

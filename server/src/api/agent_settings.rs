@@ -55,6 +55,15 @@ pub fn check_posture(state: &AppState, posture: Option<String>) -> Result<Option
     Ok(Some(posture.as_str().to_owned()))
 }
 
+/// A policy (rules and a default, docs/permissions.md), checked and stored in its canonical
+/// form; `None` means none.
+pub fn check_policy(policy: Option<serde_json::Value>) -> Result<Option<serde_json::Value>, ApiError> {
+    let Some(value) = policy else { return Ok(None) };
+    let policy = crate::permissions::policy::Policy::parse(&value)
+        .map_err(|e| ApiError::bad_request("INVALID_POLICY", e.to_string()))?;
+    Ok(Some(policy.to_json()))
+}
+
 /// A model name (`claude-sonnet-4-5`, `anthropic/claude-sonnet-4-5`): printable ASCII without
 /// spaces or quotes; empty means none.
 pub fn check_model(model: Option<String>) -> Result<Option<String>, ApiError> {
@@ -139,6 +148,8 @@ pub struct SettingsPatch {
     pub(super) limits: Option<Limits>,
     /// `""` returns to the server's default.
     pub(super) posture: Option<String>,
+    /// `null` removes it.
+    pub(super) policy: Option<Option<serde_json::Value>>,
 }
 
 /// What a patch changed, and what that means for the running agent.
@@ -169,6 +180,10 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         Some(posture) => check_posture(state, Some(posture))?,
         None => agent.posture.clone(),
     };
+    let policy = match patch.policy {
+        Some(policy) => check_policy(policy)?,
+        None => agent.policy.clone(),
+    };
     let env: Vec<(String, String)> = match patch.env {
         Some(env) => {
             check_env(&env)?;
@@ -188,6 +203,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         command,
         model,
         posture,
+        policy,
         env,
         image,
         cpus,
@@ -209,6 +225,9 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     }
     if settings.model != agent.model {
         changed("model", json!(settings.model), true, false);
+    }
+    if settings.policy != agent.policy {
+        changed("policy", json!(settings.policy), true, false);
     }
     if settings.posture != agent.posture {
         // The running harness answers by the new posture from its next request on.

@@ -12,7 +12,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::agent_settings::{
-    Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model, check_posture,
+    Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model, check_policy,
+    check_posture,
 };
 use super::error::ApiError;
 use super::extract::{Body, Id, parse_json};
@@ -40,6 +41,8 @@ pub struct CreateAgent {
     model: Option<String>,
     /// The permission posture; default: the server's.
     posture: Option<String>,
+    /// The policy of a guarded agent.
+    policy: Option<Value>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     image: Option<String>,
@@ -65,6 +68,14 @@ pub struct UpdateAgent {
     limits: Option<Limits>,
     /// `""` returns to the server's default.
     posture: Option<String>,
+    /// `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    policy: Option<Option<Value>>,
+}
+
+/// A field that is present (even `null`) is `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<Value>>, D::Error> {
+    Ok(Some(Option::deserialize(deserializer)?))
 }
 
 /// Renders an agent with the secrets attached to it and its egress allow-list (`attachments` and
@@ -100,6 +111,7 @@ pub fn agent_json(
         "permission_policy": agent.permission_policy,
         "posture": state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),
         "own_posture": agent.posture,
+        "policy": agent.policy,
         "limits": {"cpus": agent.cpus, "memory_mib": agent.memory_mib, "pids": agent.pids_limit},
         "desired_state": agent.desired_state,
         "created_at": agent.created_at,
@@ -138,6 +150,7 @@ pub async fn create(
     let adapter = check_harness(&state, &body.harness, body.command.as_deref())?;
     let model = check_model(body.model)?;
     let posture = check_posture(&state, body.posture)?;
+    let policy = check_policy(body.policy)?;
     check_env(&body.env)?;
     let egress =
         body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
@@ -158,6 +171,7 @@ pub async fn create(
         command: body.command,
         model,
         posture,
+        policy,
         env: body.env.into_iter().collect(),
         image,
         driver: state.driver.kind().to_owned(),
@@ -258,6 +272,7 @@ pub async fn update(
         image: body.image,
         limits: body.limits,
         posture: body.posture,
+        policy: body.policy,
     };
     let (settings, change) = super::agent_settings::apply(&state, &agent, patch)?;
     let egress =

@@ -30,6 +30,10 @@ pub enum EventKind {
     Error,
     /// A lifecycle fact (context reset, harness restarted, …).
     Notice,
+    /// The rules a guarded agent's turn runs under.
+    PolicyApplied,
+    /// A policy refused a call.
+    PolicyDenied,
 }
 
 impl EventKind {
@@ -43,6 +47,8 @@ impl EventKind {
             Self::TurnEnd => "turn_end",
             Self::Error => "error",
             Self::Notice => "notice",
+            Self::PolicyApplied => "policy_applied",
+            Self::PolicyDenied => "policy_denied",
         }
     }
 
@@ -56,6 +62,8 @@ impl EventKind {
             "turn_end" => Self::TurnEnd,
             "error" => Self::Error,
             "notice" => Self::Notice,
+            "policy_applied" => Self::PolicyApplied,
+            "policy_denied" => Self::PolicyDenied,
             _ => return None,
         })
     }

@@ -155,6 +155,7 @@ mod tests {
             command: None,
             model: model.map(str::to_owned),
             posture: None,
+            policy: None,
             env: Vec::new(),
             image: "img".to_owned(),
             driver: "docker".to_owned(),

@@ -29,7 +29,7 @@ pub use posture::Posture;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// Answered at once.
-    Answer(Decision),
+    Answer(Box<Decision>),
     /// A person decides: the `permission` event's payload (it names the question's id).
     Ask {
         /// The `permission` event's payload.
@@ -46,39 +46,82 @@ pub struct Decision {
     pub asked: Value,
     /// The `permission_resolved` event's payload.
     pub resolved: Value,
+    /// The `policy_denied` event's payload, when a policy refused the call.
+    pub denied: Option<Value>,
 }
 
-/// Judges a permission request `request_id` (as the harness sent it) under `posture`;
-/// `permission_id` names the question a person would answer.
+/// What answers an agent's permission requests: its posture, the server owner's rules, its own
+/// policy and its work folder.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The posture in force.
+    pub posture: Posture,
+    /// The server owner's rules (checked first; binding).
+    pub server_rules: std::sync::Arc<Vec<policy::Rule>>,
+    /// The agent's policy (guarded agents).
+    pub policy: Option<std::sync::Arc<policy::Policy>>,
+    /// The agent's work folder (for paths and `outside_workdir`).
+    pub workdir: String,
+}
+
+impl Gate {
+    /// A gate that approves everything (no server rules): what a harness gets when nothing else
+    /// is known.
+    pub fn autonomous(workdir: &str) -> Self {
+        Self {
+            posture: Posture::Autonomous,
+            server_rules: std::sync::Arc::default(),
+            policy: None,
+            workdir: workdir.to_owned(),
+        }
+    }
+
+    /// The `policy_applied` payload before a turn: for guarded agents, or when server rules apply.
+    pub fn applied(&self) -> Option<Value> {
+        (self.posture == Posture::Guarded || !self.server_rules.is_empty())
+            .then(|| payloads::policy_applied(self.posture, &self.server_rules, self.policy.as_deref()))
+    }
+}
+
+/// Judges a permission request `request_id` (as the harness sent it) at `gate`; `permission_id`
+/// names the question a person would answer. The call's effect, paths and command, as derived,
+/// go into the `permission` event.
 pub fn judge(
-    posture: Posture,
+    gate: &Gate,
     request_id: &Value,
     params: &Value,
     request: &RequestPermissionRequest,
     permission_id: uuid::Uuid,
 ) -> Verdict {
+    let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+    let call = call::Call::derive(&tool_call, &gate.workdir);
+    // A decision that cannot be made (a guarded agent without a policy) asks a person.
+    let decided = decision::decide(gate.posture, &gate.server_rules, gate.policy.as_deref(), &call, &gate.workdir)
+        .unwrap_or(decision::Decision { answer: policy::Answer::Ask, by: decision::DecidedBy::PersonRequired });
     let asked = json!({
         "request_id": request_id,
         "permission_id": permission_id,
         "tool_call": params.get("toolCall"),
         "options": params.get("options"),
-        "posture": posture.as_str(),
+        "posture": gate.posture.as_str(),
+        "call": call,
     });
-    match posture {
-        Posture::Autonomous => {
-            let (answer, chosen) = messages::auto_approve(&request.options);
-            let resolved = json!({
-                "request_id": request_id,
-                "permission_id": permission_id,
-                "outcome": answer.get("outcome"),
-                "option_kind": chosen.map(|option| option.kind),
-                "by": "auto",
-                "posture": posture.as_str(),
-            });
-            Verdict::Answer(Decision { answer, asked, resolved })
-        }
-        Posture::Guarded | Posture::Approval => Verdict::Ask { asked },
-    }
+    let wanted = match decided.answer {
+        policy::Answer::Ask => return Verdict::Ask { asked },
+        policy::Answer::Allow => [PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways],
+        policy::Answer::Deny => [PermissionOptionKind::RejectOnce, PermissionOptionKind::RejectAlways],
+    };
+    let (answer, chosen) = messages::choose_by_kind(&request.options, &wanted);
+    let resolved = json!({
+        "request_id": request_id,
+        "permission_id": permission_id,
+        "outcome": answer.get("outcome"),
+        "option_kind": chosen.map(|option| option.kind),
+        "by": decided.by.label(),
+        "posture": gate.posture.as_str(),
+    });
+    let denied = payloads::policy_denied(&decided, &call, &gate.server_rules, gate.policy.as_deref());
+    Verdict::Answer(Box::new(Decision { answer, asked, resolved, denied }))
 }
 
 /// A person's (or a cancel's) answer to a question.
@@ -185,7 +228,8 @@ mod tests {
         let params = params();
         let request = messages::parse_permission_request(&params).expect("parses");
         let id = uuid::Uuid::nil();
-        let Verdict::Answer(decision) = judge(Posture::Autonomous, &json!(7), &params, &request, id) else {
+        let gate = Gate::autonomous("/home/agent");
+        let Verdict::Answer(decision) = judge(&gate, &json!(7), &params, &request, id) else {
             panic!("autonomous answers")
         };
         assert_eq!(decision.answer["outcome"]["optionId"], json!("y"));
@@ -199,7 +243,9 @@ mod tests {
         let params = params();
         let request = messages::parse_permission_request(&params).expect("parses");
         for posture in [Posture::Approval, Posture::Guarded] {
-            let verdict = judge(posture, &json!("r1"), &params, &request, uuid::Uuid::nil());
+            // Guarded without a policy cannot decide: a person does.
+            let gate = Gate { posture, ..Gate::autonomous("/home/agent") };
+            let verdict = judge(&gate, &json!("r1"), &params, &request, uuid::Uuid::nil());
             let Verdict::Ask { asked } = verdict else { panic!("{posture:?} asks") };
             assert_eq!(asked["posture"], json!(posture.as_str()));
             assert_eq!(asked["options"], params["options"]);

@@ -26,6 +26,8 @@ pub struct AgentRow {
     pub model: Option<String>,
     /// Its own permission posture (`None`: the server's default).
     pub posture: Option<String>,
+    /// Its policy (guarded agents), as validated JSON.
+    pub policy: Option<serde_json::Value>,
     /// Non-secret environment variables for the harness.
     pub env: Vec<(String, String)>,
     /// The sandbox image.
@@ -65,6 +67,8 @@ pub struct NewAgent {
     pub model: Option<String>,
     /// Its own posture.
     pub posture: Option<String>,
+    /// Its policy.
+    pub policy: Option<serde_json::Value>,
     /// Non-secret environment.
     pub env: Vec<(String, String)>,
     /// The image.
@@ -113,8 +117,8 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
-                              workspace_id, created_by, model, posture)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                              workspace_id, created_by, model, posture, policy)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -130,6 +134,7 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
         agent.created_by,
         agent.model,
         agent.posture,
+        agent.policy,
     )
     .execute(&mut *tx)
     .await?;
@@ -153,6 +158,7 @@ struct AgentRecord {
     command: Option<serde_json::Value>,
     model: Option<String>,
     posture: Option<String>,
+    policy: Option<serde_json::Value>,
     env: serde_json::Value,
     image: String,
     driver: String,
@@ -175,6 +181,7 @@ impl From<AgentRecord> for AgentRow {
             command: command_from_json(r.command),
             model: r.model,
             posture: r.posture,
+            policy: r.policy,
             env: env_from_json(r.env),
             image: r.image,
             driver: r.driver,
@@ -201,7 +208,8 @@ pub async fn get_including_deleting(pool: &PgPool, id: AgentId) -> sqlx::Result<
 async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Result<Option<AgentRow>> {
     let row = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, env, image, driver,
+        r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
+                  driver,
                   permission_policy, cpus, memory_mib, pids_limit, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
@@ -216,7 +224,8 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
 pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<Vec<AgentRow>> {
     let rows = sqlx::query_as!(
         AgentRecord,
-        r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.env,
+        r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
+                  a.env,
                   a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.desired_state,
                   a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
@@ -281,6 +290,8 @@ pub struct AgentSettings {
     pub model: Option<String>,
     /// Its own posture.
     pub posture: Option<String>,
+    /// Its policy.
+    pub policy: Option<serde_json::Value>,
     /// Non-secret environment.
     pub env: Vec<(String, String)>,
     /// The image.
@@ -298,7 +309,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
     let command = settings.command.as_ref().map(|c| serde_json::json!(c));
     let done = sqlx::query!(
         r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
-                             memory_mib = $8, pids_limit = $9, posture = $10
+                             memory_mib = $8, pids_limit = $9, posture = $10, policy = $11
            WHERE id = $1 AND deleting_at IS NULL"#,
         id.0,
         settings.harness,
@@ -310,6 +321,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
         settings.memory_mib,
         settings.pids_limit,
         settings.posture,
+        settings.policy,
     )
     .execute(pool)
     .await?;

@@ -57,13 +57,15 @@ pub struct Deps {
     pub proxy: Option<ProxyAccess>,
 }
 
-/// The server's posture settings.
-#[derive(Debug, Clone, Copy, Default)]
+/// The server's permission settings.
+#[derive(Debug, Clone, Default)]
 pub struct Postures {
     /// The posture of agents that name none (`None`: autonomous).
     pub default: Option<crate::permissions::Posture>,
     /// Whether `autonomous` is refused.
     pub forbid_autonomous: bool,
+    /// The server owner's rules, checked before any agent's.
+    pub server_rules: Arc<Vec<crate::permissions::policy::Rule>>,
 }
 
 impl Postures {
@@ -73,6 +75,28 @@ impl Postures {
         let own =
             agent.posture.as_deref().map(crate::permissions::Posture::parse).transpose().map_err(|e| e.to_string())?;
         crate::permissions::posture::resolve(own, self.default, self.forbid_autonomous).map_err(|e| e.to_string())
+    }
+
+    /// What answers the agent's permission requests; an error (with its code first) when its
+    /// posture is forbidden or a guarded agent has no policy.
+    pub fn gate(
+        &self,
+        agent: &crate::store::agents::AgentRow,
+        workdir: &str,
+    ) -> Result<crate::permissions::Gate, String> {
+        use crate::permissions::{decision, policy::Policy};
+        let posture = self.of(agent).map_err(|m| format!("POSTURE_FORBIDDEN: {m}"))?;
+        let policy = match &agent.policy {
+            Some(value) => Some(Arc::new(Policy::parse(value).map_err(|e| format!("INVALID_POLICY: {e}"))?)),
+            None => None,
+        };
+        decision::check_ready(posture, policy.as_deref()).map_err(|e| format!("{}: {e}", e.code()))?;
+        Ok(crate::permissions::Gate {
+            posture,
+            server_rules: Arc::clone(&self.server_rules),
+            policy,
+            workdir: workdir.to_owned(),
+        })
     }
 }
 

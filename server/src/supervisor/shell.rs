@@ -220,9 +220,10 @@ impl Shell {
                 }
             }
             Effect::LoadTakeover { link } => {
-                let (pool, agent_id, postures) = (self.deps.pool.clone(), self.agent_id, self.deps.postures);
+                let (pool, agent_id, postures) = (self.deps.pool.clone(), self.agent_id, self.deps.postures.clone());
+                let home_dir = self.deps.driver.home_dir(agent_id);
                 self.tasks.push(Box::pin(async move {
-                    let snapshot = match load_snapshot(&pool, agent_id, postures).await {
+                    let snapshot = match load_snapshot(&pool, agent_id, &postures, &home_dir).await {
                         Ok(snapshot) => Some(Box::new(snapshot)),
                         Err(error) => {
                             tracing::error!(%error, agent.id = %agent_id, "reading the takeover snapshot");
@@ -341,7 +342,12 @@ async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
 }
 
 /// What a takeover needs from the database.
-async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId, postures: super::Postures) -> sqlx::Result<Snapshot> {
+async fn load_snapshot(
+    pool: &sqlx::PgPool,
+    agent_id: AgentId,
+    postures: &super::Postures,
+    home_dir: &str,
+) -> sqlx::Result<Snapshot> {
     let turns = store::sessions::open_turns(pool, agent_id).await?;
     let Some(row) = store::sandboxes::get(pool, agent_id).await? else {
         return Ok(Snapshot { generation: 0, harness: None, turns });
@@ -360,10 +366,14 @@ async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId, postures: super::
                 .map(|(offset, bytes)| (offset, Bytes::from(bytes)))
                 .collect();
             let agent = store::agents::get(pool, agent_id).await?;
-            // A harness already running keeps answering by the posture the agent has now; one
-            // that cannot be read or is forbidden asks a person (never approves on its own).
-            let posture =
-                agent.as_ref().and_then(|a| postures.of(a).ok()).unwrap_or(crate::permissions::Posture::Approval);
+            // A harness already running answers by the agent's gate as it is now; one that cannot
+            // be made (forbidden posture, missing policy) asks a person (never approves alone).
+            let gate = agent.as_ref().and_then(|a| postures.gate(a, home_dir).ok()).unwrap_or_else(|| {
+                crate::permissions::Gate {
+                    posture: crate::permissions::Posture::Approval,
+                    ..crate::permissions::Gate::autonomous(home_dir)
+                }
+            });
             let questions = store::permissions::waiting(pool, agent_id, row.harness_generation)
                 .await?
                 .into_iter()
@@ -382,7 +392,7 @@ async fn load_snapshot(pool: &sqlx::PgPool, agent_id: AgentId, postures: super::
                 sessions,
                 journal,
                 session_mode: agent.as_ref().and_then(|a| session_mode(&a.harness)),
-                posture,
+                gate,
                 questions,
             })
         }
@@ -481,8 +491,8 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         "the harness could not start (database error)".to_owned()
     };
     let Some(agent) = store::agents::get(&deps.pool, agent_id).await.map_err(database)? else { return Ok(None) };
-    let posture = deps.postures.of(&agent).map_err(|m| format!("POSTURE_FORBIDDEN: {m}"))?;
     let tools_dir = deps.driver.tools_dir();
+    let gate = deps.postures.gate(&agent, &deps.driver.home_dir(agent_id))?;
     let home_dir = deps.driver.home_dir(agent_id);
     let context = crate::harness::LaunchContext { agent: &agent, tools_dir: &tools_dir, home_dir: &home_dir };
     let launch = match crate::harness::adapter(&agent.harness).map(|a| a.launch(&context)) {
@@ -510,7 +520,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
     let start = Control::Start { channel, argv: launch.argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
-    Ok(Some(Launch { generation, channel, start, session_mode, posture }))
+    Ok(Some(Launch { generation, channel, start, session_mode, gate }))
 }
 
 /// The mode the agent's harness adapter puts sessions in.

@@ -158,3 +158,80 @@ async fn postures_are_checked_and_autonomous_can_be_forbidden() {
     let patched = admin(&server, "PATCH", &format!("/api/v1/agents/{agent}"), json!({"posture": "approval"})).await;
     assert_eq!((patched.0, &patched.1["posture"]), (200, &json!("approval")), "{}", patched.1);
 }
+
+/// Runs `script` as a new turn of `session` (the `turns`-th) and returns its events.
+async fn turn(server: &TestServer, session: &str, script: &str, turns: usize) -> Vec<Value> {
+    server.prompt(session, script).await;
+    let events = server.wait_turns(session, turns, TURN).await;
+    let starts: Vec<usize> = events.iter().enumerate().filter(|(_, e)| e["type"] == "prompt").map(|(i, _)| i).collect();
+    events[starts[turns - 1]..].to_vec()
+}
+
+#[tokio::test]
+async fn a_guarded_agent_is_answered_by_its_policy_and_the_server_s_rules_bind_every_posture() {
+    let dir = std::env::temp_dir().join(format!("agenthold-policy-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let rules = dir.join("rules.json");
+    std::fs::write(&rules, r#"{"rules": [{"effect": "network", "answer": "deny"}]}"#).expect("rules");
+    let server = TestServer::start_with(&[("AGENTHOLD_POLICY_FILE", rules.to_str().expect("path"))]).await;
+
+    // Bad policies are refused at the edge, naming the rule.
+    let bad = json!({"name": "g0", "harness": "fake", "posture": "guarded",
+        "policy": {"rules": [{"effect": "write", "answer": "allow"}, {"effect": "exec", "answer": "maybe"}], "default": "ask"}});
+    let refused = admin(&server, "POST", "/api/v1/agents", bad).await;
+    assert_eq!((refused.0, refused.1["error"]["code"].as_str()), (400, Some("INVALID_POLICY")), "{}", refused.1);
+    assert!(refused.1["error"]["message"].as_str().unwrap_or_default().contains("rule 1"), "{}", refused.1);
+
+    // Guarded without a policy: the harness does not start.
+    let bare = server.create_agent(json!({"posture": "guarded"})).await;
+    let bare_session = server.create_session(&bare).await;
+    let events = turn(&server, &bare_session, "text hi", 1).await;
+    let error = events.iter().find(|e| e["type"] == "error").expect("an error");
+    assert!(error["payload"]["message"].as_str().unwrap_or_default().contains("POLICY_MISSING"), "{error}");
+
+    let policy = json!({"rules": [{"effect": "write", "answer": "allow"}, {"effect": "exec", "answer": "deny"}],
+        "default": "ask"});
+    let agent = server.create_agent(json!({"posture": "guarded", "policy": policy})).await;
+    let session = server.create_session(&agent).await;
+
+    // A write: allowed by the agent's first rule.
+    let events = turn(&server, &session, "ask edit src/lib.rs", 1).await;
+    let applied = events.iter().find(|e| e["type"] == "policy_applied").expect("policy_applied before the turn");
+    assert_eq!(applied["payload"]["posture"], "guarded");
+    assert_eq!(applied["payload"]["rules"][0]["origin"], "server", "server rules first: {applied}");
+    assert_eq!(applied["payload"]["default"], "ask");
+    assert!(texts(&events).iter().any(|t| t == "permission: allow-once"), "{events:?}");
+    let resolved = events.iter().find(|e| e["type"] == "permission_resolved").expect("resolved");
+    assert_eq!(resolved["payload"]["by"], "policy:agent:0");
+
+    // A command: denied by the agent's second rule, with a policy_denied event.
+    let events = turn(&server, &session, "ask execute rm -rf /", 2).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: reject-once"), "{events:?}");
+    let denied = events.iter().find(|e| e["type"] == "policy_denied").expect("policy_denied");
+    assert_eq!(denied["payload"]["rule"]["index"], 1, "{denied}");
+    assert_eq!(denied["payload"]["effect"], "exec", "{denied}");
+
+    // A fetch: the server's rule denies it before the agent's default could ask.
+    let events = turn(&server, &session, "ask fetch https://example.invalid/", 3).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: reject-once"), "{events:?}");
+    let resolved = events.iter().find(|e| e["type"] == "permission_resolved").expect("resolved");
+    assert_eq!(resolved["payload"]["by"], "policy:server:0");
+
+    // Something no rule names: the default asks a person.
+    let events_before = server.events(&session).await.len();
+    server.prompt(&session, "ask other something").await;
+    let id = question(&server, &session, events_before).await;
+    let answered =
+        admin(&server, "POST", &format!("/api/v1/permissions/{id}/answer"), json!({"decision": "allow"})).await;
+    assert_eq!(answered.0, 200, "{}", answered.1);
+    server.wait_turns(&session, 4, TURN).await;
+
+    // The server's rule binds an autonomous agent too.
+    let free = server.create_agent(json!({"posture": "autonomous"})).await;
+    let free_session = server.create_session(&free).await;
+    let events = turn(&server, &free_session, "ask fetch https://example.invalid/", 1).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: reject-once"), "{events:?}");
+    let events = turn(&server, &free_session, "ask edit README.md", 2).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: allow-once"), "{events:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

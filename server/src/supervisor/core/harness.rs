@@ -114,8 +114,8 @@ pub struct Harness {
     pub explaining: bool,
     /// The mode sessions are put in once opened (the adapter's choice).
     pub session_mode: Option<String>,
-    /// The agent's permission posture.
-    pub posture: crate::permissions::Posture,
+    /// What answers its permission requests.
+    pub gate: crate::permissions::Gate,
     /// Its permission requests waiting for a person, by question id.
     pub questions: HashMap<uuid::Uuid, Question>,
     stderr_tail: VecDeque<u8>,
@@ -145,7 +145,7 @@ impl Harness {
             exited: None,
             explaining: false,
             session_mode: None,
-            posture: crate::permissions::Posture::Autonomous,
+            gate: crate::permissions::Gate::autonomous(""),
             questions: HashMap::new(),
             stderr_tail: VecDeque::new(),
         }

@@ -166,9 +166,9 @@ impl Core {
             return;
         };
         let Some(harness) = self.harness.as_ref() else { return };
-        let (generation, posture) = (harness.generation, harness.posture);
+        let generation = harness.generation;
         let permission_id = permissions::question_id(self.agent_id.0, generation, &id);
-        let verdict = permissions::judge(posture, &id, params, &request, permission_id);
+        let verdict = permissions::judge(&harness.gate, &id, params, &request, permission_id);
         let mut record = AnsweredPermission {
             permission_id,
             session_id,
@@ -185,6 +185,9 @@ impl Core {
                 out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
                 out.frames.push(wire::response(&id, &decision.answer));
                 out.events.push(NewEvent::new(session_id, EventKind::Permission, decision.asked));
+                if let Some(denied) = decision.denied {
+                    out.events.push(NewEvent::new(session_id, EventKind::PolicyDenied, denied));
+                }
                 out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, decision.resolved));
             }
             Verdict::Ask { asked } => {
@@ -359,6 +362,7 @@ impl Core {
     /// Records a prompt (request id, stdin range, deadline, journal) before it is sent.
     fn record_prompt(&mut self, turn_id: TurnId, acp_id: &str, now: Now) {
         let Some(turn) = self.turns.iter().find(|t| t.id == turn_id) else { return };
+        let session_id = turn.session_id;
         let blocks = serde_json::from_value(turn.prompt.clone()).unwrap_or_default();
         let request_id = self.new_request_id();
         let frame = wire::request(&request_id, method::SESSION_PROMPT, &messages::prompt(acp_id, blocks));
@@ -376,7 +380,11 @@ impl Core {
             stdin_end: i64::try_from(stdin_end).unwrap_or(i64::MAX),
             deadline_at,
         });
-        self.persist(Purpose::Prompt { generation, turn_id }, Vec::new(), side);
+        // The rules the turn runs under, recorded with it (guarded agents, or server rules).
+        let applied = self.harness.as_ref().and_then(|h| h.gate.applied());
+        let events =
+            applied.map(|payload| NewEvent::new(session_id, EventKind::PolicyApplied, payload)).into_iter().collect();
+        self.persist(Purpose::Prompt { generation, turn_id }, events, side);
         if let Some(turn) = self.turns.iter_mut().find(|t| t.id == turn_id) {
             turn.state = TurnState::Recording { request_id, persist: id };
             turn.deadline = Some(deadline);

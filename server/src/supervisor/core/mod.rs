@@ -511,7 +511,7 @@ impl Core {
                 let mut harness = Harness::new(launch.generation, launch.channel, Phase::Starting, 0, 0, 0, 0);
                 harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
                 harness.session_mode = launch.session_mode;
-                harness.posture = launch.posture;
+                harness.gate = launch.gate;
                 self.harness = Some(harness);
                 self.send(Outbound::Control(launch.start));
             }

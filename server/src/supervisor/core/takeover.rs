@@ -31,8 +31,8 @@ pub struct SnapshotHarness {
     pub journal: Vec<(u64, Bytes)>,
     /// The mode its adapter puts sessions in (for sessions it opens from now on).
     pub session_mode: Option<String>,
-    /// The agent's permission posture.
-    pub posture: crate::permissions::Posture,
+    /// What answers its permission requests.
+    pub gate: crate::permissions::Gate,
     /// Its questions still waiting for a person.
     pub questions: Vec<super::harness::Question>,
 }
@@ -130,7 +130,7 @@ impl Core {
                 }
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 harness.session_mode = known.session_mode;
-                harness.posture = known.posture;
+                harness.gate = known.gate;
                 for question in known.questions {
                     harness.questions.insert(question.permission_id, question);
                 }

@@ -102,7 +102,10 @@ impl Sim {
             channel: CHANNEL,
             start,
             session_mode: self.session_mode.clone(),
-            posture: self.posture,
+            gate: crate::permissions::Gate {
+                posture: self.posture,
+                ..crate::permissions::Gate::autonomous("/home/agent")
+            },
         };
         self.input(Input::Launched(Ok(Some(launch))));
         let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
@@ -377,7 +380,10 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             sessions: vec![(sim.turn.session_id, "acp-1".to_owned())],
             journal,
             session_mode: None,
-            posture: sim.posture,
+            gate: crate::permissions::Gate {
+                posture: sim.posture,
+                ..crate::permissions::Gate::autonomous("/home/agent")
+            },
             questions: Vec::new(),
         }),
         turns: vec![turn],

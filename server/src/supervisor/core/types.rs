@@ -63,8 +63,8 @@ pub struct Launch {
     pub start: Control,
     /// The mode every session is put in once opened (`session/set_mode`), if the adapter names one.
     pub session_mode: Option<String>,
-    /// The agent's permission posture, which answers the harness's permission requests.
-    pub posture: crate::permissions::Posture,
+    /// What answers the harness's permission requests.
+    pub gate: crate::permissions::Gate,
 }
 
 /// Inputs.
