@@ -135,6 +135,11 @@ pub async fn prompt(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let session = visible_session(&state, &principal, id, Role::Operator).await?;
     let blocks = prompt_blocks(body)?;
+    // While a question waits, a reply answers it (seed 001): a clear yes approves, anything
+    // else denies. No turn starts.
+    if let Some(permission_id) = store::permissions::oldest_waiting_in_session(&state.pool, id).await? {
+        return answer_by_reply(&state, &principal, session.agent_id, permission_id, &blocks).await;
+    }
     let turn_id = TurnId::new();
     let mut tx = state.pool.begin().await?;
     match store::sessions::insert_turn(&mut tx, turn_id, id, session.agent_id, &blocks).await {
@@ -160,6 +165,43 @@ pub async fn prompt(
     state.supervisors.send(session.agent_id, Command::Prompt).await;
     let seq = shared.first().map(|e| e.seq);
     Ok((StatusCode::ACCEPTED, Json(json!({"turn_id": turn_id, "seq": seq}))))
+}
+
+/// Answers the waiting question `permission_id` with a reply's text: 200 `{"answered",
+/// "decision"}`.
+async fn answer_by_reply(
+    state: &AppState,
+    principal: &Principal,
+    agent_id: AgentId,
+    permission_id: uuid::Uuid,
+    blocks: &Value,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let text: String = blocks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|block| block["type"] == "text")
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let (choice, decision) = if crate::permissions::is_clear_yes(&text) {
+        (crate::permissions::Choice::Allow, "allow")
+    } else {
+        (crate::permissions::Choice::Deny, "deny")
+    };
+    let by = json!({"user_id": principal.user_id, "via": "reply"});
+    let outcome = state
+        .supervisors
+        .ask(agent_id, |reply| Command::AnswerPermission { permission_id, choice, by, reply })
+        .await
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?;
+    match outcome {
+        Ok(()) => Ok((StatusCode::OK, Json(json!({"answered": permission_id, "decision": decision})))),
+        Err(crate::supervisor::core::AnswerError::NotPending) => {
+            Err(ApiError::conflict("ALREADY_ANSWERED", "the waiting question was answered meanwhile; post again"))
+        }
+        Err(error) => Err(ApiError::Internal(anyhow::anyhow!("answering by reply: {error}"))),
+    }
 }
 
 /// Cancels the session's turn. 409 `NO_TURN_IN_PROGRESS` when there is none.

@@ -188,6 +188,28 @@ pub fn resolve(
     Ok((answer, resolved))
 }
 
+/// Whether a reply posted while a question waits is a clear yes (seed 001: anything else
+/// denies): one of a few plain words of assent, ignoring case, spaces and closing punctuation.
+pub fn is_clear_yes(reply: &str) -> bool {
+    let word = reply.trim().trim_end_matches(['.', '!']).trim().to_lowercase();
+    matches!(
+        word.as_str(),
+        "yes"
+            | "y"
+            | "yes please"
+            | "yep"
+            | "yeah"
+            | "ok"
+            | "okay"
+            | "sure"
+            | "approve"
+            | "approved"
+            | "allow"
+            | "go ahead"
+            | "lgtm"
+    )
+}
+
 /// The question id of a harness's request: derived from the agent, the harness generation and
 /// the request's JSON-RPC id, so the same question always has the same id (also after a
 /// takeover) and the core needs no randomness.
@@ -273,6 +295,16 @@ mod tests {
         // Nothing to deny with: cancelled.
         let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options[1..], &Choice::Deny, json!("x")).expect("d");
         assert_eq!(answer["outcome"]["outcome"], json!("cancelled"));
+    }
+
+    #[test]
+    fn only_a_clear_yes_approves() {
+        for yes in ["yes", "Yes!", "  OK. ", "approve", "go ahead", "LGTM"] {
+            assert!(is_clear_yes(yes), "{yes}");
+        }
+        for no in ["no", "yes, but not in /etc", "maybe", "", "yess", "don't", "y?"] {
+            assert!(!is_clear_yes(no), "{no}");
+        }
     }
 
     #[test]

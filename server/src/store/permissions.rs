@@ -88,6 +88,17 @@ pub async fn waiting(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx:
         .collect())
 }
 
+/// The oldest question of a session still waiting for a person.
+pub async fn oldest_waiting_in_session(pool: &PgPool, session_id: SessionId) -> sqlx::Result<Option<uuid::Uuid>> {
+    sqlx::query_scalar!(
+        r#"SELECT id FROM permission_requests WHERE session_id = $1 AND outcome IS NULL
+           ORDER BY created_at, id LIMIT 1"#,
+        session_id.0
+    )
+    .fetch_optional(pool)
+    .await
+}
+
 /// A question as the API shows it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Listed {

@@ -235,3 +235,25 @@ async fn a_guarded_agent_is_answered_by_its_policy_and_the_server_s_rules_bind_e
     assert!(texts(&events).iter().any(|t| t == "permission: allow-once"), "{events:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_reply_posted_while_a_question_waits_answers_it_and_only_a_clear_yes_approves() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({"posture": "approval"})).await;
+    let session = server.create_session(&agent).await;
+    for (turns, reply, decision, option) in
+        [(1, "Yes!", "allow", "permission: allow-once"), (2, "yes, but not in /etc", "deny", "permission: reject-once")]
+    {
+        let before = server.events(&session).await.len();
+        server.prompt(&session, "ask execute make install").await;
+        let id = question(&server, &session, before).await;
+        let (status, answered) =
+            server.post(&format!("/api/v1/sessions/{session}/prompt"), json!({"text": reply})).await;
+        assert_eq!(status, 200, "{answered}");
+        assert_eq!((answered["answered"].as_str(), answered["decision"].as_str()), (Some(id.as_str()), Some(decision)));
+        let events = server.wait_turns(&session, turns, TURN).await;
+        assert!(texts(&events).iter().any(|t| t == option), "{reply}: {events:?}");
+        // The reply started no turn of its own.
+        assert_eq!(events.iter().filter(|e| e["type"] == "prompt").count(), turns, "{events:?}");
+    }
+}
