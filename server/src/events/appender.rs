@@ -99,6 +99,13 @@ pub enum SideEffect {
     /// A permission request the engine answered (the question and its outcome, recorded with
     /// the line that asked, before the answer is sent).
     PermissionAnswered(Box<AnsweredPermission>),
+    /// A turn's time limit moved: stopped while a question waits (`None`), running again after.
+    TurnDeadline {
+        /// The turn.
+        turn_id: TurnId,
+        /// Its new deadline.
+        deadline_at: Option<chrono::DateTime<chrono::Utc>>,
+    },
     /// A pending permission question answered (by a person, or cancelled with its turn).
     PermissionResolved {
         /// The question.
@@ -344,6 +351,10 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
             } = answered.as_ref();
             let question = store::sessions::Question { request_id, generation: *generation, tool_call, options };
             store::permissions::record(tx, *permission_id, *session_id, *turn_id, &question, outcome.as_ref()).await?;
+            Ok(true)
+        }
+        SideEffect::TurnDeadline { turn_id, deadline_at } => {
+            store::sessions::set_deadline(tx, *turn_id, *deadline_at).await?;
             Ok(true)
         }
         SideEffect::PermissionResolved { permission_id, outcome } => {

@@ -201,3 +201,15 @@ pub struct Question<'a> {
     /// The options offered.
     pub options: &'a serde_json::Value,
 }
+
+/// Moves a turn's time limit (`None`: stopped while a question waits for a person).
+pub async fn set_deadline(
+    tx: &mut sqlx::PgConnection,
+    turn_id: TurnId,
+    deadline_at: Option<DateTime<Utc>>,
+) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE turns SET deadline_at = $2 WHERE id = $1"#, turn_id.0, deadline_at)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}

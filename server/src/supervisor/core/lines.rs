@@ -77,7 +77,7 @@ impl Core {
                 tracing::debug!(agent.id = %self.agent_id, %method, "ignoring a harness notification");
             }
             FromHarness::Request { id, method, params } if method == method::REQUEST_PERMISSION => {
-                self.answer_permission(id, &params, &mut out);
+                self.answer_permission(id, &params, &mut out, now);
             }
             FromHarness::Request { id, method, .. } => {
                 tracing::debug!(agent.id = %self.agent_id, %method, "refusing a harness request");
@@ -152,7 +152,7 @@ impl Core {
 
     /// Answers a permission request by the agent's posture: the `permission` and
     /// `permission_resolved` events are stored with the line, the answer goes out after.
-    fn answer_permission(&mut self, id: RpcId, params: &Value, out: &mut LineOut) {
+    fn answer_permission(&mut self, id: RpcId, params: &Value, out: &mut LineOut, now: Now) {
         let request = match messages::parse_permission_request(params) {
             Ok(request) => request,
             Err(message) => {
@@ -195,6 +195,8 @@ impl Core {
                 let question =
                     Question { permission_id, session_id, request_id: id.clone(), options: record.options.clone() };
                 out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
+                // Waiting for a person does not count against the turn's time limit.
+                out.side.extend(self.pause_turn_clock(session_id, now));
                 out.events.push(NewEvent::new(session_id, EventKind::Permission, asked));
                 if let Some(harness) = self.harness.as_mut() {
                     harness.questions.insert(permission_id, question);

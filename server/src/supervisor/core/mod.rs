@@ -234,7 +234,7 @@ impl Core {
             Input::EnvironmentChanged => self.environment_changed = true,
             Input::AnswerPermission { permission_id, choice, by, reply } => {
                 // Accepted answers are replied to once stored (`on_persisted`).
-                if let Err(error) = self.answer_question(permission_id, &choice, by, Some(reply)) {
+                if let Err(error) = self.answer_question(permission_id, &choice, by, Some(reply), now) {
                     self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Answered(Err(error)) });
                 }
             }
@@ -639,7 +639,7 @@ impl Core {
                 self.end_turns(vec![turn.id], vec![event], vec![effect]);
             }
             TurnState::Recording { .. } | TurnState::Sent { .. } => {
-                self.cancel_questions(session_id);
+                self.cancel_questions(session_id, now);
                 self.send_cancel(session_id);
             }
         }

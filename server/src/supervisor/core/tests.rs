@@ -49,6 +49,11 @@ fn turn_row() -> TurnRow {
 }
 
 impl Sim {
+    /// The simulated agent's id.
+    fn core_agent(&self) -> uuid::Uuid {
+        self.core.agent_id.0
+    }
+
     fn new() -> Self {
         let core = Core::new(AgentId(uuid::Uuid::new_v4()), "/home/agent".to_owned(), timeouts(), "t".to_owned());
         Self {
@@ -840,4 +845,44 @@ fn a_change_before_the_harness_starts_needs_no_restart() {
         after.extend(sim.ok(id));
     }
     assert!(sends(&after).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))), "{after:?}");
+}
+
+#[test]
+fn waiting_for_a_person_does_not_count_against_the_turn_s_time_limit() {
+    let mut sim = Sim::new();
+    sim.posture = crate::permissions::Posture::Approval;
+    let offset = sim.run_until_prompt_sent();
+    // 40 s into the turn, the harness asks; a person takes an hour to answer.
+    sim.advance(Duration::from_secs(40));
+    let ask = r#"{"jsonrpc":"2.0","id":"fa-req-1","method":"session/request_permission","params":{"sessionId":"acp-1","toolCall":{"toolCallId":"t1","kind":"execute"},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}]}}"#;
+    let effects = sim.stdout(offset, &format!("{ask}\n"));
+    let stored = persists(&effects);
+    assert!(stored.iter().any(|p| kinds(p.1).contains(&EventKind::Permission)), "{effects:?}");
+    assert!(
+        stored.iter().any(|p| p.2.iter().any(|s| matches!(s, SideEffect::TurnDeadline { deadline_at: None, .. }))),
+        "the stored deadline is cleared while the question waits"
+    );
+    for (id, _, _) in stored {
+        sim.ok(id);
+    }
+    assert!(sim.advance(Duration::from_secs(3600)).is_empty(), "no time limit while the question waits");
+    let permission_id = crate::permissions::question_id(sim.core_agent(), 1, &json!("fa-req-1"));
+    let effects = sim.input(Input::AnswerPermission {
+        permission_id,
+        choice: crate::permissions::Choice::Allow,
+        by: json!("test"),
+        reply: 1,
+    });
+    let stored = persists(&effects);
+    assert!(
+        stored.iter().any(|p| p.2.iter().any(|s| matches!(s, SideEffect::TurnDeadline { deadline_at: Some(_), .. }))),
+        "{effects:?}"
+    );
+    for (id, _, _) in stored {
+        sim.ok(id);
+    }
+    // The 60 s that were left run again from the answer.
+    assert!(sim.advance(Duration::from_secs(59)).iter().all(|e| !matches!(e, Effect::Persist { .. })));
+    let effects = sim.advance(Duration::from_secs(1));
+    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("TURN_TIMEOUT"))));
 }

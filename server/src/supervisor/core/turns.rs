@@ -55,6 +55,9 @@ pub struct Turn {
     pub deadline: Option<Instant>,
     /// Set once the time limit fired: the harness was asked to cancel; kill it at this instant.
     pub kill_at: Option<Instant>,
+    /// While a question of its session waits for a person, the time that was left (the clock
+    /// is stopped: waiting does not count against the turn's limit).
+    pub paused: Option<std::time::Duration>,
 }
 
 impl Turn {
@@ -75,6 +78,7 @@ impl Turn {
             deadline_at: row.deadline_at,
             deadline,
             kill_at: None,
+            paused: None,
         }
     }
 
