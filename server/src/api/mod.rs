@@ -51,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agents/{id}/wake", post(agents::wake))
         .route("/api/v1/agents/{id}/rebuild", post(agents::rebuild))
         .route("/api/v1/permissions", get(permissions::list))
+        .route("/api/v1/permissions/stream", get(permissions::stream))
         .route("/api/v1/permissions/{id}", get(permissions::show))
         .route("/api/v1/permissions/{id}/answer", post(permissions::answer))
         .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))

@@ -88,6 +88,7 @@ pub const OPERATIONS: &[(&str, &str, &str, Access)] = &[
         "Permission questions of the agents the caller operates (the approvals inbox)",
         Access::SignedIn,
     ),
+    ("get", "/api/v1/permissions/stream", "The approvals inbox, live (WebSocket)", Access::SignedIn),
     ("get", "/api/v1/permissions/{id}", "A permission question", Access::Operator),
     (
         "post",

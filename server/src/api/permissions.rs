@@ -115,3 +115,78 @@ pub async fn answer(
 fn already_answered() -> ApiError {
     ApiError::conflict("ALREADY_ANSWERED", "the question is answered already (or its harness is gone)")
 }
+
+/// `GET /api/v1/permissions/stream` (WebSocket): the caller's approvals inbox, live. On open and
+/// after every question asked or answered in the agents the caller operates, one text message
+/// `{"type": "pending", "permissions": [...]}` with the waiting questions (newest first, at most
+/// 100) — so a browser needs no polling and never has to merge changes.
+pub async fn stream(
+    State(state): State<AppState>,
+    principal: Principal,
+    upgrade: axum::extract::ws::WebSocketUpgrade,
+) -> Result<axum::response::Response, ApiError> {
+    let changes = state.hub.subscribe_questions();
+    let send_timeout = state.config.ws_send_timeout();
+    Ok(upgrade
+        .max_message_size(64 << 10)
+        .on_upgrade(move |socket| inbox(socket, changes, principal, state, send_timeout)))
+}
+
+async fn inbox(
+    socket: axum::extract::ws::WebSocket,
+    mut changes: tokio::sync::broadcast::Receiver<()>,
+    principal: Principal,
+    state: AppState,
+    send_timeout: std::time::Duration,
+) {
+    use axum::extract::ws::Message;
+    use futures_util::StreamExt;
+    use tokio::sync::broadcast::error::RecvError;
+
+    let (mut sink, mut incoming) = socket.split();
+    let mut check = tokio::time::interval(super::stream::CREDENTIAL_CHECK);
+    let mut dirty = true;
+    loop {
+        if dirty {
+            dirty = false;
+            let pending = match store::permissions::list_for_user(&state.pool, principal.user_id, true, 100).await {
+                Ok(pending) => pending,
+                Err(error) => {
+                    tracing::error!(%error, "reading the approvals inbox");
+                    super::ws::close(&mut sink, super::ws::CLOSE_INTERNAL, "the server could not read the inbox").await;
+                    return;
+                }
+            };
+            let message = json!({"type": "pending", "permissions": pending}).to_string();
+            match super::ws::send(&mut sink, Message::Text(message.into()), send_timeout).await {
+                Ok(()) => {}
+                Err(super::ws::SendError::Gone) => return,
+                Err(super::ws::SendError::TooSlow) => {
+                    super::ws::close_too_slow(&mut sink, "inbox").await;
+                    return;
+                }
+            }
+        }
+        tokio::select! {
+            _ = check.tick() => {
+                if !principal.still_valid(&state.pool).await {
+                    super::ws::close(&mut sink, super::ws::CLOSE_REVOKED, "the credential was revoked").await;
+                    return;
+                }
+            }
+            change = changes.recv() => match change {
+                // Lagging only means several changes: one re-read covers them all.
+                Ok(()) | Err(RecvError::Lagged(_)) => {
+                    // Take what else arrived at once, then re-read once.
+                    while changes.try_recv().is_ok() {}
+                    dirty = true;
+                }
+                Err(RecvError::Closed) => return,
+            },
+            message = incoming.next() => match message {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}

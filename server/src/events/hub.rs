@@ -23,10 +23,20 @@ pub const CHANNEL_CAPACITY: usize = 4096;
 /// (watchers read them from Postgres). With [`CHANNEL_CAPACITY`], at most 32 MiB per session.
 pub const LIVE_INLINE_MAX_BYTES: usize = 8 << 10;
 
-/// The live feed of every watched session.
-#[derive(Default)]
+/// Question changes buffered for an inbox watcher before it lags (a lagging one re-reads).
+pub const QUESTIONS_CAPACITY: usize = 16;
+
+/// The live feed of every watched session, and a tick whenever a permission question is asked
+/// or answered anywhere (the approvals inbox re-reads on it).
 pub struct Hub {
     channels: Mutex<HashMap<SessionId, broadcast::Sender<Arc<SharedEvent>>>>,
+    questions: broadcast::Sender<()>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self { channels: Mutex::default(), questions: broadcast::channel(QUESTIONS_CAPACITY).0 }
+    }
 }
 
 impl Hub {
@@ -36,8 +46,18 @@ impl Hub {
         channels.entry(session_id).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
     }
 
+    /// Hears of every question asked or answered (after its commit).
+    pub fn subscribe_questions(&self) -> broadcast::Receiver<()> {
+        self.questions.subscribe()
+    }
+
     /// Sends committed events to their sessions' watchers, in order.
     pub fn publish(&self, events: &[Arc<SharedEvent>]) {
+        if events.iter().any(|e| matches!(e.kind, super::EventKind::Permission | super::EventKind::PermissionResolved))
+        {
+            // Nobody listening is fine.
+            let _ = self.questions.send(());
+        }
         let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for event in events {
             let session_id = event.session_id;

@@ -53,8 +53,14 @@ async fn a_question_waits_for_an_operator_and_the_first_answer_wins() {
     let (_, view) = server.get(&format!("/api/v1/agents/{agent}")).await;
     assert_eq!((view["posture"].as_str(), view["own_posture"].as_str()), (Some("approval"), Some("approval")));
     let session = server.create_session(&agent).await;
+    // The operator's inbox, live: empty at first.
+    let mut inbox_ws = server.websocket("/api/v1/permissions/stream", &operator.token).await;
+    let first = inbox_ws.next(TURN).await.expect("the inbox's first message");
+    assert_eq!((first["type"].as_str(), first["permissions"].as_array().map(Vec::len)), (Some("pending"), Some(0)));
     server.prompt(&session, "ask execute rm -rf build/").await;
     let id = question(&server, &session, 0).await;
+    let pushed = inbox_ws.next(TURN).await.expect("the question pushed");
+    assert_eq!(pending_ids(&pushed), std::slice::from_ref(&id), "{pushed}");
 
     // In the operator's inbox, not in the outsider's; the turn waits.
     let (status, inbox) = call(&server, "GET", "/api/v1/permissions?state=pending", &operator.token, json!({})).await;
@@ -77,6 +83,8 @@ async fn a_question_waits_for_an_operator_and_the_first_answer_wins() {
     let again = call(&server, "POST", &answer, &operator.token, json!({"decision": "deny"})).await;
     assert_eq!((again.0, again.1["error"]["code"].as_str()), (409, Some("ALREADY_ANSWERED")), "{}", again.1);
 
+    let emptied = inbox_ws.next(TURN).await.expect("the answer pushed");
+    assert!(pending_ids(&emptied).is_empty(), "{emptied}");
     let events = server.wait_turns(&session, 1, TURN).await;
     assert!(texts(&events).iter().any(|t| t == "permission: allow-once"), "{events:?}");
     let resolved: Vec<&Value> = events.iter().filter(|e| e["type"] == "permission_resolved").collect();

@@ -322,6 +322,15 @@ impl TestServer {
         Watcher { socket }
     }
 
+    /// Opens any WebSocket of the API (`path` with its query) with `token`.
+    pub async fn websocket(&self, path: &str, token: &str) -> Watcher {
+        let url = format!("ws://127.0.0.1:{}{path}", self.api_port);
+        let mut request = url.into_client_request().expect("ws request");
+        request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+        let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("connecting the websocket");
+        Watcher { socket }
+    }
+
     /// The tunnel's port.
     pub fn tunnel_port(&self) -> u16 {
         self.tunnel_port
