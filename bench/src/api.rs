@@ -36,6 +36,19 @@ impl Api {
         id_of(&body)
     }
 
+    /// Creates a `fake`-harness agent with the `approval` posture; returns its id.
+    pub async fn create_asking_agent(&self, name: &str) -> Result<String> {
+        let body = json!({"name": name, "harness": "fake", "posture": "approval"});
+        let body = self.call("POST", "/api/v1/agents", Some(&body), 201).await?;
+        id_of(&body)
+    }
+
+    /// Answers a waiting permission question with allow.
+    pub async fn approve(&self, permission_id: &str) -> Result<()> {
+        let path = format!("/api/v1/permissions/{permission_id}/answer");
+        self.call("POST", &path, Some(&json!({"decision": "allow"})), 200).await.map(drop)
+    }
+
     /// Opens a session on an agent; returns its id.
     pub async fn create_session(&self, agent_id: &str) -> Result<String> {
         let body = self.call("POST", &format!("/api/v1/agents/{agent_id}/sessions"), Some(&json!({})), 201).await?;

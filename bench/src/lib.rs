@@ -7,6 +7,7 @@
 //! replay of a session topped up to the replay size.
 
 pub mod api;
+pub mod approval;
 pub mod config;
 pub mod http;
 pub mod raw;
@@ -40,6 +41,12 @@ mod targets {
     pub const COLD_FACTOR: f64 = 1.5;
     /// Idle sandboxd RSS, KiB, at most.
     pub const SANDBOXD_RSS_KIB: u64 = 10 * 1024;
+    /// Approval round trip ≤ this × the stream's p50 + [`APPROVAL_SLACK_MS`].
+    pub const APPROVAL_FACTOR: f64 = 2.0;
+    /// See [`APPROVAL_FACTOR`], ms.
+    pub const APPROVAL_SLACK_MS: f64 = 5.0;
+    /// Approval round trips measured.
+    pub const APPROVAL_ROUNDS: usize = 100;
 }
 
 /// Runs every benchmark and returns the report. Agents it created are deleted at the end,
@@ -191,6 +198,13 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         progress(&format!("  stored and delivered {:.0} events/s", run.delivered_per_s()));
         fill = Some(run);
     }
+    progress(&format!(
+        "approval round trip: ask → permission at a watcher → answer → the harness has it ({} turns)",
+        targets::APPROVAL_ROUNDS
+    ));
+    let approvals =
+        approval::roundtrips(api, targets::APPROVAL_ROUNDS, tag, agents).await.context("approval round trip")?;
+    progress(&format!("  median {:.2} ms", median(&approvals)));
     progress(&format!("replay: one stream from after=0 until {} events", config.replay_events));
     let (replay_per_s, replay_s) = throughput::replay(api, &session, config.replay_events).await?;
     progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));
@@ -206,6 +220,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     let harness_start = median(&harness);
     let wake = median(&wakes.iter().map(|w| w.wake_ms).collect::<Vec<_>>());
     let cold_limit = targets::COLD_FACTOR * docker_run + harness_start;
+    let approval = median(&approvals);
+    let approval_limit = targets::APPROVAL_FACTOR * p50 + targets::APPROVAL_SLACK_MS;
     let mean = |sizes: &[usize]| round(sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64, 1);
     let rounded = |samples: &[f64]| samples.iter().map(|v| round(*v, 1)).collect::<Vec<_>>();
 
@@ -220,6 +236,12 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
             "pass": cold <= cold_limit,
         },
         "sandboxd_rss_kib": {"target": format!("<= {}", targets::SANDBOXD_RSS_KIB), "value": rss.rss_kib, "pass": rss.rss_kib <= targets::SANDBOXD_RSS_KIB},
+        "approval_roundtrip_ms": {
+            "target": format!("<= {} * p50_ms + {}", targets::APPROVAL_FACTOR, targets::APPROVAL_SLACK_MS),
+            "limit_ms": round(approval_limit, 2),
+            "value": round(approval, 2),
+            "pass": approval <= approval_limit,
+        },
     });
     let all_pass = targets.as_object().is_some_and(|t| t.values().all(|v| v["pass"] == json!(true)));
 
@@ -235,6 +257,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "harness_start_ms": round(harness_start, 1),
         "cold_vs_docker_run": round(cold / docker_run, 2),
         "wake_ms": round(wake, 1),
+        "approval_roundtrip_ms": round(approval, 2),
         "sandboxd_rss_kib": rss.rss_kib,
         "server_rss_idle_kib": server_idle.map(|m| m.rss_kib),
         "server_rss_flood_kib": server_flood.map(|m| m.rss_kib),

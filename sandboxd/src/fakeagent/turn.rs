@@ -362,7 +362,13 @@ impl Turn {
         };
         let allowed =
             chosen.is_some_and(|c| PERMISSION_OPTIONS.iter().any(|(o, _, kind)| *o == c && kind.starts_with("allow")));
-        self.emit(rec, chunk("agent_message_chunk", &format!("permission: {}", chosen.unwrap_or("cancelled"))));
+        // When the answer arrived, for benchmarks (µs since the Unix epoch).
+        let answered_at_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let mut said = chunk("agent_message_chunk", &format!("permission: {}", chosen.unwrap_or("cancelled")));
+        said["_meta"] = json!({"fakeagent": {"answeredAtUs": answered_at_us}});
+        self.emit(rec, said);
         let status = if allowed { "completed" } else { "failed" };
         self.emit(
             rec,
