@@ -157,12 +157,14 @@ impl Core {
             Ok(request) => request,
             Err(message) => {
                 out.frames.push(wire::error_response(&id, -32602, &message));
+                self.report_to_running_turns("an unreadable permission request (refused)", out);
                 return;
             }
         };
         let acp_id = request.session_id.0.to_string();
         let Some(session_id) = self.harness.as_ref().and_then(|h| h.session_by_acp(&acp_id)) else {
             out.frames.push(wire::error_response(&id, -32002, "unknown session"));
+            self.report_to_running_turns("a permission request for a session it does not have (refused)", out);
             return;
         };
         let Some(harness) = self.harness.as_ref() else { return };
@@ -202,6 +204,19 @@ impl Core {
                     harness.questions.insert(permission_id, question);
                 }
             }
+        }
+    }
+
+    /// A harness mistake that concerns no known session: an `error` event in the log of every
+    /// session with a turn running (so someone sees it), nothing else disturbed.
+    fn report_to_running_turns(&self, what: &str, out: &mut LineOut) {
+        let message = format!("the harness sent {what}");
+        let mut sessions: Vec<SessionId> =
+            self.turns.iter().filter(|t| t.request_id().is_some()).map(|t| t.session_id).collect();
+        sessions.sort_by_key(|s| s.0);
+        sessions.dedup();
+        for session_id in sessions {
+            out.events.push(NewEvent::error(session_id, "HARNESS_PROTOCOL_ERROR", &message));
         }
     }
 

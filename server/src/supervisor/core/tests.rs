@@ -886,3 +886,23 @@ fn waiting_for_a_person_does_not_count_against_the_turn_s_time_limit() {
     let effects = sim.advance(Duration::from_secs(1));
     assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("TURN_TIMEOUT"))));
 }
+
+#[test]
+fn a_permission_request_for_an_unknown_session_is_refused_and_reported() {
+    let mut sim = Sim::new();
+    let offset = sim.run_until_prompt_sent();
+    let ask = r#"{"jsonrpc":"2.0","id":"x-1","method":"session/request_permission","params":{"sessionId":"acp-nope","toolCall":{"toolCallId":"t1"},"options":[]}}"#;
+    let effects = sim.stdout(offset, &format!("{ask}\n"));
+    let stored = persists(&effects);
+    let errors: Vec<&NewEvent> =
+        stored.iter().flat_map(|p| p.1.iter()).filter(|e| e.kind == EventKind::Error).collect();
+    assert_eq!(errors.len(), 1, "{effects:?}");
+    assert_eq!(errors[0].session_id, sim.turn.session_id);
+    assert_eq!(errors[0].payload["code"], "HARNESS_PROTOCOL_ERROR");
+    assert!(stored.iter().all(|p| !kinds(p.1).contains(&EventKind::TurnEnd)), "the turn goes on");
+    let mut sent = Vec::new();
+    for (id, _, _) in stored {
+        sent.extend(stdin(&sim.ok(id)));
+    }
+    assert!(sent.iter().any(|(_, f)| String::from_utf8_lossy(f).contains("unknown session")), "{sent:?}");
+}
