@@ -78,6 +78,9 @@ pub struct DockerDriver {
     tools_volume: OnceCell<String>,
     /// Agent ids whose network already exists (made ahead of time, see [`Self::next_agent_id`]).
     ready_networks: Arc<Mutex<Vec<AgentId>>>,
+    /// Ready networks being made (counted so that a burst of new agents does not schedule more
+    /// than [`READY_NETWORKS`] in all).
+    refilling: Arc<std::sync::atomic::AtomicUsize>,
     /// The egress proxy's CA (PEM) sandboxd installs at start (`AGENTHOLD_PROXY_CA_PEM`), and
     /// its short hash (the [`PROXY_CA_LABEL`]); `None` when sandboxes do not use the proxy.
     proxy_ca: Option<(String, String)>,
@@ -105,6 +108,7 @@ impl DockerDriver {
             tools_name: OnceCell::new(),
             tools_volume: OnceCell::new(),
             ready_networks: Arc::default(),
+            refilling: Arc::default(),
             nofile: nofile_limit(),
             proxy_ca: None,
             confined: true,
@@ -163,10 +167,22 @@ impl DockerDriver {
     /// labelled `agenthold.ready=true`; those no agent took are removed at the next start.)
     fn refill_networks(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let missing = READY_NETWORKS.saturating_sub(lock(&self.ready_networks).len());
+        use std::sync::atomic::Ordering;
+        // Under the list's lock, so that concurrent callers agree on what is missing.
+        let missing = {
+            let ready = lock(&self.ready_networks);
+            let missing = READY_NETWORKS.saturating_sub(ready.len() + self.refilling.load(Ordering::SeqCst));
+            self.refilling.fetch_add(missing, Ordering::SeqCst);
+            missing
+        };
         for _ in 0..missing {
-            let (docker, instance, ready, confined) =
-                (self.docker.clone(), self.instance.clone(), Arc::clone(&self.ready_networks), self.confined);
+            let (docker, instance, ready, confined, refilling) = (
+                self.docker.clone(),
+                self.instance.clone(),
+                Arc::clone(&self.ready_networks),
+                self.confined,
+                Arc::clone(&self.refilling),
+            );
             runtime.spawn(async move {
                 // Not while the sandbox that took the last one is starting: the engine does
                 // one thing at a time, and the first prompt is waiting for that start.
@@ -177,8 +193,15 @@ impl DockerDriver {
                     labels.insert("agenthold.ready".to_owned(), "true".to_owned());
                 }
                 match docker.create_network(request).await {
-                    Ok(_) => lock(&ready).push(agent_id),
-                    Err(error) => tracing::warn!(%error, "preparing a network for the next agent"),
+                    Ok(_) => {
+                        let mut ready = lock(&ready);
+                        ready.push(agent_id);
+                        refilling.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    Err(error) => {
+                        refilling.fetch_sub(1, Ordering::SeqCst);
+                        tracing::warn!(%error, "preparing a network for the next agent");
+                    }
                 }
             });
         }

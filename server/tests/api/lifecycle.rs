@@ -173,3 +173,33 @@ async fn networks_kept_ready_for_new_agents_do_not_pile_up_across_restarts() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+#[tokio::test]
+async fn a_burst_of_new_agents_leaves_only_the_ready_networks_the_pool_keeps() {
+    if crate::support::driver() != "docker" {
+        return;
+    }
+    let server = TestServer::start().await;
+    let mut agents = Vec::new();
+    for _ in 0..12 {
+        agents.push(server.create_agent(serde_json::json!({})).await);
+    }
+    // Ready networks no agent took: those labelled ready whose agent label names none of ours.
+    let untaken = || {
+        let output = std::process::Command::new("docker")
+            .args(["network", "ls", "--format", "{{.Label \"agenthold.agent\"}}"])
+            .args(["--filter", &format!("label=agenthold.instance={}", server.instance)])
+            .args(["--filter", "label=agenthold.ready=true"])
+            .output()
+            .expect("docker network ls");
+        String::from_utf8_lossy(&output.stdout).lines().filter(|id| !agents.iter().any(|a| a == id)).count()
+    };
+    // The refills run 5 s after the agents took networks; give them that and some more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while untaken() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the pool was not refilled");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(untaken(), 2, "a burst of 12 agents left more ready networks than the pool keeps");
+}
