@@ -189,6 +189,20 @@ pub async fn run(
         postures,
     };
     supervisors.resume_open_turns().await.context("resuming open turns")?;
+    // Sandboxes that stop on their own (the engine's events): their running turns end at once.
+    let exits = {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let follow = state.driver.follow_exits(tx);
+        let supervisors = Arc::clone(&supervisors);
+        tokio::spawn(async move {
+            let report = async {
+                while let Some(agent_id) = rx.recv().await {
+                    supervisors.send_if_running(agent_id, crate::supervisor::Command::SandboxExited).await;
+                }
+            };
+            tokio::join!(follow, report);
+        })
+    };
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let feed = proxy_feed_settings.map(|settings| {
@@ -233,6 +247,7 @@ pub async fn run(
     }
     drop(supervisors);
     prepared.abort();
+    exits.abort();
     deletions.abort();
     appender_task.abort();
     pool.close().await;

@@ -542,6 +542,10 @@ impl SandboxDriver for DockerDriver {
         .boxed()
     }
 
+    fn follow_exits(&self, exits: tokio::sync::mpsc::Sender<AgentId>) -> BoxFuture<'static, ()> {
+        super::docker_events::follow_exits(self.docker.clone(), self.instance.clone(), exits).boxed()
+    }
+
     fn source_addr(&self, agent_id: AgentId) -> BoxFuture<'_, Result<Option<std::net::IpAddr>, DriverError>> {
         async move {
             let info = match self.docker.inspect_container(&self.container(agent_id), None).await {

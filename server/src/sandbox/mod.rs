@@ -5,6 +5,7 @@
 
 pub mod deletion;
 pub mod docker;
+mod docker_events;
 mod docker_oom;
 pub mod firewall;
 pub mod local;
@@ -99,6 +100,11 @@ pub trait SandboxDriver: Send + Sync {
     /// its credentials only from there); `None` when the driver cannot tell.
     fn source_addr(&self, _agent_id: AgentId) -> BoxFuture<'_, Result<Option<std::net::IpAddr>, DriverError>> {
         Box::pin(std::future::ready(Ok(None)))
+    }
+    /// Reports, on `exits`, the agent of every sandbox that stops on its own (a killed or crashed
+    /// container); drivers that cannot tell report nothing. Runs until `exits` closes.
+    fn follow_exits(&self, _exits: tokio::sync::mpsc::Sender<AgentId>) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
     }
     /// Whether the engine killed a process of the sandbox for want of memory (since it last
     /// started). Drivers without memory limits say false.

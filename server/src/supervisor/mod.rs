@@ -182,6 +182,8 @@ pub enum Command {
         /// The outcome.
         reply: oneshot::Sender<Result<(), core::AnswerError>>,
     },
+    /// The sandbox's container stopped on its own (killed, crashed, out of memory).
+    SandboxExited,
     /// Wake the sandbox if needed and hand out a terminal channel.
     Terminal {
         /// The access, once the sandbox is connected.
@@ -215,6 +217,18 @@ impl Supervisors {
         self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(shell::run(agent_id, deps, receiver));
         actors.insert(agent_id, sender.clone());
         sender
+    }
+
+    /// Sends a command to the agent's supervisor if one runs (none is started for it).
+    pub async fn send_if_running(&self, agent_id: AgentId, command: Command) -> bool {
+        let sender = {
+            let actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            actors.get(&agent_id).filter(|s| !s.is_closed()).cloned()
+        };
+        match sender {
+            Some(sender) => sender.send(command).await.is_ok(),
+            None => false,
+        }
     }
 
     /// Sends a command to the agent's supervisor.

@@ -70,6 +70,31 @@ impl Core {
         self.fail_terminal_waiters(text);
     }
 
+    /// The sandbox's container stopped on its own: whatever sandboxd held is gone, so the turns
+    /// running in its harness end now (not after the reconnect grace). Turns not yet started
+    /// stay: the next wake starts the container again. While a wake is in flight (a container
+    /// being made again stops its old one) nothing is done.
+    pub(super) fn on_sandbox_exited(&mut self, oom: Option<String>, now: Now) {
+        if self.waking {
+            return;
+        }
+        if let LinkState::Up { link } | LinkState::Draining { link, .. } | LinkState::Loading { link, .. } = self.link {
+            self.effects.push_back(Effect::DropLink { link });
+        }
+        self.link = LinkState::Down;
+        self.awaiting_connect = false;
+        self.reconnect_at = None;
+        if self.harness.take().is_none() && !self.turns.iter().any(|t| t.request_id().is_some()) {
+            return;
+        }
+        let (code, text) = match &oom {
+            Some(message) => ("OUT_OF_MEMORY", message.as_str()),
+            None => ("SANDBOX_EXITED", "the sandbox's container stopped (killed or crashed)"),
+        };
+        self.fail_turns(|t| t.request_id().is_some(), code, text, now);
+        self.fail_terminal_waiters(text);
+    }
+
     pub(super) fn fail_terminal_waiters(&mut self, message: &str) {
         for reply in std::mem::take(&mut self.terminal_waiters) {
             self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::TerminalFailed(message.to_owned()) });

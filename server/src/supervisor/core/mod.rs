@@ -232,6 +232,7 @@ impl Core {
                 return;
             }
             Input::EnvironmentChanged => self.environment_changed = true,
+            Input::SandboxExited(oom) => self.on_sandbox_exited(oom, now),
             Input::AnswerPermission { permission_id, choice, by, reply } => {
                 // Accepted answers are replied to once stored (`on_persisted`).
                 if let Err(error) = self.answer_question(permission_id, &choice, by, Some(reply), now) {

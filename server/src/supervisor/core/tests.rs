@@ -906,3 +906,22 @@ fn a_permission_request_for_an_unknown_session_is_refused_and_reported() {
     }
     assert!(sent.iter().any(|(_, f)| String::from_utf8_lossy(f).contains("unknown session")), "{sent:?}");
 }
+
+#[test]
+fn a_sandbox_that_stops_on_its_own_ends_its_running_turn_at_once() {
+    let mut sim = Sim::new();
+    sim.run_until_prompt_sent();
+    let effects = sim.input(Input::SandboxExited(None));
+    assert_eq!(drops(&effects), 1, "{effects:?}");
+    let stored = persists(&effects);
+    assert!(stored.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_EXITED"))), "{effects:?}");
+    assert!(stored.iter().any(|p| kinds(p.1).contains(&EventKind::TurnEnd)), "{effects:?}");
+    // Out of memory says so.
+    let mut sim = Sim::new();
+    sim.run_until_prompt_sent();
+    let effects = sim.input(Input::SandboxExited(Some("the harness ran out of memory (limit 512 MiB)".into())));
+    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("OUT_OF_MEMORY"))));
+    // Nothing runs: nothing to end.
+    let mut sim = Sim::new();
+    assert!(persists(&sim.input(Input::SandboxExited(None))).is_empty());
+}

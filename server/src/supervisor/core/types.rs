@@ -101,6 +101,8 @@ pub enum Input {
     },
     /// The agent's environment changed: restart the harness once no turn runs.
     EnvironmentChanged,
+    /// The sandbox's container stopped on its own; `Some` says it ran out of memory.
+    SandboxExited(Option<String>),
     /// A person answered a pending permission question.
     AnswerPermission {
         /// The question.

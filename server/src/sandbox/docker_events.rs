@@ -1,0 +1,61 @@
+//! The engine's event stream, followed for this instance's containers: each `die` of an agent's
+//! container is reported at once (so a turn whose sandbox died ends now, not after the reconnect
+//! grace). The stream reconnects after an engine restart or error, resuming from the time of the
+//! last event it saw, so a die while it was away is still reported.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::EventsOptionsBuilder;
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::ids::AgentId;
+
+/// How long to wait before following again after the stream failed or ended.
+const RECONNECT: Duration = Duration::from_secs(1);
+
+/// Reports the agent of every container of `instance` that dies, until `exits` is closed.
+pub async fn follow_exits(docker: Docker, instance: String, exits: mpsc::Sender<AgentId>) {
+    let mut since: Option<i64> = None;
+    loop {
+        let mut filters: HashMap<&str, Vec<String>> = HashMap::new();
+        filters.insert("type", vec!["container".to_owned()]);
+        filters.insert("event", vec!["die".to_owned()]);
+        filters.insert("label", vec![format!("agenthold.instance={instance}")]);
+        let mut options = EventsOptionsBuilder::default().filters(&filters);
+        let resume = since.map(|s| s.to_string());
+        if let Some(resume) = &resume {
+            options = options.since(resume);
+        }
+        let mut stream = std::pin::pin!(docker.events(Some(options.build())));
+        while let Some(event) = stream.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::warn!(%error, "the engine's event stream failed; following it again");
+                    break;
+                }
+            };
+            if let Some(time) = event.time {
+                since = Some(time);
+            }
+            let agent = event
+                .actor
+                .and_then(|actor| actor.attributes)
+                .and_then(|attributes| attributes.get("agenthold.agent").cloned())
+                .and_then(|id| id.parse().ok())
+                .map(AgentId);
+            if let Some(agent_id) = agent
+                && exits.send(agent_id).await.is_err()
+            {
+                return;
+            }
+        }
+        if exits.is_closed() {
+            return;
+        }
+        tokio::time::sleep(RECONNECT).await;
+    }
+}
