@@ -196,8 +196,8 @@ pub async fn run(
         let supervisors = Arc::clone(&supervisors);
         tokio::spawn(async move {
             let report = async {
-                while let Some(agent_id) = rx.recv().await {
-                    supervisors.send_if_running(agent_id, crate::supervisor::Command::SandboxExited).await;
+                while let Some((agent_id, at)) = rx.recv().await {
+                    supervisors.send_if_running(agent_id, crate::supervisor::Command::SandboxExited(at)).await;
                 }
             };
             tokio::join!(follow, report);

@@ -542,7 +542,10 @@ impl SandboxDriver for DockerDriver {
         .boxed()
     }
 
-    fn follow_exits(&self, exits: tokio::sync::mpsc::Sender<AgentId>) -> BoxFuture<'static, ()> {
+    fn follow_exits(
+        &self,
+        exits: tokio::sync::mpsc::Sender<(AgentId, chrono::DateTime<chrono::Utc>)>,
+    ) -> BoxFuture<'static, ()> {
         super::docker_events::follow_exits(self.docker.clone(), self.instance.clone(), exits).boxed()
     }
 

@@ -17,7 +17,11 @@ use crate::ids::AgentId;
 const RECONNECT: Duration = Duration::from_secs(1);
 
 /// Reports the agent of every container of `instance` that dies, until `exits` is closed.
-pub async fn follow_exits(docker: Docker, instance: String, exits: mpsc::Sender<AgentId>) {
+pub async fn follow_exits(
+    docker: Docker,
+    instance: String,
+    exits: mpsc::Sender<(AgentId, chrono::DateTime<chrono::Utc>)>,
+) {
     let mut since: Option<i64> = None;
     loop {
         let mut filters: HashMap<&str, Vec<String>> = HashMap::new();
@@ -47,8 +51,13 @@ pub async fn follow_exits(docker: Docker, instance: String, exits: mpsc::Sender<
                 .and_then(|attributes| attributes.get("agenthold.agent").cloned())
                 .and_then(|id| id.parse().ok())
                 .map(AgentId);
+            let at = event
+                .time_nano
+                .map(chrono::DateTime::from_timestamp_nanos)
+                .or_else(|| event.time.and_then(|s| chrono::DateTime::from_timestamp(s, 0)))
+                .unwrap_or_else(chrono::Utc::now);
             if let Some(agent_id) = agent
-                && exits.send(agent_id).await.is_err()
+                && exits.send((agent_id, at)).await.is_err()
             {
                 return;
             }

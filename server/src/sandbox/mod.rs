@@ -101,9 +101,12 @@ pub trait SandboxDriver: Send + Sync {
     fn source_addr(&self, _agent_id: AgentId) -> BoxFuture<'_, Result<Option<std::net::IpAddr>, DriverError>> {
         Box::pin(std::future::ready(Ok(None)))
     }
-    /// Reports, on `exits`, the agent of every sandbox that stops on its own (a killed or crashed
+    /// Reports, on `exits`, the agent (and when) of every sandbox that stops on its own (a killed or crashed
     /// container); drivers that cannot tell report nothing. Runs until `exits` closes.
-    fn follow_exits(&self, _exits: tokio::sync::mpsc::Sender<AgentId>) -> BoxFuture<'static, ()> {
+    fn follow_exits(
+        &self,
+        _exits: tokio::sync::mpsc::Sender<(AgentId, chrono::DateTime<chrono::Utc>)>,
+    ) -> BoxFuture<'static, ()> {
         Box::pin(std::future::pending())
     }
     /// Whether the engine killed a process of the sandbox for want of memory (since it last

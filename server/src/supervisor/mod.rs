@@ -182,8 +182,8 @@ pub enum Command {
         /// The outcome.
         reply: oneshot::Sender<Result<(), core::AnswerError>>,
     },
-    /// The sandbox's container stopped on its own (killed, crashed, out of memory).
-    SandboxExited,
+    /// The sandbox's container stopped on its own (killed, crashed, out of memory) at this time.
+    SandboxExited(chrono::DateTime<chrono::Utc>),
     /// Wake the sandbox if needed and hand out a terminal channel.
     Terminal {
         /// The access, once the sandbox is connected.

@@ -147,11 +147,12 @@ impl Shell {
             Command::Destroy { reply } => Input::Destroy { reply: self.waiter(Waiter::Lifecycle(reply)) },
             Command::Terminal { reply } => Input::Terminal { reply: self.waiter(Waiter::Terminal(reply)) },
             Command::EnvironmentChanged => Input::EnvironmentChanged,
-            Command::SandboxExited => {
+            Command::SandboxExited(at) => {
                 // Whether the engine killed it for want of memory, then the core decides.
                 let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
-                self.tasks
-                    .push(Box::pin(async move { Some(Input::SandboxExited(explain_kill(&deps, agent_id).await)) }));
+                self.tasks.push(Box::pin(async move {
+                    Some(Input::SandboxExited { at, oom: explain_kill(&deps, agent_id).await })
+                }));
                 return None;
             }
             Command::AnswerPermission { permission_id, choice, by, reply } => {

@@ -74,8 +74,9 @@ impl Core {
     /// running in its harness end now (not after the reconnect grace). Turns not yet started
     /// stay: the next wake starts the container again. While a wake is in flight (a container
     /// being made again stops its old one) nothing is done.
-    pub(super) fn on_sandbox_exited(&mut self, oom: Option<String>, now: Now) {
-        if self.waking {
+    pub(super) fn on_sandbox_exited(&mut self, at: chrono::DateTime<chrono::Utc>, oom: Option<String>, now: Now) {
+        // A stop from before the current connection (an earlier container's) is old news.
+        if self.waking || self.attached_at.is_some_and(|attached| at < attached) {
             return;
         }
         if let LinkState::Up { link } | LinkState::Draining { link, .. } | LinkState::Loading { link, .. } = self.link {

@@ -92,6 +92,8 @@ pub struct Core {
     launching: bool,
     /// The wake job runs, or failed (then no retry until a new command).
     waking: bool,
+    /// When the current sandboxd connection attached (a stop reported from before it is old news).
+    attached_at: Option<chrono::DateTime<chrono::Utc>>,
     wake_failed: bool,
     /// The sandbox was started: wait for sandboxd to dial in (until the reconnect deadline)
     /// rather than starting it again.
@@ -125,6 +127,7 @@ impl Core {
             harness: None,
             launching: false,
             waking: false,
+            attached_at: None,
             wake_failed: false,
             awaiting_connect: false,
             turns: Vec::new(),
@@ -232,7 +235,7 @@ impl Core {
                 return;
             }
             Input::EnvironmentChanged => self.environment_changed = true,
-            Input::SandboxExited(oom) => self.on_sandbox_exited(oom, now),
+            Input::SandboxExited { at, oom } => self.on_sandbox_exited(at, oom, now),
             Input::AnswerPermission { permission_id, choice, by, reply } => {
                 // Accepted answers are replied to once stored (`on_persisted`).
                 if let Err(error) = self.answer_question(permission_id, &choice, by, Some(reply), now) {

@@ -50,7 +50,8 @@ pub struct Snapshot {
 
 impl Core {
     /// sandboxd said hello on a new link.
-    pub(super) fn on_attached(&mut self, link: LinkId, processes: Vec<ProcessState>, _now: Now) {
+    pub(super) fn on_attached(&mut self, link: LinkId, processes: Vec<ProcessState>, now: Now) {
+        self.attached_at = Some(now.wall);
         match &self.link {
             LinkState::Up { link: old }
             | LinkState::Draining { link: old, .. }

@@ -911,7 +911,10 @@ fn a_permission_request_for_an_unknown_session_is_refused_and_reported() {
 fn a_sandbox_that_stops_on_its_own_ends_its_running_turn_at_once() {
     let mut sim = Sim::new();
     sim.run_until_prompt_sent();
-    let effects = sim.input(Input::SandboxExited(None));
+    // A stop from before the current connection is an earlier container's: ignored.
+    let before = sim.now.wall - chrono::Duration::seconds(30);
+    assert!(sim.input(Input::SandboxExited { at: before, oom: None }).is_empty());
+    let effects = sim.input(Input::SandboxExited { at: sim.now.wall, oom: None });
     assert_eq!(drops(&effects), 1, "{effects:?}");
     let stored = persists(&effects);
     assert!(stored.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_EXITED"))), "{effects:?}");
@@ -919,9 +922,11 @@ fn a_sandbox_that_stops_on_its_own_ends_its_running_turn_at_once() {
     // Out of memory says so.
     let mut sim = Sim::new();
     sim.run_until_prompt_sent();
-    let effects = sim.input(Input::SandboxExited(Some("the harness ran out of memory (limit 512 MiB)".into())));
+    let oom = Some("the harness ran out of memory (limit 512 MiB)".to_owned());
+    let effects = sim.input(Input::SandboxExited { at: sim.now.wall, oom });
     assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("OUT_OF_MEMORY"))));
     // Nothing runs: nothing to end.
     let mut sim = Sim::new();
-    assert!(persists(&sim.input(Input::SandboxExited(None))).is_empty());
+    let at = sim.now.wall;
+    assert!(persists(&sim.input(Input::SandboxExited { at, oom: None })).is_empty());
 }

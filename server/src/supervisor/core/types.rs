@@ -101,8 +101,13 @@ pub enum Input {
     },
     /// The agent's environment changed: restart the harness once no turn runs.
     EnvironmentChanged,
-    /// The sandbox's container stopped on its own; `Some` says it ran out of memory.
-    SandboxExited(Option<String>),
+    /// The sandbox's container stopped on its own.
+    SandboxExited {
+        /// When (the engine's clock).
+        at: chrono::DateTime<chrono::Utc>,
+        /// `Some`: it ran out of memory (the message says so).
+        oom: Option<String>,
+    },
     /// A person answered a pending permission question.
     AnswerPermission {
         /// The question.
