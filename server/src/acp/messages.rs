@@ -126,18 +126,6 @@ pub fn parse_permission_request(params: &Value) -> Result<RequestPermissionReque
     serde_json::from_value(params.clone()).map_err(|e| format!("unreadable permission request: {e}"))
 }
 
-/// The auto-approve answer: the harness's one-time allow option, chosen by kind (never by id);
-/// an always-allow option if there is no one-time one; cancelled if it offers no allow at all.
-pub fn auto_approve(options: &[PermissionOption]) -> (Value, Option<PermissionOption>) {
-    let pick = |kind: PermissionOptionKind| options.iter().find(|o| o.kind == kind).cloned();
-    let chosen = pick(PermissionOptionKind::AllowOnce).or_else(|| pick(PermissionOptionKind::AllowAlways));
-    let outcome = match &chosen {
-        Some(option) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option.option_id.clone())),
-        None => RequestPermissionOutcome::Cancelled,
-    };
-    (to_value(&RequestPermissionResponse::new(outcome)), chosen)
-}
-
 /// The answer choosing `wanted` by kind (the first option of the first kind offered), or
 /// cancelled when the harness offers none of them.
 pub fn choose_by_kind(
@@ -189,20 +177,20 @@ mod tests {
     }
 
     #[test]
-    fn auto_approve_picks_by_kind() {
+    fn options_are_chosen_by_kind() {
         let options: Vec<PermissionOption> = serde_json::from_value(json!([
             {"optionId": "r", "name": "Reject", "kind": "reject_once"},
             {"optionId": "x-allow", "name": "Allow", "kind": "allow_once"},
         ]))
         .expect("options parse");
-        let (answer, chosen) = auto_approve(&options);
+        let allow = [PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways];
+        let (answer, chosen) = choose_by_kind(&options, &allow);
         assert_eq!(answer, json!({"outcome": {"outcome": "selected", "optionId": "x-allow"}}));
         assert!(chosen.is_some());
-        let (answer, chosen) = auto_approve(&options[..1]);
+        let (answer, chosen) = choose_by_kind(&options[..1], &allow);
         assert_eq!(answer, json!({"outcome": {"outcome": "cancelled"}}));
         assert!(chosen.is_none());
     }
-
     #[test]
     fn reads_stop_reason_and_usage() {
         let (reason, usage) =

@@ -11,7 +11,6 @@ pub mod call;
 pub mod decision;
 pub mod effect;
 pub mod glob;
-pub mod options;
 pub mod paths;
 pub mod payloads;
 pub mod policy;

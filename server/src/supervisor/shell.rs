@@ -478,8 +478,10 @@ async fn record_source_addr(deps: &Deps, agent_id: AgentId) -> Result<(), sqlx::
     let addr = match deps.driver.source_addr(agent_id).await {
         Ok(addr) => addr,
         Err(error) => {
-            tracing::warn!(%error, agent.id = %agent_id, "reading the sandbox's address");
-            None
+            // Keep what is recorded: clearing it would let the proxy admit the sandbox's
+            // credentials from any address.
+            tracing::warn!(%error, agent.id = %agent_id, "reading the sandbox's address; the recorded one stays");
+            return Ok(());
         }
     };
     let changed = store::sandboxes::set_source_addr(&deps.pool, agent_id, addr).await?;
