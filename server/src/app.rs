@@ -172,6 +172,7 @@ pub async fn run(
             reconnect_grace: secs(config.reconnect_grace_secs),
         },
         postures: postures.clone(),
+        turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),
             master_key: Arc::clone(&master_key),

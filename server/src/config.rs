@@ -175,9 +175,15 @@ pub struct Config {
     /// Seconds a harness has to start and to answer initialize and session requests.
     #[arg(long, env = "AGENTHOLD_HARNESS_TIMEOUT_SECS", default_value_t = 120)]
     pub harness_timeout_secs: u64,
-    /// Seconds a turn may run.
+    /// Seconds of activity a turn may take (waiting in the queue or for a person's answer does
+    /// not count); an agent's `limits.turn_seconds` overrides it.
     #[arg(long, env = "AGENTHOLD_TURN_TIMEOUT_SECS", default_value_t = 3600)]
     pub turn_timeout_secs: u64,
+    /// Turns running at once on this server, all agents together (0: no limit). A prompt
+    /// beyond it waits, first come first served, with a `TURN_QUEUED` notice in its session; a
+    /// turn waiting for a person's answer does not hold a slot.
+    #[arg(long, env = "AGENTHOLD_MAX_RUNNING_TURNS", default_value_t = 64)]
+    pub max_running_turns: usize,
     /// Seconds a turn past its time limit has to stop after `session/cancel` before its
     /// harness is killed.
     #[arg(long, env = "AGENTHOLD_TURN_CANCEL_GRACE_SECS", default_value_t = 10)]

@@ -23,6 +23,25 @@ pub struct Limits {
     pub(super) cpus: Option<f64>,
     pub(super) memory_mib: Option<i32>,
     pub(super) pids: Option<i32>,
+    /// Seconds of activity a turn may take (the time it waits in the queue or for a person does
+    /// not count); `0` returns to the server's limit.
+    pub(super) turn_seconds: Option<i64>,
+}
+
+/// The longest turn time limit an agent may set (30 days).
+const MAX_TURN_SECONDS: i64 = 30 * 24 * 3600;
+
+/// A turn time limit: `None` (absent) keeps `current`, `0` is the server's, else 1 s – 30 days.
+pub fn check_turn_seconds(requested: Option<i64>, current: Option<i32>) -> Result<Option<i32>, ApiError> {
+    match requested {
+        None => Ok(current),
+        Some(0) => Ok(None),
+        Some(seconds) if (1..=MAX_TURN_SECONDS).contains(&seconds) => Ok(i32::try_from(seconds).ok()),
+        Some(_) => Err(ApiError::bad_request(
+            "INVALID_LIMITS",
+            format!("limits.turn_seconds: 1-{MAX_TURN_SECONDS} seconds, or 0 for the server's limit"),
+        )),
+    }
 }
 
 /// The longest model name accepted.
@@ -198,6 +217,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
+    let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, agent.turn_timeout_secs)?;
     let settings = AgentSettings {
         harness: adapter.name().to_owned(),
         command,
@@ -209,6 +229,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         cpus,
         memory_mib,
         pids_limit,
+        turn_timeout_secs,
     };
 
     let mut change = Change::default();
@@ -243,6 +264,10 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     if (settings.cpus, settings.memory_mib, settings.pids_limit) != (agent.cpus, agent.memory_mib, agent.pids_limit) {
         let limits = json!({"cpus": settings.cpus, "memory_mib": settings.memory_mib, "pids": settings.pids_limit});
         changed("limits", limits, false, true);
+    }
+    if settings.turn_timeout_secs != agent.turn_timeout_secs {
+        // Applies from the agent's next prompt on; no restart, no rebuild.
+        changed("turn_seconds", json!(settings.turn_timeout_secs), false, false);
     }
     Ok((settings, change))
 }

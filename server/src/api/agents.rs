@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::agent_settings::{
     Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model, check_policy,
-    check_posture,
+    check_posture, check_turn_seconds,
 };
 use super::error::ApiError;
 use super::extract::{Body, Id, parse_json};
@@ -112,7 +112,12 @@ pub fn agent_json(
         "posture": state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),
         "own_posture": agent.posture,
         "policy": agent.policy,
-        "limits": {"cpus": agent.cpus, "memory_mib": agent.memory_mib, "pids": agent.pids_limit},
+        "limits": {
+            "cpus": agent.cpus,
+            "memory_mib": agent.memory_mib,
+            "pids": agent.pids_limit,
+            "turn_seconds": agent.turn_timeout_secs,
+        },
         "desired_state": agent.desired_state,
         "created_at": agent.created_at,
         "secrets": secrets,
@@ -159,6 +164,7 @@ pub async fn create(
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
+    let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, None)?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&image)?;
@@ -178,6 +184,7 @@ pub async fn create(
         cpus,
         memory_mib,
         pids_limit,
+        turn_timeout_secs,
     };
     // A placeholder token hash: the real token is minted when the sandbox is created.
     let placeholder = store::tokens::hash_token(&format!("unused-{}", uuid::Uuid::new_v4()));

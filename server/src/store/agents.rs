@@ -42,6 +42,8 @@ pub struct AgentRow {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Its own turn time limit in seconds of activity (`None`: the server's).
+    pub turn_timeout_secs: Option<i32>,
     /// `awake` or `asleep`, as the user asked.
     pub desired_state: String,
     /// When it was created.
@@ -81,6 +83,8 @@ pub struct NewAgent {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Turn time limit (seconds of activity; `None`: the server's).
+    pub turn_timeout_secs: Option<i32>,
 }
 
 /// Inserting an agent failed.
@@ -117,8 +121,8 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
-                              workspace_id, created_by, model, posture, policy)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                              workspace_id, created_by, model, posture, policy, turn_timeout_secs)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -135,6 +139,7 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
         agent.model,
         agent.posture,
         agent.policy,
+        agent.turn_timeout_secs,
     )
     .execute(&mut *tx)
     .await?;
@@ -166,6 +171,7 @@ struct AgentRecord {
     cpus: f64,
     memory_mib: i32,
     pids_limit: i32,
+    turn_timeout_secs: Option<i32>,
     desired_state: String,
     created_at: DateTime<Utc>,
 }
@@ -189,6 +195,7 @@ impl From<AgentRecord> for AgentRow {
             cpus: r.cpus,
             memory_mib: r.memory_mib,
             pids_limit: r.pids_limit,
+            turn_timeout_secs: r.turn_timeout_secs,
             desired_state: r.desired_state,
             created_at: r.created_at,
         }
@@ -210,7 +217,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
                   driver,
-                  permission_policy, cpus, memory_mib, pids_limit, desired_state, created_at
+                  permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
         including_deleting
@@ -226,8 +233,8 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         AgentRecord,
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
-                  a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.desired_state,
-                  a.created_at
+                  a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
+                  a.desired_state, a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#,
@@ -302,6 +309,8 @@ pub struct AgentSettings {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Turn time limit (seconds of activity; `None`: the server's).
+    pub turn_timeout_secs: Option<i32>,
 }
 
 /// Replaces an agent's settings (not for an agent being deleted). False if there is no such agent.
@@ -309,7 +318,8 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
     let command = settings.command.as_ref().map(|c| serde_json::json!(c));
     let done = sqlx::query!(
         r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
-                             memory_mib = $8, pids_limit = $9, posture = $10, policy = $11
+                             memory_mib = $8, pids_limit = $9, posture = $10, policy = $11,
+                             turn_timeout_secs = $12
            WHERE id = $1 AND deleting_at IS NULL"#,
         id.0,
         settings.harness,
@@ -322,6 +332,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
         settings.pids_limit,
         settings.posture,
         settings.policy,
+        settings.turn_timeout_secs,
     )
     .execute(pool)
     .await?;

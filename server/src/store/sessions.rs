@@ -43,6 +43,8 @@ pub struct TurnRow {
     pub deadline_at: Option<DateTime<Utc>>,
     /// The harness's id for its session.
     pub acp_session_id: Option<String>,
+    /// The agent's own turn time limit in seconds of activity (`None`: the server's).
+    pub time_limit_secs: Option<i32>,
 }
 
 /// Creates a session.
@@ -122,8 +124,8 @@ pub async fn insert_turn(
 pub async fn open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<TurnRow>> {
     let rows = sqlx::query!(
         r#"SELECT t.id, t.session_id, t.prompt, t.state, t.request_id, t.harness_generation,
-                  t.request_stdin_end, t.created_at, t.deadline_at, s.acp_session_id
-           FROM turns t JOIN sessions s ON s.id = t.session_id
+                  t.request_stdin_end, t.created_at, t.deadline_at, s.acp_session_id, a.turn_timeout_secs
+           FROM turns t JOIN sessions s ON s.id = t.session_id JOIN agents a ON a.id = t.agent_id
            WHERE t.agent_id = $1 AND t.state <> 'ended' ORDER BY t.created_at, t.id"#,
         agent_id.0
     )
@@ -142,6 +144,7 @@ pub async fn open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Tu
             created_at: r.created_at,
             deadline_at: r.deadline_at,
             acp_session_id: r.acp_session_id,
+            time_limit_secs: r.turn_timeout_secs,
         })
         .collect())
 }

@@ -7,6 +7,7 @@
 
 pub mod core;
 mod shell;
+pub mod slots;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,6 +56,8 @@ pub struct Deps {
     /// How harnesses reach the egress proxy; `None` unless `AGENTHOLD_PROXY_ADDR` is set (and
     /// the driver installs the proxy's CA: Docker only).
     pub proxy: Option<ProxyAccess>,
+    /// The server-wide limit on running turns.
+    pub turn_slots: Arc<slots::TurnSlots>,
 }
 
 /// The server's permission settings.

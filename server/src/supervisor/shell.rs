@@ -17,11 +17,12 @@ use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
-    Core, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, Question, ReplyId, Snapshot, SnapshotHarness,
-    StoreFailure,
+    Core, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, Question, ReplyId, SlotChange, Snapshot,
+    SnapshotHarness, StoreFailure,
 };
+use super::slots::Slot;
 use super::{Command, Deps, LifecycleError, TerminalAccess};
-use crate::ids::AgentId;
+use crate::ids::{AgentId, TurnId};
 use crate::sandbox::{SandboxSpec, SandboxStatus};
 use crate::secret::Secret;
 use crate::store;
@@ -43,6 +44,12 @@ struct Shell {
     waiters: HashMap<ReplyId, Waiter>,
     next_reply: ReplyId,
     tasks: FuturesUnordered<BoxFuture<'static, Option<Input>>>,
+    /// The slots the agent's turns hold under the server's limit on running turns.
+    slots: HashMap<TurnId, Slot>,
+    /// Turns waiting in the server's queue for a slot (abort: leave the queue).
+    queued: HashMap<TurnId, futures_util::future::AbortHandle>,
+    /// Their tickets: the slot, or `None` when the wait was aborted.
+    tickets: FuturesUnordered<BoxFuture<'static, (TurnId, Option<Slot>)>>,
 }
 
 /// How long a destroy waits for jobs in flight.
@@ -65,6 +72,9 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
         waiters: HashMap::new(),
         next_reply: 1,
         tasks: FuturesUnordered::new(),
+        slots: HashMap::new(),
+        queued: HashMap::new(),
+        tickets: FuturesUnordered::new(),
     };
     shell.load_turns();
     loop {
@@ -95,6 +105,13 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
             Some(done) = shell.tasks.next() => {
                 if let Some(input) = done {
                     core.handle(input, now());
+                }
+            }
+            Some((turn_id, slot)) = shell.tickets.next() => {
+                shell.queued.remove(&turn_id);
+                if let Some(slot) = slot {
+                    shell.slots.insert(turn_id, slot);
+                    core.handle(Input::SlotGranted { turn_id }, now());
                 }
             }
             () = sleep_until(deadline) => core.handle_timeout(now()),
@@ -243,8 +260,40 @@ impl Shell {
             }
             Effect::Job(job) => return self.job(job).await,
             Effect::Reply { to, outcome } => self.reply(to, outcome),
+            Effect::Slot(change) => self.slot(change),
         }
         false
+    }
+
+    /// Asks for, takes or gives back a turn's slot.
+    fn slot(&mut self, change: SlotChange) {
+        let slots = &self.deps.turn_slots;
+        match change {
+            SlotChange::Ask(turn_id) => match slots.take() {
+                Ok(slot) => {
+                    self.slots.insert(turn_id, slot);
+                    self.tasks.push(Box::pin(async move { Some(Input::SlotGranted { turn_id }) }));
+                }
+                Err(queued) => {
+                    let (running, ahead, limit) = (queued.running, queued.ahead, queued.limit);
+                    let (ticket, abort) = futures_util::future::abortable(queued.ticket);
+                    self.queued.insert(turn_id, abort);
+                    self.tickets.push(Box::pin(async move { (turn_id, ticket.await.ok().and_then(Result::ok)) }));
+                    self.tasks
+                        .push(Box::pin(async move { Some(Input::SlotQueued { turn_id, running, ahead, limit }) }));
+                }
+            },
+            SlotChange::Take(turn_id) => {
+                let slot = slots.force();
+                self.slots.insert(turn_id, slot);
+            }
+            SlotChange::Release(turn_id) => {
+                self.slots.remove(&turn_id);
+                if let Some(abort) = self.queued.remove(&turn_id) {
+                    abort.abort();
+                }
+            }
+        }
     }
 
     fn reply(&mut self, to: ReplyId, outcome: Outcome) {

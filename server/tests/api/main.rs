@@ -34,4 +34,5 @@ mod stream;
 mod support;
 mod takeover;
 mod tunnel_tls;
+mod turn_limits;
 mod turns;

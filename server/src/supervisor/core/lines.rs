@@ -371,7 +371,11 @@ impl Core {
             match self.harness.as_ref().and_then(|h| h.sessions.get(&session_id)).cloned() {
                 None => self.open_session(session_id, acp_id, capabilities, now),
                 Some(SessionPhase::Opening) => {}
-                Some(SessionPhase::Ready(acp_id)) => self.record_prompt(turn_id, &acp_id, now),
+                // The prompt goes out once the turn holds a slot under the server's limit.
+                Some(SessionPhase::Ready(acp_id)) if self.holds_slot(turn_id) => {
+                    self.record_prompt(turn_id, &acp_id, now);
+                }
+                Some(SessionPhase::Ready(_)) => {}
             }
         }
     }
@@ -380,10 +384,11 @@ impl Core {
     fn record_prompt(&mut self, turn_id: TurnId, acp_id: &str, now: Now) {
         let Some(turn) = self.turns.iter().find(|t| t.id == turn_id) else { return };
         let session_id = turn.session_id;
+        let limit = turn.limit.unwrap_or(self.timeouts.turn);
         let blocks = serde_json::from_value(turn.prompt.clone()).unwrap_or_default();
         let request_id = self.new_request_id();
         let frame = wire::request(&request_id, method::SESSION_PROMPT, &messages::prompt(acp_id, blocks));
-        let (deadline, deadline_at) = now.plus(self.timeouts.turn);
+        let (deadline, deadline_at) = now.plus(limit);
         let Some(harness) = self.harness.as_mut() else { return };
         let generation = harness.generation;
         harness.pending.insert(request_id.clone(), Request { what: Pending::Prompt { turn_id }, deadline: None });

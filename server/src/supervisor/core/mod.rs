@@ -17,6 +17,7 @@ mod lifecycle;
 mod lines;
 mod outbox;
 mod questions;
+mod slots;
 mod stdout;
 mod takeover;
 #[cfg(test)]
@@ -34,7 +35,8 @@ pub use harness::{Harness, Phase, Question, SessionPhase};
 pub use takeover::{Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
-    AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, StoreFailure, Timer,
+    AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, SlotChange,
+    StoreFailure, Timer,
 };
 
 use crate::events::NewEvent;
@@ -99,6 +101,8 @@ pub struct Core {
     /// rather than starting it again.
     awaiting_connect: bool,
     turns: Vec<Turn>,
+    /// The turns' slots under the server's limit on running turns.
+    slots: HashMap<TurnId, slots::SlotState>,
     /// Turns whose end is being stored, by persist: a reload must not bring them back.
     ending: HashMap<TurnId, PersistId>,
     terminal_waiters: Vec<ReplyId>,
@@ -131,6 +135,7 @@ impl Core {
             wake_failed: false,
             awaiting_connect: false,
             turns: Vec::new(),
+            slots: HashMap::new(),
             ending: HashMap::new(),
             terminal_waiters: Vec::new(),
             wake_waiters: Vec::new(),
@@ -198,6 +203,7 @@ impl Core {
         }
         self.on_turn_deadlines(now);
         self.advance(now);
+        self.reconcile_slots();
     }
 
     /// Takes one input.
@@ -270,8 +276,13 @@ impl Core {
                 let outcome = result.map_err(LifecycleError::Failed);
                 self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(outcome) });
             }
+            Input::SlotGranted { turn_id } => self.on_slot_granted(turn_id),
+            Input::SlotQueued { turn_id, running, ahead, limit } => {
+                self.on_slot_queued(turn_id, running, ahead, limit, now);
+            }
         }
         self.advance(now);
+        self.reconcile_slots();
     }
 
     // ---- helpers shared by the parts ----
@@ -624,7 +635,11 @@ impl Core {
                 continue;
             }
             match self.turns.iter().position(|t| t.id == row.id) {
-                Some(index) => merged.push(self.turns.swap_remove(index)),
+                Some(index) => {
+                    let mut turn = self.turns.swap_remove(index);
+                    turn.limit = turns::limit_of(&row.time_limit_secs);
+                    merged.push(turn);
+                }
                 None => merged.push(Turn::from_row(row, now)),
             }
         }

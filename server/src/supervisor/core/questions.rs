@@ -74,12 +74,13 @@ impl Core {
         if self.harness.as_ref().is_some_and(|h| h.questions.values().any(|q| q.session_id == session_id)) {
             return Vec::new();
         }
-        let whole = self.timeouts.turn;
+        let server_limit = self.timeouts.turn;
         let Some(turn) = self.turns.iter_mut().find(|t| {
             t.session_id == session_id && t.deadline.is_none() && t.kill_at.is_none() && t.request_id().is_some()
         }) else {
             return Vec::new();
         };
+        let whole = turn.limit.unwrap_or(server_limit);
         let (deadline, deadline_at) = now.plus(turn.paused.take().unwrap_or(whole));
         turn.deadline = Some(deadline);
         turn.deadline_at = Some(deadline_at);

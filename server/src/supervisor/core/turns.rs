@@ -58,6 +58,8 @@ pub struct Turn {
     /// While a question of its session waits for a person, the time that was left (the clock
     /// is stopped: waiting does not count against the turn's limit).
     pub paused: Option<std::time::Duration>,
+    /// The agent's own time limit (`None`: the server's), as of the last load.
+    pub limit: Option<std::time::Duration>,
 }
 
 impl Turn {
@@ -68,6 +70,7 @@ impl Turn {
             _ => TurnState::Waiting,
         };
         let deadline = row.deadline_at.map(|at| now.mono_at(at));
+        let row_limit = row.time_limit_secs;
         Self {
             id: row.id,
             session_id: row.session_id,
@@ -79,6 +82,7 @@ impl Turn {
             deadline,
             kill_at: None,
             paused: None,
+            limit: limit_of(&row_limit),
         }
     }
 
@@ -89,6 +93,11 @@ impl Turn {
             TurnState::Recording { request_id, .. } | TurnState::Sent { request_id, .. } => Some(request_id),
         }
     }
+}
+
+/// A stored per-agent limit in seconds as a duration (`None` or nonsense: the server's).
+pub fn limit_of(seconds: &Option<i32>) -> Option<std::time::Duration> {
+    seconds.and_then(|s| u64::try_from(s).ok()).filter(|s| *s > 0).map(std::time::Duration::from_secs)
 }
 
 /// The `turn_end` event and state change that end a turn at `now`.

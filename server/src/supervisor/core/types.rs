@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::Snapshot;
 use crate::events::NewEvent;
 use crate::events::appender::SideEffect;
-use crate::ids::SessionId;
+use crate::ids::{SessionId, TurnId};
 use crate::store::sessions::TurnRow;
 use crate::supervisor::LifecycleError;
 
@@ -179,6 +179,22 @@ pub enum Input {
     /// Why a harness killed by SIGKILL died: `Some(message)` when the engine killed it for want
     /// of memory ([`Job::ExplainKill`]).
     KillExplained(Option<String>),
+    /// The turn got its slot under the server's limit on running turns ([`SlotChange::Ask`]).
+    SlotGranted {
+        /// The turn.
+        turn_id: TurnId,
+    },
+    /// No slot was free: the turn waits in the server's queue (say so in its session).
+    SlotQueued {
+        /// The turn.
+        turn_id: TurnId,
+        /// Turns running.
+        running: usize,
+        /// Turns queued ahead of it.
+        ahead: usize,
+        /// The server's limit.
+        limit: usize,
+    },
     /// The stop job finished.
     Stopped {
         /// Who waits.
@@ -292,6 +308,8 @@ pub enum Effect {
     },
     /// Run a job.
     Job(Job),
+    /// Take or give back a turn's slot under the server's limit on running turns.
+    Slot(SlotChange),
     /// Answer a caller.
     Reply {
         /// Who.
@@ -299,6 +317,18 @@ pub enum Effect {
         /// What.
         outcome: Outcome,
     },
+}
+
+/// A turn's slot under the server's limit on running turns (`supervisor::slots`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotChange {
+    /// A turn not yet sent wants one: answer [`Input::SlotGranted`] once it has it (and
+    /// [`Input::SlotQueued`] first if it has to wait).
+    Ask(TurnId),
+    /// A turn that already runs in its harness takes one at once, even past the limit.
+    Take(TurnId),
+    /// The turn gives its slot back (or leaves the queue): it ended, or waits for a person.
+    Release(TurnId),
 }
 
 /// Timers, fired in this order when due at the same instant.

@@ -4,6 +4,7 @@
 //! agent (its environment, its sessions' mode, permission questions, its sandbox stopping).
 
 mod changes;
+mod slots;
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,8 @@ struct Sim {
     session_mode: Option<String>,
     /// The launched harness's permission posture.
     posture: crate::permissions::Posture,
+    /// Slots asked for are not granted by [`Sim::drain`] (the test grants them).
+    hold_slots: bool,
 }
 
 fn turn_row() -> TurnRow {
@@ -49,6 +52,7 @@ fn turn_row() -> TurnRow {
         created_at: chrono::Utc::now(),
         deadline_at: None,
         acp_session_id: None,
+        time_limit_secs: None,
     }
 }
 
@@ -66,6 +70,7 @@ impl Sim {
             turn: turn_row(),
             session_mode: None,
             posture: crate::permissions::Posture::Autonomous,
+            hold_slots: false,
         }
     }
 
@@ -81,8 +86,28 @@ impl Sim {
         self.drain()
     }
 
+    /// The effects so far; slots asked for are granted at once unless `hold_slots` is set.
     fn drain(&mut self) -> Vec<Effect> {
-        std::iter::from_fn(|| self.core.poll_effect()).collect()
+        let mut effects: Vec<Effect> = std::iter::from_fn(|| self.core.poll_effect()).collect();
+        let mut granted = 0;
+        while !self.hold_slots {
+            let asked: Vec<TurnId> = effects[granted..]
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Slot(SlotChange::Ask(id)) => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            granted = effects.len();
+            if asked.is_empty() {
+                break;
+            }
+            for turn_id in asked {
+                self.core.handle(Input::SlotGranted { turn_id }, self.now);
+            }
+            effects.extend(std::iter::from_fn(|| self.core.poll_effect()));
+        }
+        effects
     }
 
     fn stdout(&mut self, offset: u64, text: &str) -> Vec<Effect> {
