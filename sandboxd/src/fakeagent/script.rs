@@ -43,6 +43,10 @@ pub enum Command {
     Crash(i32),
     /// `hang`: never answer the prompt (unless cancelled).
     Hang,
+    /// A line starting with `[agenthold]` (the prompt agenthold sends to resume a parked turn):
+    /// run the rest of the script that was interrupted while a permission request waited, as a
+    /// model continuing its task would — asking again for the call it was waiting on.
+    Resume,
     /// `error <message>`: answer the prompt with a JSON-RPC error.
     Error(String),
     /// `stop <reason>`: the stop reason to end the turn with.
@@ -124,6 +128,7 @@ pub fn parse_line(line: &str) -> Option<Command> {
             Err(_) => echo(),
         },
         "hang" if rest.is_empty() => Command::Hang,
+        "[agenthold]" => Command::Resume,
         "error" if rest.is_empty() => Command::Error("fakeagent script error".to_owned()),
         "error" => Command::Error(rest.to_owned()),
         "stop" if !rest.is_empty() && !rest.contains(char::is_whitespace) => Command::Stop(rest.to_owned()),

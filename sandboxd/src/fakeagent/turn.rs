@@ -135,16 +135,11 @@ impl Turn {
         for block in std::mem::take(&mut self.prompt) {
             recorder.append(&json!({"sessionUpdate": "user_message_chunk", "content": block}));
         }
-        let mut flow = Flow::Next;
-        for command in script::parse(&self.script) {
-            if self.cancel.is_cancelled() {
-                flow = Flow::Cancelled;
-                break;
-            }
-            flow = self.step(&mut recorder, command);
-            if !matches!(flow, Flow::Next) {
-                break;
-            }
+        let lines: Vec<String> = self.script.lines().map(str::to_owned).collect();
+        let flow = self.run_lines(&mut recorder, &lines, true);
+        if let Some(path) = self.unfinished_path() {
+            // The turn ended (it was not interrupted): nothing to resume.
+            let _ = std::fs::remove_file(path);
         }
         if let Flow::Hang = flow {
             self.cancel.wait_until(None);
@@ -160,6 +155,56 @@ impl Turn {
             Err(e) => wire::error_response(&self.request_id, &e),
         };
         self.agent.out.send(&message);
+    }
+
+    /// Runs script lines; before each `ask`, the lines from it on are saved, so that a resumed
+    /// turn (`Command::Resume`, only at the top level) can run them again.
+    fn run_lines(&mut self, recorder: &mut Recorder, lines: &[String], top: bool) -> Flow {
+        for (index, line) in lines.iter().enumerate() {
+            let Some(command) = script::parse_line(line) else { continue };
+            if self.cancel.is_cancelled() {
+                return Flow::Cancelled;
+            }
+            let flow = match command {
+                Command::Resume if top => self.resume(recorder),
+                Command::Resume => Flow::Next,
+                Command::Ask { .. } => {
+                    self.save_unfinished(&lines[index..]);
+                    self.step(recorder, command)
+                }
+                command => self.step(recorder, command),
+            };
+            if !matches!(flow, Flow::Next) {
+                return flow;
+            }
+        }
+        Flow::Next
+    }
+
+    /// Where the unfinished rest of an interrupted script is kept.
+    fn unfinished_path(&self) -> Option<PathBuf> {
+        history::path(&self.agent.config.state_dir, &self.session_id).map(|p| p.with_extension("unfinished"))
+    }
+
+    fn save_unfinished(&self, lines: &[String]) {
+        if let Some(path) = self.unfinished_path()
+            && let Err(e) = std::fs::write(&path, lines.join("\n"))
+        {
+            eprintln!("fakeagent: cannot save the unfinished script in {}: {e}", path.display());
+        }
+    }
+
+    /// Runs what an interrupted turn of this session left unfinished (nothing if none).
+    fn resume(&mut self, recorder: &mut Recorder) -> Flow {
+        let Some(path) = self.unfinished_path() else { return Flow::Next };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            self.emit(recorder, chunk("agent_message_chunk", "fakeagent: nothing to resume"));
+            return Flow::Next;
+        };
+        let _ = std::fs::remove_file(&path);
+        self.emit(recorder, chunk("agent_message_chunk", "fakeagent: resuming"));
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        self.run_lines(recorder, &lines, false)
     }
 
     fn result(&self, stop_reason: &str) -> Value {
@@ -236,6 +281,8 @@ impl Turn {
             }
             Command::Crash(code) => std::process::exit(code),
             Command::Hang => return Flow::Hang,
+            // Only a script's own lines resume (see `run_lines`).
+            Command::Resume => {}
             Command::Error(message) => return Flow::Error(message),
             Command::Stop(reason) => self.stop_reason = reason,
             Command::Usage { input, output } => self.usage = Some((input, output)),

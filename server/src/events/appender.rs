@@ -112,6 +112,25 @@ pub enum SideEffect {
         permission_id: uuid::Uuid,
         /// The outcome sent to the harness.
         outcome: serde_json::Value,
+        /// The answer opens a one-shot grant (an approval for a parked turn).
+        grant: bool,
+    },
+    /// A one-shot grant allowed its call: closed.
+    GrantUsed {
+        /// The question whose approval it was.
+        permission_id: uuid::Uuid,
+    },
+    /// A turn parked: its sandbox was lost while a question waited for a person.
+    ParkTurn {
+        /// The turn.
+        turn_id: TurnId,
+    },
+    /// A parked turn resumes with this prompt.
+    UnparkTurn {
+        /// The turn.
+        turn_id: TurnId,
+        /// The prompt that continues it.
+        prompt: serde_json::Value,
     },
     /// A stdin frame about to be sent (the journal a takeover resends from); frames below
     /// `written` are forgotten.
@@ -357,8 +376,20 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
             store::sessions::set_deadline(tx, *turn_id, *deadline_at).await?;
             Ok(true)
         }
-        SideEffect::PermissionResolved { permission_id, outcome } => {
-            store::permissions::resolve(tx, *permission_id, outcome).await?;
+        SideEffect::PermissionResolved { permission_id, outcome, grant } => {
+            store::permissions::resolve(tx, *permission_id, outcome, *grant).await?;
+            Ok(true)
+        }
+        SideEffect::GrantUsed { permission_id } => {
+            store::permissions::use_grant(tx, *permission_id).await?;
+            Ok(true)
+        }
+        SideEffect::ParkTurn { turn_id } => {
+            store::sessions::park_turn(tx, *turn_id).await?;
+            Ok(true)
+        }
+        SideEffect::UnparkTurn { turn_id, prompt } => {
+            store::sessions::unpark_turn(tx, *turn_id, prompt).await?;
             Ok(true)
         }
         SideEffect::PendingStdin { agent_id, generation, offset, bytes, written } => {

@@ -209,6 +209,24 @@ pub fn is_clear_yes(reply: &str) -> bool {
     )
 }
 
+/// What a one-shot grant matches (seed 001: an approved call of a parked turn is allowed once
+/// more when tried again): the call's effect and what the server derived of it — paths, command,
+/// URL — or, when it derived none of those, its title. Tool call ids never match across
+/// harnesses, so they are not part of it.
+pub fn grant_key(tool_call: &Value, workdir: &str) -> Value {
+    let call = call::Call::derive(tool_call, workdir);
+    let described = !call.paths.is_empty() || call.command.is_some() || call.url.is_some();
+    let title = if described { Value::Null } else { tool_call.get("title").cloned().unwrap_or(Value::Null) };
+    json!({
+        "effect": call.effect,
+        "paths": call.paths,
+        "command": call.command,
+        "url": call.url,
+        "truncated": call.truncated,
+        "title": title,
+    })
+}
+
 /// The question id of a harness's request: derived from the agent, the harness generation and
 /// the request's JSON-RPC id, so the same question always has the same id (also after a
 /// takeover) and the core needs no randomness.

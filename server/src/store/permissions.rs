@@ -36,20 +36,95 @@ pub async fn record(
     Ok(())
 }
 
-/// Records the answer to a waiting question (a question answered already keeps its answer).
+/// Records the answer to a waiting question (a question answered already keeps its answer);
+/// `grant`: the answer opens a one-shot grant (an approval given to a parked turn's question).
 pub async fn resolve(
     tx: &mut sqlx::PgConnection,
     permission_id: uuid::Uuid,
     outcome: &serde_json::Value,
+    grant: bool,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"UPDATE permission_requests SET outcome = $2, resolved_at = now() WHERE id = $1 AND outcome IS NULL"#,
+        r#"UPDATE permission_requests SET outcome = $2, resolved_at = now(), grant_open = $3
+           WHERE id = $1 AND outcome IS NULL"#,
         permission_id,
-        outcome
+        outcome,
+        grant
     )
     .execute(&mut *tx)
     .await?;
     Ok(())
+}
+
+/// Closes a one-shot grant (the call it allowed was asked again and allowed).
+pub async fn use_grant(tx: &mut sqlx::PgConnection, permission_id: uuid::Uuid) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE permission_requests SET grant_open = false WHERE id = $1"#, permission_id)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// A question of an open turn (running or parked), still waiting for a person.
+#[derive(Debug, Clone)]
+pub struct Parked {
+    /// Its turn.
+    pub turn_id: TurnId,
+    /// The question.
+    pub waiting: Waiting,
+}
+
+/// The questions of the agent's open turns still waiting, oldest first.
+pub async fn of_open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Parked>> {
+    let rows = sqlx::query!(
+        r#"SELECT p.id, p.session_id, p.request_id, p.options, p.tool_call, t.id AS turn_id
+           FROM permission_requests p JOIN turns t ON t.id = p.turn_id
+           WHERE t.agent_id = $1 AND t.state <> 'ended' AND p.outcome IS NULL
+           ORDER BY p.created_at, p.id"#,
+        agent_id.0
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Parked {
+            turn_id: TurnId(r.turn_id),
+            waiting: Waiting {
+                permission_id: r.id,
+                session_id: SessionId(r.session_id),
+                request_id: r.request_id,
+                options: r.options,
+                tool_call: r.tool_call,
+            },
+        })
+        .collect())
+}
+
+/// An open one-shot grant: the call a person approved while its turn was parked.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The question whose approval it is.
+    pub permission_id: uuid::Uuid,
+    /// Its session.
+    pub session_id: SessionId,
+    /// The call, as the harness described it then.
+    pub tool_call: serde_json::Value,
+}
+
+/// The agent's open one-shot grants.
+pub async fn open_grants(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Grant>> {
+    let rows = sqlx::query!(
+        r#"SELECT p.id, p.session_id, p.tool_call
+           FROM permission_requests p JOIN sessions s ON s.id = p.session_id
+           WHERE s.agent_id = $1 AND p.grant_open
+           ORDER BY p.resolved_at, p.id"#,
+        agent_id.0
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Grant { permission_id: r.id, session_id: SessionId(r.session_id), tool_call: r.tool_call })
+        .collect())
 }
 
 /// A waiting question, as a takeover needs it.
@@ -63,12 +138,14 @@ pub struct Waiting {
     pub request_id: serde_json::Value,
     /// The options offered.
     pub options: serde_json::Value,
+    /// The tool call, as the harness described it.
+    pub tool_call: serde_json::Value,
 }
 
 /// The questions of the agent's harness `generation` still waiting for a person, oldest first.
 pub async fn waiting(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx::Result<Vec<Waiting>> {
     let rows = sqlx::query!(
-        r#"SELECT p.id, p.session_id, p.request_id, p.options
+        r#"SELECT p.id, p.session_id, p.request_id, p.options, p.tool_call
            FROM permission_requests p JOIN sessions s ON s.id = p.session_id
            WHERE s.agent_id = $1 AND p.harness_generation = $2 AND p.outcome IS NULL
            ORDER BY p.created_at, p.id"#,
@@ -84,6 +161,7 @@ pub async fn waiting(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx:
             session_id: SessionId(r.session_id),
             request_id: r.request_id,
             options: r.options,
+            tool_call: r.tool_call,
         })
         .collect())
 }

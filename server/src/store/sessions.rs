@@ -193,6 +193,32 @@ pub async fn end_turn(tx: &mut sqlx::PgConnection, id: TurnId, stop_reason: &str
     Ok(updated.rows_affected() == 1)
 }
 
+/// Parks a turn: its sandbox was lost while a question of its waited for a person; it is no
+/// longer running in any harness and resumes once answered.
+pub async fn park_turn(tx: &mut sqlx::PgConnection, id: TurnId) -> sqlx::Result<bool> {
+    let updated = sqlx::query!(
+        r#"UPDATE turns SET state = 'parked', request_id = NULL, harness_generation = NULL,
+                  request_stdin_end = NULL, request_delivered = false, deadline_at = NULL
+           WHERE id = $1 AND state <> 'ended'"#,
+        id.0
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Resumes a parked turn with the prompt that continues it (sent like a new one).
+pub async fn unpark_turn(tx: &mut sqlx::PgConnection, id: TurnId, prompt: &serde_json::Value) -> sqlx::Result<bool> {
+    let updated = sqlx::query!(
+        r#"UPDATE turns SET state = 'pending', prompt = $2 WHERE id = $1 AND state = 'parked'"#,
+        id.0,
+        prompt
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
 /// A harness's permission question, as it asked it.
 pub struct Question<'a> {
     /// Its JSON-RPC id, as sent.

@@ -17,8 +17,8 @@ use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
-    Core, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, Question, ReplyId, SlotChange, Snapshot,
-    SnapshotHarness, StoreFailure,
+    Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, Question, ReplyId, SlotChange,
+    Snapshot, SnapshotHarness, StoreFailure,
 };
 use super::slots::Slot;
 use super::{Command, Deps, LifecycleError, TerminalAccess};
@@ -201,8 +201,8 @@ impl Shell {
     fn load_turns(&mut self) {
         let (pool, agent_id) = (self.deps.pool.clone(), self.agent_id);
         self.tasks.push(Box::pin(async move {
-            match store::sessions::open_turns(&pool, agent_id).await {
-                Ok(rows) => Some(Input::OpenTurns(rows)),
+            match open_work(&pool, agent_id).await {
+                Ok(work) => Some(Input::OpenTurns(work)),
                 Err(error) => {
                     tracing::error!(%error, agent.id = %agent_id, "loading open turns");
                     None
@@ -322,6 +322,18 @@ impl Shell {
             Job::StartHarness => {
                 self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
             }
+            Job::CheckSandbox => self.tasks.push(Box::pin(async move {
+                match deps.driver.status(agent_id).await {
+                    Ok(SandboxStatus::Running) => None,
+                    Ok(_) => {
+                        Some(Input::SandboxExited { at: chrono::Utc::now(), oom: explain_kill(&deps, agent_id).await })
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, agent.id = %agent_id, "asking the engine whether the sandbox runs");
+                        None
+                    }
+                }
+            })),
             Job::ExplainKill => self
                 .tasks
                 .push(Box::pin(async move { Some(Input::KillExplained(explain_kill(&deps, agent_id).await)) })),
@@ -398,6 +410,16 @@ async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
     }
 }
 
+/// The agent's unfinished turns, their questions waiting for a person and its open one-shot
+/// grants.
+async fn open_work(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<OpenWork> {
+    Ok(OpenWork {
+        turns: store::sessions::open_turns(pool, agent_id).await?,
+        questions: store::permissions::of_open_turns(pool, agent_id).await?,
+        grants: store::permissions::open_grants(pool, agent_id).await?,
+    })
+}
+
 /// What a takeover needs from the database.
 async fn load_snapshot(
     pool: &sqlx::PgPool,
@@ -405,7 +427,7 @@ async fn load_snapshot(
     postures: &super::Postures,
     home_dir: &str,
 ) -> sqlx::Result<Snapshot> {
-    let turns = store::sessions::open_turns(pool, agent_id).await?;
+    let turns = open_work(pool, agent_id).await?;
     let Some(row) = store::sandboxes::get(pool, agent_id).await? else {
         return Ok(Snapshot { generation: 0, harness: None, turns });
     };
@@ -439,6 +461,7 @@ async fn load_snapshot(
                     session_id: w.session_id,
                     request_id: w.request_id,
                     options: w.options,
+                    tool_call: w.tool_call,
                 })
                 .collect();
             Some(SnapshotHarness {

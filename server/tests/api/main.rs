@@ -19,6 +19,7 @@ mod edges_tunnel;
 mod failures;
 mod hardening;
 mod lifecycle;
+mod parked_turns;
 mod people;
 mod permissions_flow;
 mod proxy_feed;

@@ -78,6 +78,8 @@ pub struct Question {
     pub request_id: serde_json::Value,
     /// The options the harness offered.
     pub options: serde_json::Value,
+    /// The tool call, as the harness described it (for a parked turn: what to grant).
+    pub tool_call: serde_json::Value,
 }
 
 /// A session as the current harness knows it.

@@ -64,7 +64,7 @@ impl Core {
         if self.turns.is_empty() && self.harness.is_none() && self.terminal_waiters.is_empty() {
             return;
         }
-        self.harness = None;
+        self.drop_harness();
         let text = "the sandbox did not connect back in time (was it stopped or deleted?)";
         self.fail_turns(|_| true, "SANDBOX_UNREACHABLE", text, now);
         self.fail_terminal_waiters(text);
@@ -85,7 +85,7 @@ impl Core {
         self.link = LinkState::Down;
         self.awaiting_connect = false;
         self.reconnect_at = None;
-        if self.harness.take().is_none() && !self.turns.iter().any(|t| t.request_id().is_some()) {
+        if self.drop_harness().is_none() && !self.turns.iter().any(|t| t.request_id().is_some()) {
             return;
         }
         let (code, text) = match &oom {

@@ -193,9 +193,29 @@ impl Core {
                 out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, decision.resolved));
             }
             Verdict::Ask { asked } => {
+                if let Some(grant) = self.take_grant(session_id, &record.tool_call) {
+                    // Approved while its turn was parked: allowed once more, nobody asked twice.
+                    let by = serde_json::json!({ "grant": grant });
+                    if let Ok((answer, resolved)) =
+                        permissions::resolve(&id, permission_id, &request.options, &permissions::Choice::Allow, by)
+                    {
+                        record.outcome = Some(answer.get("outcome").cloned().unwrap_or(Value::Null));
+                        out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
+                        out.side.push(SideEffect::GrantUsed { permission_id: grant });
+                        out.frames.push(wire::response(&id, &answer));
+                        out.events.push(NewEvent::new(session_id, EventKind::Permission, asked));
+                        out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, resolved));
+                        return;
+                    }
+                }
                 // Recorded (pending) with the line; the answer waits for a person.
-                let question =
-                    Question { permission_id, session_id, request_id: id.clone(), options: record.options.clone() };
+                let question = Question {
+                    permission_id,
+                    session_id,
+                    request_id: id.clone(),
+                    options: record.options.clone(),
+                    tool_call: record.tool_call.clone(),
+                };
                 out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
                 // Waiting for a person does not count against the turn's time limit.
                 out.side.extend(self.pause_turn_clock(session_id, now));

@@ -16,6 +16,7 @@ mod harness;
 mod lifecycle;
 mod lines;
 mod outbox;
+mod parking;
 mod questions;
 mod slots;
 mod stdout;
@@ -32,7 +33,8 @@ use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState};
 use bytes::Bytes;
 
 pub use harness::{Harness, Phase, Question, SessionPhase};
-pub use takeover::{Snapshot, SnapshotHarness};
+pub use parking::{Grant, Parked};
+pub use takeover::{OpenWork, Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
     AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, SlotChange,
@@ -42,7 +44,6 @@ pub use types::{
 use crate::events::NewEvent;
 use crate::events::appender::SideEffect;
 use crate::ids::{AgentId, SessionId, TurnId};
-use crate::store::sessions::TurnRow;
 
 use super::{LifecycleError, Timeouts};
 
@@ -103,6 +104,20 @@ pub struct Core {
     turns: Vec<Turn>,
     /// The turns' slots under the server's limit on running turns.
     slots: HashMap<TurnId, slots::SlotState>,
+    /// Turns parked until their questions are answered (their harness was lost).
+    parked: HashMap<TurnId, Parked>,
+    /// Questions of a harness just lost, for the `fail_turns` that follows to park their turns.
+    orphaned: Vec<Question>,
+    /// The running turns' questions as last read (used when no harness was taken over).
+    stored_questions: Vec<Question>,
+    /// Open one-shot grants (approvals given to parked turns' calls).
+    grants: Vec<Grant>,
+    /// Grants used by this core (a reload must not bring them back before the use commits).
+    used_grants: std::collections::HashSet<uuid::Uuid>,
+    /// Whether the open work was read once (answers before that wait for it).
+    loaded: bool,
+    /// Answers that arrived before the open work was read.
+    deferred_answers: Vec<(uuid::Uuid, crate::permissions::Choice, serde_json::Value, ReplyId)>,
     /// Turns whose end is being stored, by persist: a reload must not bring them back.
     ending: HashMap<TurnId, PersistId>,
     terminal_waiters: Vec<ReplyId>,
@@ -136,6 +151,13 @@ impl Core {
             awaiting_connect: false,
             turns: Vec::new(),
             slots: HashMap::new(),
+            parked: HashMap::new(),
+            orphaned: Vec::new(),
+            stored_questions: Vec::new(),
+            grants: Vec::new(),
+            used_grants: std::collections::HashSet::new(),
+            loaded: false,
+            deferred_answers: Vec::new(),
             ending: HashMap::new(),
             terminal_waiters: Vec::new(),
             wake_waiters: Vec::new(),
@@ -203,6 +225,7 @@ impl Core {
         }
         self.on_turn_deadlines(now);
         self.advance(now);
+        self.orphaned.clear();
         self.reconcile_slots();
     }
 
@@ -212,9 +235,20 @@ impl Core {
             return;
         }
         match input {
-            Input::OpenTurns(rows) => {
+            Input::OpenTurns(work) => {
                 self.wake_failed = false;
-                self.merge_turns(rows, now);
+                self.merge_turns(work, now);
+                if !self.loaded {
+                    self.loaded = true;
+                    // Turns were running when this process started: if their sandbox is gone,
+                    // say so now rather than after the reconnect grace.
+                    if self.link == LinkState::Down && self.turns.iter().any(|t| t.request_id().is_some()) {
+                        self.effects.push_back(Effect::Job(Job::CheckSandbox));
+                    }
+                    for (permission_id, choice, by, reply) in std::mem::take(&mut self.deferred_answers) {
+                        self.on_answer(permission_id, &choice, by, reply, now);
+                    }
+                }
             }
             Input::Cancel { session_id, reply } => {
                 self.wake_failed = false;
@@ -243,9 +277,12 @@ impl Core {
             Input::EnvironmentChanged => self.environment_changed = true,
             Input::SandboxExited { at, oom } => self.on_sandbox_exited(at, oom, now),
             Input::AnswerPermission { permission_id, choice, by, reply } => {
-                // Accepted answers are replied to once stored (`on_persisted`).
-                if let Err(error) = self.answer_question(permission_id, &choice, by, Some(reply), now) {
-                    self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Answered(Err(error)) });
+                let known = self.harness.as_ref().is_some_and(|h| h.questions.contains_key(&permission_id));
+                if !known && !self.loaded {
+                    // A parked turn's question, maybe: answered once the open work is read.
+                    self.deferred_answers.push((permission_id, choice, by, reply));
+                } else {
+                    self.on_answer(permission_id, &choice, by, reply, now);
                 }
             }
             Input::Attached { link, processes } => self.on_attached(link, processes, now),
@@ -282,6 +319,7 @@ impl Core {
             }
         }
         self.advance(now);
+        self.orphaned.clear();
         self.reconcile_slots();
     }
 
@@ -535,11 +573,34 @@ impl Core {
         }
     }
 
-    /// Ends the turns matching `which` with an `error` event and a `turn_end`.
+    /// Answers a question of the running harness's, else of a parked turn's; accepted answers
+    /// are replied to once stored (`on_persisted`).
+    fn on_answer(
+        &mut self,
+        permission_id: uuid::Uuid,
+        choice: &crate::permissions::Choice,
+        by: serde_json::Value,
+        reply: ReplyId,
+        now: Now,
+    ) {
+        let running = self.harness.as_ref().is_some_and(|h| h.questions.contains_key(&permission_id));
+        let answered = if running {
+            self.answer_question(permission_id, choice, by, Some(reply), now)
+        } else {
+            self.answer_parked(permission_id, choice, by, Some(reply))
+        };
+        if let Err(error) = answered {
+            self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Answered(Err(error)) });
+        }
+    }
+
+    /// Ends the turns matching `which` with an `error` event and a `turn_end` — except those
+    /// whose harness was just lost while a question of theirs waited: those are parked.
     fn fail_turns(&mut self, which: impl Fn(&Turn) -> bool, code: &str, message: &str, now: Now) {
         let (failed, kept): (Vec<Turn>, Vec<Turn>) =
             std::mem::take(&mut self.turns).into_iter().partition(|t| which(t));
         self.turns = kept;
+        let failed = self.park_waiting(failed, code, message);
         if failed.is_empty() {
             return;
         }
@@ -567,7 +628,7 @@ impl Core {
 
     /// The harness failed: every open turn ends with an error; optionally kill it.
     fn harness_failed(&mut self, code: &str, message: &str, kill: bool, now: Now) {
-        let Some(harness) = self.harness.take() else { return };
+        let Some(harness) = self.drop_harness() else { return };
         let stderr = harness.stderr_text();
         let message = if stderr.is_empty() { message.to_owned() } else { format!("{message}\nstderr: {stderr}") };
         self.fail_turns(|_| true, code, &message, now);
@@ -628,9 +689,10 @@ impl Core {
 
     /// The turns as stored, merged with what memory knows (a reload never resurrects a turn
     /// whose end is being stored).
-    fn merge_turns(&mut self, rows: Vec<TurnRow>, now: Now) {
-        let mut merged = Vec::with_capacity(rows.len());
-        for row in rows {
+    fn merge_turns(&mut self, work: OpenWork, now: Now) {
+        let mut merged = Vec::with_capacity(work.turns.len());
+        let mut parked_rows = Vec::new();
+        for row in &work.turns {
             if self.ending.contains_key(&row.id) {
                 continue;
             }
@@ -640,17 +702,21 @@ impl Core {
                     turn.limit = turns::limit_of(&row.time_limit_secs);
                     merged.push(turn);
                 }
-                None => merged.push(Turn::from_row(row, now)),
+                None if row.state == "parked" => parked_rows.push(Turn::from_row(row.clone(), now)),
+                None => merged.push(Turn::from_row(row.clone(), now)),
             }
         }
         // Turns memory holds that the rows lack were ended elsewhere (a deleted session).
         self.turns = merged;
+        self.merge_parked(&work, parked_rows);
     }
 
     /// Cancels the session's turn: one not yet sent ends at once; a sent one is cancelled in the
     /// harness, which answers its prompt with `cancelled`.
     fn cancel(&mut self, session_id: SessionId, now: Now) -> bool {
-        let Some(index) = self.turns.iter().position(|t| t.session_id == session_id) else { return false };
+        let Some(index) = self.turns.iter().position(|t| t.session_id == session_id) else {
+            return self.cancel_parked(session_id, now);
+        };
         match self.turns[index].state {
             TurnState::Waiting => {
                 let turn = self.turns.remove(index);

@@ -33,7 +33,7 @@ impl Core {
         let id = self.next_persist;
         let mut side = self.queue_frames(id, vec![frame]);
         let outcome = answer.get("outcome").cloned().unwrap_or(serde_json::Value::Null);
-        side.push(SideEffect::PermissionResolved { permission_id, outcome });
+        side.push(SideEffect::PermissionResolved { permission_id, outcome, grant: false });
         side.extend(self.resume_turn_clock(question.session_id, now));
         let event = NewEvent::new(question.session_id, EventKind::PermissionResolved, resolved);
         self.persist(Purpose::Answer { generation, reply }, vec![event], side);

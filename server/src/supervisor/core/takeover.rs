@@ -44,8 +44,25 @@ pub struct Snapshot {
     pub generation: i64,
     /// The harness, if the row names one.
     pub harness: Option<SnapshotHarness>,
-    /// The agent's unfinished turns.
+    /// The agent's unfinished turns (with its parked turns' questions and open grants).
+    pub turns: OpenWork,
+}
+
+/// What the database holds of an agent's open work.
+#[derive(Debug, Clone, Default)]
+pub struct OpenWork {
+    /// Its unfinished turns (parked ones included).
     pub turns: Vec<TurnRow>,
+    /// The questions of its open turns (running or parked) still waiting for a person.
+    pub questions: Vec<crate::store::permissions::Parked>,
+    /// Its open one-shot grants.
+    pub grants: Vec<crate::store::permissions::Grant>,
+}
+
+impl From<Vec<TurnRow>> for OpenWork {
+    fn from(turns: Vec<TurnRow>) -> Self {
+        Self { turns, ..Self::default() }
+    }
 }
 
 impl Core {
@@ -104,6 +121,8 @@ impl Core {
         self.harness = None;
         self.merge_turns(snapshot.turns, now);
         let named = snapshot.harness.is_some();
+        // Questions of a harness that is gone park their turns (below).
+        let orphaned = snapshot.harness.as_ref().map(|h| h.questions.clone()).unwrap_or_default();
         let mut resume = Vec::new();
         let running = snapshot.harness.and_then(|h| {
             let process = processes.iter().find(|p| p.channel == h.channel)?;
@@ -151,6 +170,7 @@ impl Core {
                 self.harness = Some(harness);
             }
             (running, _) => {
+                self.orphaned = orphaned;
                 if running.is_some() || named {
                     side.push(SideEffect::ClearHarness { agent_id, generation: snapshot.generation });
                 }

@@ -11,7 +11,6 @@ use super::Snapshot;
 use crate::events::NewEvent;
 use crate::events::appender::SideEffect;
 use crate::ids::{SessionId, TurnId};
-use crate::store::sessions::TurnRow;
 use crate::supervisor::LifecycleError;
 
 /// Identifies one persist of this core.
@@ -70,8 +69,8 @@ pub struct Launch {
 /// Inputs.
 #[derive(Debug)]
 pub enum Input {
-    /// The agent's unfinished turns as stored (at start, and on every new prompt).
-    OpenTurns(Vec<TurnRow>),
+    /// The agent's open work as stored (at start, and on every new prompt).
+    OpenTurns(super::OpenWork),
     /// Cancel the session's turn; the reply says whether there was one.
     Cancel {
         /// The session.
@@ -238,6 +237,9 @@ pub enum Job {
         /// Who waits.
         reply: ReplyId,
     },
+    /// Ask the engine whether the sandbox runs (after a restart, turns were running in it); one
+    /// that does not is reported as [`Input::SandboxExited`].
+    CheckSandbox,
     /// Ask the engine whether the sandbox ran out of memory; answers [`Input::KillExplained`].
     ExplainKill,
     /// Allocate a terminal channel on this link and reply with the access.

@@ -4,6 +4,7 @@
 //! agent (its environment, its sessions' mode, permission questions, its sandbox stopping).
 
 mod changes;
+mod parking;
 mod slots;
 
 use std::time::{Duration, Instant};
@@ -121,12 +122,12 @@ impl Sim {
     /// Waiting turn → wake → attach → start: the harness has been sent `initialize` (its
     /// journal committed).
     fn start_harness(&mut self) {
-        let effects = self.input(Input::OpenTurns(vec![self.turn.clone()]));
+        let effects = self.input(Input::OpenTurns(vec![self.turn.clone()].into()));
         assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
         self.input(Input::Woken(Ok(())));
         let effects = self.input(Input::Attached { link: LINK, processes: Vec::new() });
         assert!(matches!(effects[..], [Effect::LoadTakeover { link: LINK }]), "{effects:?}");
-        let snapshot = Snapshot { generation: 0, harness: None, turns: vec![self.turn.clone()] };
+        let snapshot = Snapshot { generation: 0, harness: None, turns: vec![self.turn.clone()].into() };
         let effects = self.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
         assert!(sends(&effects).contains(&Outbound::Control(Control::Resume { channels: vec![] })));
         assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))));
@@ -420,7 +421,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             },
             questions: Vec::new(),
         }),
-        turns: vec![turn],
+        turns: vec![turn].into(),
     }
 }
 
@@ -464,7 +465,7 @@ fn a_duplicate_prompt_response_ends_the_turn_once() {
     let end = persists(&effects)[0].0;
     let mut row = sim.turn.clone();
     row.state = "running".to_owned();
-    sim.input(Input::OpenTurns(vec![row.clone()]));
+    sim.input(Input::OpenTurns(vec![row.clone()].into()));
     assert!(sim.core.turns.is_empty(), "the ending turn stays ended");
     sim.ok(end);
 }
@@ -593,11 +594,11 @@ fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
 #[test]
 fn a_started_sandbox_is_waited_for_not_started_again() {
     let mut sim = Sim::new();
-    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     assert_eq!(effects.iter().filter(|e| matches!(e, Effect::Job(Job::Wake))).count(), 1);
     let effects = sim.input(Input::Woken(Ok(())));
     assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
-    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
     // sandboxd never dials in: the turn fails at the end of the grace, once.
     let effects = sim.advance(Duration::from_secs(60));
@@ -705,7 +706,7 @@ fn any_chunking_completion_order_and_link_drops_store_every_line_exactly_once() 
                     Effect::LoadTakeover { link: l } => {
                         let mut snapshot = running_snapshot(&sim, db.stored, db.journal.clone());
                         if db.turn_ends > 0 {
-                            snapshot.turns.clear();
+                            snapshot.turns.turns.clear();
                         }
                         queued.extend(sim.input(Input::Loaded { link: l, snapshot: Some(Box::new(snapshot)) }));
                     }
@@ -760,7 +761,7 @@ fn any_chunking_completion_order_and_link_drops_store_every_line_exactly_once() 
 #[test]
 fn creating_the_sandbox_does_not_count_against_the_reconnect_grace() {
     let mut sim = Sim::new();
-    sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     // The container takes longer to create than the grace.
     assert!(sim.advance(Duration::from_secs(90)).is_empty());
     sim.input(Input::Woken(Ok(())));
@@ -772,10 +773,10 @@ fn creating_the_sandbox_does_not_count_against_the_reconnect_grace() {
 #[test]
 fn a_sandbox_that_dialed_in_before_its_wake_reported_is_woken_again_after_it_is_lost() {
     let mut sim = Sim::new();
-    sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     // sandboxd connects before the wake job's result arrives.
     sim.input(Input::Attached { link: LINK, processes: Vec::new() });
-    let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()] };
+    let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()].into() };
     sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
     sim.input(Input::Woken(Ok(())));
     // The container is removed: the link drops, and the waiting turn starts it again.

@@ -20,11 +20,11 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
     let mut sim = Sim::new();
     sim.hold_slots = true;
     let turn_id = sim.turn.id;
-    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     assert_eq!(slot_changes(&effects), vec![SlotChange::Ask(turn_id)], "{effects:?}");
     sim.input(Input::Woken(Ok(())));
     sim.input(Input::Attached { link: LINK, processes: Vec::new() });
-    let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()] };
+    let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()].into() };
     let effects = sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
     assert!(slot_changes(&effects).is_empty(), "asked once: {effects:?}");
     let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
@@ -97,7 +97,7 @@ fn a_cancelled_queued_turn_leaves_the_queue() {
     let mut sim = Sim::new();
     sim.hold_slots = true;
     let turn_id = sim.turn.id;
-    sim.input(Input::OpenTurns(vec![sim.turn.clone()]));
+    sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     let effects = sim.input(Input::Cancel { session_id: sim.turn.session_id, reply: 1 });
     assert_eq!(slot_changes(&effects), vec![SlotChange::Release(turn_id)], "{effects:?}");
     // A grant that crossed the cancel is given back at once.

@@ -1,0 +1,282 @@
+//! Parked turns (seed 001, "the turn is parked instead of held"): when the harness of a turn
+//! whose session has a question waiting for a person is lost — its sandbox stopped or was
+//! killed, its process died, the server found it gone after a restart — the turn is not failed
+//! but parked, and its questions stay answerable. When the last one is answered the turn
+//! resumes: the session is loaded again in a new harness and a prompt tells the agent the
+//! answers; an approved call is allowed once more under a one-shot grant that matches that call
+//! (same session, same effect, paths, command or URL — the title when there are none), so
+//! nobody is asked twice.
+//!
+//! Everything goes through the core like any answer: the first answer wins, each step is stored
+//! (question, grant, turn) before anything acts on it.
+
+use std::collections::HashMap;
+
+use agent_client_protocol::v1::schema::PermissionOption;
+use serde_json::{Value, json};
+
+use super::harness::Question;
+use super::turns::{self, Turn, TurnState};
+use super::types::{AnswerError, Now, ReplyId};
+use super::{Core, Harness, OpenWork, Purpose};
+use crate::events::appender::SideEffect;
+use crate::events::{EventKind, NewEvent};
+use crate::ids::{SessionId, TurnId};
+use crate::permissions::{self, Choice};
+
+/// The longest tool call title quoted in the prompt that resumes a turn.
+const MAX_TITLE_CHARS: usize = 200;
+
+/// A turn waiting, without a harness, for the answers to its questions.
+#[derive(Debug, Clone)]
+pub struct Parked {
+    /// The turn (its prompt is replaced when it resumes).
+    pub turn: Turn,
+    /// Its questions still waiting.
+    pub questions: Vec<Question>,
+    /// The answers given so far: the call's title and whether it was approved.
+    pub answers: Vec<(String, bool)>,
+}
+
+/// An approval given to a parked turn's call: that call is allowed once more.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    /// The question it answered.
+    pub permission_id: uuid::Uuid,
+    /// Its session.
+    pub session_id: SessionId,
+    /// What a later request must match (`permissions::grant_key`).
+    pub key: Value,
+}
+
+impl Core {
+    /// Takes the harness away (it is gone); its questions waiting for a person are kept to park
+    /// their turns in the [`Core::fail_turns`] that follows.
+    /// Without a harness in memory (none was taken over since the server started) the questions
+    /// stored for the open turns stand in.
+    pub(super) fn drop_harness(&mut self) -> Option<Harness> {
+        let harness = self.harness.take();
+        self.orphaned = match &harness {
+            Some(harness) => harness.questions.values().cloned().collect(),
+            None => std::mem::take(&mut self.stored_questions),
+        };
+        self.orphaned.sort_by_key(|q| q.request_id.to_string());
+        harness
+    }
+
+    /// Parks the turns among `failing` whose session has an orphaned question; the rest are
+    /// returned (to fail).
+    pub(super) fn park_waiting(&mut self, failing: Vec<Turn>, code: &str, message: &str) -> Vec<Turn> {
+        let orphaned = std::mem::take(&mut self.orphaned);
+        if orphaned.is_empty() {
+            return failing;
+        }
+        let (mut events, mut side, mut parked_ids, mut rest) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for mut turn in failing {
+            let questions: Vec<Question> =
+                orphaned.iter().filter(|q| q.session_id == turn.session_id).cloned().collect();
+            if questions.is_empty() {
+                rest.push(turn);
+                continue;
+            }
+            tracing::info!(agent.id = %self.agent_id, turn.id = %turn.id, code, "parking a turn whose question waits");
+            if let (Some(harness), Some(request_id)) = (self.harness.as_mut(), turn.request_id()) {
+                harness.pending.remove(request_id);
+            }
+            let text = format!(
+                "{message}; a question of this turn waits for an answer, so the turn is parked: once answered it \
+                 resumes in a new harness"
+            );
+            let mut notice = NewEvent::notice(turn.session_id, "TURN_PARKED", text);
+            notice.payload["turn_id"] = json!(turn.id);
+            notice.payload["cause"] = json!(code);
+            events.push(notice);
+            side.push(SideEffect::ParkTurn { turn_id: turn.id });
+            parked_ids.push(turn.id);
+            turn.state = TurnState::Waiting;
+            (turn.deadline, turn.deadline_at, turn.kill_at, turn.paused) = (None, None, None, None);
+            self.parked.insert(turn.id, Parked { turn, questions, answers: Vec::new() });
+        }
+        if !parked_ids.is_empty() {
+            // Like an end: a reload before this commits must not bring the turn back as running.
+            let id = self.persist(Purpose::Ending, events, side);
+            self.ending.extend(parked_ids.into_iter().map(|turn| (turn, id)));
+        }
+        rest
+    }
+
+    /// Answers a parked turn's question; the last answer resumes the turn.
+    pub(super) fn answer_parked(
+        &mut self,
+        permission_id: uuid::Uuid,
+        choice: &Choice,
+        by: Value,
+        reply: Option<ReplyId>,
+    ) -> Result<(), AnswerError> {
+        let (turn_id, question) = self
+            .parked
+            .iter()
+            .find_map(|(turn_id, p)| {
+                p.questions.iter().find(|q| q.permission_id == permission_id).map(|q| (*turn_id, q))
+            })
+            .map(|(turn_id, q)| (turn_id, q.clone()))
+            .ok_or(AnswerError::NotPending)?;
+        let options: Vec<PermissionOption> = serde_json::from_value(question.options.clone()).unwrap_or_default();
+        let (answer, mut resolved) = permissions::resolve(&question.request_id, permission_id, &options, choice, by)
+            .map_err(|e| AnswerError::BadChoice(e.0))?;
+        let approved = resolved["option_kind"].as_str().is_some_and(|kind| kind.starts_with("allow"));
+        resolved["parked"] = json!(true);
+        let outcome = answer.get("outcome").cloned().unwrap_or(Value::Null);
+        let mut events = vec![NewEvent::new(question.session_id, EventKind::PermissionResolved, resolved)];
+        let mut side = vec![SideEffect::PermissionResolved { permission_id, outcome, grant: approved }];
+        if approved {
+            let key = permissions::grant_key(&question.tool_call, &self.home_dir);
+            self.grants.push(Grant { permission_id, session_id: question.session_id, key });
+        }
+        let Some(parked) = self.parked.get_mut(&turn_id) else { return Err(AnswerError::NotPending) };
+        parked.questions.retain(|q| q.permission_id != permission_id);
+        parked.answers.push((title_of(&question.tool_call), approved));
+        if parked.questions.is_empty()
+            && let Some(parked) = self.parked.remove(&turn_id)
+        {
+            let prompt = resuming_prompt(&parked.answers);
+            let mut notice = NewEvent::notice(
+                question.session_id,
+                "TURN_RESUMED",
+                "every question of the parked turn is answered: it resumes",
+            );
+            notice.payload["turn_id"] = json!(turn_id);
+            notice.payload["prompt"] = prompt.clone();
+            events.push(notice);
+            side.push(SideEffect::UnparkTurn { turn_id, prompt: prompt.clone() });
+            let mut turn = parked.turn;
+            turn.prompt = prompt;
+            turn.state = TurnState::Waiting;
+            self.turns.push(turn);
+        }
+        let generation = self.harness.as_ref().map_or(0, |h| h.generation);
+        self.persist(Purpose::Answer { generation, reply }, events, side);
+        Ok(())
+    }
+
+    /// Cancels a parked turn: its questions are answered `cancelled` and it ends `cancelled`.
+    pub(super) fn cancel_parked(&mut self, session_id: SessionId, now: Now) -> bool {
+        let Some(turn_id) = self.parked.iter().find(|(_, p)| p.turn.session_id == session_id).map(|(id, _)| *id) else {
+            return false;
+        };
+        let Some(parked) = self.parked.remove(&turn_id) else { return false };
+        let (mut events, mut side) = (Vec::new(), Vec::new());
+        for question in &parked.questions {
+            let Ok((answer, resolved)) = permissions::resolve(
+                &question.request_id,
+                question.permission_id,
+                &[],
+                &Choice::Cancelled,
+                json!("cancel"),
+            ) else {
+                continue;
+            };
+            let outcome = answer.get("outcome").cloned().unwrap_or(Value::Null);
+            side.push(SideEffect::PermissionResolved { permission_id: question.permission_id, outcome, grant: false });
+            events.push(NewEvent::new(session_id, EventKind::PermissionResolved, resolved));
+        }
+        let (event, effect) = turns::ending(&parked.turn, "cancelled", None, now.wall);
+        events.push(event);
+        side.push(effect);
+        self.end_turns(vec![turn_id], events, side);
+        true
+    }
+
+    /// Uses the session's one-shot grant matching `tool_call`, if there is one: its question's id.
+    pub(super) fn take_grant(&mut self, session_id: SessionId, tool_call: &Value) -> Option<uuid::Uuid> {
+        if self.grants.is_empty() {
+            return None;
+        }
+        let key = permissions::grant_key(tool_call, &self.home_dir);
+        let index = self.grants.iter().position(|g| g.session_id == session_id && g.key == key)?;
+        let grant = self.grants.remove(index);
+        self.used_grants.insert(grant.permission_id);
+        Some(grant.permission_id)
+    }
+
+    /// Parked turns and grants as stored, merged with what memory knows (memory wins: this core
+    /// is the only writer, and what it wrote may not have committed yet).
+    pub(super) fn merge_parked(&mut self, work: &OpenWork, parked_rows: Vec<Turn>) {
+        let mut merged: HashMap<TurnId, Parked> = HashMap::new();
+        for turn in parked_rows {
+            if self.turns.iter().any(|t| t.id == turn.id) {
+                continue; // resuming: its new state is being stored
+            }
+            let parked = self.parked.remove(&turn.id).unwrap_or_else(|| {
+                let questions =
+                    work.questions.iter().filter(|p| p.turn_id == turn.id).map(|p| question_of(&p.waiting)).collect();
+                Parked { turn, questions, answers: Vec::new() }
+            });
+            merged.insert(parked.turn.id, parked);
+        }
+        // Turns being parked right now are not in the rows as parked yet.
+        for (id, parked) in std::mem::take(&mut self.parked) {
+            if self.ending.contains_key(&id) {
+                merged.insert(id, parked);
+            }
+        }
+        self.parked = merged;
+        // The running turns' questions, for when their harness turns out to be gone before this
+        // process ever took it over.
+        self.stored_questions = work
+            .questions
+            .iter()
+            .filter(|p| self.turns.iter().any(|t| t.id == p.turn_id))
+            .map(|p| question_of(&p.waiting))
+            .collect();
+        for grant in &work.grants {
+            let known = self.grants.iter().any(|g| g.permission_id == grant.permission_id);
+            if !known && !self.used_grants.contains(&grant.permission_id) {
+                let key = permissions::grant_key(&grant.tool_call, &self.home_dir);
+                self.grants.push(Grant { permission_id: grant.permission_id, session_id: grant.session_id, key });
+            }
+        }
+    }
+}
+
+fn question_of(waiting: &crate::store::permissions::Waiting) -> Question {
+    Question {
+        permission_id: waiting.permission_id,
+        session_id: waiting.session_id,
+        request_id: waiting.request_id.clone(),
+        options: waiting.options.clone(),
+        tool_call: waiting.tool_call.clone(),
+    }
+}
+
+/// How a call is named in the prompt that resumes its turn: its title, else its kind.
+fn title_of(tool_call: &Value) -> String {
+    let title = tool_call
+        .get("title")
+        .and_then(Value::as_str)
+        .or_else(|| tool_call.get("kind").and_then(Value::as_str))
+        .unwrap_or("a tool call");
+    let flat: String = title.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_TITLE_CHARS).collect();
+    flat.trim().to_owned()
+}
+
+/// The prompt that resumes a parked turn: one text block, one line, starting with
+/// `[agenthold]`, telling the agent what was answered.
+pub fn resuming_prompt(answers: &[(String, bool)]) -> Value {
+    let said: Vec<String> = answers
+        .iter()
+        .map(|(title, approved)| {
+            if *approved {
+                format!("{title:?} was approved (it is allowed once when you try it again)")
+            } else {
+                format!("{title:?} was denied (do not try it again)")
+            }
+        })
+        .collect();
+    let text = format!(
+        "[agenthold] The sandbox stopped while this turn waited for a person's answer; the turn resumes now. {}. \
+         Continue the task where you left off.",
+        said.join("; ")
+    );
+    json!([{"type": "text", "text": text}])
+}
