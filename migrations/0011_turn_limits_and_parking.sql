@@ -12,3 +12,8 @@ ALTER TABLE turns ADD CONSTRAINT turns_state_check CHECK (state IN ('pending', '
 -- resumed harness tries it again (a one-shot grant): true until used.
 ALTER TABLE permission_requests ADD COLUMN grant_open boolean NOT NULL DEFAULT false;
 CREATE INDEX permission_requests_open_grants ON permission_requests (session_id) WHERE grant_open;
+
+-- The harness's own questions (ACP `elicitation/create`, form mode) wait for a person like
+-- permission requests: `tool_call` holds the request (message, requested schema), `options` [].
+ALTER TABLE permission_requests ADD COLUMN kind text NOT NULL DEFAULT 'permission'
+    CHECK (kind IN ('permission', 'elicitation'));

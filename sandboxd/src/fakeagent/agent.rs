@@ -39,6 +39,9 @@ pub struct Agent {
     next_call: AtomicU64,
     /// Numbers fakeagent's own request ids.
     next_request: AtomicU64,
+    /// Whether the client advertised `elicitation.form` at `initialize` (like Claude Code, the
+    /// fake asks its own questions only then).
+    pub elicitation_form: std::sync::atomic::AtomicBool,
 }
 
 /// How a request gets answered.
@@ -64,6 +67,7 @@ impl Agent {
             pending: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(1),
             next_request: AtomicU64::new(1),
+            elicitation_form: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -178,7 +182,11 @@ impl Agent {
             return;
         }
         let reply = match method {
-            "initialize" => Reply::Now(Ok(self.initialize())),
+            "initialize" => {
+                let form = params.pointer("/clientCapabilities/elicitation/form").is_some_and(Value::is_object);
+                self.elicitation_form.store(form, Ordering::Relaxed);
+                Reply::Now(Ok(self.initialize()))
+            }
             "authenticate" => Reply::Now(Ok(json!({}))),
             "session/new" => Reply::Now(self.new_session(params)),
             "session/load" if self.config.load => Reply::Now(self.load(params)),

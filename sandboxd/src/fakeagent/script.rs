@@ -27,6 +27,9 @@ pub enum Command {
     Plan(Vec<String>),
     /// `ask <kind> <title>`: a tool call gated by `session/request_permission`.
     Ask { kind: String, title: String },
+    /// `elicit <question>`: the agent's own question (`elicitation/create`, form mode, one
+    /// required text field `answer`), asked only if the client advertised `elicitation.form`.
+    Elicit(String),
     /// `sleep <ms>`.
     Sleep(u64),
     /// `flood <count> <rate>`: `count` numbered chunks at `rate` per second (0 = unpaced).
@@ -128,6 +131,7 @@ pub fn parse_line(line: &str) -> Option<Command> {
             Err(_) => echo(),
         },
         "hang" if rest.is_empty() => Command::Hang,
+        "elicit" if !rest.is_empty() => Command::Elicit(rest.to_owned()),
         "[agenthold]" => Command::Resume,
         "error" if rest.is_empty() => Command::Error("fakeagent script error".to_owned()),
         "error" => Command::Error(rest.to_owned()),
@@ -216,6 +220,15 @@ mod tests {
             },
         ];
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn agenthold_s_resuming_prompt_resumes_and_elicit_asks() {
+        let got = parse("[agenthold] The sandbox stopped …\nelicit Which release?\nelicit");
+        assert_eq!(
+            got,
+            vec![Command::Resume, Command::Elicit("Which release?".into()), Command::Echo("elicit".into())]
+        );
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl Turn {
             let flow = match command {
                 Command::Resume if top => self.resume(recorder),
                 Command::Resume => Flow::Next,
-                Command::Ask { .. } => {
+                Command::Ask { .. } | Command::Elicit(_) => {
                     self.save_unfinished(&lines[index..]);
                     self.step(recorder, command)
                 }
@@ -261,6 +261,7 @@ impl Turn {
                 self.emit(rec, json!({"sessionUpdate": "plan", "entries": entries}));
             }
             Command::Ask { kind, title } => return self.ask(rec, &kind, &title),
+            Command::Elicit(question) => return self.elicit(rec, &question),
             Command::Sleep(ms) => {
                 if self.cancel.wait_for(Duration::from_millis(ms)) {
                     return Flow::Cancelled;
@@ -422,6 +423,42 @@ impl Turn {
             json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
             "status": status}),
         );
+        Flow::Next
+    }
+
+    /// `elicit`: asks the client a question of its own and says what came back
+    /// (`elicitation: accept <answer>`, `elicitation: decline`, …).
+    fn elicit(&self, rec: &mut Recorder, question: &str) -> Flow {
+        if !self.agent.elicitation_form.load(std::sync::atomic::Ordering::Relaxed) {
+            self.emit(rec, chunk("agent_message_chunk", "elicitation: the client does not take questions"));
+            return Flow::Next;
+        }
+        let params = json!({"sessionId": self.session_id, "mode": "form", "message": question,
+            "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string", "title": "Answer"}},
+            "required": ["answer"]}});
+        let (tx, rx) = mpsc::channel();
+        let key = self.agent.request("elicitation/create", params, tx);
+        let response = loop {
+            if self.cancel.is_cancelled() {
+                self.agent.forget(&key);
+                return Flow::Cancelled;
+            }
+            match rx.recv_timeout(POLL) {
+                Ok(response) => break Some(response),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        let result = response.as_ref().and_then(|r| r.get("result"));
+        let said = match result.and_then(|r| r.get("action")).and_then(Value::as_str) {
+            Some("accept") => {
+                let answer = result.and_then(|r| r.pointer("/content/answer")).and_then(Value::as_str).unwrap_or("");
+                format!("elicitation: accept {answer}")
+            }
+            Some(action) => format!("elicitation: {action}"),
+            None => "elicitation: no answer".to_owned(),
+        };
+        self.emit(rec, chunk("agent_message_chunk", &said));
         Flow::Next
     }
 

@@ -31,6 +31,8 @@ pub mod method {
     pub const SESSION_UPDATE: &str = "session/update";
     /// `session/request_permission` (a request from the harness).
     pub const REQUEST_PERMISSION: &str = "session/request_permission";
+    /// `elicitation/create` (a request from the harness: its own question for a person).
+    pub const ELICITATION_CREATE: &str = "elicitation/create";
 }
 
 fn to_value<T: serde::Serialize>(message: &T) -> Value {
@@ -49,6 +51,8 @@ pub fn initialize() -> Value {
     );
     if let Some(capabilities) = request.get_mut("clientCapabilities").and_then(Value::as_object_mut) {
         capabilities.insert("_meta".to_owned(), serde_json::json!({"terminal_output_delta": true}));
+        // The harness's own questions (form mode) reach a person like permission questions.
+        capabilities.insert("elicitation".to_owned(), serde_json::json!({"form": {}}));
     }
     request
 }
@@ -163,6 +167,7 @@ mod tests {
         assert_eq!(request["clientCapabilities"]["terminal"], json!(false));
         assert_eq!(request["clientCapabilities"]["fs"]["readTextFile"], json!(false));
         assert_eq!(request["clientCapabilities"]["_meta"]["terminal_output_delta"], json!(true));
+        assert_eq!(request["clientCapabilities"]["elicitation"], json!({"form": {}}));
     }
 
     #[test]

@@ -28,12 +28,17 @@ pub struct ListQuery {
     limit: Option<i64>,
 }
 
-/// `POST /api/v1/permissions/{id}/answer`: `{"decision": "allow" | "deny"}` or `{"option_id"}`.
+/// `POST /api/v1/permissions/{id}/answer`: a permission question takes
+/// `{"decision": "allow" | "deny"}` or `{"option_id"}`; the harness's own question (`kind:
+/// "elicitation"`) takes `{"content": {<field>: <value>, …}}` (checked against its schema),
+/// `{"text": "…"}` (a one-field question) or `{"decision": "decline"}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Answer {
     decision: Option<String>,
     option_id: Option<String>,
+    content: Option<serde_json::Map<String, Value>>,
+    text: Option<String>,
 }
 
 /// The questions of every agent the caller operates, newest first.
@@ -79,14 +84,19 @@ pub async fn answer(
     let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
     principal.require(&state, question.workspace_id, Role::Operator, "permission").await?;
     let body: Answer = parse_json(&body)?;
-    let choice = match (body.decision.as_deref(), body.option_id) {
-        (Some("allow"), None) => Choice::Allow,
-        (Some("deny"), None) => Choice::Deny,
-        (None, Some(option)) => Choice::Option(option),
+    let choice = match (body.decision.as_deref(), body.option_id, body.content, body.text) {
+        (Some("allow"), None, None, None) => Choice::Allow,
+        (Some("deny"), None, None, None) => Choice::Deny,
+        (Some("decline"), None, None, None) => Choice::Decline,
+        (None, Some(option), None, None) => Choice::Option(option),
+        (None, None, Some(content), None) => Choice::Content(content),
+        (None, None, None, Some(text)) => Choice::Reply(text),
         _ => {
             return Err(ApiError::bad_request(
                 "INVALID_ANSWER",
-                "answer with {\"decision\": \"allow\" | \"deny\"} or {\"option_id\": \"<one the harness offered>\"}",
+                "answer with {\"decision\": \"allow\" | \"deny\"} or {\"option_id\": \"<one the harness offered>\"}; \
+                 the harness's own question (kind elicitation) with {\"content\": {…}}, {\"text\": \"…\"} or \
+                 {\"decision\": \"decline\"}",
             ));
         }
     };
@@ -103,7 +113,11 @@ pub async fn answer(
     match outcome {
         Ok(()) => {}
         Err(AnswerError::NotPending) => return Err(already_answered()),
-        Err(AnswerError::BadChoice(message)) => return Err(ApiError::bad_request("INVALID_OPTION", message)),
+        Err(AnswerError::BadChoice(message)) => {
+            // An option the harness did not offer; for its own question, content its schema refuses.
+            let code = if question.kind == "elicitation" { "INVALID_ANSWER" } else { "INVALID_OPTION" };
+            return Err(ApiError::bad_request(code, message));
+        }
         Err(AnswerError::NotRecorded) => {
             return Err(ApiError::Internal(anyhow::anyhow!("the answer to {id} could not be stored")));
         }

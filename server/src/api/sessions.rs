@@ -184,11 +184,14 @@ async fn answer_by_reply(
         .filter_map(|block| block["text"].as_str())
         .collect::<Vec<_>>()
         .join(" ");
-    let (choice, decision) = if crate::permissions::is_clear_yes(&text) {
-        (crate::permissions::Choice::Allow, "allow")
-    } else {
-        (crate::permissions::Choice::Deny, "deny")
+    let elicitation =
+        store::permissions::get(&state.pool, permission_id).await?.is_some_and(|q| q.kind == "elicitation");
+    let decision = match (elicitation, crate::permissions::is_clear_yes(&text)) {
+        (true, _) => "reply",
+        (false, true) => "allow",
+        (false, false) => "deny",
     };
+    let choice = crate::permissions::Choice::Reply(text);
     let by = json!({"user_id": principal.user_id, "via": "reply"});
     let outcome = state
         .supervisors
@@ -199,6 +202,9 @@ async fn answer_by_reply(
         Ok(()) => Ok((StatusCode::OK, Json(json!({"answered": permission_id, "decision": decision})))),
         Err(crate::supervisor::core::AnswerError::NotPending) => {
             Err(ApiError::conflict("ALREADY_ANSWERED", "the waiting question was answered meanwhile; post again"))
+        }
+        Err(crate::supervisor::core::AnswerError::BadChoice(message)) => {
+            Err(ApiError::bad_request("INVALID_ANSWER", message))
         }
         Err(error) => Err(ApiError::Internal(anyhow::anyhow!("answering by reply: {error}"))),
     }

@@ -167,6 +167,8 @@ pub struct AnsweredPermission {
     pub options: serde_json::Value,
     /// The outcome answered, unless it waits for a person.
     pub outcome: Option<serde_json::Value>,
+    /// The harness's own question (`elicitation/create`), not a permission request.
+    pub elicitation: bool,
 }
 
 /// Storing failed; nothing of the request was stored.
@@ -367,8 +369,10 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
                 tool_call,
                 options,
                 outcome,
+                elicitation,
             } = answered.as_ref();
-            let question = store::sessions::Question { request_id, generation: *generation, tool_call, options };
+            let kind = if *elicitation { "elicitation" } else { "permission" };
+            let question = store::sessions::Question { request_id, generation: *generation, tool_call, options, kind };
             store::permissions::record(tx, *permission_id, *session_id, *turn_id, &question, outcome.as_ref()).await?;
             Ok(true)
         }

@@ -10,6 +10,7 @@
 pub mod call;
 pub mod decision;
 pub mod effect;
+pub mod elicitation;
 pub mod glob;
 pub mod paths;
 pub mod payloads;
@@ -134,6 +135,14 @@ pub enum Choice {
     Option(String),
     /// No answer: the turn was cancelled.
     Cancelled,
+    /// Decline (an elicitation; for a permission question the same as [`Self::Deny`]).
+    Decline,
+    /// Answer an elicitation with this content (checked against its schema).
+    Content(serde_json::Map<String, Value>),
+    /// A reply posted to the session while the question waits: for a permission question a
+    /// clear yes allows and anything else denies; for an elicitation with one field it is the
+    /// answer.
+    Reply(String),
 }
 
 /// A choice the question cannot take.
@@ -150,6 +159,14 @@ pub fn resolve(
     choice: &Choice,
     by: Value,
 ) -> Result<(Value, Value), ChoiceError> {
+    let choice = match choice {
+        Choice::Reply(text) if is_clear_yes(text) => &Choice::Allow,
+        Choice::Reply(_) | Choice::Decline => &Choice::Deny,
+        Choice::Content(_) => {
+            return Err(ChoiceError("a permission question takes allow, deny or one of its options".to_owned()));
+        }
+        other => other,
+    };
     let (answer, kind) = match choice {
         Choice::Allow => {
             let (answer, chosen) = messages::choose_by_kind(
@@ -175,7 +192,7 @@ pub fn resolve(
             };
             (messages::choose_option(id), Some(option.kind))
         }
-        Choice::Cancelled => (messages::cancelled(), None),
+        Choice::Cancelled | Choice::Decline | Choice::Reply(_) | Choice::Content(_) => (messages::cancelled(), None),
     };
     let resolved = json!({
         "request_id": request_id,

@@ -19,8 +19,8 @@ pub async fn record(
 ) -> sqlx::Result<()> {
     sqlx::query!(
         r#"INSERT INTO permission_requests
-               (id, session_id, turn_id, request_id, harness_generation, tool_call, options, outcome, resolved_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8::jsonb IS NULL THEN NULL ELSE now() END)
+               (id, session_id, turn_id, request_id, harness_generation, tool_call, options, outcome, resolved_at, kind)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8::jsonb IS NULL THEN NULL ELSE now() END, $9)
            ON CONFLICT (id) DO NOTHING"#,
         permission_id,
         session_id.0,
@@ -29,7 +29,8 @@ pub async fn record(
         question.generation,
         question.tool_call,
         question.options,
-        outcome
+        outcome,
+        question.kind
     )
     .execute(&mut *tx)
     .await?;
@@ -76,7 +77,7 @@ pub struct Parked {
 /// The questions of the agent's open turns still waiting, oldest first.
 pub async fn of_open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Parked>> {
     let rows = sqlx::query!(
-        r#"SELECT p.id, p.session_id, p.request_id, p.options, p.tool_call, t.id AS turn_id
+        r#"SELECT p.id, p.session_id, p.request_id, p.options, p.tool_call, p.kind, t.id AS turn_id
            FROM permission_requests p JOIN turns t ON t.id = p.turn_id
            WHERE t.agent_id = $1 AND t.state <> 'ended' AND p.outcome IS NULL
            ORDER BY p.created_at, p.id"#,
@@ -94,6 +95,7 @@ pub async fn of_open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec
                 request_id: r.request_id,
                 options: r.options,
                 tool_call: r.tool_call,
+                kind: r.kind,
             },
         })
         .collect())
@@ -138,14 +140,16 @@ pub struct Waiting {
     pub request_id: serde_json::Value,
     /// The options offered.
     pub options: serde_json::Value,
-    /// The tool call, as the harness described it.
+    /// The tool call, as the harness described it (an elicitation: its request).
     pub tool_call: serde_json::Value,
+    /// `permission` or `elicitation`.
+    pub kind: String,
 }
 
 /// The questions of the agent's harness `generation` still waiting for a person, oldest first.
 pub async fn waiting(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx::Result<Vec<Waiting>> {
     let rows = sqlx::query!(
-        r#"SELECT p.id, p.session_id, p.request_id, p.options, p.tool_call
+        r#"SELECT p.id, p.session_id, p.request_id, p.options, p.tool_call, p.kind
            FROM permission_requests p JOIN sessions s ON s.id = p.session_id
            WHERE s.agent_id = $1 AND p.harness_generation = $2 AND p.outcome IS NULL
            ORDER BY p.created_at, p.id"#,
@@ -162,6 +166,7 @@ pub async fn waiting(pool: &PgPool, agent_id: AgentId, generation: i64) -> sqlx:
             request_id: r.request_id,
             options: r.options,
             tool_call: r.tool_call,
+            kind: r.kind,
         })
         .collect())
 }
@@ -192,6 +197,9 @@ pub struct Listed {
     pub session_id: uuid::Uuid,
     /// The turn, if one was open.
     pub turn_id: Option<uuid::Uuid>,
+    /// `permission` (a tool call to allow or deny) or `elicitation` (the harness's own question:
+    /// `tool_call` holds its request — `message`, `requestedSchema`).
+    pub kind: String,
     /// The tool call, as the harness sent it.
     pub tool_call: serde_json::Value,
     /// The options it offered.
@@ -209,7 +217,7 @@ pub async fn get(pool: &PgPool, id: uuid::Uuid) -> sqlx::Result<Option<Listed>> 
     sqlx::query_as!(
         Listed,
         r#"SELECT p.id, a.id AS agent_id, a.name AS agent_name, a.workspace_id AS "workspace_id!", p.session_id,
-                  p.turn_id, p.tool_call, p.options, p.outcome, p.created_at, p.resolved_at
+                  p.turn_id, p.kind, p.tool_call, p.options, p.outcome, p.created_at, p.resolved_at
            FROM permission_requests p JOIN sessions s ON s.id = p.session_id JOIN agents a ON a.id = s.agent_id
            WHERE p.id = $1 AND a.deleting_at IS NULL"#,
         id
@@ -224,7 +232,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid, pending: bool, li
     sqlx::query_as!(
         Listed,
         r#"SELECT p.id, a.id AS agent_id, a.name AS agent_name, a.workspace_id AS "workspace_id!", p.session_id,
-                  p.turn_id, p.tool_call, p.options, p.outcome, p.created_at, p.resolved_at
+                  p.turn_id, p.kind, p.tool_call, p.options, p.outcome, p.created_at, p.resolved_at
            FROM permission_requests p JOIN sessions s ON s.id = p.session_id JOIN agents a ON a.id = s.agent_id
            JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL AND m.role IN ('operator', 'admin') AND (NOT $2 OR p.outcome IS NULL)

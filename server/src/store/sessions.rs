@@ -219,8 +219,10 @@ pub async fn unpark_turn(tx: &mut sqlx::PgConnection, id: TurnId, prompt: &serde
     Ok(updated.rows_affected() == 1)
 }
 
-/// A harness's permission question, as it asked it.
+/// A harness's question for a person (a permission request or an elicitation), as it asked it.
 pub struct Question<'a> {
+    /// `permission` or `elicitation`.
+    pub kind: &'a str,
     /// Its JSON-RPC id, as sent.
     pub request_id: &'a serde_json::Value,
     /// The harness generation that asked.

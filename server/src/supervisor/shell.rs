@@ -462,6 +462,7 @@ async fn load_snapshot(
                     request_id: w.request_id,
                     options: w.options,
                     tool_call: w.tool_call,
+                    kind: super::core::QuestionKind::parse(&w.kind),
                 })
                 .collect();
             Some(SnapshotHarness {

@@ -16,6 +16,7 @@ mod edges_origin;
 mod edges_stream;
 mod edges_terminal;
 mod edges_tunnel;
+mod elicitation;
 mod failures;
 mod hardening;
 mod lifecycle;

@@ -78,8 +78,35 @@ pub struct Question {
     pub request_id: serde_json::Value,
     /// The options the harness offered.
     pub options: serde_json::Value,
-    /// The tool call, as the harness described it (for a parked turn: what to grant).
+    /// The tool call, as the harness described it (for a parked turn: what to grant); for an
+    /// elicitation, the request's params (message, requested schema).
     pub tool_call: serde_json::Value,
+    /// A permission request, or the harness's own question.
+    pub kind: QuestionKind,
+}
+
+/// What a question for a person is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuestionKind {
+    /// `session/request_permission`: allow, deny or an option.
+    Permission,
+    /// `elicitation/create` (form): content, decline or cancel.
+    Elicitation,
+}
+
+impl QuestionKind {
+    /// As stored (`permission_requests.kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Permission => "permission",
+            Self::Elicitation => "elicitation",
+        }
+    }
+
+    /// From its stored name (anything unknown is a permission request).
+    pub fn parse(kind: &str) -> Self {
+        if kind == "elicitation" { Self::Elicitation } else { Self::Permission }
+    }
 }
 
 /// A session as the current harness knows it.

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::harness::{Pending, Question, Request};
+use super::harness::{Pending, Question, QuestionKind, Request};
 use super::stdout::{Line, StdoutError};
 use super::turns::{self, TurnState};
 use super::{Core, LinkId, Now, PersistId, Phase, Purpose, SessionPhase};
@@ -18,10 +18,10 @@ use crate::permissions::{self, Verdict};
 
 /// What one line produces.
 #[derive(Default)]
-struct LineOut {
-    events: Vec<NewEvent>,
-    side: Vec<SideEffect>,
-    frames: Vec<Vec<u8>>,
+pub(super) struct LineOut {
+    pub(super) events: Vec<NewEvent>,
+    pub(super) side: Vec<SideEffect>,
+    pub(super) frames: Vec<Vec<u8>>,
 }
 
 impl Core {
@@ -78,6 +78,9 @@ impl Core {
             }
             FromHarness::Request { id, method, params } if method == method::REQUEST_PERMISSION => {
                 self.answer_permission(id, &params, &mut out, now);
+            }
+            FromHarness::Request { id, method, params } if method == method::ELICITATION_CREATE => {
+                self.ask_elicitation(id, &params, &mut out, now);
             }
             FromHarness::Request { id, method, .. } => {
                 tracing::debug!(agent.id = %self.agent_id, %method, "refusing a harness request");
@@ -180,6 +183,7 @@ impl Core {
             tool_call: params.get("toolCall").cloned().unwrap_or(Value::Null),
             options: params.get("options").cloned().unwrap_or(Value::Null),
             outcome: None,
+            elicitation: false,
         };
         match verdict {
             Verdict::Answer(decision) => {
@@ -215,6 +219,7 @@ impl Core {
                     request_id: id.clone(),
                     options: record.options.clone(),
                     tool_call: record.tool_call.clone(),
+                    kind: QuestionKind::Permission,
                 };
                 out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
                 // Waiting for a person does not count against the turn's time limit.
@@ -229,7 +234,7 @@ impl Core {
 
     /// A harness mistake that concerns no known session: an `error` event in the log of every
     /// session with a turn running (so someone sees it), nothing else disturbed.
-    fn report_to_running_turns(&self, what: &str, out: &mut LineOut) {
+    pub(super) fn report_to_running_turns(&self, what: &str, out: &mut LineOut) {
         let message = format!("the harness sent {what}");
         let mut sessions: Vec<SessionId> =
             self.turns.iter().filter(|t| t.request_id().is_some()).map(|t| t.session_id).collect();

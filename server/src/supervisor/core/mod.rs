@@ -32,7 +32,7 @@ use std::time::Instant;
 use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState};
 use bytes::Bytes;
 
-pub use harness::{Harness, Phase, Question, SessionPhase};
+pub use harness::{Harness, Phase, Question, QuestionKind, SessionPhase};
 pub use parking::{Grant, Parked};
 pub use takeover::{OpenWork, Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};

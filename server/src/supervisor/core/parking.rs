@@ -12,10 +12,9 @@
 
 use std::collections::HashMap;
 
-use agent_client_protocol::v1::schema::PermissionOption;
 use serde_json::{Value, json};
 
-use super::harness::Question;
+use super::harness::{Question, QuestionKind};
 use super::turns::{self, Turn, TurnState};
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, Harness, OpenWork, Purpose};
@@ -34,8 +33,8 @@ pub struct Parked {
     pub turn: Turn,
     /// Its questions still waiting.
     pub questions: Vec<Question>,
-    /// The answers given so far: the call's title and whether it was approved.
-    pub answers: Vec<(String, bool)>,
+    /// The answers given so far, as the resuming prompt tells them.
+    pub answers: Vec<String>,
 }
 
 /// An approval given to a parked turn's call: that call is allowed once more.
@@ -121,12 +120,11 @@ impl Core {
             })
             .map(|(turn_id, q)| (turn_id, q.clone()))
             .ok_or(AnswerError::NotPending)?;
-        let options: Vec<PermissionOption> = serde_json::from_value(question.options.clone()).unwrap_or_default();
-        let (answer, mut resolved) = permissions::resolve(&question.request_id, permission_id, &options, choice, by)
-            .map_err(|e| AnswerError::BadChoice(e.0))?;
-        let approved = resolved["option_kind"].as_str().is_some_and(|kind| kind.starts_with("allow"));
+        let (answer, mut resolved) = super::questions::resolve(&question, permission_id, choice, by)?;
+        let elicited = question.kind == QuestionKind::Elicitation;
+        let approved = !elicited && resolved["option_kind"].as_str().is_some_and(|kind| kind.starts_with("allow"));
         resolved["parked"] = json!(true);
-        let outcome = answer.get("outcome").cloned().unwrap_or(Value::Null);
+        let outcome = super::questions::outcome_of(&question, &answer);
         let mut events = vec![NewEvent::new(question.session_id, EventKind::PermissionResolved, resolved)];
         let mut side = vec![SideEffect::PermissionResolved { permission_id, outcome, grant: approved }];
         if approved {
@@ -135,7 +133,11 @@ impl Core {
         }
         let Some(parked) = self.parked.get_mut(&turn_id) else { return Err(AnswerError::NotPending) };
         parked.questions.retain(|q| q.permission_id != permission_id);
-        parked.answers.push((title_of(&question.tool_call), approved));
+        parked.answers.push(if elicited {
+            answered_question(&question.tool_call, &answer)
+        } else {
+            answered_call(&question.tool_call, approved)
+        });
         if parked.questions.is_empty()
             && let Some(parked) = self.parked.remove(&turn_id)
         {
@@ -167,16 +169,10 @@ impl Core {
         let Some(parked) = self.parked.remove(&turn_id) else { return false };
         let (mut events, mut side) = (Vec::new(), Vec::new());
         for question in &parked.questions {
-            let Ok((answer, resolved)) = permissions::resolve(
-                &question.request_id,
-                question.permission_id,
-                &[],
-                &Choice::Cancelled,
-                json!("cancel"),
-            ) else {
-                continue;
-            };
-            let outcome = answer.get("outcome").cloned().unwrap_or(Value::Null);
+            let cancelled =
+                super::questions::resolve(question, question.permission_id, &Choice::Cancelled, json!("cancel"));
+            let Ok((answer, resolved)) = cancelled else { continue };
+            let outcome = super::questions::outcome_of(question, &answer);
             side.push(SideEffect::PermissionResolved { permission_id: question.permission_id, outcome, grant: false });
             events.push(NewEvent::new(session_id, EventKind::PermissionResolved, resolved));
         }
@@ -246,37 +242,51 @@ fn question_of(waiting: &crate::store::permissions::Waiting) -> Question {
         request_id: waiting.request_id.clone(),
         options: waiting.options.clone(),
         tool_call: waiting.tool_call.clone(),
+        kind: super::harness::QuestionKind::parse(&waiting.kind),
     }
 }
 
-/// How a call is named in the prompt that resumes its turn: its title, else its kind.
-fn title_of(tool_call: &Value) -> String {
+/// One line of text, control characters flattened, at most `MAX_TITLE_CHARS` characters.
+fn flat(text: &str) -> String {
+    let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_TITLE_CHARS).collect();
+    flat.trim().to_owned()
+}
+
+/// How an answered permission question reads in the resuming prompt (the call by its title,
+/// else its kind).
+fn answered_call(tool_call: &Value, approved: bool) -> String {
     let title = tool_call
         .get("title")
         .and_then(Value::as_str)
         .or_else(|| tool_call.get("kind").and_then(Value::as_str))
         .unwrap_or("a tool call");
-    let flat: String = title.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_TITLE_CHARS).collect();
-    flat.trim().to_owned()
+    let title = flat(title);
+    if approved {
+        format!("{title:?} was approved (it is allowed once when you try it again)")
+    } else {
+        format!("{title:?} was denied (do not try it again)")
+    }
+}
+
+/// How an answered question of the agent's own reads in the resuming prompt.
+fn answered_question(request: &Value, answer: &Value) -> String {
+    let message = flat(request.get("message").and_then(Value::as_str).unwrap_or("your question"));
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => {
+            let content = answer.get("content").map(Value::to_string).unwrap_or_default();
+            format!("you asked {message:?}; the answer: {}", flat(&content))
+        }
+        _ => format!("you asked {message:?}; the person declined to answer"),
+    }
 }
 
 /// The prompt that resumes a parked turn: one text block, one line, starting with
 /// `[agenthold]`, telling the agent what was answered.
-pub fn resuming_prompt(answers: &[(String, bool)]) -> Value {
-    let said: Vec<String> = answers
-        .iter()
-        .map(|(title, approved)| {
-            if *approved {
-                format!("{title:?} was approved (it is allowed once when you try it again)")
-            } else {
-                format!("{title:?} was denied (do not try it again)")
-            }
-        })
-        .collect();
+pub fn resuming_prompt(answers: &[String]) -> Value {
     let text = format!(
         "[agenthold] The sandbox stopped while this turn waited for a person's answer; the turn resumes now. {}. \
          Continue the task where you left off.",
-        said.join("; ")
+        answers.join("; ")
     );
     json!([{"type": "text", "text": text}])
 }

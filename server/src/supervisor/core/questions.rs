@@ -1,18 +1,99 @@
-//! Permission questions waiting for a person: an answer (or a cancel) becomes the harness's
+//! Questions waiting for a person — permission requests the gate holds, and the harness's own
+//! questions (`elicitation/create`, form mode): an answer (or a cancel) becomes the harness's
 //! response, recorded with the `permission_resolved` event and the question's row in one
 //! transaction that also journals the response's frame, which leaves only after that commit.
 
 use agent_client_protocol::v1::schema::PermissionOption;
+use serde_json::Value;
 
+use super::harness::{Question, QuestionKind};
+use super::lines::LineOut;
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, Purpose};
-use crate::acp::wire;
-use crate::events::appender::SideEffect;
+use crate::acp::wire::{self, RpcId};
+use crate::events::appender::{AnsweredPermission, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::SessionId;
-use crate::permissions::{self, Choice};
+use crate::permissions::{self, Choice, elicitation};
+
+/// The harness's response and the `permission_resolved` payload for `choice` to `question`.
+pub(super) fn resolve(
+    question: &Question,
+    permission_id: uuid::Uuid,
+    choice: &Choice,
+    by: Value,
+) -> Result<(Value, Value), AnswerError> {
+    let resolved = match question.kind {
+        QuestionKind::Permission => {
+            let options: Vec<PermissionOption> = serde_json::from_value(question.options.clone()).unwrap_or_default();
+            permissions::resolve(&question.request_id, permission_id, &options, choice, by)
+        }
+        QuestionKind::Elicitation => {
+            elicitation::resolve(&question.request_id, permission_id, &question.tool_call, choice, by)
+        }
+    };
+    resolved.map_err(|e| AnswerError::BadChoice(e.0))
+}
+
+/// What the question's row records as its outcome: a permission's `outcome`, an elicitation's
+/// whole response.
+pub(super) fn outcome_of(question: &Question, answer: &Value) -> Value {
+    match question.kind {
+        QuestionKind::Permission => answer.get("outcome").cloned().unwrap_or(Value::Null),
+        QuestionKind::Elicitation => answer.clone(),
+    }
+}
 
 impl Core {
+    /// The harness asks a question of its own (`elicitation/create`): it waits for a person like
+    /// a permission question (whatever the posture: it is not a permission).
+    pub(super) fn ask_elicitation(&mut self, id: RpcId, params: &Value, out: &mut LineOut, now: Now) {
+        let asked = match elicitation::parse(params) {
+            Ok(asked) => asked,
+            Err(message) => {
+                out.frames.push(wire::error_response(&id, -32602, &message));
+                self.report_to_running_turns(&format!("a question agenthold cannot take ({message}; refused)"), out);
+                return;
+            }
+        };
+        let Some(session_id) = self.harness.as_ref().and_then(|h| h.session_by_acp(&asked.acp_session_id)) else {
+            out.frames.push(wire::error_response(&id, -32002, "unknown session"));
+            self.report_to_running_turns("a question for a session it does not have (refused)", out);
+            return;
+        };
+        let Some(generation) = self.harness.as_ref().map(|h| h.generation) else { return };
+        let permission_id = permissions::question_id(self.agent_id.0, generation, &id);
+        let record = AnsweredPermission {
+            permission_id,
+            session_id,
+            turn_id: self.turns.iter().find(|t| t.session_id == session_id).map(|t| t.id),
+            request_id: id.clone(),
+            generation,
+            tool_call: params.clone(),
+            options: Value::Array(Vec::new()),
+            outcome: None,
+            elicitation: true,
+        };
+        let question = Question {
+            permission_id,
+            session_id,
+            request_id: id.clone(),
+            options: record.options.clone(),
+            tool_call: params.clone(),
+            kind: QuestionKind::Elicitation,
+        };
+        out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
+        out.side.extend(self.pause_turn_clock(session_id, now));
+        out.events.push(NewEvent::new(
+            session_id,
+            EventKind::Permission,
+            elicitation::asked(&id, permission_id, params, &asked),
+        ));
+        if let Some(harness) = self.harness.as_mut() {
+            harness.questions.insert(permission_id, question);
+        }
+    }
+
     /// Answers the waiting question `permission_id` with `choice`.
     pub(super) fn answer_question(
         &mut self,
@@ -24,15 +105,13 @@ impl Core {
     ) -> Result<(), AnswerError> {
         let harness = self.harness.as_mut().ok_or(AnswerError::NotPending)?;
         let question = harness.questions.get(&permission_id).cloned().ok_or(AnswerError::NotPending)?;
-        let options: Vec<PermissionOption> = serde_json::from_value(question.options.clone()).unwrap_or_default();
-        let (answer, resolved) = permissions::resolve(&question.request_id, permission_id, &options, choice, by)
-            .map_err(|e| AnswerError::BadChoice(e.0))?;
+        let (answer, resolved) = resolve(&question, permission_id, choice, by)?;
         harness.questions.remove(&permission_id);
         let generation = harness.generation;
         let frame = wire::response(&question.request_id, &answer);
         let id = self.next_persist;
         let mut side = self.queue_frames(id, vec![frame]);
-        let outcome = answer.get("outcome").cloned().unwrap_or(serde_json::Value::Null);
+        let outcome = outcome_of(&question, &answer);
         side.push(SideEffect::PermissionResolved { permission_id, outcome, grant: false });
         side.extend(self.resume_turn_clock(question.session_id, now));
         let event = NewEvent::new(question.session_id, EventKind::PermissionResolved, resolved);

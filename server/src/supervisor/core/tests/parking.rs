@@ -163,6 +163,7 @@ fn a_parked_turn_found_at_load_keeps_its_questions() {
         request_id: json!("old-1"),
         options: json!([{"optionId": "a", "name": "Allow", "kind": "allow_once"}]),
         tool_call: json!({"title": "deploy", "kind": "execute"}),
+        kind: "permission".to_owned(),
     };
     let work = OpenWork {
         turns: vec![row.clone()],
