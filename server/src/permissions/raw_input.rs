@@ -46,6 +46,10 @@ pub const PATH_KEYS: &[&str] = &[
     "targetPath",
     "target_file",
     "targetFile",
+    // OpenCode's `external_directory` permission.
+    "parentDir",
+    "parent_dir",
+    "directories",
 ];
 
 /// Keys whose string value may be patch text naming files.
@@ -113,9 +117,17 @@ pub fn add_patch_paths(text: &str, paths: &mut BoundedPaths) {
 
 fn read_object(object: &Map<String, Value>, paths: &mut BoundedPaths) -> Found {
     add_keyed_paths(object, paths);
-    for item in object.get("edits").and_then(Value::as_array).into_iter().flatten().take(MAX_ITEMS_SCANNED) {
+    // `edits` (Claude Code's MultiEdit), `files` (OpenCode's edit permission: `filePath`,
+    // `movePath`, `patch` per file).
+    let items = ["edits", "files"].into_iter().filter_map(|key| object.get(key).and_then(Value::as_array));
+    for item in items.flatten().take(MAX_ITEMS_SCANNED) {
         if let Some(edit) = item.as_object() {
             add_keyed_paths(edit, paths);
+            for key in PATCH_KEYS {
+                if let Some(text) = edit.get(*key).and_then(Value::as_str) {
+                    add_patch_paths(text, paths);
+                }
+            }
         }
     }
     match object.get("changes") {
@@ -293,6 +305,25 @@ mod tests {
         let (paths, _) =
             paths_of(json!({"changes": [{"path": "x.rs", "kind": {"type": "update", "move_path": "y.rs"}}]}));
         assert_eq!(paths, ["/home/agent/x.rs", "/home/agent/y.rs"]);
+    }
+
+    /// As OpenCode 1.x sends them (`packages/opencode/src/acp/permission.ts`): the permission's
+    /// metadata is the `rawInput`.
+    #[test]
+    fn opencode_permission_shapes() {
+        let (paths, _) = paths_of(json!({"files": [
+            {"filePath": "/home/agent/src/a.ts", "relativePath": "src/a.ts", "patch": "--- a/src/a.ts\n+++ b/src/a.ts\n"},
+            {"filePath": "/home/agent/old.ts", "movePath": "/tmp/new.ts"},
+            7,
+        ]}));
+        assert_eq!(paths, ["/home/agent/src/a.ts", "/home/agent/old.ts", "/tmp/new.ts"]);
+        let (paths, _) = paths_of(json!({"filepath": "src/x.ts", "diff": "--- a/src/x.ts\n+++ b/src/x.ts\n"}));
+        assert_eq!(paths, ["/home/agent/src/x.ts"]);
+        let (paths, _) =
+            paths_of(json!({"description": "read /etc", "parentDir": "/etc", "directories": ["/etc", "/var"]}));
+        assert_eq!(paths, ["/etc", "/var"]);
+        let (paths, found) = paths_of(json!({"command": "rm -rf dist", "description": "clean"}));
+        assert_eq!((paths.len(), found.command.as_deref()), (0, Some("rm -rf dist")));
     }
 
     #[test]
