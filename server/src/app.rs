@@ -37,6 +37,8 @@ pub struct AppState {
     pub master_key: Arc<MasterKey>,
     /// The server's permission settings.
     pub postures: crate::supervisor::Postures,
+    /// Checks provider logins on connect.
+    pub login_probe: crate::logins::probe::Probe,
 }
 
 impl AppState {
@@ -179,6 +181,7 @@ pub async fn run(
             written: proxy_feed_settings.is_some().then_some(written_rx),
         }),
     }));
+    let config_overrides = config.proxy_test_upstream_overrides.clone();
     let state = AppState {
         pool: pool.clone(),
         hub,
@@ -188,6 +191,7 @@ pub async fn run(
         config: Arc::new(config),
         master_key,
         postures,
+        login_probe: crate::logins::probe::Probe::new(config_overrides),
     };
     supervisors.resume_open_turns().await.context("resuming open turns")?;
     // Sandboxes that stop on their own (the engine's events): their running turns end at once.

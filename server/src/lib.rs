@@ -11,6 +11,7 @@ pub mod config;
 pub mod events;
 pub mod harness;
 pub mod ids;
+pub mod logins;
 pub mod permissions;
 pub mod proxy_feed;
 pub mod sandbox;

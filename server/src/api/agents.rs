@@ -118,6 +118,7 @@ pub fn agent_json(
             "pids": agent.pids_limit,
             "turn_seconds": agent.turn_timeout_secs,
         },
+        "login_user_id": agent.login_user_id,
         "desired_state": agent.desired_state,
         "created_at": agent.created_at,
         "secrets": secrets,

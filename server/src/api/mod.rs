@@ -10,6 +10,7 @@ mod login;
 mod me;
 pub mod openapi;
 mod permissions;
+mod providers;
 mod secrets;
 mod sessions;
 mod stream;
@@ -35,6 +36,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/auth/logout", post(login::logout))
         .route("/api/v1/me", get(me::show))
         .route("/api/v1/tokens", post(me::create_token).get(me::list_tokens))
+        .route("/api/v1/me/providers", post(providers::connect).get(providers::list))
+        .route("/api/v1/me/providers/{id}", delete(providers::disconnect))
+        .route("/api/v1/agents/{id}/logins", axum::routing::put(providers::use_mine).delete(providers::stop_using))
         .route("/api/v1/tokens/{id}", delete(me::revoke_token))
         .route("/api/v1/users", post(users::create))
         .route("/api/v1/workspaces", post(workspaces::create).get(workspaces::list))

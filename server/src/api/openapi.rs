@@ -55,6 +55,14 @@ pub const OPERATIONS: &[(&str, &str, &str, Access)] = &[
     ("post", "/api/v1/tokens", "Create an API token (shown once)", Access::SignedIn),
     ("get", "/api/v1/tokens", "The caller's API tokens", Access::SignedIn),
     ("delete", "/api/v1/tokens/{id}", "Revoke an API token", Access::SignedIn),
+    ("get", "/api/v1/me/providers", "The caller's provider logins (never their values)", Access::SignedIn),
+    (
+        "post",
+        "/api/v1/me/providers",
+        "Connect a provider login (checked with the provider; write-only)",
+        Access::SignedIn,
+    ),
+    ("delete", "/api/v1/me/providers/{id}", "Disconnect a provider login", Access::SignedIn),
     ("post", "/api/v1/users", "Create a user", Access::ServerAdmin),
     ("post", "/api/v1/workspaces", "Create a workspace", Access::SignedIn),
     ("get", "/api/v1/workspaces", "The caller's workspaces", Access::SignedIn),
@@ -74,6 +82,13 @@ pub const OPERATIONS: &[(&str, &str, &str, Access)] = &[
         Access::Admin,
     ),
     ("delete", "/api/v1/agents/{id}", "Delete an agent, its sandbox and sessions", Access::Admin),
+    ("put", "/api/v1/agents/{id}/logins", "Use my logins: the agent uses the caller's provider logins", Access::Admin),
+    (
+        "delete",
+        "/api/v1/agents/{id}/logins",
+        "Stop using someone's logins (admins of the agent, or the login's owner)",
+        Access::Admin,
+    ),
     ("post", "/api/v1/agents/{id}/sleep", "Stop the sandbox", Access::Admin),
     ("post", "/api/v1/agents/{id}/wake", "Start the sandbox", Access::Admin),
     (

@@ -84,6 +84,10 @@ async fn change_member(
         }
         Err(MembershipError::Db(error)) => return Err(error.into()),
     }
+    if role.is_none() {
+        // Their logins leave the workspace's agents with them.
+        super::providers::member_left(state, path.id, path.user_id).await?;
+    }
     let action = match (before, role) {
         (None, Some(_)) => "member.added",
         (Some(_), Some(_)) => "member.role_changed",

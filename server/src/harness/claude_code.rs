@@ -4,6 +4,7 @@
 //! command and fetch comes to agenthold's gate as `session/request_permission`.
 
 use super::{HarnessAdapter, Launch, LaunchContext, Profile};
+use crate::logins::kinds::LoginKind;
 
 /// The `claude-code` adapter.
 pub struct ClaudeCode;
@@ -40,6 +41,7 @@ impl HarnessAdapter for ClaudeCode {
             session_mode: Some("default"),
             development_only: false,
             in_base_image: true,
+            account_logins: &[LoginKind::ClaudeSubscription, LoginKind::AnthropicApiKey],
         }
     }
 }

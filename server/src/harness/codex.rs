@@ -9,6 +9,7 @@
 use serde_json::json;
 
 use super::{HarnessAdapter, Launch, LaunchContext, Profile};
+use crate::logins::kinds::LoginKind;
 
 /// The `codex` adapter.
 pub struct Codex;
@@ -47,6 +48,7 @@ impl HarnessAdapter for Codex {
             session_mode: Some("read-only"),
             development_only: false,
             in_base_image: true,
+            account_logins: &[LoginKind::ChatgptAccessToken, LoginKind::OpenaiApiKey],
         }
     }
 }

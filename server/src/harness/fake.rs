@@ -20,6 +20,7 @@ impl HarnessAdapter for Fake {
     }
 
     fn profile(&self) -> Profile {
-        Profile { development_only: true, ..Profile::BARE }
+        // Takes every kind, so that tests see delivery for both providers (development only).
+        Profile { development_only: true, account_logins: crate::logins::kinds::ALL, ..Profile::BARE }
     }
 }

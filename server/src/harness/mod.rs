@@ -57,6 +57,9 @@ pub struct Profile {
     pub development_only: bool,
     /// The base image carries it (`agenthold/base`): its agents default to that image.
     pub in_base_image: bool,
+    /// The provider logins on the account it takes, most preferred first (one per provider is
+    /// delivered: `logins::chosen`).
+    pub account_logins: &'static [crate::logins::kinds::LoginKind],
 }
 
 impl Profile {
@@ -69,6 +72,7 @@ impl Profile {
         session_mode: None,
         development_only: false,
         in_base_image: false,
+        account_logins: &[],
     };
 }
 
@@ -164,6 +168,7 @@ mod tests {
             memory_mib: 512,
             pids_limit: 64,
             turn_timeout_secs: None,
+            login_user_id: None,
             desired_state: "awake".to_owned(),
             created_at: chrono::Utc::now(),
         }

@@ -47,6 +47,8 @@ impl HarnessAdapter for OpenCode {
             session_mode: None,
             development_only: false,
             in_base_image: true,
+            // Its own login file covers many providers: no account logins (seed 003).
+            account_logins: &[],
         }
     }
 }

@@ -205,7 +205,21 @@ impl Feed {
                     Err(error) => return Err(error),
                 },
             };
-            let secrets = match secrets::for_agent(&self.pool, &self.key, row.agent_id).await {
+            let recipient = crate::logins::Recipient {
+                id: row.agent_id,
+                workspace_id: row.workspace_id,
+                harness: &row.harness,
+                login_user_id: row.login_user_id,
+            };
+            let attached = match secrets::for_agent(&self.pool, &self.key, row.agent_id).await {
+                // Its login user's provider logins ride along like attached secrets.
+                Ok(mut attached) => crate::logins::for_proxy(&self.pool, &self.key, recipient).await.map(|logins| {
+                    attached.extend(logins);
+                    attached
+                }),
+                Err(error) => Err(error),
+            };
+            let secrets = match attached {
                 Ok(attached) => SecretsInput::Attached(attached),
                 Err(ForAgentError::Db(error)) => return Err(error.into()),
                 Err(error @ ForAgentError::Open { .. }) => {

@@ -44,6 +44,8 @@ pub struct AgentRow {
     pub pids_limit: i32,
     /// Its own turn time limit in seconds of activity (`None`: the server's).
     pub turn_timeout_secs: Option<i32>,
+    /// Whose provider logins it uses (`None`: nobody's).
+    pub login_user_id: Option<uuid::Uuid>,
     /// `awake` or `asleep`, as the user asked.
     pub desired_state: String,
     /// When it was created.
@@ -121,8 +123,8 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
-                              workspace_id, created_by, model, posture, policy, turn_timeout_secs)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                              workspace_id, created_by, model, posture, policy, turn_timeout_secs, login_user_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -172,6 +174,7 @@ struct AgentRecord {
     memory_mib: i32,
     pids_limit: i32,
     turn_timeout_secs: Option<i32>,
+    login_user_id: Option<uuid::Uuid>,
     desired_state: String,
     created_at: DateTime<Utc>,
 }
@@ -196,6 +199,7 @@ impl From<AgentRecord> for AgentRow {
             memory_mib: r.memory_mib,
             pids_limit: r.pids_limit,
             turn_timeout_secs: r.turn_timeout_secs,
+            login_user_id: r.login_user_id,
             desired_state: r.desired_state,
             created_at: r.created_at,
         }
@@ -217,7 +221,8 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
                   driver,
-                  permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, desired_state, created_at
+                  permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, login_user_id, desired_state,
+                  created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
         including_deleting
@@ -234,7 +239,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
                   a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
-                  a.desired_state, a.created_at
+                  a.login_user_id, a.desired_state, a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#,

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod browser_sessions;
 pub mod events;
 pub mod permissions;
+pub mod provider_logins;
 pub mod proxy_identities;
 pub mod sandboxes;
 pub mod secrets;

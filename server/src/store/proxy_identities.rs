@@ -39,6 +39,10 @@ pub struct FeedAgent {
     pub agent_id: AgentId,
     /// Its harness adapter's name.
     pub harness: String,
+    /// Its workspace.
+    pub workspace_id: uuid::Uuid,
+    /// Whose provider logins it uses.
+    pub login_user_id: Option<uuid::Uuid>,
     /// Its identity, if one was made.
     pub identity: Option<SealedIdentity>,
     /// Its allow-list (empty when none was set).
@@ -128,7 +132,7 @@ pub async fn set_egress(pool: &PgPool, agent_id: AgentId, egress: &EgressRow) ->
 /// Every agent not being deleted, with its identity and allow-list, oldest first.
 pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
     let rows = sqlx::query!(
-        r#"SELECT a.id, a.harness,
+        r#"SELECT a.id, a.harness, a.workspace_id AS "workspace_id!", a.login_user_id,
                   i.username AS "username?", i.key_id AS "key_id?", i.nonce AS "nonce?",
                   i.ciphertext AS "ciphertext?",
                   e.allow AS "allow?", e.presets AS "presets?",
@@ -154,6 +158,8 @@ pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
             FeedAgent {
                 agent_id: AgentId(r.id),
                 harness: r.harness,
+                workspace_id: r.workspace_id,
+                login_user_id: r.login_user_id,
                 identity,
                 egress: EgressRow { allow: r.allow.unwrap_or_default(), presets: r.presets.unwrap_or_default() },
                 source_addr: r.source_addr.and_then(|a| a.parse().ok()),

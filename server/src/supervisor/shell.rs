@@ -586,6 +586,21 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let mut env = crate::harness::environment(&launch, &agent, &home_dir);
     // Attached secrets reach the sandbox as placeholders only; the proxy holds the values.
     env.extend(crate::secrets::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
+    // So do its login user's provider logins (docs/logins.md); using them is audited.
+    let logins = crate::logins::delivered(&deps.pool, (&agent).into()).await.map_err(database)?;
+    env.extend(crate::logins::sandbox_env(agent_id, &logins));
+    if !logins.is_empty() {
+        let kinds: Vec<&str> = logins.iter().map(|(kind, _)| kind.as_str()).collect();
+        let record = store::audit::AuditRecord {
+            workspace_id: agent.workspace_id,
+            actor_user_id: agent.login_user_id,
+            action: "login.used",
+            resource_type: "agent",
+            resource_id: agent_id.to_string(),
+            detail: serde_json::json!({"name": agent.name, "kinds": kinds}),
+        };
+        store::audit::append(&deps.pool, record).await.map_err(database)?;
+    }
     // The egress proxy (its URL holds the agent's proxy password: never logged) and its CA,
     // which sandboxd installed at start.
     if let Some(proxy) = &deps.proxy {

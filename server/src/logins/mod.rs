@@ -1,0 +1,193 @@
+//! Provider logins on the account (seed 003, "Account logins"; docs/logins.md): a user connects a
+//! Claude Code or Codex sign-in once; every agent that uses that user's logins gets it when its
+//! harness starts — as a placeholder in the variable the harness reads, the real value only in
+//! the egress proxy's rules for the provider's hosts. This module owns which login reaches which
+//! agent ([`chosen`], pure) and the two views of it the server needs: [`sandbox_env`]
+//! (placeholders, for the harness's environment) and [`for_proxy`] (values, for the proxy feed).
+//!
+//! Rules (seed 003): an agent uses one user's logins (`agents.login_user_id`), delivered only
+//! while that user is still a member of the agent's workspace; an API-key secret attached to the
+//! agent for the same provider takes precedence; a login marked `connect_again` is not delivered.
+
+pub mod kinds;
+pub mod probe;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::ids::AgentId;
+use crate::secret::Secret;
+use crate::secrets::cipher::{self, OpenError, RowIdentity};
+use crate::secrets::master_key::MasterKey;
+use crate::secrets::{AttachedSecret, ForAgentError};
+use crate::store;
+use crate::store::agents::AgentRow;
+use crate::store::provider_logins::{LoginRow, SealedLogin};
+use kinds::LoginKind;
+
+/// A login's value is sealed with the user's id where a secret has its workspace's: the
+/// associated data binds it to its row.
+pub fn row_identity(user_id: Uuid, login_id: Uuid) -> RowIdentity {
+    RowIdentity { workspace_id: user_id, secret_id: login_id }
+}
+
+/// The placeholder an agent's sandbox holds for one of its login user's logins: derived from the
+/// login's seed, the agent and the kind, so it is stable across harness starts, distinct per
+/// sandbox (the proxy requires that) and changes when the login is connected again.
+pub fn placeholder(seed: &str, agent_id: AgentId, kind: LoginKind) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(seed.as_bytes())
+        .chain_update(agent_id.0.as_bytes())
+        .chain_update(kind.as_str().as_bytes())
+        .finalize();
+    let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
+    format!("agenthold-login-{hex}")
+}
+
+/// Which logins reach a harness (pure): per provider, the first kind the adapter accepts that the
+/// user has connected and that works (`ok`) — unless the agent has an API-key secret attached for
+/// that provider's variables, which takes precedence.
+pub fn chosen(accepted: &[LoginKind], connected: &[(LoginKind, bool)], attached_env: &[String]) -> Vec<LoginKind> {
+    let mut providers_done: Vec<&str> = Vec::new();
+    let mut picked = Vec::new();
+    for kind in accepted {
+        if providers_done.contains(&kind.provider()) {
+            continue;
+        }
+        let secret_wins = accepted
+            .iter()
+            .filter(|k| k.provider() == kind.provider())
+            .any(|k| attached_env.iter().any(|env| env == k.env_name()));
+        if secret_wins {
+            providers_done.push(kind.provider());
+            continue;
+        }
+        if connected.iter().any(|(k, ok)| k == kind && *ok) {
+            providers_done.push(kind.provider());
+            picked.push(*kind);
+        }
+    }
+    picked
+}
+
+/// The agent a delivery is for.
+#[derive(Debug, Clone, Copy)]
+pub struct Recipient<'a> {
+    /// The agent.
+    pub id: AgentId,
+    /// Its workspace.
+    pub workspace_id: Uuid,
+    /// Its harness adapter's name.
+    pub harness: &'a str,
+    /// Whose logins it uses.
+    pub login_user_id: Option<Uuid>,
+}
+
+impl<'a> From<&'a AgentRow> for Recipient<'a> {
+    fn from(agent: &'a AgentRow) -> Self {
+        Self {
+            id: agent.id,
+            workspace_id: agent.workspace_id,
+            harness: &agent.harness,
+            login_user_id: agent.login_user_id,
+        }
+    }
+}
+
+/// The logins that reach the agent's harness, with their sealed values (empty when it uses
+/// nobody's, or its login user left its workspace).
+async fn plan(pool: &PgPool, agent: Recipient<'_>) -> sqlx::Result<Vec<(LoginKind, SealedLogin)>> {
+    let Some(user_id) = agent.login_user_id else { return Ok(Vec::new()) };
+    if store::users::role_in(pool, user_id, agent.workspace_id).await?.is_none() {
+        return Ok(Vec::new());
+    }
+    let accepted = crate::harness::adapter(agent.harness).map(|a| a.profile().account_logins).unwrap_or_default();
+    if accepted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sealed = store::provider_logins::sealed_for_user(pool, user_id).await?;
+    let connected: Vec<(LoginKind, bool)> =
+        sealed.iter().filter_map(|s| LoginKind::parse(&s.row.kind).map(|k| (k, s.row.state == "ok"))).collect();
+    let attached: Vec<String> =
+        crate::secrets::sandbox_env(pool, agent.id).await?.into_iter().map(|(env, _)| env).collect();
+    let picked = chosen(accepted, &connected, &attached);
+    Ok(sealed
+        .into_iter()
+        .filter_map(|s| LoginKind::parse(&s.row.kind).filter(|k| picked.contains(k)).map(|k| (k, s)))
+        .collect())
+}
+
+/// The agent's login placeholders: (variable, placeholder) pairs. Never a value.
+pub fn sandbox_env(agent_id: AgentId, delivered: &[(LoginKind, LoginRow)]) -> Vec<(String, String)> {
+    delivered
+        .iter()
+        .map(|(kind, login)| (kind.env_name().to_owned(), placeholder(&login.placeholder_seed, agent_id, *kind)))
+        .collect()
+}
+
+/// The logins the agent's harness gets (their placeholders: [`sandbox_env`]).
+pub async fn delivered(pool: &PgPool, agent: Recipient<'_>) -> sqlx::Result<Vec<(LoginKind, LoginRow)>> {
+    Ok(plan(pool, agent).await?.into_iter().map(|(kind, login)| (kind, login.row)).collect())
+}
+
+/// The agent's logins as the proxy needs them: one injection per rule, with the value. A value
+/// that does not open fails the call (the caller injects nothing for the agent).
+pub async fn for_proxy(
+    pool: &PgPool,
+    key: &MasterKey,
+    agent: Recipient<'_>,
+) -> Result<Vec<AttachedSecret>, ForAgentError> {
+    let mut out = Vec::new();
+    for (kind, login) in plan(pool, agent).await? {
+        let value: Secret = cipher::open(key, row_identity(login.row.user_id, login.row.id), &login.sealed)
+            .map_err(|source: OpenError| ForAgentError::Open { secret_id: login.row.id, source })?;
+        let placeholder = placeholder(&login.row.placeholder_seed, agent.id, kind);
+        for rule in kind.rules() {
+            out.push(AttachedSecret {
+                secret_id: login.row.id,
+                env_name: kind.env_name().to_owned(),
+                placeholder: placeholder.clone(),
+                rule,
+                value: value.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use LoginKind::*;
+
+    #[test]
+    fn per_provider_the_first_working_kind_the_harness_takes() {
+        let claude = [ClaudeSubscription, AnthropicApiKey];
+        assert_eq!(chosen(&claude, &[(AnthropicApiKey, true), (ClaudeSubscription, true)], &[]), [ClaudeSubscription]);
+        assert_eq!(chosen(&claude, &[(AnthropicApiKey, true), (ClaudeSubscription, false)], &[]), [AnthropicApiKey]);
+        assert!(chosen(&claude, &[(OpenaiApiKey, true)], &[]).is_empty(), "not a kind the harness takes");
+        let both = [ClaudeSubscription, AnthropicApiKey, ChatgptAccessToken, OpenaiApiKey];
+        let connected = [(AnthropicApiKey, true), (OpenaiApiKey, true)];
+        assert_eq!(chosen(&both, &connected, &[]), [AnthropicApiKey, OpenaiApiKey]);
+    }
+
+    #[test]
+    fn an_attached_api_key_secret_takes_precedence_for_its_provider() {
+        let both = [ClaudeSubscription, AnthropicApiKey, ChatgptAccessToken, OpenaiApiKey];
+        let connected = [(ClaudeSubscription, true), (OpenaiApiKey, true)];
+        assert_eq!(chosen(&both, &connected, &["ANTHROPIC_API_KEY".to_owned()]), [OpenaiApiKey]);
+        assert_eq!(chosen(&both, &connected, &["OTHER".to_owned()]), [ClaudeSubscription, OpenaiApiKey]);
+    }
+
+    #[test]
+    fn placeholders_are_stable_per_agent_and_kind_and_change_with_the_seed() {
+        let (a, b) = (AgentId(Uuid::new_v4()), AgentId(Uuid::new_v4()));
+        let p = placeholder("seed", a, AnthropicApiKey);
+        assert_eq!(p, placeholder("seed", a, AnthropicApiKey));
+        assert_ne!(p, placeholder("seed", b, AnthropicApiKey));
+        assert_ne!(p, placeholder("seed", a, ClaudeSubscription));
+        assert_ne!(p, placeholder("other", a, AnthropicApiKey));
+        assert!(p.starts_with("agenthold-login-") && p.len() == "agenthold-login-".len() + 40);
+    }
+}

@@ -1,0 +1,123 @@
+//! A loopback HTTPS stand-in for the providers' APIs (`api.anthropic.com`, `api.openai.com`,
+//! `chatgpt.com`), its certificate from a root made here: it records each request's host, path
+//! and credential headers, and answers like a provider — `401` with a JSON error for a key that
+//! contains `revoked`, `200` otherwise.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rustls_pki_types::PrivateKeyDer;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use crate::proxy_support::{DEADLINE, read_head};
+
+/// A request the stand-in got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// The request line (`GET /v1/models HTTP/1.1`).
+    pub line: String,
+    /// `x-api-key`.
+    pub api_key: Option<String>,
+    /// `authorization`.
+    pub authorization: Option<String>,
+}
+
+/// The stand-in; stopped on drop.
+pub struct Providers {
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    /// The root its certificate comes from (PEM).
+    pub root: PathBuf,
+    /// Every request, in order.
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn header(head: &str, name: &str) -> Option<String> {
+    head.lines()
+        .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case(name)))
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+impl Providers {
+    /// Starts one, writing its root into `dir`.
+    pub async fn start(dir: &Path) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, "provider stand-in root");
+        let root_key = KeyPair::generate().expect("key");
+        let root_cert = params.self_signed(&root_key).expect("root");
+        let root = dir.join("providers-root.pem");
+        std::fs::write(&root, root_cert.pem()).expect("write root");
+        let issuer = Issuer::new(params, root_key);
+        let leaf_key = KeyPair::generate().expect("key");
+        let names = ["api.anthropic.com", "api.openai.com", "chatgpt.com"].map(str::to_owned).to_vec();
+        let leaf = CertificateParams::new(names).expect("params").signed_by(&leaf_key, &issuer).expect("leaf");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![leaf.der().clone()], PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))
+            .expect("cert");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (acceptor, record) = (acceptor.clone(), Arc::clone(&record));
+                tokio::spawn(async move {
+                    let Ok(Ok(mut tls)) = tokio::time::timeout(DEADLINE, acceptor.accept(stream)).await else { return };
+                    let Some(head) = read_head(&mut tls).await else { return };
+                    let seen = Seen {
+                        line: head.lines().next().unwrap_or_default().to_owned(),
+                        api_key: header(&head, "x-api-key"),
+                        authorization: header(&head, "authorization"),
+                    };
+                    let revoked = [&seen.api_key, &seen.authorization]
+                        .iter()
+                        .any(|v| v.as_ref().is_some_and(|v| v.contains("revoked")));
+                    record.lock().expect("seen").push(seen);
+                    let (status, body) = if revoked {
+                        (
+                            "401 Unauthorized",
+                            json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+                        )
+                    } else {
+                        ("200 OK", json!({"data": [{"id": "stand-in-model"}]}))
+                    };
+                    let body = body.to_string();
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(response.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        Self { addr, root, seen, task }
+    }
+
+    /// The upstream overrides that send the providers' hosts here.
+    pub fn overrides(&self) -> Value {
+        let to = json!({"addr": self.addr.to_string(), "ca_cert": self.root});
+        json!({"api.anthropic.com:443": to, "api.openai.com:443": to, "chatgpt.com:443": to})
+    }
+
+    /// The requests so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("seen").clone()
+    }
+}
+
+impl Drop for Providers {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
