@@ -28,27 +28,52 @@ pub async fn rotate(pool: &PgPool, old: &MasterKey, new: &MasterKey) -> anyhow::
     let rows = store::secrets::lock_all_sealed(&mut tx).await?;
     let mut done = Rotated { resealed: 0, already: 0 };
     for row in rows {
-        if row.sealed.key_id == new.id() {
-            done.already += 1;
-            continue;
-        }
-        anyhow::ensure!(
-            row.sealed.key_id == old.id(),
-            "secret {} is sealed under key {}, neither the old key ({}) nor the new one ({}); nothing was changed",
-            row.id,
-            row.sealed.key_id,
-            old.id(),
-            new.id()
-        );
         let identity = RowIdentity { workspace_id: row.workspace_id, secret_id: row.id };
-        let value = cipher::open(old, identity, &row.sealed)
-            .with_context(|| format!("secret {} does not open; nothing was changed", row.id))?;
-        let sealed = cipher::seal(new, identity, value.expose().as_bytes())?;
-        store::secrets::reseal(&mut tx, row.id, &sealed).await?;
-        done.resealed += 1;
+        match resealed(old, new, identity, &row.sealed, "secret")? {
+            Some(sealed) => {
+                store::secrets::reseal(&mut tx, row.id, &sealed).await?;
+                done.resealed += 1;
+            }
+            None => done.already += 1,
+        }
+    }
+    // Provider logins are sealed the same way (docs/logins.md).
+    for (id, user_id, sealed) in store::provider_logins::lock_all_sealed(&mut tx).await? {
+        match resealed(old, new, crate::logins::row_identity(user_id, id), &sealed, "provider login")? {
+            Some(sealed) => {
+                store::provider_logins::reseal(&mut tx, id, &sealed).await?;
+                done.resealed += 1;
+            }
+            None => done.already += 1,
+        }
     }
     tx.commit().await?;
     Ok(done)
+}
+
+/// A row's value sealed under `new` (`None`: it is already); an error for a row under a third
+/// key or one that does not open.
+fn resealed(
+    old: &MasterKey,
+    new: &MasterKey,
+    identity: RowIdentity,
+    sealed: &cipher::Sealed,
+    what: &str,
+) -> anyhow::Result<Option<cipher::Sealed>> {
+    if sealed.key_id == new.id() {
+        return Ok(None);
+    }
+    let id = identity.secret_id;
+    anyhow::ensure!(
+        sealed.key_id == old.id(),
+        "{what} {id} is sealed under key {}, neither the old key ({}) nor the new one ({}); nothing was changed",
+        sealed.key_id,
+        old.id(),
+        new.id()
+    );
+    let value = cipher::open(old, identity, sealed)
+        .with_context(|| format!("{what} {id} does not open; nothing was changed"))?;
+    Ok(Some(cipher::seal(new, identity, value.expose().as_bytes())?))
 }
 
 /// The subcommand: reads both key files, rotates, says what it did.

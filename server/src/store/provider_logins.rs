@@ -129,6 +129,34 @@ pub async fn delete(pool: &PgPool, user_id: Uuid, id: Uuid) -> sqlx::Result<Opti
         .await
 }
 
+/// Every login's sealed value, locked for a key rotation: (id, user, sealed).
+pub async fn lock_all_sealed(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+) -> sqlx::Result<Vec<(Uuid, Uuid, Sealed)>> {
+    let rows =
+        sqlx::query!(r#"SELECT id, user_id, key_id, nonce, ciphertext FROM provider_logins ORDER BY id FOR UPDATE"#)
+            .fetch_all(&mut **tx)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.id, r.user_id, Sealed { key_id: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext }))
+        .collect())
+}
+
+/// Replaces a login's sealed value (same plaintext, another key).
+pub async fn reseal(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, id: Uuid, sealed: &Sealed) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE provider_logins SET key_id = $2, nonce = $3, ciphertext = $4 WHERE id = $1"#,
+        id,
+        sealed.key_id,
+        sealed.nonce,
+        sealed.ciphertext
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// An agent using someone's logins.
 #[derive(Debug, Clone)]
 pub struct Using {
