@@ -24,6 +24,10 @@ CREATE TABLE provider_logins (
 -- before account logins existed use nobody's until an admin chooses "use my logins".
 ALTER TABLE agents ADD COLUMN login_user_id uuid REFERENCES users (id) ON DELETE SET NULL;
 
+-- When someone last ran a login method in the agent's terminal ("sign in inside this sandbox"):
+-- the agent holds its own login (marked "credentials inside sandbox").
+ALTER TABLE agents ADD COLUMN sandbox_login_at timestamptz;
+
 -- The proxy's file follows logins being connected, replaced or removed, and agents changing
 -- whose logins they use.
 CREATE FUNCTION agenthold_proxy_config_login() RETURNS trigger AS $$

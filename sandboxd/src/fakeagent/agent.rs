@@ -185,7 +185,8 @@ impl Agent {
             "initialize" => {
                 let form = params.pointer("/clientCapabilities/elicitation/form").is_some_and(Value::is_object);
                 self.elicitation_form.store(form, Ordering::Relaxed);
-                Reply::Now(Ok(self.initialize()))
+                let terminal = params.pointer("/clientCapabilities/auth/terminal") == Some(&Value::Bool(true));
+                Reply::Now(Ok(self.initialize(terminal)))
             }
             "authenticate" => Reply::Now(Ok(json!({}))),
             "session/new" => Reply::Now(self.new_session(params)),
@@ -204,7 +205,9 @@ impl Agent {
         }
     }
 
-    fn initialize(&self) -> Value {
+    /// The `initialize` answer; a client that runs terminal logins is offered one
+    /// (`fakeagent --login`, see `docs/fakeagent.md`).
+    fn initialize(&self, terminal_auth: bool) -> Value {
         let mut session_caps = Map::new();
         if self.config.resume {
             session_caps.insert("resume".into(), json!({}));
@@ -216,7 +219,12 @@ impl Agent {
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
                 "sessionCapabilities": session_caps,
             },
-            "authMethods": [],
+            "authMethods": if terminal_auth {
+                json!([{"id": "fake-login", "name": "Fake login", "description": "writes ~/.fakeagent/login",
+                        "type": "terminal", "args": ["--login"], "env": {}}])
+            } else {
+                json!([])
+            },
             "agentInfo": {"name": "fakeagent", "version": env!("CARGO_PKG_VERSION")},
         })
     }

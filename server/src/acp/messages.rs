@@ -53,6 +53,11 @@ pub fn initialize() -> Value {
         capabilities.insert("_meta".to_owned(), serde_json::json!({"terminal_output_delta": true}));
         // The harness's own questions (form mode) reach a person like permission questions.
         capabilities.insert("elicitation".to_owned(), serde_json::json!({"form": {}}));
+        // Terminal login methods are listed (a person runs them in the web terminal).
+        capabilities.insert("auth".to_owned(), serde_json::json!({"terminal": true}));
+        if let Some(meta) = capabilities.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.insert("terminal-auth".to_owned(), Value::Bool(true));
+        }
     }
     request
 }
@@ -168,6 +173,8 @@ mod tests {
         assert_eq!(request["clientCapabilities"]["fs"]["readTextFile"], json!(false));
         assert_eq!(request["clientCapabilities"]["_meta"]["terminal_output_delta"], json!(true));
         assert_eq!(request["clientCapabilities"]["elicitation"], json!({"form": {}}));
+        assert_eq!(request["clientCapabilities"]["auth"]["terminal"], json!(true));
+        assert_eq!(request["clientCapabilities"]["_meta"]["terminal-auth"], json!(true));
     }
 
     #[test]

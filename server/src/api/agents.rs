@@ -95,7 +95,9 @@ pub fn agent_json(
         })
         .collect();
     // Agents made before credential-looking names were refused may still hold one in clear.
-    let credentials_inside_sandbox = agent.env.iter().any(|(name, _)| validate::looks_like_credential(name));
+    // ... or someone signed in inside its sandbox (a login method run in its terminal).
+    let credentials_inside_sandbox =
+        agent.env.iter().any(|(name, _)| validate::looks_like_credential(name)) || agent.sandbox_login_at.is_some();
     json!({
         "id": agent.id,
         "workspace_id": agent.workspace_id,
@@ -119,6 +121,7 @@ pub fn agent_json(
             "turn_seconds": agent.turn_timeout_secs,
         },
         "login_user_id": agent.login_user_id,
+        "sandbox_login_at": agent.sandbox_login_at,
         "desired_state": agent.desired_state,
         "created_at": agent.created_at,
         "secrets": secrets,
@@ -135,6 +138,9 @@ async fn render(state: &AppState, agent: &AgentRow) -> Result<Json<Value>, ApiEr
     let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
     let mut view = agent_json(agent, state, &attachments, &egress);
     let advertised = store::sandboxes::get(&state.pool, agent.id).await?.and_then(|row| row.harness_init);
+    let home_dir = state.driver.home_dir(agent.id);
+    let methods = crate::harness::login_methods(agent, advertised.as_ref(), &state.driver.tools_dir(), &home_dir);
+    view["login_methods"] = json!(methods);
     view["advertised"] = advertised.unwrap_or(Value::Null);
     Ok(Json(view))
 }

@@ -1,12 +1,17 @@
 //! `GET /api/v1/agents/{id}/terminal` (WebSocket): a PTY shell in the agent's sandbox, as the
 //! sandbox user in its home. Binary messages carry input and output; a text message
 //! `{"type":"resize","cols":N,"rows":N}` resizes. Wakes a sleeping agent.
+//!
+//! `?login=<method id>` (agent admins) runs one of the harness's login methods instead of the
+//! shell — "sign in inside this sandbox" (docs/logins.md): with the proxy's environment, so the
+//! sign-in reaches the provider, and `NO_BROWSER=1`, so it prints its URL. The agent is then marked
+//! as holding its own login.
 
 use std::time::Duration;
 
 use agenthold_sandboxd::protocol::Control;
-use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -25,6 +30,19 @@ use crate::tunnel::link::TerminalEvent;
 /// The shell: bash when the image has it, else sh.
 const SHELL: &str = "if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi";
 
+/// `?login=<method id>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalQuery {
+    login: Option<String>,
+}
+
+/// What the terminal runs, and its extra environment.
+struct Program {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum ClientMessage {
@@ -39,9 +57,17 @@ pub async fn open(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
+    query: Result<Query<TerminalQuery>, axum::extract::rejection::QueryRejection>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    visible_agent(&state, &principal, id, Role::Operator).await?;
+    let Query(query) = query.map_err(|e| ApiError::bad_request("INVALID_QUERY", e.body_text()))?;
+    let program = match &query.login {
+        None => {
+            visible_agent(&state, &principal, id, Role::Operator).await?;
+            Program { argv: vec!["/bin/sh".to_owned(), "-c".to_owned(), SHELL.to_owned()], env: Vec::new() }
+        }
+        Some(method) => login_program(&state, &principal, id, method).await?,
+    };
     // Opening a terminal wakes a sleeping agent.
     crate::store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let access = state
@@ -54,12 +80,55 @@ pub async fn open(
     let send_timeout = state.config.ws_send_timeout();
     Ok(upgrade
         .max_message_size(MAX_INPUT_MESSAGE)
-        .on_upgrade(move |socket| pump(socket, access, principal, pool, send_timeout)))
+        .on_upgrade(move |socket| pump(socket, access, program, principal, pool, send_timeout)))
+}
+
+/// The login method's command (agent admins), with the proxy's environment; records that the
+/// agent now holds its own login.
+async fn login_program(
+    state: &AppState,
+    principal: &Principal,
+    id: AgentId,
+    method: &str,
+) -> Result<Program, ApiError> {
+    let agent = visible_agent(state, principal, id, Role::Admin).await?;
+    let init = crate::store::sandboxes::get(&state.pool, id).await?.and_then(|row| row.harness_init);
+    let home_dir = state.driver.home_dir(id);
+    let methods = crate::harness::login_methods(&agent, init.as_ref(), &state.driver.tools_dir(), &home_dir);
+    let Some(argv) = methods.iter().find(|m| m.id == method).and_then(|m| m.terminal.clone()) else {
+        let runnable: Vec<&str> = methods.iter().filter(|m| m.terminal.is_some()).map(|m| m.id.as_str()).collect();
+        let known =
+            if init.is_none() { " (the harness has not started yet: prompt or wake the agent first)" } else { "" };
+        return Err(ApiError::bad_request(
+            "UNKNOWN_LOGIN_METHOD",
+            format!("login methods this terminal can run: [{}]{known}", runnable.join(", ")),
+        ));
+    };
+    let mut env = vec![("NO_BROWSER".to_owned(), "1".to_owned())];
+    if let Some(proxy) = state.supervisors.proxy() {
+        let proxy_env = crate::proxy_feed::sandbox_proxy_env(&state.pool, &proxy.master_key, id, &proxy.addr)
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("the proxy identity: {e}")))?;
+        env.extend(proxy_env);
+        env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
+    }
+    crate::store::agents::mark_sandbox_login(&state.pool, id).await?;
+    let record = crate::store::audit::AuditRecord {
+        workspace_id: agent.workspace_id,
+        actor_user_id: Some(principal.user_id),
+        action: "agent.sandbox_login",
+        resource_type: "agent",
+        resource_id: id.to_string(),
+        detail: serde_json::json!({"name": agent.name, "method": method}),
+    };
+    crate::store::audit::append(&state.pool, record).await?;
+    Ok(Program { argv, env })
 }
 
 async fn pump(
     socket: WebSocket,
     access: TerminalAccess,
+    program: Program,
     principal: Principal,
     pool: sqlx::PgPool,
     send_timeout: Duration,
@@ -70,8 +139,11 @@ async fn pump(
         channel,
         cols: 80,
         rows: 24,
-        argv: vec!["/bin/sh".to_owned(), "-c".to_owned(), SHELL.to_owned()],
-        env: vec![("TERM".to_owned(), "xterm-256color".to_owned()), ("HOME".to_owned(), home_dir.clone())],
+        argv: program.argv,
+        env: [("TERM".to_owned(), "xterm-256color".to_owned()), ("HOME".to_owned(), home_dir.clone())]
+            .into_iter()
+            .chain(program.env)
+            .collect(),
         cwd: home_dir,
         user,
     });

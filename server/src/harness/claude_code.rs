@@ -44,4 +44,9 @@ impl HarnessAdapter for ClaudeCode {
             account_logins: &[LoginKind::ClaudeSubscription, LoginKind::AnthropicApiKey],
         }
     }
+
+    /// `claude /login` (seed 003): the Claude Code CLI's own sign-in.
+    fn terminal_login(&self, _method_id: &str) -> Option<Vec<String>> {
+        Some(vec!["claude".to_owned(), "/login".to_owned()])
+    }
 }

@@ -94,6 +94,40 @@ pub trait HarnessAdapter: Send + Sync {
     fn launch(&self, context: &LaunchContext<'_>) -> Result<Launch, String>;
     /// What it needs and offers.
     fn profile(&self) -> Profile;
+    /// The terminal command that signs in for a login method the harness advertises without one
+    /// (seed 003's `TerminalLoginer`; `logins::methods`). `None`: none.
+    fn terminal_login(&self, _method_id: &str) -> Option<Vec<String>> {
+        None
+    }
+}
+
+/// The login methods the agent's harness advertised (`init`: its `initialize` answer), each with
+/// the terminal command that signs in when the server can run one; plus the adapter's own
+/// terminal login (`cli-login`) when the harness advertised none that runs in a terminal.
+pub fn login_methods(
+    agent: &crate::store::agents::AgentRow,
+    init: Option<&serde_json::Value>,
+    tools_dir: &str,
+    home_dir: &str,
+) -> Vec<crate::logins::methods::LoginMethod> {
+    let Some(adapter) = adapter(&agent.harness) else { return Vec::new() };
+    let context = LaunchContext { agent, tools_dir, home_dir };
+    let program = adapter.launch(&context).ok().and_then(|launch| launch.argv.first().cloned());
+    let terminal = |id: &str| adapter.terminal_login(id);
+    let mut methods = init
+        .map(|init| crate::logins::methods::from_initialize(init, program.as_deref(), &terminal))
+        .unwrap_or_default();
+    if !methods.iter().any(|m| m.terminal.is_some())
+        && let Some(argv) = adapter.terminal_login("cli-login")
+    {
+        methods.push(crate::logins::methods::LoginMethod {
+            id: "cli-login".to_owned(),
+            name: format!("Sign in with `{}`", argv.join(" ")),
+            description: Some("in the agent's terminal; the login stays on its home volume".to_owned()),
+            terminal: Some(argv),
+        });
+    }
+    methods
 }
 
 static ADAPTERS: &[&dyn HarnessAdapter] =
@@ -169,6 +203,7 @@ mod tests {
             pids_limit: 64,
             turn_timeout_secs: None,
             login_user_id: None,
+            sandbox_login_at: None,
             desired_state: "awake".to_owned(),
             created_at: chrono::Utc::now(),
         }

@@ -10,6 +10,7 @@
 //! agent for the same provider takes precedence; a login marked `connect_again` is not delivered.
 
 pub mod kinds;
+pub mod methods;
 pub mod probe;
 
 use sqlx::PgPool;

@@ -46,6 +46,8 @@ pub struct AgentRow {
     pub turn_timeout_secs: Option<i32>,
     /// Whose provider logins it uses (`None`: nobody's).
     pub login_user_id: Option<uuid::Uuid>,
+    /// When someone last signed in inside its sandbox (a login method run in its terminal).
+    pub sandbox_login_at: Option<DateTime<Utc>>,
     /// `awake` or `asleep`, as the user asked.
     pub desired_state: String,
     /// When it was created.
@@ -175,6 +177,7 @@ struct AgentRecord {
     pids_limit: i32,
     turn_timeout_secs: Option<i32>,
     login_user_id: Option<uuid::Uuid>,
+    sandbox_login_at: Option<DateTime<Utc>>,
     desired_state: String,
     created_at: DateTime<Utc>,
 }
@@ -200,6 +203,7 @@ impl From<AgentRecord> for AgentRow {
             pids_limit: r.pids_limit,
             turn_timeout_secs: r.turn_timeout_secs,
             login_user_id: r.login_user_id,
+            sandbox_login_at: r.sandbox_login_at,
             desired_state: r.desired_state,
             created_at: r.created_at,
         }
@@ -221,8 +225,8 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
                   driver,
-                  permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, login_user_id, desired_state,
-                  created_at
+                  permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, login_user_id, sandbox_login_at,
+                  desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
         including_deleting
@@ -239,7 +243,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
                   a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
-                  a.login_user_id, a.desired_state, a.created_at
+                  a.login_user_id, a.sandbox_login_at, a.desired_state, a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#,
@@ -280,6 +284,12 @@ pub async fn deleting(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
 pub async fn delete(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
     let done = sqlx::query!(r#"DELETE FROM agents WHERE id = $1"#, id.0).execute(pool).await?;
     Ok(done.rows_affected() > 0)
+}
+
+/// Records that someone ran a login method in the agent's terminal.
+pub async fn mark_sandbox_login(pool: &PgPool, id: AgentId) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE agents SET sandbox_login_at = now() WHERE id = $1"#, id.0).execute(pool).await?;
+    Ok(())
 }
 
 /// Records whether the user wants the agent awake or asleep (not for an agent being deleted).

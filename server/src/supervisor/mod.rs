@@ -207,6 +207,11 @@ impl Supervisors {
         Self { deps: Arc::new(deps), actors: Mutex::default(), tasks: Mutex::new(JoinSet::new()) }
     }
 
+    /// How sandboxes reach the egress proxy (`None`: they do not use one).
+    pub fn proxy(&self) -> Option<&ProxyAccess> {
+        self.deps.proxy.as_ref()
+    }
+
     /// The agent's supervisor, started if it is not running.
     fn handle(&self, agent_id: AgentId) -> mpsc::Sender<Command> {
         let mut actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

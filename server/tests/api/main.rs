@@ -30,6 +30,7 @@ mod proxy_feed_e2e;
 mod proxy_support;
 mod restart;
 mod sandbox_confinement;
+mod sandbox_login;
 mod sandbox_proxy;
 mod secrets_api;
 mod secrets_startup;
