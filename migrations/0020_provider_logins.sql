@@ -5,7 +5,7 @@ CREATE TABLE provider_logins (
     id              uuid PRIMARY KEY,
     user_id         uuid NOT NULL REFERENCES users (id) ON DELETE CASCADE,
     kind            text NOT NULL CHECK (kind IN
-        ('claude_subscription', 'anthropic_api_key', 'chatgpt_access_token', 'openai_api_key')),
+        ('claude_subscription', 'anthropic_api_key', 'chatgpt_login', 'chatgpt_access_token', 'openai_api_key')),
     provider        text NOT NULL CHECK (provider IN ('anthropic', 'openai')),
     -- XChaCha20-Poly1305 under the master key with this id, like secrets; associated data: the
     -- user and login ids
@@ -17,6 +17,12 @@ CREATE TABLE provider_logins (
     state           text NOT NULL DEFAULT 'ok' CHECK (state IN ('ok', 'connect_again')),
     connected_at    timestamptz NOT NULL DEFAULT now(),
     refreshed_at    timestamptz,
+    -- When its access token expires (ChatGPT logins: the server refreshes an hour before).
+    expires_at      timestamptz,
+    -- Why it needs connecting again (the provider's reason; never a value).
+    failure         text,
+    -- What may be kept in clear (ChatGPT logins: the account id and the identity token's claims).
+    public          jsonb NOT NULL DEFAULT '{}',
     UNIQUE (user_id, kind)
 );
 

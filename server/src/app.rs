@@ -193,6 +193,15 @@ pub async fn run(
         postures,
         login_probe: crate::logins::probe::Probe::new(config_overrides),
     };
+    // Only the server refreshes ChatGPT logins (docs/logins.md).
+    let refresher = crate::logins::refresh::Refresher {
+        pool: pool.clone(),
+        key: Arc::clone(&state.master_key),
+        probe: state.login_probe.clone(),
+        every: secs(state.config.login_refresh_every_secs.max(1)),
+        before: secs(state.config.login_refresh_before_secs),
+    }
+    .spawn();
     supervisors.resume_open_turns().await.context("resuming open turns")?;
     // Sandboxes that stop on their own (the engine's events): their running turns end at once.
     let exits = {
@@ -254,6 +263,7 @@ pub async fn run(
     prepared.abort();
     exits.abort();
     deletions.abort();
+    refresher.abort();
     appender_task.abort();
     pool.close().await;
     Ok(())

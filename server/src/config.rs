@@ -184,6 +184,12 @@ pub struct Config {
     /// turn waiting for a person's answer does not hold a slot.
     #[arg(long, env = "AGENTHOLD_MAX_RUNNING_TURNS", default_value_t = 64)]
     pub max_running_turns: usize,
+    /// Seconds between the server's checks for ChatGPT logins to refresh.
+    #[arg(long, env = "AGENTHOLD_LOGIN_REFRESH_EVERY_SECS", default_value_t = 300)]
+    pub login_refresh_every_secs: u64,
+    /// A ChatGPT login is refreshed this many seconds before its access token expires.
+    #[arg(long, env = "AGENTHOLD_LOGIN_REFRESH_BEFORE_SECS", default_value_t = 3600)]
+    pub login_refresh_before_secs: u64,
     /// Seconds a turn past its time limit has to stop after `session/cancel` before its
     /// harness is killed.
     #[arg(long, env = "AGENTHOLD_TURN_CANCEL_GRACE_SECS", default_value_t = 10)]

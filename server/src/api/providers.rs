@@ -21,13 +21,14 @@ use super::extract::{Id, parse_json};
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::AgentId;
+use crate::logins::chatgpt::{self, RefreshError};
 use crate::logins::kinds::{self, LoginKind};
 use crate::logins::probe::ProbeError;
 use crate::secret::Secret;
 use crate::secrets::cipher;
 use crate::store;
 use crate::store::audit::AuditRecord;
-use crate::store::provider_logins::{LoginRow, Using};
+use crate::store::provider_logins::{LoginRow, NewLogin, Using};
 use crate::store::users::Role;
 use crate::supervisor::Command;
 
@@ -57,6 +58,8 @@ fn login_json(login: &LoginRow, using: &[Using]) -> Value {
         "state": login.state,
         "connected_at": login.connected_at,
         "refreshed_at": login.refreshed_at,
+        "expires_at": login.expires_at,
+        "failure": login.failure,
         "agents": agents,
     })
 }
@@ -117,14 +120,36 @@ pub async fn connect(
         ApiError::bad_request("UNKNOWN_LOGIN_KIND", format!("kind: one of {}", names.join(", ")))
     })?;
     let value = Secret::new(body.value.trim());
-    kind.check_shape(value.expose()).map_err(|m| ApiError::bad_request("INVALID_LOGIN", m))?;
-    match state.login_probe.check(kind, &value).await {
-        Ok(()) => {}
-        Err(ProbeError::Rejected(reason)) => return Err(ApiError::bad_request("LOGIN_REJECTED", reason)),
-        Err(ProbeError::Unreachable(reason)) => {
-            return Err(ApiError::Unavailable { code: "PROVIDER_UNREACHABLE", message: reason });
-        }
+    if value.expose().len() > kinds::MAX_VALUE_BYTES {
+        return Err(ApiError::bad_request("INVALID_LOGIN", format!("at most {} bytes", kinds::MAX_VALUE_BYTES)));
     }
+    let (value, expires_at, public) = match kind {
+        // A ChatGPT login is refreshed once at once: that checks it and takes it over (Codex where
+        // it came from must sign in again).
+        LoginKind::ChatgptLogin => {
+            let tokens =
+                chatgpt::parse_auth_json(value.expose()).map_err(|m| ApiError::bad_request("INVALID_LOGIN", m))?;
+            let tokens = state.login_probe.refresh(&tokens).await.map_err(|e| match e {
+                RefreshError::Permanent(reason) => ApiError::bad_request("LOGIN_REJECTED", reason),
+                RefreshError::Transient(reason) => {
+                    ApiError::Unavailable { code: "PROVIDER_UNREACHABLE", message: reason }
+                }
+            })?;
+            let json = serde_json::to_string(&tokens).map_err(|e| ApiError::Internal(e.into()))?;
+            (Secret::new(json), chatgpt::expires_at(&tokens.access_token), chatgpt::public_part(&tokens))
+        }
+        _ => {
+            kind.check_shape(value.expose()).map_err(|m| ApiError::bad_request("INVALID_LOGIN", m))?;
+            match state.login_probe.check(kind, &value).await {
+                Ok(()) => {}
+                Err(ProbeError::Rejected(reason)) => return Err(ApiError::bad_request("LOGIN_REJECTED", reason)),
+                Err(ProbeError::Unreachable(reason)) => {
+                    return Err(ApiError::Unavailable { code: "PROVIDER_UNREACHABLE", message: reason });
+                }
+            }
+            (value, None, json!({}))
+        }
+    };
     let existing = store::provider_logins::get_by_kind(&state.pool, principal.user_id, kind.as_str()).await?;
     let id = existing.as_ref().map_or_else(Uuid::new_v4, |l| l.id);
     let identity = crate::logins::row_identity(principal.user_id, id);
@@ -134,16 +159,17 @@ pub async fn connect(
     let mut seed = [0u8; 16];
     rand::rng().fill_bytes(&mut seed);
     let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();
-    let login = store::provider_logins::upsert(
-        &state.pool,
+    let new = NewLogin {
         id,
-        principal.user_id,
-        kind.as_str(),
-        kind.provider(),
-        &sealed,
-        &seed,
-    )
-    .await?;
+        user_id: principal.user_id,
+        kind: kind.as_str(),
+        provider: kind.provider(),
+        sealed: &sealed,
+        placeholder_seed: &seed,
+        expires_at,
+        public,
+    };
+    let login = store::provider_logins::upsert(&state.pool, new).await?;
     let action = if existing.is_some() { "provider_login.replaced" } else { "provider_login.connected" };
     audit_own(&state, principal.user_id, action, login.id, json!({"kind": kind.as_str()})).await?;
     let using = store::provider_logins::agents_using(&state.pool, principal.user_id).await?;

@@ -48,7 +48,7 @@ impl HarnessAdapter for Codex {
             session_mode: Some("read-only"),
             development_only: false,
             in_base_image: true,
-            account_logins: &[LoginKind::ChatgptAccessToken, LoginKind::OpenaiApiKey],
+            account_logins: &[LoginKind::ChatgptLogin, LoginKind::ChatgptAccessToken, LoginKind::OpenaiApiKey],
         }
     }
 }

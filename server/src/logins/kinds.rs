@@ -14,6 +14,8 @@ pub enum LoginKind {
     ClaudeSubscription,
     /// An Anthropic API key.
     AnthropicApiKey,
+    /// A ChatGPT login: the `auth.json` `codex login` writes (tokens the server refreshes).
+    ChatgptLogin,
     /// A ChatGPT access token (`at-…`), for Codex.
     ChatgptAccessToken,
     /// An OpenAI API key, for Codex.
@@ -24,12 +26,16 @@ pub enum LoginKind {
 pub const ALL: &[LoginKind] = &[
     LoginKind::ClaudeSubscription,
     LoginKind::AnthropicApiKey,
+    LoginKind::ChatgptLogin,
     LoginKind::ChatgptAccessToken,
     LoginKind::OpenaiApiKey,
 ];
 
-/// The longest value accepted.
-pub const MAX_VALUE_BYTES: usize = 4096;
+/// The longest value accepted (an `auth.json` holds three JWTs).
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+/// The longest key or token accepted.
+pub const MAX_TOKEN_BYTES: usize = 4096;
 
 impl LoginKind {
     /// As stored and in the API.
@@ -37,6 +43,7 @@ impl LoginKind {
         match self {
             Self::ClaudeSubscription => "claude_subscription",
             Self::AnthropicApiKey => "anthropic_api_key",
+            Self::ChatgptLogin => "chatgpt_login",
             Self::ChatgptAccessToken => "chatgpt_access_token",
             Self::OpenaiApiKey => "openai_api_key",
         }
@@ -51,15 +58,18 @@ impl LoginKind {
     pub fn provider(self) -> &'static str {
         match self {
             Self::ClaudeSubscription | Self::AnthropicApiKey => "anthropic",
-            Self::ChatgptAccessToken | Self::OpenaiApiKey => "openai",
+            Self::ChatgptLogin | Self::ChatgptAccessToken | Self::OpenaiApiKey => "openai",
         }
     }
 
-    /// The variable the harness reads it from (it holds a placeholder in the sandbox).
+    /// The variable the harness reads it from (it holds a placeholder in the sandbox); a ChatGPT
+    /// login reaches Codex as `~/.codex/auth.json` instead (`logins::chatgpt`), written from this
+    /// variable at the harness's start.
     pub fn env_name(self) -> &'static str {
         match self {
             Self::ClaudeSubscription => "CLAUDE_CODE_OAUTH_TOKEN",
             Self::AnthropicApiKey => "ANTHROPIC_API_KEY",
+            Self::ChatgptLogin => "AGENTHOLD_CODEX_AUTH_JSON",
             Self::ChatgptAccessToken => "CODEX_ACCESS_TOKEN",
             Self::OpenaiApiKey => "OPENAI_API_KEY",
         }
@@ -77,6 +87,7 @@ impl LoginKind {
         match self {
             Self::ClaudeSubscription => vec![rule("api.anthropic.com", "/v1/", "authorization", "Bearer {secret}")],
             Self::AnthropicApiKey => vec![rule("api.anthropic.com", "/v1/", "x-api-key", "{secret}")],
+            Self::ChatgptLogin => vec![rule("chatgpt.com", "/backend-api/", "authorization", "Bearer {secret}")],
             Self::ChatgptAccessToken => vec![
                 rule("chatgpt.com", "/backend-api/", "authorization", "Bearer {secret}"),
                 rule("auth.openai.com", "/", "authorization", "Bearer {secret}"),
@@ -93,11 +104,13 @@ impl LoginKind {
                 ("sk-ant-oat", "a Claude subscription token (from `claude setup-token`) starts with sk-ant-oat")
             }
             Self::AnthropicApiKey => ("sk-ant-", "an Anthropic API key starts with sk-ant-"),
+            // JSON: `logins::chatgpt::parse_auth_json` checks it.
+            Self::ChatgptLogin => return Ok(()),
             Self::ChatgptAccessToken => ("", "a ChatGPT access token"),
             Self::OpenaiApiKey => ("sk-", "an OpenAI API key starts with sk-"),
         };
-        if value.len() < 20 || value.len() > MAX_VALUE_BYTES {
-            return Err(format!("{what}: 20-{MAX_VALUE_BYTES} characters expected"));
+        if value.len() < 20 || value.len() > MAX_TOKEN_BYTES {
+            return Err(format!("{what}: 20-{MAX_TOKEN_BYTES} characters expected"));
         }
         if !value.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(format!("{what}: one line of visible ASCII characters, no spaces"));

@@ -9,9 +9,11 @@
 //! while that user is still a member of the agent's workspace; an API-key secret attached to the
 //! agent for the same provider takes precedence; a login marked `connect_again` is not delivered.
 
+pub mod chatgpt;
 pub mod kinds;
 pub mod methods;
 pub mod probe;
+pub mod refresh;
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -119,12 +121,40 @@ async fn plan(pool: &PgPool, agent: Recipient<'_>) -> sqlx::Result<Vec<(LoginKin
         .collect())
 }
 
-/// The agent's login placeholders: (variable, placeholder) pairs. Never a value.
+/// The agent's login placeholders: (variable, placeholder) pairs; for a ChatGPT login the
+/// placeholder `auth.json` ([`wrap_argv`] writes it). Never a value.
 pub fn sandbox_env(agent_id: AgentId, delivered: &[(LoginKind, LoginRow)]) -> Vec<(String, String)> {
     delivered
         .iter()
-        .map(|(kind, login)| (kind.env_name().to_owned(), placeholder(&login.placeholder_seed, agent_id, *kind)))
+        .map(|(kind, login)| {
+            let value = match kind {
+                LoginKind::ChatgptLogin => {
+                    let marker = chatgpt::marker(&login.placeholder_seed, agent_id);
+                    chatgpt::placeholder_auth_json(&login.public, &marker, chrono::Utc::now())
+                }
+                _ => placeholder(&login.placeholder_seed, agent_id, *kind),
+            };
+            (kind.env_name().to_owned(), value)
+        })
         .collect()
+}
+
+/// Writes `~/.codex/auth.json` from the placeholder file in its variable (a ChatGPT login), keeping
+/// a file that is not agenthold's as `auth.json.agenthold-backup`, then runs the harness.
+const WRITE_CODEX_AUTH: &str = r#"f="$HOME/.codex/auth.json"; mkdir -p "$HOME/.codex" && chmod 700 "$HOME/.codex" || exit 1
+if [ -f "$f" ] && ! grep -q agenthold-login "$f"; then cp -p "$f" "$f.agenthold-backup"; fi
+(umask 077; printf '%s' "$AGENTHOLD_CODEX_AUTH_JSON" > "$f") || exit 1
+unset AGENTHOLD_CODEX_AUTH_JSON; exec "$@""#;
+
+/// The harness's argv, wrapped to put the delivered logins' files in place first.
+pub fn wrap_argv(argv: Vec<String>, delivered: &[(LoginKind, LoginRow)]) -> Vec<String> {
+    if !delivered.iter().any(|(kind, _)| *kind == LoginKind::ChatgptLogin) {
+        return argv;
+    }
+    let mut wrapped =
+        vec!["/bin/sh".to_owned(), "-c".to_owned(), WRITE_CODEX_AUTH.to_owned(), "agenthold-login".to_owned()];
+    wrapped.extend(argv);
+    wrapped
 }
 
 /// The logins the agent's harness gets (their placeholders: [`sandbox_env`]).
@@ -141,9 +171,18 @@ pub async fn for_proxy(
 ) -> Result<Vec<AttachedSecret>, ForAgentError> {
     let mut out = Vec::new();
     for (kind, login) in plan(pool, agent).await? {
-        let value: Secret = cipher::open(key, row_identity(login.row.user_id, login.row.id), &login.sealed)
+        let mut value: Secret = cipher::open(key, row_identity(login.row.user_id, login.row.id), &login.sealed)
             .map_err(|source: OpenError| ForAgentError::Open { secret_id: login.row.id, source })?;
-        let placeholder = placeholder(&login.row.placeholder_seed, agent.id, kind);
+        let placeholder = match kind {
+            // The sealed value is the tokens; the proxy puts the access token in.
+            LoginKind::ChatgptLogin => {
+                let tokens: chatgpt::Tokens = serde_json::from_str(value.expose())
+                    .map_err(|_| ForAgentError::Open { secret_id: login.row.id, source: OpenError::NotText })?;
+                value = Secret::new(tokens.access_token);
+                chatgpt::access_placeholder(&chatgpt::marker(&login.row.placeholder_seed, agent.id))
+            }
+            _ => placeholder(&login.row.placeholder_seed, agent.id, kind),
+        };
         for rule in kind.rules() {
             out.push(AttachedSecret {
                 secret_id: login.row.id,

@@ -10,11 +10,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 
+use super::chatgpt::{self, RefreshError, Tokens};
 use super::kinds::LoginKind;
 use crate::config::UpstreamOverrides;
 use crate::secret::Secret;
@@ -51,7 +52,23 @@ impl Probe {
         Self { overrides: Arc::new(overrides.unwrap_or_default()) }
     }
 
-    /// Checks `value` as a login of `kind`.
+    /// The ChatGPT refresh exchange (`logins::chatgpt`): the rotated tokens, or why not.
+    pub async fn refresh(&self, tokens: &Tokens) -> Result<Tokens, RefreshError> {
+        let body = chatgpt::refresh_body(&tokens.refresh_token).to_string();
+        let request = hyper::Request::post(chatgpt::TOKEN_PATH)
+            .header("host", chatgpt::TOKEN_HOST)
+            .header("content-type", "application/json")
+            .header("user-agent", concat!("agenthold/", env!("CARGO_PKG_VERSION")))
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|_| RefreshError::Transient("the request could not be made".to_owned()))?;
+        let answer = tokio::time::timeout(TIMEOUT, self.send(request))
+            .await
+            .map_err(|_| RefreshError::Transient(format!("{} did not answer in time", chatgpt::TOKEN_HOST)))?
+            .map_err(|e| RefreshError::Transient(e.to_string()))?;
+        chatgpt::after_refresh(tokens, answer.0, &answer.1)
+    }
+
+    /// Checks `value` as a login of `kind` (a ChatGPT login is checked by its refresh instead).
     pub async fn check(&self, kind: LoginKind, value: &Secret) -> Result<(), ProbeError> {
         let request = request_for(kind, value.expose());
         let answer = tokio::time::timeout(TIMEOUT, self.send(request))
@@ -68,7 +85,7 @@ impl Probe {
         }
     }
 
-    async fn send(&self, request: hyper::Request<Empty<Bytes>>) -> Result<(u16, Vec<u8>), ProbeError> {
+    async fn send(&self, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Vec<u8>), ProbeError> {
         let host = request.headers().get("host").and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
         let unreachable = |what: &str| ProbeError::Unreachable(format!("{host}: {what}"));
         let (addr, extra) = match self.overrides.get(&format!("{host}:443")) {
@@ -112,12 +129,13 @@ fn host_of(kind: LoginKind) -> &'static str {
     match kind {
         LoginKind::ClaudeSubscription | LoginKind::AnthropicApiKey => "api.anthropic.com",
         LoginKind::ChatgptAccessToken => "chatgpt.com",
+        LoginKind::ChatgptLogin => chatgpt::TOKEN_HOST,
         LoginKind::OpenaiApiKey => "api.openai.com",
     }
 }
 
 /// The request that checks a login: read-only, authenticated as the harness would be.
-fn request_for(kind: LoginKind, value: &str) -> hyper::Request<Empty<Bytes>> {
+fn request_for(kind: LoginKind, value: &str) -> hyper::Request<Full<Bytes>> {
     let (path, headers): (&str, Vec<(&str, String)>) = match kind {
         LoginKind::ClaudeSubscription => (
             "/v1/models",
@@ -130,7 +148,7 @@ fn request_for(kind: LoginKind, value: &str) -> hyper::Request<Empty<Bytes>> {
         LoginKind::AnthropicApiKey => {
             ("/v1/models", vec![("x-api-key", value.to_owned()), ("anthropic-version", "2023-06-01".to_owned())])
         }
-        LoginKind::ChatgptAccessToken => {
+        LoginKind::ChatgptAccessToken | LoginKind::ChatgptLogin => {
             ("/backend-api/wham/usage", vec![("authorization", format!("Bearer {value}"))])
         }
         LoginKind::OpenaiApiKey => ("/v1/models", vec![("authorization", format!("Bearer {value}"))]),
@@ -145,7 +163,7 @@ fn request_for(kind: LoginKind, value: &str) -> hyper::Request<Empty<Bytes>> {
         builder = builder.header(name, value);
     }
     // Every part is fixed or checked (`LoginKind::check_shape`: visible ASCII): this cannot fail.
-    builder.body(Empty::new()).unwrap_or_else(|_| hyper::Request::new(Empty::new()))
+    builder.body(Full::new(Bytes::new())).unwrap_or_else(|_| hyper::Request::new(Full::new(Bytes::new())))
 }
 
 /// The provider's reason from an error body (`{"error": {"message"}}`, `{"error": "…",

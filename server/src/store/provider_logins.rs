@@ -27,6 +27,12 @@ pub struct LoginRow {
     pub connected_at: DateTime<Utc>,
     /// When the server last refreshed it.
     pub refreshed_at: Option<DateTime<Utc>>,
+    /// When its access token expires (ChatGPT logins).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Why it needs connecting again.
+    pub failure: Option<String>,
+    /// What is kept in clear (ChatGPT logins: account id, identity claims).
+    pub public: serde_json::Value,
 }
 
 /// A login with its sealed value.
@@ -42,7 +48,8 @@ pub struct SealedLogin {
 pub async fn get_by_kind(pool: &PgPool, user_id: Uuid, kind: &str) -> sqlx::Result<Option<LoginRow>> {
     sqlx::query_as!(
         LoginRow,
-        r#"SELECT id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at
+        r#"SELECT id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at,
+                  expires_at, failure, public
            FROM provider_logins WHERE user_id = $1 AND kind = $2"#,
         user_id,
         kind
@@ -51,42 +58,116 @@ pub async fn get_by_kind(pool: &PgPool, user_id: Uuid, kind: &str) -> sqlx::Resu
     .await
 }
 
+/// What connecting a login stores.
+pub struct NewLogin<'a> {
+    /// Its id (the existing one when replacing).
+    pub id: Uuid,
+    /// Whose.
+    pub user_id: Uuid,
+    /// Its kind.
+    pub kind: &'a str,
+    /// Its provider.
+    pub provider: &'a str,
+    /// Its value, sealed.
+    pub sealed: &'a Sealed,
+    /// A fresh placeholder seed.
+    pub placeholder_seed: &'a str,
+    /// When its access token expires.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// What is kept in clear.
+    pub public: serde_json::Value,
+}
+
 /// Stores a login, replacing the user's login of the same kind (same id, new value, state `ok`).
-pub async fn upsert(
-    pool: &PgPool,
-    id: Uuid,
-    user_id: Uuid,
-    kind: &str,
-    provider: &str,
-    sealed: &Sealed,
-    placeholder_seed: &str,
-) -> sqlx::Result<LoginRow> {
+pub async fn upsert(pool: &PgPool, login: NewLogin<'_>) -> sqlx::Result<LoginRow> {
     sqlx::query_as!(
         LoginRow,
-        r#"INSERT INTO provider_logins (id, user_id, kind, provider, key_id, nonce, ciphertext, placeholder_seed)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        r#"INSERT INTO provider_logins (id, user_id, kind, provider, key_id, nonce, ciphertext, placeholder_seed,
+                                       expires_at, public, refreshed_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $9::timestamptz IS NULL THEN NULL ELSE now() END)
            ON CONFLICT (user_id, kind) DO UPDATE
                SET key_id = EXCLUDED.key_id, nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext,
-                   state = 'ok', connected_at = now(), refreshed_at = NULL
-           RETURNING id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at"#,
-        id,
-        user_id,
-        kind,
-        provider,
-        sealed.key_id,
-        sealed.nonce,
-        sealed.ciphertext,
-        placeholder_seed
+                   placeholder_seed = EXCLUDED.placeholder_seed, expires_at = EXCLUDED.expires_at,
+                   public = EXCLUDED.public, state = 'ok', failure = NULL, connected_at = now(),
+                   refreshed_at = EXCLUDED.refreshed_at
+           RETURNING id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at,
+                     expires_at, failure, public"#,
+        login.id,
+        login.user_id,
+        login.kind,
+        login.provider,
+        login.sealed.key_id,
+        login.sealed.nonce,
+        login.sealed.ciphertext,
+        login.placeholder_seed,
+        login.expires_at,
+        login.public
     )
     .fetch_one(pool)
     .await
+}
+
+/// A ChatGPT login due for refresh, locked for this transaction (another replica skips it):
+/// (id, user, sealed). `None` when none is due (or the due ones are locked).
+pub async fn lock_due_for_refresh(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    before: DateTime<Utc>,
+    skip: &[Uuid],
+) -> sqlx::Result<Option<(Uuid, Uuid, Sealed)>> {
+    let row = sqlx::query!(
+        r#"SELECT id, user_id, key_id, nonce, ciphertext FROM provider_logins
+           WHERE kind = 'chatgpt_login' AND state = 'ok' AND (expires_at IS NULL OR expires_at < $1)
+                 AND NOT (id = ANY($2))
+           ORDER BY expires_at NULLS FIRST, id LIMIT 1 FOR UPDATE SKIP LOCKED"#,
+        before,
+        skip
+    )
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| (r.id, r.user_id, Sealed { key_id: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext })))
+}
+
+/// Stores a refreshed login's new tokens.
+pub async fn store_refreshed(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    id: Uuid,
+    sealed: &Sealed,
+    expires_at: Option<DateTime<Utc>>,
+    public: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE provider_logins SET key_id = $2, nonce = $3, ciphertext = $4, expires_at = $5, public = $6,
+                  refreshed_at = now() WHERE id = $1"#,
+        id,
+        sealed.key_id,
+        sealed.nonce,
+        sealed.ciphertext,
+        expires_at,
+        public
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Marks a login "connect again" (the provider refused its refresh), with the reason.
+pub async fn mark_connect_again(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    id: Uuid,
+    reason: &str,
+) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE provider_logins SET state = 'connect_again', failure = $2 WHERE id = $1"#, id, reason)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// The user's logins, in kind order.
 pub async fn list_for_user(pool: &PgPool, user_id: Uuid) -> sqlx::Result<Vec<LoginRow>> {
     sqlx::query_as!(
         LoginRow,
-        r#"SELECT id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at
+        r#"SELECT id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at,
+                  expires_at, failure, public
            FROM provider_logins WHERE user_id = $1 ORDER BY kind"#,
         user_id
     )
@@ -98,7 +179,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: Uuid) -> sqlx::Result<Vec<Log
 pub async fn sealed_for_user(pool: &PgPool, user_id: Uuid) -> sqlx::Result<Vec<SealedLogin>> {
     let rows = sqlx::query!(
         r#"SELECT id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at,
-                  key_id, nonce, ciphertext
+                  expires_at, failure, public, key_id, nonce, ciphertext
            FROM provider_logins WHERE user_id = $1 ORDER BY kind"#,
         user_id
     )
@@ -116,6 +197,9 @@ pub async fn sealed_for_user(pool: &PgPool, user_id: Uuid) -> sqlx::Result<Vec<S
                 placeholder_seed: r.placeholder_seed,
                 connected_at: r.connected_at,
                 refreshed_at: r.refreshed_at,
+                expires_at: r.expires_at,
+                failure: r.failure,
+                public: r.public,
             },
             sealed: Sealed { key_id: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext },
         })

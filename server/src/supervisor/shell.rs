@@ -616,7 +616,8 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
-    let start = Control::Start { channel, argv: launch.argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
+    let argv = crate::logins::wrap_argv(launch.argv, &logins);
+    let start = Control::Start { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
     Ok(Some(Launch { generation, channel, start, session_mode, gate }))
 }
