@@ -15,7 +15,7 @@ use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::endpoint::Endpoint;
 use crate::error::Failure;
-use crate::secret::Token;
+use crate::secret::{Secret, Token};
 use crate::tls;
 
 /// A WebSocket connection to the server.
@@ -48,6 +48,8 @@ pub struct Reply {
     pub status: u16,
     /// The whole body.
     pub body: Vec<u8>,
+    /// The first cookie the server set (`name=value`, attributes dropped), if any.
+    pub cookie: Option<Secret>,
 }
 
 impl Reply {
@@ -100,6 +102,18 @@ impl Client {
     /// Sends a request to an API path (`/api/v1/…`, query included) with an optional JSON body
     /// and returns the response whatever its status.
     pub async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
+        self.send_with(method, path, body, &[]).await
+    }
+
+    /// Like [`send`](Self::send), with extra headers whose values are secrets (a cookie, a CSRF
+    /// token); they are marked sensitive.
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&'static str, &Secret)],
+    ) -> Result<Reply, Failure> {
         let what = || format!("{method} {path}");
         let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|_| Failure::Usage(format!("not an HTTP method: {method:?}")))?;
@@ -107,12 +121,24 @@ impl Client {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token.expose());
         }
+        for (name, value) in headers {
+            let mut value = reqwest::header::HeaderValue::from_str(value.expose())
+                .map_err(|_| Failure::Usage(format!("{name}: not a valid header value")))?;
+            value.set_sensitive(true);
+            request = request.header(*name, value);
+        }
         if let Some(body) = body {
             request = request.json(body);
         }
         let outcome = async {
             let mut response = request.send().await?;
             let status = response.status().as_u16();
+            let cookie = response
+                .headers()
+                .get(reqwest::header::SET_COOKIE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(';').next())
+                .and_then(|pair| Secret::parse(pair).ok());
             let mut body = Vec::new();
             while let Some(chunk) = response.chunk().await? {
                 if body.len() + chunk.len() > MAX_BODY_BYTES {
@@ -120,7 +146,7 @@ impl Client {
                 }
                 body.extend_from_slice(&chunk);
             }
-            Ok(Ok(Reply { status, body }))
+            Ok(Ok(Reply { status, body, cookie }))
         };
         match outcome.await {
             Ok(Ok(reply)) => Ok(reply),

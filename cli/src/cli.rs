@@ -49,9 +49,10 @@ pub struct Args {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Checks a token against the server and stores the URL and token in the login file (mode
-    /// 0600). The token comes from --token / AGENTHOLD_TOKEN, else from the first line of stdin.
-    Login,
+    /// Stores the server's URL and a token in the login file (mode 0600) for later commands. The
+    /// token comes from --token / AGENTHOLD_TOKEN, else from the first line of stdin; with
+    /// --username, stdin's first line is the password and a new API token is made.
+    Login(LoginArgs),
     /// Deletes the login file (the token itself stays valid; revoke it with the API).
     Logout,
     /// Agents: create, list, show, patch, delete, sleep, wake.
@@ -98,6 +99,18 @@ pub enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+}
+
+/// `login`'s arguments.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct LoginArgs {
+    /// Sign in as this user (the password is the first line of stdin) and make a new API token
+    /// for the CLI, instead of storing a given token.
+    #[arg(long, conflicts_with = "token")]
+    pub username: Option<String>,
+    /// The name of the token --username makes (shown in `GET /api/v1/tokens`).
+    #[arg(long, default_value = "agentholdctl", requires = "username")]
+    pub token_name: String,
 }
 
 /// `prompt`'s arguments.
@@ -331,7 +344,7 @@ mod tests {
             "2",
         ])
         .unwrap();
-        assert!(matches!(args.command, Command::Login));
+        assert!(matches!(args.command, Command::Login(LoginArgs { username: None, .. })));
         assert_eq!(args.token, Some(Token::new("ah_x")));
         assert_eq!(args.ca_file, Some(PathBuf::from("/ca.pem")));
         assert_eq!(args.connect_timeout, 2.0);
@@ -339,6 +352,15 @@ mod tests {
         assert!(args.token.is_some_and(|t| t.is_empty()), "an empty token stands for none");
         assert!(parse(&["agents", "show", "a", "--token", "a b"]).is_err());
         assert!(parse(&["agents", "frobnicate"]).is_err());
+        let args = parse(&["login", "--username", "ada", "--token-name", "laptop"]).unwrap();
+        match args.command {
+            Command::Login(LoginArgs { username, token_name }) => {
+                assert_eq!((username.as_deref(), token_name.as_str()), (Some("ada"), "laptop"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["login", "--username", "ada", "--token", "ah_x"]).is_err(), "one or the other");
+        assert!(parse(&["login", "--token-name", "x"]).is_err(), "--token-name needs --username");
     }
 
     #[test]

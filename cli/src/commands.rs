@@ -13,11 +13,11 @@ use crate::cli::{AgentSettings, AgentsCommand, Args, Command, PromptArgs, Sessio
 use crate::credentials::{self, Credentials};
 use crate::endpoint::{Endpoint, segment};
 use crate::error::Failure;
-use crate::follow;
 use crate::output::{self, Format, Printer};
 use crate::secret::Token;
 use crate::terminal::{self, Size};
 use crate::watch::{self, StopWhen};
+use crate::{follow, login};
 
 /// The server used when neither a flag, the environment nor the login file names one.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
@@ -76,7 +76,11 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         None
     };
     match &args.command {
-        Command::Login => return login(&args, stored.as_ref(), printer).await,
+        Command::Login(login) => {
+            let target = resolve(&args, stored.as_ref())?;
+            let given = args.token.clone().filter(|t| !t.is_empty());
+            return login::login(target, given, login.clone(), &credentials_path(&args)?, printer).await;
+        }
         Command::Logout => {
             let path = credentials_path(&args)?;
             let removed = credentials::remove(&path)?;
@@ -92,7 +96,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     let target = resolve(&args, stored.as_ref())?;
     let client = Client::new(target.endpoint, target.token, target.options)?;
     match args.command {
-        Command::Login | Command::Logout => Ok(()),
+        Command::Login(_) | Command::Logout => Ok(()),
         Command::Agents(command) => agents(&client, printer, command).await,
         Command::Sessions(command) => sessions(&client, printer, command).await,
         Command::Prompt(PromptArgs { session, text, follow, timeout }) => {
@@ -133,39 +137,8 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     }
 }
 
-/// `login`: checks the token with `GET /api/v1/me`, then stores it.
-async fn login(args: &Args, stored: Option<&Credentials>, printer: Printer) -> Result<(), Failure> {
-    let token = match args.token.as_ref().filter(|t| !t.is_empty()) {
-        Some(token) => token.clone(),
-        None => {
-            let line = read_stdin().await?;
-            Token::parse(line.lines().next().unwrap_or_default())
-                .map_err(|e| Failure::Usage(format!("login: no token on stdin or in --token ({e})")))?
-        }
-    };
-    let target = resolve(args, stored)?;
-    let endpoint = target.endpoint.clone();
-    let ca_file = match &target.options.ca_file {
-        Some(path) => Some(std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))?),
-        None => None,
-    };
-    let client = Client::new(target.endpoint, Some(token.clone()), target.options)?;
-    let me = client.call("GET", "/api/v1/me", None).await?.context("GET /api/v1/me: an empty answer")?;
-    let path = credentials_path(args)?;
-    credentials::save(&path, &Credentials { url: endpoint.to_string(), token, ca_file })?;
-    let answer = json!({"url": endpoint.to_string(), "username": me["username"], "credentials": path});
-    let text = |v: &Value| {
-        format!(
-            "logged in to {} as {}; credentials in {}",
-            output::scalar(&v["url"]),
-            output::scalar(&v["username"]),
-            output::scalar(&v["credentials"])
-        )
-    };
-    printer.print(Some(answer), text, "")
-}
-
-async fn read_stdin() -> Result<String, Failure> {
+/// The whole of stdin.
+pub async fn read_stdin() -> Result<String, Failure> {
     Ok(tokio::task::spawn_blocking(|| std::io::read_to_string(std::io::stdin()))
         .await
         .context("reading stdin")?

@@ -11,6 +11,7 @@ pub mod credentials;
 pub mod endpoint;
 pub mod error;
 pub mod follow;
+pub mod login;
 pub mod output;
 pub mod secret;
 pub mod terminal;

@@ -1,16 +1,20 @@
-//! [`Token`]: the one type that holds a secret value (an API token) in the client, built on
-//! `secrecy`. Its `Debug` never shows the value, the memory is wiped on drop, and the value is
-//! read only where it goes on the wire or into the login file.
+//! [`Secret`]: the one type that holds a secret value in the client — an API token (the
+//! [`Token`] alias), a password, a browser session cookie — built on `secrecy`. Its `Debug` never
+//! shows the value, the memory is wiped on drop, and the value is read only where it goes on the
+//! wire or into the login file.
 
 use std::fmt;
 
 use secrecy::{ExposeSecret, SecretString};
 
-/// A bearer token. `Debug` prints `Token([REDACTED])`; the bytes are zeroed when dropped.
+/// A secret string. `Debug` prints `Secret([REDACTED])`; the bytes are zeroed when dropped.
 #[derive(Clone)]
-pub struct Token(SecretString);
+pub struct Secret(SecretString);
 
-impl Token {
+/// An API token, sent as `Authorization: Bearer`.
+pub type Token = Secret;
+
+impl Secret {
     /// Wraps a token.
     pub fn new(token: impl Into<String>) -> Self {
         Self(SecretString::from(token.into()))
@@ -46,13 +50,13 @@ impl Token {
     }
 }
 
-impl fmt::Debug for Token {
+impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token([REDACTED])")
+        f.write_str("Secret([REDACTED])")
     }
 }
 
-impl PartialEq for Token {
+impl PartialEq for Secret {
     fn eq(&self, other: &Self) -> bool {
         self.expose() == other.expose()
     }
@@ -67,7 +71,7 @@ mod tests {
     fn debug_never_shows_the_value() {
         let token = Token::parse(" ah_secret-value\n").unwrap();
         assert_eq!(token.expose(), "ah_secret-value");
-        assert_eq!(format!("{token:?}"), "Token([REDACTED])");
+        assert_eq!(format!("{token:?}"), "Secret([REDACTED])");
         assert!(!format!("{:?}", Some(token.clone())).contains("secret"));
         assert!(Token::parse(" \n").is_err());
         assert!(Token::parse("a b").is_err());

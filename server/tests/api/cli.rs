@@ -1,14 +1,16 @@
 //! `agentholdctl` (the real binary, built beside `agenthold`: `cargo build -p agenthold-cli`)
 //! against a real server: `login` into a config dir of its own, then agents create/show/patch,
 //! sessions, and `prompt --follow` through real turns of the `fake` harness, whose exit code
-//! follows the stop reason (0 end_turn, 4 cancelled, 5 error, 6 another reason).
+//! follows the stop reason (0 end_turn, 4 cancelled, 5 error, 6 another reason); `login
+//! --username` signing in with a password and making an API token.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::support::TestServer;
@@ -131,4 +133,48 @@ async fn agentholdctl_logs_in_and_follows_real_turns() {
     let out = run(&config, &["agents", "show", &agent]).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("HTTP 404 NOT_FOUND"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn login_with_a_password_makes_an_api_token() {
+    let server = TestServer::start().await;
+    let password = "cli-password-0123456789";
+    let (status, _) = server.post("/api/v1/users", json!({"username": "ada", "password": password})).await;
+    assert_eq!(status, 201);
+    let config = server.data_dir.join("cli-config-ada");
+    let login = |password: String| {
+        let config = config.clone();
+        let url = server.url.clone();
+        async move {
+            let args = ["login", "--url", url.as_str(), "--username", "ada", "--token-name", "laptop"];
+            let mut child = ctl(&config, &args).stdin(Stdio::piped()).spawn().expect("login");
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(format!("{password}\n").as_bytes()).await.expect("password");
+            drop(stdin);
+            child.wait_with_output().await.expect("login")
+        }
+    };
+    let out = login("wrong-password-0123".to_owned()).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("HTTP 401 UNAUTHORIZED"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("wrong-password"), "{}", stderr(&out));
+
+    let out = login(password.to_owned()).await;
+    assert!(out.status.success(), "login: {}", stderr(&out));
+    assert!(stdout(&out).contains("as ada"), "{}", stdout(&out));
+    // Later commands act as ada with the stored token.
+    let agents = json(&run(&config, &["--json", "agents", "list"]).await);
+    assert!(agents["agents"].as_array().is_some_and(Vec::is_empty), "ada sees none of admin's: {agents}");
+    // The token is ada's, named as asked.
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(config.join("agenthold/credentials")).expect("login file"))
+            .expect("JSON");
+    let token = stored["token"].as_str().expect("token");
+    let (status, _, me) = server.raw_with_headers("GET", "/api/v1/me", Some(token), &[], Value::Null).await;
+    assert_eq!((status, me["username"].as_str()), (200, Some("ada")));
+    let (status, _, listed) = server.raw_with_headers("GET", "/api/v1/tokens", Some(token), &[], Value::Null).await;
+    assert_eq!(status, 200, "{listed}");
+    let names: Vec<&str> =
+        listed["tokens"].as_array().expect("tokens").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["laptop"]);
 }
