@@ -16,30 +16,44 @@ use crate::secret::Token;
 pub struct Args {
     /// The server's base URL, http:// or https:// (default: the one `login` stored, else
     /// http://127.0.0.1:7700).
-    #[arg(long, global = true, env = "AGENTHOLD_URL")]
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_URL")]
     pub url: Option<String>,
     /// API token, sent as `Authorization: Bearer <token>` (default: the one `login` stored for
     /// this server).
-    #[arg(long, global = true, env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = Token::from_arg)]
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = Token::from_arg)]
     pub token: Option<Token>,
     /// A PEM file of CA certificates to trust (besides the built-in roots) for https:// and wss://.
-    #[arg(long, global = true, env = "AGENTHOLD_CA_FILE", value_name = "PEM")]
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_CA_FILE", value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
     /// Deadline in seconds for connecting to the server.
-    #[arg(long, global = true, env = "AGENTHOLD_CONNECT_TIMEOUT", default_value_t = 10.0, value_name = "SECS")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "AGENTHOLD_CONNECT_TIMEOUT",
+        default_value_t = 10.0,
+        value_name = "SECS"
+    )]
     pub connect_timeout: f64,
     /// Deadline in seconds for one REST request, and for opening a WebSocket.
-    #[arg(long, global = true, env = "AGENTHOLD_HTTP_TIMEOUT", default_value_t = 120.0, value_name = "SECS")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "AGENTHOLD_HTTP_TIMEOUT",
+        default_value_t = 120.0,
+        value_name = "SECS"
+    )]
     pub http_timeout: f64,
     /// The login file (default: $XDG_CONFIG_HOME/agenthold/credentials or
     /// ~/.config/agenthold/credentials).
-    #[arg(long, global = true, env = "AGENTHOLD_CREDENTIALS", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_CREDENTIALS", value_name = "FILE")]
     pub credentials: Option<PathBuf>,
     /// Print the server's JSON (indented) instead of text.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
     /// Print the server's JSON on one line (implies --json).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub compact: bool,
     /// What to do.
     #[command(subcommand)]
