@@ -62,18 +62,21 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     let printer = Printer {
         format: if args.json || args.compact { Format::Json { compact: args.compact } } else { Format::Text },
     };
-    // The login file is read only when a flag it could stand in for is missing.
-    let stored = if args.url.is_none()
-        || args.token.as_ref().is_none_or(Token::is_empty)
-        || matches!(args.command, Command::Logout)
-    {
-        match credentials_path(&args) {
-            Ok(path) => credentials::load(&path)?,
-            Err(_) if args.credentials.is_none() => None,
-            Err(error) => return Err(error),
+    // The login file is read only when a flag it could stand in for is missing; `logout` never
+    // needs it, and `login` replaces a broken one.
+    let needed = args.url.is_none() || args.token.as_ref().is_none_or(Token::is_empty);
+    let stored = match (&args.command, needed) {
+        (Command::Logout, _) | (_, false) => None,
+        (command, true) => {
+            let loaded = credentials_path(&args).and_then(|path| credentials::load(&path));
+            match loaded {
+                Ok(stored) => stored,
+                Err(_) if matches!(command, Command::Login(_)) => None,
+                // No HOME to find the default file in: nothing stored.
+                Err(Failure::Usage(_)) if args.credentials.is_none() && credentials::default_path().is_err() => None,
+                Err(error) => return Err(error),
+            }
         }
-    } else {
-        None
     };
     match &args.command {
         Command::Login(login) => {

@@ -276,6 +276,16 @@ async fn login_stores_the_server_for_later_commands() {
     let out = ctl(&config, &["--url", "http://127.0.0.1:9", "--connect-timeout", "2", "agents", "show", "a1"]).await;
     assert_eq!(out.status.code(), Some(1));
 
+    // A broken login file is a clear error, and logout still removes it.
+    let saved = std::fs::read(&file).expect("login file");
+    std::fs::write(&file, "{broken").expect("write");
+    let out = ctl(&config, &["agents", "show", "a1"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("login again"), "{}", text(&out.stderr));
+    let out = ctl(&config, &["logout"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!file.exists());
+    std::fs::write(&file, saved).expect("write");
     let out = ctl(&config, &["logout"]).await;
     assert!(out.status.success());
     assert!(!file.exists());
