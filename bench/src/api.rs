@@ -1,33 +1,38 @@
 //! The agenthold REST calls the benchmarks make (agents, sessions, prompts, sleep) and the
-//! stream URL.
+//! stream, through the CLI's client ([`agenthold_cli::api::Client`]: reqwest and
+//! tokio-tungstenite over rustls, so `https://` servers work too).
 
-use anyhow::{Context, Result, bail};
+use std::time::Duration;
+
+use agenthold_cli::api::{Client, Options, Socket};
+use agenthold_cli::endpoint::Endpoint;
+use agenthold_cli::secret::Token;
+use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
-
-use crate::http;
 
 /// The server under test.
 #[derive(Debug, Clone)]
 pub struct Api {
-    /// `host:port` of the API.
-    pub addr: String,
-    /// The admin token.
-    pub token: String,
+    /// The client, with the admin token.
+    client: Client,
 }
 
 impl Api {
-    /// The API at `url` (`http://host:port`).
-    pub fn new(url: &str, token: &str) -> Result<Self> {
-        let addr = url.strip_prefix("http://").context("the URL must be http://host:port")?.trim_end_matches('/');
-        Ok(Self { addr: addr.to_owned(), token: token.to_owned() })
+    /// The API at `url` (`http[s]://host:port`).
+    pub fn new(url: &str, token: &Token) -> Result<Self> {
+        let endpoint = Endpoint::parse(url).map_err(|e| anyhow!("the server URL: {e}"))?;
+        // Generous: a sleep or a delete waits for the container.
+        let options = Options { timeout: Duration::from_secs(300), ..Options::default() };
+        Ok(Self { client: Client::new(endpoint, Some(token.clone()), options)? })
     }
 
     async fn call(&self, method: &str, path: &str, body: Option<&Value>, expect: u16) -> Result<Value> {
-        let response = http::request(&self.addr, method, path, &self.token, body).await?;
-        if response.status != expect {
-            bail!("{method} {path}: HTTP {} (expected {expect}): {}", response.status, response.body);
+        let reply = self.client.send(method, path, body).await?;
+        if reply.status != expect {
+            let body = String::from_utf8_lossy(&reply.body);
+            bail!("{method} {path}: HTTP {} (expected {expect}): {}", reply.status, body.trim());
         }
-        Ok(response.body)
+        Ok(reply.json().with_context(|| format!("{method} {path}"))?.unwrap_or(Value::Null))
     }
 
     /// Creates a `fake`-harness agent; returns its id.
@@ -79,9 +84,10 @@ impl Api {
         self.call("DELETE", &format!("/api/v1/agents/{agent_id}"), None, 204).await.map(drop)
     }
 
-    /// The stream WebSocket URL of a session from a cursor.
-    pub fn stream_url(&self, session_id: &str, after: i64) -> String {
-        format!("ws://{}/api/v1/sessions/{session_id}/stream?after={after}", self.addr)
+    /// Opens the stream WebSocket of a session from a cursor.
+    pub async fn stream(&self, session_id: &str, after: i64) -> Result<Socket> {
+        let path = format!("/api/v1/sessions/{session_id}/stream?after={after}");
+        Ok(self.client.websocket(&path).await?)
     }
 }
 

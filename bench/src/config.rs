@@ -1,5 +1,6 @@
 //! The benchmark's settings (flags or environment variables; `scripts/bench/run.sh` sets them).
 
+use agenthold_cli::secret::Token;
 use clap::Parser;
 
 /// What to benchmark and how hard.
@@ -11,8 +12,8 @@ pub struct Config {
     #[arg(long, env = "AGENTHOLD_URL", default_value = "http://127.0.0.1:17800")]
     pub url: String,
     /// An admin token of that server.
-    #[arg(long, env = "AGENTHOLD_TOKEN")]
-    pub token: String,
+    #[arg(long, env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = Token::parse)]
+    pub token: Token,
     /// A scratch database with the migrations applied, on the same Postgres as the server's
     /// (the raw-insert baseline writes there).
     #[arg(long, env = "BENCH_SCRATCH_DATABASE_URL")]

@@ -9,7 +9,6 @@
 pub mod api;
 pub mod approval;
 pub mod config;
-pub mod http;
 pub mod raw;
 pub mod server_mem;
 pub mod startup;

@@ -5,15 +5,12 @@
 use std::borrow::Cow;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use agenthold_cli::api::Socket;
 use anyhow::{Context, Result, bail};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::api::Api;
 
@@ -75,7 +72,7 @@ pub fn unix_us() -> i64 {
 
 /// A connected stream.
 pub struct Watcher {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    ws: Socket,
     keep_payloads: bool,
     /// Messages of `error` events seen so far.
     pub errors: Vec<String>,
@@ -85,9 +82,7 @@ impl Watcher {
     /// Opens the stream of `session_id` after `after`. Once this returns the server has
     /// subscribed the watcher to the live feed.
     pub async fn connect(api: &Api, session_id: &str, after: i64) -> Result<Self> {
-        let mut request = api.stream_url(session_id, after).into_client_request()?;
-        request.headers_mut().insert("Authorization", HeaderValue::from_str(&format!("Bearer {}", api.token))?);
-        let (ws, _) = tokio_tungstenite::connect_async(request).await.context("opening the stream")?;
+        let ws = api.stream(session_id, after).await.context("opening the stream")?;
         Ok(Self { ws, keep_payloads: false, errors: Vec::new() })
     }
 

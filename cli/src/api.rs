@@ -1,7 +1,9 @@
-//! The agenthold API as seen from the client: authenticated JSON requests over [`crate::http`]
-//! and authenticated WebSocket connections, with error responses turned into [`Failure::Api`].
+//! The agenthold API as seen from the client: authenticated JSON requests over `reqwest`
+//! (rustls, connect and request timeouts) and authenticated WebSockets over `tokio-tungstenite`
+//! with the same TLS configuration; error responses become [`Failure::Api`].
 
-use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -9,101 +11,207 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::endpoint::Endpoint;
 use crate::error::Failure;
-use crate::http;
+use crate::secret::{Secret, Token};
+use crate::tls;
 
 /// A WebSocket connection to the server.
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// A bearer token; `Debug` does not show it.
-#[derive(Clone)]
-pub struct Token(String);
+/// Largest response body accepted.
+const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
 
-impl Token {
-    /// Wraps a token.
-    pub fn new(token: String) -> Self {
-        Self(token)
-    }
+/// How to reach the server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A PEM file of CA certificates trusted besides the built-in roots.
+    pub ca_file: Option<PathBuf>,
+    /// Deadline for the TCP connection (and TLS handshake for WebSockets).
+    pub connect_timeout: Duration,
+    /// Deadline for one REST request (connect, send, whole response) and for opening a WebSocket.
+    pub timeout: Duration,
+}
 
-    fn header(&self) -> String {
-        format!("Bearer {}", self.0)
+impl Default for Options {
+    fn default() -> Self {
+        Self { ca_file: None, connect_timeout: Duration::from_secs(10), timeout: Duration::from_secs(120) }
     }
 }
 
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<redacted>)")
+/// A response of any status.
+#[derive(Debug)]
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// The whole body.
+    pub body: Vec<u8>,
+    /// The first cookie the server set (`name=value`, attributes dropped), if any.
+    pub cookie: Option<Secret>,
+}
+
+impl Reply {
+    /// The body as JSON (`None` when it is empty, as for 204).
+    pub fn json(&self) -> anyhow::Result<Option<Value>> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        serde_json::from_slice(&self.body)
+            .map(Some)
+            .with_context(|| format!("the {} response is not JSON", self.status))
     }
 }
 
-/// An API client.
+/// An API client. Cloning is cheap and shares the connection pool.
 #[derive(Debug, Clone)]
 pub struct Client {
     /// The server.
     endpoint: Endpoint,
     /// Sent as `Authorization: Bearer`, if set.
     token: Option<Token>,
-    /// Deadline for one REST request (connect, send, whole response).
-    timeout: Duration,
+    /// The REST client (pooled connections).
+    http: reqwest::Client,
+    /// TLS for WebSockets, the same configuration as `http`'s.
+    tls: Arc<rustls::ClientConfig>,
+    /// Timeouts.
+    options: Options,
 }
 
 impl Client {
-    /// A client for `endpoint`.
-    pub fn new(endpoint: Endpoint, token: Option<Token>, timeout: Duration) -> Self {
-        Self { endpoint, token, timeout }
+    /// A client for `endpoint`. Fails on an unreadable `--ca-file`.
+    pub fn new(endpoint: Endpoint, token: Option<Token>, options: Options) -> Result<Self, Failure> {
+        let tls = tls::client_config(options.ca_file.as_deref())?;
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls((*tls).clone())
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.timeout)
+            .user_agent(concat!("agentholdctl/", env!("CARGO_PKG_VERSION")))
+            .no_proxy()
+            .build()
+            .context("setting up the HTTP client")?;
+        Ok(Self { endpoint, token, http, tls, options })
     }
 
-    /// Sends a request to an API path (`/api/v1/…`, query included) with an optional JSON
-    /// body. Returns the JSON body of a 2xx response (`None` when it is empty, as for 204);
-    /// any other status is a [`Failure::Api`].
-    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Option<Value>, Failure> {
-        let body_bytes = body.map(serde_json::to_vec).transpose().context("encoding the request body")?;
-        let target = self.endpoint.target(path);
-        let mut headers = vec![("Accept", "application/json".to_owned())];
+    /// The server.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Sends a request to an API path (`/api/v1/…`, query included) with an optional JSON body
+    /// and returns the response whatever its status.
+    pub async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, Failure> {
+        self.send_with(method, path, body, &[]).await
+    }
+
+    /// Like [`send`](Self::send), with extra headers whose values are secrets (a cookie, a CSRF
+    /// token); they are marked sensitive.
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&'static str, &Secret)],
+    ) -> Result<Reply, Failure> {
+        let what = || format!("{method} {path}");
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| Failure::Usage(format!("not an HTTP method: {method:?}")))?;
+        let mut request = self.http.request(method, self.endpoint.url(path)).header("Accept", "application/json");
         if let Some(token) = &self.token {
-            headers.push(("Authorization", token.header()));
+            request = request.bearer_auth(token.expose());
         }
-        if body_bytes.is_some() {
-            headers.push(("Content-Type", "application/json".to_owned()));
+        for (name, value) in headers {
+            let mut value = reqwest::header::HeaderValue::from_str(value.expose())
+                .map_err(|_| Failure::Usage(format!("{name}: not a valid header value")))?;
+            value.set_sensitive(true);
+            request = request.header(*name, value);
         }
-        let request = http::Request { method, target: &target, headers, body: body_bytes.as_deref() };
-        let response = tokio::time::timeout(self.timeout, http::send(&self.endpoint, &request))
-            .await
-            .map_err(|_| Failure::Timeout(format!("{method} {path}: no complete response within {:?}", self.timeout)))?
-            .with_context(|| format!("{method} {path}"))?;
-        if !(200..300).contains(&response.status) {
-            return Err(Failure::from_response(response.status, &response.body));
+        if let Some(body) = body {
+            request = request.json(body);
         }
-        if response.body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(None);
+        let outcome = async {
+            let mut response = request.send().await?;
+            let status = response.status().as_u16();
+            let cookie = response
+                .headers()
+                .get(reqwest::header::SET_COOKIE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(';').next())
+                .and_then(|pair| Secret::parse(pair).ok());
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await? {
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Ok(Err(status));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Ok(Reply { status, body, cookie }))
+        };
+        match outcome.await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(status)) => {
+                Err(anyhow::anyhow!("{}: the {status} response is larger than {MAX_BODY_BYTES} bytes", what()).into())
+            }
+            Err(error) => Err(self.transport_error(error, &what())),
         }
-        let value = serde_json::from_slice(&response.body)
-            .with_context(|| format!("{method} {path}: the {} response is not JSON", response.status))?;
-        Ok(Some(value))
     }
 
-    /// Opens a WebSocket on an API path, with the `Authorization` header. A refused upgrade
-    /// is a [`Failure::Api`] carrying the server's error code.
+    /// Like [`send`](Self::send), but any status outside 2xx is a [`Failure::Api`]; returns the
+    /// JSON body (`None` when empty).
+    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Option<Value>, Failure> {
+        let reply = self.send(method, path, body).await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(Failure::from_response(reply.status, &reply.body));
+        }
+        Ok(reply.json().with_context(|| format!("{method} {path}"))?)
+    }
+
+    fn transport_error(&self, error: reqwest::Error, what: &str) -> Failure {
+        if error.is_timeout() {
+            let limit = if error.is_connect() { self.options.connect_timeout } else { self.options.timeout };
+            return Failure::Timeout(format!("{what}: no answer from {} within {limit:?}", self.endpoint));
+        }
+        anyhow::Error::new(error).context(format!("{what} ({})", self.endpoint)).into()
+    }
+
+    /// Opens a WebSocket on an API path, with the `Authorization` header. A refused upgrade is
+    /// a [`Failure::Api`] carrying the server's error code.
     pub async fn websocket(&self, path: &str) -> Result<Socket, Failure> {
         let url = self.endpoint.ws_url(path);
         let mut request =
             url.as_str().into_client_request().with_context(|| format!("building a WebSocket request for {url}"))?;
         if let Some(token) = &self.token {
-            let value = HeaderValue::from_str(&token.header()).context("the token is not a valid header value")?;
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                .context("the token is not a valid header value")?;
+            value.set_sensitive(true);
             request.headers_mut().insert("Authorization", value);
         }
-        let connect = tokio_tungstenite::connect_async(request);
-        match tokio::time::timeout(self.timeout, connect).await {
-            Err(_) => Err(Failure::Timeout(format!("opening {url}: no answer within {:?}", self.timeout))),
-            Ok(Ok((socket, _response))) => Ok(socket),
-            Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
-                let status = response.status().as_u16();
-                Err(Failure::from_response(status, response.body().as_deref().unwrap_or_default()))
+        let open = async {
+            let address = (self.endpoint.host(), self.endpoint.port());
+            let stream = tokio::time::timeout(self.options.connect_timeout, TcpStream::connect(address))
+                .await
+                .map_err(|_| {
+                    Failure::Timeout(format!(
+                        "connecting to {}: no connection within {:?}",
+                        self.endpoint, self.options.connect_timeout
+                    ))
+                })?
+                .with_context(|| format!("connecting to {}", self.endpoint))?;
+            stream.set_nodelay(true).ok();
+            let connector = if self.endpoint.is_tls() { Connector::Rustls(self.tls.clone()) } else { Connector::Plain };
+            match tokio_tungstenite::client_async_tls_with_config(request, stream, None, Some(connector)).await {
+                Ok((socket, _response)) => Ok(socket),
+                Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                    let status = response.status().as_u16();
+                    Err(Failure::from_response(status, response.body().as_deref().unwrap_or_default()))
+                }
+                Err(error) => Err(anyhow::Error::new(error).context(format!("opening {url}")).into()),
             }
-            Ok(Err(error)) => Err(anyhow::Error::new(error).context(format!("opening {url}")).into()),
+        };
+        match tokio::time::timeout(self.options.timeout, open).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Failure::Timeout(format!("opening {url}: no answer within {:?}", self.options.timeout))),
         }
     }
 }

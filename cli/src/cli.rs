@@ -1,37 +1,59 @@
-//! The command line: arguments (clap), and [`run`], which performs one subcommand and prints
-//! its JSON result on stdout.
+//! The command line (clap): global options and subcommands. [`crate::commands::run`] performs
+//! them.
 
-use std::collections::BTreeMap;
-use std::io::Write;
-use std::time::Duration;
+use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use serde_json::{Value, json};
 
-use crate::api::{Client, Token};
-use crate::endpoint::{Endpoint, segment};
-use crate::error::Failure;
-use crate::terminal::{self, Size};
-use crate::watch::{self, StopWhen};
+use crate::secret::Token;
 
-/// A command-line client for the agenthold API. Prints JSON on stdout; errors go to stderr
-/// with the API's error code. Exit codes: 0 ok, 1 an HTTP error or other failure, 2 bad
-/// usage, 3 a timeout (`watch`, `exec`, `--http-timeout`).
+/// A command-line client for the agenthold API. Prints text, or the server's JSON with `--json`;
+/// errors go to stderr with the API's error code. Exit codes: 0 ok, 1 an HTTP error or other
+/// failure, 2 bad usage, 3 a timeout; `prompt --follow`: 4 the turn was cancelled, 5 it ended in an
+/// error, 6 it stopped for another reason.
 #[derive(Debug, Parser)]
 #[command(name = "agentholdctl", version)]
 pub struct Args {
-    /// The server's base URL (plain http only).
-    #[arg(long, global = true, env = "AGENTHOLD_URL", default_value = "http://127.0.0.1:7700")]
-    pub url: String,
-    /// API token, sent as `Authorization: Bearer <token>`.
-    #[arg(long, global = true, env = "AGENTHOLD_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    /// The server's base URL, http:// or https:// (default: the one `login` stored, else
+    /// http://127.0.0.1:7700).
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_URL")]
+    pub url: Option<String>,
+    /// API token, sent as `Authorization: Bearer <token>` (default: the one `login` stored for
+    /// this server).
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = Token::from_arg)]
+    pub token: Option<Token>,
+    /// A PEM file of CA certificates to trust (besides the built-in roots) for https:// and wss://.
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_CA_FILE", value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+    /// Deadline in seconds for connecting to the server.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "AGENTHOLD_CONNECT_TIMEOUT",
+        default_value_t = 10.0,
+        value_name = "SECS"
+    )]
+    pub connect_timeout: f64,
     /// Deadline in seconds for one REST request, and for opening a WebSocket.
-    #[arg(long, global = true, default_value_t = 120.0, value_name = "SECS")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "AGENTHOLD_HTTP_TIMEOUT",
+        default_value_t = 120.0,
+        value_name = "SECS"
+    )]
     pub http_timeout: f64,
-    /// Print JSON on one line instead of indented.
-    #[arg(long, global = true)]
+    /// The login file (default: $XDG_CONFIG_HOME/agenthold/credentials or
+    /// ~/.config/agenthold/credentials).
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_CREDENTIALS", value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
+    /// Print the server's JSON (indented) instead of text.
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub json: bool,
+    /// Print the server's JSON on one line (implies --json).
+    #[arg(long, global = true, help_heading = "Global options")]
     pub compact: bool,
     /// What to do.
     #[command(subcommand)]
@@ -41,19 +63,21 @@ pub struct Args {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Agents: create, list, show, delete, sleep, wake.
+    /// Stores the server's URL and a token in the login file (mode 0600) for later commands. The
+    /// token comes from --token / AGENTHOLD_TOKEN, else from the first line of stdin; with
+    /// --username, stdin's first line is the password and a new API token is made.
+    Login(LoginArgs),
+    /// Deletes the login file (the token itself stays valid; revoke it with the API).
+    Logout,
+    /// Agents: create, list, show, patch, delete, sleep, wake.
     #[command(subcommand)]
     Agents(AgentsCommand),
     /// Sessions: create, show, list.
     #[command(subcommand)]
     Sessions(SessionsCommand),
-    /// Sends a prompt to a session (answered at once with the turn id and the prompt's seq).
-    Prompt {
-        /// Session id.
-        session: String,
-        /// The prompt text; `-` reads it from stdin.
-        text: String,
-    },
+    /// Sends a prompt to a session (answered at once with the turn id and the prompt's seq); with
+    /// --follow, prints the turn's events until it ends and exits with its stop reason.
+    Prompt(PromptArgs),
     /// Cancels the session's running turn.
     Cancel {
         /// Session id.
@@ -70,7 +94,7 @@ pub enum Command {
         #[arg(long)]
         limit: Option<u32>,
     },
-    /// Follows a session's event stream, printing each event as one JSON line.
+    /// Follows a session's event stream, printing each event on one line.
     Watch(WatchArgs),
     /// Runs a command line in the agent's terminal (a real PTY shell) and prints its output.
     Exec {
@@ -89,6 +113,33 @@ pub enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+}
+
+/// `login`'s arguments.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct LoginArgs {
+    /// Sign in as this user (the password is the first line of stdin) and make a new API token
+    /// for the CLI, instead of storing a given token.
+    #[arg(long, conflicts_with = "token")]
+    pub username: Option<String>,
+    /// The name of the token --username makes (shown in `GET /api/v1/tokens`).
+    #[arg(long, default_value = "agentholdctl", requires = "username")]
+    pub token_name: String,
+}
+
+/// `prompt`'s arguments.
+#[derive(Debug, ClapArgs)]
+pub struct PromptArgs {
+    /// Session id.
+    pub session: String,
+    /// The prompt text; `-` reads it from stdin.
+    pub text: String,
+    /// Follow the turn until its `turn_end`; the exit code says how it ended.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// With --follow: give up after this many seconds (exit code 3).
+    #[arg(long, value_name = "SECS", requires = "follow")]
+    pub timeout: Option<f64>,
 }
 
 /// `watch`'s arguments.
@@ -110,35 +161,60 @@ pub struct WatchArgs {
     pub timeout: Option<f64>,
 }
 
+/// An agent's settings, shared by `agents create` and `agents patch`.
+#[derive(Debug, Clone, Default, ClapArgs)]
+pub struct AgentSettings {
+    /// The harness: claude-code, codex, opencode, command, fake.
+    #[arg(long)]
+    pub harness: Option<String>,
+    /// The harness command, one word per flag: `--command prog --command arg`.
+    #[arg(long, allow_hyphen_values = true, value_name = "WORD")]
+    pub command: Vec<String>,
+    /// How the agent's tool calls are approved: autonomous, guarded, approval.
+    #[arg(long)]
+    pub posture: Option<String>,
+    /// The model the harness uses (`""` clears it on patch).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// An environment variable for the agent, `KEY=VALUE` (repeatable; on patch, replaces the
+    /// whole environment).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Docker image (default: the server's).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// CPU limit.
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    /// Memory limit in MiB.
+    #[arg(long)]
+    pub memory_mib: Option<i32>,
+    /// Process limit.
+    #[arg(long)]
+    pub pids: Option<i32>,
+    /// The agent's turn time limit in seconds (0: the server's).
+    #[arg(long, value_name = "SECS")]
+    pub turn_seconds: Option<u32>,
+    /// More fields as a JSON object, merged into the request body (e.g.
+    /// `--set '{"egress":{"allow":["example.org"]}}'`); flags win over it.
+    #[arg(long, value_name = "JSON")]
+    pub set: Option<String>,
+}
+
 /// `agents …`.
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
     /// Creates an agent (its sandbox is made on first use).
     Create {
-        /// A unique name.
+        /// A unique name in the workspace.
         #[arg(long)]
         name: String,
-        /// The harness (`fake` for the scripted test agent).
+        /// The workspace (default: your personal one).
         #[arg(long)]
-        harness: String,
-        /// The harness command, one word per flag: `--command prog --command arg`.
-        #[arg(long, allow_hyphen_values = true, value_name = "WORD")]
-        command: Vec<String>,
-        /// An environment variable for the agent, `KEY=VALUE` (repeatable).
-        #[arg(long, value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// Docker image (default: the server's).
-        #[arg(long)]
-        image: Option<String>,
-        /// CPU limit.
-        #[arg(long)]
-        cpus: Option<f64>,
-        /// Memory limit in MiB.
-        #[arg(long)]
-        memory_mib: Option<i32>,
-        /// Process limit.
-        #[arg(long)]
-        pids: Option<i32>,
+        workspace: Option<String>,
+        /// Its settings (--harness is required).
+        #[command(flatten)]
+        settings: AgentSettings,
     },
     /// Lists agents.
     List,
@@ -146,6 +222,14 @@ pub enum AgentsCommand {
     Show {
         /// Agent id.
         id: String,
+    },
+    /// Changes an agent: each given setting replaces the current one (PATCH).
+    Patch {
+        /// Agent id.
+        id: String,
+        /// The settings to change.
+        #[command(flatten)]
+        settings: AgentSettings,
     },
     /// Deletes an agent with its sandbox, home volume, sessions and events.
     Delete {
@@ -184,154 +268,25 @@ pub enum SessionsCommand {
     },
 }
 
-fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
-    Duration::try_from_secs_f64(secs)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| Failure::Usage(format!("{flag} must be a positive number of seconds, not {secs}")))
-}
-
-fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    let mut env = BTreeMap::new();
-    for pair in pairs {
-        let (key, value) =
-            pair.split_once('=').ok_or_else(|| Failure::Usage(format!("--env {pair:?}: expected KEY=VALUE")))?;
-        env.insert(key.to_owned(), value.to_owned());
-    }
-    Ok(env)
-}
-
-/// Runs one command.
-pub async fn run(args: Args) -> Result<(), Failure> {
-    let endpoint = Endpoint::parse(&args.url).map_err(|m| Failure::Usage(format!("--url / AGENTHOLD_URL: {m}")))?;
-    let token = args.token.filter(|t| !t.is_empty()).map(Token::new);
-    let client = Client::new(endpoint, token, seconds("--http-timeout", args.http_timeout)?);
-    let printer = Printer { compact: args.compact };
-    match args.command {
-        Command::Agents(command) => agents(&client, &printer, command).await,
-        Command::Sessions(command) => sessions(&client, &printer, command).await,
-        Command::Prompt { session, text } => {
-            let text = if text == "-" {
-                tokio::task::spawn_blocking(|| std::io::read_to_string(std::io::stdin()))
-                    .await
-                    .context("reading the prompt from stdin")?
-                    .context("reading the prompt from stdin")?
-            } else {
-                text
-            };
-            let path = format!("/api/v1/sessions/{}/prompt", segment(&session));
-            printer.print(client.call("POST", &path, Some(&json!({"text": text}))).await?)
-        }
-        Command::Cancel { session } => {
-            let path = format!("/api/v1/sessions/{}/cancel", segment(&session));
-            printer.print(client.call("POST", &path, None).await?)
-        }
-        Command::Events { session, after, limit } => {
-            let mut path = format!("/api/v1/sessions/{}/events?after={after}", segment(&session));
-            if let Some(limit) = limit {
-                path.push_str(&format!("&limit={limit}"));
-            }
-            printer.print(client.call("GET", &path, None).await?)
-        }
-        Command::Watch(watch) => {
-            let stop = StopWhen {
-                until: watch.until,
-                count: watch.count,
-                timeout: watch.timeout.map(|t| seconds("--timeout", t)).transpose()?,
-            };
-            let mut stdout = std::io::stdout().lock();
-            watch::watch(&client, &watch.session, watch.after, &stop, &mut stdout).await.map(|_| ())
-        }
-        Command::Exec { timeout, cols, rows, agent, command } => {
-            let mut stdout = std::io::stdout().lock();
-            let size = Size { cols: cols.max(1), rows: rows.max(1) };
-            terminal::exec(&client, &agent, &command.join(" "), size, seconds("--timeout", timeout)?, &mut stdout).await
-        }
-    }
-}
-
-async fn agents(client: &Client, printer: &Printer, command: AgentsCommand) -> Result<(), Failure> {
-    let agent_path = |id: &str, action: &str| format!("/api/v1/agents/{}{action}", segment(id));
-    let response = match command {
-        AgentsCommand::Create { name, harness, command, env, image, cpus, memory_mib, pids } => {
-            let mut body = json!({"name": name, "harness": harness, "env": parse_env(&env)?});
-            if !command.is_empty() {
-                body["command"] = json!(command);
-            }
-            if let Some(image) = image {
-                body["image"] = json!(image);
-            }
-            if cpus.is_some() || memory_mib.is_some() || pids.is_some() {
-                let mut limits = serde_json::Map::new();
-                if let Some(cpus) = cpus {
-                    limits.insert("cpus".into(), json!(cpus));
-                }
-                if let Some(memory_mib) = memory_mib {
-                    limits.insert("memory_mib".into(), json!(memory_mib));
-                }
-                if let Some(pids) = pids {
-                    limits.insert("pids".into(), json!(pids));
-                }
-                body["limits"] = Value::Object(limits);
-            }
-            client.call("POST", "/api/v1/agents", Some(&body)).await?
-        }
-        AgentsCommand::List => client.call("GET", "/api/v1/agents", None).await?,
-        AgentsCommand::Show { id } => client.call("GET", &agent_path(&id, ""), None).await?,
-        AgentsCommand::Delete { id } => client.call("DELETE", &agent_path(&id, ""), None).await?,
-        AgentsCommand::Sleep { id } => client.call("POST", &agent_path(&id, "/sleep"), None).await?,
-        AgentsCommand::Wake { id } => client.call("POST", &agent_path(&id, "/wake"), None).await?,
-    };
-    printer.print(response)
-}
-
-async fn sessions(client: &Client, printer: &Printer, command: SessionsCommand) -> Result<(), Failure> {
-    let response = match command {
-        SessionsCommand::Create { agent } => {
-            let path = format!("/api/v1/agents/{}/sessions", segment(&agent));
-            client.call("POST", &path, Some(&json!({}))).await?
-        }
-        SessionsCommand::Show { session } => {
-            client.call("GET", &format!("/api/v1/sessions/{}", segment(&session)), None).await?
-        }
-        SessionsCommand::List { agent } => {
-            client.call("GET", &format!("/api/v1/agents/{}/sessions", segment(&agent)), None).await?
-        }
-    };
-    printer.print(response)
-}
-
-/// Prints JSON results.
-struct Printer {
-    /// One line instead of indented.
-    compact: bool,
-}
-
-impl Printer {
-    /// Prints a response body; an empty one (204) prints nothing.
-    fn print(&self, value: Option<Value>) -> Result<(), Failure> {
-        let Some(value) = value else { return Ok(()) };
-        let text = if self.compact { serde_json::to_string(&value) } else { serde_json::to_string_pretty(&value) };
-        let text = text.context("encoding the output")?;
-        let mut stdout = std::io::stdout().lock();
-        match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
-            Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-                Err(anyhow::Error::new(error).context("writing to stdout").into())
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests fail loudly on unexpected values")]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("agentholdctl").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_definition_is_consistent() {
+        Args::command().debug_assert();
+    }
 
     #[test]
     fn parses_the_documented_command_lines() {
-        let args = Args::try_parse_from([
-            "agentholdctl",
+        let args = parse(&[
             "--url",
             "http://x:1",
             "agents",
@@ -346,17 +301,20 @@ mod tests {
             "--flag",
             "--env",
             "A=1",
+            "--posture",
+            "approval",
         ])
         .unwrap();
         match args.command {
-            Command::Agents(AgentsCommand::Create { command, env, .. }) => {
-                assert_eq!(command, ["prog", "--flag"]);
-                assert_eq!(env, ["A=1"]);
+            Command::Agents(AgentsCommand::Create { name, settings, .. }) => {
+                assert_eq!(name, "n");
+                assert_eq!(settings.command, ["prog", "--flag"]);
+                assert_eq!(settings.env, ["A=1"]);
+                assert_eq!(settings.posture.as_deref(), Some("approval"));
             }
             other => panic!("{other:?}"),
         }
-        let args = Args::try_parse_from(["agentholdctl", "exec", "--timeout", "5", "a1", "echo", "-n", "hi", ">", "f"])
-            .unwrap();
+        let args = parse(&["exec", "--timeout", "5", "a1", "echo", "-n", "hi", ">", "f"]).unwrap();
         match args.command {
             Command::Exec { agent, command, timeout, .. } => {
                 assert_eq!((agent.as_str(), timeout), ("a1", 5.0));
@@ -364,28 +322,64 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let args = Args::try_parse_from([
-            "agentholdctl",
-            "watch",
-            "s",
-            "--after",
-            "3",
-            "--until",
-            "turn_end",
-            "--timeout",
-            "1.5",
-        ])
-        .unwrap();
+        let args = parse(&["watch", "s", "--after", "3", "--until", "turn_end", "--timeout", "1.5"]).unwrap();
         assert!(matches!(args.command, Command::Watch(WatchArgs { after: 3, .. })));
     }
 
     #[test]
-    fn env_pairs_and_durations() {
-        assert_eq!(parse_env(&["A=b=c".into()]).unwrap()["A"], "b=c");
-        assert!(parse_env(&["A".into()]).is_err());
-        assert!(seconds("--t", 0.0).is_err());
-        assert!(seconds("--t", -1.0).is_err());
-        assert!(seconds("--t", f64::NAN).is_err());
-        assert_eq!(seconds("--t", 0.25).unwrap(), Duration::from_millis(250));
+    fn parses_the_new_commands_and_global_flags() {
+        let args = parse(&["prompt", "s1", "hello", "--follow", "--timeout", "30", "--json"]).unwrap();
+        assert!(args.json);
+        match args.command {
+            Command::Prompt(PromptArgs { session, text, follow: true, timeout: Some(t) }) => {
+                assert_eq!((session.as_str(), text.as_str(), t), ("s1", "hello", 30.0));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["prompt", "s1", "hello", "--timeout", "3"]).is_err(), "--timeout needs --follow");
+        let args =
+            parse(&["agents", "patch", "a1", "--model", "", "--cpus", "2", "--set", r#"{"policy":null}"#]).unwrap();
+        match args.command {
+            Command::Agents(AgentsCommand::Patch { id, settings }) => {
+                assert_eq!((id.as_str(), settings.model.as_deref(), settings.cpus), ("a1", Some(""), Some(2.0)));
+                assert_eq!(settings.harness, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        let args = parse(&[
+            "login",
+            "--url",
+            "https://h:1",
+            "--token",
+            "ah_x",
+            "--ca-file",
+            "/ca.pem",
+            "--connect-timeout",
+            "2",
+        ])
+        .unwrap();
+        assert!(matches!(args.command, Command::Login(LoginArgs { username: None, .. })));
+        assert_eq!(args.token, Some(Token::new("ah_x")));
+        assert_eq!(args.ca_file, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(args.connect_timeout, 2.0);
+        let args = parse(&["agents", "show", "a", "--token", " "]).unwrap();
+        assert!(args.token.is_some_and(|t| t.is_empty()), "an empty token stands for none");
+        assert!(parse(&["agents", "show", "a", "--token", "a b"]).is_err());
+        assert!(parse(&["agents", "frobnicate"]).is_err());
+        let args = parse(&["login", "--username", "ada", "--token-name", "laptop"]).unwrap();
+        match args.command {
+            Command::Login(LoginArgs { username, token_name }) => {
+                assert_eq!((username.as_deref(), token_name.as_str()), (Some("ada"), "laptop"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["login", "--username", "ada", "--token", "ah_x"]).is_err(), "one or the other");
+        assert!(parse(&["login", "--token-name", "x"]).is_err(), "--token-name needs --username");
+    }
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let args = parse(&["--token", "ah_very_secret", "agents", "list"]).unwrap();
+        assert!(!format!("{args:?}").contains("ah_very_secret"));
     }
 }

@@ -1,87 +1,83 @@
-//! Where the server is: `http://host[:port][/prefix]` parsed once, and the paths and
-//! WebSocket URLs built from it (path segments percent-encoded).
+//! Where the server is: `http[s]://host[:port][/prefix]` parsed once, and the URLs of API
+//! paths and WebSockets (`ws://`, `wss://`) built from it; path segments percent-encoded.
 
 use std::fmt;
 
-/// A parsed base URL. Only plain `http` is supported (no TLS in this client).
+use reqwest::Url;
+
+/// A parsed base URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
-    /// Host name or address as written (IPv6 without brackets).
-    pub host: String,
-    /// TCP port (80 when the URL gives none).
-    pub port: u16,
+    /// `http://host[:port]` or `https://…`, no path.
+    origin: String,
     /// Path prefix without a trailing slash (`""` for the root).
-    pub prefix: String,
+    prefix: String,
+    /// Host name or address (IPv6 without brackets).
+    host: String,
+    /// TCP port (the scheme's default when the URL gives none).
+    port: u16,
+    /// `https`.
+    tls: bool,
 }
 
 impl Endpoint {
-    /// Parses `http://host[:port][/prefix]`.
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let rest = match url.split_once("://") {
-            Some(("http", rest)) => rest,
-            Some((scheme, _)) => {
-                return Err(format!("unsupported URL scheme {scheme:?} in {url:?}: only http:// is supported"));
-            }
-            None => return Err(format!("not a URL: {url:?} (expected http://host:port)")),
+    /// Parses `http[s]://host[:port][/prefix]`.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let url =
+            Url::parse(raw.trim()).map_err(|e| format!("not a URL: {raw:?} ({e}; expected http[s]://host:port)"))?;
+        let tls = match url.scheme() {
+            "http" => false,
+            "https" => true,
+            scheme => return Err(format!("unsupported URL scheme {scheme:?} in {raw:?}: use http:// or https://")),
         };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        if authority.contains('@') {
-            return Err(format!("credentials in the URL are not supported: {url:?} (use AGENTHOLD_TOKEN)"));
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(format!("credentials in the URL are not supported: {raw:?} (use a token)"));
         }
-        if path.contains(['?', '#']) {
-            return Err(format!("the URL must not carry a query or fragment: {url:?}"));
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(format!("the URL must not carry a query or fragment: {raw:?}"));
         }
-        let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
-            let (host, after) = bracketed.split_once(']').ok_or_else(|| format!("bad IPv6 address in {url:?}"))?;
-            let port = match after {
-                "" => None,
-                p => Some(p.strip_prefix(':').ok_or_else(|| format!("bad port in {url:?}"))?),
-            };
-            (host, port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (authority, None),
-            }
+        let host = match url.host_str() {
+            Some(host) if !host.is_empty() => host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+            _ => return Err(format!("no host in {raw:?}")),
         };
-        if host.is_empty() {
-            return Err(format!("no host in {url:?}"));
-        }
-        let port = match port {
-            None => 80,
-            Some(p) => p.parse::<u16>().map_err(|_| format!("bad port {p:?} in {url:?}"))?,
-        };
-        Ok(Self { host: host.to_owned(), port, prefix: path.trim_end_matches('/').to_owned() })
+        let port = url.port_or_known_default().ok_or_else(|| format!("no port in {raw:?}"))?;
+        let origin = url.origin().ascii_serialization();
+        Ok(Self { origin, prefix: url.path().trim_end_matches('/').to_owned(), host, port, tls })
     }
 
-    /// The `Host` header value.
-    pub fn host_header(&self) -> String {
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        if self.port == 80 { host } else { format!("{host}:{}", self.port) }
+    /// Whether the server speaks TLS (`https://`, `wss://`).
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
-    /// `host:port` for connecting.
-    pub fn socket_addr(&self) -> (String, u16) {
-        (self.host.clone(), self.port)
+    /// The host name or address (IPv6 without brackets).
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
-    /// The request target for an API path (which starts with `/`).
-    pub fn target(&self, path: &str) -> String {
-        format!("{}{path}", self.prefix)
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
-    /// The `ws://` URL for an API path.
+    /// The full URL of an API path (which starts with `/`, query included).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}{path}", self.origin, self.prefix)
+    }
+
+    /// The `ws://` or `wss://` URL of an API path.
     pub fn ws_url(&self, path: &str) -> String {
-        format!("ws://{}{}", self.host_header(), self.target(path))
+        let url = self.url(path);
+        match url.strip_prefix("https://") {
+            Some(rest) => format!("wss://{rest}"),
+            None => format!("ws://{}", url.trim_start_matches("http://")),
+        }
     }
 }
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}{}", self.host_header(), self.prefix)
+        write!(f, "{}{}", self.origin, self.prefix)
     }
 }
 
@@ -106,23 +102,32 @@ mod tests {
     #[test]
     fn parses_host_port_and_prefix() {
         let e = Endpoint::parse("http://127.0.0.1:7700").unwrap();
-        assert_eq!((e.host.as_str(), e.port, e.prefix.as_str()), ("127.0.0.1", 7700, ""));
+        assert_eq!((e.host(), e.port(), e.is_tls()), ("127.0.0.1", 7700, false));
+        assert_eq!(e.url("/api/v1/x?after=1"), "http://127.0.0.1:7700/api/v1/x?after=1");
         assert_eq!(e.ws_url("/api/v1/x"), "ws://127.0.0.1:7700/api/v1/x");
-        let e = Endpoint::parse("http://example.org/agenthold/").unwrap();
-        assert_eq!((e.port, e.prefix.as_str()), (80, "/agenthold"));
-        assert_eq!(e.host_header(), "example.org");
-        assert_eq!(e.target("/healthz"), "/agenthold/healthz");
+        let e = Endpoint::parse("https://Example.org/agenthold/").unwrap();
+        assert_eq!((e.port(), e.is_tls()), (443, true));
+        assert_eq!(e.to_string(), "https://example.org/agenthold");
+        assert_eq!(e.url("/healthz"), "https://example.org/agenthold/healthz");
+        assert_eq!(e.ws_url("/s"), "wss://example.org/agenthold/s");
         let e = Endpoint::parse("http://[::1]:7700").unwrap();
-        assert_eq!((e.host.as_str(), e.host_header()), ("::1", "[::1]:7700".to_owned()));
+        assert_eq!((e.host(), e.to_string()), ("::1", "http://[::1]:7700".to_owned()));
+        assert_eq!(Endpoint::parse("http://x").unwrap().port(), 80);
     }
 
     #[test]
     fn rejects_what_it_cannot_speak() {
-        assert!(Endpoint::parse("https://x").is_err());
-        assert!(Endpoint::parse("127.0.0.1:7700").is_err());
-        assert!(Endpoint::parse("http://:7700").is_err());
-        assert!(Endpoint::parse("http://x:port").is_err());
-        assert!(Endpoint::parse("http://u:p@x").is_err());
+        for bad in [
+            "ftp://x",
+            "127.0.0.1:7700",
+            "localhost:7700",
+            "http://:7700",
+            "http://x:port",
+            "http://u:p@x",
+            "http://x/?a",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

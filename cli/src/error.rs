@@ -4,8 +4,15 @@
 pub const EXIT_FAILURE: u8 = 1;
 /// Exit code for bad usage (clap's own choice, kept for our checks too).
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code when `watch` or `exec` hit their timeout.
+/// Exit code when `watch`, `exec`, `prompt --follow` or a request hit their timeout.
 pub const EXIT_TIMEOUT: u8 = 3;
+/// Exit code of `prompt --follow` when the turn was cancelled (`stop_reason: "cancelled"`).
+pub const EXIT_TURN_CANCELLED: u8 = 4;
+/// Exit code of `prompt --follow` when the turn ended in an error (`stop_reason: "error"`).
+pub const EXIT_TURN_ERROR: u8 = 5;
+/// Exit code of `prompt --follow` when the turn stopped for another reason (`max_tokens`,
+/// `max_turn_requests`, `refusal`, or one newer than this client).
+pub const EXIT_TURN_OTHER: u8 = 6;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +34,12 @@ pub enum Failure {
     /// Bad arguments the parser could not catch.
     #[error("{0}")]
     Usage(String),
+    /// A followed turn ended with a stop reason other than `end_turn`.
+    #[error("the turn ended: {stop_reason}")]
+    TurnEnded {
+        /// The `turn_end` event's `stop_reason`.
+        stop_reason: String,
+    },
     /// Anything else: the connection, a malformed response, local I/O.
     #[error(transparent)]
     Other(#[from] anyhow::Error),
@@ -57,8 +70,20 @@ impl Failure {
         match self {
             Self::Timeout(_) => EXIT_TIMEOUT,
             Self::Usage(_) => EXIT_USAGE,
+            Self::TurnEnded { stop_reason } => stop_exit_code(stop_reason),
             Self::Api { .. } | Self::Other(_) => EXIT_FAILURE,
         }
+    }
+}
+
+/// The exit code for a turn's stop reason: 0 for `end_turn`, then one code each for
+/// `cancelled` and `error`, and one for every other reason.
+pub fn stop_exit_code(stop_reason: &str) -> u8 {
+    match stop_reason {
+        "end_turn" => 0,
+        "cancelled" => EXIT_TURN_CANCELLED,
+        "error" => EXIT_TURN_ERROR,
+        _ => EXIT_TURN_OTHER,
     }
 }
 
@@ -74,5 +99,17 @@ mod tests {
         assert_eq!(f.to_string(), "HTTP 502 HTTP_502: Bad Gateway");
         assert_eq!(f.exit_code(), EXIT_FAILURE);
         assert_eq!(Failure::Timeout("x".into()).exit_code(), EXIT_TIMEOUT);
+    }
+
+    #[test]
+    fn stop_reasons_map_to_distinct_exit_codes() {
+        assert_eq!(stop_exit_code("end_turn"), 0);
+        let codes: Vec<u8> = ["cancelled", "error", "max_tokens", "refusal", "max_turn_requests", "something_new"]
+            .iter()
+            .map(|r| Failure::TurnEnded { stop_reason: (*r).to_owned() }.exit_code())
+            .collect();
+        assert_eq!(codes, [4, 5, 6, 6, 6, 6]);
+        let used = [EXIT_FAILURE, EXIT_USAGE, EXIT_TIMEOUT];
+        assert!(codes.iter().all(|c| !used.contains(c)));
     }
 }

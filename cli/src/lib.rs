@@ -1,11 +1,19 @@
-//! `agentholdctl`, a small command-line client for the agenthold API: the REST calls as
-//! subcommands printing JSON, plus `watch` (a session's event stream) and `exec` (a command
-//! typed into an agent's terminal). The binary only parses arguments and calls [`cli::run`].
+//! `agentholdctl`, a command-line client for the agenthold API: the REST calls as subcommands
+//! printing text or JSON, `login`, `watch` (a session's event stream), `prompt --follow` and
+//! `exec` (a command typed into an agent's terminal). The binary only parses arguments and calls
+//! [`commands::run`]. [`api::Client`] (reqwest and tokio-tungstenite over rustls) is also the
+//! benchmark's client.
 
 pub mod api;
 pub mod cli;
+pub mod commands;
+pub mod credentials;
 pub mod endpoint;
 pub mod error;
-pub mod http;
+pub mod follow;
+pub mod login;
+pub mod output;
+pub mod secret;
 pub mod terminal;
+pub mod tls;
 pub mod watch;

@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use agenthold_cli::cli::{Args, run};
+use agenthold_cli::cli::Args;
+use agenthold_cli::commands::run;
 use agenthold_cli::error::EXIT_FAILURE;
 use clap::Parser;
 

@@ -1,6 +1,7 @@
 //! `watch`: follows a session's event stream (`/api/v1/sessions/{id}/stream?after=N`) and
-//! prints every event as one JSON line, until a stop condition, the server closing, or a
-//! timeout.
+//! prints every event — as the server sent it (one JSON line) or as a line of text — until a
+//! stop condition, the server closing, or a timeout. [`follow`] is the loop `prompt --follow`
+//! shares.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::api::{Client, Socket};
 use crate::endpoint::segment;
 use crate::error::Failure;
+use crate::output;
 
 /// When to stop watching.
 #[derive(Debug, Clone, Default)]
@@ -33,27 +35,103 @@ struct EventHead {
     kind: String,
 }
 
-/// Prints the session's events after `after` to `out`, one per line, until `stop` says so.
-/// Returns how many events were printed.
+/// What a [`follow`] callback says after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Keep reading.
+    More,
+    /// Stop here (success).
+    Stop,
+}
+
+/// Prints the session's events after `after` to `out`, one per line (raw JSON with `json`, else
+/// text), until `stop` says so. Returns how many events were printed.
 pub async fn watch(
     client: &Client,
     session: &str,
     after: u64,
     stop: &StopWhen,
+    json: bool,
     out: &mut dyn Write,
 ) -> Result<u64, Failure> {
-    let path = format!("/api/v1/sessions/{}/stream?after={after}", segment(session));
     let deadline = stop.timeout.map(|t| Instant::now() + t);
-    let connect = client.websocket(&path);
-    let mut socket = match deadline {
-        Some(deadline) => tokio::time::timeout_at(deadline, connect).await.map_err(|_| timed_out(stop, 0))??,
-        None => connect.await?,
+    let goal = match stop.timeout {
+        Some(timeout) => format!("{} within {timeout:?}", describe_goal(stop)),
+        None => describe_goal(stop),
     };
     let mut seen = 0u64;
     if stop.count == Some(0) {
+        let mut socket = open(client, session, after, deadline, &goal).await?;
         close(&mut socket).await;
         return Ok(0);
     }
+    let result = follow(client, session, after, deadline, &goal, |text| {
+        let head: EventHead = serde_json::from_str(text)
+            .map_err(|e| anyhow!("the stream sent a message that is not an event ({e}): {text}"))?;
+        seen += 1;
+        let line = if json { text.to_owned() } else { render(text) };
+        if !write_line(out, &line)? {
+            return Ok(Next::Stop);
+        }
+        let reached_type = stop.until.as_deref().is_some_and(|until| head.kind == until);
+        let reached_count = stop.count.is_some_and(|count| seen >= count);
+        Ok(if reached_type || reached_count { Next::Stop } else { Next::More })
+    })
+    .await;
+    result.map(|_| seen)
+}
+
+/// An event as one line of text (the raw JSON if it does not parse).
+fn render(text: &str) -> String {
+    serde_json::from_str(text).map(|v| output::event(&v)).unwrap_or_else(|_| text.to_owned())
+}
+
+/// Writes a line; `false` when whoever reads our output has gone away (nothing left to do).
+pub fn write_line(out: &mut dyn Write, line: &str) -> Result<bool, Failure> {
+    match writeln!(out, "{line}").and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(error) => Err(anyhow::Error::new(error).context("writing to stdout").into()),
+    }
+}
+
+fn describe_goal(stop: &StopWhen) -> String {
+    match (&stop.until, stop.count) {
+        (Some(until), Some(count)) => format!("a {until} event or {count} events"),
+        (Some(until), None) => format!("a {until} event"),
+        (None, Some(count)) => format!("{count} events"),
+        (None, None) => "the end of the stream".to_owned(),
+    }
+}
+
+async fn open(
+    client: &Client,
+    session: &str,
+    after: u64,
+    deadline: Option<Instant>,
+    goal: &str,
+) -> Result<Socket, Failure> {
+    let path = format!("/api/v1/sessions/{}/stream?after={after}", segment(session));
+    let connect = client.websocket(&path);
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, connect).await.map_err(|_| timed_out(goal, 0))?,
+        None => connect.await,
+    }
+}
+
+/// Streams the session's events after `after`, handing each text message to `on_event` until it
+/// says [`Next::Stop`] (then `Ok` with the number of events), the deadline passes
+/// ([`Failure::Timeout`] naming `goal`) or the stream fails or closes (an error).
+pub async fn follow(
+    client: &Client,
+    session: &str,
+    after: u64,
+    deadline: Option<Instant>,
+    goal: &str,
+    mut on_event: impl FnMut(&str) -> Result<Next, Failure>,
+) -> Result<u64, Failure> {
+    let mut socket = open(client, session, after, deadline, goal).await?;
+    let mut seen = 0u64;
     loop {
         let next = socket.next();
         let message = match deadline {
@@ -61,7 +139,7 @@ pub async fn watch(
                 Ok(message) => message,
                 Err(_) => {
                     close(&mut socket).await;
-                    return Err(timed_out(stop, seen));
+                    return Err(timed_out(goal, seen));
                 }
             },
             None => next.await,
@@ -80,35 +158,23 @@ pub async fn watch(
             }
             None => return Err(anyhow!("the stream ended after {seen} events").into()),
         };
-        let head: EventHead = serde_json::from_str(text.as_str())
-            .map_err(|e| anyhow!("the stream sent a message that is not an event ({e}): {}", text.as_str()))?;
         seen += 1;
-        if let Err(error) = writeln!(out, "{}", text.as_str()).and_then(|()| out.flush()) {
-            close(&mut socket).await;
-            // Whoever reads our output has gone away: nothing left to do.
-            if error.kind() == io::ErrorKind::BrokenPipe {
+        match on_event(text.as_str()) {
+            Ok(Next::More) => {}
+            Ok(Next::Stop) => {
+                close(&mut socket).await;
                 return Ok(seen);
             }
-            return Err(anyhow::Error::new(error).context("writing to stdout").into());
-        }
-        let reached_type = stop.until.as_deref().is_some_and(|until| head.kind == until);
-        let reached_count = stop.count.is_some_and(|count| seen >= count);
-        if reached_type || reached_count {
-            close(&mut socket).await;
-            return Ok(seen);
+            Err(error) => {
+                close(&mut socket).await;
+                return Err(error);
+            }
         }
     }
 }
 
-fn timed_out(stop: &StopWhen, seen: u64) -> Failure {
-    let waited = stop.timeout.unwrap_or_default();
-    let goal = match (&stop.until, stop.count) {
-        (Some(until), Some(count)) => format!("a {until} event or {count} events"),
-        (Some(until), None) => format!("a {until} event"),
-        (None, Some(count)) => format!("{count} events"),
-        (None, None) => "the end of the stream".to_owned(),
-    };
-    Failure::Timeout(format!("waited {waited:?} for {goal}; saw {seen} events"))
+fn timed_out(goal: &str, seen: u64) -> Failure {
+    Failure::Timeout(format!("gave up waiting for {goal}; saw {seen} events"))
 }
 
 /// Says goodbye politely, but never waits long for it.

@@ -61,7 +61,7 @@ exec 3>&1
 # shellcheck source=scripts/e2e/lib.sh
 source "$ROOT/scripts/e2e/lib.sh"
 
-# ctl ARGS… — agentholdctl with compact output; a failure (exit code, stderr) fails the check.
+# ctl ARGS… — agentholdctl with compact JSON output; a failure (exit code, stderr) fails the check.
 ctl() {
     local rc=0
     "$CTL" --compact "$@" 2>"$WORK/ctl.err" || rc=$?
@@ -74,7 +74,7 @@ ctl() {
 watch_to() {
     local file=$1 rc=0
     shift
-    "$CTL" watch "$@" >"$file" 2>"$WORK/watch.err" || rc=$?
+    "$CTL" watch --json "$@" >"$file" 2>"$WORK/watch.err" || rc=$?
     if (( rc != 0 )); then
         fail "agentholdctl watch $* exited $rc: $(cat "$WORK/watch.err")" "$file"
     fi

@@ -3,6 +3,7 @@
 
 mod agent_changes;
 mod bad_input;
+mod cli;
 mod custom_image;
 mod driver_delete;
 mod driver_events;
