@@ -91,7 +91,10 @@ pub fn parse_line(line: &str) -> Option<Command> {
             let mut headers = Vec::new();
             for word in words {
                 match word.split_once(':') {
-                    Some((name, value)) if !name.is_empty() => headers.push((name.to_owned(), value.to_owned())),
+                    // `\s` in a value is a space (`authorization:Bearer\s$TOKEN`).
+                    Some((name, value)) if !name.is_empty() => {
+                        headers.push((name.to_owned(), value.replace("\\s", " ")))
+                    }
                     _ => return Some(echo()),
                 }
             }

@@ -49,7 +49,7 @@ impl std::fmt::Debug for Tokens {
 
 fn token(value: Option<&Value>, name: &str) -> Result<String, String> {
     let text = value.and_then(Value::as_str).ok_or_else(|| format!("auth.json: tokens.{name} is missing"))?;
-    if text.len() < 8 || text.len() > 16 * 1024 || !text.bytes().all(|b| b.is_ascii_graphic()) {
+    if text.is_empty() || text.len() > 16 * 1024 || !text.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(format!("auth.json: tokens.{name} is not a token"));
     }
     Ok(text.to_owned())

@@ -143,7 +143,7 @@ pub fn sandbox_env(agent_id: AgentId, delivered: &[(LoginKind, LoginRow)]) -> Ve
 /// a file that is not agenthold's as `auth.json.agenthold-backup`, then runs the harness.
 const WRITE_CODEX_AUTH: &str = r#"f="$HOME/.codex/auth.json"; mkdir -p "$HOME/.codex" && chmod 700 "$HOME/.codex" || exit 1
 if [ -f "$f" ] && ! grep -q agenthold-login "$f"; then cp -p "$f" "$f.agenthold-backup"; fi
-(umask 077; printf '%s' "$AGENTHOLD_CODEX_AUTH_JSON" > "$f") || exit 1
+rm -f "$f"; (umask 077; printf '%s' "$AGENTHOLD_CODEX_AUTH_JSON" > "$f") || exit 1
 unset AGENTHOLD_CODEX_AUTH_JSON; exec "$@""#;
 
 /// The harness's argv, wrapped to put the delivered logins' files in place first.

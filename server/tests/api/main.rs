@@ -3,6 +3,7 @@
 
 mod agent_changes;
 mod bad_input;
+mod chatgpt_login;
 mod cli;
 mod custom_image;
 mod driver_delete;
