@@ -141,8 +141,29 @@ async fn render(state: &AppState, agent: &AgentRow) -> Result<Json<Value>, ApiEr
     let home_dir = state.driver.home_dir(agent.id);
     let methods = crate::harness::login_methods(agent, advertised.as_ref(), &state.driver.tools_dir(), &home_dir);
     view["login_methods"] = json!(methods);
+    view["logins"] = logins_view(state, agent).await?;
     view["advertised"] = advertised.unwrap_or(Value::Null);
     Ok(Json(view))
+}
+
+/// Whose provider logins the agent uses and their state for its harness: the kinds delivered,
+/// and `connect_again` when one it would use needs connecting again (docs/logins.md).
+async fn logins_view(state: &AppState, agent: &AgentRow) -> Result<Value, ApiError> {
+    let Some(user_id) = agent.login_user_id else { return Ok(Value::Null) };
+    let delivered = crate::logins::delivered(&state.pool, agent.into()).await?;
+    let takes = crate::harness::adapter(&agent.harness).map(|a| a.profile().account_logins).unwrap_or_default();
+    let logins = store::provider_logins::list_for_user(&state.pool, user_id).await?;
+    let connect_again: Vec<&str> = logins
+        .iter()
+        .filter(|l| l.state == "connect_again")
+        .filter(|l| crate::logins::kinds::LoginKind::parse(&l.kind).is_some_and(|k| takes.contains(&k)))
+        .map(|l| l.kind.as_str())
+        .collect();
+    Ok(json!({
+        "user_id": user_id,
+        "delivered": delivered.iter().map(|(kind, _)| kind.as_str()).collect::<Vec<_>>(),
+        "connect_again": connect_again,
+    }))
 }
 
 /// Creates an agent (its sandbox is made on first use).

@@ -60,12 +60,11 @@ pub async fn open(
     query: Result<Query<TerminalQuery>, axum::extract::rejection::QueryRejection>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
+    // The role first: a caller without it learns nothing from the query's validation.
+    visible_agent(&state, &principal, id, Role::Operator).await?;
     let Query(query) = query.map_err(|e| ApiError::bad_request("INVALID_QUERY", e.body_text()))?;
     let program = match &query.login {
-        None => {
-            visible_agent(&state, &principal, id, Role::Operator).await?;
-            Program { argv: vec!["/bin/sh".to_owned(), "-c".to_owned(), SHELL.to_owned()], env: Vec::new() }
-        }
+        None => Program { argv: vec!["/bin/sh".to_owned(), "-c".to_owned(), SHELL.to_owned()], env: Vec::new() },
         Some(method) => login_program(&state, &principal, id, method).await?,
     };
     // Opening a terminal wakes a sleeping agent.

@@ -70,9 +70,12 @@ async fn a_chatgpt_login_is_taken_over_and_refreshed_by_the_server_only() {
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_LOGIN")), "{body}");
     assert!(!body.to_string().contains("sk-not-this-way"), "{body}");
 
+    let agent = server.create_agent(json!({})).await;
     let (status, login) = connect(auth_json()).await;
     assert_eq!(status, 201, "{login}");
     assert_eq!(refreshes(&providers).first().map(String::as_str), Some("rt-0"), "taken over at once");
+    let (_, view) = admin(&server, "GET", &format!("/api/v1/agents/{agent}"), json!({})).await;
+    assert_eq!(view["logins"]["delivered"], json!(["chatgpt_login"]), "{view}");
     assert!(login["expires_at"].is_string(), "{login}");
     assert!(where_in_database(&server, "rt-0").await.is_empty() && where_in_database(&server, "rt-1").await.is_empty());
 
@@ -100,6 +103,9 @@ async fn a_chatgpt_login_is_taken_over_and_refreshed_by_the_server_only() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(refused["failure"].as_str().is_some_and(|f| f.contains("refresh_token_reused")), "{refused}");
+    let (_, view) = admin(&server, "GET", &format!("/api/v1/agents/{agent}"), json!({})).await;
+    assert_eq!(view["logins"]["connect_again"], json!(["chatgpt_login"]), "marked on the agent: {view}");
+    assert_eq!(view["logins"]["delivered"], json!([]), "no longer delivered: {view}");
     let attempts = refreshes(&providers).len();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(refreshes(&providers).len(), attempts, "no retry storm");
