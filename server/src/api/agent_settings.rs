@@ -23,6 +23,8 @@ pub struct Limits {
     pub(super) cpus: Option<f64>,
     pub(super) memory_mib: Option<i32>,
     pub(super) pids: Option<i32>,
+    /// Seconds idle before the agent is put to sleep (0: never); default: the server's.
+    pub(super) auto_sleep_secs: Option<i32>,
 }
 
 /// The longest model name accepted.
@@ -127,6 +129,16 @@ pub fn check_limits(cpus: f64, memory_mib: i32, pids_limit: i32) -> Result<(), A
     Ok(())
 }
 
+/// An auto-sleep time: 0 (never) to a year.
+pub fn check_auto_sleep(secs: Option<i32>) -> Result<Option<i32>, ApiError> {
+    match secs {
+        Some(secs) if !(0..=366 * 86_400).contains(&secs) => {
+            Err(ApiError::bad_request("INVALID_LIMITS", "limits.auto_sleep_secs: 0 (never) to 31622400 (a year)"))
+        }
+        secs => Ok(secs),
+    }
+}
+
 /// A Docker image reference (no whitespace, at most 512 bytes).
 pub fn check_image(image: &str) -> Result<(), ApiError> {
     if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
@@ -198,6 +210,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
+    let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs)?.or(agent.auto_sleep_secs);
     let settings = AgentSettings {
         harness: adapter.name().to_owned(),
         command,
@@ -209,6 +222,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         cpus,
         memory_mib,
         pids_limit,
+        auto_sleep_secs,
     };
 
     let mut change = Change::default();
@@ -243,6 +257,9 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     if (settings.cpus, settings.memory_mib, settings.pids_limit) != (agent.cpus, agent.memory_mib, agent.pids_limit) {
         let limits = json!({"cpus": settings.cpus, "memory_mib": settings.memory_mib, "pids": settings.pids_limit});
         changed("limits", limits, false, true);
+    }
+    if settings.auto_sleep_secs != agent.auto_sleep_secs {
+        changed("auto_sleep_secs", json!(settings.auto_sleep_secs), false, false);
     }
     Ok((settings, change))
 }

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::agent_settings::{
-    Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model, check_policy,
-    check_posture,
+    Limits, SettingsPatch, check_auto_sleep, check_env, check_harness, check_image, check_limits, check_model,
+    check_policy, check_posture,
 };
 use super::error::ApiError;
 use super::extract::{Body, Id, parse_json};
@@ -112,7 +112,12 @@ pub fn agent_json(
         "posture": state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),
         "own_posture": agent.posture,
         "policy": agent.policy,
-        "limits": {"cpus": agent.cpus, "memory_mib": agent.memory_mib, "pids": agent.pids_limit},
+        "limits": {
+            "cpus": agent.cpus,
+            "memory_mib": agent.memory_mib,
+            "pids": agent.pids_limit,
+            "auto_sleep_secs": agent.auto_sleep_secs,
+        },
         "desired_state": agent.desired_state,
         "created_at": agent.created_at,
         "secrets": secrets,
@@ -159,9 +164,15 @@ pub async fn create(
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
+    let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs)?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&image)?;
+    // Room for its sandbox's network (a full subnet pool is a capacity error, not an engine one).
+    state.driver.room_for_agent().await.map_err(|e| match e {
+        crate::sandbox::DriverError::Capacity(message) => ApiError::Unavailable { code: "CAPACITY", message },
+        other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
+    })?;
     let agent = NewAgent {
         id: state.driver.next_agent_id(),
         workspace_id,
@@ -178,11 +189,16 @@ pub async fn create(
         cpus,
         memory_mib,
         pids_limit,
+        auto_sleep_secs,
     };
     // A placeholder token hash: the real token is minted when the sandbox is created.
     let placeholder = store::tokens::hash_token(&format!("unused-{}", uuid::Uuid::new_v4()));
-    match store::agents::insert(&state.pool, &agent, &placeholder).await {
+    let max_agents = state.config.max_agents.map(i64::from);
+    match store::agents::insert(&state.pool, &agent, &placeholder, max_agents).await {
         Ok(()) => {}
+        Err(full @ InsertError::Full(_)) => {
+            return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
+        }
         Err(InsertError::NameTaken) => {
             return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
         }

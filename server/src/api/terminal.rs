@@ -52,9 +52,13 @@ pub async fn open(
         .map_err(super::agents::lifecycle_error)?;
     let pool = state.pool.clone();
     let send_timeout = state.config.ws_send_timeout();
-    Ok(upgrade
-        .max_message_size(MAX_INPUT_MESSAGE)
-        .on_upgrade(move |socket| pump(socket, access, principal, pool, send_timeout)))
+    // An open terminal keeps the agent awake (auto-sleep).
+    let host = std::sync::Arc::clone(state.supervisors.host());
+    Ok(upgrade.max_message_size(MAX_INPUT_MESSAGE).on_upgrade(move |socket| async move {
+        host.terminal_opened(id, std::time::Instant::now());
+        pump(socket, access, principal, pool, send_timeout).await;
+        host.terminal_closed(id, std::time::Instant::now());
+    }))
 }
 
 async fn pump(

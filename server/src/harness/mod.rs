@@ -163,6 +163,7 @@ mod tests {
             cpus: 1.0,
             memory_mib: 512,
             pids_limit: 64,
+            auto_sleep_secs: None,
             desired_state: "awake".to_owned(),
             created_at: chrono::Utc::now(),
         }

@@ -42,6 +42,8 @@ pub struct AgentRow {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Seconds idle before it is put to sleep (0: never; `None`: the server's setting).
+    pub auto_sleep_secs: Option<i32>,
     /// `awake` or `asleep`, as the user asked.
     pub desired_state: String,
     /// When it was created.
@@ -81,6 +83,8 @@ pub struct NewAgent {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Its own auto-sleep time.
+    pub auto_sleep_secs: Option<i32>,
 }
 
 /// Inserting an agent failed.
@@ -89,6 +93,9 @@ pub enum InsertError {
     /// Another agent has the name.
     #[error("an agent with this name exists")]
     NameTaken,
+    /// The server has as many agents as it may.
+    #[error("this server has {0} agents, as many as it may (AGENTHOLD_MAX_AGENTS)")]
+    Full(i64),
     /// The database failed.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -111,14 +118,30 @@ fn command_from_json(value: Option<serde_json::Value>) -> Option<Vec<String>> {
     value.and_then(|v| serde_json::from_value(v).ok())
 }
 
-/// Stores a new agent and its sandbox row (with the hash of its first sandbox token).
-pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Result<(), InsertError> {
+/// Stores a new agent and its sandbox row (with the hash of its first sandbox token); refused
+/// when the server already has `max_agents` (counted under a transaction-scoped advisory lock,
+/// so concurrent creations, on any replica, cannot overshoot).
+pub async fn insert(
+    pool: &PgPool,
+    agent: &NewAgent,
+    token_hash: &[u8],
+    max_agents: Option<i64>,
+) -> Result<(), InsertError> {
     let mut tx = pool.begin().await?;
+    if let Some(max) = max_agents {
+        sqlx::query_scalar!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(2, hashtext('agents.insert'))"#)
+            .fetch_one(&mut *tx)
+            .await?;
+        let count = sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM agents"#).fetch_one(&mut *tx).await?;
+        if count >= max {
+            return Err(InsertError::Full(count));
+        }
+    }
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
-                              workspace_id, created_by, model, posture, policy)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                              workspace_id, created_by, model, posture, policy, auto_sleep_secs)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -135,6 +158,7 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
         agent.model,
         agent.posture,
         agent.policy,
+        agent.auto_sleep_secs,
     )
     .execute(&mut *tx)
     .await?;
@@ -166,6 +190,7 @@ struct AgentRecord {
     cpus: f64,
     memory_mib: i32,
     pids_limit: i32,
+    auto_sleep_secs: Option<i32>,
     desired_state: String,
     created_at: DateTime<Utc>,
 }
@@ -189,6 +214,7 @@ impl From<AgentRecord> for AgentRow {
             cpus: r.cpus,
             memory_mib: r.memory_mib,
             pids_limit: r.pids_limit,
+            auto_sleep_secs: r.auto_sleep_secs,
             desired_state: r.desired_state,
             created_at: r.created_at,
         }
@@ -210,7 +236,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
                   driver,
-                  permission_policy, cpus, memory_mib, pids_limit, desired_state, created_at
+                  permission_policy, cpus, memory_mib, pids_limit, auto_sleep_secs, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
         including_deleting
@@ -226,7 +252,8 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         AgentRecord,
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
-                  a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.desired_state,
+                  a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.auto_sleep_secs,
+                  a.desired_state,
                   a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
@@ -270,6 +297,22 @@ pub async fn delete(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
     Ok(done.rows_affected() > 0)
 }
 
+/// The auto-sleep times of the agents among `ids` that exist and are not being deleted (their own,
+/// or `None` for the server's).
+pub async fn auto_sleep_of(pool: &PgPool, ids: &[uuid::Uuid]) -> sqlx::Result<Vec<(AgentId, Option<i32>)>> {
+    let rows =
+        sqlx::query!(r#"SELECT id, auto_sleep_secs FROM agents WHERE id = ANY($1) AND deleting_at IS NULL"#, ids)
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().map(|r| (AgentId(r.id), r.auto_sleep_secs)).collect())
+}
+
+/// Which of `ids` are agents (also those being deleted: their objects are the deletion's to remove).
+pub async fn existing(pool: &PgPool, ids: &[uuid::Uuid]) -> sqlx::Result<Vec<AgentId>> {
+    let rows = sqlx::query_scalar!(r#"SELECT id FROM agents WHERE id = ANY($1)"#, ids).fetch_all(pool).await?;
+    Ok(rows.into_iter().map(AgentId).collect())
+}
+
 /// Records whether the user wants the agent awake or asleep (not for an agent being deleted).
 pub async fn set_desired_state(pool: &PgPool, id: AgentId, state: &str) -> sqlx::Result<bool> {
     let done =
@@ -302,6 +345,8 @@ pub struct AgentSettings {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Its own auto-sleep time.
+    pub auto_sleep_secs: Option<i32>,
 }
 
 /// Replaces an agent's settings (not for an agent being deleted). False if there is no such agent.
@@ -309,7 +354,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
     let command = settings.command.as_ref().map(|c| serde_json::json!(c));
     let done = sqlx::query!(
         r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
-                             memory_mib = $8, pids_limit = $9, posture = $10, policy = $11
+                             memory_mib = $8, pids_limit = $9, posture = $10, policy = $11, auto_sleep_secs = $12
            WHERE id = $1 AND deleting_at IS NULL"#,
         id.0,
         settings.harness,
@@ -322,6 +367,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
         settings.pids_limit,
         settings.posture,
         settings.policy,
+        settings.auto_sleep_secs,
     )
     .execute(pool)
     .await?;

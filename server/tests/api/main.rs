@@ -4,11 +4,13 @@
 mod agent_changes;
 mod bad_input;
 mod custom_image;
+mod density;
 mod driver_delete;
 mod driver_events;
 mod driver_hardening;
 mod driver_oom;
 mod driver_stale;
+mod driver_subnets;
 mod driver_support;
 mod edges_input;
 mod edges_login;
