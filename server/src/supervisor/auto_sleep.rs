@@ -12,12 +12,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
 
 use super::{Command, Supervisors};
 use crate::events::NewEvent;
 use crate::ids::AgentId;
 use crate::store;
 
+/// How many idle agents are put to sleep at once.
+const SLEEPS_AT_ONCE: usize = 4;
 /// How long a sleep may take before the check moves on.
 const SLEEP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -91,9 +94,15 @@ async fn check(supervisors: &Supervisors, default_secs: u64) -> sqlx::Result<()>
     let ids: Vec<uuid::Uuid> = candidates.iter().map(|(id, _)| id.0).collect();
     let settings: HashMap<_, _> = store::agents::auto_sleep_of(pool, &ids).await?.into_iter().collect();
     let last_events: HashMap<_, _> = store::sessions::last_event_at(pool, &ids).await?.into_iter().collect();
-    for due in due(Instant::now(), Utc::now(), &candidates, &settings, default_secs, &last_events) {
-        sleep(supervisors, due).await?;
-    }
+    let found = due(Instant::now(), Utc::now(), &candidates, &settings, default_secs, &last_events);
+    // A few at a time: each stop waits for its container.
+    futures_util::stream::iter(found)
+        .for_each_concurrent(SLEEPS_AT_ONCE, |due| async move {
+            if let Err(error) = sleep(supervisors, due).await {
+                tracing::warn!(%error, agent.id = %due.agent_id, "recording an auto-sleep");
+            }
+        })
+        .await;
     Ok(())
 }
 

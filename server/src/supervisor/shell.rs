@@ -129,6 +129,10 @@ impl Shell {
             Command::Attach { link, hello, inbox } => {
                 let Control::Hello { processes, .. } = hello else { return None };
                 let id = link.id;
+                // A connected sandbox is awake, whoever started it (this server's wake, or an
+                // earlier server process's: after a restart it counts against the cap and can
+                // be auto-slept like any other).
+                self.deps.host.take_running(self.agent_id, Instant::now());
                 if let Some(previous) = self.link.replace(link) {
                     previous.close();
                 }

@@ -16,20 +16,28 @@ fn notices<'a>(events: &'a [Value], code: &str) -> Vec<&'a Value> {
 }
 
 #[tokio::test]
-async fn creating_an_agent_past_the_limit_is_refused_with_capacity() {
-    let server = TestServer::start_with(&[("AGENTHOLD_MAX_AGENTS", "2")]).await;
+async fn creating_an_agent_past_the_limit_is_refused_with_capacity_even_concurrently() {
+    let server = TestServer::start_with(&[("AGENTHOLD_MAX_AGENTS", "3")]).await;
     let first = server.create_agent(json!({})).await;
     let body = |name: &str| json!({"name": name, "harness": "fake"});
-    let (created, _) =
-        futures_util::join!(server.post("/api/v1/agents", body("b1")), server.post("/api/v1/agents", body("b2")));
-    assert_eq!(created.0, 201, "{}", created.1);
-    let (status, refused) = server.post("/api/v1/agents", body("b3")).await;
+    // Three at once for the two places left: exactly two get in.
+    let (b1, b2, b3) = futures_util::join!(
+        server.post("/api/v1/agents", body("b1")),
+        server.post("/api/v1/agents", body("b2")),
+        server.post("/api/v1/agents", body("b3"))
+    );
+    let mut statuses = vec![b1.0, b2.0, b3.0];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 201, 503], "{b1:?} {b2:?} {b3:?}");
+    let (status, refused) = server.post("/api/v1/agents", body("b4")).await;
     assert_eq!(status, 503, "{refused}");
     assert_eq!(refused["error"]["code"], "CAPACITY");
     assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("AGENTHOLD_MAX_AGENTS"));
+    let (_, listed) = server.get("/api/v1/agents").await;
+    assert_eq!(listed["agents"].as_array().map(Vec::len), Some(3), "nothing stored for refused ones");
     // A deleted agent makes room.
     assert_eq!(server.delete(&format!("/api/v1/agents/{first}")).await.0, 204);
-    let (status, again) = server.post("/api/v1/agents", body("b3")).await;
+    let (status, again) = server.post("/api/v1/agents", body("b4")).await;
     assert_eq!(status, 201, "{again}");
 }
 
@@ -143,4 +151,40 @@ async fn the_orphan_sweep_removes_objects_of_agents_that_no_longer_exist_and_no_
     // The live agent still works.
     server.prompt(&session, "text still").await;
     assert_eq!(texts(&server.wait_turns(&session, 2, TURN).await), ["alive", "still"]);
+}
+
+#[tokio::test]
+async fn fifty_agents_created_at_once_all_wake_with_subnets_of_their_own() {
+    if crate::support::driver() != "docker" {
+        return;
+    }
+    let server = TestServer::start().await;
+    let started = Instant::now();
+    let woken = futures_util::future::join_all((0..50).map(|_| async {
+        let agent = server.create_agent(json!({})).await;
+        let session = server.create_session(&agent).await;
+        server.prompt(&session, "text awake").await;
+        let events = server.wait_turns(&session, 1, Duration::from_secs(600)).await;
+        (agent, texts(&events))
+    }))
+    .await;
+    let elapsed = started.elapsed();
+    for (agent, texts) in &woken {
+        assert_eq!(texts, &["awake"], "agent {agent}");
+    }
+    // Each on a network with a /28 of its own from the pool.
+    let (ok, ids) =
+        docker(&["network", "ls", "-q", "--filter", &format!("label=agenthold.instance={}", server.instance)]);
+    assert!(ok);
+    let mut args = vec!["network", "inspect", "-f", "{{.Name}} {{range .IPAM.Config}}{{.Subnet}}{{end}}"];
+    args.extend(ids.lines());
+    let (_, listed) = docker(&args);
+    let subnets: std::collections::HashSet<&str> = listed
+        .lines()
+        .filter(|l| woken.iter().any(|(agent, _)| l.contains(agent.as_str())))
+        .filter_map(|l| l.split_once(' ').map(|(_, subnet)| subnet))
+        .collect();
+    assert_eq!(subnets.len(), 50, "{listed}");
+    assert!(subnets.iter().all(|s| s.starts_with("10.214.") && s.ends_with("/28")), "{subnets:?}");
+    eprintln!("50 agents created at once, all awake after {elapsed:?}");
 }
