@@ -236,6 +236,14 @@ pub async fn visible_agent(
     Ok(agent)
 }
 
+/// The host runs as many sandboxes as it may.
+pub fn host_full() -> ApiError {
+    ApiError::Unavailable {
+        code: "CAPACITY",
+        message: "this host runs as many sandboxes as it may (AGENTHOLD_MAX_AWAKE); put one to sleep, or prompt: a prompt waits for a slot".to_owned(),
+    }
+}
+
 /// Records an action on an agent in its workspace's audit log.
 async fn audit(
     state: &AppState,
@@ -414,6 +422,10 @@ pub async fn wake(
     Id(id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
     visible_agent(&state, &principal, id, Role::Admin).await?;
+    // A person asking is told at once rather than kept waiting (a prompt waits instead).
+    if !state.supervisors.host().has_room_for(id) {
+        return Err(host_full());
+    }
     store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;

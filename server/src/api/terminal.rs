@@ -42,6 +42,9 @@ pub async fn open(
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     visible_agent(&state, &principal, id, Role::Operator).await?;
+    if !state.supervisors.host().has_room_for(id) {
+        return Err(super::agents::host_full());
+    }
     // Opening a terminal wakes a sleeping agent.
     crate::store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let access = state

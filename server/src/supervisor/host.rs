@@ -57,6 +57,12 @@ impl Host {
         true
     }
 
+    /// Whether `agent` is awake or a slot is free for it (a wake would not wait).
+    pub fn has_room_for(&self, agent: AgentId) -> bool {
+        let awake = self.lock();
+        awake.contains_key(&agent) || self.max_awake.is_none_or(|max| awake.len() < max)
+    }
+
     /// Takes a slot even past the limit (a sandbox found running: it is awake whatever the limit).
     pub fn take_running(&self, agent: AgentId, now: Instant) {
         self.lock().entry(agent).or_insert(Awake { last_used: now, terminals: 0 });
@@ -137,6 +143,7 @@ mod tests {
         assert!(host.try_take(a, now) && host.try_take(b, now));
         assert!(host.try_take(a, now), "an awake agent keeps its slot");
         assert!(!host.try_take(c, now), "full");
+        assert!(!host.has_room_for(c) && host.has_room_for(a));
         host.take_running(c, now);
         assert_eq!(host.awake(), 3, "a running sandbox counts whatever the limit");
         host.give_back(a);

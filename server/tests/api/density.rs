@@ -62,6 +62,9 @@ async fn a_wake_past_the_awake_limit_waits_with_a_notice_and_makes_no_container_
         let (_, found) = docker(&["ps", "-a", "-q", "--filter", &format!("name={}", server.container(&second))]);
         assert!(found.is_empty(), "no container is made while the host is full");
     }
+    // A person asking to wake it is told at once.
+    let (status, full) = server.post(&format!("/api/v1/agents/{second}/wake"), json!({})).await;
+    assert_eq!((status, full["error"]["code"].as_str()), (503, Some("CAPACITY")), "{full}");
     // The first agent sleeps: its slot goes to the waiting wake.
     let (status, body) = server.post(&format!("/api/v1/agents/{first}/sleep"), json!({})).await;
     assert_eq!(status, 200, "{body}");
