@@ -12,10 +12,11 @@
 //! [`SandboxStatus::Stale`], to be recreated around the same home.
 //!
 //! Networks (one per agent, subnets from agenthold's own pool, a few kept ready) are
-//! [`super::docker_networks`]. With confined egress (the default) each agent's network is `internal` (Docker forwards
-//! nothing out of it) with a bridge named for [`super::firewall`], whose host rules let the
-//! sandbox reach only the tunnel and the egress proxy; `host.docker.internal` names the
-//! network's own gateway, the one host address the sandbox has a path to.
+//! [`super::docker_networks`]. With confined egress (the default) each agent's network is
+//! `internal` (Docker forwards nothing out of it) with a bridge named for [`super::firewall`],
+//! whose host rules let the sandbox reach only the tunnel and the egress proxy;
+//! `host.docker.internal` names the network's own gateway, the one host address the sandbox has
+//! a path to.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -96,14 +96,13 @@ pub async fn sweep(driver: &dyn SandboxDriver, pool: &sqlx::PgPool, grace: Durat
     let agents: HashSet<AgentId> = crate::store::agents::existing(pool, &ids).await?.into_iter().collect();
     let mut removed = 0;
     for object in orphans(&objects, &agents, Utc::now(), grace) {
+        let (kind, name, agent) = (object.kind.as_str(), &object.name, object.agent_id);
         match driver.remove_object(object).await {
             Ok(()) => {
                 removed += 1;
-                tracing::info!(kind = object.kind.as_str(), name = %object.name, agent.id = %object.agent_id, "removed an orphaned sandbox object (its agent no longer exists)");
+                tracing::info!(kind, %name, agent.id = %agent, "removed an orphaned sandbox object (its agent no longer exists)");
             }
-            Err(error) => {
-                tracing::warn!(kind = object.kind.as_str(), name = %object.name, %error, "removing an orphaned sandbox object");
-            }
+            Err(error) => tracing::warn!(kind, %name, %error, "removing an orphaned sandbox object"),
         }
     }
     if removed > 0 {
