@@ -23,8 +23,14 @@ pub struct Limits {
     pub(super) cpus: Option<f64>,
     pub(super) memory_mib: Option<i32>,
     pub(super) pids: Option<i32>,
-    /// Seconds idle before the agent is put to sleep (0: never); default: the server's.
-    pub(super) auto_sleep_secs: Option<i32>,
+    /// Seconds idle before the agent is put to sleep (0: never); `null`: the server's setting.
+    #[serde(default, deserialize_with = "present_or_null")]
+    pub(super) auto_sleep_secs: Option<Option<i32>>,
+}
+
+/// A field that is present (even `null`) is `Some`.
+fn present_or_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<i32>>, D::Error> {
+    Ok(Some(Option::deserialize(deserializer)?))
 }
 
 /// The longest model name accepted.
@@ -210,7 +216,10 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
-    let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs)?.or(agent.auto_sleep_secs);
+    let auto_sleep_secs = match limits.auto_sleep_secs {
+        Some(secs) => check_auto_sleep(secs)?,
+        None => agent.auto_sleep_secs,
+    };
     let settings = AgentSettings {
         harness: adapter.name().to_owned(),
         command,

@@ -164,7 +164,7 @@ pub async fn create(
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
-    let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs)?;
+    let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs.flatten())?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&image)?;

@@ -113,6 +113,14 @@ async fn an_idle_agent_is_put_to_sleep_and_the_next_prompt_wakes_it() {
     let events = server.wait_turns(&session, 2, TURN).await;
     assert_eq!(texts(&events), ["before", "after"]);
     eprintln!("auto-slept {slept_after:?} after its turn (setting 3 s)");
+    // The agent's own time is changed, and returned to the server's with null.
+    let path = format!("/api/v1/agents/{never}");
+    let (status, patched) = server.raw("PATCH", &path, r#"{"limits": {"auto_sleep_secs": 600}}"#).await;
+    assert_eq!((status, &patched["limits"]["auto_sleep_secs"]), (200, &json!(600)), "{patched}");
+    let (status, patched) = server.raw("PATCH", &path, r#"{"limits": {"auto_sleep_secs": null}}"#).await;
+    assert_eq!((status, &patched["limits"]["auto_sleep_secs"]), (200, &Value::Null), "{patched}");
+    let (status, refused) = server.raw("PATCH", &path, r#"{"limits": {"auto_sleep_secs": -1}}"#).await;
+    assert_eq!((status, &refused["error"]["code"]), (400, &json!("INVALID_LIMITS")), "{refused}");
 }
 
 #[tokio::test]
