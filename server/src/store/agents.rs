@@ -119,8 +119,9 @@ fn command_from_json(value: Option<serde_json::Value>) -> Option<Vec<String>> {
 }
 
 /// Stores a new agent and its sandbox row (with the hash of its first sandbox token); refused
-/// when the server already has `max_agents` (counted under a transaction-scoped advisory lock,
-/// so concurrent creations, on any replica, cannot overshoot).
+/// when the server already has `max_agents` (counted under a transaction-scoped advisory lock —
+/// class 3; 1 and 2 are the login throttle's — so concurrent creations, on any replica, cannot
+/// overshoot).
 pub async fn insert(
     pool: &PgPool,
     agent: &NewAgent,
@@ -129,7 +130,7 @@ pub async fn insert(
 ) -> Result<(), InsertError> {
     let mut tx = pool.begin().await?;
     if let Some(max) = max_agents {
-        sqlx::query_scalar!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(2, hashtext('agents.insert'))"#)
+        sqlx::query_scalar!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(3, hashtext('agents.insert'))"#)
             .fetch_one(&mut *tx)
             .await?;
         let count = sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM agents"#).fetch_one(&mut *tx).await?;
