@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod approval;
+pub mod burst;
 pub mod config;
 pub mod raw;
 pub mod server_mem;
@@ -46,6 +47,8 @@ mod targets {
     pub const APPROVAL_SLACK_MS: f64 = 5.0;
     /// Approval round trips measured.
     pub const APPROVAL_ROUNDS: usize = 100;
+    /// Agents in the burst (`burst_create_50_s`).
+    pub const BURST_AGENTS: usize = 50;
 }
 
 /// Runs every benchmark and returns the report. Agents it created are deleted at the end,
@@ -76,6 +79,15 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         startup::report("  docker run → first line", ms);
         docker_runs.push(ms);
     }
+
+    progress(&format!("burst: {} agents created at once, each prompted, until all are awake", targets::BURST_AGENTS));
+    let burst = burst::create(api, targets::BURST_AGENTS, tag, agents).await?;
+    progress(&format!(
+        "  all awake after {:.1} s (each: median {:.0} ms, max {:.0} ms)",
+        burst.all_awake_s,
+        median(&burst.each_ms),
+        burst.each_ms.iter().copied().fold(0.0, f64::max)
+    ));
 
     progress(&format!("cold start: create agent + first prompt → first update ({repeats} fresh agents)"));
     let mut colds = Vec::new();
@@ -256,6 +268,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "harness_start_ms": round(harness_start, 1),
         "cold_vs_docker_run": round(cold / docker_run, 2),
         "wake_ms": round(wake, 1),
+        "burst_create_50_s": round(burst.all_awake_s, 2),
         "approval_roundtrip_ms": round(approval, 2),
         "sandboxd_rss_kib": rss.rss_kib,
         "server_rss_idle_kib": server_idle.map(|m| m.rss_kib),
@@ -313,6 +326,11 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
                 "wake": rounded(&wakes.iter().map(|w| w.wake_ms).collect::<Vec<_>>()),
                 "sleep": rounded(&wakes.iter().map(|w| w.sleep_ms).collect::<Vec<_>>()),
                 "warm_prompt": rounded(&warm),
+            },
+            "burst": {
+                "agents": burst.agents,
+                "each_create_to_first_update_p50_ms": round(median(&burst.each_ms), 1),
+                "each_create_to_first_update_max_ms": round(burst.each_ms.iter().copied().fold(0.0, f64::max), 1),
             },
             "warm_prompt_ms": round(median(&warm), 1),
             "warm_prompt_event_to_update_stored_ms": rounded(&warm_stored),

@@ -124,13 +124,15 @@ pub async fn run(
 
     let proxy_feed_settings = proxy_feed_settings(&config)?;
     let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
+    let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
     let driver: Arc<dyn SandboxDriver> = match config.driver {
         DriverKind::Docker => Arc::new(
             DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir())
                 .context("connecting to Docker")?
                 .with_nofile_limit(config.sandbox_nofile)
                 .with_proxy_ca(sandbox_proxy_ca.clone())
-                .with_confined_egress(config.sandbox_egress == Egress::Confined),
+                .with_confined_egress(config.sandbox_egress == Egress::Confined)
+                .with_subnet_pool(subnet_pool),
         ),
         DriverKind::Local => Arc::new(LocalDriver::new(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,
@@ -175,6 +177,7 @@ pub async fn run(
         },
         postures: postures.clone(),
         turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),
+        host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),
             master_key: Arc::clone(&master_key),
@@ -218,6 +221,19 @@ pub async fn run(
         })
     };
 
+    // Idle agents are put to sleep (AGENTHOLD_AUTO_SLEEP_SECS, or their own limits.auto_sleep_secs).
+    let auto_sleep = {
+        let secs = state.config.auto_sleep_secs;
+        let every = crate::supervisor::auto_sleep::interval(secs);
+        tokio::spawn(crate::supervisor::auto_sleep::run(Arc::clone(&supervisors), secs, every))
+    };
+    // Containers, volumes and networks of this instance whose agent is gone are removed.
+    let orphans = (state.config.orphan_sweep_secs > 0).then(|| {
+        let (driver, pool) = (Arc::clone(&state.driver), pool.clone());
+        let every = std::time::Duration::from_secs(state.config.orphan_sweep_secs);
+        let grace = std::time::Duration::from_secs(state.config.orphan_grace_secs);
+        tokio::spawn(crate::sandbox::orphans::run(driver, pool, every, grace))
+    });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let feed = proxy_feed_settings.map(|settings| {
         proxy_feed::task::spawn(pool.clone(), Arc::clone(&state.master_key), settings, written_tx, stop_rx.clone())
@@ -262,6 +278,10 @@ pub async fn run(
     drop(supervisors);
     prepared.abort();
     exits.abort();
+    auto_sleep.abort();
+    if let Some(orphans) = orphans {
+        orphans.abort();
+    }
     deletions.abort();
     refresher.abort();
     appender_task.abort();

@@ -222,6 +222,32 @@ pub struct Config {
     /// the server's own hard limit if lower. The engine must be allowed at least as many.
     #[arg(long, env = "AGENTHOLD_SANDBOX_NOFILE", value_parser = clap::value_parser!(i64).range(64..=1_048_576))]
     pub sandbox_nofile: Option<i64>,
+    /// The IPv4 pool agent networks' subnets are cut from (passed to the engine in each network's
+    /// IPAM settings), or `engine` to let the engine pick from its own pools.
+    #[arg(long, env = "AGENTHOLD_SANDBOX_SUBNET_POOL", default_value = crate::sandbox::subnets::DEFAULT_POOL)]
+    pub sandbox_subnet_pool: String,
+    /// The prefix length of each agent network's subnet (between the pool's and 29).
+    #[arg(long, env = "AGENTHOLD_SANDBOX_SUBNET_PREFIX", default_value_t = crate::sandbox::subnets::DEFAULT_BLOCK_PREFIX)]
+    pub sandbox_subnet_prefix: u8,
+    /// At most this many agents on this server (creating one more answers 503 `CAPACITY`);
+    /// unset: no limit.
+    #[arg(long, env = "AGENTHOLD_MAX_AGENTS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_agents: Option<u32>,
+    /// At most this many sandboxes awake at once on this host (a wake past it waits for one to
+    /// sleep, with a `CAPACITY_WAIT` notice); unset: no limit.
+    #[arg(long, env = "AGENTHOLD_MAX_AWAKE", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_awake: Option<u32>,
+    /// Seconds an agent may stay idle (no turn, no terminal, no prompt or output, no stream opened)
+    /// before it is put to sleep; agents may override it (`auto_sleep_secs`); 0: never.
+    #[arg(long, env = "AGENTHOLD_AUTO_SLEEP_SECS", default_value_t = 1800)]
+    pub auto_sleep_secs: u64,
+    /// Seconds between two sweeps for containers, volumes and networks of this instance whose
+    /// agent no longer exists; 0: never.
+    #[arg(long, env = "AGENTHOLD_ORPHAN_SWEEP_SECS", default_value_t = 600)]
+    pub orphan_sweep_secs: u64,
+    /// How old (seconds) such an object must be before a sweep removes it.
+    #[arg(long, env = "AGENTHOLD_ORPHAN_GRACE_SECS", default_value_t = 600)]
+    pub orphan_grace_secs: u64,
     /// Keep the egress proxy's configuration file up to date (docs/proxy.md, "How the server
     /// feeds it").
     #[arg(long, env = "AGENTHOLD_PROXY_FEED", default_value_t = true, action = clap::ArgAction::Set)]
@@ -263,6 +289,17 @@ fn parse_overrides(raw: &str) -> Result<UpstreamOverrides, String> {
 }
 
 impl Config {
+    /// The subnet pool of agent networks (`None`: the engine picks); an error saying what is
+    /// wrong with the two settings.
+    pub fn subnet_pool(&self) -> Result<Option<crate::sandbox::subnets::SubnetPool>, String> {
+        if self.sandbox_subnet_pool.trim() == "engine" {
+            return Ok(None);
+        }
+        crate::sandbox::subnets::SubnetPool::new(&self.sandbox_subnet_pool, self.sandbox_subnet_prefix)
+            .map(Some)
+            .map_err(|e| format!("AGENTHOLD_SANDBOX_SUBNET_POOL / AGENTHOLD_SANDBOX_SUBNET_PREFIX: {e}"))
+    }
+
     /// The proxy's configuration file.
     pub fn proxy_config_file(&self) -> PathBuf {
         self.proxy_config_file.clone().unwrap_or_else(|| self.data_dir.join("proxy.json"))
@@ -361,6 +398,20 @@ mod tests {
         assert_eq!(ok.expect("parses").proxy_test_upstream_overrides.map(|m| m.len()), Some(1));
         assert!(parse(&["--proxy-test-upstream-overrides", r#"{"a.example:443":{"addr":"10.0.0.1:9"}}"#]).is_err());
         assert!(parse(&["--proxy-test-upstream-overrides", "[]"]).is_err());
+    }
+
+    #[test]
+    fn the_subnet_pool_is_checked_with_its_prefix() {
+        let mut config = parse(&[]).expect("parses");
+        (config.sandbox_subnet_pool, config.sandbox_subnet_prefix) = ("10.214.0.0/16".to_owned(), 28);
+        assert_eq!(config.subnet_pool().expect("valid").map(|p| p.blocks()), Some(4096));
+        config.sandbox_subnet_prefix = 12;
+        assert!(config.subnet_pool().expect_err("too large").contains("between the pool's /16 and /29"));
+        config.sandbox_subnet_pool = "engine".to_owned();
+        assert_eq!(config.subnet_pool(), Ok(None));
+        config.sandbox_subnet_pool = "10.214.0.1/16".to_owned();
+        config.sandbox_subnet_prefix = 28;
+        assert!(config.subnet_pool().expect_err("host bits").contains("AGENTHOLD_SANDBOX_SUBNET_POOL"));
     }
 
     #[test]

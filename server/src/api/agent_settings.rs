@@ -26,6 +26,14 @@ pub struct Limits {
     /// Seconds of activity a turn may take (the time it waits in the queue or for a person does
     /// not count); `0` returns to the server's limit.
     pub(super) turn_seconds: Option<i64>,
+    /// Seconds idle before the agent is put to sleep (0: never); `null`: the server's setting.
+    #[serde(default, deserialize_with = "present_or_null")]
+    pub(super) auto_sleep_secs: Option<Option<i32>>,
+}
+
+/// A field that is present (even `null`) is `Some`.
+fn present_or_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<i32>>, D::Error> {
+    Ok(Some(Option::deserialize(deserializer)?))
 }
 
 /// The longest turn time limit an agent may set (30 days).
@@ -146,6 +154,16 @@ pub fn check_limits(cpus: f64, memory_mib: i32, pids_limit: i32) -> Result<(), A
     Ok(())
 }
 
+/// An auto-sleep time: 0 (never) to a year.
+pub fn check_auto_sleep(secs: Option<i32>) -> Result<Option<i32>, ApiError> {
+    match secs {
+        Some(secs) if !(0..=366 * 86_400).contains(&secs) => {
+            Err(ApiError::bad_request("INVALID_LIMITS", "limits.auto_sleep_secs: 0 (never) to 31622400 (a year)"))
+        }
+        secs => Ok(secs),
+    }
+}
+
 /// A Docker image reference (no whitespace, at most 512 bytes).
 pub fn check_image(image: &str) -> Result<(), ApiError> {
     if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
@@ -218,6 +236,10 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
     let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, agent.turn_timeout_secs)?;
+    let auto_sleep_secs = match limits.auto_sleep_secs {
+        Some(secs) => check_auto_sleep(secs)?,
+        None => agent.auto_sleep_secs,
+    };
     let settings = AgentSettings {
         harness: adapter.name().to_owned(),
         command,
@@ -230,6 +252,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         memory_mib,
         pids_limit,
         turn_timeout_secs,
+        auto_sleep_secs,
     };
 
     let mut change = Change::default();
@@ -268,6 +291,9 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     if settings.turn_timeout_secs != agent.turn_timeout_secs {
         // Applies from the agent's next prompt on; no restart, no rebuild.
         changed("turn_seconds", json!(settings.turn_timeout_secs), false, false);
+    }
+    if settings.auto_sleep_secs != agent.auto_sleep_secs {
+        changed("auto_sleep_secs", json!(settings.auto_sleep_secs), false, false);
     }
     Ok((settings, change))
 }

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::agent_settings::{
-    Limits, SettingsPatch, check_env, check_harness, check_image, check_limits, check_model, check_policy,
-    check_posture, check_turn_seconds,
+    Limits, SettingsPatch, check_auto_sleep, check_env, check_harness, check_image, check_limits, check_model,
+    check_policy, check_posture, check_turn_seconds,
 };
 use super::error::ApiError;
 use super::extract::{Body, Id, parse_json};
@@ -119,6 +119,7 @@ pub fn agent_json(
             "memory_mib": agent.memory_mib,
             "pids": agent.pids_limit,
             "turn_seconds": agent.turn_timeout_secs,
+            "auto_sleep_secs": agent.auto_sleep_secs,
         },
         "login_user_id": agent.login_user_id,
         "sandbox_login_at": agent.sandbox_login_at,
@@ -193,9 +194,15 @@ pub async fn create(
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
     check_limits(cpus, memory_mib, pids_limit)?;
     let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, None)?;
+    let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs.flatten())?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&image)?;
+    // Room for its sandbox's network (a full subnet pool is a capacity error, not an engine one).
+    state.driver.room_for_agent().await.map_err(|e| match e {
+        crate::sandbox::DriverError::Capacity(message) => ApiError::Unavailable { code: "CAPACITY", message },
+        other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
+    })?;
     let agent = NewAgent {
         id: state.driver.next_agent_id(),
         workspace_id,
@@ -213,11 +220,16 @@ pub async fn create(
         memory_mib,
         pids_limit,
         turn_timeout_secs,
+        auto_sleep_secs,
     };
     // A placeholder token hash: the real token is minted when the sandbox is created.
     let placeholder = store::tokens::hash_token(&format!("unused-{}", uuid::Uuid::new_v4()));
-    match store::agents::insert(&state.pool, &agent, &placeholder).await {
+    let max_agents = state.config.max_agents.map(i64::from);
+    match store::agents::insert(&state.pool, &agent, &placeholder, max_agents).await {
         Ok(()) => {}
+        Err(full @ InsertError::Full(_)) => {
+            return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
+        }
         Err(InsertError::NameTaken) => {
             return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
         }
@@ -253,6 +265,14 @@ pub async fn visible_agent(
     let agent = store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
     principal.require(state, agent.workspace_id, needed, "agent").await?;
     Ok(agent)
+}
+
+/// The host runs as many sandboxes as it may.
+pub fn host_full() -> ApiError {
+    ApiError::Unavailable {
+        code: "CAPACITY",
+        message: "this host runs as many sandboxes as it may (AGENTHOLD_MAX_AWAKE); put one to sleep, or prompt: a prompt waits for a slot".to_owned(),
+    }
 }
 
 /// Records an action on an agent in its workspace's audit log.
@@ -433,6 +453,10 @@ pub async fn wake(
     Id(id): Id<AgentId>,
 ) -> Result<Json<Value>, ApiError> {
     visible_agent(&state, &principal, id, Role::Admin).await?;
+    // A person asking is told at once rather than kept waiting (a prompt waits instead).
+    if !state.supervisors.host().has_room_for(id) {
+        return Err(host_full());
+    }
     store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;

@@ -163,6 +163,7 @@ pub async fn prompt(
     state.hub.publish(&shared);
     store::agents::set_desired_state(&state.pool, session.agent_id, "awake").await?;
     state.supervisors.send(session.agent_id, Command::Prompt).await;
+    state.supervisors.host().touch(session.agent_id, std::time::Instant::now());
     let seq = shared.first().map(|e| e.seq);
     Ok((StatusCode::ACCEPTED, Json(json!({"turn_id": turn_id, "seq": seq}))))
 }

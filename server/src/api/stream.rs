@@ -39,6 +39,8 @@ pub async fn stream(
     // A cursor beyond the end of the log (a stale client, a reset database) means "from now
     // on": nothing stored is sent, and live events follow.
     let after = cursor(query.after)?.min(session.last_seq);
+    // Someone is looking: the agent is in use (auto-sleep counts from here).
+    state.supervisors.host().touch(session.agent_id, std::time::Instant::now());
     let follower = Follower::new(state.pool.clone(), &state.hub, id, after);
     let pool = state.pool.clone();
     let send_timeout = state.config.ws_send_timeout();

@@ -63,6 +63,9 @@ pub async fn open(
     // The role first: a caller without it learns nothing from the query's validation.
     visible_agent(&state, &principal, id, Role::Operator).await?;
     let Query(query) = query.map_err(|e| ApiError::bad_request("INVALID_QUERY", e.body_text()))?;
+    if !state.supervisors.host().has_room_for(id) {
+        return Err(super::agents::host_full());
+    }
     let program = match &query.login {
         None => Program { argv: vec!["/bin/sh".to_owned(), "-c".to_owned(), SHELL.to_owned()], env: Vec::new() },
         Some(method) => login_program(&state, &principal, id, method).await?,
@@ -77,9 +80,13 @@ pub async fn open(
         .map_err(super::agents::lifecycle_error)?;
     let pool = state.pool.clone();
     let send_timeout = state.config.ws_send_timeout();
-    Ok(upgrade
-        .max_message_size(MAX_INPUT_MESSAGE)
-        .on_upgrade(move |socket| pump(socket, access, program, principal, pool, send_timeout)))
+    // An open terminal keeps the agent awake (auto-sleep).
+    let host = std::sync::Arc::clone(state.supervisors.host());
+    Ok(upgrade.max_message_size(MAX_INPUT_MESSAGE).on_upgrade(move |socket| async move {
+        host.terminal_opened(id, std::time::Instant::now());
+        pump(socket, access, program, principal, pool, send_timeout).await;
+        host.terminal_closed(id, std::time::Instant::now());
+    }))
 }
 
 /// The login method's command (agent admins), with the proxy's environment; records that the

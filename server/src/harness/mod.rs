@@ -204,6 +204,7 @@ mod tests {
             turn_timeout_secs: None,
             login_user_id: None,
             sandbox_login_at: None,
+            auto_sleep_secs: None,
             desired_state: "awake".to_owned(),
             created_at: chrono::Utc::now(),
         }

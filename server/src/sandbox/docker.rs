@@ -11,20 +11,19 @@
 //! container settings it was made with; one made by another server version is reported
 //! [`SandboxStatus::Stale`], to be recreated around the same home.
 //!
-//! With confined egress (the default) each agent's network is `internal` (Docker forwards
-//! nothing out of it) with a bridge named for [`super::firewall`], whose host rules let the
-//! sandbox reach only the tunnel and the egress proxy; `host.docker.internal` names the
-//! network's own gateway, the one host address the sandbox has a path to.
+//! Networks (one per agent, subnets from agenthold's own pool, a few kept ready) are
+//! [`super::docker_networks`]. With confined egress (the default) each agent's network is
+//! `internal` (Docker forwards nothing out of it) with a bridge named for [`super::firewall`],
+//! whose host rules let the sandbox reach only the tunnel and the egress proxy;
+//! `host.docker.internal` names the network's own gateway, the one host address the sandbox has
+//! a path to.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
-use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest, ResourcesUlimits, VolumeCreateRequest,
-};
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, ResourcesUlimits, VolumeCreateRequest};
 use bollard::query_parameters::{
     CreateContainerOptions, RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
@@ -34,6 +33,7 @@ use futures_util::future::BoxFuture;
 use sha2::Digest;
 use tokio::sync::OnceCell;
 
+use super::docker_networks::Networks;
 use super::{DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
 use crate::ids::AgentId;
 
@@ -61,8 +61,6 @@ pub const SPEC_VERSION: &str = "2";
 pub const PROXY_CA_LABEL: &str = "agenthold.proxy-ca";
 /// The label saying whether a container's network is confined (`confined` or `open`).
 pub const EGRESS_LABEL: &str = "agenthold.egress";
-/// Docker's network option naming a bridge network's interface on the host.
-const BRIDGE_NAME_OPTION: &str = "com.docker.network.bridge.name";
 
 /// The Docker driver.
 pub struct DockerDriver {
@@ -76,42 +74,28 @@ pub struct DockerDriver {
     /// That volume, created and filled once per server process and mounted read-only at
     /// `/opt/agenthold` in every sandbox.
     tools_volume: OnceCell<String>,
-    /// Agent ids whose network already exists (made ahead of time, see [`Self::next_agent_id`]).
-    ready_networks: Arc<Mutex<Vec<AgentId>>>,
-    /// Ready networks being made (counted so that a burst of new agents does not schedule more
-    /// than [`READY_NETWORKS`] in all).
-    refilling: Arc<std::sync::atomic::AtomicUsize>,
+    /// The agents' networks, their subnets and the ready ones ([`super::docker_networks`]).
+    networks: Networks,
     /// The egress proxy's CA (PEM) sandboxd installs at start (`AGENTHOLD_PROXY_CA_PEM`), and
     /// its short hash (the [`PROXY_CA_LABEL`]); `None` when sandboxes do not use the proxy.
     proxy_ca: Option<(String, String)>,
     /// The open-files limit of its sandboxes (see [`nofile_limit`]).
     nofile: i64,
-    /// Whether sandboxes sit on internal networks whose only ways out are the host's tunnel and
-    /// proxy ports ([`super::firewall`]).
-    confined: bool,
 }
-
-/// Networks kept ready for agents not created yet: a bridge network takes ~120 ms to create,
-/// which a first prompt would otherwise wait for.
-const READY_NETWORKS: usize = 2;
-/// How long after an agent takes a ready network another one is made.
-const REFILL_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl DockerDriver {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket).
     pub fn connect(instance: String, bin_dir: PathBuf) -> Result<Self, DriverError> {
         let docker = Docker::connect_with_defaults().map_err(engine)?;
         Ok(Self {
+            networks: Networks::new(docker.clone(), instance.clone()),
             docker,
             instance,
             bin_dir,
             tools_name: OnceCell::new(),
             tools_volume: OnceCell::new(),
-            ready_networks: Arc::default(),
-            refilling: Arc::default(),
             nofile: nofile_limit(),
             proxy_ca: None,
-            confined: true,
         })
     }
 
@@ -119,12 +103,26 @@ impl DockerDriver {
     /// network; a container made the other way is [`SandboxStatus::Stale`].
     #[must_use]
     pub fn with_confined_egress(mut self, confined: bool) -> Self {
-        self.confined = confined;
+        self.networks.confined = confined;
         self
     }
 
+    /// Where agent networks' subnets come from: blocks of agenthold's own pool (the default,
+    /// [`super::subnets::DEFAULT_POOL`] in /28s), or the engine's pools (`None`).
+    #[must_use]
+    pub fn with_subnet_pool(mut self, pool: Option<super::subnets::SubnetPool>) -> Self {
+        self.networks.set_pool(pool);
+        self
+    }
+
+    /// Makes the agent's network (a sandbox's first step; public for tests that make networks
+    /// only). Returns its gateway.
+    pub async fn make_network(&self, agent_id: AgentId) -> Result<Option<String>, DriverError> {
+        self.networks.ensure(agent_id).await
+    }
+
     fn egress_label(&self) -> &'static str {
-        if self.confined { "confined" } else { "open" }
+        if self.networks.confined { "confined" } else { "open" }
     }
 
     /// Sandboxes made from now on trust the egress proxy's CA (`AGENTHOLD_PROXY_CA_PEM` for
@@ -145,68 +143,6 @@ impl DockerDriver {
         self
     }
 
-    /// Removes the ready networks an earlier server process made and no agent took (a network
-    /// an agent took but has no container yet is made again when the agent wakes).
-    async fn remove_stale_ready_networks(&self) {
-        let labels = vec![format!("agenthold.instance={}", self.instance), "agenthold.ready=true".to_owned()];
-        let options = bollard::query_parameters::PruneNetworksOptions {
-            filters: Some(HashMap::from([("label".to_owned(), labels)])),
-        };
-        match self.docker.prune_networks(Some(options)).await {
-            Ok(pruned) => {
-                let count = pruned.networks_deleted.map_or(0, |n| n.len());
-                if count > 0 {
-                    tracing::info!(count, "removed ready networks left by an earlier run");
-                }
-            }
-            Err(error) => tracing::warn!(%error, "removing stale ready networks"),
-        }
-    }
-
-    /// Creates networks in the background until [`READY_NETWORKS`] are ready. (They are
-    /// labelled `agenthold.ready=true`; those no agent took are removed at the next start.)
-    fn refill_networks(&self) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        use std::sync::atomic::Ordering;
-        // Under the list's lock, so that concurrent callers agree on what is missing.
-        let missing = {
-            let ready = lock(&self.ready_networks);
-            let missing = READY_NETWORKS.saturating_sub(ready.len() + self.refilling.load(Ordering::SeqCst));
-            self.refilling.fetch_add(missing, Ordering::SeqCst);
-            missing
-        };
-        for _ in 0..missing {
-            let (docker, instance, ready, confined, refilling) = (
-                self.docker.clone(),
-                self.instance.clone(),
-                Arc::clone(&self.ready_networks),
-                self.confined,
-                Arc::clone(&self.refilling),
-            );
-            runtime.spawn(async move {
-                // Not while the sandbox that took the last one is starting: the engine does
-                // one thing at a time, and the first prompt is waiting for that start.
-                tokio::time::sleep(REFILL_DELAY).await;
-                let agent_id = AgentId::new();
-                let mut request = network_request(&instance, agent_id, confined);
-                if let Some(labels) = request.labels.as_mut() {
-                    labels.insert("agenthold.ready".to_owned(), "true".to_owned());
-                }
-                match docker.create_network(request).await {
-                    Ok(_) => {
-                        let mut ready = lock(&ready);
-                        ready.push(agent_id);
-                        refilling.fetch_sub(1, Ordering::SeqCst);
-                    }
-                    Err(error) => {
-                        refilling.fetch_sub(1, Ordering::SeqCst);
-                        tracing::warn!(%error, "preparing a network for the next agent");
-                    }
-                }
-            });
-        }
-    }
-
     fn container(&self, agent_id: AgentId) -> String {
         format!("{}-{agent_id}", self.instance)
     }
@@ -216,7 +152,7 @@ impl DockerDriver {
     }
 
     fn network(&self, agent_id: AgentId) -> String {
-        network_name(&self.instance, agent_id)
+        self.networks.name(agent_id)
     }
 
     fn labels(&self, agent_id: AgentId) -> HashMap<String, String> {
@@ -306,34 +242,6 @@ impl DockerDriver {
         HashMap::from([("agenthold.instance".to_owned(), self.instance.clone())])
     }
 
-    /// The agent's own network (bridge), made unless it exists as it should (a network made
-    /// with the other egress setting, by an earlier version, is made again: no container is on
-    /// it then). Returns its gateway, the host's address on it.
-    async fn ensure_network(&self, agent_id: AgentId) -> Result<Option<String>, DriverError> {
-        let network = self.network(agent_id);
-        // Older engines accept duplicate network names, so look before creating.
-        for _ in 0..3 {
-            let options = None::<bollard::query_parameters::InspectNetworkOptions>;
-            match self.docker.inspect_network(&network, options).await {
-                Ok(found) if found.internal.unwrap_or(false) == self.confined => return Ok(gateway(&found)),
-                Ok(_) => match self.docker.remove_network(&network).await {
-                    Ok(()) => {}
-                    Err(error) if status_of(&error) == Some(404) => {}
-                    Err(error) => return Err(engine(error)),
-                },
-                Err(error) if status_of(&error) == Some(404) => {
-                    match self.docker.create_network(network_request(&self.instance, agent_id, self.confined)).await {
-                        Ok(_) => {}
-                        Err(error) if status_of(&error) == Some(409) => {}
-                        Err(error) => return Err(engine(error)),
-                    }
-                }
-                Err(error) => return Err(engine(error)),
-            }
-        }
-        Err(DriverError::Engine(format!("the network {network} could not be made")))
-    }
-
     /// The agent's home volume (creating an existing one is a no-op).
     async fn ensure_home(&self, agent_id: AgentId) -> Result<(), DriverError> {
         let volume = VolumeCreateRequest {
@@ -349,7 +257,7 @@ impl DockerDriver {
         let network = self.network(agent_id);
         // Independent engine calls, at once: they are most of a cold start's overhead.
         let (gateway, (), tools) = tokio::try_join!(
-            self.ensure_network(agent_id),
+            self.networks.ensure(agent_id),
             self.ensure_home(agent_id),
             self.tools_volume(&spec.image)
         )?;
@@ -385,7 +293,7 @@ impl DockerDriver {
             security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
             network_mode: Some(network),
             // On a confined network the host is reachable only at the network's gateway.
-            extra_hosts: Some(vec![match (&gateway, self.confined) {
+            extra_hosts: Some(vec![match (&gateway, self.networks.confined) {
                 (Some(gateway), true) => format!("host.docker.internal:{gateway}"),
                 _ => "host.docker.internal:host-gateway".to_owned(),
             }]),
@@ -428,15 +336,16 @@ impl SandboxDriver for DockerDriver {
     }
 
     fn next_agent_id(&self) -> AgentId {
-        let ready = lock(&self.ready_networks).pop();
-        self.refill_networks();
-        ready.unwrap_or_default()
+        self.networks.next_agent_id()
+    }
+
+    fn room_for_agent(&self) -> BoxFuture<'_, Result<(), DriverError>> {
+        self.networks.room().boxed()
     }
 
     fn prepare<'a>(&'a self, image: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            self.remove_stale_ready_networks().await;
-            self.refill_networks();
+            self.networks.prepare().await;
             if let Err(error) = self.tools_volume(image).await {
                 tracing::warn!(%error, image, "preparing the tools volume (it is retried on first use)");
             }
@@ -499,11 +408,7 @@ impl SandboxDriver for DockerDriver {
                 Err(error) if status_of(&error) == Some(404) => {}
                 Err(error) => return Err(engine(error)),
             }
-            match self.docker.remove_network(&self.network(agent_id)).await {
-                Ok(()) => Ok(()),
-                Err(error) if status_of(&error) == Some(404) => Ok(()),
-                Err(error) => Err(engine(error)),
-            }
+            self.networks.remove(agent_id).await
         }
         .boxed()
     }
@@ -562,6 +467,79 @@ impl SandboxDriver for DockerDriver {
         .boxed()
     }
 
+    fn labelled_objects(&self) -> BoxFuture<'_, Result<Vec<super::orphans::Labelled>, DriverError>> {
+        async move {
+            use super::orphans::{Labelled, ObjectKind};
+            let filters = || {
+                let labels = vec![format!("agenthold.instance={}", self.instance), "agenthold.agent".to_owned()];
+                Some(HashMap::from([("label".to_owned(), labels)]))
+            };
+            let agent_of = |labels: Option<&HashMap<String, String>>| {
+                labels.and_then(|l| l.get("agenthold.agent")).and_then(|a| a.parse::<AgentId>().ok())
+            };
+            let date = |text: Option<&String>| {
+                text.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|d| d.with_timezone(&chrono::Utc))
+            };
+            let mut found = Vec::new();
+            let options = bollard::query_parameters::ListContainersOptions {
+                all: true,
+                filters: filters(),
+                ..Default::default()
+            };
+            for container in self.docker.list_containers(Some(options)).await.map_err(engine)? {
+                let (Some(agent_id), Some(id)) = (agent_of(container.labels.as_ref()), container.id) else { continue };
+                let created = container.created.and_then(|s| chrono::DateTime::from_timestamp(s, 0));
+                found.push(Labelled { kind: ObjectKind::Container, name: id, agent_id, created });
+            }
+            let options = bollard::query_parameters::ListVolumesOptions { filters: filters() };
+            let volumes = self.docker.list_volumes(Some(options)).await.map_err(engine)?.volumes.unwrap_or_default();
+            for volume in volumes {
+                let Some(agent_id) = agent_of(Some(&volume.labels)) else { continue };
+                let created = date(volume.created_at.as_ref());
+                found.push(Labelled { kind: ObjectKind::Volume, name: volume.name, agent_id, created });
+            }
+            let options = bollard::query_parameters::ListNetworksOptions { filters: filters() };
+            for network in self.docker.list_networks(Some(options)).await.map_err(engine)? {
+                let (Some(agent_id), Some(name)) = (agent_of(network.labels.as_ref()), network.name) else { continue };
+                if self.networks.is_ready(agent_id) {
+                    continue;
+                }
+                let created = date(network.created.as_ref());
+                found.push(Labelled { kind: ObjectKind::Network, name, agent_id, created });
+            }
+            Ok(found)
+        }
+        .boxed()
+    }
+
+    fn remove_object<'a>(&'a self, object: &'a super::orphans::Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
+        async move {
+            use super::orphans::ObjectKind;
+            let gone = |result: Result<(), BollardError>| match result {
+                Ok(()) => Ok(()),
+                Err(error) if status_of(&error) == Some(404) => Ok(()),
+                Err(error) => Err(engine(error)),
+            };
+            match object.kind {
+                ObjectKind::Container => {
+                    let options = RemoveContainerOptions { force: true, ..Default::default() };
+                    gone(self.docker.remove_container(&object.name, Some(options)).await)
+                }
+                ObjectKind::Volume => gone(
+                    self.docker
+                        .remove_volume(&object.name, None::<bollard::query_parameters::RemoveVolumeOptions>)
+                        .await,
+                ),
+                // By the agent's network name, which also gives its subnet back.
+                ObjectKind::Network if object.name == self.network(object.agent_id) => {
+                    self.networks.remove(object.agent_id).await
+                }
+                ObjectKind::Network => gone(self.docker.remove_network(&object.name).await),
+            }
+        }
+        .boxed()
+    }
+
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
         async move { super::docker_oom::oom_killed(&self.docker, &self.container(agent_id)).await }.boxed()
     }
@@ -576,40 +554,12 @@ pub fn nofile_limit() -> i64 {
     own.and_then(|max| i64::try_from(max).ok()).map_or(NOFILE_LIMIT, |max| max.min(NOFILE_LIMIT))
 }
 
-fn network_name(instance: &str, agent_id: AgentId) -> String {
-    format!("{instance}-net-{agent_id}")
-}
-
-/// An agent's network: a bridge; when confined, `internal` and with the bridge name the host's
-/// firewall rules match ([`super::firewall::bridge_name`]).
-fn network_request(instance: &str, agent_id: AgentId, confined: bool) -> NetworkCreateRequest {
-    let options = confined
-        .then(|| HashMap::from([(BRIDGE_NAME_OPTION.to_owned(), super::firewall::bridge_name(instance, agent_id))]));
-    NetworkCreateRequest {
-        name: network_name(instance, agent_id),
-        driver: Some("bridge".to_owned()),
-        internal: Some(confined),
-        options,
-        labels: Some(agent_labels(instance, agent_id)),
-        ..Default::default()
-    }
-}
-
-/// A network's (first) gateway address.
-fn gateway(network: &bollard::models::NetworkInspect) -> Option<String> {
-    let configs = network.ipam.as_ref()?.config.as_ref()?;
-    configs.iter().find_map(|c| c.gateway.clone().filter(|g| !g.is_empty() && !g.contains(':')))
-}
-
-fn agent_labels(instance: &str, agent_id: AgentId) -> HashMap<String, String> {
+/// The labels of an agent's container, volume and network.
+pub(super) fn agent_labels(instance: &str, agent_id: AgentId) -> HashMap<String, String> {
     HashMap::from([
         ("agenthold.instance".to_owned(), instance.to_owned()),
         ("agenthold.agent".to_owned(), agent_id.to_string()),
     ])
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A tar archive holding `opt/agenthold/{sandboxd,fakeagent}` (mode 0755).

@@ -6,9 +6,12 @@
 pub mod deletion;
 pub mod docker;
 mod docker_events;
+mod docker_networks;
 mod docker_oom;
 pub mod firewall;
 pub mod local;
+pub mod orphans;
+pub mod subnets;
 
 use futures_util::future::BoxFuture;
 
@@ -57,6 +60,9 @@ pub enum DriverError {
     /// The image does not exist on the engine.
     #[error("image {0} not found")]
     ImageNotFound(String),
+    /// The host has no room for one more sandbox (the subnet pool is full).
+    #[error("{0}")]
+    Capacity(String),
     /// Anything else the engine said.
     #[error("{0}")]
     Engine(String),
@@ -70,6 +76,10 @@ pub trait SandboxDriver: Send + Sync {
     /// keeps a network ready for the next agent, so a first prompt need not wait for one).
     fn next_agent_id(&self) -> AgentId {
         AgentId::new()
+    }
+    /// Whether the host has room for one more agent's sandbox ([`DriverError::Capacity`] when not).
+    fn room_for_agent(&self) -> BoxFuture<'_, Result<(), DriverError>> {
+        Box::pin(std::future::ready(Ok(())))
     }
     /// Work a first sandbox would otherwise wait for, done ahead (at server start).
     fn prepare<'a>(&'a self, _image: &'a str) -> BoxFuture<'a, ()> {
@@ -108,6 +118,15 @@ pub trait SandboxDriver: Send + Sync {
         _exits: tokio::sync::mpsc::Sender<(AgentId, chrono::DateTime<chrono::Utc>)>,
     ) -> BoxFuture<'static, ()> {
         Box::pin(std::future::pending())
+    }
+    /// The containers, volumes and networks labelled for this instance and an agent (not the
+    /// driver's ready networks), for the orphan sweep; drivers without such objects list none.
+    fn labelled_objects(&self) -> BoxFuture<'_, Result<Vec<orphans::Labelled>, DriverError>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+    /// Removes one object [`Self::labelled_objects`] listed (gone already is fine).
+    fn remove_object<'a>(&'a self, _object: &'a orphans::Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
+        Box::pin(std::future::ready(Ok(())))
     }
     /// Whether the engine killed a process of the sandbox for want of memory (since it last
     /// started). Drivers without memory limits say false.

@@ -48,6 +48,8 @@ pub struct AgentRow {
     pub login_user_id: Option<uuid::Uuid>,
     /// When someone last signed in inside its sandbox (a login method run in its terminal).
     pub sandbox_login_at: Option<DateTime<Utc>>,
+    /// Seconds idle before it is put to sleep (0: never; `None`: the server's setting).
+    pub auto_sleep_secs: Option<i32>,
     /// `awake` or `asleep`, as the user asked.
     pub desired_state: String,
     /// When it was created.
@@ -89,6 +91,8 @@ pub struct NewAgent {
     pub pids_limit: i32,
     /// Turn time limit (seconds of activity; `None`: the server's).
     pub turn_timeout_secs: Option<i32>,
+    /// Its own auto-sleep time.
+    pub auto_sleep_secs: Option<i32>,
 }
 
 /// Inserting an agent failed.
@@ -97,6 +101,9 @@ pub enum InsertError {
     /// Another agent has the name.
     #[error("an agent with this name exists")]
     NameTaken,
+    /// The server has as many agents as it may.
+    #[error("this server has {0} agents, as many as it may (AGENTHOLD_MAX_AGENTS)")]
+    Full(i64),
     /// The database failed.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -119,14 +126,32 @@ fn command_from_json(value: Option<serde_json::Value>) -> Option<Vec<String>> {
     value.and_then(|v| serde_json::from_value(v).ok())
 }
 
-/// Stores a new agent and its sandbox row (with the hash of its first sandbox token).
-pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Result<(), InsertError> {
+/// Stores a new agent and its sandbox row (with the hash of its first sandbox token); refused
+/// when the server already has `max_agents` (counted under a transaction-scoped advisory lock —
+/// class 3; 1 and 2 are the login throttle's — so concurrent creations, on any replica, cannot
+/// overshoot).
+pub async fn insert(
+    pool: &PgPool,
+    agent: &NewAgent,
+    token_hash: &[u8],
+    max_agents: Option<i64>,
+) -> Result<(), InsertError> {
     let mut tx = pool.begin().await?;
+    if let Some(max) = max_agents {
+        sqlx::query_scalar!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(3, hashtext('agents.insert'))"#)
+            .fetch_one(&mut *tx)
+            .await?;
+        let count = sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM agents"#).fetch_one(&mut *tx).await?;
+        if count >= max {
+            return Err(InsertError::Full(count));
+        }
+    }
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
-                              workspace_id, created_by, model, posture, policy, turn_timeout_secs, login_user_id)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12)
+                              workspace_id, created_by, model, posture, policy, turn_timeout_secs, login_user_id,
+                              auto_sleep_secs)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12, $17)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -144,6 +169,7 @@ pub async fn insert(pool: &PgPool, agent: &NewAgent, token_hash: &[u8]) -> Resul
         agent.posture,
         agent.policy,
         agent.turn_timeout_secs,
+        agent.auto_sleep_secs,
     )
     .execute(&mut *tx)
     .await?;
@@ -178,6 +204,7 @@ struct AgentRecord {
     turn_timeout_secs: Option<i32>,
     login_user_id: Option<uuid::Uuid>,
     sandbox_login_at: Option<DateTime<Utc>>,
+    auto_sleep_secs: Option<i32>,
     desired_state: String,
     created_at: DateTime<Utc>,
 }
@@ -204,6 +231,7 @@ impl From<AgentRecord> for AgentRow {
             turn_timeout_secs: r.turn_timeout_secs,
             login_user_id: r.login_user_id,
             sandbox_login_at: r.sandbox_login_at,
+            auto_sleep_secs: r.auto_sleep_secs,
             desired_state: r.desired_state,
             created_at: r.created_at,
         }
@@ -226,7 +254,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
                   driver,
                   permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, login_user_id, sandbox_login_at,
-                  desired_state, created_at
+                  auto_sleep_secs, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
         including_deleting
@@ -243,7 +271,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
                   a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
-                  a.login_user_id, a.sandbox_login_at, a.desired_state, a.created_at
+                  a.login_user_id, a.sandbox_login_at, a.auto_sleep_secs, a.desired_state, a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#,
@@ -292,6 +320,22 @@ pub async fn mark_sandbox_login(pool: &PgPool, id: AgentId) -> sqlx::Result<()> 
     Ok(())
 }
 
+/// The auto-sleep times of the agents among `ids` that exist and are not being deleted (their own,
+/// or `None` for the server's).
+pub async fn auto_sleep_of(pool: &PgPool, ids: &[uuid::Uuid]) -> sqlx::Result<Vec<(AgentId, Option<i32>)>> {
+    let rows =
+        sqlx::query!(r#"SELECT id, auto_sleep_secs FROM agents WHERE id = ANY($1) AND deleting_at IS NULL"#, ids)
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().map(|r| (AgentId(r.id), r.auto_sleep_secs)).collect())
+}
+
+/// Which of `ids` are agents (also those being deleted: their objects are the deletion's to remove).
+pub async fn existing(pool: &PgPool, ids: &[uuid::Uuid]) -> sqlx::Result<Vec<AgentId>> {
+    let rows = sqlx::query_scalar!(r#"SELECT id FROM agents WHERE id = ANY($1)"#, ids).fetch_all(pool).await?;
+    Ok(rows.into_iter().map(AgentId).collect())
+}
+
 /// Records whether the user wants the agent awake or asleep (not for an agent being deleted).
 pub async fn set_desired_state(pool: &PgPool, id: AgentId, state: &str) -> sqlx::Result<bool> {
     let done =
@@ -326,6 +370,8 @@ pub struct AgentSettings {
     pub pids_limit: i32,
     /// Turn time limit (seconds of activity; `None`: the server's).
     pub turn_timeout_secs: Option<i32>,
+    /// Its own auto-sleep time.
+    pub auto_sleep_secs: Option<i32>,
 }
 
 /// Replaces an agent's settings (not for an agent being deleted). False if there is no such agent.
@@ -334,7 +380,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
     let done = sqlx::query!(
         r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
                              memory_mib = $8, pids_limit = $9, posture = $10, policy = $11,
-                             turn_timeout_secs = $12
+                             turn_timeout_secs = $12, auto_sleep_secs = $13
            WHERE id = $1 AND deleting_at IS NULL"#,
         id.0,
         settings.harness,
@@ -348,6 +394,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
         settings.posture,
         settings.policy,
         settings.turn_timeout_secs,
+        settings.auto_sleep_secs,
     )
     .execute(pool)
     .await?;

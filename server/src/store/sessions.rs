@@ -79,6 +79,23 @@ pub async fn list_ids(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Sess
     Ok(ids.into_iter().map(SessionId).collect())
 }
 
+/// When the last event of each of `agent_ids`' sessions was stored (agents without events are
+/// left out).
+pub async fn last_event_at(
+    pool: &PgPool,
+    agent_ids: &[uuid::Uuid],
+) -> sqlx::Result<Vec<(AgentId, chrono::DateTime<chrono::Utc>)>> {
+    let rows = sqlx::query!(
+        r#"SELECT s.agent_id, max(e.created_at) AS "at!"
+           FROM sessions s JOIN events e ON e.session_id = s.id AND e.seq = s.last_seq
+           WHERE s.agent_id = ANY($1) GROUP BY s.agent_id"#,
+        agent_ids
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|r| (AgentId(r.agent_id), r.at)).collect())
+}
+
 /// Records the harness's id for a session.
 pub async fn set_acp_session_id(tx: &mut sqlx::PgConnection, id: SessionId, acp_id: &str) -> sqlx::Result<()> {
     sqlx::query!(r#"UPDATE sessions SET acp_session_id = $2 WHERE id = $1"#, id.0, acp_id).execute(&mut *tx).await?;

@@ -5,7 +5,9 @@
 //! [`core`] (pure: inputs in, effects out, unit-tested without Docker); `shell` performs the
 //! effects.
 
+pub mod auto_sleep;
 pub mod core;
+pub mod host;
 mod shell;
 pub mod slots;
 
@@ -53,6 +55,8 @@ pub struct Deps {
     pub timeouts: Timeouts,
     /// The posture of agents that name none, and whether `autonomous` is forbidden.
     pub postures: Postures,
+    /// The host's awake sandboxes (bounded by `AGENTHOLD_MAX_AWAKE`) and when each was last used.
+    pub host: Arc<host::Host>,
     /// How harnesses reach the egress proxy; `None` unless `AGENTHOLD_PROXY_ADDR` is set (and
     /// the driver installs the proxy's CA: Docker only).
     pub proxy: Option<ProxyAccess>,
@@ -225,6 +229,11 @@ impl Supervisors {
         self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(shell::run(agent_id, deps, receiver));
         actors.insert(agent_id, sender.clone());
         sender
+    }
+
+    /// The host's awake sandboxes.
+    pub fn host(&self) -> &Arc<host::Host> {
+        &self.deps.host
     }
 
     /// Sends a command to the agent's supervisor if one runs (none is started for it).

@@ -146,6 +146,10 @@ impl Shell {
             Command::Attach { link, hello, inbox } => {
                 let Control::Hello { processes, .. } = hello else { return None };
                 let id = link.id;
+                // A connected sandbox is awake, whoever started it (this server's wake, or an
+                // earlier server process's: after a restart it counts against the cap and can
+                // be auto-slept like any other).
+                self.deps.host.take_running(self.agent_id, Instant::now());
                 if let Some(previous) = self.link.replace(link) {
                     previous.close();
                 }
@@ -168,6 +172,10 @@ impl Shell {
                 // Whether the engine killed it for want of memory, then the core decides.
                 let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
                 self.tasks.push(Box::pin(async move {
+                    // Its slot on the host is free, unless a wake has started it again since.
+                    if !matches!(deps.driver.status(agent_id).await, Ok(SandboxStatus::Running)) {
+                        deps.host.give_back(agent_id);
+                    }
                     Some(Input::SandboxExited { at, oom: explain_kill(&deps, agent_id).await })
                 }));
                 return None;
@@ -343,6 +351,9 @@ impl Shell {
                 self.tasks.push(Box::pin(async move {
                     let result =
                         deps.driver.stop(agent_id).await.map_err(|e| format!("the sandbox could not stop: {e}"));
+                    if result.is_ok() {
+                        deps.host.give_back(agent_id);
+                    }
                     Some(Input::Stopped { reply, result })
                 }));
             }
@@ -360,6 +371,7 @@ impl Shell {
                     .destroy(agent_id)
                     .await
                     .map_err(|e| LifecycleError::Failed(format!("the sandbox could not be removed: {e}")));
+                deps.host.give_back(agent_id);
                 self.reply(reply, Outcome::Lifecycle(outcome));
                 return true;
             }
@@ -485,17 +497,61 @@ async fn load_snapshot(
 /// Makes sure the sandbox exists and runs (recreating it, with the same home, if it was deleted
 /// behind the server's back). sandboxd then dials in.
 async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
-    let failed = |e: crate::sandbox::DriverError| {
+    let began = Instant::now();
+    let status = deps.driver.status(agent_id).await.map_err(|e| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
         "the sandbox could not start (see the server log)".to_owned()
+    })?;
+    if status == SandboxStatus::Running {
+        deps.host.take_running(agent_id, Instant::now());
+        return start(deps, agent_id, status, began).await;
+    }
+    // A slot on the host before anything is made or started; when the host is full, the turns
+    // waiting for this wake say so and the wake waits for a sandbox to sleep.
+    if !deps.host.try_take(agent_id, Instant::now()) {
+        capacity_wait_notice(deps, agent_id).await;
+        deps.host.take(agent_id, || {}).await;
+        tracing::info!(agent.id = %agent_id, waited_ms = began.elapsed().as_millis() as u64, "a slot on the host is free");
+    }
+    let result = start(deps, agent_id, status, began).await;
+    if result.is_err() {
+        deps.host.give_back(agent_id);
+    }
+    result
+}
+
+/// Tells the sessions whose turns wait for this wake that the host is full (a `notice`
+/// `CAPACITY_WAIT`).
+async fn capacity_wait_notice(deps: &Deps, agent_id: AgentId) {
+    let message = "this host runs as many sandboxes as it may (AGENTHOLD_MAX_AWAKE): the prompt waits until one sleeps";
+    let sessions: std::collections::BTreeSet<_> = match store::sessions::open_turns(&deps.pool, agent_id).await {
+        Ok(turns) => turns.into_iter().map(|t| t.session_id).collect(),
+        Err(error) => {
+            tracing::warn!(%error, agent.id = %agent_id, "reading the turns waiting for a slot");
+            return;
+        }
+    };
+    tracing::info!(agent.id = %agent_id, sessions = sessions.len(), "the host is full; the wake waits for a slot");
+    let events = sessions.into_iter().map(|s| crate::events::NewEvent::notice(s, "CAPACITY_WAIT", message)).collect();
+    if let Err(error) = deps.appender.append(events, Vec::new()).await {
+        tracing::warn!(?error, agent.id = %agent_id, "storing the capacity notice");
+    }
+}
+
+/// The rest of a wake, once the sandbox has a slot: makes the container if needed, starts it.
+async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began: Instant) -> Result<(), String> {
+    let failed = |e: crate::sandbox::DriverError| {
+        tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
+        match e {
+            crate::sandbox::DriverError::Capacity(message) => format!("CAPACITY: {message}"),
+            _ => "the sandbox could not start (see the server log)".to_owned(),
+        }
     };
     let database = |e: sqlx::Error| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
         "the sandbox could not start (database error)".to_owned()
     };
     let driver = Arc::clone(&deps.driver);
-    let began = Instant::now();
-    let mut status = driver.status(agent_id).await.map_err(failed)?;
     if status == SandboxStatus::Stale {
         // Made by another server version: make it again around the same home, so sandboxd
         // never drifts from this server's.

@@ -65,10 +65,15 @@ pub struct DriverUnderTest {
 impl DriverUnderTest {
     /// A driver whose sandboxes get the server's own sandboxd and fakeagent.
     pub fn new() -> Self {
+        Self::configured(|driver| driver)
+    }
+
+    /// Such a driver, configured further by `configure`.
+    pub fn configured(configure: impl FnOnce(DockerDriver) -> DockerDriver) -> Self {
         let instance = format!("ahd{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_agenthold"));
         let bin_dir = exe.parent().expect("bin dir").to_owned();
-        let driver = DockerDriver::connect(instance.clone(), bin_dir).expect("connecting to Docker");
+        let driver = configure(DockerDriver::connect(instance.clone(), bin_dir).expect("connecting to Docker"));
         Self { driver, instance }
     }
 

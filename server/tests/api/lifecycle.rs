@@ -186,10 +186,10 @@ async fn a_burst_of_new_agents_leaves_only_the_ready_networks_the_pool_keeps() {
         return;
     }
     let server = TestServer::start().await;
-    let mut agents = Vec::new();
-    for _ in 0..12 {
-        agents.push(server.create_agent(serde_json::json!({})).await);
-    }
+    // The burst: 50 agents created at once (concurrent requests, each taking a ready
+    // network and scheduling refills).
+    let agents: Vec<String> =
+        futures_util::future::join_all((0..50).map(|_| server.create_agent(serde_json::json!({})))).await;
     // Ready networks no agent took: those labelled ready whose agent label names none of ours.
     let untaken = || {
         let output = std::process::Command::new("docker")
@@ -207,5 +207,5 @@ async fn a_burst_of_new_agents_leaves_only_the_ready_networks_the_pool_keeps() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert_eq!(untaken(), 2, "a burst of 12 agents left more ready networks than the pool keeps");
+    assert_eq!(untaken(), 2, "a burst of 50 agents left more ready networks than the pool keeps");
 }

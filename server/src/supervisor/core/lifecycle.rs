@@ -45,7 +45,11 @@ impl Core {
             Err(message) => {
                 self.wake_failed = true;
                 let waiting = |t: &Turn| t.state == TurnState::Waiting;
-                self.fail_turns(waiting, "SANDBOX_START_FAILED", &message, now);
+                let (code, text) = match message.strip_prefix("CAPACITY: ") {
+                    Some(text) => ("CAPACITY", text),
+                    None => ("SANDBOX_START_FAILED", message.as_str()),
+                };
+                self.fail_turns(waiting, code, text, now);
                 self.fail_terminal_waiters(&message);
                 for reply in waiters {
                     let outcome = Outcome::Lifecycle(Err(LifecycleError::Failed(message.clone())));

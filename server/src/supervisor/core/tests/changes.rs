@@ -185,3 +185,27 @@ fn a_sandbox_that_stops_on_its_own_ends_its_running_turn_at_once() {
     let at = sim.now.wall;
     assert!(persists(&sim.input(Input::SandboxExited { at, oom: None })).is_empty());
 }
+
+#[test]
+fn a_wake_with_no_room_on_the_host_fails_its_waiting_turns_with_capacity() {
+    let mut sim = Sim::new();
+    sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
+    let effects = sim.input(Input::Woken(Err("CAPACITY: no free subnet: the pool 10.214.0.0/16 is full".to_owned())));
+    let errors: Vec<&NewEvent> = persists(&effects)
+        .iter()
+        .flat_map(|(_, events, _)| events.iter())
+        .filter(|e| e.payload["code"].is_string())
+        .collect();
+    assert_eq!(errors.len(), 1, "{effects:?}");
+    assert_eq!(errors[0].payload["code"], json!("CAPACITY"));
+    assert_eq!(errors[0].payload["message"], json!("no free subnet: the pool 10.214.0.0/16 is full"));
+    // Any other failure keeps its code.
+    let mut sim = Sim::new();
+    sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
+    let effects = sim.input(Input::Woken(Err("the sandbox could not start (see the server log)".to_owned())));
+    assert!(
+        persists(&effects)
+            .iter()
+            .any(|(_, events, _)| events.iter().any(|e| e.payload["code"] == json!("SANDBOX_START_FAILED")))
+    );
+}

@@ -1,0 +1,362 @@
+//! The Docker driver's networks: one bridge per agent (internal and named for
+//! [`super::firewall`] when egress is confined), its subnet cut from agenthold's own pool
+//! ([`super::subnets`], passed in the network's IPAM settings so a stock engine holds thousands),
+//! and the few networks kept ready for agents not created yet (a bridge takes ~120 ms to make,
+//! which a first prompt would otherwise wait for).
+//!
+//! Ready networks: at most [`READY_NETWORKS`] exist or are being made, whatever the burst (refills
+//! in flight are counted); those no agent took are removed at the next start.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bollard::Docker;
+use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
+use tokio::sync::OnceCell;
+
+use super::DriverError;
+use super::subnets::{Allocator, SubnetPool};
+use crate::ids::AgentId;
+
+/// Networks kept ready for agents not created yet.
+pub const READY_NETWORKS: usize = 2;
+/// How long after an agent takes a ready network another one is made.
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How many blocks a network creation tries when the engine says they overlap a network made
+/// meanwhile (each refusal marks the block taken; the list is read again after the first).
+const OVERLAP_RETRIES: usize = 16;
+/// Docker's network option naming a bridge network's interface on the host.
+const BRIDGE_NAME_OPTION: &str = "com.docker.network.bridge.name";
+/// The label of ready networks.
+pub const READY_LABEL: &str = "agenthold.ready";
+
+/// The driver's networks.
+pub struct Networks {
+    docker: Docker,
+    instance: String,
+    /// Whether networks are internal (confined egress).
+    pub(super) confined: bool,
+    /// The subnets agenthold hands out (`None`: the engine picks, from its own pools).
+    subnets: Option<Arc<Subnets>>,
+    /// Agent ids whose network already exists.
+    ready: Arc<Mutex<Vec<AgentId>>>,
+    /// Ready networks being made.
+    refilling: Arc<AtomicUsize>,
+}
+
+/// The subnet allocator and whether it has read the engine's networks yet.
+struct Subnets {
+    allocator: Mutex<Allocator>,
+    synced: OnceCell<()>,
+}
+
+/// A network could not be made.
+enum MakeError {
+    /// The pool has no free block.
+    Full,
+    /// A network of that name exists (made meanwhile).
+    Conflict,
+    /// The engine failed.
+    Failed(DriverError),
+}
+
+impl Networks {
+    /// Networks on `docker` for `instance`, confined, with subnets from the default pool.
+    pub fn new(docker: Docker, instance: String) -> Self {
+        let pool = super::subnets::SubnetPool::new(super::subnets::DEFAULT_POOL, super::subnets::DEFAULT_BLOCK_PREFIX)
+            .expect("the default pool is valid");
+        let mut networks =
+            Self { docker, instance, confined: true, subnets: None, ready: Arc::default(), refilling: Arc::default() };
+        networks.set_pool(Some(pool));
+        networks
+    }
+
+    /// Where subnets come from from now on (`None`: the engine's own pools).
+    pub fn set_pool(&mut self, pool: Option<SubnetPool>) {
+        self.subnets =
+            pool.map(|pool| Arc::new(Subnets { allocator: Mutex::new(Allocator::new(pool)), synced: OnceCell::new() }));
+    }
+
+    /// The name of the agent's network.
+    pub fn name(&self, agent_id: AgentId) -> String {
+        network_name(&self.instance, agent_id)
+    }
+
+    /// The id for a new agent: one whose network is ready, if any (and more are made).
+    pub fn next_agent_id(&self) -> AgentId {
+        let ready = lock(&self.ready).pop();
+        self.refill();
+        ready.unwrap_or_default()
+    }
+
+    /// Whether `agent_id` names a ready network (one no agent took yet).
+    pub fn is_ready(&self, agent_id: AgentId) -> bool {
+        lock(&self.ready).contains(&agent_id)
+    }
+
+    /// Whether one more agent can have a network: a ready one, or a free block in the pool.
+    pub async fn room(&self) -> Result<(), DriverError> {
+        let Some(subnets) = &self.subnets else { return Ok(()) };
+        if !lock(&self.ready).is_empty() {
+            return Ok(());
+        }
+        sync_once(&self.docker, subnets).await?;
+        if lock(&subnets.allocator).free() > 0 {
+            return Ok(());
+        }
+        // What others removed since is free again.
+        sync(&self.docker, subnets).await?;
+        let (free, pool) = {
+            let allocator = lock(&subnets.allocator);
+            (allocator.free(), allocator.pool())
+        };
+        if free == 0 { Err(full(&pool)) } else { Ok(()) }
+    }
+
+    /// At start: removes the ready networks an earlier server process made and no agent took (a
+    /// network an agent took but has no container yet is made again when the agent wakes), reads
+    /// which subnets are taken, and makes ready networks.
+    pub async fn prepare(&self) {
+        let labels = vec![format!("agenthold.instance={}", self.instance), format!("{READY_LABEL}=true")];
+        let options = bollard::query_parameters::PruneNetworksOptions {
+            filters: Some(HashMap::from([("label".to_owned(), labels)])),
+        };
+        match self.docker.prune_networks(Some(options)).await {
+            Ok(pruned) => {
+                let count = pruned.networks_deleted.map_or(0, |n| n.len());
+                if count > 0 {
+                    tracing::info!(count, "removed ready networks left by an earlier run");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "removing stale ready networks"),
+        }
+        if let Some(subnets) = &self.subnets
+            && let Err(error) = sync(&self.docker, subnets).await
+        {
+            tracing::warn!(%error, "reading the engine's networks (retried on first use)");
+        }
+        self.refill();
+    }
+
+    /// Creates networks in the background until [`READY_NETWORKS`] are ready or being made.
+    fn refill(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        // Under the list's lock, so that concurrent callers agree on what is missing.
+        let missing = {
+            let ready = lock(&self.ready);
+            let missing = READY_NETWORKS.saturating_sub(ready.len() + self.refilling.load(Ordering::SeqCst));
+            self.refilling.fetch_add(missing, Ordering::SeqCst);
+            missing
+        };
+        for _ in 0..missing {
+            let (docker, instance, ready, confined, refilling, subnets) = (
+                self.docker.clone(),
+                self.instance.clone(),
+                Arc::clone(&self.ready),
+                self.confined,
+                Arc::clone(&self.refilling),
+                self.subnets.clone(),
+            );
+            runtime.spawn(async move {
+                // Not while the sandbox that took the last one is starting: the engine does
+                // one thing at a time, and the first prompt is waiting for that start.
+                tokio::time::sleep(REFILL_DELAY).await;
+                let agent_id = AgentId::new();
+                let made = make(&docker, &instance, agent_id, confined, subnets.as_deref(), true).await;
+                let mut ready = lock(&ready);
+                refilling.fetch_sub(1, Ordering::SeqCst);
+                match made {
+                    Ok(()) => ready.push(agent_id),
+                    Err(MakeError::Full) => tracing::debug!("no ready network: the subnet pool is full"),
+                    Err(MakeError::Conflict) => {}
+                    Err(MakeError::Failed(error)) => tracing::warn!(%error, "preparing a network for the next agent"),
+                }
+            });
+        }
+    }
+
+    /// The agent's own network, made unless it exists as it should (a network made with the other
+    /// egress setting, by an earlier version, is made again: no container is on it then). Returns
+    /// its gateway, the host's address on it. A full pool is [`DriverError::Capacity`].
+    pub async fn ensure(&self, agent_id: AgentId) -> Result<Option<String>, DriverError> {
+        let network = self.name(agent_id);
+        // Older engines accept duplicate network names, so look before creating.
+        for _ in 0..3 {
+            let options = None::<bollard::query_parameters::InspectNetworkOptions>;
+            match self.docker.inspect_network(&network, options).await {
+                Ok(found) if found.internal.unwrap_or(false) == self.confined => return Ok(gateway(&found)),
+                Ok(_) => self.remove(agent_id).await?,
+                Err(error) if status_of(&error) == Some(404) => {
+                    match make(&self.docker, &self.instance, agent_id, self.confined, self.subnets.as_deref(), false)
+                        .await
+                    {
+                        Ok(()) | Err(MakeError::Conflict) => {}
+                        Err(MakeError::Failed(error)) => return Err(error),
+                        Err(MakeError::Full) => {
+                            let pool = self.subnets.as_ref().map(|s| lock(&s.allocator).pool());
+                            return Err(
+                                pool.map_or_else(|| DriverError::Capacity("no subnet".to_owned()), |p| full(&p))
+                            );
+                        }
+                    }
+                }
+                Err(error) => return Err(engine(error)),
+            }
+        }
+        Err(DriverError::Engine(format!("the network {network} could not be made")))
+    }
+
+    /// Removes the agent's network (if any) and gives its subnet back.
+    pub async fn remove(&self, agent_id: AgentId) -> Result<(), DriverError> {
+        let result = match self.docker.remove_network(&self.name(agent_id)).await {
+            Ok(()) => Ok(()),
+            Err(error) if status_of(&error) == Some(404) => Ok(()),
+            Err(error) => Err(engine(error)),
+        };
+        if result.is_ok()
+            && let Some(subnets) = &self.subnets
+        {
+            lock(&subnets.allocator).release(agent_id);
+        }
+        result
+    }
+}
+
+/// Reads the engine's networks into the allocator once.
+async fn sync_once(docker: &Docker, subnets: &Subnets) -> Result<(), DriverError> {
+    subnets.synced.get_or_try_init(|| sync(docker, subnets)).await.map(|_| ())
+}
+
+/// Reads which subnets the engine's networks hold (every network's, not only ours: the engine
+/// refuses overlaps) into the allocator.
+async fn sync(docker: &Docker, subnets: &Subnets) -> Result<(), DriverError> {
+    let networks =
+        docker.list_networks(None::<bollard::query_parameters::ListNetworksOptions>).await.map_err(engine)?;
+    let held: Vec<(String, Option<AgentId>)> = networks
+        .iter()
+        .flat_map(|n| {
+            let agent =
+                n.labels.as_ref().and_then(|l| l.get("agenthold.agent")).and_then(|a| a.parse::<AgentId>().ok());
+            let configs = n.ipam.as_ref().and_then(|i| i.config.clone()).unwrap_or_default();
+            configs.into_iter().filter_map(move |c| c.subnet.map(|s| (s, agent)))
+        })
+        .collect();
+    lock(&subnets.allocator).sync(held.iter().map(|(s, a)| (s.as_str(), *a)));
+    Ok(())
+}
+
+/// Makes the agent's network; with a pool, on a block of its own (the next free one when the
+/// engine says a block overlaps a network made meanwhile).
+async fn make(
+    docker: &Docker,
+    instance: &str,
+    agent_id: AgentId,
+    confined: bool,
+    subnets: Option<&Subnets>,
+    ready: bool,
+) -> Result<(), MakeError> {
+    let mut request = network_request(instance, agent_id, confined);
+    if ready && let Some(labels) = request.labels.as_mut() {
+        labels.insert(READY_LABEL.to_owned(), "true".to_owned());
+    }
+    let failed = |error: bollard::errors::Error| match status_of(&error) {
+        Some(409) => MakeError::Conflict,
+        _ => MakeError::Failed(engine(error)),
+    };
+    let Some(subnets) = subnets else {
+        return docker.create_network(request).await.map(|_| ()).map_err(failed);
+    };
+    sync_once(docker, subnets).await.map_err(MakeError::Failed)?;
+    for attempt in 0..OVERLAP_RETRIES {
+        let block = lock(&subnets.allocator).allocate(agent_id);
+        let block = match block {
+            Some(block) => block,
+            None if attempt == 0 => {
+                // What others removed since is free again.
+                let _ = sync(docker, subnets).await;
+                lock(&subnets.allocator).allocate(agent_id).ok_or(MakeError::Full)?
+            }
+            None => return Err(MakeError::Full),
+        };
+        request.ipam = Some(Ipam {
+            driver: Some("default".to_owned()),
+            config: Some(vec![IpamConfig {
+                subnet: Some(block.to_string()),
+                gateway: Some(block.gateway().to_string()),
+                ..Default::default()
+            }]),
+            options: None,
+        });
+        match docker.create_network(request.clone()).await {
+            Ok(_) => return Ok(()),
+            Err(error) if overlaps(&error) => {
+                tracing::debug!(subnet = %block, "the engine says the block overlaps a network; trying another");
+                lock(&subnets.allocator).refused(agent_id);
+                if attempt == 0 {
+                    let _ = sync(docker, subnets).await;
+                }
+            }
+            Err(error) => {
+                lock(&subnets.allocator).release(agent_id);
+                return Err(failed(error));
+            }
+        }
+    }
+    Err(MakeError::Failed(DriverError::Engine("every subnet tried overlaps a network on the engine".to_owned())))
+}
+
+/// Whether the engine refused a subnet because it overlaps one it has.
+fn overlaps(error: &bollard::errors::Error) -> bool {
+    matches!(error, bollard::errors::Error::DockerResponseServerError { status_code: 403 | 400 | 500, message }
+        if message.contains("overlaps"))
+}
+
+fn full(pool: &SubnetPool) -> DriverError {
+    DriverError::Capacity(format!(
+        "no free subnet: the pool {} holds {} agent networks (AGENTHOLD_SANDBOX_SUBNET_POOL)",
+        pool.pool(),
+        pool.blocks()
+    ))
+}
+
+/// The name of an agent's network.
+pub fn network_name(instance: &str, agent_id: AgentId) -> String {
+    format!("{instance}-net-{agent_id}")
+}
+
+/// An agent's network: a bridge; when confined, `internal` and with the bridge name the host's
+/// firewall rules match ([`super::firewall::bridge_name`]).
+fn network_request(instance: &str, agent_id: AgentId, confined: bool) -> NetworkCreateRequest {
+    let options = confined
+        .then(|| HashMap::from([(BRIDGE_NAME_OPTION.to_owned(), super::firewall::bridge_name(instance, agent_id))]));
+    NetworkCreateRequest {
+        name: network_name(instance, agent_id),
+        driver: Some("bridge".to_owned()),
+        internal: Some(confined),
+        options,
+        labels: Some(super::docker::agent_labels(instance, agent_id)),
+        ..Default::default()
+    }
+}
+
+/// A network's (first) gateway address.
+fn gateway(network: &bollard::models::NetworkInspect) -> Option<String> {
+    let configs = network.ipam.as_ref()?.config.as_ref()?;
+    configs.iter().find_map(|c| c.gateway.clone().filter(|g| !g.is_empty() && !g.contains(':')))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn status_of(error: &bollard::errors::Error) -> Option<u16> {
+    match error {
+        bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+fn engine(error: bollard::errors::Error) -> DriverError {
+    DriverError::Engine(error.to_string())
+}

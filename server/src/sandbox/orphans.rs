@@ -1,0 +1,143 @@
+//! The orphan sweep: every `AGENTHOLD_ORPHAN_SWEEP_SECS`, the containers, home volumes and
+//! networks labelled for this instance whose agent no longer exists in the database (a deletion
+//! interrupted before it was recorded, a crash between making an object and storing the agent,
+//! objects of a restored database) are removed, once older than `AGENTHOLD_ORPHAN_GRACE_SECS`.
+//! Never an object of an existing agent (also one being deleted: that is the deletion's), never
+//! one without an agent label (the tools volume), never a ready network the driver holds.
+//! What it removes is logged, one line per object and a summary.
+//!
+//! [`orphans`] decides (pure); [`run`] lists, decides and removes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::SandboxDriver;
+use crate::ids::AgentId;
+
+/// What kind of engine object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    /// A sandbox container.
+    Container,
+    /// A home volume.
+    Volume,
+    /// An agent network.
+    Network,
+}
+
+impl ObjectKind {
+    /// Its name in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Container => "container",
+            Self::Volume => "volume",
+            Self::Network => "network",
+        }
+    }
+}
+
+/// An engine object labelled for this instance and an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labelled {
+    /// What it is.
+    pub kind: ObjectKind,
+    /// Its name (or id).
+    pub name: String,
+    /// The agent its label names.
+    pub agent_id: AgentId,
+    /// When it was made (`None`: the engine did not say; never swept).
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// The objects to remove: those whose agent is not in `agents` and that are older than `grace`;
+/// containers first (a volume or network in use by one cannot be removed).
+pub fn orphans<'a>(
+    objects: &'a [Labelled],
+    agents: &HashSet<AgentId>,
+    now: DateTime<Utc>,
+    grace: Duration,
+) -> Vec<&'a Labelled> {
+    let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+    let mut found: Vec<&Labelled> = objects
+        .iter()
+        .filter(|o| !agents.contains(&o.agent_id))
+        .filter(|o| o.created.is_some_and(|at| now - at >= grace))
+        .collect();
+    found.sort_by_key(|o| (o.kind != ObjectKind::Container, o.kind as u8, o.name.clone()));
+    found
+}
+
+/// Sweeps every `every` until the process ends.
+pub async fn run(driver: Arc<dyn SandboxDriver>, pool: sqlx::PgPool, every: Duration, grace: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Not at once: the start has enough to do.
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if let Err(error) = sweep(driver.as_ref(), &pool, grace).await {
+            tracing::warn!(%error, "sweeping orphaned sandbox objects");
+        }
+    }
+}
+
+/// One sweep; how many objects it removed.
+pub async fn sweep(driver: &dyn SandboxDriver, pool: &sqlx::PgPool, grace: Duration) -> anyhow::Result<usize> {
+    let objects = driver.labelled_objects().await?;
+    if objects.is_empty() {
+        return Ok(0);
+    }
+    let mut ids: Vec<uuid::Uuid> = objects.iter().map(|o| o.agent_id.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let agents: HashSet<AgentId> = crate::store::agents::existing(pool, &ids).await?.into_iter().collect();
+    let mut removed = 0;
+    for object in orphans(&objects, &agents, Utc::now(), grace) {
+        let (kind, name, agent) = (object.kind.as_str(), &object.name, object.agent_id);
+        match driver.remove_object(object).await {
+            Ok(()) => {
+                removed += 1;
+                tracing::info!(kind, %name, agent.id = %agent, "removed an orphaned sandbox object (its agent no longer exists)");
+            }
+            Err(error) => tracing::warn!(kind, %name, %error, "removing an orphaned sandbox object"),
+        }
+    }
+    if removed > 0 {
+        tracing::info!(removed, "orphan sweep done");
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_old_objects_of_missing_agents_go_containers_first() {
+        let now = Utc::now();
+        let (live, gone) = (AgentId::new(), AgentId::new());
+        let object = |kind, agent_id, age_secs: Option<i64>| Labelled {
+            kind,
+            name: format!("{kind:?}-{agent_id}"),
+            agent_id,
+            created: age_secs.map(|s| now - chrono::Duration::seconds(s)),
+        };
+        let objects = vec![
+            object(ObjectKind::Volume, gone, Some(700)),
+            object(ObjectKind::Network, gone, Some(700)),
+            object(ObjectKind::Container, gone, Some(700)),
+            object(ObjectKind::Container, live, Some(7000)),
+            object(ObjectKind::Volume, AgentId::new(), Some(10)), // too young
+            object(ObjectKind::Network, AgentId::new(), None),    // age unknown
+        ];
+        let agents = HashSet::from([live]);
+        let found = orphans(&objects, &agents, now, Duration::from_secs(600));
+        let kinds: Vec<ObjectKind> = found.iter().map(|o| o.kind).collect();
+        assert_eq!(kinds, vec![ObjectKind::Container, ObjectKind::Volume, ObjectKind::Network]);
+        assert!(found.iter().all(|o| o.agent_id == gone));
+        assert_eq!(orphans(&objects, &agents, now, Duration::ZERO).len(), 4);
+    }
+}
