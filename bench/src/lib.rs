@@ -119,6 +119,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     progress(&format!("idle sandboxd memory in {container}"));
     let rss = startup::sandboxd_rss(&container).await?;
     progress(&format!("  VmRSS {} KiB, VmHWM {} KiB", rss.rss_kib, rss.hwm_kib));
+    let idle_agent_kib = startup::container_rss_kib(&container).await?;
+    progress(&format!("  the whole idle agent (sandboxd + fakeagent): {idle_agent_kib} KiB"));
 
     progress("harness start: crash the harness, then prompt a new session → first update");
     let mut harness = Vec::new();
@@ -271,6 +273,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "burst_create_50_s": round(burst.all_awake_s, 2),
         "approval_roundtrip_ms": round(approval, 2),
         "sandboxd_rss_kib": rss.rss_kib,
+        "fake_idle_agent_rss_mib": round(idle_agent_kib as f64 / 1024.0, 1),
         "server_rss_idle_kib": server_idle.map(|m| m.rss_kib),
         "server_rss_flood_kib": server_flood.map(|m| m.rss_kib),
         "targets": targets,

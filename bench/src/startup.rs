@@ -183,6 +183,27 @@ pub async fn sandboxd_rss(container: &str) -> Result<Rss> {
     Ok(Rss { rss_kib: kib("VmRSS")?, hwm_kib: kib("VmHWM")? })
 }
 
+/// The resident memory of every process in `container` together (sandboxd, the harness and
+/// whatever it started), KiB: what an awake agent costs the host while idle.
+pub async fn container_rss_kib(container: &str) -> Result<u64> {
+    let output = Command::new("docker")
+        .args(["exec", container, "sh", "-c", "cat /proc/[0-9]*/status 2>/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("docker exec")?;
+    let status = String::from_utf8_lossy(&output.stdout);
+    let total: u64 = status
+        .lines()
+        .filter_map(|l| l.strip_prefix("VmRSS:"))
+        .filter_map(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .sum();
+    if total == 0 {
+        bail!("no process memory readable in {container}");
+    }
+    Ok(total)
+}
+
 /// Logs a step's result.
 pub fn report(what: &str, value_ms: f64) {
     progress(&format!("{what}: {value_ms:.1} ms"));

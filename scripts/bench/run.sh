@@ -211,6 +211,16 @@ measure_first_updates() {
         done < <(AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN timeout 120 "$ctl" watch --compact "$session" --after 0 --until turn_end)
         log "$harness: prompt → first update ${ms} ms (cold)"
         figures=$(jq -c --arg k "${harness//-/_}_first_update_ms" --argjson v "$ms" '. + {($k): $v}' <<<"$figures")
+        # idle_agent_rss_mib: every process of the awake, idle agent together (sandboxd, the
+        # harness and what it started), once its turn has ended.
+        AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN timeout 120 "$ctl" watch --compact "$session" --after 0 \
+            --until turn_end >/dev/null 2>&1 || true
+        sleep 3
+        rss_kib=$(docker exec "$INSTANCE-$agent" sh -c 'cat /proc/[0-9]*/status 2>/dev/null' \
+            | awk '/^VmRSS:/ { s += $2 } END { print s + 0 }')
+        log "$harness: idle agent ${rss_kib} KiB resident"
+        figures=$(jq -c --arg k "${harness//-/_}_idle_agent_rss_mib" --argjson v "$rss_kib" \
+            '. + {($k): (($v / 1024) * 10 | round / 10)}' <<<"$figures")
         curl -fsS -o /dev/null -X DELETE -H "Authorization: Bearer $TOKEN" "$URL/api/v1/agents/$agent" || true
     done
     jq -c --argjson f "$figures" '. + $f' "$BENCH_DIR/harnesses.json" >"$BENCH_DIR/harnesses.json.tmp" \
