@@ -73,6 +73,39 @@ pub struct SandboxConfig {
     /// Placeholder swaps.
     #[serde(default)]
     pub inject: Vec<InjectConfig>,
+    /// Requests the proxy answers itself, never sending them on (e.g. a token refresh whose
+    /// real counterpart only the server may make).
+    #[serde(default)]
+    pub answer: Vec<AnswerConfig>,
+}
+
+/// A request the proxy answers itself: any method to exactly `path` on `host:port`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerConfig {
+    /// The host (a DNS name the CA covers): the proxy terminates TLS for it.
+    pub host: String,
+    /// The port. Default 443.
+    #[serde(default = "default_https_port")]
+    pub port: u16,
+    /// The exact path (no query).
+    pub path: String,
+    /// The status. Default 200.
+    #[serde(default = "default_ok")]
+    pub status: u16,
+    /// The content type. Default `application/json`.
+    #[serde(default = "default_json")]
+    pub content_type: String,
+    /// The body (it must hold no secret: sandboxes read it).
+    pub body: String,
+}
+
+fn default_ok() -> u16 {
+    200
+}
+
+fn default_json() -> String {
+    "application/json".to_owned()
 }
 
 /// One injection rule.

@@ -163,6 +163,10 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
         return respond::text(StatusCode::BAD_REQUEST, "paths with dot segments or encoded slashes are refused");
     }
     let method = req.method().clone();
+    if let Some(answer) = sandbox.answers_for(target).find(|a| a.path == path) {
+        tracing::info!(sandbox = %id, %target, %method, %path, status = answer.status.as_u16(), decision = "answered", "request");
+        return respond::answer(answer);
+    }
     let rules: Vec<&Rule> = sandbox.rules_for(target).collect();
     req.headers_mut().remove(hyper::header::PROXY_AUTHORIZATION);
     let injected = match inject::apply(req.headers_mut(), &rules, &path) {

@@ -118,6 +118,25 @@ pub struct Sandbox {
     allow: Vec<AllowPattern>,
     /// Its injection rules.
     pub rules: Vec<Rule>,
+    /// The requests the proxy answers itself.
+    pub answers: Vec<Answer>,
+}
+
+/// A request the proxy answers itself (compiled [`crate::config::AnswerConfig`]).
+#[derive(Debug)]
+pub struct Answer {
+    /// The host (lower case).
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The exact path.
+    pub path: String,
+    /// The status.
+    pub status: hyper::StatusCode,
+    /// The content type.
+    pub content_type: HeaderValue,
+    /// The body.
+    pub body: bytes::Bytes,
 }
 
 /// What to do with a CONNECT.
@@ -166,9 +185,15 @@ impl Sandbox {
         }
     }
 
-    /// Whether `target` is an intercepted host:port of this sandbox.
+    /// Whether `target` is an intercepted host:port of this sandbox (it carries a secret, or the
+    /// proxy answers some of its requests itself).
     pub fn is_inject_target(&self, target: &Target) -> bool {
-        self.rules_for(target).next().is_some()
+        self.rules_for(target).next().is_some() || self.answers_for(target).next().is_some()
+    }
+
+    /// The requests the proxy answers itself for `target`.
+    pub fn answers_for<'a>(&'a self, target: &'a Target) -> impl Iterator<Item = &'a Answer> + 'a {
+        self.answers.iter().filter(move |a| target.port == a.port && target.host.name() == Some(a.host.as_str()))
     }
 
     /// The rules for `target`.
@@ -223,6 +248,9 @@ impl Policy {
                 |problem: &str| ConfigError::Sandbox { sandbox: compiled.id.clone(), problem: problem.to_owned() };
             if !ids.insert(compiled.id.clone()) {
                 return Err(fail("duplicate sandbox id"));
+            }
+            for answer in &compiled.answers {
+                inject_hosts.insert(answer.host.clone());
             }
             for rule in &compiled.rules {
                 if let Some(owner) = placeholder_owner.insert(rule.placeholder.clone(), compiled.id.clone())
@@ -391,6 +419,35 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
             value: rule.value,
         });
     }
+    let mut answers = Vec::new();
+    for (index, answer) in config.answer.into_iter().enumerate() {
+        let bad = |what: &str| fail(format!("answer {index}: {what}"));
+        let host = match parse_host(&answer.host) {
+            Ok(Host::Name(name)) => name,
+            _ => return Err(bad("host must be a DNS name")),
+        };
+        if answer.port == 0 {
+            return Err(bad("port must not be 0"));
+        }
+        if !answer.path.starts_with('/') || answer.path.bytes().any(|b| b.is_ascii_control() || b == b' ' || b == b'?')
+        {
+            return Err(bad("path must start with '/', without a query"));
+        }
+        let status = hyper::StatusCode::from_u16(answer.status).map_err(|_| bad("status is not an HTTP status"))?;
+        let content_type =
+            HeaderValue::from_str(&answer.content_type).map_err(|_| bad("content_type is not a header value"))?;
+        if answer.body.len() > 64 * 1024 {
+            return Err(bad("body is over 64 KiB"));
+        }
+        answers.push(Answer {
+            host,
+            port: answer.port,
+            path: answer.path,
+            status,
+            content_type,
+            body: answer.body.into(),
+        });
+    }
     Ok(Sandbox {
         id: id.clone(),
         username: config.username,
@@ -398,6 +455,7 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
         source_addrs: config.source_addrs,
         allow,
         rules,
+        answers,
     })
 }
 

@@ -26,6 +26,16 @@ pub fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
     response
 }
 
+/// A configured answer (`policy::Answer`): its status, content type and body; the connection
+/// closes after it (the request's body is not read).
+pub fn answer(answer: &crate::policy::Answer) -> Response<Body> {
+    let mut response = Response::new(Full::new(answer.body.clone()).map_err(|never| match never {}).boxed());
+    *response.status_mut() = answer.status;
+    response.headers_mut().insert(CONTENT_TYPE, answer.content_type.clone());
+    response.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 /// 407 with `Proxy-Authenticate`.
 pub fn auth_required() -> Response<Body> {
     let mut response =

@@ -143,3 +143,43 @@ async fn websocket_handshake_is_injected_frames_are_not() {
     assert_eq!(si.requests()[0].one("authorization"), Some(format!("Bearer {A_SECRET}")), "handshake injected");
     proxy.stop().await;
 }
+
+/// A request the proxy answers itself (a token refresh only the server may make): the configured
+/// body, never sent upstream; other paths of the same host go on as usual; another sandbox is not
+/// answered.
+#[tokio::test]
+async fn a_configured_answer_is_given_by_the_proxy_and_never_sent_upstream() {
+    let setup = Setup::new();
+    let si = StandIn::https(&setup.root, &["chatgpt.com"]).await;
+    let mut a = sandbox_a(&[]);
+    a["answer"] =
+        json!([{ "host": "chatgpt.com", "path": "/oauth/token", "body": "{\"access_token\":\"placeholder\"}" }]);
+    let mut b = sandbox_b();
+    b["allow"] = json!(["chatgpt.com"]);
+    let config = json!({
+        "ca": setup.ca(),
+        "sandboxes": [a, b],
+        "upstream_overrides": { "chatgpt.com:443": setup.over(&si) }
+    });
+    let proxy = TestProxy::start(setup, &config).await;
+    for _ in 0..50 {
+        let mut client = intercepted(&proxy, "chatgpt.com:443", "chatgpt.com", (A_USER, A_PASS)).await;
+        let got = send(&mut client, get("chatgpt.com", "/oauth/token", &[])).await;
+        assert_eq!((got.status, got.body.as_str()), (200, "{\"access_token\":\"placeholder\"}"));
+    }
+    assert!(si.requests().is_empty(), "fifty asked, none reached the provider: {:?}", si.requests());
+    let mut client = intercepted(&proxy, "chatgpt.com:443", "chatgpt.com", (A_USER, A_PASS)).await;
+    let got = send(&mut client, get("chatgpt.com", "/backend-api/me", &[])).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(si.requests().len(), 1, "other paths go on");
+    // Sandbox B has no answer: its request is a byte tunnel to the provider (not intercepted).
+    assert!(connect(proxy.addr, "chatgpt.com:443", Some((B_USER, B_PASS))).await.is_ok());
+    // A bad answer is refused with the rest of the file.
+    let mut bad = sandbox_a(&[]);
+    bad["answer"] = json!([{ "host": "chatgpt.com", "path": "/oauth/token?x=1", "body": "{}" }]);
+    let bad_file: agenthold_proxy::config::ConfigFile =
+        serde_json::from_value(json!({"ca": proxy.setup.ca(), "sandboxes": [bad]})).expect("parses");
+    let refused = agenthold_proxy::policy::Policy::compile(bad_file, None).expect_err("a query in the path");
+    assert!(refused.to_string().contains("answer 0"), "{refused}");
+    proxy.stop().await;
+}

@@ -173,6 +173,20 @@ pub fn placeholder_auth_json(public: &Value, marker: &str, now: DateTime<Utc>) -
     .to_string()
 }
 
+/// What the proxy answers a sandbox's own refresh request with: the placeholders of its
+/// `auth.json` again (they never expire), as the token endpoint would shape them.
+pub fn placeholder_token_answer(public: &Value, marker: &str) -> String {
+    let file: Value = serde_json::from_str(&placeholder_auth_json(public, marker, Utc::now())).unwrap_or(Value::Null);
+    json!({
+        "access_token": file["tokens"]["access_token"],
+        "refresh_token": file["tokens"]["refresh_token"],
+        "id_token": file["tokens"]["id_token"],
+        "token_type": "Bearer",
+        "expires_in": FAR_FUTURE - Utc::now().timestamp(),
+    })
+    .to_string()
+}
+
 /// A per-agent marker (`agenthold-login-…`, see `logins::placeholder`).
 pub fn marker(seed: &str, agent_id: AgentId) -> String {
     super::placeholder(seed, agent_id, super::kinds::LoginKind::ChatgptLogin)

@@ -157,6 +157,21 @@ pub fn wrap_argv(argv: Vec<String>, delivered: &[(LoginKind, LoginRow)]) -> Vec<
     wrapped
 }
 
+/// The requests the proxy answers itself for the agent's sandbox: a ChatGPT login's token
+/// refresh (`POST auth.openai.com/oauth/token`) gets the same placeholders back — only the server
+/// refreshes, so however many sandboxes ask, none reaches the provider.
+pub fn local_answers(agent_id: AgentId, delivered: &[(LoginKind, LoginRow)]) -> Vec<(String, String, String)> {
+    delivered
+        .iter()
+        .filter(|(kind, _)| *kind == LoginKind::ChatgptLogin)
+        .map(|(_, login)| {
+            let marker = chatgpt::marker(&login.placeholder_seed, agent_id);
+            let body = chatgpt::placeholder_token_answer(&login.public, &marker);
+            (chatgpt::TOKEN_HOST.to_owned(), chatgpt::TOKEN_PATH.to_owned(), body)
+        })
+        .collect()
+}
+
 /// The logins the agent's harness gets (their placeholders: [`sandbox_env`]).
 pub async fn delivered(pool: &PgPool, agent: Recipient<'_>) -> sqlx::Result<Vec<(LoginKind, LoginRow)>> {
     Ok(plan(pool, agent).await?.into_iter().map(|(kind, login)| (kind, login.row)).collect())

@@ -43,6 +43,8 @@ pub struct AgentInput {
     pub provider_hosts: Vec<String>,
     /// Its attached secrets.
     pub secrets: SecretsInput,
+    /// Requests the proxy answers itself for it.
+    pub answers: Vec<super::file::AnswerEntry>,
 }
 
 /// An agent's attached secrets as read.
@@ -110,6 +112,7 @@ fn sandbox(agent: &AgentInput, skipped: &mut Vec<Skipped>) -> SandboxEntry {
         source_addrs: agent.source_addrs.clone(),
         allow: allow.into_iter().collect(),
         inject,
+        answer: agent.answers.clone(),
     }
 }
 
@@ -173,6 +176,7 @@ mod tests {
             egress,
             provider_hosts: Vec::new(),
             secrets,
+            answers: Vec::new(),
         }
     }
 

@@ -107,6 +107,7 @@ mod tests {
             source_addrs: Vec::new(),
             allow: allow.iter().map(|a| (*a).to_owned()).collect(),
             inject,
+            answer: Vec::new(),
         }
     }
 

@@ -55,6 +55,20 @@ pub struct SandboxEntry {
     pub allow: Vec<String>,
     /// Placeholder swaps.
     pub inject: Vec<InjectEntry>,
+    /// Requests the proxy answers itself.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub answer: Vec<AnswerEntry>,
+}
+
+/// A request the proxy answers itself (any method, exactly this path; the body holds no secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnswerEntry {
+    /// The host.
+    pub host: String,
+    /// The exact path.
+    pub path: String,
+    /// The JSON body.
+    pub body: String,
 }
 
 /// One injection rule with its value.

@@ -219,6 +219,14 @@ impl Feed {
                 }),
                 Err(error) => Err(error),
             };
+            // Requests the proxy answers itself (a ChatGPT login's refresh: only the server refreshes).
+            let answers = match crate::logins::delivered(&self.pool, recipient).await {
+                Ok(delivered) => crate::logins::local_answers(row.agent_id, &delivered)
+                    .into_iter()
+                    .map(|(host, path, body)| super::file::AnswerEntry { host, path, body })
+                    .collect(),
+                Err(error) => return Err(error.into()),
+            };
             let secrets = match attached {
                 Ok(attached) => SecretsInput::Attached(attached),
                 Err(ForAgentError::Db(error)) => return Err(error.into()),
@@ -237,6 +245,7 @@ impl Feed {
                     .map(|a| a.profile().provider_hosts.iter().map(|h| (*h).to_owned()).collect())
                     .unwrap_or_default(),
                 secrets,
+                answers,
             });
         }
         Ok(Inputs {

@@ -2,8 +2,8 @@
 //! on connect (refreshed once), refreshed by the server only — each rotated refresh token used
 //! once — and marked "connect again" when the provider refuses (`refresh_token_reused`), with no
 //! retry storm afterwards. In a real sandbox the harness finds `~/.codex/auth.json` holding
-//! placeholders only, and the real proxy swaps the access-token placeholder for the current token
-//! on `chatgpt.com/backend-api/`.
+//! placeholders only, the real proxy swaps the access-token placeholder for the current token
+//! on `chatgpt.com/backend-api/`, and answers the sandbox's own refresh request itself.
 
 use std::time::{Duration, Instant};
 
@@ -198,5 +198,16 @@ async fn the_sandbox_gets_a_placeholder_auth_json_and_the_proxy_puts_the_current
         serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(claims).unwrap_or_default())
             .unwrap_or(Value::Null);
     assert_eq!(claims["n"], 1, "{claims}");
+
+    // Codex refreshing on its own: the proxy answers with the same placeholders; the provider
+    // never sees a sandbox's refresh (only the server's one at connect).
+    let before = refreshes(&providers).len();
+    server.prompt(&session, "fetch https://auth.openai.com/oauth/token").await;
+    let events = server.wait_turns(&session, 4, TURN).await;
+    let answered = events.iter().rev().find(|e| e["payload"]["sessionUpdate"] == "tool_call_update").cloned();
+    let text =
+        answered.as_ref().and_then(|e| e["payload"]["content"][0]["content"]["text"].as_str()).unwrap_or_default();
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains(&access), "{text}");
+    assert_eq!(refreshes(&providers).len(), before, "no refresh reached the provider");
     let _ = std::fs::remove_dir_all(&dir);
 }
