@@ -89,7 +89,7 @@ if [[ -x scripts/e2e/sessions.sh || -f scripts/e2e/sessions.sh ]]; then
 else
     step "end to end: scripts/e2e/sessions.sh does not exist yet; skipped"
 fi
-for script in secrets claude-harness codex opencode; do
+for script in secrets provider-logins claude-harness codex opencode; do
     step "end to end: scripts/e2e/$script.sh (through the real egress proxy)"
     (
         set -a
