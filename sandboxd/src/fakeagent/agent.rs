@@ -42,6 +42,8 @@ pub struct Agent {
     /// Whether the client advertised `elicitation.form` at `initialize` (like Claude Code, the
     /// fake asks its own questions only then).
     pub elicitation_form: std::sync::atomic::AtomicBool,
+    /// Whether `authenticate` succeeded with the required method (`FAKEAGENT_REQUIRE_AUTH`).
+    authenticated: std::sync::atomic::AtomicBool,
 }
 
 /// How a request gets answered.
@@ -68,6 +70,7 @@ impl Agent {
             next_call: AtomicU64::new(1),
             next_request: AtomicU64::new(1),
             elicitation_form: std::sync::atomic::AtomicBool::new(false),
+            authenticated: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -188,7 +191,11 @@ impl Agent {
                 let terminal = params.pointer("/clientCapabilities/auth/terminal") == Some(&Value::Bool(true));
                 Reply::Now(Ok(self.initialize(terminal)))
             }
-            "authenticate" => Reply::Now(Ok(json!({}))),
+            "authenticate" => Reply::Now(self.authenticate(params)),
+            "session/new" | "session/load" | "session/resume" if !self.signed_in() => Reply::Now(Err(RpcError::new(
+                code::AUTH_REQUIRED,
+                "authentication required (FAKEAGENT_REQUIRE_AUTH): call authenticate first".to_owned(),
+            ))),
             "session/new" => Reply::Now(self.new_session(params)),
             "session/load" if self.config.load => Reply::Now(self.load(params)),
             "session/resume" if self.config.resume => Reply::Now(self.resume(params)),
@@ -205,12 +212,39 @@ impl Agent {
         }
     }
 
+    /// Whether sessions may open: no authentication required, or it was done.
+    fn signed_in(&self) -> bool {
+        self.config.require_auth.is_none() || self.authenticated.load(Ordering::Relaxed)
+    }
+
+    /// `authenticate {methodId}`: the required method signs in; another is unknown.
+    fn authenticate(&self, params: &Value) -> Result<Value, RpcError> {
+        let Some(required) = &self.config.require_auth else { return Ok(json!({})) };
+        match params.get("methodId").and_then(Value::as_str) {
+            Some(method) if method == required => {
+                self.authenticated.store(true, Ordering::Relaxed);
+                Ok(json!({}))
+            }
+            _ => {
+                Err(RpcError::new(code::INVALID_PARAMS, format!("unknown login method; this agent takes {required:?}")))
+            }
+        }
+    }
+
     /// The `initialize` answer; a client that runs terminal logins is offered one
     /// (`fakeagent --login`, see `docs/fakeagent.md`).
     fn initialize(&self, terminal_auth: bool) -> Value {
         let mut session_caps = Map::new();
         if self.config.resume {
             session_caps.insert("resume".into(), json!({}));
+        }
+        let mut methods = Vec::new();
+        if let Some(required) = &self.config.require_auth {
+            methods.push(json!({"id": required, "name": "Fake key", "description": "authenticate with this id"}));
+        }
+        if terminal_auth {
+            methods.push(json!({"id": "fake-login", "name": "Fake login", "description": "writes ~/.fakeagent/login",
+                "type": "terminal", "args": ["--login"], "env": {}}));
         }
         json!({
             "protocolVersion": 1,
@@ -219,12 +253,7 @@ impl Agent {
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
                 "sessionCapabilities": session_caps,
             },
-            "authMethods": if terminal_auth {
-                json!([{"id": "fake-login", "name": "Fake login", "description": "writes ~/.fakeagent/login",
-                        "type": "terminal", "args": ["--login"], "env": {}}])
-            } else {
-                json!([])
-            },
+            "authMethods": methods,
             "agentInfo": {"name": "fakeagent", "version": env!("CARGO_PKG_VERSION")},
         })
     }

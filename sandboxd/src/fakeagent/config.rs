@@ -13,6 +13,9 @@ pub struct Config {
     pub hang_on: Option<String>,
     /// Where each session's history lives, one `<sessionId>.jsonl` per session.
     pub state_dir: PathBuf,
+    /// A login method (`FAKEAGENT_REQUIRE_AUTH`) that must be `authenticate`d before any session
+    /// opens (advertised in `authMethods`); `None`: no authentication needed.
+    pub require_auth: Option<String>,
 }
 
 impl Config {
@@ -29,7 +32,7 @@ impl Config {
         for name in unknown {
             eprintln!("fakeagent: ignoring unknown capability {name:?} in FAKEAGENT_CAPS");
         }
-        config
+        Config { require_auth: var("FAKEAGENT_REQUIRE_AUTH").filter(|m| !m.is_empty()), ..config }
     }
 
     /// Builds a config from the raw variable values; also returns the capability names it did
@@ -57,7 +60,7 @@ impl Config {
             _ => std::env::temp_dir().join("fakeagent-sessions"),
         };
         let hang_on = hang_on.filter(|m| !m.is_empty()).map(str::to_owned);
-        (Config { load, resume, hang_on, state_dir }, unknown)
+        (Config { load, resume, hang_on, state_dir, require_auth: None }, unknown)
     }
 }
 

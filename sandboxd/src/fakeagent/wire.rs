@@ -18,6 +18,8 @@ pub mod code {
     pub const INTERNAL_ERROR: i64 = -32603;
     /// ACP `resource_not_found`: an unknown session id.
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// ACP `auth_required`: sessions need `authenticate` first (`FAKEAGENT_REQUIRE_AUTH`).
+    pub const AUTH_REQUIRED: i64 = -32000;
 }
 
 /// A JSON-RPC error to answer a request with.

@@ -15,6 +15,8 @@ use serde_json::Value;
 pub mod method {
     /// `initialize`.
     pub const INITIALIZE: &str = "initialize";
+    /// `authenticate`.
+    pub const AUTHENTICATE: &str = "authenticate";
     /// `session/new`.
     pub const SESSION_NEW: &str = "session/new";
     /// `session/load`.

@@ -51,4 +51,10 @@ impl HarnessAdapter for Codex {
             account_logins: &[LoginKind::ChatgptLogin, LoginKind::ChatgptAccessToken, LoginKind::OpenaiApiKey],
         }
     }
+
+    /// `api-key` signs in with `OPENAI_API_KEY` (codex-acp also does it itself through
+    /// `DEFAULT_AUTH_REQUEST`).
+    fn auto_authenticate(&self) -> &'static [(&'static str, &'static str)] {
+        &[("api-key", "OPENAI_API_KEY")]
+    }
 }

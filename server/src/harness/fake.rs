@@ -23,4 +23,10 @@ impl HarnessAdapter for Fake {
         // Takes every kind, so that tests see delivery for both providers (development only).
         Profile { development_only: true, account_logins: crate::logins::kinds::ALL, ..Profile::BARE }
     }
+
+    /// fakeagent with `FAKEAGENT_REQUIRE_AUTH=fake-key` asks for `fake-key`, which the server may
+    /// call when `FAKEAGENT_AUTH_OK` is set (standing in for an attached key).
+    fn auto_authenticate(&self) -> &'static [(&'static str, &'static str)] {
+        &[("fake-key", "FAKEAGENT_AUTH_OK")]
+    }
 }

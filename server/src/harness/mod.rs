@@ -99,6 +99,12 @@ pub trait HarnessAdapter: Send + Sync {
     fn terminal_login(&self, _method_id: &str) -> Option<Vec<String>> {
         None
     }
+    /// Login methods the server may call on its own when the harness asks for authentication
+    /// (seed 003's `AutoAuthenticator`): `(method id, the variable that must be in the harness's
+    /// environment for it — an attached key's placeholder, say)`.
+    fn auto_authenticate(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
 }
 
 /// The login methods the agent's harness advertised (`init`: its `initialize` answer), each with

@@ -672,10 +672,18 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
+    // The login methods the server may call itself: those whose key the harness has.
+    let auto_auth: Vec<String> = crate::harness::adapter(&agent.harness)
+        .map(|a| a.auto_authenticate())
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, variable)| env.iter().any(|(name, _)| name == variable))
+        .map(|(method, _)| (*method).to_owned())
+        .collect();
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
     let start = Control::Start { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
-    Ok(Some(Launch { generation, channel, start, session_mode, gate }))
+    Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth }))
 }
 
 /// The mode the agent's harness adapter puts sessions in.

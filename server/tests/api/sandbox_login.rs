@@ -80,3 +80,28 @@ async fn a_login_method_runs_in_the_terminal_and_the_login_stays_in_the_sandbox(
     assert_eq!(status, 200);
     assert!(log["records"].as_array().into_iter().flatten().any(|r| r["action"] == "agent.sandbox_login"), "{log}");
 }
+
+/// The server signing a harness in on its own (seed 003's `AutoAuthenticator`): fakeagent with
+/// `FAKEAGENT_REQUIRE_AUTH` refuses sessions until `authenticate`d; the fake adapter's `fake-key`
+/// method may be called when `FAKEAGENT_AUTH_OK` is in the harness's environment (standing in for
+/// an attached key). Without it the session fails with the harness's reason.
+#[tokio::test]
+async fn a_harness_that_asks_to_sign_in_is_signed_in_by_the_server_when_it_holds_the_key() {
+    let server = TestServer::start().await;
+    let env = json!({"FAKEAGENT_REQUIRE_AUTH": "fake-key", "FAKEAGENT_AUTH_OK": "1"});
+    let agent = server.create_agent(json!({ "env": env })).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text signed in").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let end = events.iter().find(|e| e["type"] == "turn_end").expect("turn_end");
+    assert_eq!(end["payload"]["stop_reason"], "end_turn", "{events:?}");
+    assert!(events.iter().any(|e| e["type"] == "notice" && e["payload"]["code"] == "AUTHENTICATED"), "{events:?}");
+
+    let without = server.create_agent(json!({"env": {"FAKEAGENT_REQUIRE_AUTH": "fake-key"}})).await;
+    let session = server.create_session(&without).await;
+    server.prompt(&session, "text never").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let error = events.iter().find(|e| e["type"] == "error").expect("an error");
+    assert_eq!(error["payload"]["code"], "SESSION_START_FAILED", "{events:?}");
+    assert!(error["payload"]["message"].as_str().is_some_and(|m| m.contains("authentication required")), "{error}");
+}

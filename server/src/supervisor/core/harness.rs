@@ -44,6 +44,15 @@ pub enum Pending {
         /// The harness's id for it.
         acp_id: String,
     },
+    /// `authenticate` with a method the server may call itself, before `session/new` again.
+    Authenticate {
+        /// The session that asked for it.
+        session_id: SessionId,
+        /// Whether the context was lost.
+        reset: bool,
+        /// The method.
+        method: String,
+    },
     /// `session/set_mode` of a session just opened as `acp_id`.
     SetMode {
         /// The session.
@@ -147,6 +156,11 @@ pub struct Harness {
     pub gate: crate::permissions::Gate,
     /// Its permission requests waiting for a person, by question id.
     pub questions: HashMap<uuid::Uuid, Question>,
+    /// Login methods the server may call itself (`HarnessAdapter::auto_authenticate`), and those
+    /// it tried already (each once per harness).
+    pub auto_auth: Vec<String>,
+    /// The methods tried.
+    pub auth_tried: Vec<String>,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -176,6 +190,8 @@ impl Harness {
             session_mode: None,
             gate: crate::permissions::Gate::autonomous(""),
             questions: HashMap::new(),
+            auto_auth: Vec::new(),
+            auth_tried: Vec::new(),
             stderr_tail: VecDeque::new(),
         }
     }

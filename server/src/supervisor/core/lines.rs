@@ -16,6 +16,9 @@ use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
 use crate::permissions::{self, Verdict};
 
+/// ACP's `auth_required` error code.
+const AUTH_REQUIRED: i64 = -32000;
+
 /// What one line produces.
 #[derive(Default)]
 pub(super) struct LineOut {
@@ -274,6 +277,19 @@ impl Core {
                         }
                     }
                     Err(message) => {
+                        // It asks for authentication and the server holds a way in: sign in, retry.
+                        if message.contains(&format!("\"code\":{AUTH_REQUIRED}"))
+                            && let Some(method) = self.untried_auto_auth()
+                        {
+                            let params = serde_json::json!({ "methodId": method });
+                            self.request(
+                                method::AUTHENTICATE,
+                                &params,
+                                Pending::Authenticate { session_id, reset, method },
+                                now,
+                            );
+                            return;
+                        }
                         if let Some(harness) = self.harness.as_mut() {
                             harness.sessions.remove(&session_id);
                         }
@@ -282,6 +298,21 @@ impl Core {
                     }
                 }
             }
+            Pending::Authenticate { session_id, reset, method } => match outcome {
+                Ok(_) => {
+                    let text = format!("the harness asked to sign in; the server did, with its {method:?} method");
+                    out.events.push(NewEvent::notice(session_id, "AUTHENTICATED", text));
+                    self.open_new_session(session_id, reset, now);
+                }
+                Err(error) => {
+                    if let Some(harness) = self.harness.as_mut() {
+                        harness.sessions.remove(&session_id);
+                    }
+                    let text =
+                        format!("the harness asked to sign in and refused the server's {method:?} method: {error}");
+                    self.fail_turns(|t| t.session_id == session_id, "SESSION_START_FAILED", &text, now);
+                }
+            },
             Pending::Restore { session_id, acp_id } => match outcome {
                 Ok(_) => self.session_ready(session_id, acp_id, out, now),
                 Err(error) => {
@@ -350,6 +381,14 @@ impl Core {
             let params = messages::set_mode(&acp_id, &mode);
             self.request(method::SESSION_SET_MODE, &params, Pending::SetMode { session_id, acp_id }, now);
         }
+    }
+
+    /// A login method the server may call that it has not tried with this harness (marked tried).
+    fn untried_auto_auth(&mut self) -> Option<String> {
+        let harness = self.harness.as_mut()?;
+        let method = harness.auto_auth.iter().find(|m| !harness.auth_tried.contains(m))?.clone();
+        harness.auth_tried.push(method.clone());
+        Some(method)
     }
 
     /// Sends `session/new` for a session.

@@ -564,6 +564,7 @@ impl Core {
                 let mut harness = Harness::new(launch.generation, launch.channel, Phase::Starting, 0, 0, 0, 0);
                 harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
                 harness.session_mode = launch.session_mode;
+                harness.auto_auth = launch.auto_auth;
                 harness.gate = launch.gate;
                 self.harness = Some(harness);
                 self.send(Outbound::Control(launch.start));

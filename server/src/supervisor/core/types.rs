@@ -64,6 +64,8 @@ pub struct Launch {
     pub session_mode: Option<String>,
     /// What answers the harness's permission requests.
     pub gate: crate::permissions::Gate,
+    /// Login methods the server may call itself when the harness asks for authentication.
+    pub auto_auth: Vec<String>,
 }
 
 /// Inputs.

@@ -209,3 +209,55 @@ fn a_wake_with_no_room_on_the_host_fails_its_waiting_turns_with_capacity() {
             .any(|(_, events, _)| events.iter().any(|e| e.payload["code"] == json!("SANDBOX_START_FAILED")))
     );
 }
+
+#[test]
+fn a_harness_that_asks_to_sign_in_is_signed_in_with_a_method_the_server_holds_once() {
+    let mut sim = Sim::new();
+    sim.auto_auth = vec!["api-key".to_owned()];
+    sim.start_harness();
+    let init =
+        r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1,"authMethods":[{"id":"api-key","name":"Key"}]}}"#;
+    let mut offset = 0;
+    let mut line = |sim: &mut Sim, text: &str| {
+        let effects = sim.stdout(offset, &format!("{text}\n"));
+        offset += text.len() as u64 + 1;
+        let mut sent = Vec::new();
+        for (id, ..) in persists(&effects) {
+            sent.extend(stdin(&sim.ok(id)));
+        }
+        (effects, sent)
+    };
+    let (_, sent) = line(&mut sim, init);
+    assert!(sent.iter().any(|(_, f)| String::from_utf8_lossy(f).contains("session/new")));
+    // auth_required: the server authenticates with its method, then asks for the session again.
+    let refused = r#"{"jsonrpc":"2.0","id":"t-2","error":{"code":-32000,"message":"Authentication required"}}"#;
+    let (effects, sent) = line(&mut sim, refused);
+    assert!(persists(&effects).iter().all(|p| !kinds(p.1).contains(&EventKind::TurnEnd)), "the turn goes on");
+    let frame = sent.iter().map(|(_, f)| String::from_utf8_lossy(f).into_owned()).collect::<String>();
+    assert!(frame.contains("\"authenticate\"") && frame.contains("\"methodId\":\"api-key\""), "{frame}");
+    let (effects, sent) = line(&mut sim, r#"{"jsonrpc":"2.0","id":"t-3","result":{}}"#);
+    let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
+    assert!(stored.iter().any(|e| e.payload["code"] == "AUTHENTICATED"), "{effects:?}");
+    assert!(sent.iter().any(|(_, f)| String::from_utf8_lossy(f).contains("session/new")), "{sent:?}");
+    // Refused again: no second try with the same method; the turn fails.
+    let refused = r#"{"jsonrpc":"2.0","id":"t-4","error":{"code":-32000,"message":"Authentication required"}}"#;
+    let (effects, _) = line(&mut sim, refused);
+    let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
+    assert!(stored.iter().any(|e| e.payload["code"] == "SESSION_START_FAILED"), "{effects:?}");
+}
+
+#[test]
+fn without_a_method_it_holds_the_server_does_not_authenticate() {
+    let mut sim = Sim::new();
+    sim.start_harness();
+    let init = r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1}}"#;
+    let effects = sim.stdout(0, &format!("{init}\n"));
+    let offset = init.len() as u64 + 1;
+    for (id, ..) in persists(&effects) {
+        sim.ok(id);
+    }
+    let refused = r#"{"jsonrpc":"2.0","id":"t-2","error":{"code":-32000,"message":"Authentication required"}}"#;
+    let effects = sim.stdout(offset, &format!("{refused}\n"));
+    let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
+    assert!(stored.iter().any(|e| e.payload["code"] == "SESSION_START_FAILED"), "{effects:?}");
+}

@@ -39,6 +39,8 @@ struct Sim {
     posture: crate::permissions::Posture,
     /// Slots asked for are not granted by [`Sim::drain`] (the test grants them).
     hold_slots: bool,
+    /// The launched harness's login methods the server may call itself.
+    auto_auth: Vec<String>,
 }
 
 fn turn_row() -> TurnRow {
@@ -72,6 +74,7 @@ impl Sim {
             session_mode: None,
             posture: crate::permissions::Posture::Autonomous,
             hold_slots: false,
+            auto_auth: Vec::new(),
         }
     }
 
@@ -141,6 +144,7 @@ impl Sim {
                 posture: self.posture,
                 ..crate::permissions::Gate::autonomous("/home/agent")
             },
+            auto_auth: self.auto_auth.clone(),
         };
         self.input(Input::Launched(Ok(Some(launch))));
         let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });

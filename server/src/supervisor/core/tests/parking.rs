@@ -79,7 +79,14 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         posture: crate::permissions::Posture::Approval,
         ..crate::permissions::Gate::autonomous("/home/agent")
     };
-    sim.input(Input::Launched(Ok(Some(Launch { generation: 2, channel: 8, start, session_mode: None, gate }))));
+    sim.input(Input::Launched(Ok(Some(Launch {
+        generation: 2,
+        channel: 8,
+        start,
+        session_mode: None,
+        gate,
+        auto_auth: Vec::new(),
+    }))));
     let effects = sim.input(Input::Control { link: 2, msg: Control::Started { channel: 8, pid: 10 } });
     for (id, ..) in persists(&effects) {
         sim.ok(id);
