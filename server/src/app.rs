@@ -235,6 +235,7 @@ pub async fn run(
         tokio::spawn(crate::sandbox::orphans::run(driver, pool, every, grace))
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (state_metrics_listen, stop_rx_metrics) = (state.config.metrics_listen, stop_rx.clone());
     let feed = proxy_feed_settings.map(|settings| {
         proxy_feed::task::spawn(pool.clone(), Arc::clone(&state.master_key), settings, written_tx, stop_rx.clone())
     });
@@ -257,6 +258,17 @@ pub async fn run(
             axum::serve(tunnel_listener, tunnel_router).with_graceful_shutdown(wait_for(stop_rx)).into_future(),
         ),
     };
+    // Prometheus metrics, on a listener of their own (docs/operations.md).
+    if let Some(addr) = state_metrics_listen {
+        let listener = crate::metrics::bind(addr).await?;
+        match crate::metrics::install() {
+            Some(handle) => {
+                tracing::info!(%addr, "metrics at /metrics");
+                tokio::spawn(crate::metrics::serve(listener, handle, wait_for(stop_rx_metrics)));
+            }
+            None => tracing::warn!("a metrics recorder is installed already: /metrics is not served"),
+        }
+    }
     tracing::info!("agenthold is serving");
     let servers = async { tokio::try_join!(async { api.await }, tunnel) };
     tokio::pin!(servers);

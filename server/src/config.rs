@@ -184,6 +184,9 @@ pub struct Config {
     /// turn waiting for a person's answer does not hold a slot.
     #[arg(long, env = "AGENTHOLD_MAX_RUNNING_TURNS", default_value_t = 64)]
     pub max_running_turns: usize,
+    /// Where Prometheus scrapes `GET /metrics` (a listener of its own; unset: no metrics).
+    #[arg(long, env = "AGENTHOLD_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Seconds between the server's checks for ChatGPT logins to refresh.
     #[arg(long, env = "AGENTHOLD_LOGIN_REFRESH_EVERY_SECS", default_value_t = 300)]
     pub login_refresh_every_secs: u64,

@@ -12,6 +12,7 @@ pub mod events;
 pub mod harness;
 pub mod ids;
 pub mod logins;
+pub mod metrics;
 pub mod permissions;
 pub mod proxy_feed;
 pub mod sandbox;

@@ -63,6 +63,7 @@ pub async fn login(
     // Counted as a failure until the password is shown to match.
     let Some(attempt) = store::browser_sessions::reserve_attempt(&state.pool, &username, &address, LIMITS).await?
     else {
+        crate::metrics::login_failed("throttled");
         return Err(ApiError::TooManyAttempts);
     };
     let user = store::users::by_username(&state.pool, &username).await?;
@@ -71,11 +72,13 @@ pub async fn login(
         Err(PasswordError::Busy) => {
             // Not checked, so not a failure.
             store::browser_sessions::forgive(&state.pool, attempt).await?;
+            crate::metrics::login_failed("busy");
             return Err(ApiError::LoginBusy);
         }
         Err(PasswordError::Failed(error)) => return Err(ApiError::Internal(error)),
     };
     let Some(user) = user.filter(|_| matches) else {
+        crate::metrics::login_failed("bad_credentials");
         return Err(ApiError::Unauthorized);
     };
     store::browser_sessions::forgive(&state.pool, attempt).await?;

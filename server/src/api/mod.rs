@@ -67,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
         .route("/api/v1/sessions/{id}/stream", get(stream::stream))
+        .layer(axum::middleware::from_fn(crate::metrics::track_http))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -42,12 +42,31 @@ pub async fn stream(
     // Someone is looking: the agent is in use (auto-sleep counts from here).
     state.supervisors.host().touch(session.agent_id, std::time::Instant::now());
     let follower = Follower::new(state.pool.clone(), &state.hub, id, after);
+    // Counted while the socket is open (the guard moves into the socket's task).
+    let watching = WatcherGauge::open();
     let pool = state.pool.clone();
     let send_timeout = state.config.ws_send_timeout();
     // Clients send nothing but control frames: a small limit keeps them from buffering more.
-    Ok(upgrade
-        .max_message_size(64 << 10)
-        .on_upgrade(move |socket| follow(socket, follower, principal, pool, send_timeout)))
+    Ok(upgrade.max_message_size(64 << 10).on_upgrade(move |socket| async move {
+        let _watching = watching;
+        follow(socket, follower, principal, pool, send_timeout).await;
+    }))
+}
+
+/// One open stream in `agenthold_stream_watchers`, for as long as it lives.
+struct WatcherGauge;
+
+impl WatcherGauge {
+    fn open() -> Self {
+        crate::metrics::watchers(1.0);
+        Self
+    }
+}
+
+impl Drop for WatcherGauge {
+    fn drop(&mut self) {
+        crate::metrics::watchers(-1.0);
+    }
 }
 
 /// How often an open stream checks that its token or session was not revoked.

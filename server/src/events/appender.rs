@@ -248,8 +248,13 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
                 Err(_) => break,
             }
         }
+        let started = std::time::Instant::now();
         match write(&pool, &mut batch).await {
-            Ok(stored) => finish(&hub, batch.drain(..), stored),
+            Ok(stored) => {
+                let kinds = stored.iter().flatten().map(|event| event.kind.as_str());
+                crate::metrics::events_committed(kinds, started.elapsed().as_secs_f64());
+                finish(&hub, batch.drain(..), stored);
+            }
             Err(error) if batch.len() > 1 => {
                 // One bad request must not fail the others: retry one by one.
                 tracing::warn!(%error, requests = batch.len(), "group commit failed; retrying singly");

@@ -672,6 +672,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
+    crate::metrics::harness_started();
     // The login methods the server may call itself: those whose key the harness has.
     let auto_auth: Vec<String> = crate::harness::adapter(&agent.harness)
         .map(|a| a.auto_authenticate())

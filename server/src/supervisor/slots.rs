@@ -62,17 +62,22 @@ impl TurnSlots {
         state.queue.retain(|waiter| !waiter.is_closed());
         if self.limit == 0 || (state.queue.is_empty() && state.running < self.limit) {
             state.running += 1;
+            crate::metrics::turns(state.running, state.queue.len());
             return Ok(Slot { slots: Arc::clone(self) });
         }
         let (tx, ticket) = oneshot::channel();
         let ahead = state.queue.len();
         state.queue.push_back(tx);
+        crate::metrics::turns(state.running, state.queue.len());
         Err(Queued { ticket, running: state.running, ahead, limit: self.limit })
     }
 
     /// A slot for a turn already running in its harness, even past the limit.
     pub fn force(self: &Arc<Self>) -> Slot {
-        self.lock().running += 1;
+        let mut state = self.lock();
+        state.running += 1;
+        crate::metrics::turns(state.running, state.queue.len());
+        drop(state);
         Slot { slots: Arc::clone(self) }
     }
 
@@ -90,6 +95,7 @@ impl TurnSlots {
     fn release(self: &Arc<Self>) {
         let mut state = self.lock();
         state.running = state.running.saturating_sub(1);
+        crate::metrics::turns(state.running, state.queue.len());
         while self.limit == 0 || state.running < self.limit {
             let Some(waiter) = state.queue.pop_front() else { break };
             if waiter.is_closed() {

@@ -25,6 +25,7 @@ mod failures;
 mod hardening;
 mod lifecycle;
 mod login_support;
+mod metrics;
 mod parked_turns;
 mod people;
 mod permissions_flow;

@@ -37,7 +37,7 @@ pub struct TestServer {
     runs: u32,
 }
 
-fn free_port(host: &str) -> u16 {
+pub fn free_port(host: &str) -> u16 {
     let listener = std::net::TcpListener::bind((host, 0)).expect("binding an ephemeral port");
     listener.local_addr().expect("local addr").port()
 }

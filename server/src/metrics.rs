@@ -1,0 +1,107 @@
+//! Prometheus metrics (`AGENTHOLD_METRICS_LISTEN`, a listener of their own: `GET /metrics` in the
+//! text format; docs/operations.md has a scrape config). The `metrics` facade records, the
+//! Prometheus exporter renders; no label carries a user-controlled string of unbounded
+//! cardinality — routes are their templates (`/api/v1/agents/{id}`), event types, stop reasons and
+//! error codes are closed sets.
+//!
+//! What is measured so far: HTTP requests by method, route and status, with latency; events
+//! stored by type, with commit sizes and latency; turns running and queued; stream watchers open;
+//! harness starts; login failures.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// Installs the process-wide recorder; `None` when one is installed already (tests).
+pub fn install() -> Option<PrometheusHandle> {
+    let buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+    PrometheusBuilder::new()
+        .set_buckets(&buckets)
+        .ok()?
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full("agenthold_commit_events".to_owned()),
+            &[1.0, 2.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0],
+        )
+        .ok()?
+        .install_recorder()
+        .ok()
+}
+
+/// Serves `GET /metrics` on its own listener until `stop`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    handle: PrometheusHandle,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
+    let app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let handle = handle.clone();
+            async move { ([("content-type", "text/plain; version=0.0.4")], handle.render()) }
+        }),
+    );
+    if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+        tracing::warn!(%error, "the metrics listener failed");
+    }
+}
+
+/// Binds the metrics listener.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    use anyhow::Context;
+    tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the metrics listener {addr}"))
+}
+
+/// Middleware: counts each request by method, route template and status, and times it.
+pub async fn track_http(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    let labels = [("method", method), ("route", route)];
+    metrics::histogram!("agenthold_http_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
+    let [method, route] = labels;
+    metrics::counter!("agenthold_http_requests_total", &[method, route, ("status", status)]).increment(1);
+    response
+}
+
+/// A batch of events committed: its size, how long the commit took, and each event's type.
+pub fn events_committed(types: impl Iterator<Item = &'static str>, seconds: f64) {
+    let mut count = 0u64;
+    for kind in types {
+        count += 1;
+        metrics::counter!("agenthold_events_stored_total", "type" => kind).increment(1);
+    }
+    metrics::histogram!("agenthold_commit_events").record(count as f64);
+    metrics::histogram!("agenthold_commit_duration_seconds").record(seconds);
+}
+
+/// The server-wide turn slots now.
+pub fn turns(running: usize, queued: usize) {
+    metrics::gauge!("agenthold_turns_running").set(running as f64);
+    metrics::gauge!("agenthold_turns_queued").set(queued as f64);
+}
+
+/// A stream watcher opened (`+1`) or closed (`-1`).
+pub fn watchers(delta: f64) {
+    metrics::gauge!("agenthold_stream_watchers").increment(delta);
+}
+
+/// A harness started.
+pub fn harness_started() {
+    metrics::counter!("agenthold_harness_starts_total").increment(1);
+}
+
+/// A login failed (`reason`: `bad_credentials`, `throttled`, `busy`).
+pub fn login_failed(reason: &'static str) {
+    metrics::counter!("agenthold_login_failures_total", "reason" => reason).increment(1);
+}
