@@ -183,6 +183,15 @@ jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason 
     || fail "the turn after waking did not end with end_turn" "$WORK/turn.jsonl"
 jq_true "$WORK/turn.jsonl" 'all(.[]; .type != "notice" or .payload.code != "CONTEXT_RESET")' \
     || fail "the session was not restored after waking (CONTEXT_RESET)" "$WORK/turn.jsonl"
-tail -n +"$((requests_before + 1))" "$WORK/record.jsonl" | grep -qF "please write hello.txt hi" \
-    || fail "after waking, the provider did not see the first prompt in the conversation" "$WORK/record.jsonl"
+# The stand-in records a request once it has streamed its answer, so its line may land just after
+# the turn ended: give it a few seconds.
+seen_first=0
+for _ in $(seq 50); do
+    if tail -n +"$((requests_before + 1))" "$WORK/record.jsonl" | grep -qF "please write hello.txt hi"; then
+        seen_first=1
+        break
+    fi
+    sleep 0.2
+done
+(( seen_first )) || fail "after waking, the provider did not see the first prompt in the conversation" "$WORK/record.jsonl"
 ok "after sleep and wake the session was loaded: the provider saw the earlier prompt again"
