@@ -388,19 +388,7 @@ impl Turn {
             .collect();
         let params = json!({"sessionId": self.session_id,
             "toolCall": {"toolCallId": id, "title": title, "kind": kind}, "options": options});
-        let (tx, rx) = mpsc::channel();
-        let key = self.agent.request("session/request_permission", params, tx);
-        let response = loop {
-            if self.cancel.is_cancelled() {
-                self.agent.forget(&key);
-                return Flow::Cancelled;
-            }
-            match rx.recv_timeout(POLL) {
-                Ok(response) => break Some(response),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break None,
-            }
-        };
+        let Some(response) = self.ask_client("session/request_permission", params) else { return Flow::Cancelled };
         let outcome = response.as_ref().and_then(|r| r.pointer("/result/outcome"));
         let chosen = match outcome {
             Some(o) if o.get("outcome").and_then(Value::as_str) == Some("selected") => {
@@ -436,19 +424,7 @@ impl Turn {
         let params = json!({"sessionId": self.session_id, "mode": "form", "message": question,
             "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string", "title": "Answer"}},
             "required": ["answer"]}});
-        let (tx, rx) = mpsc::channel();
-        let key = self.agent.request("elicitation/create", params, tx);
-        let response = loop {
-            if self.cancel.is_cancelled() {
-                self.agent.forget(&key);
-                return Flow::Cancelled;
-            }
-            match rx.recv_timeout(POLL) {
-                Ok(response) => break Some(response),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break None,
-            }
-        };
+        let Some(response) = self.ask_client("elicitation/create", params) else { return Flow::Cancelled };
         let result = response.as_ref().and_then(|r| r.get("result"));
         let said = match result.and_then(|r| r.get("action")).and_then(Value::as_str) {
             Some("accept") => {
@@ -460,6 +436,24 @@ impl Turn {
         };
         self.emit(rec, chunk("agent_message_chunk", &said));
         Flow::Next
+    }
+
+    /// Sends a request to the client and waits for its answer: `None` when the prompt was
+    /// cancelled meanwhile (the request is forgotten), `Some(None)` when no answer can come.
+    fn ask_client(&self, method: &str, params: Value) -> Option<Option<Value>> {
+        let (tx, rx) = mpsc::channel();
+        let key = self.agent.request(method, params, tx);
+        loop {
+            if self.cancel.is_cancelled() {
+                self.agent.forget(&key);
+                return None;
+            }
+            match rx.recv_timeout(POLL) {
+                Ok(response) => return Some(Some(response)),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Some(None),
+            }
+        }
     }
 
     /// `flood`: `count` chunks paced against one start instant.

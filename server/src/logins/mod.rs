@@ -177,15 +177,23 @@ pub async fn delivered(pool: &PgPool, agent: Recipient<'_>) -> sqlx::Result<Vec<
     Ok(plan(pool, agent).await?.into_iter().map(|(kind, login)| (kind, login.row)).collect())
 }
 
-/// The agent's logins as the proxy needs them: one injection per rule, with the value. A value
-/// that does not open fails the call (the caller injects nothing for the agent).
-pub async fn for_proxy(
-    pool: &PgPool,
-    key: &MasterKey,
-    agent: Recipient<'_>,
-) -> Result<Vec<AttachedSecret>, ForAgentError> {
+/// What the proxy needs of an agent's logins.
+#[derive(Debug, Default)]
+pub struct ForProxy {
+    /// One injection per rule, with the value.
+    pub secrets: Vec<AttachedSecret>,
+    /// The requests the proxy answers itself: (host, path, body) ([`local_answers`]).
+    pub answers: Vec<(String, String, String)>,
+}
+
+/// The agent's logins as the proxy needs them, from one read. A value that does not open fails
+/// the call (the caller injects nothing for the agent).
+pub async fn for_proxy(pool: &PgPool, key: &MasterKey, agent: Recipient<'_>) -> Result<ForProxy, ForAgentError> {
+    let planned = plan(pool, agent).await?;
+    let rows: Vec<(LoginKind, LoginRow)> = planned.iter().map(|(kind, login)| (*kind, login.row.clone())).collect();
+    let answers = local_answers(agent.id, &rows);
     let mut out = Vec::new();
-    for (kind, login) in plan(pool, agent).await? {
+    for (kind, login) in planned {
         let mut value: Secret = cipher::open(key, row_identity(login.row.user_id, login.row.id), &login.sealed)
             .map_err(|source: OpenError| ForAgentError::Open { secret_id: login.row.id, source })?;
         let placeholder = match kind {
@@ -208,7 +216,7 @@ pub async fn for_proxy(
             });
         }
     }
-    Ok(out)
+    Ok(ForProxy { secrets: out, answers })
 }
 
 #[cfg(test)]

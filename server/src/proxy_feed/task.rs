@@ -211,21 +211,20 @@ impl Feed {
                 harness: &row.harness,
                 login_user_id: row.login_user_id,
             };
+            // Its login user's provider logins ride along like attached secrets, with the requests
+            // the proxy answers itself (a ChatGPT login's refresh: only the server refreshes).
+            let mut answers = Vec::new();
             let attached = match secrets::for_agent(&self.pool, &self.key, row.agent_id).await {
-                // Its login user's provider logins ride along like attached secrets.
                 Ok(mut attached) => crate::logins::for_proxy(&self.pool, &self.key, recipient).await.map(|logins| {
-                    attached.extend(logins);
+                    attached.extend(logins.secrets);
+                    answers = logins
+                        .answers
+                        .into_iter()
+                        .map(|(host, path, body)| super::file::AnswerEntry { host, path, body })
+                        .collect();
                     attached
                 }),
                 Err(error) => Err(error),
-            };
-            // Requests the proxy answers itself (a ChatGPT login's refresh: only the server refreshes).
-            let answers = match crate::logins::delivered(&self.pool, recipient).await {
-                Ok(delivered) => crate::logins::local_answers(row.agent_id, &delivered)
-                    .into_iter()
-                    .map(|(host, path, body)| super::file::AnswerEntry { host, path, body })
-                    .collect(),
-                Err(error) => return Err(error.into()),
             };
             let secrets = match attached {
                 Ok(attached) => SecretsInput::Attached(attached),
