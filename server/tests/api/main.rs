@@ -6,6 +6,8 @@ mod bad_input;
 mod chatgpt_login;
 mod cli;
 mod custom_image;
+mod db_gate;
+mod db_outage;
 mod density;
 mod driver_delete;
 mod driver_events;
