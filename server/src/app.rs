@@ -121,6 +121,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
+    // Installed first, so that what is measured while starting (resumed turns) counts.
+    let recorder = config.metrics_listen.and_then(|_| crate::metrics::install());
     let master_key = Arc::new(load_master_key(&config)?);
     let pool = store::connect(
         config.database_url.expose(),
@@ -277,7 +279,7 @@ pub async fn run(
     // Prometheus metrics, on a listener of their own (docs/operations.md).
     if let Some(addr) = state_metrics_listen {
         let listener = crate::metrics::bind(addr).await?;
-        match crate::metrics::install() {
+        match recorder {
             Some(handle) => {
                 tracing::info!(%addr, "metrics at /metrics");
                 tokio::spawn(crate::metrics::serve(listener, handle, wait_for(stop_rx_metrics)));

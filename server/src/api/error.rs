@@ -66,6 +66,9 @@ pub enum ApiError {
     /// The request took longer than `AGENTHOLD_REQUEST_TIMEOUT_SECS`.
     #[error("the request took too long and was stopped")]
     Timeout,
+    /// The request body is larger than `AGENTHOLD_MAX_BODY_BYTES`.
+    #[error("the request body is too large")]
+    PayloadTooLarge,
     /// Anything else: logged, answered generically.
     #[error("internal error")]
     Internal(anyhow::Error),
@@ -130,6 +133,7 @@ impl IntoResponse for ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
             Self::Unavailable { code, .. } => (StatusCode::SERVICE_UNAVAILABLE, *code),
+            Self::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             Self::DatabaseUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "DATABASE_UNAVAILABLE"),
             Self::ServerBusy => (StatusCode::SERVICE_UNAVAILABLE, "SERVER_BUSY"),
             Self::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "REQUEST_TIMEOUT"),

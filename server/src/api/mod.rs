@@ -78,7 +78,11 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(limits, limits::enforce))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(crate::metrics::track_http))
-        .layer(TraceLayer::new_for_http().make_span_with(request_ids::span))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_ids::span)
+                .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
         .layer(axum::middleware::from_fn(request_ids::assign))
         .with_state(state)
 }

@@ -47,19 +47,19 @@ impl Availability {
             } else {
                 tracing::warn!("Postgres does not answer: API calls that need it get 503 DATABASE_UNAVAILABLE");
             }
-            crate::metrics::database_up(up);
         }
     }
 
     /// Pings until the task is aborted.
     pub fn spawn(&self, database_url: String) -> tokio::task::JoinHandle<()> {
         let availability = self.clone();
-        crate::metrics::database_up(true);
         tokio::spawn(async move {
             let mut connection: Option<PgConnection> = None;
             loop {
                 let up = ping(&mut connection, &database_url).await;
                 availability.set(up);
+                // Every round (a recorder installed later still gets it).
+                crate::metrics::database_up(up);
                 tokio::time::sleep(if up { PING_EVERY } else { PING_EVERY_WHILE_DOWN }).await;
             }
         })

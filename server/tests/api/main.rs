@@ -26,6 +26,7 @@ mod elicitation;
 mod failures;
 mod hardening;
 mod lifecycle;
+mod limits;
 mod login_support;
 mod metrics;
 mod parked_turns;

@@ -177,6 +177,22 @@ impl TestServer {
         line.split_whitespace().nth(1)?.parse().ok()
     }
 
+    /// Sends SIGTERM (a graceful shutdown) and waits up to `timeout` for the process to end;
+    /// whether it did.
+    pub fn terminate(&mut self, timeout: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else { return true };
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                self.child = None;
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -397,6 +413,18 @@ impl Watcher {
                 Err(_) => return false,
                 Ok(None | Some(Err(_)) | Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_)))) => return true,
                 Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
+    /// The close code the server sends within `timeout` (events meanwhile are skipped).
+    pub async fn close_code(&mut self, timeout: Duration) -> Option<u16> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.socket.next()).await.ok()?? {
+                Ok(tokio_tungstenite::tungstenite::Message::Close(frame)) => return frame.map(|f| u16::from(f.code)),
+                Ok(_) => {}
+                Err(_) => return None,
             }
         }
     }
