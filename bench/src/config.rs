@@ -24,6 +24,9 @@ pub struct Config {
     /// The sandbox image (for the bare `docker run` baseline).
     #[arg(long, env = "AGENTHOLD_IMAGE", default_value = "agenthold/test:latest")]
     pub image: String,
+    /// The server's metrics listener, `http://host:port` (optional: `metrics_scrape_ms`).
+    #[arg(long, env = "BENCH_METRICS_URL")]
+    pub metrics_url: Option<String>,
     /// The server's pid, to report the CPU it used during the flood (optional).
     #[arg(long, env = "BENCH_SERVER_PID")]
     pub server_pid: Option<u32>,
