@@ -12,7 +12,7 @@ pub struct Config {
     #[arg(long, env = "AGENTHOLD_URL", default_value = "http://127.0.0.1:17800")]
     pub url: String,
     /// An admin token of that server.
-    #[arg(long, env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = Token::parse)]
+    #[arg(long, env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = agenthold_cli::secret::parse_token)]
     pub token: Token,
     /// A scratch database with the migrations applied, on the same Postgres as the server's
     /// (the raw-insert baseline writes there).
