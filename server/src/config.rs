@@ -191,8 +191,9 @@ pub struct Config {
     #[arg(long, env = "AGENTHOLD_DB_POOL_SIZE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: u32,
     /// Milliseconds a query may wait for a pool connection before it fails (an API call then
-    /// answers 503 `DATABASE_UNAVAILABLE`).
-    #[arg(long, env = "AGENTHOLD_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 1500, value_parser = clap::value_parser!(u64).range(100..))]
+    /// answers 503 `DATABASE_UNAVAILABLE`). Outages are answered sooner: see
+    /// `store::availability`.
+    #[arg(long, env = "AGENTHOLD_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..))]
     pub db_acquire_timeout_ms: u64,
     /// Requests handled at once per listener (API, tunnel); beyond it: 503 `SERVER_BUSY`.
     #[arg(long, env = "AGENTHOLD_MAX_CONCURRENT_REQUESTS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
