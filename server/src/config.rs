@@ -187,6 +187,10 @@ pub struct Config {
     /// Where Prometheus scrapes `GET /metrics` (a listener of its own; unset: no metrics).
     #[arg(long, env = "AGENTHOLD_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Sandboxes of the default image kept started and connected for agents not created yet
+    /// (Docker driver; 0: none). A new agent of that image takes one (docs/design.md, "Warm pool").
+    #[arg(long, env = "AGENTHOLD_WARM_POOL_SIZE", default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=64))]
+    pub warm_pool_size: u64,
     /// Connections in the server's Postgres pool.
     #[arg(long, env = "AGENTHOLD_DB_POOL_SIZE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: u32,
