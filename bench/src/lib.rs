@@ -115,11 +115,14 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     }
     let pooled = match &config.metrics_url {
         Some(url) => {
-            progress(&format!("pooled start: create agent + first prompt → first update, warm pool ready ({POOLED_REPEATS} agents)"));
+            progress(&format!(
+                "pooled start: create agent + first prompt → first update, warm pool ready ({POOLED_REPEATS} agents)"
+            ));
             let mut pooled = Vec::new();
             for n in 0..POOLED_REPEATS {
                 metrics_scrape::wait_pool_ready(url).await?;
-                let start = startup::pooled_start(api, &format!("bench-pooled-{tag}-{n}")).await.context("pooled start")?;
+                let start =
+                    startup::pooled_start(api, &format!("bench-pooled-{tag}-{n}")).await.context("pooled start")?;
                 agents.push(start.agent_id.clone());
                 startup::report("  pooled start", start.cold_start_ms);
                 pooled.push(start.cold_start_ms);

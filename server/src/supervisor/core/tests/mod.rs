@@ -4,6 +4,7 @@
 //! agent (its environment, its sessions' mode, permission questions, its sandbox stopping).
 
 mod changes;
+mod outage;
 mod parking;
 mod slots;
 
@@ -543,26 +544,6 @@ fn the_reconnect_grace_fails_turns_once_at_its_end() {
     assert_eq!(failed.len(), 1);
     let effects = sim.input(Input::Attached { link: 2, processes: Vec::new() });
     assert!(!persists(&effects).iter().any(|p| p.1.iter().any(|e| e.kind == EventKind::Error)));
-}
-
-#[test]
-fn the_reconnect_grace_waits_while_the_database_is_down_and_restarts_when_it_is_back() {
-    let mut sim = Sim::new();
-    sim.turn.time_limit_secs = Some(3600);
-    sim.run_until_prompt_sent();
-    sim.input(Input::LinkClosed { link: LINK });
-    sim.advance(Duration::from_secs(30));
-    sim.input(Input::Database { up: false });
-    assert!(sim.core.poll_timeout().is_none_or(|(_, timer)| timer != Timer::Reconnect));
-    assert!(sim.advance(Duration::from_secs(300)).is_empty(), "nothing fails while the database is down");
-    sim.input(Input::Database { up: true });
-    assert!(sim.advance(Duration::from_secs(60) - Duration::from_millis(1)).is_empty(), "a full grace again");
-    let effects = sim.advance(Duration::from_millis(1));
-    let failed = persists(&effects)
-        .into_iter()
-        .filter(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE")))
-        .count();
-    assert_eq!(failed, 1);
 }
 
 #[test]
