@@ -11,8 +11,9 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Id, Query};
+use super::openapi::Access;
 use super::sessions::{cursor, visible_session};
 use super::ws;
 use crate::app::AppState;
@@ -22,12 +23,26 @@ use crate::ids::{Seq, SessionId};
 use crate::store::users::Role;
 
 /// `?after=`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StreamQuery {
+    /// The cursor: events after this seq (default 0; one beyond the end means "from now on").
     after: Option<Seq>,
 }
 
-/// Upgrades to the session's stream.
+/// Upgrades to the session's stream (WebSocket: one event per text message, as in `events`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/stream",
+    operation_id = "stream",
+    tag = "sessions",
+    params(StreamQuery),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "`INVALID_QUERY`, `INVALID_CURSOR`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
 pub async fn stream(
     State(state): State<AppState>,
     principal: Principal,

@@ -17,8 +17,9 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::agents::visible_agent;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::Id;
+use super::openapi::Access;
 use super::ws;
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -31,9 +32,11 @@ use crate::tunnel::link::TerminalEvent;
 const SHELL: &str = "if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi";
 
 /// `?login=<method id>`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TerminalQuery {
+    /// Run this login method of the agent's (`login_methods`; agent admins) instead of a shell.
     login: Option<String>,
 }
 
@@ -52,7 +55,21 @@ enum ClientMessage {
 /// Largest input message a client may send (bigger ones end the socket).
 const MAX_INPUT_MESSAGE: usize = 64 << 10;
 
-/// Opens a terminal.
+/// Opens a terminal in the sandbox (WebSocket: binary frames are the terminal's bytes; a text
+/// frame `{"type": "resize", "cols", "rows"}` resizes it).
+#[utoipa::path(
+    get,
+    path = "/api/v1/agents/{id}/terminal",
+    operation_id = "terminal",
+    tag = "agents",
+    params(TerminalQuery),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "`INVALID_QUERY`, `UNKNOWN_LOGIN_METHOD`", body = ErrorBody),
+        (status = 503, description = "`CAPACITY`: the host runs as many sandboxes as it may", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
 pub async fn open(
     State(state): State<AppState>,
     principal: Principal,

@@ -16,7 +16,7 @@ const MAX_ARGS: usize = 32;
 const MAX_CHARS: usize = 300;
 
 /// A login method as the agent's view shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LoginMethod {
     /// Its id (`GET /api/v1/agents/{id}/terminal?login=<id>`).
     pub id: String,

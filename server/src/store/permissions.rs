@@ -183,7 +183,8 @@ pub async fn oldest_waiting_in_session(pool: &PgPool, session_id: SessionId) -> 
 }
 
 /// A question as the API shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Permission)]
 pub struct Listed {
     /// Its id.
     pub id: uuid::Uuid,

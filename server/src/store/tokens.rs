@@ -90,7 +90,7 @@ pub async fn create(pool: &PgPool, user_id: Uuid, name: &str, token: &str) -> sq
 }
 
 /// A token as its owner sees it (never the value).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct TokenView {
     /// Its id.
     pub id: Uuid,

@@ -27,6 +27,7 @@ mod lifecycle;
 mod login_support;
 mod metrics;
 mod parked_turns;
+mod openapi;
 mod people;
 mod permissions_flow;
 mod provider_logins;
