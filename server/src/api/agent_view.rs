@@ -192,8 +192,7 @@ pub async fn agent_detail(state: &AppState, agent: &AgentRow) -> Result<AgentDet
     let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
     let advertised = store::sandboxes::get(&state.pool, agent.id).await?.and_then(|row| row.harness_init);
     let home_dir = state.driver.home_dir(agent.id);
-    let login_methods =
-        crate::harness::login_methods(agent, advertised.as_ref(), &state.driver.tools_dir(), &home_dir);
+    let login_methods = crate::harness::login_methods(agent, advertised.as_ref(), &state.driver.tools_dir(), &home_dir);
     Ok(AgentDetail {
         agent: agent_view(agent, state, &attachments, &egress),
         login_methods,

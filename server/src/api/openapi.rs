@@ -9,7 +9,9 @@
 
 use serde::Serialize;
 use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn, PathItem};
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{
     ContentBuilder, KnownFormat, ObjectBuilder, Ref, RefOr, Required, ResponseBuilder, SchemaFormat, Type,
 };
@@ -180,6 +182,7 @@ impl Modify for Derived {
                     .and_then(|value| value.as_str())
                     .and_then(Access::parse)
                     .unwrap_or_else(|| panic!("{method} {template} declares no {ACCESS_EXTENSION}"));
+                shorten_summary(operation);
                 derive_security(operation, access, method);
                 derive_errors(operation, access);
                 add_path_parameters(operation, template);
@@ -199,6 +202,38 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut O
     ]
     .into_iter()
     .filter_map(|(method, operation)| operation.map(|operation| (method, operation)))
+}
+
+/// The summary is the handler's doc comment: its first sentence stays the summary, and the
+/// whole of it (lines joined) becomes the description.
+fn shorten_summary(operation: &mut Operation) {
+    let Some(text) = operation.summary.take() else { return };
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let first = first_sentence(&text);
+    if first.len() < text.len() {
+        operation.description = Some(match operation.description.take() {
+            Some(more) => format!("{text}\n\n{more}"),
+            None => text.clone(),
+        });
+    }
+    operation.summary = Some(first);
+}
+
+/// Up to the first `.`, `:` or `;` outside parentheses that ends a sentence.
+fn first_sentence(text: &str) -> String {
+    let mut depth = 0usize;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            '.' | ':' | ';' if depth == 0 && chars.peek().is_none_or(|(_, next)| *next == ' ') => {
+                return text[..i].to_owned();
+            }
+            _ => {}
+        }
+    }
+    text.trim_end_matches('.').to_owned()
 }
 
 /// Public operations need nothing; the others a bearer token, or the session cookie (and, when
@@ -249,7 +284,9 @@ fn add_path_parameters(operation: &mut Operation, template: &str) {
 
 fn path_parameter(name: &str) -> Parameter {
     let schema = match name {
-        "seq" => ObjectBuilder::new().schema_type(Type::Integer).format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
+        "seq" => {
+            ObjectBuilder::new().schema_type(Type::Integer).format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        }
         "env_name" => ObjectBuilder::new().schema_type(Type::String),
         _ => ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
     };

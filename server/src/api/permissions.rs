@@ -180,7 +180,7 @@ fn already_answered() -> ApiError {
     ApiError::conflict("ALREADY_ANSWERED", "the question is answered already (or its harness is gone)")
 }
 
-/// `GET /api/v1/permissions/stream` (WebSocket): the caller's approvals inbox, live. On open and
+/// The caller's approvals inbox, live (WebSocket). On open and
 /// after every question asked or answered in the agents the caller operates, one text message
 /// `{"type": "pending", "permissions": [...]}` with the waiting questions (newest first, at most
 /// 100) — so a browser needs no polling and never has to merge changes.

@@ -311,8 +311,8 @@ async fn audit_agent(
     Ok(())
 }
 
-/// "Use my logins": the agent uses the caller's provider logins (admins of the agent only: only
-/// you can attach your logins, only to agents you administer).
+/// Uses the caller's provider logins for the agent ("use my logins"; admins of the agent only:
+/// only you can attach your logins, only to agents you administer).
 #[utoipa::path(
     put,
     path = "/api/v1/agents/{id}/logins",
@@ -334,7 +334,8 @@ pub async fn use_mine(
     Ok(Json(AgentLoginUser { agent_id: id, login_user_id: principal.user_id }))
 }
 
-/// "Stop using": the agent uses nobody's logins (an admin of the agent, or the login's owner).
+/// Stops the agent using anyone's provider logins ("stop using"; an admin of the agent, or the
+/// login's owner).
 #[utoipa::path(
     delete,
     path = "/api/v1/agents/{id}/logins",

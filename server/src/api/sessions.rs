@@ -43,6 +43,7 @@ pub struct Session {
     /// Its agent.
     agent_id: AgentId,
     /// The seq of its last event (0: none yet).
+    #[schema(value_type = i64)]
     last_seq: Seq,
     /// When it was opened.
     created_at: chrono::DateTime<chrono::Utc>,
@@ -50,12 +51,7 @@ pub struct Session {
 
 impl From<&SessionRow> for Session {
     fn from(session: &SessionRow) -> Self {
-        Self {
-            id: session.id,
-            agent_id: session.agent_id,
-            last_seq: session.last_seq,
-            created_at: session.created_at,
-        }
+        Self { id: session.id, agent_id: session.agent_id, last_seq: session.last_seq, created_at: session.created_at }
     }
 }
 
@@ -72,6 +68,7 @@ pub struct Prompted {
     /// The turn.
     turn_id: TurnId,
     /// The seq of its `prompt` event.
+    #[schema(value_type = Option<i64>)]
     seq: Option<Seq>,
 }
 
@@ -97,6 +94,7 @@ pub struct EventsPage {
     /// Oldest first.
     events: Vec<StoredEvent>,
     /// The cursor for the next page (`after`).
+    #[schema(value_type = i64)]
     next_after: Seq,
 }
 
@@ -212,7 +210,8 @@ fn prompt_blocks(body: PromptBody) -> Result<Value, ApiError> {
     Ok(value)
 }
 
-/// Stores the prompt (a `prompt` event and a turn) and hands the turn to the agent's
+/// Prompts the session (a turn starts, or the question waiting in it is answered). Stores the
+/// prompt (a `prompt` event and a turn) and hands the turn to the agent's
 /// supervisor, which wakes the sandbox and starts the harness as needed. 409
 /// `TURN_IN_PROGRESS` while the session has an unfinished turn. While a question waits in the
 /// session, the prompt answers it instead (200).
@@ -349,6 +348,7 @@ pub async fn cancel(
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// The cursor: events after this seq (default 0).
+    #[param(value_type = Option<i64>)]
     after: Option<Seq>,
     /// At most this many (default 100, at most 1000; a page also stops at 4 MiB of payloads).
     limit: Option<i64>,

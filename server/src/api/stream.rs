@@ -27,6 +27,7 @@ use crate::store::users::Role;
 #[into_params(parameter_in = Query)]
 pub struct StreamQuery {
     /// The cursor: events after this seq (default 0; one beyond the end means "from now on").
+    #[param(value_type = Option<i64>)]
     after: Option<Seq>,
 }
 

@@ -99,14 +99,15 @@ impl NewEvent {
     }
 }
 
-/// A stored event: the shape the API and the stream show (its `serde` encoding is the wire
-/// format, which [`SharedEvent`] reproduces around an already-encoded payload).
+/// A stored event: the shape the API and the stream show (its JSON encoding is the wire format,
+/// which `SharedEvent` reproduces around an already-encoded payload).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[schema(as = Event)]
 pub struct StoredEvent {
     /// Its session.
     pub session_id: SessionId,
     /// Its position in the session's log (from 1, no gaps).
+    #[schema(value_type = i64)]
     pub seq: Seq,
     /// Its type.
     #[serde(rename = "type")]

@@ -33,7 +33,10 @@ fn the_document_is_valid_openapi_3_1() {
 
     // That schema leaves Schema Objects to JSON Schema: each must be a valid 2020-12 schema.
     for (name, schema) in document["components"]["schemas"].as_object().expect("schemas") {
-        let errors: Vec<String> = jsonschema::draft202012::meta::validate(schema).err().into_iter().map(|e| e.to_string()).collect();
+        // A Rust alias (`Seq = i64`) shows up as a component named `i64` unless annotated.
+        assert!(name.starts_with(|c: char| c.is_ascii_uppercase()), "components.schemas.{name}: a Rust alias?");
+        let errors: Vec<String> =
+            jsonschema::draft202012::meta::validate(schema).err().into_iter().map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "components.schemas.{name}: {errors:?}");
     }
     // And every schema the document holds compiles, references included.
@@ -99,7 +102,8 @@ fn close(schemas: &mut Map<String, Value>) {
     for name in names {
         let schema = schemas.remove(&name).unwrap_or_default();
         schemas.insert(name.clone(), redirect(schema, false));
-        let closed = json!({"allOf": [{"$ref": format!("#/components/schemas/{name}")}], "unevaluatedProperties": false});
+        let closed =
+            json!({"allOf": [{"$ref": format!("#/components/schemas/{name}")}], "unevaluatedProperties": false});
         schemas.insert(format!("{name}.closed"), closed);
     }
 }
@@ -115,9 +119,9 @@ fn redirect(value: Value, in_all_of: bool) -> Value {
                         ("$ref", Value::String(r)) if !in_all_of && r.starts_with("#/components/schemas/") => {
                             json!(format!("{r}.closed"))
                         }
-                        ("allOf", Value::Array(items)) => Value::Array(
-                            items.iter().cloned().map(|item| redirect_all_of_item(item)).collect(),
-                        ),
+                        ("allOf", Value::Array(items)) => {
+                            Value::Array(items.iter().cloned().map(|item| redirect_all_of_item(item)).collect())
+                        }
                         _ => redirect(value, false),
                     };
                     (key, value)
@@ -140,9 +144,9 @@ fn redirect_all_of_item(item: Value) -> Value {
 fn check(document: &Value, method: &str, template: &str, status: u16, body: &Value) {
     let operation = &document["paths"][template][method];
     assert!(operation.is_object(), "{method} {template} is not in the document");
-    let response = operation["responses"].get(status.to_string()).unwrap_or_else(|| {
-        panic!("{method} {template} answered {status}, which the document does not list: {body}")
-    });
+    let response = operation["responses"]
+        .get(status.to_string())
+        .unwrap_or_else(|| panic!("{method} {template} answered {status}, which the document does not list: {body}"));
     let response = resolve(document, response);
     match response["content"].get("application/json") {
         None => assert!(body.is_null(), "{method} {template} {status}: the document gives no body, got {body}"),
@@ -151,7 +155,10 @@ fn check(document: &Value, method: &str, template: &str, status: u16, body: &Val
             let validator = jsonschema::draft202012::new(&root).expect("the schema compiles");
             let errors: Vec<String> =
                 validator.iter_errors(body).map(|e| format!("{}: {e}", e.instance_path())).collect();
-            assert!(errors.is_empty(), "{method} {template} {status} does not match the document: {errors:#?}\n{body:#}");
+            assert!(
+                errors.is_empty(),
+                "{method} {template} {status} does not match the document: {errors:#?}\n{body:#}"
+            );
         }
     }
 }
@@ -173,6 +180,21 @@ async fn real_answers_match_the_documents_schemas() {
     let (status, body) = server.get("/api/v1/me").await;
     assert_eq!(status, 200);
     check(doc, "get", "/api/v1/me", status, &body);
+    // The check has teeth: a field the document does not list, one missing, one of the wrong
+    // type, a nested one undocumented, a status not documented — each fails it.
+    let mut undocumented = body.clone();
+    undocumented["surprise"] = json!(1);
+    let mut missing = body.clone();
+    missing.as_object_mut().map(|me| me.remove("username"));
+    let mut wrong_type = body.clone();
+    wrong_type["server_admin"] = json!("yes");
+    let mut nested = body.clone();
+    nested["workspaces"][0]["surprise"] = json!(1);
+    for bad in [undocumented, missing, wrong_type, nested] {
+        let failed = std::panic::catch_unwind(|| check(doc, "get", "/api/v1/me", 200, &bad)).is_err();
+        assert!(failed, "{bad} passed");
+    }
+    assert!(std::panic::catch_unwind(|| check(doc, "get", "/api/v1/me", 418, &body)).is_err());
 
     // Tokens.
     let (status, token) = server.post("/api/v1/tokens", json!({"name": "doc"})).await;
@@ -192,7 +214,8 @@ async fn real_answers_match_the_documents_schemas() {
     check(doc, "get", "/api/v1/workspaces", status, &body);
 
     // Agents.
-    let (status, agent) = server.post("/api/v1/agents", json!({"name": "doc", "harness": "fake", "workspace_id": ws})).await;
+    let (status, agent) =
+        server.post("/api/v1/agents", json!({"name": "doc", "harness": "fake", "workspace_id": ws})).await;
     assert_eq!(status, 201, "{agent}");
     check(doc, "post", "/api/v1/agents", status, &agent);
     let agent_id = agent["id"].as_str().expect("id").to_owned();
@@ -229,7 +252,8 @@ async fn real_answers_match_the_documents_schemas() {
     let session_id = session["id"].as_str().expect("id").to_owned();
     let (status, body) = server.get(&format!("/api/v1/agents/{agent_id}/sessions")).await;
     check(doc, "get", "/api/v1/agents/{id}/sessions", status, &body);
-    let (status, body) = server.post(&format!("/api/v1/sessions/{session_id}/prompt"), json!({"text": "text hello"})).await;
+    let (status, body) =
+        server.post(&format!("/api/v1/sessions/{session_id}/prompt"), json!({"text": "text hello"})).await;
     assert_eq!(status, 202, "{body}");
     check(doc, "post", "/api/v1/sessions/{id}/prompt", status, &body);
     server.wait_turns(&session_id, 1, Duration::from_secs(90)).await;
@@ -260,7 +284,8 @@ async fn real_answers_match_the_documents_schemas() {
     let (status, body) = server.post("/api/v1/agents", json!({"name": "x"})).await;
     assert_eq!(status, 400);
     check(doc, "post", "/api/v1/agents", status, &body);
-    let (status, body) = server.post("/api/v1/agents", json!({"name": "doc", "harness": "fake", "workspace_id": ws})).await;
+    let (status, body) =
+        server.post("/api/v1/agents", json!({"name": "doc", "harness": "fake", "workspace_id": ws})).await;
     assert_eq!(status, 409, "{body}");
     check(doc, "post", "/api/v1/agents", status, &body);
     let (status, _, body) = server.raw_with_headers("GET", "/api/v1/me", None, &[], json!({})).await;
