@@ -52,7 +52,11 @@ fn declared_routes() -> Vec<(String, String)> {
 #[test]
 fn every_route_is_in_the_openapi_document_with_its_security() {
     let documented: Vec<(String, String)> = operations().into_iter().map(|(m, p, _)| (m, p)).collect();
-    assert_eq!(declared_routes(), documented, "add new routes to api/openapi.rs (the matrix reads it)");
+    assert_eq!(
+        declared_routes(),
+        documented,
+        "annotate new handlers with #[utoipa::path] and list them in api/openapi.rs (the matrix reads it)"
+    );
 }
 
 /// A signed-in user of the test: an API token got through a browser login.
