@@ -120,7 +120,7 @@ fn redirect(value: Value, in_all_of: bool) -> Value {
                             json!(format!("{r}.closed"))
                         }
                         ("allOf", Value::Array(items)) => {
-                            Value::Array(items.iter().cloned().map(|item| redirect_all_of_item(item)).collect())
+                            Value::Array(items.iter().cloned().map(redirect_all_of_item).collect())
                         }
                         _ => redirect(value, false),
                     };
