@@ -29,14 +29,17 @@ pub struct Agent {
     /// Its workspace.
     workspace_id: Uuid,
     /// Who made it (`null` once that user is gone).
+    #[schema(required = true)]
     created_by: Option<Uuid>,
     /// Its name, unique in the workspace.
     name: String,
     /// Its harness (`claude-code`, `codex`, `opencode`, `command`, `fake`).
     harness: String,
     /// The command of a `command` harness.
+    #[schema(required = true)]
     command: Option<Vec<String>>,
     /// The model (`null`: the harness's own).
+    #[schema(required = true)]
     model: Option<String>,
     /// Plain environment variables (credentials go in secrets).
     env: BTreeMap<String, String>,
@@ -51,14 +54,18 @@ pub struct Agent {
     /// The permission posture in effect (its own or the server's).
     posture: &'static str,
     /// Its own posture (`null`: the server's default).
+    #[schema(required = true)]
     own_posture: Option<String>,
     /// The policy of a guarded agent.
+    #[schema(required = true)]
     policy: Option<Value>,
     /// Its resource limits.
     limits: AgentLimits,
     /// Whose provider logins it uses.
+    #[schema(required = true)]
     login_user_id: Option<Uuid>,
     /// When someone signed in inside its sandbox (a login method run in its terminal).
+    #[schema(required = true)]
     sandbox_login_at: Option<chrono::DateTime<chrono::Utc>>,
     /// `awake` or `asleep`.
     desired_state: String,
@@ -83,8 +90,10 @@ pub struct AgentLimits {
     /// Processes.
     pids: i32,
     /// Seconds of activity a turn may take (`null`: the server's limit).
+    #[schema(required = true)]
     turn_seconds: Option<i32>,
     /// Seconds idle before it is put to sleep (0: never; `null`: the server's setting).
+    #[schema(required = true)]
     auto_sleep_secs: Option<i32>,
 }
 
@@ -121,9 +130,11 @@ pub struct AgentDetail {
     /// How one can sign in inside its sandbox.
     login_methods: Vec<LoginMethod>,
     /// Whose provider logins it uses and their state (`null`: nobody's).
+    #[schema(required = true)]
     logins: Option<AgentLogins>,
     /// The running harness's `initialize` answer (capabilities, auth methods, agent info) as it
     /// sent it; `null` while no harness runs.
+    #[schema(required = true)]
     advertised: Option<Value>,
 }
 

@@ -54,16 +54,20 @@ pub struct ProviderLogin {
     /// Its provider.
     provider: String,
     /// The variable sandboxes see a placeholder under.
+    #[schema(required = true)]
     env_name: Option<&'static str>,
     /// `connected`, or `connect_again` when the provider refused it since.
     state: String,
     /// When it was connected.
     connected_at: chrono::DateTime<chrono::Utc>,
     /// When it was last refreshed.
+    #[schema(required = true)]
     refreshed_at: Option<chrono::DateTime<chrono::Utc>>,
     /// When it expires.
+    #[schema(required = true)]
     expires_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Why it needs connecting again.
+    #[schema(required = true)]
     failure: Option<String>,
     /// The agents using it.
     agents: Vec<LoginUse>,

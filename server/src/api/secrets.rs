@@ -73,6 +73,7 @@ pub struct Secret {
     /// Where the proxy puts its value.
     rule: InjectionRule,
     /// Who stored it.
+    #[schema(required = true)]
     created_by: Option<Uuid>,
     /// When.
     created_at: chrono::DateTime<chrono::Utc>,

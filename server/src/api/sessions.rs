@@ -68,7 +68,7 @@ pub struct Prompted {
     /// The turn.
     turn_id: TurnId,
     /// The seq of its `prompt` event.
-    #[schema(value_type = Option<i64>)]
+    #[schema(required = true, value_type = Option<i64>)]
     seq: Option<Seq>,
 }
 

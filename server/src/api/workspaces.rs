@@ -47,6 +47,7 @@ pub struct AuditPage {
     /// Newest first.
     records: Vec<AuditView>,
     /// The `before` of the next page (`null` when this one is empty).
+    #[schema(required = true)]
     next_before: Option<i64>,
 }
 

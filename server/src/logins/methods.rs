@@ -23,8 +23,10 @@ pub struct LoginMethod {
     /// Its name.
     pub name: String,
     /// What it does.
+    #[schema(required = true)]
     pub description: Option<String>,
     /// The command the web terminal runs to sign in (`None`: the server cannot run this one).
+    #[schema(required = true)]
     pub terminal: Option<Vec<String>>,
 }
 

@@ -44,6 +44,7 @@ pub struct AuditView {
     /// Its position (newest has the highest).
     pub id: i64,
     /// Who did it.
+    #[schema(required = true)]
     pub actor_user_id: Option<Uuid>,
     /// What.
     pub action: String,

@@ -99,6 +99,7 @@ pub struct TokenView {
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it was last used.
+    #[schema(required = true)]
     pub last_used_at: Option<DateTime<Utc>>,
 }
 

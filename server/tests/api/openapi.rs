@@ -268,8 +268,57 @@ async fn real_answers_match_the_documents_schemas() {
     assert_eq!(status, 409, "{body}");
     check(doc, "post", "/api/v1/sessions/{id}/cancel", status, &body);
 
+    // Changing an agent; users and members.
+    let (status, body) = server
+        .raw_with_headers(
+            "PATCH",
+            &format!("/api/v1/agents/{agent_id}"),
+            Some(&server.token),
+            &[],
+            json!({"model": "m"}),
+        )
+        .await
+        .without_cookie();
+    assert_eq!(status, 200, "{body}");
+    check(doc, "patch", "/api/v1/agents/{id}", status, &body);
+    let (status, user) =
+        server.post("/api/v1/users", json!({"username": "docs", "password": "a long enough password"})).await;
+    check(doc, "post", "/api/v1/users", status, &user);
+    let member = format!("/api/v1/workspaces/{ws}/members/{}", user["id"].as_str().expect("id"));
+    let (status, body) = server
+        .raw_with_headers("PUT", &member, Some(&server.token), &[], json!({"role": "viewer"}))
+        .await
+        .without_cookie();
+    assert_eq!(status, 204, "{body}");
+    check(doc, "put", "/api/v1/workspaces/{id}/members/{user_id}", status, &body);
+
+    // A question waiting for a person, and its answer.
+    let asking = server.create_agent(json!({"workspace_id": ws, "posture": "approval"})).await;
+    let asking_session = server.create_session(&asking).await;
+    server.prompt(&asking_session, "ask execute make").await;
+    let started = std::time::Instant::now();
+    let question = loop {
+        let (status, body) = server.get("/api/v1/permissions").await;
+        check(doc, "get", "/api/v1/permissions", status, &body);
+        if let Some(id) = body["permissions"][0]["id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "no question");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (status, body) = server.get(&format!("/api/v1/permissions/{question}")).await;
+    check(doc, "get", "/api/v1/permissions/{id}", status, &body);
+    let answer = format!("/api/v1/permissions/{question}/answer");
+    let (status, body) = server.post(&answer, json!({"decision": "allow"})).await;
+    assert_eq!(status, 200, "{body}");
+    check(doc, "post", "/api/v1/permissions/{id}/answer", status, &body);
+    let (status, body) = server.post(&answer, json!({"decision": "allow"})).await;
+    assert_eq!(status, 409, "{body}");
+    check(doc, "post", "/api/v1/permissions/{id}/answer", status, &body);
+
     // The rest of what a signed-in user reads.
     let (status, body) = server.get("/api/v1/permissions?state=all").await;
+    assert!(body["permissions"].as_array().is_some_and(|p| !p.is_empty()), "{body}");
     check(doc, "get", "/api/v1/permissions", status, &body);
     let (status, body) = server.get("/api/v1/me/providers").await;
     check(doc, "get", "/api/v1/me/providers", status, &body);
