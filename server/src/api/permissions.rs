@@ -204,6 +204,16 @@ pub async fn stream(
         .on_upgrade(move |socket| inbox(socket, changes, principal, state, send_timeout)))
 }
 
+/// The inbox's one message: the waiting questions.
+#[derive(Serialize)]
+struct Pending {
+    /// Always `pending`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// Newest first, at most 100.
+    permissions: Vec<Listed>,
+}
+
 async fn inbox(
     socket: axum::extract::ws::WebSocket,
     mut changes: tokio::sync::broadcast::Receiver<()>,
@@ -229,7 +239,7 @@ async fn inbox(
                     return;
                 }
             };
-            let message = json!({"type": "pending", "permissions": pending}).to_string();
+            let message = serde_json::to_string(&Pending { kind: "pending", permissions: pending }).unwrap_or_default();
             match super::ws::send(&mut sink, Message::Text(message.into()), send_timeout).await {
                 Ok(()) => {}
                 Err(super::ws::SendError::Gone) => return,

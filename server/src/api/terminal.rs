@@ -52,6 +52,16 @@ enum ClientMessage {
     Resize { cols: u16, rows: u16 },
 }
 
+/// The text message a terminal that cannot go on sends before it closes.
+#[derive(serde::Serialize)]
+struct TerminalError {
+    /// Always `error`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// Why.
+    message: String,
+}
+
 /// Largest input message a client may send (bigger ones end the socket).
 const MAX_INPUT_MESSAGE: usize = 64 << 10;
 
@@ -196,7 +206,7 @@ async fn pump(
                 }
                 Some(TerminalEvent::Closed(Some(reason))) => {
                     // The terminal could not start, or the sandbox went away.
-                    let text = serde_json::json!({"type": "error", "message": reason}).to_string();
+                    let text = serde_json::to_string(&TerminalError { kind: "error", message: reason }).unwrap_or_default();
                     let _ = ws::send(&mut sink, Message::Text(text.into()), send_timeout).await;
                     ws::close(&mut sink, ws::CLOSE_SANDBOX_GONE, "the terminal could not go on in the sandbox").await;
                     break;
