@@ -119,6 +119,17 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         super::terminal::open,
     ),
     components(schemas(super::error::ErrorBody)),
+    tags(
+        (name = "meta", description = "The web page, health, this document"),
+        (name = "auth", description = "Browser sessions"),
+        (name = "me", description = "The caller: its workspaces, API tokens and provider logins"),
+        (name = "users", description = "Users (the server admin)"),
+        (name = "workspaces", description = "Workspaces, members and roles, the audit log"),
+        (name = "secrets", description = "Secrets (values write-only) and their attachment to agents"),
+        (name = "agents", description = "Agents, their sandboxes, terminals and logins"),
+        (name = "sessions", description = "Sessions, prompts and turns, the event log and its stream"),
+        (name = "permissions", description = "Questions waiting for a person (the approvals inbox)"),
+    ),
     modifiers(&Derived),
 )]
 struct ApiDoc;
@@ -184,7 +195,7 @@ impl Modify for Derived {
                     .unwrap_or_else(|| panic!("{method} {template} declares no {ACCESS_EXTENSION}"));
                 shorten_summary(operation);
                 derive_security(operation, access, method);
-                derive_errors(operation, access);
+                derive_errors(operation, access, method);
                 add_path_parameters(operation, template);
             }
         }
@@ -249,15 +260,22 @@ fn derive_security(operation: &mut Operation, access: Access, method: &str) {
     operation.security = Some(vec![SecurityRequirement::new("bearer", none()), session]);
 }
 
-/// The error answers that follow from the access (an operation's own answers for a status win).
-fn derive_errors(operation: &mut Operation, access: Access) {
-    let statuses: &[&str] = match access {
-        Access::Public => &["500"],
-        Access::SignedIn | Access::ServerAdmin => &["401", "403", "500"],
-        Access::Viewer | Access::Operator | Access::Admin => &["401", "403", "404", "500"],
+/// The error answers that follow from the access and the method (an operation's own answers for
+/// a status win): 401 for all but public operations; 403 where a role is checked, where a
+/// session cookie needs its CSRF token (a change) and where a WebSocket checks the page's origin;
+/// 404 where the resource's workspace must be the caller's; 500 everywhere.
+fn derive_errors(operation: &mut Operation, access: Access, method: &str) {
+    let websocket = operation.responses.responses.contains_key("101");
+    let role_checked = matches!(access, Access::Operator | Access::Admin | Access::ServerAdmin);
+    let signed_in = access != Access::Public;
+    let applies = |status: &str| match status {
+        "401" => signed_in,
+        "403" => signed_in && (role_checked || method != "get" || websocket),
+        "404" => matches!(access, Access::Viewer | Access::Operator | Access::Admin),
+        _ => true,
     };
     for (status, name, _) in SHARED_ERRORS {
-        if statuses.contains(&status) {
+        if applies(status) {
             operation
                 .responses
                 .responses
@@ -300,10 +318,11 @@ fn path_parameter(name: &str) -> Parameter {
 
 /// The document.
 pub fn document() -> serde_json::Value {
-    let mut openapi = ApiDoc::openapi();
-    openapi.info.version = env!("CARGO_PKG_VERSION").to_owned();
-    serde_json::to_value(&openapi).unwrap_or_default()
+    serde_json::to_value(ApiDoc::openapi()).unwrap_or_default()
 }
+
+/// The document as served: made once.
+static SERVED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| document().to_string());
 
 /// This document (generated from the server's handlers and types).
 #[utoipa::path(
@@ -314,6 +333,6 @@ pub fn document() -> serde_json::Value {
     responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)),
     extensions(("x-agenthold-access" = json!(Access::Public))),
 )]
-pub async fn serve() -> axum::Json<serde_json::Value> {
-    axum::Json(document())
+pub async fn serve() -> impl axum::response::IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], SERVED.as_str())
 }
