@@ -221,7 +221,8 @@ fn shorten_summary(operation: &mut Operation) {
     let Some(text) = operation.summary.take() else { return };
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let first = first_sentence(&text);
-    if first.len() < text.len() {
+    // More than the one sentence (and its full stop): the whole text is the description.
+    if text.len() > first.len() + 1 {
         operation.description = Some(match operation.description.take() {
             Some(more) => format!("{text}\n\n{more}"),
             None => text.clone(),
@@ -335,4 +336,17 @@ static SERVED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| documen
 )]
 pub async fn serve() -> impl axum::response::IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "application/json")], SERVED.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_sentence;
+
+    #[test]
+    fn a_summary_is_the_first_sentence_outside_parentheses() {
+        assert_eq!(first_sentence("Shows an agent."), "Shows an agent");
+        assert_eq!(first_sentence("Deletes an agent: its sandbox. More."), "Deletes an agent");
+        assert_eq!(first_sentence("Changes it (admins; role first): rest"), "Changes it (admins; role first)");
+        assert_eq!(first_sentence("Uses `a.b` here. Then"), "Uses `a.b` here");
+    }
 }
