@@ -1,7 +1,6 @@
-//! `/api/v1/agents`: create, list, show, update (the egress allow-list), delete, sleep, wake. An
-//! agent's view lists the secrets attached to it (names and presets, never values or
-//! placeholders) and its egress allow-list; its plain `env` refuses names that look like
-//! credentials (`USE_A_SECRET`).
+//! `/api/v1/agents`: create, list, show, update (settings and the egress allow-list), delete,
+//! sleep, wake, rebuild. An agent's plain `env` refuses names that look like credentials
+//! (`USE_A_SECRET`). How an agent is shown is [`super::agent_view`]'s.
 
 use std::collections::BTreeMap;
 

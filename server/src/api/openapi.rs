@@ -192,6 +192,7 @@ impl Modify for Derived {
                     .and_then(|extensions| extensions.get(ACCESS_EXTENSION))
                     .and_then(|value| value.as_str())
                     .and_then(Access::parse)
+                    // A handler without it is a mistake the tests build the document to catch.
                     .unwrap_or_else(|| panic!("{method} {template} declares no {ACCESS_EXTENSION}"));
                 shorten_summary(operation);
                 derive_security(operation, access, method);
