@@ -3,13 +3,13 @@
 //! answer to a question already answered is `409 ALREADY_ANSWERED`.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Id, parse_json};
+use super::extract::{Id, Query, parse_json};
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;

@@ -343,6 +343,11 @@ async fn real_answers_match_the_documents_schemas() {
     let (status, body) = server.get(&format!("/api/v1/workspaces/{ws}/audit?limit=0")).await;
     assert_eq!(status, 400);
     check(doc, "get", "/api/v1/workspaces/{id}/audit", status, &body);
+    for query in ["limit=abc", "surprise=1", "state=some"] {
+        let (status, body) = server.get(&format!("/api/v1/permissions?{query}")).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        check(doc, "get", "/api/v1/permissions", status, &body);
+    }
 }
 
 /// The status and body of a `raw_with_headers` answer.
