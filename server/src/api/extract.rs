@@ -1,7 +1,8 @@
 //! Extractors that turn malformed input into [`ApiError`]s with codes: JSON bodies (unknown
 //! fields rejected by the target types; a NUL character, which Postgres cannot store in text,
-//! rejected as `NUL_CHARACTER`), query strings, and ids in paths (an id that does not parse names
-//! no resource: 404).
+//! rejected as `NUL_CHARACTER`), query strings, ids in paths (an id that does not parse names
+//! no resource: 404), and WebSocket upgrades (a plain request to a WebSocket route:
+//! `NOT_A_WEBSOCKET`).
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -74,6 +75,20 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
             Ok(axum::extract::Query(value)) => Ok(Self(value)),
             Err(rejection) => Err(ApiError::bad_request("INVALID_QUERY", rejection.body_text())),
         }
+    }
+}
+
+/// A WebSocket upgrade; a request that is not one → 400 `NOT_A_WEBSOCKET`.
+pub struct Upgrade(pub axum::extract::ws::WebSocketUpgrade);
+
+impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::ws::WebSocketUpgrade::from_request_parts(parts, state)
+            .await
+            .map(Self)
+            .map_err(|rejection| ApiError::bad_request("NOT_A_WEBSOCKET", rejection.body_text()))
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Id, Query, parse_json};
+use super::extract::{Id, Query, Upgrade, parse_json};
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -189,13 +189,16 @@ fn already_answered() -> ApiError {
     path = "/api/v1/permissions/stream",
     operation_id = "permissions_stream",
     tag = "permissions",
-    responses((status = 101, description = "Switching to the WebSocket protocol")),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "`NOT_A_WEBSOCKET`", body = ErrorBody),
+    ),
     extensions(("x-agenthold-access" = json!(Access::SignedIn))),
 )]
 pub async fn stream(
     State(state): State<AppState>,
     principal: Principal,
-    upgrade: axum::extract::ws::WebSocketUpgrade,
+    Upgrade(upgrade): Upgrade,
 ) -> Result<axum::response::Response, ApiError> {
     let changes = state.hub.subscribe_questions();
     let send_timeout = state.config.ws_send_timeout();

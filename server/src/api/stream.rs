@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket};
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Id, Query};
+use super::extract::{Id, Query, Upgrade};
 use super::openapi::Access;
 use super::sessions::{cursor, visible_session};
 use super::ws;
@@ -40,7 +40,7 @@ pub struct StreamQuery {
     params(StreamQuery),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
-        (status = 400, description = "`INVALID_QUERY`, `INVALID_CURSOR`", body = ErrorBody),
+        (status = 400, description = "`INVALID_QUERY`, `INVALID_CURSOR`, `NOT_A_WEBSOCKET`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Viewer))),
 )]
@@ -49,7 +49,7 @@ pub async fn stream(
     principal: Principal,
     Id(id): Id<SessionId>,
     Query(query): Query<StreamQuery>,
-    upgrade: WebSocketUpgrade,
+    Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
     let session = visible_session(&state, &principal, id, Role::Viewer).await?;
     // A cursor beyond the end of the log (a stale client, a reset database) means "from now

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use agenthold_sandboxd::protocol::Control;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket};
 use axum::extract::{Query, State};
 use axum::response::Response;
 use futures_util::StreamExt;
@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::agents::visible_agent;
 use super::error::{ApiError, ErrorBody};
-use super::extract::Id;
+use super::extract::{Id, Upgrade};
 use super::openapi::Access;
 use super::ws;
 use crate::app::AppState;
@@ -75,7 +75,7 @@ const MAX_INPUT_MESSAGE: usize = 64 << 10;
     params(TerminalQuery),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
-        (status = 400, description = "`INVALID_QUERY`, `UNKNOWN_LOGIN_METHOD`", body = ErrorBody),
+        (status = 400, description = "`INVALID_QUERY`, `UNKNOWN_LOGIN_METHOD`, `NOT_A_WEBSOCKET`", body = ErrorBody),
         (status = 503, description = "`CAPACITY`: the host runs as many sandboxes as it may", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Operator))),
@@ -85,7 +85,7 @@ pub async fn open(
     principal: Principal,
     Id(id): Id<AgentId>,
     query: Result<Query<TerminalQuery>, axum::extract::rejection::QueryRejection>,
-    upgrade: WebSocketUpgrade,
+    Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
     // The role first: a caller without it learns nothing from the query's validation.
     visible_agent(&state, &principal, id, Role::Operator).await?;

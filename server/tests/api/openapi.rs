@@ -343,6 +343,14 @@ async fn real_answers_match_the_documents_schemas() {
     let (status, body) = server.get(&format!("/api/v1/workspaces/{ws}/audit?limit=0")).await;
     assert_eq!(status, 400);
     check(doc, "get", "/api/v1/workspaces/{id}/audit", status, &body);
+    for (template, path) in [
+        ("/api/v1/sessions/{id}/stream", format!("/api/v1/sessions/{session_id}/stream")),
+        ("/api/v1/permissions/stream", "/api/v1/permissions/stream".to_owned()),
+    ] {
+        let (status, body) = server.get(&path).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("NOT_A_WEBSOCKET")), "{body}");
+        check(doc, "get", template, status, &body);
+    }
     for query in ["limit=abc", "surprise=1", "state=some"] {
         let (status, body) = server.get(&format!("/api/v1/permissions?{query}")).await;
         assert_eq!(status, 400, "{query}: {body}");
