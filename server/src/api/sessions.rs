@@ -88,7 +88,9 @@ pub struct Cancelling {
     cancelling: bool,
 }
 
-/// A page of a session's event log (assembled from the events' stored encoding).
+/// A page of a session's event log. The handler writes this shape around the events' JSON as
+/// encoded once when stored (no decoding and encoding again per page); the API tests check real
+/// pages against this type's schema.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EventsPage {
     /// Oldest first.
