@@ -17,7 +17,7 @@ use super::agent_settings::{
 };
 use super::agent_view::{Agent, AgentDetail, agent_detail, agent_view};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Body, Id, parse_json};
+use super::extract::{Body, Id, RawBody, parse_json};
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -291,7 +291,7 @@ pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
-    body: axum::body::Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Json<AgentDetail>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     let body: UpdateAgent = parse_json(&body)?;

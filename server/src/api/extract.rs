@@ -19,12 +19,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let (parts, body) = request.into_parts();
-        let bytes = axum::body::Bytes::from_request(Request::from_parts(parts.clone(), body), state).await.map_err(
-            |rejection| match rejection.status() {
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-                _ => ApiError::bad_request("INVALID_BODY", rejection.body_text()),
-            },
-        )?;
+        let RawBody(bytes) = RawBody::from_request(Request::from_parts(parts.clone(), body), state).await?;
         let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
         match axum::Json::<T>::from_request(request, state).await {
             Ok(axum::Json(value)) => {
@@ -33,6 +28,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
             }
             Err(rejection) => Err(ApiError::bad_request("INVALID_BODY", rejection.body_text())),
         }
+    }
+}
+
+/// A body read whole, to be parsed later (with [`parse_json`], once the caller's role is
+/// checked); over the limit → 413 `PAYLOAD_TOO_LARGE`, unreadable → 400 `INVALID_BODY`.
+pub struct RawBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        axum::body::Bytes::from_request(request, state).await.map(Self).map_err(|rejection| match rejection.status() {
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+            _ => ApiError::bad_request("INVALID_BODY", rejection.body_text()),
+        })
     }
 }
 

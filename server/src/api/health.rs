@@ -51,7 +51,7 @@ pub async fn healthz() -> Json<Health> {
     tag = "meta",
     responses(
         (status = 200, description = "Postgres answers", body = Health),
-        (status = 503, description = "Postgres does not answer", body = Health),
+        (status = 503, description = "Postgres does not answer (`database unavailable`)", body = Health),
     ),
     extensions(("x-agenthold-access" = json!(Access::Public))),
 )]

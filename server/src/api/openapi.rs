@@ -3,12 +3,13 @@
 //! (`ToSchema`). Each operation declares the access it needs as `x-agenthold-access`; from that
 //! one declaration this module derives its security requirements (a bearer token, or the session
 //! cookie — with `X-CSRF-Token` when it changes something) and the error answers every operation
-//! of that access shares (401, 403, 404, 500). The path parameters of each template are filled in
-//! here too. The authorization tests read their expectations from the document, and check that
+//! of that access shares (401, 403, 404; with the request limits of `api::limits`, 413 and 503;
+//! 500). The path parameters of each template are filled in here too. The authorization tests read their expectations from the document, and check that
 //! it lists every route the router has.
 
 use serde::Serialize;
 use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn, PathItem};
+use utoipa::openapi::schema::OneOfBuilder;
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
@@ -139,7 +140,7 @@ struct ApiDoc;
 struct Derived;
 
 /// The error answers operations share, by status: (status, component name, description).
-const SHARED_ERRORS: [(&str, &str, &str); 4] = [
+const SHARED_ERRORS: [(&str, &str, &str); 7] = [
     ("401", "Unauthorized", "`UNAUTHORIZED`: missing or invalid credentials."),
     (
         "403",
@@ -149,7 +150,21 @@ const SHARED_ERRORS: [(&str, &str, &str); 4] = [
          cookie-authenticated WebSocket from another origin.",
     ),
     ("404", "NotFound", "`NOT_FOUND`: no such resource, or one in a workspace the caller does not belong to."),
+    ("413", "PayloadTooLarge", "`PAYLOAD_TOO_LARGE`: the body is over `AGENTHOLD_MAX_BODY_BYTES`."),
     ("500", "Internal", "`INTERNAL`: anything else (logged by the server; the message is generic)."),
+    (
+        "503",
+        "Unavailable",
+        "`DATABASE_UNAVAILABLE`: Postgres does not answer (with `Retry-After`); `SERVER_BUSY`: every request \
+         slot is taken (with `Retry-After`); `REQUEST_TIMEOUT`: the request took longer than \
+         `AGENTHOLD_REQUEST_TIMEOUT_SECS`.",
+    ),
+    (
+        "503",
+        "Busy",
+        "`SERVER_BUSY`: every request slot is taken (with `Retry-After`); `REQUEST_TIMEOUT`: the request took \
+         longer than `AGENTHOLD_REQUEST_TIMEOUT_SECS`.",
+    ),
 ];
 
 impl Modify for Derived {
@@ -196,7 +211,7 @@ impl Modify for Derived {
                     .unwrap_or_else(|| panic!("{method} {template} declares no {ACCESS_EXTENSION}"));
                 shorten_summary(operation);
                 derive_security(operation, access, method);
-                derive_errors(operation, access, method);
+                derive_errors(operation, access, method, template);
                 add_path_parameters(operation, template);
             }
         }
@@ -262,27 +277,54 @@ fn derive_security(operation: &mut Operation, access: Access, method: &str) {
     operation.security = Some(vec![SecurityRequirement::new("bearer", none()), session]);
 }
 
-/// The error answers that follow from the access and the method (an operation's own answers for
-/// a status win): 401 for all but public operations; 403 where a role is checked, where a
-/// session cookie needs its CSRF token (a change) and where a WebSocket checks the page's origin;
-/// 404 where the resource's workspace must be the caller's; 500 everywhere.
-fn derive_errors(operation: &mut Operation, access: Access, method: &str) {
+/// The error answers that follow from the access, the method and the route: 401 for all but
+/// public operations; 403 where a role is checked, where a session cookie needs its CSRF token (a
+/// change) and where a WebSocket checks the page's origin; 404 where the resource's workspace
+/// must be the caller's; 413 where there is a body; 500 everywhere; 503 everywhere (the request
+/// limits), with `DATABASE_UNAVAILABLE` where the route needs Postgres (`api::limits`). Where an
+/// operation answers a status of its own too, the two are merged.
+fn derive_errors(operation: &mut Operation, access: Access, method: &str, template: &str) {
     let websocket = operation.responses.responses.contains_key("101");
     let role_checked = matches!(access, Access::Operator | Access::Admin | Access::ServerAdmin);
     let signed_in = access != Access::Public;
-    let applies = |status: &str| match status {
-        "401" => signed_in,
-        "403" => signed_in && (role_checked || method != "get" || websocket),
-        "404" => matches!(access, Access::Viewer | Access::Operator | Access::Admin),
+    let needs_database = super::limits::needs_database(template);
+    let applies = |name: &str| match name {
+        "Unauthorized" => signed_in,
+        "Forbidden" => signed_in && (role_checked || method != "get" || websocket),
+        "NotFound" => matches!(access, Access::Viewer | Access::Operator | Access::Admin),
+        "PayloadTooLarge" => operation.request_body.is_some(),
+        "Unavailable" => needs_database,
+        "Busy" => !needs_database,
         _ => true,
     };
-    for (status, name, _) in SHARED_ERRORS {
-        if applies(status) {
-            operation
-                .responses
-                .responses
-                .entry(status.to_owned())
-                .or_insert_with(|| RefOr::Ref(Ref::from_response_name(name)));
+    let shared: Vec<_> = SHARED_ERRORS.into_iter().filter(|(_, name, _)| applies(name)).collect();
+    for (status, name, description) in shared {
+        match operation.responses.responses.get_mut(status) {
+            None => {
+                operation.responses.responses.insert(status.to_owned(), RefOr::Ref(Ref::from_response_name(name)));
+            }
+            Some(RefOr::T(own)) => merge(own, description),
+            Some(RefOr::Ref(_)) => {}
+        }
+    }
+}
+
+/// An operation's own answer for a status also stands for a shared one: the descriptions joined,
+/// and a body that is not the error body may be one.
+fn merge(own: &mut utoipa::openapi::Response, shared: &str) {
+    own.description = format!("{}; {shared}", own.description.trim_end_matches('.'));
+    let error = RefOr::Ref(Ref::from_schema_name("Error"));
+    match own.content.get_mut("application/json") {
+        None => {
+            own.content.insert("application/json".to_owned(), ContentBuilder::new().schema(Some(error)).build());
+        }
+        Some(content) => {
+            let is_error = matches!(&content.schema, Some(RefOr::Ref(r)) if r.ref_location.ends_with("/Error"));
+            if let Some(schema) = content.schema.take().filter(|_| !is_error) {
+                content.schema = Some(OneOfBuilder::new().item(schema).item(error).into());
+            } else {
+                content.schema = Some(error);
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Id, Query, Upgrade, parse_json};
+use super::extract::{Id, Query, RawBody, Upgrade, parse_json};
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -129,7 +129,7 @@ pub async fn answer(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<uuid::Uuid>,
-    body: axum::body::Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Json<Listed>, ApiError> {
     let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
     principal.require(&state, question.workspace_id, Role::Operator, "permission").await?;

@@ -7,7 +7,6 @@
 //! seconds. Connecting, disconnecting, attaching and detaching are audited.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use rand::RngCore;
@@ -18,7 +17,7 @@ use uuid::Uuid;
 
 use super::agents::visible_agent;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Id, parse_json};
+use super::extract::{Id, RawBody, parse_json};
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -204,7 +203,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal) -> Result
 pub async fn connect(
     State(state): State<AppState>,
     principal: Principal,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<ProviderLogin>), ApiError> {
     let body: Connect = parse_json(&body)?;
     let kind = LoginKind::parse(&body.kind).ok_or_else(|| {

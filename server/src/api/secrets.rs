@@ -5,7 +5,6 @@
 //! nothing from validation errors. Every change is audited.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -15,7 +14,7 @@ use uuid::Uuid;
 
 use super::agents::visible_agent;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Id, parse_json};
+use super::extract::{Id, RawBody, parse_json};
 use super::openapi::Access;
 use super::workspaces;
 use crate::app::AppState;
@@ -167,7 +166,7 @@ pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Id(workspace_id): Id<Uuid>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<Secret>), ApiError> {
     principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
     let body: CreateSecret = parse_json(&body)?;
@@ -305,7 +304,7 @@ pub async fn attach(
     State(state): State<AppState>,
     principal: Principal,
     path: PathResult<EnvPath>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Json<Attachment>, ApiError> {
     let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("agent"))?;
     let agent = visible_agent(&state, &principal, path.id, Role::Admin).await?;

@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::agents::visible_agent;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Body, Id, Query};
+use super::extract::{Body, Id, Query, RawBody};
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -133,7 +133,7 @@ pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Id(agent_id): Id<AgentId>,
-    body: axum::body::Bytes,
+    RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<Session>), ApiError> {
     if !body.iter().all(u8::is_ascii_whitespace) {
         super::extract::parse_json::<CreateSession>(&body)?;

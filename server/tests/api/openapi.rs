@@ -368,3 +368,22 @@ impl WithoutCookie for (u16, String, Value) {
         (self.0, self.2)
     }
 }
+
+#[tokio::test]
+async fn an_oversized_body_answers_413_as_documented() {
+    let server = TestServer::start_with(&[("AGENTHOLD_MAX_BODY_BYTES", "1024")]).await;
+    let document = document();
+    let agent = server.create_agent(json!({})).await;
+    let big = json!({"name": "x".repeat(2048)});
+    // A body parsed at once, and one read whole to be parsed once the role is checked.
+    for (method, template, path) in [
+        ("post", "/api/v1/tokens", "/api/v1/tokens".to_owned()),
+        ("post", "/api/v1/agents/{id}/sessions", format!("/api/v1/agents/{agent}/sessions")),
+        ("patch", "/api/v1/agents/{id}", format!("/api/v1/agents/{agent}")),
+    ] {
+        let (status, _, body) =
+            server.raw_with_headers(&method.to_uppercase(), &path, Some(&server.token), &[], big.clone()).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (413, Some("PAYLOAD_TOO_LARGE")), "{path}: {body}");
+        check(&document, method, template, status, &body);
+    }
+}
