@@ -37,7 +37,17 @@ impl Api {
 
     /// Creates a `fake`-harness agent; returns its id.
     pub async fn create_agent(&self, name: &str) -> Result<String> {
-        let body = self.call("POST", "/api/v1/agents", Some(&json!({"name": name, "harness": "fake"})), 201).await?;
+        self.create_agent_of(name, None).await
+    }
+
+    /// Creates a `fake`-harness agent of `image` (`None`: the server's default, which a warm
+    /// pool sandbox may serve); returns its id.
+    pub async fn create_agent_of(&self, name: &str, image: Option<&str>) -> Result<String> {
+        let mut body = json!({"name": name, "harness": "fake"});
+        if let Some(image) = image {
+            body["image"] = json!(image);
+        }
+        let body = self.call("POST", "/api/v1/agents", Some(&body), 201).await?;
         id_of(&body)
     }
 

@@ -6,6 +6,8 @@
 //! run on a warm agent, the raw-insert baseline with the flood's own payloads, then the
 //! replay of a session topped up to the replay size.
 
+#![recursion_limit = "256"]
+
 pub mod api;
 pub mod approval;
 pub mod burst;
@@ -30,6 +32,9 @@ pub fn progress(line: &str) {
     eprintln!("[bench] {line}");
 }
 
+/// Agents started from the warm pool (`pooled_start_ms` is their median).
+const POOLED_REPEATS: usize = 5;
+
 /// Targets the numbers are held to.
 mod targets {
     /// Flood delivered ÷ raw insert rate, at least.
@@ -48,6 +53,12 @@ mod targets {
     pub const APPROVAL_SLACK_MS: f64 = 5.0;
     /// Approval round trips measured.
     pub const APPROVAL_ROUNDS: usize = 100;
+    /// A pooled start, ms, at most…
+    pub const POOLED_MS: f64 = 100.0;
+    /// …and at most this × docker run.
+    pub const POOLED_FACTOR: f64 = 0.5;
+    /// A wake ≤ this × docker run.
+    pub const WAKE_FACTOR: f64 = 1.2;
     /// A Prometheus scrape, ms, at most.
     pub const METRICS_SCRAPE_MS: f64 = 50.0;
     /// Agents in the burst (`burst_create_50_s`).
@@ -83,6 +94,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         docker_runs.push(ms);
     }
 
+    startup::tag_cold_image(&config.image).await?;
+
     progress(&format!("burst: {} agents created at once, each prompted, until all are awake", targets::BURST_AGENTS));
     let burst = burst::create(api, targets::BURST_AGENTS, tag, agents).await?;
     progress(&format!(
@@ -100,6 +113,21 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         startup::report("  cold start", cold.cold_start_ms);
         colds.push(cold);
     }
+    let pooled = match &config.metrics_url {
+        Some(url) => {
+            progress(&format!("pooled start: create agent + first prompt → first update, warm pool ready ({POOLED_REPEATS} agents)"));
+            let mut pooled = Vec::new();
+            for n in 0..POOLED_REPEATS {
+                metrics_scrape::wait_pool_ready(url).await?;
+                let start = startup::pooled_start(api, &format!("bench-pooled-{tag}-{n}")).await.context("pooled start")?;
+                agents.push(start.agent_id.clone());
+                startup::report("  pooled start", start.cold_start_ms);
+                pooled.push(start.cold_start_ms);
+            }
+            Some(median(&pooled))
+        }
+        None => None,
+    };
     let main_agent = colds[0].clone();
     let container = format!("{}-{}", config.instance, main_agent.agent_id);
 
@@ -274,6 +302,20 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         },
     });
     let mut targets = targets;
+    if let Some(map) = targets.as_object_mut() {
+        let wake_limit = targets::WAKE_FACTOR * docker_run;
+        map.insert(
+            "wake_ms".to_owned(),
+            json!({"target": format!("<= {} * docker_run_ms", targets::WAKE_FACTOR), "limit_ms": round(wake_limit, 1), "value": round(wake, 1), "pass": wake <= wake_limit}),
+        );
+        if let Some(pooled) = pooled {
+            let limit = targets::POOLED_MS.min(targets::POOLED_FACTOR * docker_run);
+            map.insert(
+                "pooled_start_ms".to_owned(),
+                json!({"target": format!("<= {} and <= {} * docker_run_ms", targets::POOLED_MS, targets::POOLED_FACTOR), "limit_ms": round(limit, 1), "value": round(pooled, 1), "pass": pooled <= limit}),
+            );
+        }
+    }
     if let (Some(scrape), Some(map)) = (&scrape, targets.as_object_mut()) {
         map.insert(
             "metrics_scrape_ms".to_owned(),
@@ -290,6 +332,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "p99_ms": round(p99, 2),
         "replay_events_per_s": round(replay_per_s, 0),
         "cold_start_ms": round(cold, 1),
+        "pooled_start_ms": pooled.map(|p| round(p, 1)),
         "docker_run_ms": round(docker_run, 1),
         "harness_start_ms": round(harness_start, 1),
         "cold_vs_docker_run": round(cold / docker_run, 2),

@@ -61,3 +61,25 @@ fn client(url: &str) -> Result<Client> {
     let endpoint = Endpoint::parse(url).map_err(|e| anyhow!("{url}: {e}"))?;
     Ok(Client::new(endpoint, None, Options::default())?)
 }
+
+/// Waits (up to a minute) until the server's warm pool has a connected sandbox
+/// (`agenthold_warm_pool_ready` ≥ 1).
+pub async fn wait_pool_ready(metrics_url: &str) -> Result<()> {
+    let metrics = client(metrics_url)?;
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let reply = metrics.send("GET", "/metrics", None).await?;
+        let text = String::from_utf8_lossy(&reply.body);
+        let ready = text
+            .lines()
+            .find_map(|line| line.strip_prefix("agenthold_warm_pool_ready "))
+            .and_then(|value| value.trim().parse::<f64>().ok());
+        if ready.is_some_and(|ready| ready >= 1.0) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the warm pool had no sandbox ready within a minute (agenthold_warm_pool_ready: {ready:?})");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

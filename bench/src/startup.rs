@@ -113,8 +113,29 @@ pub struct ColdAgent {
 /// Creates an agent (no container yet) and a session, prompts it, and times until the first
 /// `update`.
 pub async fn cold_start(api: &Api, name: &str) -> Result<ColdAgent> {
+    start_of(api, name, Some(COLD_IMAGE)).await
+}
+
+/// The bench image under another name ([`tag_cold_image`]): agents of it never take a warm pool
+/// sandbox (the pool holds the server's default image), so their start is the cold one.
+pub const COLD_IMAGE: &str = "agenthold/test:bench-cold";
+
+/// Tags `image` as [`COLD_IMAGE`].
+pub async fn tag_cold_image(image: &str) -> Result<()> {
+    let status = Command::new("docker").args(["tag", image, COLD_IMAGE]).status().await.context("docker tag")?;
+    anyhow::ensure!(status.success(), "docker tag {image} {COLD_IMAGE} failed");
+    Ok(())
+}
+
+/// Create agent (of the default image, so from the warm pool when it has a sandbox) + session +
+/// stream + prompt → first update.
+pub async fn pooled_start(api: &Api, name: &str) -> Result<ColdAgent> {
+    start_of(api, name, None).await
+}
+
+async fn start_of(api: &Api, name: &str, image: Option<&str>) -> Result<ColdAgent> {
     let started = Instant::now();
-    let agent_id = api.create_agent(name).await?;
+    let agent_id = api.create_agent_of(name, image).await?;
     let session_id = api.create_session(&agent_id).await?;
     let timing = prompt_and_wait(api, &session_id, "text hello", Some(started)).await?;
     Ok(ColdAgent { agent_id, session_id, cold_start_ms: timing.first_update_ms })

@@ -41,6 +41,8 @@ pub struct AppState {
     pub login_probe: crate::logins::probe::Probe,
     /// Whether Postgres answers (API calls are refused at once while it does not).
     pub availability: store::availability::Availability,
+    /// Sandboxes started ahead for new agents (`None`: no pool).
+    pub warm_pool: Option<crate::sandbox::warm_pool::WarmPool>,
     /// Turns `true` when the server begins to shut down: open WebSockets close with 1012.
     pub stopping: tokio::sync::watch::Receiver<bool>,
 }
@@ -200,7 +202,23 @@ pub async fn run(
     }));
     let config_overrides = config.proxy_test_upstream_overrides.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let warm_pool = (config.warm_pool_size > 0 && config.driver == DriverKind::Docker).then(|| {
+        let settings = crate::sandbox::warm_pool::PoolSettings {
+            size: config.warm_pool_size as usize,
+            image: config.image.clone(),
+            tunnel_url: supervisors.tunnel_url().to_owned(),
+            tunnel_ca_pem: supervisors.tunnel_ca_pem().map(str::to_owned),
+            cpus: config.default_cpus,
+            memory_mib: config.default_memory_mib,
+            pids_limit: config.default_pids_limit,
+            connect_timeout: std::time::Duration::from_secs(30),
+            refill_delay: std::time::Duration::from_secs(3),
+        };
+        crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), pool.clone(), settings)
+    });
+    let warm_pool_task = warm_pool.as_ref().map(crate::sandbox::warm_pool::WarmPool::spawn);
     let state = AppState {
+        warm_pool,
         availability,
         stopping: stop_rx.clone(),
         pool: pool.clone(),
@@ -314,6 +332,9 @@ pub async fn run(
     }
     deletions.abort();
     refresher.abort();
+    if let Some(task) = warm_pool_task {
+        task.abort();
+    }
     if let Some(housekeeping) = housekeeping {
         housekeeping.abort();
     }

@@ -187,12 +187,17 @@ pub struct Config {
     /// Where Prometheus scrapes `GET /metrics` (a listener of its own; unset: no metrics).
     #[arg(long, env = "AGENTHOLD_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Sandboxes of the default image kept started and connected for agents not created yet
+    /// (Docker driver; 0: none). A new agent of that image takes one (docs/design.md, "Warm pool").
+    #[arg(long, env = "AGENTHOLD_WARM_POOL_SIZE", default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=64))]
+    pub warm_pool_size: u64,
     /// Connections in the server's Postgres pool.
     #[arg(long, env = "AGENTHOLD_DB_POOL_SIZE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: u32,
     /// Milliseconds a query may wait for a pool connection before it fails (an API call then
-    /// answers 503 `DATABASE_UNAVAILABLE`).
-    #[arg(long, env = "AGENTHOLD_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 1500, value_parser = clap::value_parser!(u64).range(100..))]
+    /// answers 503 `DATABASE_UNAVAILABLE`). Outages are answered sooner: see
+    /// `store::availability`.
+    #[arg(long, env = "AGENTHOLD_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..))]
     pub db_acquire_timeout_ms: u64,
     /// Requests handled at once per listener (API, tunnel); beyond it: 503 `SERVER_BUSY`.
     #[arg(long, env = "AGENTHOLD_MAX_CONCURRENT_REQUESTS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]

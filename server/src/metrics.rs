@@ -172,3 +172,8 @@ pub fn tunnel_closed() {
 pub fn database_up(up: bool) {
     metrics::gauge!("agenthold_database_up").set(if up { 1.0 } else { 0.0 });
 }
+
+/// Pooled sandboxes connected and ready to claim.
+pub fn warm_pool(ready: usize) {
+    metrics::gauge!("agenthold_warm_pool_ready").set(ready as f64);
+}

@@ -150,8 +150,10 @@ pub async fn create(
         crate::sandbox::DriverError::Capacity(message) => ApiError::Unavailable { code: "CAPACITY", message },
         other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
     })?;
+    // A sandbox started ahead (the warm pool) gives the agent its id.
+    let claimed = state.warm_pool.as_ref().and_then(|pool| pool.claim(&image));
     let agent = NewAgent {
-        id: state.driver.next_agent_id(),
+        id: claimed.as_ref().map_or_else(|| state.driver.next_agent_id(), |claimed| claimed.agent_id),
         workspace_id,
         created_by: principal.user_id,
         name: name.as_str().to_owned(),
@@ -172,7 +174,15 @@ pub async fn create(
     // A placeholder token hash: the real token is minted when the sandbox is created.
     let placeholder = store::tokens::hash_token(&format!("unused-{}", uuid::Uuid::new_v4()));
     let max_agents = state.config.max_agents.map(i64::from);
-    match store::agents::insert(&state.pool, &agent, &placeholder, max_agents).await {
+    let inserted = store::agents::insert(&state.pool, &agent, &placeholder, max_agents).await;
+    let claimed = match (inserted.is_ok(), claimed, &state.warm_pool) {
+        (false, Some(claimed), Some(pool)) => {
+            pool.give_back(claimed);
+            None
+        }
+        (_, claimed, _) => claimed,
+    };
+    match inserted {
         Ok(()) => {}
         Err(full @ InsertError::Full(_)) => {
             return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
@@ -181,6 +191,10 @@ pub async fn create(
             return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
         }
         Err(InsertError::Db(error)) => return Err(error.into()),
+    }
+    if let Some(claimed) = claimed {
+        let limits = (agent.cpus, agent.memory_mib, agent.pids_limit);
+        super::warm_claim::take_over(&state, agent.id, limits, claimed).await;
     }
     if let Some(egress) = &egress {
         store::proxy_identities::set_egress(&state.pool, agent.id, egress).await?;

@@ -1,7 +1,8 @@
 //! What every request on both listeners is held to (docs/operations.md, "Limits"): a cap on the
 //! requests handled at once (`503 SERVER_BUSY` beyond it, never a queue), a deadline per request
 //! (`503 REQUEST_TIMEOUT`), and on the API listener an immediate `503 DATABASE_UNAVAILABLE` while
-//! Postgres does not answer (except the routes that do not need it). WebSockets hold a slot only
+//! Postgres does not answer — also for requests already in flight when it stops (except the
+//! routes that do not need it). WebSockets hold a slot only
 //! until they are upgraded. Body limits are axum's `DefaultBodyLimit`, set where the routers are
 //! built; header limits are hyper's (100 headers, 400 KiB).
 
@@ -49,9 +50,16 @@ pub async fn enforce(State(limits): State<RequestLimits>, request: Request, next
     let Ok(_slot) = limits.slots.clone().try_acquire_owned() else {
         return ApiError::ServerBusy.into_response();
     };
-    match tokio::time::timeout(limits.timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::Timeout.into_response(),
+    let database = limits.database.as_ref().filter(|_| needs_database(request.uri().path())).cloned();
+    let handled = tokio::time::timeout(limits.timeout, next.run(request));
+    match database {
+        // A request in flight when Postgres stops answering is answered at once (its handler is
+        // dropped, as when a client goes away) rather than after the pool's acquire timeout.
+        Some(database) => tokio::select! {
+            handled = handled => handled.unwrap_or_else(|_| ApiError::Timeout.into_response()),
+            () = database.went_down() => ApiError::DatabaseUnavailable.into_response(),
+        },
+        None => handled.await.unwrap_or_else(|_| ApiError::Timeout.into_response()),
     }
 }
 

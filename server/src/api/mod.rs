@@ -19,6 +19,7 @@ mod sessions;
 mod stream;
 mod terminal;
 mod users;
+mod warm_claim;
 mod workspaces;
 mod ws;
 

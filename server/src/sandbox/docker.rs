@@ -540,6 +540,25 @@ impl SandboxDriver for DockerDriver {
         .boxed()
     }
 
+    fn update_limits(
+        &self,
+        agent_id: AgentId,
+        cpus: f64,
+        memory_mib: i32,
+        pids_limit: i32,
+    ) -> BoxFuture<'_, Result<(), DriverError>> {
+        let memory = i64::from(memory_mib) * 1024 * 1024;
+        let body = bollard::models::ContainerUpdateBody {
+            nano_cpus: Some((cpus * 1e9) as i64),
+            memory: Some(memory),
+            memory_swap: Some(memory),
+            pids_limit: Some(i64::from(pids_limit)),
+            ..Default::default()
+        };
+        let name = self.container(agent_id);
+        async move { self.docker.update_container(&name, body).await.map_err(engine) }.boxed()
+    }
+
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
         async move { super::docker_oom::oom_killed(&self.docker, &self.container(agent_id)).await }.boxed()
     }

@@ -12,6 +12,7 @@ pub mod firewall;
 pub mod local;
 pub mod orphans;
 pub mod subnets;
+pub mod warm_pool;
 
 use futures_util::future::BoxFuture;
 
@@ -126,6 +127,17 @@ pub trait SandboxDriver: Send + Sync {
     }
     /// Removes one object [`Self::labelled_objects`] listed (gone already is fine).
     fn remove_object<'a>(&'a self, _object: &'a orphans::Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// Applies new limits to a running sandbox (a pooled one taken by an agent with limits of
+    /// its own); drivers without limits ignore them.
+    fn update_limits(
+        &self,
+        _agent_id: AgentId,
+        _cpus: f64,
+        _memory_mib: i32,
+        _pids_limit: i32,
+    ) -> BoxFuture<'_, Result<(), DriverError>> {
         Box::pin(std::future::ready(Ok(())))
     }
     /// Whether the engine killed a process of the sandbox for want of memory (since it last

@@ -93,7 +93,9 @@ pub async fn sweep(driver: &dyn SandboxDriver, pool: &sqlx::PgPool, grace: Durat
     let mut ids: Vec<uuid::Uuid> = objects.iter().map(|o| o.agent_id.0).collect();
     ids.sort_unstable();
     ids.dedup();
-    let agents: HashSet<AgentId> = crate::store::agents::existing(pool, &ids).await?.into_iter().collect();
+    let mut agents: HashSet<AgentId> = crate::store::agents::existing(pool, &ids).await?.into_iter().collect();
+    // Pooled sandboxes (the warm pool) belong to agents not created yet.
+    agents.extend(crate::store::warm_pool::all(pool).await?);
     let mut removed = 0;
     for object in orphans(&objects, &agents, Utc::now(), grace) {
         let (kind, name, agent) = (object.kind.as_str(), &object.name, object.agent_id);

@@ -35,6 +35,12 @@ impl Availability {
         *self.up.borrow()
     }
 
+    /// Resolves once Postgres is (or goes) down.
+    pub async fn went_down(&self) {
+        let mut changes = self.up.subscribe();
+        let _ = changes.wait_for(|up| !*up).await;
+    }
+
     /// Follows the verdict's changes.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.up.subscribe()

@@ -14,6 +14,7 @@ pub mod secrets;
 pub mod sessions;
 pub mod tokens;
 pub mod users;
+pub mod warm_pool;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;

@@ -8,7 +8,7 @@
 pub mod auto_sleep;
 pub mod core;
 pub mod host;
-mod shell;
+pub(crate) mod shell;
 pub mod slots;
 
 use std::collections::HashMap;
@@ -231,6 +231,16 @@ impl Supervisors {
         self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(shell::run(agent_id, deps, receiver));
         actors.insert(agent_id, sender.clone());
         sender
+    }
+
+    /// The URL sandboxd dials.
+    pub fn tunnel_url(&self) -> &str {
+        &self.deps.tunnel_url
+    }
+
+    /// The CA sandboxes trust for a `wss://` tunnel, if the server has a private one.
+    pub fn tunnel_ca_pem(&self) -> Option<&str> {
+        self.deps.tunnel_ca_pem.as_deref()
     }
 
     /// The host's awake sandboxes.

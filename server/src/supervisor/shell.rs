@@ -727,7 +727,7 @@ fn session_mode(harness: &str) -> Option<String> {
 }
 
 /// A fresh sandbox token: 32 random bytes, hex.
-fn mint_token() -> Secret {
+pub(crate) fn mint_token() -> Secret {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())

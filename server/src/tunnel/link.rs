@@ -211,7 +211,15 @@ impl Link {
 }
 
 /// Serves one accepted sandboxd connection until it closes, or stays silent for `silent`.
-pub async fn serve(socket: WebSocket, agent_id: AgentId, supervisors: Arc<Supervisors>, silent: Duration) {
+/// Who a new connection is handed to.
+pub enum Owner {
+    /// The agent's supervisor.
+    Agent(Arc<Supervisors>),
+    /// The warm pool, until an agent claims the sandbox.
+    Pool(crate::sandbox::warm_pool::WarmPool),
+}
+
+pub async fn serve(socket: WebSocket, agent_id: AgentId, owner: Owner, silent: Duration) {
     let (mut sink, mut stream) = socket.split();
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, next_incoming(&mut stream, silent)).await {
         Ok(Next::Message(Incoming::Control(hello @ Control::Hello { .. }))) => hello,
@@ -236,7 +244,13 @@ pub async fn serve(socket: WebSocket, agent_id: AgentId, supervisors: Arc<Superv
     }
     let link = Link::new();
     let (inbox, inbox_rx) = mpsc::channel(INBOX_DEPTH);
-    if !supervisors.attach(agent_id, link.clone(), hello, inbox_rx).await {
+    let attached = match owner {
+        Owner::Agent(supervisors) => supervisors.attach(agent_id, link.clone(), hello, inbox_rx).await,
+        Owner::Pool(pool) => {
+            pool.hold(agent_id, crate::sandbox::warm_pool::Held { link: link.clone(), hello, inbox: inbox_rx })
+        }
+    };
+    if !attached {
         return;
     }
     tracing::info!(agent.id = %agent_id, link.id = link.id, "sandboxd connected");

@@ -1,6 +1,6 @@
 //! The tunnel listener sandboxd dials into: its own port, accepting nothing but sandbox tokens,
 //! over TLS when configured ([`tls`]). Each accepted connection becomes a [`link::Link`] handed
-//! to the agent's supervisor.
+//! to the agent's supervisor (or held by the warm pool until an agent claims its sandbox).
 
 pub mod byte_queue;
 pub mod link;
@@ -38,24 +38,36 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
         return StatusCode::UNAUTHORIZED.into_response();
     };
     let hash = store::tokens::hash_token(token);
-    let agent_id = match store::sandboxes::agent_for_token(&state.pool, &hash).await {
-        Ok(Some(agent_id)) => agent_id,
+    let (agent_id, owner) = match owner_of(&state, &hash).await {
+        Ok(Some(found)) => found,
         Ok(None) => return StatusCode::UNAUTHORIZED.into_response(),
         Err(error) => {
             tracing::error!(%error, "looking up a sandbox token");
             return StatusCode::SERVICE_UNAVAILABLE.into_response();
         }
     };
-    let supervisors = Arc::clone(&state.supervisors);
     let silent = std::time::Duration::from_secs(state.config.silent_tunnel_secs.max(1));
     // sandboxd sends stdout in chunks of at most 64 KiB; with the supervisor's inbox depth this
     // bounds what one sandbox can make the server hold (docs/design.md, "Memory bounds").
     upgrade.max_message_size(link::MAX_MESSAGE_BYTES).max_frame_size(link::MAX_MESSAGE_BYTES).on_upgrade(
         move |socket| async move {
             let _open = TunnelGauge::open(agent_id);
-            link::serve(socket, agent_id, supervisors, silent).await
+            link::serve(socket, agent_id, owner, silent).await
         },
     )
+}
+
+/// Whose sandbox token this is: an agent's, or a pooled sandbox's (warm pool).
+async fn owner_of(state: &AppState, hash: &[u8]) -> sqlx::Result<Option<(crate::ids::AgentId, link::Owner)>> {
+    if let Some(agent_id) = store::sandboxes::agent_for_token(&state.pool, hash).await? {
+        return Ok(Some((agent_id, link::Owner::Agent(Arc::clone(&state.supervisors)))));
+    }
+    match &state.warm_pool {
+        Some(pool) => Ok(store::warm_pool::agent_for_token(&state.pool, hash)
+            .await?
+            .map(|agent_id| (agent_id, link::Owner::Pool(pool.clone())))),
+        None => Ok(None),
+    }
 }
 
 /// An open tunnel in `agenthold_tunnels_open`; counts its connection as first or again (this

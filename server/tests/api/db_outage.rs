@@ -22,7 +22,8 @@ async fn outage_mid_turn(outage: Duration, chunks: usize, rate: usize) {
     }
 
     gate.shut();
-    // A call right as the outage begins answers within 2 s (the pool's acquire timeout)…
+    // A call right as the outage begins answers within 2 s (once the server notices: the pool
+    // alone would wait 10 s for a connection)…
     let started = Instant::now();
     let (status, body) = server.get("/api/v1/agents").await;
     let took = started.elapsed();

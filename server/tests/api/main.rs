@@ -50,3 +50,4 @@ mod takeover;
 mod tunnel_tls;
 mod turn_limits;
 mod turns;
+mod warm_pool;

@@ -1,0 +1,121 @@
+//! The warm pool (docs/design.md, "Warm pool"): a sandbox started ahead is taken by the next
+//! agent of the default image — the agent gets its id, its running container and its connected
+//! sandboxd, so the first prompt needs no container start — and the pool refills; a pooled
+//! sandbox that dies is replaced; deleting every agent leaves only the pool; a restart leaves no
+//! orphan. Docker driver only.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{TestServer, driver, of_type};
+
+/// Running containers of the instance (`docker ps` names).
+fn running(instance: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "--filter", &format!("label=agenthold.instance={instance}"), "--format", "{{.Names}}"])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// Waits until exactly `count` containers of the instance run and `check` holds; returns them.
+async fn wait_running(instance: &str, count: usize, check: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let names = running(instance);
+        if names.len() == count && check(&names) {
+            return names;
+        }
+        assert!(Instant::now() < deadline, "waited for {count} running container(s); have {names:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the server log says a pooled sandbox connected as often as `times`.
+async fn wait_connected(server: &TestServer, times: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.log().matches("sandboxd connected").count() < times {
+        assert!(Instant::now() < deadline, "no pooled sandbox connected; log: {}", server.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_new_agent_takes_the_pooled_sandbox_and_the_pool_refills() {
+    if driver() != "docker" {
+        return;
+    }
+    let mut server =
+        TestServer::start_with(&[("AGENTHOLD_WARM_POOL_SIZE", "1"), ("RUST_LOG", "info,agenthold_server=debug")]).await;
+    let instance = server.instance.clone();
+    let pooled = wait_running(&instance, 1, |_| true).await.remove(0);
+    wait_connected(&server, 1).await;
+
+    // The agent takes the pooled sandbox: its id is the one the container was made for.
+    let agent = server.create_agent(json!({"limits": {"memory_mib": 384}})).await;
+    assert_eq!(pooled, server.container(&agent), "the agent took the pooled container");
+    assert!(server.log().contains("the agent took a sandbox from the warm pool"), "{}", server.log());
+    // Its own limits were applied to the running container.
+    let memory =
+        Command::new("docker").args(["inspect", "-f", "{{.HostConfig.Memory}}", &pooled]).output().expect("inspect");
+    assert_eq!(String::from_utf8_lossy(&memory.stdout).trim(), (384u64 << 20).to_string());
+
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text hello from the pool").await;
+    let events = server.wait_turns(&session, 1, Duration::from_secs(60)).await;
+    assert_eq!(events.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("end_turn")));
+    assert!(of_type(&events, "error").is_empty(), "{:?}", of_type(&events, "error"));
+    let started = server.log().lines().any(|line| line.contains("sandbox started") && line.contains(&agent));
+    assert!(!started, "the first prompt started no container: {}", server.log());
+
+    // The pool refills with a sandbox of a new id.
+    let names = wait_running(&instance, 2, |names| names.iter().any(|n| *n != pooled)).await;
+    let refill = names.into_iter().find(|n| *n != pooled).expect("the refill");
+
+    // A pooled sandbox that dies is replaced.
+    wait_connected(&server, 2).await;
+    let _ = Command::new("docker").args(["rm", "-f", &refill]).status();
+    wait_running(&instance, 2, |names| !names.contains(&refill)).await;
+
+    // Deleting every agent leaves only the pool.
+    let (status, _) = server.delete(&format!("/api/v1/agents/{agent}")).await;
+    assert!(status == 200 || status == 204, "{status}");
+    let left = wait_running(&instance, 1, |names| !names.contains(&pooled)).await;
+
+    // A restart removes the pooled sandbox the old process held and makes a new one: no orphan.
+    server.restart().await;
+    wait_running(&instance, 1, |names| !names.contains(&left[0])).await;
+    let volumes = Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter", &format!("label=agenthold.instance={instance}")])
+        .output()
+        .expect("docker volume ls");
+    let homes: Vec<String> = String::from_utf8_lossy(&volumes.stdout)
+        .lines()
+        .filter(|v| v.contains(&left[0][instance.len() + 1..]))
+        .map(str::to_owned)
+        .collect();
+    assert!(homes.is_empty(), "the old pooled sandbox's home is gone: {homes:?}");
+}
+
+#[tokio::test]
+async fn an_agent_of_another_image_or_with_an_empty_pool_starts_the_cold_way() {
+    if driver() != "docker" {
+        return;
+    }
+    let server = TestServer::start_with(&[("AGENTHOLD_WARM_POOL_SIZE", "1")]).await;
+    let pooled = wait_running(&server.instance, 1, |_| true).await.remove(0);
+    wait_connected(&server, 1).await;
+    let image = std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned());
+    let alias = format!("{}:cold-{}", image.split(':').next().unwrap_or("agenthold/test"), &server.instance);
+    assert!(Command::new("docker").args(["tag", &image, &alias]).status().expect("docker tag").success());
+    let agent = server.create_agent(json!({"image": alias})).await;
+    assert_ne!(server.container(&agent), pooled, "another image does not take the pool's sandbox");
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text cold").await;
+    let events = server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+    assert_eq!(events.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("end_turn")));
+    assert!(running(&server.instance).contains(&pooled), "the pooled sandbox is still waiting");
+    let _ = Command::new("docker").args(["rmi", &alias]).status();
+}
