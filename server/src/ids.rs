@@ -8,8 +8,9 @@ use uuid::Uuid;
 macro_rules! uuid_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
         #[serde(transparent)]
+        #[schema(value_type = uuid::Uuid)]
         pub struct $name(pub Uuid);
 
         impl $name {

@@ -16,18 +16,22 @@ use crate::permissions::Posture;
 use crate::secrets::validate;
 use crate::store::agents::{AgentRow, AgentSettings};
 
-/// Resource limits.
-#[derive(Debug, Default, Deserialize)]
+/// Resource limits (each absent one: the server's, or unchanged).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
+    /// CPUs.
     pub(super) cpus: Option<f64>,
+    /// Memory, MiB.
     pub(super) memory_mib: Option<i32>,
+    /// Processes.
     pub(super) pids: Option<i32>,
     /// Seconds of activity a turn may take (the time it waits in the queue or for a person does
     /// not count); `0` returns to the server's limit.
     pub(super) turn_seconds: Option<i64>,
     /// Seconds idle before the agent is put to sleep (0: never); `null`: the server's setting.
     #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<i32>)]
     pub(super) auto_sleep_secs: Option<Option<i32>>,
 }
 

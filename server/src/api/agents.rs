@@ -1,41 +1,43 @@
-//! `/api/v1/agents`: create, list, show, update (the egress allow-list), delete, sleep, wake. An
-//! agent's view lists the secrets attached to it (names and presets, never values or
-//! placeholders) and its egress allow-list; its plain `env` refuses names that look like
-//! credentials (`USE_A_SECRET`).
+//! `/api/v1/agents`: create, list, show, update (settings and the egress allow-list), delete,
+//! sleep, wake, rebuild. An agent's plain `env` refuses names that look like credentials
+//! (`USE_A_SECRET`). How an agent is shown is [`super::agent_view`]'s.
 
 use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::ToSchema;
 
 use super::agent_settings::{
     Limits, SettingsPatch, check_auto_sleep, check_env, check_harness, check_image, check_limits, check_model,
     check_policy, check_posture, check_turn_seconds,
 };
-use super::error::ApiError;
-use super::extract::{Body, Id, parse_json};
+use super::agent_view::{Agent, AgentDetail, agent_detail, agent_view};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Body, Id, RawBody, parse_json};
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::{AgentId, AgentName};
 use crate::proxy_feed::egress::{self, Egress};
-use crate::secrets::validate;
 use crate::store;
 use crate::store::agents::{AgentRow, InsertError, NewAgent};
 use crate::store::audit::AuditRecord;
-use crate::store::proxy_identities::EgressRow;
-use crate::store::secrets::Attachment;
 use crate::store::users::Role;
 use crate::supervisor::{Command, LifecycleError};
 
 /// `POST /api/v1/agents`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAgent {
+    /// 1-64 characters of a-z, 0-9, `-`, `_`, `.`, starting with a letter or digit.
     name: String,
+    /// `claude-code`, `codex`, `opencode`, `command` (with `command`), `fake` (dev and test).
     harness: String,
+    /// The ACP program a `command` harness runs.
     command: Option<Vec<String>>,
     /// The model (`provider/model` for OpenCode); default: the harness's own.
     model: Option<String>,
@@ -43,9 +45,12 @@ pub struct CreateAgent {
     posture: Option<String>,
     /// The policy of a guarded agent.
     policy: Option<Value>,
+    /// Plain environment variables (names that look like credentials are refused: use secrets).
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// The sandbox image; default: the server's (its base image for the real harnesses).
     image: Option<String>,
+    /// Resource limits; default: the server's.
     limits: Option<Limits>,
     /// The workspace; default: the caller's personal workspace.
     workspace_id: Option<uuid::Uuid>,
@@ -53,24 +58,38 @@ pub struct CreateAgent {
     egress: Option<Egress>,
 }
 
-/// `PATCH /api/v1/agents/{id}`: what may change after creation.
-#[derive(Debug, Deserialize)]
+/// `PATCH /api/v1/agents/{id}`: what may change after creation (each field absent is kept).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateAgent {
     /// Replaces the egress allow-list.
     egress: Option<Egress>,
+    /// A new harness (restarts it once no turn runs).
     harness: Option<String>,
+    /// A `command` harness's program.
     command: Option<Vec<String>>,
     /// `""` clears it.
     model: Option<String>,
+    /// Replaces the plain environment.
     env: Option<BTreeMap<String, String>>,
+    /// Applies when the container is made again (`rebuild`).
     image: Option<String>,
+    /// Applies when the container is made again (`rebuild`); `turn_seconds` and
+    /// `auto_sleep_secs` at once.
     limits: Option<Limits>,
     /// `""` returns to the server's default.
     posture: Option<String>,
     /// `null` removes it.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
     policy: Option<Option<Value>>,
+}
+
+/// The agents of the caller's workspaces.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    /// Every agent the caller can see.
+    agents: Vec<Agent>,
 }
 
 /// A field that is present (even `null`) is `Some`.
@@ -78,101 +97,29 @@ fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<O
     Ok(Some(Option::deserialize(deserializer)?))
 }
 
-/// Renders an agent with the secrets attached to it and its egress allow-list (`attachments` and
-/// `egress` may hold other agents' too).
-pub fn agent_json(
-    agent: &AgentRow,
-    state: &AppState,
-    attachments: &[Attachment],
-    egress: &[(uuid::Uuid, EgressRow)],
-) -> Value {
-    let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, row)| Egress::from(row.clone()));
-    let secrets: Vec<Value> = attachments
-        .iter()
-        .filter(|a| a.agent_id == agent.id.0)
-        .map(|a| {
-            json!({"env_name": a.env_name, "secret_id": a.secret_id, "secret_name": a.secret_name, "preset": a.preset})
-        })
-        .collect();
-    // Agents made before credential-looking names were refused may still hold one in clear.
-    // ... or someone signed in inside its sandbox (a login method run in its terminal).
-    let credentials_inside_sandbox =
-        agent.env.iter().any(|(name, _)| validate::looks_like_credential(name)) || agent.sandbox_login_at.is_some();
-    json!({
-        "id": agent.id,
-        "workspace_id": agent.workspace_id,
-        "created_by": agent.created_by,
-        "name": agent.name,
-        "harness": agent.harness,
-        "command": agent.command,
-        "model": agent.model,
-        "env": agent.env.iter().cloned().collect::<BTreeMap<_, _>>(),
-        "image": agent.image,
-        "driver": agent.driver,
-        "isolated": agent.driver != "local" && state.driver.isolated(),
-        "permission_policy": agent.permission_policy,
-        "posture": state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),
-        "own_posture": agent.posture,
-        "policy": agent.policy,
-        "limits": {
-            "cpus": agent.cpus,
-            "memory_mib": agent.memory_mib,
-            "pids": agent.pids_limit,
-            "turn_seconds": agent.turn_timeout_secs,
-            "auto_sleep_secs": agent.auto_sleep_secs,
-        },
-        "login_user_id": agent.login_user_id,
-        "sandbox_login_at": agent.sandbox_login_at,
-        "desired_state": agent.desired_state,
-        "created_at": agent.created_at,
-        "secrets": secrets,
-        "credentials_inside_sandbox": credentials_inside_sandbox,
-        "egress": egress.unwrap_or_default(),
-    })
-}
-
-/// Renders one agent, reading its attached secrets, and what its running harness advertised
-/// (`advertised`: its `initialize` answer — capabilities, auth methods, agent info — as it sent
-/// it; `null` while no harness runs).
-async fn render(state: &AppState, agent: &AgentRow) -> Result<Json<Value>, ApiError> {
-    let attachments = store::secrets::attachments(&state.pool, &[agent.id.0]).await?;
-    let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
-    let mut view = agent_json(agent, state, &attachments, &egress);
-    let advertised = store::sandboxes::get(&state.pool, agent.id).await?.and_then(|row| row.harness_init);
-    let home_dir = state.driver.home_dir(agent.id);
-    let methods = crate::harness::login_methods(agent, advertised.as_ref(), &state.driver.tools_dir(), &home_dir);
-    view["login_methods"] = json!(methods);
-    view["logins"] = logins_view(state, agent).await?;
-    view["advertised"] = advertised.unwrap_or(Value::Null);
-    Ok(Json(view))
-}
-
-/// Whose provider logins the agent uses and their state for its harness: the kinds delivered,
-/// and `connect_again` when one it would use needs connecting again (docs/logins.md).
-async fn logins_view(state: &AppState, agent: &AgentRow) -> Result<Value, ApiError> {
-    let Some(user_id) = agent.login_user_id else { return Ok(Value::Null) };
-    let delivered = crate::logins::delivered(&state.pool, agent.into()).await?;
-    let takes = crate::harness::adapter(&agent.harness).map(|a| a.profile().account_logins).unwrap_or_default();
-    let logins = store::provider_logins::list_for_user(&state.pool, user_id).await?;
-    let connect_again: Vec<&str> = logins
-        .iter()
-        .filter(|l| l.state == "connect_again")
-        .filter(|l| crate::logins::kinds::LoginKind::parse(&l.kind).is_some_and(|k| takes.contains(&k)))
-        .map(|l| l.kind.as_str())
-        .collect();
-    Ok(json!({
-        "user_id": user_id,
-        "delivered": delivered.iter().map(|(kind, _)| kind.as_str()).collect::<Vec<_>>(),
-        "connect_again": connect_again,
-    }))
-}
-
-/// Creates an agent (its sandbox is made on first use).
+/// Creates an agent (its sandbox is made on first use; admins of the target workspace).
+#[utoipa::path(
+    post,
+    path = "/api/v1/agents",
+    operation_id = "create_agent",
+    tag = "agents",
+    request_body = CreateAgent,
+    responses(
+        (status = 201, description = "The agent", body = Agent),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, \
+            `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, \
+            `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`", body = ErrorBody),
+        (status = 404, description = "`NOT_FOUND`: no such workspace of the caller's", body = ErrorBody),
+        (status = 409, description = "`NAME_TAKEN`", body = ErrorBody),
+        (status = 503, description = "`CAPACITY`: the host holds as many agents as it may", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Body(body): Body<CreateAgent>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Agent>), ApiError> {
     let workspace_id = match body.workspace_id {
         Some(workspace_id) => workspace_id,
         None => store::users::personal_workspace(&state.pool, principal.user_id)
@@ -255,17 +202,25 @@ pub async fn create(
     let row = store::agents::get(&state.pool, agent.id).await?.ok_or(ApiError::NotFound("agent"))?;
     audit(&state, &principal, &row, "agent.created").await?;
     let egress: Vec<_> = egress.into_iter().map(|e| (agent.id.0, e)).collect();
-    Ok((StatusCode::CREATED, Json(agent_json(&row, &state, &[], &egress))))
+    Ok((StatusCode::CREATED, Json(agent_view(&row, &state, &[], &egress))))
 }
 
 /// Lists the agents of every workspace the caller belongs to.
-pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/api/v1/agents",
+    operation_id = "list_agents",
+    tag = "agents",
+    responses((status = 200, description = "The agents", body = AgentList)),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
+pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<AgentList>, ApiError> {
     let agents = store::agents::list_for_user(&state.pool, principal.user_id).await?;
     let ids: Vec<uuid::Uuid> = agents.iter().map(|a| a.id.0).collect();
     let attachments = store::secrets::attachments(&state.pool, &ids).await?;
     let egress = store::proxy_identities::egress(&state.pool, &ids).await?;
-    let items: Vec<Value> = agents.iter().map(|a| agent_json(a, &state, &attachments, &egress)).collect();
-    Ok(Json(json!({"agents": items})))
+    let agents = agents.iter().map(|a| agent_view(a, &state, &attachments, &egress)).collect();
+    Ok(Json(AgentList { agents }))
 }
 
 /// Loads an agent on which the caller has at least the `needed` role: 404 if it does not exist
@@ -309,13 +264,21 @@ async fn audit(
 }
 
 /// Shows an agent.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agents/{id}",
+    operation_id = "show_agent",
+    tag = "agents",
+    responses((status = 200, description = "The agent", body = AgentDetail)),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
 pub async fn show(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentDetail>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Viewer).await?;
-    render(&state, &agent).await
+    Ok(Json(agent_detail(&state, &agent).await?))
 }
 
 /// Changes an agent (agent admins; the role is checked before the body is read): `egress`
@@ -324,12 +287,26 @@ pub async fn show(
 /// `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when
 /// the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as
 /// `agent.changed` with the changed fields (env: names only).
+#[utoipa::path(
+    patch,
+    path = "/api/v1/agents/{id}",
+    operation_id = "update_agent",
+    tag = "agents",
+    request_body = UpdateAgent,
+    responses(
+        (status = 200, description = "The agent as changed", body = AgentDetail),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
+            `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
+            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
-    body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+    RawBody(body): RawBody,
+) -> Result<Json<AgentDetail>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     let body: UpdateAgent = parse_json(&body)?;
     // Everything is checked before anything is written.
@@ -378,18 +355,30 @@ pub async fn update(
         store::audit::append(&state.pool, record).await?;
     }
     let agent = store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
-    render(&state, &agent).await
+    Ok(Json(agent_detail(&state, &agent).await?))
 }
 
 /// Makes the agent's container again from its current image and limits, around the same home
 /// volume (agent admins): 409 `TURN_IN_PROGRESS` while a turn runs. The sandbox is stopped, its
 /// container removed, and started anew (the harness starts at the next prompt). Audited as
 /// `agent.rebuilt`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agents/{id}/rebuild",
+    operation_id = "rebuild_agent",
+    tag = "agents",
+    responses(
+        (status = 200, description = "The agent, its container made again", body = AgentDetail),
+        (status = 409, description = "`TURN_IN_PROGRESS`", body = ErrorBody),
+        (status = 503, description = "`SANDBOX_FAILED`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn rebuild(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentDetail>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     let stopped = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
     stopped.map_err(lifecycle_error)?;
@@ -397,7 +386,7 @@ pub async fn rebuild(
     let woken = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
     woken.map_err(lifecycle_error)?;
     audit(&state, &principal, &agent, "agent.rebuilt").await?;
-    render(&state, &agent).await
+    Ok(Json(agent_detail(&state, &agent).await?))
 }
 
 /// A lifecycle failure as the client sees it: a stable code and a generic message; the
@@ -425,6 +414,18 @@ fn supervisor_gone() -> ApiError {
 /// meanwhile finds no agent and the supervisor creates nothing for it; then the sandbox is
 /// destroyed, then the rows deleted. A delete that failed halfway is finished by a retry (the
 /// agent stays visible to this handler) or at the next server start.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/agents/{id}",
+    operation_id = "delete_agent",
+    tag = "agents",
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 409, description = "`TURN_IN_PROGRESS`", body = ErrorBody),
+        (status = 503, description = "`SANDBOX_FAILED`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn delete(
     State(state): State<AppState>,
     principal: Principal,
@@ -446,26 +447,50 @@ pub async fn delete(
 }
 
 /// Stops the agent's sandbox; its home survives. A prompt wakes it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agents/{id}/sleep",
+    operation_id = "sleep_agent",
+    tag = "agents",
+    responses(
+        (status = 200, description = "The agent, asleep", body = AgentDetail),
+        (status = 409, description = "`TURN_IN_PROGRESS`", body = ErrorBody),
+        (status = 503, description = "`SANDBOX_FAILED`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn sleep(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentDetail>, ApiError> {
     visible_agent(&state, &principal, id, Role::Admin).await?;
     let outcome = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     store::agents::set_desired_state(&state.pool, id, "asleep").await?;
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     audit(&state, &principal, &agent, "agent.slept").await?;
-    render(&state, &agent).await
+    Ok(Json(agent_detail(&state, &agent).await?))
 }
 
 /// Starts the agent's sandbox.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agents/{id}/wake",
+    operation_id = "wake_agent",
+    tag = "agents",
+    responses(
+        (status = 200, description = "The agent, awake", body = AgentDetail),
+        (status = 503, description = "`CAPACITY`: the host runs as many sandboxes as it may; `SANDBOX_FAILED`",
+            body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn wake(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentDetail>, ApiError> {
     visible_agent(&state, &principal, id, Role::Admin).await?;
     // A person asking is told at once rather than kept waiting (a prompt waits instead).
     if !state.supervisors.host().has_room_for(id) {
@@ -476,5 +501,5 @@ pub async fn wake(
     outcome.map_err(lifecycle_error)?;
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     audit(&state, &principal, &agent, "agent.woken").await?;
-    render(&state, &agent).await
+    Ok(Json(agent_detail(&state, &agent).await?))
 }

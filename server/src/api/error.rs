@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 /// Errors a handler returns.
 #[derive(Debug, thiserror::Error)]
@@ -142,11 +141,29 @@ impl IntoResponse for ApiError {
                 (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL")
             }
         };
-        let body = json!({"error": {"code": code, "message": self.to_string()}});
+        let body = ErrorBody { error: ErrorDetail { code: code.to_owned(), message: self.to_string() } };
         let mut response = (status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after_secs() {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
         }
         response
     }
+}
+
+/// The body of every error answer: `{"error": {"code", "message"}}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// An error's code and message.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code (`NOT_FOUND`, `TURN_IN_PROGRESS`, …); each operation lists
+    /// the codes it can answer with under its statuses.
+    pub code: String,
+    /// A clear message for a person.
+    pub message: String,
 }

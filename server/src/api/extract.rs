@@ -1,7 +1,8 @@
 //! Extractors that turn malformed input into [`ApiError`]s with codes: JSON bodies (unknown
 //! fields rejected by the target types; a NUL character, which Postgres cannot store in text,
-//! rejected as `NUL_CHARACTER`), query strings, and ids in paths (an id that does not parse names
-//! no resource: 404).
+//! rejected as `NUL_CHARACTER`), query strings, ids in paths (an id that does not parse names
+//! no resource: 404), and WebSocket upgrades (a plain request to a WebSocket route:
+//! `NOT_A_WEBSOCKET`).
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -18,12 +19,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let (parts, body) = request.into_parts();
-        let bytes = axum::body::Bytes::from_request(Request::from_parts(parts.clone(), body), state).await.map_err(
-            |rejection| match rejection.status() {
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-                _ => ApiError::bad_request("INVALID_BODY", rejection.body_text()),
-            },
-        )?;
+        let RawBody(bytes) = RawBody::from_request(Request::from_parts(parts.clone(), body), state).await?;
         let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
         match axum::Json::<T>::from_request(request, state).await {
             Ok(axum::Json(value)) => {
@@ -32,6 +28,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
             }
             Err(rejection) => Err(ApiError::bad_request("INVALID_BODY", rejection.body_text())),
         }
+    }
+}
+
+/// A body read whole, to be parsed later (with [`parse_json`], once the caller's role is
+/// checked); over the limit → 413 `PAYLOAD_TOO_LARGE`, unreadable → 400 `INVALID_BODY`.
+pub struct RawBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        axum::body::Bytes::from_request(request, state).await.map(Self).map_err(|rejection| match rejection.status() {
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+            _ => ApiError::bad_request("INVALID_BODY", rejection.body_text()),
+        })
     }
 }
 
@@ -77,6 +88,20 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
             Ok(axum::extract::Query(value)) => Ok(Self(value)),
             Err(rejection) => Err(ApiError::bad_request("INVALID_QUERY", rejection.body_text())),
         }
+    }
+}
+
+/// A WebSocket upgrade; a request that is not one → 400 `NOT_A_WEBSOCKET`.
+pub struct Upgrade(pub axum::extract::ws::WebSocketUpgrade);
+
+impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::ws::WebSocketUpgrade::from_request_parts(parts, state)
+            .await
+            .map(Self)
+            .map_err(|rejection| ApiError::bad_request("NOT_A_WEBSOCKET", rejection.body_text()))
     }
 }
 

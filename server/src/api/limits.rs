@@ -35,7 +35,7 @@ impl RequestLimits {
 
 /// Routes that answer without Postgres (liveness, readiness's own answer, the document, the web
 /// page and its files).
-fn needs_database(path: &str) -> bool {
+pub(super) fn needs_database(path: &str) -> bool {
     path.starts_with("/api/") && path != "/api/v1/openapi.json"
 }
 

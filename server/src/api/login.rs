@@ -12,11 +12,14 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use rand::RngCore;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::Body;
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::passwords::{self, PasswordError};
 use crate::auth::{Credential, Principal, SESSION_COOKIE};
@@ -38,11 +41,31 @@ const LIMITS: FailureLimits = FailureLimits {
 };
 
 /// `POST /api/v1/auth/login`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Login {
     username: String,
     password: String,
+}
+
+/// A started browser session.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoggedIn {
+    /// Who signed in.
+    user: LoginUser,
+    /// What requests that change something send in `X-CSRF-Token` with the cookie.
+    csrf_token: String,
+    /// When the session ends.
+    expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The user of a login answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoginUser {
+    /// Its id.
+    id: Uuid,
+    /// Its name.
+    username: String,
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -53,6 +76,22 @@ fn random_hex(bytes: usize) -> String {
 
 /// Checks the password and starts a browser session (an HttpOnly, SameSite=Strict cookie);
 /// the answer carries the CSRF token state-changing requests must echo.
+#[utoipa::path(
+    post,
+    path = "/api/v1/auth/login",
+    operation_id = "login",
+    tag = "auth",
+    request_body = Login,
+    responses(
+        (status = 200, description = "Signed in; `Set-Cookie` holds the session", body = LoggedIn,
+            headers(("Set-Cookie" = String, description = "The session cookie (HttpOnly, SameSite=Strict)"))),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`", body = ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: wrong username or password", body = ErrorBody),
+        (status = 429, description = "`TOO_MANY_ATTEMPTS` (with `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "`LOGIN_BUSY` (with `Retry-After`)", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Public))),
+)]
 pub async fn login(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -101,12 +140,19 @@ pub async fn login(
     let cookie = format!("{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={ttl}");
     let mut headers = HeaderMap::new();
     headers.insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(|e| ApiError::Internal(e.into()))?);
-    let body =
-        json!({"user": {"id": user.id, "username": user.username}, "csrf_token": csrf_token, "expires_at": expires_at});
+    let body = LoggedIn { user: LoginUser { id: user.id, username: user.username }, csrf_token, expires_at };
     Ok((StatusCode::OK, headers, Json(body)))
 }
 
 /// Ends the caller's browser session (and clears the cookie).
+#[utoipa::path(
+    post,
+    path = "/api/v1/auth/logout",
+    operation_id = "logout",
+    tag = "auth",
+    responses((status = 204, description = "Signed out; `Set-Cookie` clears the cookie")),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn logout(State(state): State<AppState>, principal: Principal) -> Result<impl IntoResponse, ApiError> {
     if let Credential::Session(id) = principal.credential {
         store::browser_sessions::delete(&state.pool, id).await?;

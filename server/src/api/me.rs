@@ -5,31 +5,69 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use rand::RngCore;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Id};
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::store;
 use crate::store::audit::AuditRecord;
+use crate::store::tokens::TokenView;
+use crate::store::users::MembershipView;
+
+/// The caller.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Me {
+    /// Its user id.
+    id: Uuid,
+    /// Its name.
+    username: String,
+    /// Whether it administers the server (creates users).
+    server_admin: bool,
+    /// The workspaces it belongs to, with its role in each.
+    workspaces: Vec<MembershipView>,
+}
 
 /// The caller and its workspaces.
-pub async fn show(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/api/v1/me",
+    operation_id = "me",
+    tag = "me",
+    responses((status = 200, description = "The caller", body = Me)),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
+pub async fn show(State(state): State<AppState>, principal: Principal) -> Result<Json<Me>, ApiError> {
     let user = principal.user(&state).await?;
     let workspaces = store::users::memberships(&state.pool, user.id).await?;
-    Ok(Json(json!({
-        "id": user.id,
-        "username": user.username,
-        "server_admin": user.server_admin,
-        "workspaces": workspaces,
-    })))
+    Ok(Json(Me { id: user.id, username: user.username, server_admin: user.server_admin, workspaces }))
+}
+
+/// A new token: its value is here and nowhere else, ever.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedToken {
+    /// Its id.
+    id: Uuid,
+    /// Its name.
+    name: String,
+    /// The token (`ah_…`), for `Authorization: Bearer`.
+    token: String,
+}
+
+/// The caller's tokens.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenList {
+    /// Oldest first; never their values.
+    tokens: Vec<TokenView>,
 }
 
 /// `POST /api/v1/tokens`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     name: String,
@@ -56,11 +94,23 @@ async fn audit_token(
 }
 
 /// Creates a token for the caller; its value is in this answer and nowhere else, ever.
+#[utoipa::path(
+    post,
+    path = "/api/v1/tokens",
+    operation_id = "create_token",
+    tag = "me",
+    request_body = CreateToken,
+    responses(
+        (status = 201, description = "The token", body = CreatedToken),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn create_token(
     State(state): State<AppState>,
     principal: Principal,
     Body(body): Body<CreateToken>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
     let name = body.name.trim();
     if name.is_empty() || name.len() > 100 {
         return Err(ApiError::bad_request("INVALID_NAME", "a token's name is 1-100 characters"));
@@ -70,16 +120,35 @@ pub async fn create_token(
     let token = format!("ah_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
     let id = store::tokens::create(&state.pool, principal.user_id, name, &token).await?;
     audit_token(&state, &principal, "token.created", id).await?;
-    Ok((StatusCode::CREATED, Json(json!({"id": id, "name": name, "token": token}))))
+    Ok((StatusCode::CREATED, Json(CreatedToken { id, name: name.to_owned(), token })))
 }
 
 /// The caller's tokens (never their values).
-pub async fn list_tokens(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/api/v1/tokens",
+    operation_id = "list_tokens",
+    tag = "me",
+    responses((status = 200, description = "The tokens", body = TokenList)),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
+pub async fn list_tokens(State(state): State<AppState>, principal: Principal) -> Result<Json<TokenList>, ApiError> {
     let tokens = store::tokens::list(&state.pool, principal.user_id).await?;
-    Ok(Json(json!({"tokens": tokens})))
+    Ok(Json(TokenList { tokens }))
 }
 
 /// Revokes one of the caller's tokens; it stops working at once.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/tokens/{id}",
+    operation_id = "revoke_token",
+    tag = "me",
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 404, description = "`NOT_FOUND`: no such token of the caller's", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn revoke_token(
     State(state): State<AppState>,
     principal: Principal,

@@ -2,6 +2,7 @@
 //! place that lists every route; each resource module exposes its handlers.
 
 mod agent_settings;
+mod agent_view;
 mod agents;
 pub mod error;
 mod extract;

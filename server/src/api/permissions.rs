@@ -3,23 +3,27 @@
 //! answer to a question already answered is `409 ALREADY_ANSWERED`.
 
 use axum::Json;
-use axum::extract::{Query, State};
-use serde::Deserialize;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
-use super::error::ApiError;
-use super::extract::{Id, parse_json};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Id, Query, RawBody, Upgrade, parse_json};
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::AgentId;
 use crate::permissions::Choice;
 use crate::store;
+use crate::store::permissions::Listed;
 use crate::store::users::Role;
 use crate::supervisor::Command;
 use crate::supervisor::core::AnswerError;
 
 /// `GET /api/v1/permissions` query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// `pending` (default) or `all`.
@@ -32,21 +36,45 @@ pub struct ListQuery {
 /// `{"decision": "allow" | "deny"}` or `{"option_id"}`; the harness's own question (`kind:
 /// "elicitation"`) takes `{"content": {<field>: <value>, …}}` (checked against its schema),
 /// `{"text": "…"}` (a one-field question) or `{"decision": "decline"}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Answer {
+    /// `allow`, `deny` (a permission question), `decline` (an elicitation).
     decision: Option<String>,
+    /// One of the options the harness offered.
     option_id: Option<String>,
+    /// An elicitation's fields.
+    #[schema(value_type = Option<Object>)]
     content: Option<serde_json::Map<String, Value>>,
+    /// A one-field elicitation's answer.
     text: Option<String>,
 }
 
-/// The questions of every agent the caller operates, newest first.
+/// Questions, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PermissionList {
+    /// The questions.
+    permissions: Vec<Listed>,
+}
+
+/// The questions of every agent the caller operates, newest first (the approvals inbox).
+#[utoipa::path(
+    get,
+    path = "/api/v1/permissions",
+    operation_id = "list_permissions",
+    tag = "permissions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The questions", body = PermissionList),
+        (status = 400, description = "`INVALID_QUERY`, `INVALID_STATE`, `INVALID_LIMIT`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PermissionList>, ApiError> {
     let pending = match query.state.as_deref().unwrap_or("pending") {
         "pending" => true,
         "all" => false,
@@ -59,28 +87,50 @@ pub async fn list(
         return Err(ApiError::bad_request("INVALID_LIMIT", "limit: 1-1000"));
     }
     let questions = store::permissions::list_for_user(&state.pool, principal.user_id, pending, limit).await?;
-    Ok(Json(json!({"permissions": questions})))
+    Ok(Json(PermissionList { permissions: questions }))
 }
 
 /// One question (operators of its agent's workspace).
+#[utoipa::path(
+    get,
+    path = "/api/v1/permissions/{id}",
+    operation_id = "show_permission",
+    tag = "permissions",
+    responses((status = 200, description = "The question", body = Listed)),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
 pub async fn show(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<uuid::Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Listed>, ApiError> {
     let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
     principal.require(&state, question.workspace_id, Role::Operator, "permission").await?;
-    Ok(Json(json!(question)))
+    Ok(Json(question))
 }
 
 /// Answers a waiting question (operators of its agent's workspace); the harness gets the
 /// answer once it is recorded.
+#[utoipa::path(
+    post,
+    path = "/api/v1/permissions/{id}/answer",
+    operation_id = "answer_permission",
+    tag = "permissions",
+    request_body = Answer,
+    responses(
+        (status = 200, description = "The question, answered", body = Listed),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_ANSWER`, `INVALID_OPTION`",
+            body = ErrorBody),
+        (status = 409, description = "`ALREADY_ANSWERED`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
 pub async fn answer(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<uuid::Uuid>,
-    body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+    RawBody(body): RawBody,
+) -> Result<Json<Listed>, ApiError> {
     let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
     principal.require(&state, question.workspace_id, Role::Operator, "permission").await?;
     let body: Answer = parse_json(&body)?;
@@ -123,27 +173,48 @@ pub async fn answer(
         }
     }
     let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
-    Ok(Json(json!(question)))
+    Ok(Json(question))
 }
 
 fn already_answered() -> ApiError {
     ApiError::conflict("ALREADY_ANSWERED", "the question is answered already (or its harness is gone)")
 }
 
-/// `GET /api/v1/permissions/stream` (WebSocket): the caller's approvals inbox, live. On open and
+/// The caller's approvals inbox, live (WebSocket). On open and
 /// after every question asked or answered in the agents the caller operates, one text message
 /// `{"type": "pending", "permissions": [...]}` with the waiting questions (newest first, at most
 /// 100) — so a browser needs no polling and never has to merge changes.
+#[utoipa::path(
+    get,
+    path = "/api/v1/permissions/stream",
+    operation_id = "permissions_stream",
+    tag = "permissions",
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "`NOT_A_WEBSOCKET`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn stream(
     State(state): State<AppState>,
     principal: Principal,
-    upgrade: axum::extract::ws::WebSocketUpgrade,
+    Upgrade(upgrade): Upgrade,
 ) -> Result<axum::response::Response, ApiError> {
     let changes = state.hub.subscribe_questions();
     let send_timeout = state.config.ws_send_timeout();
     Ok(upgrade
         .max_message_size(64 << 10)
         .on_upgrade(move |socket| inbox(socket, changes, principal, state, send_timeout)))
+}
+
+/// The inbox's one message: the waiting questions.
+#[derive(Serialize)]
+struct Pending {
+    /// Always `pending`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// Newest first, at most 100.
+    permissions: Vec<Listed>,
 }
 
 async fn inbox(
@@ -171,7 +242,7 @@ async fn inbox(
                     return;
                 }
             };
-            let message = json!({"type": "pending", "permissions": pending}).to_string();
+            let message = serde_json::to_string(&Pending { kind: "pending", permissions: pending }).unwrap_or_default();
             match super::ws::send(&mut sink, Message::Text(message.into()), send_timeout).await {
                 Ok(()) => {}
                 Err(super::ws::SendError::Gone) => return,

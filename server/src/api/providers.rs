@@ -7,17 +7,18 @@
 //! seconds. Connecting, disconnecting, attaching and detaching are audited.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use rand::RngCore;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::agents::visible_agent;
-use super::error::ApiError;
-use super::extract::{Id, parse_json};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Id, RawBody, parse_json};
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::AgentId;
@@ -33,35 +34,106 @@ use crate::store::users::Role;
 use crate::supervisor::Command;
 
 /// `POST /api/v1/me/providers`. No `Debug`: it holds the value.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Connect {
+    /// One of the `kinds` the list offers.
     kind: String,
+    /// The key or sign-in (write-only: never answered).
     value: String,
 }
 
-fn login_json(login: &LoginRow, using: &[Using]) -> Value {
+/// A provider login (never its value).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProviderLogin {
+    /// Its id.
+    id: Uuid,
+    /// Its kind.
+    kind: String,
+    /// Its provider.
+    provider: String,
+    /// The variable sandboxes see a placeholder under.
+    #[schema(required = true)]
+    env_name: Option<&'static str>,
+    /// `connected`, or `connect_again` when the provider refused it since.
+    state: String,
+    /// When it was connected.
+    connected_at: chrono::DateTime<chrono::Utc>,
+    /// When it was last refreshed.
+    #[schema(required = true)]
+    refreshed_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When it expires.
+    #[schema(required = true)]
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why it needs connecting again.
+    #[schema(required = true)]
+    failure: Option<String>,
+    /// The agents using it.
+    agents: Vec<LoginUse>,
+}
+
+/// An agent using a login.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoginUse {
+    /// The agent.
+    agent_id: Uuid,
+    /// Its name.
+    agent_name: String,
+    /// Its workspace.
+    workspace_id: Uuid,
+}
+
+/// A kind of login that can be connected.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoginKindView {
+    /// Its name.
+    kind: &'static str,
+    /// Its provider.
+    provider: &'static str,
+    /// The variable sandboxes see a placeholder under.
+    env_name: &'static str,
+}
+
+/// The caller's logins.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProviderLoginList {
+    /// Its logins.
+    logins: Vec<ProviderLogin>,
+    /// The kinds that can be connected.
+    kinds: Vec<LoginKindView>,
+}
+
+/// Whose logins an agent uses now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentLoginUser {
+    /// The agent.
+    agent_id: AgentId,
+    /// Whose logins it uses (the caller).
+    login_user_id: Uuid,
+}
+
+fn login_view(login: &LoginRow, using: &[Using]) -> ProviderLogin {
     let kind = LoginKind::parse(&login.kind);
-    let agents: Vec<Value> = using
+    let agents = using
         .iter()
         .filter(|u| {
             let takes = crate::harness::adapter(&u.harness).map(|a| a.profile().account_logins).unwrap_or_default();
             kind.is_some_and(|k| takes.contains(&k))
         })
-        .map(|u| json!({"agent_id": u.agent_id, "agent_name": u.agent_name, "workspace_id": u.workspace_id}))
+        .map(|u| LoginUse { agent_id: u.agent_id, agent_name: u.agent_name.clone(), workspace_id: u.workspace_id })
         .collect();
-    json!({
-        "id": login.id,
-        "kind": login.kind,
-        "provider": login.provider,
-        "env_name": kind.map(LoginKind::env_name),
-        "state": login.state,
-        "connected_at": login.connected_at,
-        "refreshed_at": login.refreshed_at,
-        "expires_at": login.expires_at,
-        "failure": login.failure,
-        "agents": agents,
-    })
+    ProviderLogin {
+        id: login.id,
+        kind: login.kind.clone(),
+        provider: login.provider.clone(),
+        env_name: kind.map(LoginKind::env_name),
+        state: login.state.clone(),
+        connected_at: login.connected_at,
+        refreshed_at: login.refreshed_at,
+        expires_at: login.expires_at,
+        failure: login.failure.clone(),
+        agents,
+    }
 }
 
 /// Records an action on the caller's logins in their personal workspace's audit log.
@@ -93,27 +165,46 @@ async fn restart_harnesses(state: &AppState, agents: Vec<AgentId>) {
     }
 }
 
-/// The caller's logins, and the kinds that can be connected.
-pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
+/// The caller's provider logins (never their values), and the kinds that can be connected.
+#[utoipa::path(
+    get,
+    path = "/api/v1/me/providers",
+    operation_id = "list_provider_logins",
+    tag = "me",
+    responses((status = 200, description = "The logins", body = ProviderLoginList)),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
+pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<ProviderLoginList>, ApiError> {
     let logins = store::provider_logins::list_for_user(&state.pool, principal.user_id).await?;
     let using = store::provider_logins::agents_using(&state.pool, principal.user_id).await?;
-    let kinds: Vec<Value> = kinds::ALL
+    let kinds = kinds::ALL
         .iter()
-        .map(|k| json!({"kind": k.as_str(), "provider": k.provider(), "env_name": k.env_name()}))
+        .map(|k| LoginKindView { kind: k.as_str(), provider: k.provider(), env_name: k.env_name() })
         .collect();
-    Ok(Json(json!({
-        "logins": logins.iter().map(|l| login_json(l, &using)).collect::<Vec<_>>(),
-        "kinds": kinds,
-    })))
+    Ok(Json(ProviderLoginList { logins: logins.iter().map(|l| login_view(l, &using)).collect(), kinds }))
 }
 
 /// Connects a login (replacing the caller's login of the same kind): its shape checked, then the
-/// provider asked; sealed at once.
+/// provider asked; sealed at once (write-only).
+#[utoipa::path(
+    post,
+    path = "/api/v1/me/providers",
+    operation_id = "connect_provider_login",
+    tag = "me",
+    request_body = Connect,
+    responses(
+        (status = 201, description = "The login (never its value)", body = ProviderLogin),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_LOGIN_KIND`, `INVALID_LOGIN`, \
+            `LOGIN_REJECTED`: the provider refused it", body = ErrorBody),
+        (status = 503, description = "`PROVIDER_UNREACHABLE`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn connect(
     State(state): State<AppState>,
     principal: Principal,
-    body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    RawBody(body): RawBody,
+) -> Result<(StatusCode, Json<ProviderLogin>), ApiError> {
     let body: Connect = parse_json(&body)?;
     let kind = LoginKind::parse(&body.kind).ok_or_else(|| {
         let names: Vec<&str> = kinds::ALL.iter().map(|k| k.as_str()).collect();
@@ -174,10 +265,21 @@ pub async fn connect(
     audit_own(&state, principal.user_id, action, login.id, json!({"kind": kind.as_str()})).await?;
     let using = store::provider_logins::agents_using(&state.pool, principal.user_id).await?;
     restart_harnesses(&state, using.iter().map(|u| AgentId(u.agent_id)).collect()).await;
-    Ok((StatusCode::CREATED, Json(login_json(&login, &using))))
+    Ok((StatusCode::CREATED, Json(login_view(&login, &using))))
 }
 
 /// Disconnects one of the caller's logins.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/me/providers/{id}",
+    operation_id = "disconnect_provider_login",
+    tag = "me",
+    responses(
+        (status = 204, description = "Disconnected"),
+        (status = 404, description = "`NOT_FOUND`: no such login of the caller's", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn disconnect(
     State(state): State<AppState>,
     principal: Principal,
@@ -212,22 +314,39 @@ async fn audit_agent(
     Ok(())
 }
 
-/// "Use my logins": the agent uses the caller's provider logins (admins of the agent only: only
-/// you can attach your logins, only to agents you administer).
+/// Uses the caller's provider logins for the agent ("use my logins"; admins of the agent only:
+/// only you can attach your logins, only to agents you administer).
+#[utoipa::path(
+    put,
+    path = "/api/v1/agents/{id}/logins",
+    operation_id = "use_my_logins",
+    tag = "agents",
+    responses((status = 200, description = "The agent uses the caller's logins", body = AgentLoginUser)),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn use_mine(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentLoginUser>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     store::provider_logins::set_login_user(&state.pool, id, Some(principal.user_id)).await?;
     let detail = json!({"name": agent.name, "login_user_id": principal.user_id, "before": agent.login_user_id});
     audit_agent(&state, &principal, &agent, "agent.logins_attached", detail).await?;
     restart_harnesses(&state, vec![id]).await;
-    Ok(Json(json!({"agent_id": id, "login_user_id": principal.user_id})))
+    Ok(Json(AgentLoginUser { agent_id: id, login_user_id: principal.user_id }))
 }
 
-/// "Stop using": the agent uses nobody's logins (an admin of the agent, or the login's owner).
+/// Stops the agent using anyone's provider logins ("stop using"; an admin of the agent, or the
+/// login's owner).
+#[utoipa::path(
+    delete,
+    path = "/api/v1/agents/{id}/logins",
+    operation_id = "stop_using_logins",
+    tag = "agents",
+    responses((status = 204, description = "The agent uses nobody's logins")),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn stop_using(
     State(state): State<AppState>,
     principal: Principal,

@@ -5,22 +5,23 @@
 //! nothing from validation errors. Every change is audited.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::agents::visible_agent;
-use super::error::ApiError;
-use super::extract::{Id, parse_json};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Id, RawBody, parse_json};
+use super::openapi::Access;
 use super::workspaces;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::ids::AgentId;
 use crate::secrets::cipher::{self, RowIdentity};
-use crate::secrets::presets::{CustomRule, Preset};
+use crate::secrets::presets::{CustomRule, InjectionRule, Preset};
 use crate::secrets::validate;
 use crate::store;
 use crate::store::secrets::{Attached, InsertError, NewSecret, SecretRow, Use};
@@ -28,24 +29,86 @@ use crate::store::users::Role;
 use crate::supervisor::Command;
 
 /// `POST /api/v1/workspaces/{id}/secrets`. No `Debug`: it holds the value.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSecret {
+    /// Its name, unique in the workspace.
     name: String,
+    /// Where its value belongs (`custom`: `host`, `header` and `format` say).
     preset: Preset,
+    /// The value (write-only: never answered).
     value: String,
+    /// A custom secret's host.
     host: Option<String>,
+    /// A custom secret's header.
     header: Option<String>,
+    /// A custom secret's header value, `{secret}` standing for the value.
     format: Option<String>,
+    /// A custom secret's port (default 443).
     port: Option<u16>,
+    /// A custom secret's path prefix (default `/`).
     path_prefix: Option<String>,
 }
 
 /// `PUT /api/v1/agents/{id}/secrets/{env_name}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AttachSecret {
+    /// A secret of the agent's workspace.
     secret_id: Uuid,
+}
+
+/// A secret (never its value).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Secret {
+    /// Its id.
+    id: Uuid,
+    /// Its workspace.
+    workspace_id: Uuid,
+    /// Its name.
+    name: String,
+    /// Its preset.
+    preset: String,
+    /// Where the proxy puts its value.
+    rule: InjectionRule,
+    /// Who stored it.
+    #[schema(required = true)]
+    created_by: Option<Uuid>,
+    /// When.
+    created_at: chrono::DateTime<chrono::Utc>,
+    /// The agents it is attached to.
+    used_by: Vec<SecretUse>,
+}
+
+/// An agent a secret is attached to.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SecretUse {
+    /// The agent.
+    agent_id: Uuid,
+    /// Its name.
+    agent_name: String,
+    /// The variable the secret is attached under.
+    env_name: String,
+}
+
+/// A workspace's secrets.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SecretList {
+    /// The secrets.
+    secrets: Vec<Secret>,
+}
+
+/// A secret attached to an agent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Attachment {
+    /// The variable the sandbox sees a placeholder under.
+    env_name: String,
+    /// The secret.
+    secret_id: Uuid,
+    /// Its name.
+    secret_name: String,
+    /// Its preset.
+    preset: String,
 }
 
 /// `{id}/secrets/{secret_id}`.
@@ -64,33 +127,47 @@ pub struct EnvPath {
 
 type PathResult<T> = Result<axum::extract::Path<T>, axum::extract::rejection::PathRejection>;
 
-fn secret_json(secret: &SecretRow, uses: &[Use]) -> Value {
-    let used_by: Vec<Value> = uses
+fn secret_view(secret: &SecretRow, uses: &[Use]) -> Secret {
+    let used_by = uses
         .iter()
         .filter(|u| u.secret_id == secret.id)
-        .map(|u| json!({"agent_id": u.agent_id, "agent_name": u.agent_name, "env_name": u.env_name}))
+        .map(|u| SecretUse { agent_id: u.agent_id, agent_name: u.agent_name.clone(), env_name: u.env_name.clone() })
         .collect();
-    json!({
-        "id": secret.id,
-        "workspace_id": secret.workspace_id,
-        "name": secret.name,
-        "preset": secret.preset,
-        "rule": secret.rule,
-        "created_by": secret.created_by,
-        "created_at": secret.created_at,
-        "used_by": used_by,
-    })
+    Secret {
+        id: secret.id,
+        workspace_id: secret.workspace_id,
+        name: secret.name.clone(),
+        preset: secret.preset.clone(),
+        rule: secret.rule.clone(),
+        created_by: secret.created_by,
+        created_at: secret.created_at,
+        used_by,
+    }
 }
 
 /// Stores a secret (workspace admins). 400 `INVALID_SECRET_VALUE` for an empty, over-long or
 /// control-character value, `INVALID_RULE` for a bad custom rule, 409 `NAME_TAKEN` and
 /// `TOO_MANY_SECRETS`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workspaces/{id}/secrets",
+    operation_id = "create_secret",
+    tag = "secrets",
+    request_body = CreateSecret,
+    responses(
+        (status = 201, description = "The secret (never its value)", body = Secret),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `INVALID_SECRET_VALUE`, \
+            `INVALID_RULE`", body = ErrorBody),
+        (status = 409, description = "`NAME_TAKEN`, `TOO_MANY_SECRETS`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Id(workspace_id): Id<Uuid>,
-    body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    RawBody(body): RawBody,
+) -> Result<(StatusCode, Json<Secret>), ApiError> {
     principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
     let body: CreateSecret = parse_json(&body)?;
     let name = validate::secret_name(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
@@ -143,24 +220,40 @@ pub async fn create(
         "header": secret.rule.header, "key_id": secret.sealed.key_id});
     workspaces::audit(&state, &principal, workspace_id, "secret.created", "secret", id.to_string(), detail).await?;
     let row = store::secrets::get(&state.pool, workspace_id, id).await?.ok_or(ApiError::NotFound("secret"))?;
-    Ok((StatusCode::CREATED, Json(secret_json(&row, &[]))))
+    Ok((StatusCode::CREATED, Json(secret_view(&row, &[]))))
 }
 
 /// The workspace's secrets with their rules and the agents using them; never a value
 /// (workspace admins).
+#[utoipa::path(
+    get,
+    path = "/api/v1/workspaces/{id}/secrets",
+    operation_id = "list_secrets",
+    tag = "secrets",
+    responses((status = 200, description = "The secrets", body = SecretList)),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
     Id(workspace_id): Id<Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SecretList>, ApiError> {
     principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
     let secrets = store::secrets::list(&state.pool, workspace_id).await?;
     let uses = store::secrets::uses(&state.pool, workspace_id).await?;
-    let items: Vec<Value> = secrets.iter().map(|s| secret_json(s, &uses)).collect();
-    Ok(Json(json!({"secrets": items})))
+    let secrets = secrets.iter().map(|s| secret_view(s, &uses)).collect();
+    Ok(Json(SecretList { secrets }))
 }
 
 /// Deletes a secret and detaches it from every agent (workspace admins).
+#[utoipa::path(
+    delete,
+    path = "/api/v1/workspaces/{id}/secrets/{secret_id}",
+    operation_id = "delete_secret",
+    tag = "secrets",
+    responses((status = 204, description = "Deleted and detached")),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn delete(
     State(state): State<AppState>,
     principal: Principal,
@@ -179,7 +272,8 @@ pub async fn delete(
         workspaces::audit(&state, &principal, path.id, "secret.detached", "agent", agent_id.to_string(), detail)
             .await?;
     }
-    let detached: Vec<Value> = detached.iter().map(|(a, e)| json!({"agent_id": a, "env_name": e})).collect();
+    let detached: Vec<serde_json::Value> =
+        detached.iter().map(|(a, e)| json!({"agent_id": a, "env_name": e})).collect();
     let detail = json!({"name": secret.name, "preset": secret.preset, "detached": detached});
     workspaces::audit(&state, &principal, path.id, "secret.deleted", "secret", secret.id.to_string(), detail).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -193,12 +287,25 @@ async fn environment_changed(state: &AppState, agent_id: AgentId) {
 
 /// Attaches a secret of the agent's workspace to the agent under an environment variable,
 /// replacing what the variable held (agent admins). The sandbox gets a placeholder.
+#[utoipa::path(
+    put,
+    path = "/api/v1/agents/{id}/secrets/{env_name}",
+    operation_id = "attach_secret",
+    tag = "secrets",
+    request_body = AttachSecret,
+    responses(
+        (status = 200, description = "Attached", body = Attachment),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_ENV_NAME`", body = ErrorBody),
+        (status = 409, description = "`ENV_NAME_TAKEN`, `TOO_MANY_SECRETS`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn attach(
     State(state): State<AppState>,
     principal: Principal,
     path: PathResult<EnvPath>,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+    RawBody(body): RawBody,
+) -> Result<Json<Attachment>, ApiError> {
     let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("agent"))?;
     let agent = visible_agent(&state, &principal, path.id, Role::Admin).await?;
     let env_name =
@@ -238,10 +345,18 @@ pub async fn attach(
         )
         .await?;
     }
-    Ok(Json(json!({"env_name": env_name, "secret_id": secret.id, "secret_name": secret.name, "preset": secret.preset})))
+    Ok(Json(Attachment { env_name, secret_id: secret.id, secret_name: secret.name, preset: secret.preset }))
 }
 
 /// Detaches the secret an environment variable holds (agent admins). 404 if it holds none.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/agents/{id}/secrets/{env_name}",
+    operation_id = "detach_secret",
+    tag = "secrets",
+    responses((status = 204, description = "Detached")),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn detach(
     State(state): State<AppState>,
     principal: Principal,

@@ -5,16 +5,18 @@ use agent_client_protocol::v1::schema::ContentBlock;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use serde::Deserialize;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
 use super::agents::visible_agent;
-use super::error::ApiError;
-use super::extract::{Body, Id, Query};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Body, Id, Query, RawBody};
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
-use crate::events::{EventKind, NewEvent, SharedEvent};
+use crate::events::{EventKind, NewEvent, SharedEvent, StoredEvent};
 use crate::ids::{AgentId, Seq, SessionId, TurnId};
 use crate::store;
 use crate::store::sessions::{SessionRow, TurnError};
@@ -28,18 +30,74 @@ const MAX_EVENTS_PAGE: i64 = 1000;
 /// Most payload bytes one `GET …/events` returns (a single larger event still comes alone).
 const MAX_EVENTS_PAGE_BYTES: i64 = 4 << 20;
 
-/// `POST /api/v1/agents/{id}/sessions`.
-#[derive(Debug, Deserialize, Default)]
+/// `POST /api/v1/agents/{id}/sessions` (the body may also be empty).
+#[derive(Debug, Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {}
 
-fn session_json(session: &SessionRow) -> Value {
-    json!({
-        "id": session.id,
-        "agent_id": session.agent_id,
-        "last_seq": session.last_seq,
-        "created_at": session.created_at,
-    })
+/// A session: a conversation with an agent and its event log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Session {
+    /// Its id.
+    id: SessionId,
+    /// Its agent.
+    agent_id: AgentId,
+    /// The seq of its last event (0: none yet).
+    #[schema(value_type = i64)]
+    last_seq: Seq,
+    /// When it was opened.
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<&SessionRow> for Session {
+    fn from(session: &SessionRow) -> Self {
+        Self { id: session.id, agent_id: session.agent_id, last_seq: session.last_seq, created_at: session.created_at }
+    }
+}
+
+/// An agent's sessions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionList {
+    /// Their ids.
+    sessions: Vec<SessionId>,
+}
+
+/// A prompt that started a turn.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Prompted {
+    /// The turn.
+    turn_id: TurnId,
+    /// The seq of its `prompt` event.
+    #[schema(required = true, value_type = Option<i64>)]
+    seq: Option<Seq>,
+}
+
+/// A prompt that answered the question waiting in the session instead (no turn starts).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnsweredByReply {
+    /// The question it answered.
+    answered: uuid::Uuid,
+    /// `allow` (a clear yes), `deny`, or `reply` (the harness's own question).
+    decision: &'static str,
+}
+
+/// A cancel under way.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Cancelling {
+    /// Always `true`.
+    cancelling: bool,
+}
+
+/// A page of a session's event log. The handler writes this shape around the events' JSON as
+/// encoded once when stored (no decoding and encoding again per page); the API tests check real
+/// pages against this type's schema.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventsPage {
+    /// Oldest first.
+    events: Vec<StoredEvent>,
+    /// The cursor for the next page (`after`).
+    #[schema(value_type = i64)]
+    next_after: Seq,
 }
 
 /// Loads a session on which the caller has at least the `needed` role (404 if it cannot see it,
@@ -59,46 +117,76 @@ pub async fn visible_session(
 }
 
 /// Opens a session on an agent.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agents/{id}/sessions",
+    operation_id = "create_session",
+    tag = "sessions",
+    request_body(content = Option<CreateSession>, description = "Empty, or `{}`"),
+    responses(
+        (status = 201, description = "The session", body = Session),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Id(agent_id): Id<AgentId>,
-    body: axum::body::Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    RawBody(body): RawBody,
+) -> Result<(StatusCode, Json<Session>), ApiError> {
     if !body.iter().all(u8::is_ascii_whitespace) {
         super::extract::parse_json::<CreateSession>(&body)?;
     }
     visible_agent(&state, &principal, agent_id, Role::Operator).await?;
     let session = store::sessions::create(&state.pool, SessionId::new(), agent_id).await?;
-    Ok((StatusCode::CREATED, Json(session_json(&session))))
+    Ok((StatusCode::CREATED, Json(Session::from(&session))))
 }
 
 /// Lists an agent's sessions.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agents/{id}/sessions",
+    operation_id = "list_sessions",
+    tag = "sessions",
+    responses((status = 200, description = "The sessions", body = SessionList)),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
     Id(agent_id): Id<AgentId>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SessionList>, ApiError> {
     visible_agent(&state, &principal, agent_id, Role::Viewer).await?;
-    let ids = store::sessions::list_ids(&state.pool, agent_id).await?;
-    Ok(Json(json!({"sessions": ids})))
+    let sessions = store::sessions::list_ids(&state.pool, agent_id).await?;
+    Ok(Json(SessionList { sessions }))
 }
 
 /// Shows a session.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}",
+    operation_id = "show_session",
+    tag = "sessions",
+    responses((status = 200, description = "The session", body = Session)),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
 pub async fn show(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<SessionId>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Session>, ApiError> {
     let session = visible_session(&state, &principal, id, Role::Viewer).await?;
-    Ok(Json(session_json(&session)))
+    Ok(Json(Session::from(&session)))
 }
 
-/// `POST /api/v1/sessions/{id}/prompt`: plain text, or ACP content blocks.
-#[derive(Debug, Deserialize)]
+/// `POST /api/v1/sessions/{id}/prompt`: plain text, or ACP content blocks (one of the two).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromptBody {
+    /// Plain text.
     text: Option<String>,
+    /// ACP content blocks.
     prompt: Option<Vec<Value>>,
 }
 
@@ -124,15 +212,32 @@ fn prompt_blocks(body: PromptBody) -> Result<Value, ApiError> {
     Ok(value)
 }
 
-/// Stores the prompt (a `prompt` event and a turn) and hands the turn to the agent's
+/// Prompts the session (a turn starts, or the question waiting in it is answered). Stores the
+/// prompt (a `prompt` event and a turn) and hands the turn to the agent's
 /// supervisor, which wakes the sandbox and starts the harness as needed. 409
-/// `TURN_IN_PROGRESS` while the session has an unfinished turn.
+/// `TURN_IN_PROGRESS` while the session has an unfinished turn. While a question waits in the
+/// session, the prompt answers it instead (200).
+#[utoipa::path(
+    post,
+    path = "/api/v1/sessions/{id}/prompt",
+    operation_id = "prompt",
+    tag = "sessions",
+    request_body = PromptBody,
+    responses(
+        (status = 202, description = "A turn started", body = Prompted),
+        (status = 200, description = "The prompt answered the waiting question", body = AnsweredByReply),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_PROMPT`, `INVALID_ANSWER`",
+            body = ErrorBody),
+        (status = 409, description = "`TURN_IN_PROGRESS`, `ALREADY_ANSWERED`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
 pub async fn prompt(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<SessionId>,
     Body(body): Body<PromptBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Response, ApiError> {
     let session = visible_session(&state, &principal, id, Role::Operator).await?;
     let blocks = prompt_blocks(body)?;
     // While a question waits, a reply answers it (seed 001): a clear yes approves, anything
@@ -165,7 +270,7 @@ pub async fn prompt(
     state.supervisors.send(session.agent_id, Command::Prompt).await;
     state.supervisors.host().touch(session.agent_id, std::time::Instant::now());
     let seq = shared.first().map(|e| e.seq);
-    Ok((StatusCode::ACCEPTED, Json(json!({"turn_id": turn_id, "seq": seq}))))
+    Ok((StatusCode::ACCEPTED, Json(Prompted { turn_id, seq })).into_response())
 }
 
 /// Answers the waiting question `permission_id` with a reply's text: 200 `{"answered",
@@ -176,7 +281,7 @@ async fn answer_by_reply(
     agent_id: AgentId,
     permission_id: uuid::Uuid,
     blocks: &Value,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Response, ApiError> {
     let text: String = blocks
         .as_array()
         .into_iter()
@@ -200,7 +305,7 @@ async fn answer_by_reply(
         .await
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?;
     match outcome {
-        Ok(()) => Ok((StatusCode::OK, Json(json!({"answered": permission_id, "decision": decision})))),
+        Ok(()) => Ok(Json(AnsweredByReply { answered: permission_id, decision }).into_response()),
         Err(crate::supervisor::core::AnswerError::NotPending) => {
             Err(ApiError::conflict("ALREADY_ANSWERED", "the waiting question was answered meanwhile; post again"))
         }
@@ -212,11 +317,22 @@ async fn answer_by_reply(
 }
 
 /// Cancels the session's turn. 409 `NO_TURN_IN_PROGRESS` when there is none.
+#[utoipa::path(
+    post,
+    path = "/api/v1/sessions/{id}/cancel",
+    operation_id = "cancel",
+    tag = "sessions",
+    responses(
+        (status = 202, description = "Cancelling", body = Cancelling),
+        (status = 409, description = "`NO_TURN_IN_PROGRESS`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<SessionId>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Cancelling>), ApiError> {
     let session = visible_session(&state, &principal, id, Role::Operator).await?;
     let cancelled = state
         .supervisors
@@ -226,13 +342,17 @@ pub async fn cancel(
     if !cancelled {
         return Err(ApiError::conflict("NO_TURN_IN_PROGRESS", "the session has no turn in progress"));
     }
-    Ok((StatusCode::ACCEPTED, Json(json!({"cancelling": true}))))
+    Ok((StatusCode::ACCEPTED, Json(Cancelling { cancelling: true })))
 }
 
 /// `?after=&limit=`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
+    /// The cursor: events after this seq (default 0).
+    #[param(value_type = Option<i64>)]
     after: Option<Seq>,
+    /// At most this many (default 100, at most 1000; a page also stops at 4 MiB of payloads).
     limit: Option<i64>,
 }
 
@@ -246,6 +366,18 @@ pub fn cursor(after: Option<Seq>) -> Result<Seq, ApiError> {
 }
 
 /// The session's events after the cursor, as JSON.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/events",
+    operation_id = "events",
+    tag = "sessions",
+    params(EventsQuery),
+    responses(
+        (status = 200, description = "A page of events", body = EventsPage),
+        (status = 400, description = "`INVALID_QUERY`, `INVALID_CURSOR`, `INVALID_LIMIT`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
 pub async fn events(
     State(state): State<AppState>,
     principal: Principal,
@@ -275,6 +407,14 @@ pub struct PayloadPath {
 }
 
 /// The whole payload of one event (also when the event holds an excerpt).
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/events/{seq}/payload",
+    operation_id = "event_payload",
+    tag = "sessions",
+    responses((status = 200, description = "The payload, as the harness sent it", body = Object)),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
 pub async fn full_payload(
     State(state): State<AppState>,
     principal: Principal,

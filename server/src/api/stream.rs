@@ -6,13 +6,14 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket};
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
-use super::error::ApiError;
-use super::extract::{Id, Query};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Id, Query, Upgrade};
+use super::openapi::Access;
 use super::sessions::{cursor, visible_session};
 use super::ws;
 use crate::app::AppState;
@@ -22,18 +23,33 @@ use crate::ids::{Seq, SessionId};
 use crate::store::users::Role;
 
 /// `?after=`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StreamQuery {
+    /// The cursor: events after this seq (default 0; one beyond the end means "from now on").
+    #[param(value_type = Option<i64>)]
     after: Option<Seq>,
 }
 
-/// Upgrades to the session's stream.
+/// Upgrades to the session's stream (WebSocket: one event per text message, as in `events`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/sessions/{id}/stream",
+    operation_id = "stream",
+    tag = "sessions",
+    params(StreamQuery),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "`INVALID_QUERY`, `INVALID_CURSOR`, `NOT_A_WEBSOCKET`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
 pub async fn stream(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<SessionId>,
     Query(query): Query<StreamQuery>,
-    upgrade: WebSocketUpgrade,
+    Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
     let session = visible_session(&state, &principal, id, Role::Viewer).await?;
     // A cursor beyond the end of the log (a stale client, a reset database) means "from now

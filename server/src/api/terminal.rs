@@ -10,15 +10,16 @@
 use std::time::Duration;
 
 use agenthold_sandboxd::protocol::Control;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket};
 use axum::extract::{Query, State};
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::agents::visible_agent;
-use super::error::ApiError;
-use super::extract::Id;
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Id, Upgrade};
+use super::openapi::Access;
 use super::ws;
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -31,9 +32,11 @@ use crate::tunnel::link::TerminalEvent;
 const SHELL: &str = "if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi";
 
 /// `?login=<method id>`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TerminalQuery {
+    /// Run this login method of the agent's (`login_methods`; agent admins) instead of a shell.
     login: Option<String>,
 }
 
@@ -49,16 +52,40 @@ enum ClientMessage {
     Resize { cols: u16, rows: u16 },
 }
 
+/// The text message a terminal that cannot go on sends before it closes.
+#[derive(serde::Serialize)]
+struct TerminalError {
+    /// Always `error`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// Why.
+    message: String,
+}
+
 /// Largest input message a client may send (bigger ones end the socket).
 const MAX_INPUT_MESSAGE: usize = 64 << 10;
 
-/// Opens a terminal.
+/// Opens a terminal in the sandbox (WebSocket: binary frames are the terminal's bytes; a text
+/// frame `{"type": "resize", "cols", "rows"}` resizes it).
+#[utoipa::path(
+    get,
+    path = "/api/v1/agents/{id}/terminal",
+    operation_id = "terminal",
+    tag = "agents",
+    params(TerminalQuery),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "`INVALID_QUERY`, `UNKNOWN_LOGIN_METHOD`, `NOT_A_WEBSOCKET`", body = ErrorBody),
+        (status = 503, description = "`CAPACITY`: the host runs as many sandboxes as it may", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
 pub async fn open(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
     query: Result<Query<TerminalQuery>, axum::extract::rejection::QueryRejection>,
-    upgrade: WebSocketUpgrade,
+    Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
     // The role first: a caller without it learns nothing from the query's validation.
     visible_agent(&state, &principal, id, Role::Operator).await?;
@@ -185,7 +212,7 @@ async fn pump(
                 }
                 Some(TerminalEvent::Closed(Some(reason))) => {
                     // The terminal could not start, or the sandbox went away.
-                    let text = serde_json::json!({"type": "error", "message": reason}).to_string();
+                    let text = serde_json::to_string(&TerminalError { kind: "error", message: reason }).unwrap_or_default();
                     let _ = ws::send(&mut sink, Message::Text(text.into()), send_timeout).await;
                     ws::close(&mut sink, ws::CLOSE_SANDBOX_GONE, "the terminal could not go on in the sandbox").await;
                     break;

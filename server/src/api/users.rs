@@ -3,12 +3,14 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::Body;
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::{Principal, passwords};
 use crate::store;
@@ -16,11 +18,24 @@ use crate::store::audit::AuditRecord;
 use crate::store::users::{CreateUserError, UserRow};
 
 /// `POST /api/v1/users`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
+    /// 2-64 characters of a-z, 0-9, `-`, `_`, `.`, starting with a letter (stored lower case).
     username: String,
+    /// At least as long as the server's password policy asks.
     password: String,
+}
+
+/// A new user.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedUser {
+    /// Its id.
+    id: Uuid,
+    /// Its name, as stored.
+    username: String,
+    /// The workspace made for it.
+    personal_workspace_id: Uuid,
 }
 
 fn valid_username(name: &str) -> bool {
@@ -30,12 +45,26 @@ fn valid_username(name: &str) -> bool {
         && name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
 }
 
-/// Creates a user (server admins only; anyone else is told the route does not exist for them).
+/// Creates a user (server admins only).
+#[utoipa::path(
+    post,
+    path = "/api/v1/users",
+    operation_id = "create_user",
+    tag = "users",
+    request_body = CreateUser,
+    responses(
+        (status = 201, description = "The user", body = CreatedUser),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_USERNAME`, `WEAK_PASSWORD`",
+            body = ErrorBody),
+        (status = 409, description = "`USERNAME_TAKEN`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::ServerAdmin))),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Body(body): Body<CreateUser>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
     let me = principal.user(&state).await?;
     if !me.server_admin {
         return Err(ApiError::Forbidden { needed: store::users::Role::Admin });
@@ -70,5 +99,5 @@ pub async fn create(
         };
         store::audit::append(&state.pool, record).await?;
     }
-    Ok((StatusCode::CREATED, Json(json!({"id": user.id, "username": username, "personal_workspace_id": workspace}))))
+    Ok((StatusCode::CREATED, Json(CreatedUser { id: user.id, username, personal_workspace_id: workspace })))
 }

@@ -3,50 +3,100 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Id, Query};
+use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::store;
-use crate::store::audit::AuditRecord;
-use crate::store::users::{MembershipError, Role};
+use crate::store::audit::{AuditRecord, AuditView};
+use crate::store::users::{MembershipError, MembershipView, Role};
 
 /// `POST /api/v1/workspaces`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorkspace {
+    /// 1-100 characters.
     name: String,
 }
 
+/// A new workspace.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Workspace {
+    /// Its id.
+    id: Uuid,
+    /// Its name.
+    name: String,
+}
+
+/// The caller's workspaces.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkspaceList {
+    /// With the caller's role in each.
+    workspaces: Vec<MembershipView>,
+}
+
+/// A page of a workspace's audit log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditPage {
+    /// Newest first.
+    records: Vec<AuditView>,
+    /// The `before` of the next page (`null` when this one is empty).
+    #[schema(required = true)]
+    next_before: Option<i64>,
+}
+
 /// Creates a shared workspace; the caller becomes its admin.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workspaces",
+    operation_id = "create_workspace",
+    tag = "workspaces",
+    request_body = CreateWorkspace,
+    responses(
+        (status = 201, description = "The workspace", body = Workspace),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Body(body): Body<CreateWorkspace>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Workspace>), ApiError> {
     let name = body.name.trim();
     if name.is_empty() || name.len() > 100 {
         return Err(ApiError::bad_request("INVALID_NAME", "a workspace's name is 1-100 characters"));
     }
     let id = store::users::create_workspace(&state.pool, name, principal.user_id).await?;
     audit(&state, &principal, id, "workspace.created", "workspace", id.to_string(), json!({"name": name})).await?;
-    Ok((StatusCode::CREATED, Json(json!({"id": id, "name": name}))))
+    Ok((StatusCode::CREATED, Json(Workspace { id, name: name.to_owned() })))
 }
 
 /// The caller's workspaces.
-pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/api/v1/workspaces",
+    operation_id = "list_workspaces",
+    tag = "workspaces",
+    responses((status = 200, description = "The workspaces", body = WorkspaceList)),
+    extensions(("x-agenthold-access" = json!(Access::SignedIn))),
+)]
+pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<WorkspaceList>, ApiError> {
     let workspaces = store::users::memberships(&state.pool, principal.user_id).await?;
-    Ok(Json(json!({"workspaces": workspaces})))
+    Ok(Json(WorkspaceList { workspaces }))
 }
 
 /// `PUT /api/v1/workspaces/{id}/members/{user}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetMember {
+    /// The member's role.
     role: Role,
 }
 
@@ -98,6 +148,19 @@ async fn change_member(
 }
 
 /// Adds a member or changes its role (workspace admins).
+#[utoipa::path(
+    put,
+    path = "/api/v1/workspaces/{id}/members/{user_id}",
+    operation_id = "set_member",
+    tag = "workspaces",
+    request_body = SetMember,
+    responses(
+        (status = 204, description = "Added or changed"),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`", body = ErrorBody),
+        (status = 409, description = "`LAST_ADMIN`: a workspace keeps at least one admin", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn set_member(
     State(state): State<AppState>,
     principal: Principal,
@@ -109,6 +172,17 @@ pub async fn set_member(
 }
 
 /// Removes a member (workspace admins). 409 `LAST_ADMIN` for the last admin.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/workspaces/{id}/members/{user_id}",
+    operation_id = "remove_member",
+    tag = "workspaces",
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 409, description = "`LAST_ADMIN`: a workspace keeps at least one admin", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn remove_member(
     State(state): State<AppState>,
     principal: Principal,
@@ -119,19 +193,34 @@ pub async fn remove_member(
 }
 
 /// `?before=&limit=`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditQuery {
+    /// Records older than this id (the previous page's `next_before`).
     before: Option<i64>,
+    /// At most this many (default 100, at most 1000).
     limit: Option<i64>,
 }
 
 /// The workspace's audit log, newest first (workspace admins). Page with `before=<last id>`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/workspaces/{id}/audit",
+    operation_id = "audit_log",
+    tag = "workspaces",
+    params(AuditQuery),
+    responses(
+        (status = 200, description = "A page of records", body = AuditPage),
+        (status = 400, description = "`INVALID_QUERY`, `INVALID_LIMIT`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
 pub async fn audit_log(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<Uuid>,
     Query(query): Query<AuditQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AuditPage>, ApiError> {
     principal.require(&state, id, Role::Admin, "workspace").await?;
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
@@ -139,7 +228,7 @@ pub async fn audit_log(
     }
     let records = store::audit::page(&state.pool, id, query.before, limit).await?;
     let next_before = records.last().map(|r| r.id);
-    Ok(Json(json!({"records": records, "next_before": next_before})))
+    Ok(Json(AuditPage { records, next_before }))
 }
 
 /// Records an action of `principal` in a workspace's audit log.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::ids::{Seq, SessionId};
 
 /// The types of events in a session's log (seed 003).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// A user's prompt.
@@ -99,13 +99,15 @@ impl NewEvent {
     }
 }
 
-/// A stored event: the shape the API and the stream show (its `serde` encoding is the wire
-/// format, which [`SharedEvent`] reproduces around an already-encoded payload).
-#[derive(Debug, Clone, Serialize)]
+/// A stored event: the shape the API and the stream show (its JSON encoding is the wire format,
+/// which `SharedEvent` reproduces around an already-encoded payload).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = Event)]
 pub struct StoredEvent {
     /// Its session.
     pub session_id: SessionId,
     /// Its position in the session's log (from 1, no gaps).
+    #[schema(value_type = i64)]
     pub seq: Seq,
     /// Its type.
     #[serde(rename = "type")]

@@ -16,15 +16,17 @@ const MAX_ARGS: usize = 32;
 const MAX_CHARS: usize = 300;
 
 /// A login method as the agent's view shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LoginMethod {
     /// Its id (`GET /api/v1/agents/{id}/terminal?login=<id>`).
     pub id: String,
     /// Its name.
     pub name: String,
     /// What it does.
+    #[schema(required = true)]
     pub description: Option<String>,
     /// The command the web terminal runs to sign in (`None`: the server cannot run this one).
+    #[schema(required = true)]
     pub terminal: Option<Vec<String>>,
 }
 

@@ -41,7 +41,7 @@ pub fn preset_hosts(preset: &str) -> &'static [&'static str] {
 }
 
 /// `egress` in a request or an agent's view.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Egress {
     /// Extra destinations.

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Where a secret's value belongs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Preset {
     /// Anthropic API key (`x-api-key` on `api.anthropic.com`).
@@ -73,7 +73,7 @@ pub const SECRET: &str = "{secret}";
 /// Where the proxy injects a secret: only into `header` (exactly once, whose whole value is the
 /// placeholder in `format`) of HTTPS requests to `host:port` whose path starts with
 /// `path_prefix`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct InjectionRule {
     /// The destination host (lower case, no trailing dot).
     pub host: String,

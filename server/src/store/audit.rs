@@ -39,11 +39,12 @@ pub async fn append(pool: &PgPool, record: AuditRecord<'_>) -> sqlx::Result<()> 
 }
 
 /// A stored record.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct AuditView {
     /// Its position (newest has the highest).
     pub id: i64,
     /// Who did it.
+    #[schema(required = true)]
     pub actor_user_id: Option<Uuid>,
     /// What.
     pub action: String,

@@ -183,7 +183,8 @@ pub async fn oldest_waiting_in_session(pool: &PgPool, session_id: SessionId) -> 
 }
 
 /// A question as the API shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Permission)]
 pub struct Listed {
     /// Its id.
     pub id: uuid::Uuid,
@@ -196,6 +197,7 @@ pub struct Listed {
     /// The session.
     pub session_id: uuid::Uuid,
     /// The turn, if one was open.
+    #[schema(required = true)]
     pub turn_id: Option<uuid::Uuid>,
     /// `permission` (a tool call to allow or deny) or `elicitation` (the harness's own question:
     /// `tool_call` holds its request — `message`, `requestedSchema`).
@@ -205,10 +207,12 @@ pub struct Listed {
     /// The options it offered.
     pub options: serde_json::Value,
     /// The answer (`null` while it waits).
+    #[schema(required = true)]
     pub outcome: Option<serde_json::Value>,
     /// When it was asked.
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// When it was answered.
+    #[schema(required = true)]
     pub resolved_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 

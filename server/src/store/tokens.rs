@@ -90,7 +90,7 @@ pub async fn create(pool: &PgPool, user_id: Uuid, name: &str, token: &str) -> sq
 }
 
 /// A token as its owner sees it (never the value).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct TokenView {
     /// Its id.
     pub id: Uuid,
@@ -99,6 +99,7 @@ pub struct TokenView {
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it was last used.
+    #[schema(required = true)]
     pub last_used_at: Option<DateTime<Utc>>,
 }
 

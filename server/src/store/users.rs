@@ -4,7 +4,9 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// A role in a workspace, weakest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Reads agents, sessions, events.
@@ -132,7 +134,7 @@ pub async fn role_in(pool: &PgPool, user_id: Uuid, workspace_id: Uuid) -> sqlx::
 }
 
 /// A workspace membership as listed for a user.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct MembershipView {
     /// The workspace.
     pub workspace_id: Uuid,

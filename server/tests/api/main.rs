@@ -29,6 +29,7 @@ mod lifecycle;
 mod limits;
 mod login_support;
 mod metrics;
+mod openapi;
 mod parked_turns;
 mod people;
 mod permissions_flow;

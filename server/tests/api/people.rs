@@ -1,7 +1,8 @@
 //! People and boundaries: users, logins, tokens, workspaces and roles. The authorization matrix
 //! is generated from the OpenAPI document's access requirements, which must list every route of
 //! the router (read from its source, so a new route without an entry fails), and checks each for
-//! every role: none (a member of another workspace), viewer, operator, admin.
+//! every role: none (a member of another workspace), viewer, operator, admin — and that the document
+//! lists every status the matrix sees.
 
 use std::time::Duration;
 
@@ -30,6 +31,16 @@ fn operations() -> Vec<(String, String, Need)> {
     operations
 }
 
+/// Asserts the document lists `status` among the answers of `METHOD template`.
+fn assert_documented(method: &str, template: &str, status: u16) {
+    let document = agenthold_server::api::openapi::document();
+    let responses = &document["paths"][template][method.to_lowercase()]["responses"];
+    assert!(
+        responses.get(status.to_string()).is_some(),
+        "{method} {template} answered {status}, which the OpenAPI document does not list"
+    );
+}
+
 /// The routes the router declares: `(METHOD, path)` pairs read from its source.
 fn declared_routes() -> Vec<(String, String)> {
     let source = include_str!("../../src/api/mod.rs");
@@ -52,7 +63,11 @@ fn declared_routes() -> Vec<(String, String)> {
 #[test]
 fn every_route_is_in_the_openapi_document_with_its_security() {
     let documented: Vec<(String, String)> = operations().into_iter().map(|(m, p, _)| (m, p)).collect();
-    assert_eq!(declared_routes(), documented, "add new routes to api/openapi.rs (the matrix reads it)");
+    assert_eq!(
+        declared_routes(),
+        documented,
+        "annotate new handlers with #[utoipa::path] and list them in api/openapi.rs (the matrix reads it)"
+    );
 }
 
 /// A signed-in user of the test: an API token got through a browser login.
@@ -173,6 +188,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 };
                 server.as_user(method, &path, &user.token, body).await.0
             };
+            assert_documented(method, template, status);
             let expected_denial = if level == Need::Public { 404 } else { 403 };
             if level >= need {
                 assert!(
@@ -202,6 +218,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
             server.raw_with_headers(method, &path, None, &[], json!({})).await.0
         };
         assert_eq!(status, 401, "{method} {template} without credentials");
+        assert_documented(method, template, status);
     }
 
     // The outsider's own listing shows nothing of the team's.

@@ -1,0 +1,233 @@
+//! An agent as the API shows it: [`Agent`] (in lists and creation answers) — its settings, the
+//! secrets attached to it (names and presets, never values or placeholders), its egress
+//! allow-list — and [`AgentDetail`] (one agent), which adds what its harness advertised, the login
+//! methods it offers and whose provider logins it uses.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use crate::app::AppState;
+use crate::ids::AgentId;
+use crate::logins::methods::LoginMethod;
+use crate::proxy_feed::egress::Egress;
+use crate::secrets::validate;
+use crate::store;
+use crate::store::agents::AgentRow;
+use crate::store::proxy_identities::EgressRow;
+use crate::store::secrets::Attachment;
+
+/// An agent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Agent {
+    /// Its id.
+    id: AgentId,
+    /// Its workspace.
+    workspace_id: Uuid,
+    /// Who made it (`null` once that user is gone).
+    #[schema(required = true)]
+    created_by: Option<Uuid>,
+    /// Its name, unique in the workspace.
+    name: String,
+    /// Its harness (`claude-code`, `codex`, `opencode`, `command`, `fake`).
+    harness: String,
+    /// The command of a `command` harness.
+    #[schema(required = true)]
+    command: Option<Vec<String>>,
+    /// The model (`null`: the harness's own).
+    #[schema(required = true)]
+    model: Option<String>,
+    /// Plain environment variables (credentials go in secrets).
+    env: BTreeMap<String, String>,
+    /// The sandbox image.
+    image: String,
+    /// The sandbox driver (`docker`, `local`).
+    driver: String,
+    /// Whether its sandbox is confined to its own network.
+    isolated: bool,
+    /// The stored permission policy name.
+    permission_policy: String,
+    /// The permission posture in effect (its own or the server's).
+    posture: &'static str,
+    /// Its own posture (`null`: the server's default).
+    #[schema(required = true)]
+    own_posture: Option<String>,
+    /// The policy of a guarded agent.
+    #[schema(required = true)]
+    policy: Option<Value>,
+    /// Its resource limits.
+    limits: AgentLimits,
+    /// Whose provider logins it uses.
+    #[schema(required = true)]
+    login_user_id: Option<Uuid>,
+    /// When someone signed in inside its sandbox (a login method run in its terminal).
+    #[schema(required = true)]
+    sandbox_login_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// `awake` or `asleep`.
+    desired_state: String,
+    /// When it was made.
+    created_at: chrono::DateTime<chrono::Utc>,
+    /// The secrets attached to it.
+    secrets: Vec<AttachedSecret>,
+    /// Whether credentials may sit inside its sandbox (a credential-looking plain env variable,
+    /// or a login made in its terminal).
+    credentials_inside_sandbox: bool,
+    /// What the sandbox may reach besides its secrets' hosts.
+    egress: Egress,
+}
+
+/// An agent's resource limits.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentLimits {
+    /// CPUs.
+    cpus: f64,
+    /// Memory, MiB.
+    memory_mib: i32,
+    /// Processes.
+    pids: i32,
+    /// Seconds of activity a turn may take (`null`: the server's limit).
+    #[schema(required = true)]
+    turn_seconds: Option<i32>,
+    /// Seconds idle before it is put to sleep (0: never; `null`: the server's setting).
+    #[schema(required = true)]
+    auto_sleep_secs: Option<i32>,
+}
+
+/// A secret attached to an agent (never its value or placeholder).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttachedSecret {
+    /// The environment variable the sandbox sees it under.
+    env_name: String,
+    /// The secret.
+    secret_id: Uuid,
+    /// Its name.
+    secret_name: String,
+    /// Its preset.
+    preset: String,
+}
+
+impl From<&Attachment> for AttachedSecret {
+    fn from(a: &Attachment) -> Self {
+        Self {
+            env_name: a.env_name.clone(),
+            secret_id: a.secret_id,
+            secret_name: a.secret_name.clone(),
+            preset: a.preset.clone(),
+        }
+    }
+}
+
+/// One agent, with what its running harness advertised and its logins.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentDetail {
+    /// The agent.
+    #[serde(flatten)]
+    agent: Agent,
+    /// How one can sign in inside its sandbox.
+    login_methods: Vec<LoginMethod>,
+    /// Whose provider logins it uses and their state (`null`: nobody's).
+    #[schema(required = true)]
+    logins: Option<AgentLogins>,
+    /// The running harness's `initialize` answer (capabilities, auth methods, agent info) as it
+    /// sent it; `null` while no harness runs.
+    #[schema(required = true)]
+    advertised: Option<Value>,
+}
+
+/// Whose provider logins an agent uses and their state for its harness (docs/logins.md).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentLogins {
+    /// Whose.
+    user_id: Uuid,
+    /// The kinds delivered to its sandbox.
+    delivered: Vec<&'static str>,
+    /// Kinds it would use that need connecting again.
+    connect_again: Vec<String>,
+}
+
+/// An agent with the secrets attached to it and its egress allow-list (`attachments` and
+/// `egress` may hold other agents' too).
+pub fn agent_view(
+    agent: &AgentRow,
+    state: &AppState,
+    attachments: &[Attachment],
+    egress: &[(Uuid, EgressRow)],
+) -> Agent {
+    let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, row)| Egress::from(row.clone()));
+    let secrets = attachments.iter().filter(|a| a.agent_id == agent.id.0).map(AttachedSecret::from).collect();
+    // Agents made before credential-looking names were refused may still hold one in clear.
+    // ... or someone signed in inside its sandbox (a login method run in its terminal).
+    let credentials_inside_sandbox =
+        agent.env.iter().any(|(name, _)| validate::looks_like_credential(name)) || agent.sandbox_login_at.is_some();
+    Agent {
+        id: agent.id,
+        workspace_id: agent.workspace_id,
+        created_by: agent.created_by,
+        name: agent.name.clone(),
+        harness: agent.harness.clone(),
+        command: agent.command.clone(),
+        model: agent.model.clone(),
+        env: agent.env.iter().cloned().collect(),
+        image: agent.image.clone(),
+        driver: agent.driver.clone(),
+        isolated: agent.driver != "local" && state.driver.isolated(),
+        permission_policy: agent.permission_policy.clone(),
+        posture: state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),
+        own_posture: agent.posture.clone(),
+        policy: agent.policy.clone(),
+        limits: AgentLimits {
+            cpus: agent.cpus,
+            memory_mib: agent.memory_mib,
+            pids: agent.pids_limit,
+            turn_seconds: agent.turn_timeout_secs,
+            auto_sleep_secs: agent.auto_sleep_secs,
+        },
+        login_user_id: agent.login_user_id,
+        sandbox_login_at: agent.sandbox_login_at,
+        desired_state: agent.desired_state.clone(),
+        created_at: agent.created_at,
+        secrets,
+        credentials_inside_sandbox,
+        egress: egress.unwrap_or_default(),
+    }
+}
+
+/// One agent in full, reading its attached secrets, its egress allow-list, what its running
+/// harness advertised and its logins.
+pub async fn agent_detail(state: &AppState, agent: &AgentRow) -> Result<AgentDetail, ApiError> {
+    let attachments = store::secrets::attachments(&state.pool, &[agent.id.0]).await?;
+    let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
+    let advertised = store::sandboxes::get(&state.pool, agent.id).await?.and_then(|row| row.harness_init);
+    let home_dir = state.driver.home_dir(agent.id);
+    let login_methods = crate::harness::login_methods(agent, advertised.as_ref(), &state.driver.tools_dir(), &home_dir);
+    Ok(AgentDetail {
+        agent: agent_view(agent, state, &attachments, &egress),
+        login_methods,
+        logins: logins_view(state, agent).await?,
+        advertised,
+    })
+}
+
+/// Whose provider logins the agent uses and their state for its harness: the kinds delivered,
+/// and `connect_again` when one it would use needs connecting again (docs/logins.md).
+async fn logins_view(state: &AppState, agent: &AgentRow) -> Result<Option<AgentLogins>, ApiError> {
+    let Some(user_id) = agent.login_user_id else { return Ok(None) };
+    let delivered = crate::logins::delivered(&state.pool, agent.into()).await?;
+    let takes = crate::harness::adapter(&agent.harness).map(|a| a.profile().account_logins).unwrap_or_default();
+    let logins = store::provider_logins::list_for_user(&state.pool, user_id).await?;
+    let connect_again = logins
+        .iter()
+        .filter(|l| l.state == "connect_again")
+        .filter(|l| crate::logins::kinds::LoginKind::parse(&l.kind).is_some_and(|k| takes.contains(&k)))
+        .map(|l| l.kind.clone())
+        .collect();
+    Ok(Some(AgentLogins {
+        user_id,
+        delivered: delivered.iter().map(|(kind, _)| kind.as_str()).collect(),
+        connect_again,
+    }))
+}
