@@ -214,7 +214,8 @@ pub async fn run(
             connect_timeout: std::time::Duration::from_secs(30),
             refill_delay: std::time::Duration::from_secs(3),
         };
-        crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), pool.clone(), settings)
+        let host = Arc::clone(supervisors.host());
+        crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
     });
     let warm_pool_task = warm_pool.as_ref().map(crate::sandbox::warm_pool::WarmPool::spawn);
     let state = AppState {

@@ -14,6 +14,8 @@
 //!   applies the agent's limits and hands the live connection to the agent's supervisor.
 //! - **Replaced** when its sandboxd does not connect within [`PoolSettings::connect_timeout`] or
 //!   its connection ends (the container died): removed, then made again.
+//! - **Counted** as awake on the host (`AGENTHOLD_MAX_AWAKE`): none is made while the host is
+//!   full; a claim carries the count over to the agent (same id).
 //! - **At start** every pooled sandbox an earlier process left is removed (its connection is gone
 //!   with that process); the orphan sweep leaves recorded pooled sandboxes alone.
 
@@ -82,6 +84,7 @@ struct Entry {
 
 struct Inner {
     driver: Arc<dyn SandboxDriver>,
+    host: Arc<crate::supervisor::host::Host>,
     pool: PgPool,
     settings: PoolSettings,
     entries: Mutex<HashMap<AgentId, Entry>>,
@@ -97,9 +100,15 @@ pub struct WarmPool {
 
 impl WarmPool {
     /// A pool of `settings.size` sandboxes on `driver`; [`Self::spawn`] makes them.
-    pub fn new(driver: Arc<dyn SandboxDriver>, pool: PgPool, settings: PoolSettings) -> Self {
+    pub fn new(
+        driver: Arc<dyn SandboxDriver>,
+        host: Arc<crate::supervisor::host::Host>,
+        pool: PgPool,
+        settings: PoolSettings,
+    ) -> Self {
         let inner = Inner {
             driver,
+            host,
             pool,
             settings,
             entries: Mutex::default(),
@@ -217,6 +226,11 @@ impl WarmPool {
     async fn refill(&self) {
         let settings = &self.inner.settings;
         while self.entries().len() < settings.size {
+            // Pooled sandboxes run: they count against the host's awake limit, and never take
+            // the last room an agent's wake could use.
+            if self.inner.host.free().is_some_and(|free| free < 2) {
+                return;
+            }
             let since_claim = *self.inner.last_claim.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if let Some(wait) = since_claim.and_then(|at| settings.refill_delay.checked_sub(at.elapsed())) {
                 tokio::time::sleep(wait).await;
@@ -249,6 +263,7 @@ impl WarmPool {
             let handle = driver.create(spec).await?;
             // Known before it starts, so its sandboxd's connection is held, not refused.
             self.entries().insert(agent_id, Entry { since: Instant::now(), handle, held: None });
+            self.inner.host.take_running(agent_id, Instant::now());
             driver.start(agent_id).await
         };
         if let Err(error) = made.await {
@@ -262,6 +277,7 @@ impl WarmPool {
 
     /// Removes a pooled sandbox's container, home and network, then its record.
     async fn remove(&self, agent_id: AgentId) {
+        self.inner.host.give_back(agent_id);
         if let Err(error) = self.inner.driver.destroy(agent_id).await {
             tracing::warn!(%error, agent.id = %agent_id, "removing a pooled sandbox");
             return;

@@ -64,6 +64,12 @@ impl Host {
         awake.contains_key(&agent) || self.max_awake.is_none_or(|max| awake.len() < max)
     }
 
+    /// Free slots (`None`: no limit).
+    pub fn free(&self) -> Option<usize> {
+        let awake = self.lock().len();
+        self.max_awake.map(|max| max.saturating_sub(awake))
+    }
+
     /// Takes a slot even past the limit (a sandbox found running: it is awake whatever the limit).
     pub fn take_running(&self, agent: AgentId, now: Instant) {
         let mut awake = self.lock();
