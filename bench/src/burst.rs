@@ -18,6 +18,8 @@ pub struct Burst {
     pub all_awake_s: f64,
     /// Each agent's create → first update, milliseconds.
     pub each_ms: Vec<f64>,
+    /// Each agent's session (warm: its harness answered).
+    pub sessions: Vec<String>,
 }
 
 /// Creates `count` agents at once and waits until all are awake; their ids go to `created`
@@ -30,12 +32,14 @@ pub async fn create(api: &Api, count: usize, tag: &str, created: &mut Vec<String
     .await;
     let all_awake_s = started.elapsed().as_secs_f64();
     let mut each_ms = Vec::new();
+    let mut sessions = Vec::new();
     let mut failed = None;
     for cold in colds {
         match cold {
             Ok(cold) => {
                 created.push(cold.agent_id);
                 each_ms.push(cold.cold_start_ms);
+                sessions.push(cold.session_id);
             }
             Err(error) => failed = Some(error),
         }
@@ -43,5 +47,5 @@ pub async fn create(api: &Api, count: usize, tag: &str, created: &mut Vec<String
     if let Some(error) = failed {
         return Err(error).context("an agent of the burst did not wake");
     }
-    Ok(Burst { agents: count, all_awake_s, each_ms })
+    Ok(Burst { agents: count, all_awake_s, each_ms, sessions })
 }

@@ -114,6 +114,16 @@ impl FloodRun {
         }
     }
 
+    /// When the first chunk reached any watcher.
+    pub fn first_received(&self) -> Option<Instant> {
+        self.floods().map(|e| e.at).min()
+    }
+
+    /// When the last chunk reached the slowest watcher.
+    pub fn last_received(&self) -> Option<Instant> {
+        self.floods().map(|e| e.at).max()
+    }
+
     /// Emit → receive latencies over all watchers, ms.
     pub fn latencies_ms(&self) -> Vec<f64> {
         self.floods().filter_map(|e| e.flood.map(|f| (e.at_unix_us - f.emitted_at_us) as f64 / 1000.0)).collect()
@@ -198,7 +208,7 @@ pub async fn replay(api: &Api, session_id: &str, count: i64) -> Result<(f64, f64
 }
 
 /// utime + stime of a process, seconds (Linux `/proc/<pid>/stat`, assuming 100 ticks/s).
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let utime: f64 = fields.get(11)?.parse().ok()?;
