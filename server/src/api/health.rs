@@ -1,5 +1,4 @@
-//! `/healthz` (the process answers), `/readyz` (it can reach Postgres), and the web page at `/`
-//! (a placeholder until the browser UI lands).
+//! `/healthz` (the process answers) and `/readyz` (it can reach Postgres).
 
 use axum::Json;
 use axum::extract::State;
@@ -7,11 +6,6 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-
-/// The web page.
-pub async fn index() -> axum::response::Html<&'static str> {
-    axum::response::Html(include_str!("../../../web/index.html"))
-}
 
 /// Liveness.
 pub async fn healthz() -> Json<Value> {

@@ -16,16 +16,21 @@ use crate::auth::Principal;
 use crate::store;
 use crate::store::audit::AuditRecord;
 
-/// The caller and its workspaces.
+/// The caller and its workspaces; for a browser session also its CSRF token (the page keeps
+/// it in memory, so after a reload it asks here instead of signing in again).
 pub async fn show(State(state): State<AppState>, principal: Principal) -> Result<Json<Value>, ApiError> {
     let user = principal.user(&state).await?;
     let workspaces = store::users::memberships(&state.pool, user.id).await?;
-    Ok(Json(json!({
+    let mut answer = json!({
         "id": user.id,
         "username": user.username,
         "server_admin": user.server_admin,
         "workspaces": workspaces,
-    })))
+    });
+    if let Some(csrf_token) = &principal.csrf_token {
+        answer["csrf_token"] = json!(csrf_token);
+    }
+    Ok(Json(answer))
 }
 
 /// `POST /api/v1/tokens`.

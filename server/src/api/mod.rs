@@ -1,4 +1,4 @@
-//! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the web page at `/`. This is the one
+//! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the browser UI (`web/dist`) at `/`. This is the one
 //! place that lists every route; each resource module exposes its handlers.
 
 mod agent_settings;
@@ -16,6 +16,7 @@ mod sessions;
 mod stream;
 mod terminal;
 mod users;
+mod web;
 mod workspaces;
 mod ws;
 
@@ -28,7 +29,6 @@ use crate::app::AppState;
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/", get(health::index))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/api/v1/openapi.json", get(openapi::serve))
@@ -67,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
         .route("/api/v1/sessions/{id}/stream", get(stream::stream))
+        .fallback(web::serve)
         .layer(axum::middleware::from_fn(crate::metrics::track_http))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

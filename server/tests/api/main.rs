@@ -46,3 +46,4 @@ mod takeover;
 mod tunnel_tls;
 mod turn_limits;
 mod turns;
+mod web_ui;
