@@ -20,8 +20,8 @@ md.renderer.rules.link_open = (tokens, idx, options, env, self) => {
 
 md.renderer.rules.image = (tokens, idx) => {
   const token = tokens[idx];
-  const src = token.attrGet('src') ?? '';
-  const alt = md.utils.escapeHtml(token.content || 'image');
+  const src = String(token.attrGet('src') ?? '');
+  const alt = md.utils.escapeHtml(String(token.content || 'image'));
   if (!SAFE_LINK.test(src)) return `[image: ${alt}]`;
   return `<a class="md-image" href="${md.utils.escapeHtml(src)}" target="_blank" rel="noopener noreferrer nofollow">[image: ${alt}]</a>`;
 };

@@ -1,0 +1,388 @@
+// How each kind of item of a session reads (seed 002): one component per kind. Items re-render
+// only when their `rev` changes (the reducer bumps it), so a streamed token repaints its message
+// and nothing else.
+import { Component } from 'preact';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { structuredPatch } from 'diff';
+import { api, ApiError, errorText } from './api';
+import { parseAnsi } from './ansi';
+import { renderMarkdown } from './markdown';
+import type { Item, MessageItem, NoticeItem, PolicyItem, QuestionItem, ThoughtItem, ToolItem, Truncation, TurnEndItem } from './reducer';
+import { answeredBy, blockText } from './reducer';
+
+export interface ItemContext {
+  meId: string | null;
+  canAnswer: boolean;
+  /** Questions waiting, by tool call id (a tool card says it waits). */
+  waitingTools: Set<string>;
+}
+
+export class ItemView extends Component<{ item: Item; rev: number; ctx: ItemContext; waiting: boolean }> {
+  shouldComponentUpdate(next: { item: Item; rev: number; ctx: ItemContext; waiting: boolean }) {
+    return next.rev !== this.props.rev || next.item !== this.props.item || next.waiting !== this.props.waiting || next.ctx.canAnswer !== this.props.ctx.canAnswer;
+  }
+  render() {
+    const { item, ctx, waiting } = this.props;
+    return (
+      <div class={`item item-${item.kind}`} data-seq={item.seq} data-kind={item.kind}>
+        {renderItem(item, ctx, waiting)}
+        {item.truncated.length ? <Truncated list={item.truncated} /> : null}
+      </div>
+    );
+  }
+}
+
+function renderItem(item: Item, ctx: ItemContext, waiting: boolean) {
+  switch (item.kind) {
+    case 'prompt':
+      return (
+        <div class="bubble prompt">
+          <div class="who">Prompt</div>
+          <div class="text">{item.text || <span class="muted">(no text)</span>}</div>
+        </div>
+      );
+    case 'message':
+      return <Message item={item} />;
+    case 'thought':
+      return <Thought item={item} />;
+    case 'tool':
+      return <ToolCard item={item} waiting={waiting} />;
+    case 'question':
+      return <Question item={item} ctx={ctx} />;
+    case 'notice':
+      return <Notice item={item} />;
+    case 'policy':
+      return <Policy item={item} />;
+    case 'turn_end':
+      return <TurnEnd item={item} />;
+    case 'other':
+      return (
+        <details class="other">
+          <summary>
+            <code>{item.type}</code> <span class="muted">(an event this page does not know how to show)</span>
+          </summary>
+          <pre>{JSON.stringify(item.payload, null, 2)}</pre>
+        </details>
+      );
+  }
+}
+
+function Message({ item }: { item: MessageItem }) {
+  const html = useMemo(() => (item.role === 'agent' ? renderMarkdown(item.text) : ''), [item.text, item.role]);
+  if (item.role === 'user')
+    return (
+      <div class="bubble prompt">
+        <div class="who">User</div>
+        <div class="text">{item.text}</div>
+      </div>
+    );
+  return <div class="bubble agent markdown" dangerouslySetInnerHTML={{ __html: html }} />;
+}
+
+function Thought({ item }: { item: ThoughtItem }) {
+  return (
+    <details class="thought">
+      <summary>Thought</summary>
+      <div class="text">{item.text}</div>
+    </details>
+  );
+}
+
+export function Ansi({ text }: { text: string }) {
+  const segments = useMemo(() => parseAnsi(text), [text]);
+  return (
+    <pre class="ansi">
+      {segments.map((s) =>
+        s.fg || s.bg || s.bold || s.dim || s.italic || s.underline ? (
+          <span
+            class={[s.bold && 'b', s.dim && 'dim', s.italic && 'i', s.underline && 'u'].filter(Boolean).join(' ')}
+            style={{ color: s.fg, backgroundColor: s.bg }}
+          >
+            {s.text}
+          </span>
+        ) : (
+          s.text
+        ),
+      )}
+    </pre>
+  );
+}
+
+export function DiffView({ path, oldText, newText }: { path: string; oldText: string | null; newText: string }) {
+  const patch = useMemo(() => structuredPatch(path, path, oldText ?? '', newText ?? '', '', '', { context: 3 }), [path, oldText, newText]);
+  let added = 0;
+  let removed = 0;
+  for (const h of patch.hunks)
+    for (const l of h.lines) {
+      if (l.startsWith('+')) added++;
+      else if (l.startsWith('-')) removed++;
+    }
+  return (
+    <div class="diff">
+      <div class="diff-head">
+        <code>{path}</code> {oldText === null ? <span class="badge ok">new file</span> : null}{' '}
+        <span class="chip add">+{added}</span> <span class="chip del">−{removed}</span>
+      </div>
+      {patch.hunks.map((h) => (
+        <div class="hunk">
+          <div class="hunk-head">@@ −{h.oldStart},{h.oldLines} +{h.newStart},{h.newLines} @@</div>
+          {h.lines.map((l) => (
+            <div class={`line ${l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : l[0] === '\\' ? 'meta' : 'ctx'}`}>{l}</div>
+          ))}
+        </div>
+      ))}
+    </div>
+  );
+}
+
+const KIND_LABEL: Record<string, string> = {
+  read: 'Read',
+  edit: 'Edit',
+  delete: 'Delete',
+  move: 'Move',
+  search: 'Search',
+  execute: 'Run',
+  think: 'Think',
+  fetch: 'Fetch',
+  switch_mode: 'Mode',
+  other: 'Tool',
+};
+
+function ToolCard({ item, waiting }: { item: ToolItem; waiting: boolean }) {
+  const status = waiting ? 'waiting for an answer' : item.status;
+  return (
+    <section class={`tool status-${item.status}`} aria-label={`Tool call: ${item.title || item.toolKind}`} data-tool-call={item.toolCallId}>
+      <header>
+        <span class="tool-kind">{KIND_LABEL[item.toolKind] ?? item.toolKind}</span>
+        <span class="tool-title">{item.title || item.toolCallId}</span>
+        <span class={`badge status ${waiting ? 'warn' : item.status === 'completed' ? 'ok' : item.status === 'failed' ? 'danger' : ''}`}>{status}</span>
+      </header>
+      {item.locations.length ? (
+        <ul class="locations">
+          {item.locations.map((l) => (
+            <li><code>{l.path}{l.line ? `:${l.line}` : ''}</code></li>
+          ))}
+        </ul>
+      ) : null}
+      {item.content.map((c) => {
+        if (c?.type === 'diff') return <DiffView path={c.path} oldText={c.oldText ?? null} newText={c.newText ?? ''} />;
+        if (c?.type === 'content') return <Ansi text={blockText(c.content)} />;
+        if (c?.type === 'terminal') return item.terminalOutput ? null : <p class="muted">Terminal {c.terminalId}</p>;
+        return <pre>{JSON.stringify(c, null, 2)}</pre>;
+      })}
+      {item.terminalOutput ? <Ansi text={item.terminalOutput} /> : null}
+      {item.rawInput !== undefined || item.rawOutput !== undefined ? (
+        <details class="raw">
+          <summary>Raw input and output</summary>
+          {item.rawInput !== undefined ? <pre>{JSON.stringify(item.rawInput, null, 2)}</pre> : null}
+          {item.rawOutput !== undefined ? <pre>{JSON.stringify(item.rawOutput, null, 2)}</pre> : null}
+        </details>
+      ) : null}
+    </section>
+  );
+}
+
+/** The options of a question, or an elicitation's form: what the inline card and the inbox share. */
+export function AnswerButtons(props: {
+  permissionId: string;
+  options: { optionId: string; name: string; kind: string }[];
+  disabled?: boolean;
+  onAnswered?: () => void;
+}) {
+  // Fail closed: the buttons arm a moment after they appear, so a click meant for something else
+  // that was there before does not answer.
+  const [armed, setArmed] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const t = setTimeout(() => setArmed(true), 600);
+    return () => clearTimeout(t);
+  }, []);
+  return (
+    <div class="answers" role="group" aria-label="Answer">
+      {props.options.map((o) => (
+        <button
+          type="button"
+          class={`answer ${o.kind.startsWith('allow') ? 'allow' : o.kind.startsWith('reject') ? 'reject' : ''}`}
+          data-kind={o.kind}
+          data-option={o.optionId}
+          disabled={!armed || busy || props.disabled}
+          onClick={async () => {
+            setBusy(true);
+            setError(null);
+            try {
+              await api('POST', `/api/v1/permissions/${props.permissionId}/answer`, { option_id: o.optionId });
+              props.onAnswered?.();
+            } catch (e) {
+              setError(e instanceof ApiError && e.code === 'ALREADY_ANSWERED' ? 'Someone answered it first.' : errorText(e));
+            } finally {
+              setBusy(false);
+            }
+          }}
+        >
+          {o.name}
+        </button>
+      ))}
+      {error ? <span class="error" role="alert">{error}</span> : null}
+    </div>
+  );
+}
+
+export function ElicitationForm({ permissionId, disabled }: { permissionId: string; disabled?: boolean }) {
+  const [text, setText] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const send = async (body: unknown) => {
+    setError(null);
+    try {
+      await api('POST', `/api/v1/permissions/${permissionId}/answer`, body);
+    } catch (e) {
+      setError(e instanceof ApiError && e.code === 'ALREADY_ANSWERED' ? 'Someone answered it first.' : errorText(e));
+    }
+  };
+  return (
+    <form
+      class="elicit"
+      onSubmit={(e) => {
+        e.preventDefault();
+        send({ text });
+      }}
+    >
+      <input aria-label="Your answer" value={text} disabled={disabled} onInput={(e) => setText(e.currentTarget.value)} />
+      <button type="submit" class="allow" disabled={disabled}>Answer</button>
+      <button type="button" class="reject" disabled={disabled} onClick={() => send({ decision: 'decline' })}>Decline</button>
+      {error ? <span class="error" role="alert">{error}</span> : null}
+    </form>
+  );
+}
+
+export function callSummary(call: { command?: string; paths?: string[]; url?: string; effect?: string } | null) {
+  if (!call) return null;
+  return (
+    <dl class="call">
+      {call.effect ? (<><dt>Effect</dt><dd>{call.effect}</dd></>) : null}
+      {call.command ? (<><dt>Command</dt><dd><code>{call.command}</code></dd></>) : null}
+      {call.paths?.length ? (<><dt>Paths</dt><dd>{call.paths.map((p) => <code>{p} </code>)}</dd></>) : null}
+      {call.url ? (<><dt>URL</dt><dd><code>{call.url}</code></dd></>) : null}
+    </dl>
+  );
+}
+
+function Question({ item, ctx }: { item: QuestionItem; ctx: ItemContext }) {
+  const r = item.resolved;
+  const chosen = r ? item.options.find((o) => o.optionId === r.optionId)?.name ?? r.optionKind ?? r.action ?? r.outcome : null;
+  return (
+    <section class={`question ${r ? 'resolved' : 'pending'}`} aria-label="Permission question" data-permission={item.permissionId ?? ''}>
+      <header>
+        <strong>{item.elicitation ? 'The agent asks' : 'Permission asked'}</strong>
+        {item.toolCall?.title ? <span class="tool-title">{item.toolCall.title}</span> : null}
+        {item.toolCall?.kind ? <span class="badge">{item.toolCall.kind}</span> : null}
+      </header>
+      {item.elicitation ? <p>{item.message}</p> : null}
+      {callSummary(item.call)}
+      {r ? (
+        <p class="resolution">
+          {chosen ? <strong>{chosen}</strong> : null} — {answeredBy(r.by, ctx.meId)}
+        </p>
+      ) : item.permissionId && ctx.canAnswer ? (
+        item.elicitation ? (
+          <ElicitationForm permissionId={item.permissionId} />
+        ) : (
+          <AnswerButtons permissionId={item.permissionId} options={item.options} />
+        )
+      ) : (
+        <p class="muted">Waiting for an operator's answer.</p>
+      )}
+    </section>
+  );
+}
+
+function Notice({ item }: { item: NoticeItem }) {
+  return (
+    <div class={`notice ${item.level}`} role={item.level === 'error' ? 'alert' : undefined}>
+      <code>{item.code}</code> {item.message}
+    </div>
+  );
+}
+
+function Policy({ item }: { item: PolicyItem }) {
+  const p = item.payload ?? {};
+  if (item.denied)
+    return (
+      <div class="notice error policy">
+        <strong>Denied by {String(p.by ?? 'policy')}</strong> {p.effect ? <span class="badge">{p.effect}</span> : null}{' '}
+        {p.detail?.command ? <code>{p.detail.command}</code> : null}
+        {Array.isArray(p.detail?.paths) ? p.detail.paths.map((x: string) => <code> {x}</code>) : null}
+        {p.detail?.url ? <code>{p.detail.url}</code> : null}
+      </div>
+    );
+  return (
+    <details class="notice policy">
+      <summary>
+        Policy applied: {String(p.posture ?? '')}, {Array.isArray(p.rules) ? p.rules.length : 0} rules, default {String(p.default ?? '—')}
+      </summary>
+      <pre>{JSON.stringify(p, null, 2)}</pre>
+    </details>
+  );
+}
+
+function TurnEnd({ item }: { item: TurnEndItem }) {
+  const u = item.usage;
+  return (
+    <div class={`turn-end ${item.stopReason}`}>
+      Turn ended · <code>{item.stopReason}</code>
+      {item.durationMs !== null ? ` · ${(item.durationMs / 1000).toFixed(1)} s` : ''}
+      {u ? ` · ${u.inputTokens ?? '?'} in / ${u.outputTokens ?? '?'} out tokens` : ''}
+    </div>
+  );
+}
+
+function Truncated({ list }: { list: Truncation[] }) {
+  return (
+    <div class="truncated">
+      {list.map((t) => (
+        <LoadWhole t={t} />
+      ))}
+    </div>
+  );
+}
+
+function LoadWhole({ t }: { t: Truncation }) {
+  const [whole, setWhole] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  if (!t.url) return <span class="muted">Part of this item was cut when stored.</span>;
+  return (
+    <div>
+      <span class="muted">
+        Event {t.seq} was cut to fit ({t.size !== null ? `${Math.round(t.size / 1024)} KiB whole` : 'size unknown'}
+        {t.fields.length ? `; ${t.fields.join(', ')}` : ''}).
+      </span>{' '}
+      {whole === null ? (
+        <button
+          type="button"
+          onClick={async () => {
+            try {
+              const r = await fetch(t.url, { credentials: 'same-origin' });
+              if (!r.ok) throw new Error(`HTTP ${r.status}`);
+              const text = await r.text();
+              try {
+                setWhole(JSON.stringify(JSON.parse(text), null, 2));
+              } catch {
+                setWhole(text);
+              }
+            } catch (e) {
+              setError(errorText(e));
+            }
+          }}
+        >
+          Load whole
+        </button>
+      ) : (
+        <details open>
+          <summary>The whole payload</summary>
+          <pre class="whole">{whole}</pre>
+        </details>
+      )}
+      {error ? <span class="error">{error}</span> : null}
+    </div>
+  );
+}
