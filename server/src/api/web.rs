@@ -2,13 +2,17 @@
 //! fallback, so every API route wins). A path that names no file gets `index.html` (the UI routes
 //! itself), except under `/api/`, which answers the API's JSON 404. Every answer carries a
 //! Content-Security-Policy that lets the page load scripts, styles and connections (WebSockets
-//! included) from this server only, and images from it or `data:`.
+//! included) from this server only, and images from it or `data:`. `index.html` also gets a fresh
+//! nonce per answer (its `__CSP_NONCE__` placeholders, and `style-src 'nonce-…'`): the web
+//! terminal (xterm.js) measures and themes itself with `<style>` elements it makes at run time,
+//! which carry that nonce; nothing else inline is allowed.
 
 use std::path::{Path, PathBuf};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use rand::RngCore;
 
 use super::error::ApiError;
 use crate::app::AppState;
@@ -17,6 +21,11 @@ use crate::app::AppState;
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
      img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; \
      frame-ancestors 'none'; form-action 'self'";
+
+/// The policy of `index.html`, with its nonce.
+fn policy_with_nonce(nonce: &str) -> String {
+    CONTENT_SECURITY_POLICY.replace("style-src 'self';", &format!("style-src 'self' 'nonce-{nonce}';"))
+}
 
 /// Shown at `/` when the UI was not built.
 const NOT_BUILT: &str = "<!doctype html><meta charset=utf-8><title>agenthold</title>\
@@ -58,9 +67,13 @@ fn resolve(root: &Path, url_path: &str) -> Option<PathBuf> {
     Some(path)
 }
 
-fn with_headers(mut response: Response, cache: &'static str) -> Response {
+fn with_headers(response: Response, cache: &'static str) -> Response {
+    with_policy(response, cache, HeaderValue::from_static(CONTENT_SECURITY_POLICY))
+}
+
+fn with_policy(mut response: Response, cache: &'static str, policy: HeaderValue) -> Response {
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy);
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -80,6 +93,7 @@ pub async fn serve(State(state): State<AppState>, request: Request) -> Response 
     let root = web_dir(state.config.web_dir.as_deref());
     if let Some(path) = resolve(&root, &url_path)
         && path != root
+        && path.file_name().is_some_and(|name| name != "index.html")
         && let Ok(bytes) = tokio::fs::read(&path).await
     {
         // Vite names the files under assets/ by their content's hash.
@@ -91,11 +105,16 @@ pub async fn serve(State(state): State<AppState>, request: Request) -> Response 
     if url_path.starts_with("/assets/") {
         return with_headers(StatusCode::NOT_FOUND.into_response(), "no-cache");
     }
-    let response = match tokio::fs::read(root.join("index.html")).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], bytes).into_response(),
-        Err(_) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], NOT_BUILT).into_response(),
+    let mut nonce = [0u8; 16];
+    rand::rng().fill_bytes(&mut nonce);
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let page = match tokio::fs::read_to_string(root.join("index.html")).await {
+        Ok(html) => html.replace("__CSP_NONCE__", &nonce),
+        Err(_) => NOT_BUILT.to_owned(),
     };
-    with_headers(response, "no-cache")
+    let response = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
+    let policy = HeaderValue::from_str(&policy_with_nonce(&nonce)).expect("a header value");
+    with_policy(response, "no-cache", policy)
 }
 
 #[cfg(test)]

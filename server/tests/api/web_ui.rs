@@ -25,18 +25,19 @@ fn get(url: &str, path: &str) -> (String, String) {
 async fn the_ui_is_served_with_a_strict_policy_and_api_routes_stay_json() {
     let dist = std::env::temp_dir().join(format!("ah-web-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(dist.join("assets")).expect("dist");
-    std::fs::write(dist.join("index.html"), "<!doctype html><title>agenthold ui</title>").expect("index");
+    std::fs::write(dist.join("index.html"), "<!doctype html><title>agenthold ui</title><meta property=csp-nonce nonce=\"__CSP_NONCE__\">").expect("index");
     std::fs::write(dist.join("assets/app-1234.js"), "console.log(1)").expect("asset");
     let server = TestServer::start_with(&[("AGENTHOLD_WEB_DIR", dist.to_str().expect("utf-8"))]).await;
     let url = server.url.clone();
     let (head, body) = tokio::task::spawn_blocking(move || {
         let root = get(&url, "/");
+        let again = get(&url, "/index.html");
         let route = get(&url, "/agents/abc/sessions/def");
         let asset = get(&url, "/assets/app-1234.js");
         let missing = get(&url, "/assets/nope.js");
         let api = get(&url, "/api/v1/nope");
         let escape = get(&url, "/../../etc/passwd");
-        ((root.0, route.0, asset.0, missing.0, api.0, escape.0), (root.1, route.1, asset.1, api.1, escape.1))
+        ((root.0, route.0, asset.0, missing.0, api.0, escape.0), (root.1, route.1, asset.1, api.1, escape.1, again.1))
     })
     .await
     .expect("requests");
@@ -44,15 +45,26 @@ async fn the_ui_is_served_with_a_strict_policy_and_api_routes_stay_json() {
     for (what, head) in [("/", &root), ("a UI route", &route), ("an asset", &asset)] {
         assert!(head.starts_with("http/1.1 200"), "{what}: {head}");
         assert!(
-            head.contains("content-security-policy: default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'"),
+            head.contains("content-security-policy: default-src 'self'; script-src 'self'; style-src 'self'"),
             "{what}: {head}"
         );
         assert!(head.contains("x-content-type-options: nosniff"), "{what}: {head}");
     }
     assert!(root.contains("content-type: text/html"), "{root}");
     assert!(asset.contains("content-type: text/javascript") && asset.contains("immutable"), "{asset}");
-    assert_eq!(body.0, "<!doctype html><title>agenthold ui</title>");
-    assert_eq!(body.1, body.0, "the UI's routes get index.html");
+    for head in [&root, &route, &asset] {
+        assert!(head.contains("img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'"), "{head}");
+    }
+    // index.html: a fresh nonce per answer, in the page and in the policy (for the terminal's
+    // run-time <style> elements); scripts never get one.
+    let nonce = |body: &str| body.split("nonce=\"").nth(1).and_then(|rest| rest.split('"').next()).map(str::to_owned);
+    let (first, second) = (nonce(&body.0).expect("a nonce"), nonce(&body.1).expect("a nonce"));
+    assert!(first.len() == 32 && first != second && !body.0.contains("__CSP_NONCE__"), "{first} {second}");
+    assert!(root.contains(&format!("style-src 'self' 'nonce-{first}';")), "{root}");
+    assert!(!root.contains("script-src 'self' 'nonce"), "{root}");
+    assert!(body.5.starts_with("<!doctype html><title>agenthold ui</title>"), "/index.html: {}", body.5);
+    assert!(body.0.starts_with("<!doctype html><title>agenthold ui</title>"), "{}", body.0);
+    assert!(body.1.starts_with("<!doctype html><title>agenthold ui</title>"), "the UI's routes get index.html");
     assert_eq!(body.2, "console.log(1)");
     assert!(missing.starts_with("http/1.1 404"), "{missing}");
     assert!(api.starts_with("http/1.1 404") && api.contains("application/json"), "{api}");

@@ -99,7 +99,13 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   const [atBottom, setAtBottom] = useState(true);
   useLayoutEffect(() => {
     const el = logRef.current;
-    if (el && stick.current) el.scrollTop = el.scrollHeight;
+    if (!el || !stick.current) return;
+    el.scrollTop = el.scrollHeight;
+    // Again once the browser has laid out what was added (markdown, diffs).
+    const frame = requestAnimationFrame(() => {
+      if (stick.current) el.scrollTop = el.scrollHeight;
+    });
+    return () => cancelAnimationFrame(frame);
   }, [tick]);
   const onScroll = () => {
     const el = logRef.current;

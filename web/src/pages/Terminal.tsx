@@ -4,6 +4,24 @@ import { query } from '../router';
 import type { Agent } from '../types';
 import { Link, useLoad } from '../ui';
 
+/**
+ * xterm.js sizes and themes itself with <style> elements it makes at run time. The policy allows
+ * only styles that carry the page's nonce (the server makes one per page load), so give them it.
+ */
+let stylesNonced = false;
+function nonceRuntimeStyles() {
+  if (stylesNonced) return;
+  stylesNonced = true;
+  const nonce = document.querySelector<HTMLMetaElement>('meta[property=csp-nonce]')?.nonce;
+  if (!nonce) return;
+  const create = Document.prototype.createElement;
+  Document.prototype.createElement = function (this: Document, tag: string, options?: ElementCreationOptions) {
+    const el = create.call(this, tag, options);
+    if (String(tag).toLowerCase() === 'style') (el as HTMLStyleElement).nonce = nonce;
+    return el;
+  } as typeof Document.prototype.createElement;
+}
+
 /** The agent's web terminal (xterm.js, loaded only on this page). */
 export function TerminalPage({ agentId }: { agentId: string }) {
   const agent = useLoad(() => api<Agent>('GET', `/api/v1/agents/${agentId}`), [agentId]);
@@ -18,6 +36,7 @@ export function TerminalPage({ agentId }: { agentId: string }) {
       const [{ Terminal }, { FitAddon }] = await Promise.all([import('@xterm/xterm'), import('@xterm/addon-fit')]);
       await import('@xterm/xterm/css/xterm.css');
       if (disposed || !host.current) return;
+      nonceRuntimeStyles();
       const term = new Terminal({ cursorBlink: true, scrollback: 5000, fontSize: 14, fontFamily: 'ui-monospace, monospace' });
       const fit = new FitAddon();
       term.loadAddon(fit);
