@@ -13,6 +13,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const URL_ = (process.env.AGENTHOLD_URL ?? 'http://127.0.0.1:7700').replace(/\/$/, '');
@@ -250,6 +251,38 @@ check('reload mid-turn during a fast flood: every event rendered once, no gap, n
   state.flood = { before, last };
   await context.close();
 });
+
+// Restarts the dev stack's server (scripts/dev/server.sh start), so only when asked to.
+if (process.env.AGENTHOLD_UI_RESTART === '1')
+  check('kill and restart the server mid-turn with the page open: it continues without a gap or a duplicate', async () => {
+    const { context, page } = await signedIn(state.alice);
+    const { agent, session } = await newAgentWithSession(page, 'restart');
+    await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+    await page.locator('[data-status="live"]').waitFor();
+    await prompt(page, 'flood 1500 150\ntext after the flood');
+    await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.applied ?? 0) > 150, null, { timeout: 60000 });
+    const restarted = new Promise((ok, fail) => {
+      const p = spawn('bash', [resolve(here, '../../scripts/dev/server.sh'), 'start'], { stdio: ['ignore', 'ignore', 'inherit'] });
+      p.on('exit', (code) => (code === 0 ? ok() : fail(new Error(`server.sh start: ${code}`))));
+    });
+    await page.locator('[data-status="reconnecting"]').waitFor({ timeout: 30000 });
+    await restarted;
+    await page.locator('[data-status="live"]').waitFor({ timeout: 60000 });
+    // The turn ends one way or another (the server may resume it or report it lost).
+    await page.waitForFunction(() => document.querySelector('[data-running]')?.getAttribute('data-running') === 'no', null, { timeout: 120000 });
+    await page.waitForTimeout(1000);
+    const log = await events(page, session.id);
+    const last = log[log.length - 1].seq;
+    await page.waitForFunction((n) => Number(document.querySelector('.log')?.dataset.cursor) >= n, last, { timeout: 30000 });
+    const applied = Number(await page.locator('.log').getAttribute('data-applied'));
+    assert(applied === last, `applied ${applied} events; the log has ${last}`);
+    const text = (await page.locator('.item-message').allInnerTexts()).join('\n');
+    const nums = [...text.matchAll(/flood (\d+)/g)].map((m) => Number(m[1]));
+    const inLog = log.filter((e) => e.type === 'update' && /^flood \d+$/.test(e.payload?.content?.text ?? '')).length;
+    assert(nums.length === inLog, `rendered ${nums.length} flood chunks, the log has ${inLog}`);
+    assert(nums.every((n, i) => i === 0 || n > nums[i - 1]), 'in order, none twice');
+    await context.close();
+  });
 
 check('a permission question: inline and from the inbox, the first answer wins across two browsers', async () => {
   const { context: a, page: pa } = await signedIn(state.alice);
