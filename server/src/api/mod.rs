@@ -29,6 +29,7 @@ use crate::app::AppState;
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/", get(web::serve))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/api/v1/openapi.json", get(openapi::serve))

@@ -45,7 +45,7 @@ impl Access {
 
 /// Every operation: method, path, summary, access.
 pub const OPERATIONS: &[(&str, &str, &str, Access)] = &[
-    ("get", "/", "The web page", Access::Public),
+    ("get", "/", "The browser UI (web/dist; other paths outside /api get it too)", Access::Public),
     ("get", "/healthz", "Liveness", Access::Public),
     ("get", "/readyz", "Readiness (Postgres answers)", Access::Public),
     ("get", "/api/v1/openapi.json", "This document", Access::Public),

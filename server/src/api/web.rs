@@ -35,9 +35,7 @@ const NOT_BUILT: &str = "<!doctype html><meta charset=utf-8><title>agenthold</ti
 
 /// The directory of the built UI.
 pub fn web_dir(configured: Option<&Path>) -> PathBuf {
-    configured
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/dist"))
+    configured.map(Path::to_path_buf).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/dist"))
 }
 
 fn content_type(path: &Path) -> &'static str {
@@ -127,7 +125,8 @@ mod tests {
         assert_eq!(resolve(root, "/assets/app.js"), Some(PathBuf::from("/srv/web/assets/app.js")));
         assert_eq!(resolve(root, "/"), Some(PathBuf::from("/srv/web")));
         assert_eq!(resolve(root, "/../etc/passwd"), None);
-        assert_eq!(resolve(root, "/assets/..%2f"), Some(PathBuf::from("/srv/web/assets/..%2f")));
+        assert_eq!(resolve(root, "/assets/..%2f"), None);
+        assert_eq!(resolve(root, "/assets/a%2f..%2fb"), Some(PathBuf::from("/srv/web/assets/a%2f..%2fb")));
         assert_eq!(resolve(root, "/.git/config"), None);
         assert_eq!(resolve(root, "/a\\b"), None);
     }

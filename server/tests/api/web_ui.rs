@@ -25,7 +25,11 @@ fn get(url: &str, path: &str) -> (String, String) {
 async fn the_ui_is_served_with_a_strict_policy_and_api_routes_stay_json() {
     let dist = std::env::temp_dir().join(format!("ah-web-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(dist.join("assets")).expect("dist");
-    std::fs::write(dist.join("index.html"), "<!doctype html><title>agenthold ui</title><meta property=csp-nonce nonce=\"__CSP_NONCE__\">").expect("index");
+    std::fs::write(
+        dist.join("index.html"),
+        "<!doctype html><title>agenthold ui</title><meta property=csp-nonce nonce=\"__CSP_NONCE__\">",
+    )
+    .expect("index");
     std::fs::write(dist.join("assets/app-1234.js"), "console.log(1)").expect("asset");
     let server = TestServer::start_with(&[("AGENTHOLD_WEB_DIR", dist.to_str().expect("utf-8"))]).await;
     let url = server.url.clone();
@@ -53,7 +57,10 @@ async fn the_ui_is_served_with_a_strict_policy_and_api_routes_stay_json() {
     assert!(root.contains("content-type: text/html"), "{root}");
     assert!(asset.contains("content-type: text/javascript") && asset.contains("immutable"), "{asset}");
     for head in [&root, &route, &asset] {
-        assert!(head.contains("img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'"), "{head}");
+        assert!(
+            head.contains("img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'"),
+            "{head}"
+        );
     }
     // index.html: a fresh nonce per answer, in the page and in the policy (for the terminal's
     // run-time <style> elements); scripts never get one.
@@ -86,12 +93,14 @@ async fn a_browser_session_reads_its_csrf_token_from_me_and_a_token_does_not() {
     let csrf = session["csrf_token"].as_str().expect("csrf").to_owned();
 
     // After a reload the page has only the cookie.
-    let (status, _, me) = server.raw_with_headers("GET", "/api/v1/me", None, &[("cookie", cookie.clone())], json!(null)).await;
+    let (status, _, me) =
+        server.raw_with_headers("GET", "/api/v1/me", None, &[("cookie", cookie.clone())], json!(null)).await;
     assert_eq!(status, 200, "{me}");
     assert_eq!(me["username"], "wendy");
     assert_eq!(me["csrf_token"], csrf, "{me}");
     // ... and with it, changes work.
-    let as_browser = [("cookie", cookie.clone()), ("x-csrf-token", me["csrf_token"].as_str().expect("csrf").to_owned())];
+    let as_browser =
+        [("cookie", cookie.clone()), ("x-csrf-token", me["csrf_token"].as_str().expect("csrf").to_owned())];
     let (status, _, token) =
         server.raw_with_headers("POST", "/api/v1/tokens", None, &as_browser, json!({"name": "script"})).await;
     assert_eq!(status, 201, "{token}");
