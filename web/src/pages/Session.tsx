@@ -1,79 +1,10 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { signal, type Signal } from '@preact/signals';
-import { api, ApiError, atLeast, errorText, loadMe, me, roleIn, wsUrl } from '../api';
-import { apply, createView, type SessionView, type StoredEvent } from '../reducer';
-import { Reconnecting, type LinkStatus } from '../socket';
-import { ItemView, type ItemContext } from '../items';
+import { api, ApiError, atLeast, errorText, me, roleIn } from '../api';
+import { type LinkStatus } from '../socket';
+import { AnswerButtons, ElicitationForm, ItemView, type ItemContext } from '../items';
+import { SessionStore } from '../session-store';
 import type { Agent } from '../types';
 import { Link, useLoad } from '../ui';
-
-/** The live view of one session: the stream, applied to the reducer once per frame. */
-class SessionStore {
-  view: SessionView = createView();
-  tick: Signal<number> = signal(0);
-  closedReason: Signal<string | null> = signal(null);
-  socket: Reconnecting;
-  private queue: StoredEvent[] = [];
-  private scheduled = false;
-
-  constructor(sessionId: string) {
-    this.socket = new Reconnecting({
-      url: () => wsUrl(`/api/v1/sessions/${sessionId}/stream?after=${this.view.cursor}`),
-      onMessage: (data) => {
-        try {
-          this.queue.push(JSON.parse(String(data)));
-        } catch {
-          return;
-        }
-        this.schedule();
-      },
-      onOpen: () => {
-        // Anything received before the socket dropped is applied before the new feed's events.
-        this.flush();
-      },
-      onClose: (code) => {
-        this.flush();
-        if (code === 4404) {
-          this.closedReason.value = 'This session was deleted.';
-          return false;
-        }
-        if (code === 4401) {
-          this.closedReason.value = 'Your sign-in ended.';
-          loadMe().catch(() => undefined);
-          return false;
-        }
-        return true;
-      },
-    });
-  }
-
-  private schedule() {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    // One repaint per frame however fast events come; a hidden tab still applies them.
-    requestAnimationFrame(() => this.flush());
-    setTimeout(() => this.flush(), 100);
-  }
-
-  flush() {
-    this.scheduled = false;
-    if (!this.queue.length) return;
-    const batch = this.queue;
-    this.queue = [];
-    for (const ev of batch) {
-      if (apply(this.view, ev) === 'gap') {
-        // The feed skipped something (it never should): read again from the cursor.
-        this.socket.now(true);
-        break;
-      }
-    }
-    this.tick.value++;
-  }
-
-  stop() {
-    this.socket.stop();
-  }
-}
 
 const STATUS_TEXT: Record<LinkStatus, string> = {
   connecting: 'connecting…',
@@ -91,14 +22,22 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   const view = store.view;
   const role = roleIn(agent.data?.workspace_id);
   const canOperate = atLeast(role, 'operator');
-  const status = store.socket.status.value;
+  const status: LinkStatus = store.socket ? store.socket.status.value : 'connecting';
+  const earlier = store.earlier.value;
 
   // Stick to the bottom only while the reader is there.
   const logRef = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const [atBottom, setAtBottom] = useState(true);
+  // After older events came in above, keep what the reader looked at in place.
+  const fromBottom = useRef<number | null>(null);
   useLayoutEffect(() => {
     const el = logRef.current;
+    if (el && fromBottom.current !== null) {
+      el.scrollTop = el.scrollHeight - fromBottom.current;
+      fromBottom.current = null;
+      return;
+    }
     if (!el || !stick.current) return;
     el.scrollTop = el.scrollHeight;
     // Again once the browser has laid out what was added (markdown, diffs).
@@ -113,6 +52,14 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
     const bottom = el.scrollHeight - el.scrollTop - el.clientHeight < 48;
     stick.current = bottom;
     if (bottom !== atBottom) setAtBottom(bottom);
+    if (el.scrollTop < 300 && store.hasOlder && !store.loadingOlder) loadOlder();
+  };
+  const loadOlder = () => {
+    const el = logRef.current;
+    if (el) fromBottom.current = el.scrollHeight - el.scrollTop;
+    store.loadOlder().catch(() => {
+      fromBottom.current = null;
+    });
   };
 
   const waitingTools = new Set(view.pending.map((q) => q.toolCall?.toolCallId).filter(Boolean) as string[]);
@@ -134,13 +81,14 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
         <div class="status-line" role="status" aria-live="polite">
           <span class={`dot ${status}`} aria-hidden="true" />
           <span data-status={status}>{STATUS_TEXT[status]}</span>
-          {status !== 'live' && store.socket.detail.value ? <span class="muted"> ({store.socket.detail.value})</span> : null}
+          {status !== 'live' && store.socket?.detail.value ? <span class="muted"> ({store.socket.detail.value})</span> : null}
+          {store.loadError.value ? <span class="error"> {store.loadError.value}</span> : null}
           {store.closedReason.value ? <span class="error"> {store.closedReason.value}</span> : null}
           {' · '}
           <span data-running={view.running ? 'yes' : 'no'}>{view.running ? (view.pending.length ? 'waiting for an answer' : 'turn running') : 'idle'}</span>
           {usage && typeof usage.used === 'number' ? <span class="muted"> · context {usage.used}{usage.size ? ` / ${usage.size}` : ''}</span> : null}
           {status !== 'live' && status !== 'closed' ? (
-            <button type="button" class="link" onClick={() => store.socket.now()}>
+            <button type="button" class="link" onClick={() => store.socket?.now()}>
               connect again
             </button>
           ) : null}
@@ -170,6 +118,24 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
         data-applied={view.applied}
         data-items={view.items.length}
       >
+        {store.hasOlder ? (
+          <button type="button" class="older" onClick={loadOlder}>
+            Load earlier events (before {view.items[0]?.seq ?? view.cursor})
+          </button>
+        ) : null}
+        {earlier.length ? (
+          <section class="question pending earlier" aria-label="Questions asked earlier">
+            <strong>Asked earlier in this session, still waiting:</strong>
+            {earlier.map((p) => (
+              <div class="earlier-question" data-permission={p.id}>
+                <span class="badge">{p.tool_call?.kind ?? p.kind}</span> {p.tool_call?.title ?? p.tool_call?.message ?? ''}
+                {canOperate ? (
+                  p.kind === 'elicitation' ? <ElicitationForm permissionId={p.id} /> : <AnswerButtons permissionId={p.id} options={p.options} />
+                ) : null}
+              </div>
+            ))}
+          </section>
+        ) : null}
         {view.items.length === 0 && status === 'live' ? <p class="muted empty">Nothing has happened in this session yet.</p> : null}
         {view.items.map((item) => (
           <ItemView
@@ -196,7 +162,7 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
         </button>
       ) : null}
       {agent.data === undefined ? null : canOperate ? (
-        <Composer sessionId={sessionId} running={view.running} waiting={view.pending.length} />
+        <Composer sessionId={sessionId} running={view.running} waiting={view.pending.length + earlier.length} />
       ) : (
         <p class="muted viewer-note">You can read this session; operators of its workspace can prompt it.</p>
       )}
