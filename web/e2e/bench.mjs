@@ -118,27 +118,22 @@ const ui_open_10k_ms = Math.min(...opens);
 const flood = await rest('POST', `/api/v1/agents/${agent.id}/sessions`, {}, userToken);
 await page.goto(`/agents/${agent.id}/sessions/${flood.id}`);
 await page.locator('[data-status="live"]').waitFor();
-await page.evaluate(() => {
-  window.__longest = 0;
-  window.__frame = 0;
-  let last = performance.now();
-  const frame = (t) => {
-    window.__frame = Math.max(window.__frame, t - last);
-    last = t;
-    if (!window.__stop) requestAnimationFrame(frame);
-  };
-  requestAnimationFrame(frame);
-  new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) window.__longest = Math.max(window.__longest, e.duration);
-  }).observe({ type: 'longtask', buffered: false });
-});
+// Every task of the page's main thread, from Chromium's trace (the longtask API only reports
+// tasks over 50 ms).
+await browser.startTracing(page, { categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline'] });
 await rest('POST', `/api/v1/sessions/${flood.id}/prompt`, { text: 'flood 5000 1000\ntext done' }, userToken);
 await page.locator('.item-turn_end').waitFor({ timeout: 120000 });
 await page.waitForTimeout(300);
-const ui_flood_longest_task_ms = Math.round(await page.evaluate(() => window.__longest));
-const ui_flood_longest_frame_ms = Math.round(await page.evaluate(() => ((window.__stop = true), window.__frame)));
-log(`longest task during the flood: ${ui_flood_longest_task_ms} ms (0: none over 50 ms); longest frame ${ui_flood_longest_frame_ms} ms`);
+const trace = JSON.parse((await browser.stopTracing()).toString('utf8'));
+const events = trace.traceEvents ?? trace;
+const mains = new Set(
+  events.filter((e) => e.name === 'thread_name' && e.args?.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`),
+);
+const tasks = events.filter((e) => e.name === 'RunTask' && e.ph === 'X' && mains.has(`${e.pid}:${e.tid}`)).map((e) => e.dur / 1000);
+tasks.sort((a, b) => b - a);
+const ui_flood_longest_task_ms = Math.round(tasks[0] ?? 0);
+log(`main-thread tasks during the flood: ${tasks.length}; longest ${tasks.slice(0, 5).map((t) => t.toFixed(1)).join(', ')} ms`);
 await browser.close();
 
 const ui_js_gzip_kib = bundleGzipKib();
-console.log(JSON.stringify({ ui_open_10k_ms, ui_flood_longest_task_ms, ui_flood_longest_frame_ms, ui_js_gzip_kib }));
+console.log(JSON.stringify({ ui_open_10k_ms, ui_flood_longest_task_ms, ui_js_gzip_kib }));

@@ -222,8 +222,14 @@ check('reload mid-turn during a fast flood: every event rendered once, no gap, n
   await page.locator('[data-status="live"]').waitFor();
   const N = 3000;
   await prompt(page, `text start\nflood ${N} 600\ntext end`);
-  await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.applied ?? 0) > 300, null, { timeout: 60000 });
+  // Far enough in that the reloaded page opens at the tail of the log (it reads 400 events).
+  await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.applied ?? 0) > 900, null, { timeout: 60000 });
   const before = Number(await page.locator('.log').getAttribute('data-applied'));
+  const reads = [];
+  page.on('request', (r) => {
+    const m = /\/events\?after=(\d+)/.exec(r.url());
+    if (m) reads.push(Number(m[1]));
+  });
   await page.reload();
   await page.locator('.log').waitFor();
   // And once more, with a dropped connection: the page goes offline and back.
@@ -235,6 +241,13 @@ check('reload mid-turn during a fast flood: every event rendered once, no gap, n
   const log = await events(page, session.id);
   const last = log[log.length - 1].seq;
   await page.waitForFunction((n) => Number(document.querySelector('.log')?.dataset.cursor) >= n, last);
+  // The page opened at the tail: scrolling up reads the rest.
+  assert(reads.length && reads[0] > 0, `the reloaded page opened at the tail of the log (read after ${reads[0]})`);
+  for (let i = 0; i < 20 && (await page.locator('button.older').count()); i++) {
+    await page.locator('.log').evaluate((el) => (el.scrollTop = 0));
+    await page.waitForTimeout(200);
+  }
+  assert((await page.locator('button.older').count()) === 0, 'scrolling up read the whole log');
   const cursor = Number(await page.locator('.log').getAttribute('data-cursor'));
   const applied = Number(await page.locator('.log').getAttribute('data-applied'));
   assert(cursor === last && applied === last, `applied ${applied} events up to ${cursor}; the log has ${last}`);

@@ -17,22 +17,37 @@ export interface ItemContext {
   waitingTools: Set<string>;
 }
 
-export class ItemView extends Component<{ item: Item; rev: number; ctx: ItemContext; waiting: boolean }> {
-  shouldComponentUpdate(next: { item: Item; rev: number; ctx: ItemContext; waiting: boolean }) {
-    return next.rev !== this.props.rev || next.item !== this.props.item || next.waiting !== this.props.waiting || next.ctx.canAnswer !== this.props.ctx.canAnswer;
+interface ItemProps {
+  item: Item;
+  rev: number;
+  ctx: ItemContext;
+  waiting: boolean;
+  /** The last item of a running turn (it may still grow). */
+  live: boolean;
+}
+
+export class ItemView extends Component<ItemProps> {
+  shouldComponentUpdate(next: ItemProps) {
+    return (
+      next.rev !== this.props.rev ||
+      next.item !== this.props.item ||
+      next.waiting !== this.props.waiting ||
+      next.live !== this.props.live ||
+      next.ctx.canAnswer !== this.props.ctx.canAnswer
+    );
   }
   render() {
     const { item, ctx, waiting } = this.props;
     return (
       <div class={`item item-${item.kind}`} data-seq={item.seq} data-kind={item.kind}>
-        {renderItem(item, ctx, waiting)}
+        {renderItem(item, ctx, waiting, this.props.live)}
         {item.truncated.length ? <Truncated list={item.truncated} /> : null}
       </div>
     );
   }
 }
 
-function renderItem(item: Item, ctx: ItemContext, waiting: boolean) {
+function renderItem(item: Item, ctx: ItemContext, waiting: boolean, live: boolean) {
   switch (item.kind) {
     case 'prompt':
       return (
@@ -42,7 +57,7 @@ function renderItem(item: Item, ctx: ItemContext, waiting: boolean) {
         </div>
       );
     case 'message':
-      return <Message item={item} />;
+      return <Message item={item} live={live} />;
     case 'thought':
       return <Thought item={item} />;
     case 'tool':
@@ -67,8 +82,85 @@ function renderItem(item: Item, ctx: ItemContext, waiting: boolean) {
   }
 }
 
-function Message({ item }: { item: MessageItem }) {
-  const html = useMemo(() => (item.role === 'agent' ? renderMarkdown(item.text) : ''), [item.text, item.role]);
+/** Above this size a message that is still streaming renders block by block (see LiveMarkdown). */
+const LIVE_SPLIT = 8000;
+/** A streaming block longer than this shows as plain text until the message is complete. */
+const LIVE_PLAIN = 4000;
+
+/** Splits markdown at blank lines outside code fences. */
+export function splitBlocks(text: string): string[] {
+  const blocks: string[] = [];
+  let current: string[] = [];
+  let fence = false;
+  let blank = false;
+  for (const line of text.split('\n')) {
+    if (/^\s*(```|~~~)/.test(line)) fence = !fence;
+    if (!fence && line.trim() === '') {
+      blank = true;
+      current.push(line);
+      continue;
+    }
+    if (blank && !fence && current.some((l) => l.trim() !== '')) {
+      blocks.push(current.join('\n'));
+      current = [];
+    }
+    blank = false;
+    current.push(line);
+  }
+  if (current.length) blocks.push(current.join('\n'));
+  return blocks;
+}
+
+class MdBlock extends Component<{ text: string }> {
+  shouldComponentUpdate(next: { text: string }) {
+    return next.text !== this.props.text;
+  }
+  render() {
+    return <div class="md-block" dangerouslySetInnerHTML={{ __html: renderMarkdown(this.props.text) }} />;
+  }
+}
+
+class PlainPart extends Component<{ text: string }> {
+  shouldComponentUpdate(next: { text: string }) {
+    return next.text !== this.props.text;
+  }
+  render() {
+    return <span>{this.props.text}</span>;
+  }
+}
+
+/**
+ * A long message while it streams: finished blocks keep their rendered markdown, only the growing
+ * last block changes, and a very long last block is plain text in fixed parts (each repaint touches
+ * one part), so a token never re-lays-out the whole message. Complete, it renders whole.
+ */
+function LiveMarkdown({ text }: { text: string }) {
+  const blocks = splitBlocks(text);
+  const last = blocks.pop() ?? '';
+  const parts: string[] = [];
+  if (last.length > LIVE_PLAIN) for (let i = 0; i < last.length; i += LIVE_PLAIN) parts.push(last.slice(i, i + LIVE_PLAIN));
+  return (
+    <div class="bubble agent markdown live">
+      {blocks.map((b, i) => (
+        <MdBlock key={i} text={b} />
+      ))}
+      {parts.length ? (
+        <p class="streaming-plain">
+          {parts.map((p, i) => (
+            <PlainPart key={i} text={p} />
+          ))}
+        </p>
+      ) : (
+        <MdBlock key={blocks.length} text={last} />
+      )}
+    </div>
+  );
+}
+
+function Message({ item, live }: { item: MessageItem; live: boolean }) {
+  const split = live && item.role === 'agent' && item.text.length > LIVE_SPLIT;
+  const html = useMemo(() => (item.role === 'agent' && !split ? renderMarkdown(item.text) : ''), [item.text, item.role, split]);
+  if (split) return <LiveMarkdown text={item.text} />;
   if (item.role === 'user')
     return (
       <div class="bubble prompt">

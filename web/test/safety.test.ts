@@ -36,3 +36,12 @@ describe('ansi', () => {
     expect(parseAnsi('\u001b[1;38;5;196mX')).toEqual([{ text: 'X', bold: true, fg: 'rgb(255,0,0)' }]);
   });
 });
+
+import { splitBlocks } from '../src/items';
+describe('splitting a streaming message', () => {
+  it('splits at blank lines, never inside a code fence', () => {
+    expect(splitBlocks('a\nb\n\nc')).toEqual(['a\nb\n', 'c']);
+    expect(splitBlocks('```\nx\n\ny\n```\n\nz')).toEqual(['```\nx\n\ny\n```\n', 'z']);
+    expect(splitBlocks('one')).toEqual(['one']);
+  });
+});

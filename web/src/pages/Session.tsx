@@ -137,8 +137,9 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
           </section>
         ) : null}
         {view.items.length === 0 && status === 'live' ? <p class="muted empty">Nothing has happened in this session yet.</p> : null}
-        {view.items.map((item) => (
+        {view.items.map((item, i) => (
           <ItemView
+            live={view.running && i === view.items.length - 1}
             key={item.key}
             item={item}
             rev={item.rev}
