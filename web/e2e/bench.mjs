@@ -131,6 +131,15 @@ const mains = new Set(
 );
 const tasks = events.filter((e) => e.name === 'RunTask' && e.ph === 'X' && mains.has(`${e.pid}:${e.tid}`)).map((e) => e.dur / 1000);
 tasks.sort((a, b) => b - a);
+if (process.env.UI_BENCH_DEBUG) {
+  const all = events.filter((e) => e.name === 'RunTask' && e.ph === 'X' && mains.has(`${e.pid}:${e.tid}`)).sort((a, b) => b.dur - a.dur);
+  for (const top of all.slice(0, 3)) {
+    const inside = events.filter((e) => e.ph === 'X' && e.tid === top.tid && e.ts >= top.ts && e.ts + (e.dur ?? 0) <= top.ts + top.dur && e !== top);
+    const by = {};
+    for (const e of inside) by[e.name] = (by[e.name] ?? 0) + e.dur / 1000;
+    log(`task ${(top.dur / 1000).toFixed(1)} ms:`, JSON.stringify(Object.entries(by).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${v.toFixed(1)}`)));
+  }
+}
 const ui_flood_longest_task_ms = Math.round(tasks[0] ?? 0);
 log(`main-thread tasks during the flood: ${tasks.length}; longest ${tasks.slice(0, 5).map((t) => t.toFixed(1)).join(', ')} ms`);
 await browser.close();

@@ -125,7 +125,8 @@ class PlainPart extends Component<{ text: string }> {
     return next.text !== this.props.text;
   }
   render() {
-    return <span>{this.props.text}</span>;
+    // A block of its own: a growing last part lays out alone, not the whole text.
+    return <div class="part">{this.props.text}</div>;
   }
 }
 
@@ -138,18 +139,27 @@ function LiveMarkdown({ text }: { text: string }) {
   const blocks = splitBlocks(text);
   const last = blocks.pop() ?? '';
   const parts: string[] = [];
-  if (last.length > LIVE_PLAIN) for (let i = 0; i < last.length; i += LIVE_PLAIN) parts.push(last.slice(i, i + LIVE_PLAIN));
+  // Parts end at a space where there is one, so the breaks between them fall between words.
+  for (let i = 0; last.length > LIVE_PLAIN && i < last.length; ) {
+    let end = Math.min(last.length, i + LIVE_PLAIN);
+    if (end < last.length) {
+      const space = last.lastIndexOf(' ', end);
+      if (space > i + LIVE_PLAIN / 2) end = space + 1;
+    }
+    parts.push(last.slice(i, end));
+    i = end;
+  }
   return (
     <div class="bubble agent markdown live">
       {blocks.map((b, i) => (
         <MdBlock key={i} text={b} />
       ))}
       {parts.length ? (
-        <p class="streaming-plain">
+        <div class="streaming-plain">
           {parts.map((p, i) => (
             <PlainPart key={i} text={p} />
           ))}
-        </p>
+        </div>
       ) : (
         <MdBlock key={blocks.length} text={last} />
       )}

@@ -3,6 +3,7 @@ import { api, ApiError, atLeast, errorText, me, roleIn } from '../api';
 import { type LinkStatus } from '../socket';
 import { AnswerButtons, ElicitationForm, ItemView, type ItemContext } from '../items';
 import { SessionStore } from '../session-store';
+import { elementScroll, measureElement, observeElementOffset, observeElementRect, Virtualizer } from '@tanstack/virtual-core';
 import type { Agent } from '../types';
 import { Link, useLoad } from '../ui';
 
@@ -25,41 +26,53 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   const status: LinkStatus = store.socket ? store.socket.status.value : 'connecting';
   const earlier = store.earlier.value;
 
-  // Stick to the bottom only while the reader is there.
+  // The log is virtualized (only what is on screen, plus a margin, is in the page) and anchored
+  // at its end: it follows new items while the reader is at the bottom, and keeps what the reader
+  // looks at in place when older events come in above or an item above grows.
   const logRef = useRef<HTMLDivElement>(null);
-  const stick = useRef(true);
   const [atBottom, setAtBottom] = useState(true);
-  // After older events came in above, keep what the reader looked at in place.
-  const fromBottom = useRef<number | null>(null);
+  const [, rerender] = useState(0);
+  const items = view.items;
+  const virtualizer = useMemo(
+    () =>
+      new Virtualizer<HTMLDivElement, HTMLDivElement>({
+        count: 0,
+        getScrollElement: () => logRef.current,
+        estimateSize: () => 64,
+        overscan: 8,
+        observeElementRect,
+        observeElementOffset,
+        scrollToFn: elementScroll,
+        measureElement,
+        anchorTo: 'end',
+        followOnAppend: true,
+        scrollEndThreshold: 48,
+        onChange: () => rerender((n) => n + 1),
+      }),
+    [],
+  );
+  virtualizer.setOptions({
+    ...virtualizer.options,
+    count: items.length,
+    getItemKey: (i: number) => items[i]?.key ?? i,
+  });
+  useLayoutEffect(() => virtualizer._didMount(), [virtualizer]);
   useLayoutEffect(() => {
-    const el = logRef.current;
-    if (el && fromBottom.current !== null) {
-      el.scrollTop = el.scrollHeight - fromBottom.current;
-      fromBottom.current = null;
-      return;
-    }
-    if (!el || !stick.current) return;
-    el.scrollTop = el.scrollHeight;
-    // Again once the browser has laid out what was added (markdown, diffs).
-    const frame = requestAnimationFrame(() => {
-      if (stick.current) el.scrollTop = el.scrollHeight;
-    });
-    return () => cancelAnimationFrame(frame);
+    virtualizer._willUpdate();
+  });
+  // A streamed token grows the last item: while the reader is at the bottom, stay there.
+  useLayoutEffect(() => {
+    if (atBottom && items.length) virtualizer.scrollToEnd();
   }, [tick]);
   const onScroll = () => {
     const el = logRef.current;
     if (!el) return;
     const bottom = el.scrollHeight - el.scrollTop - el.clientHeight < 48;
-    stick.current = bottom;
     if (bottom !== atBottom) setAtBottom(bottom);
     if (el.scrollTop < 300 && store.hasOlder && !store.loadingOlder) loadOlder();
   };
   const loadOlder = () => {
-    const el = logRef.current;
-    if (el) fromBottom.current = el.scrollHeight - el.scrollTop;
-    store.loadOlder().catch(() => {
-      fromBottom.current = null;
-    });
+    store.loadOlder().catch(() => undefined);
   };
 
   const waitingTools = new Set(view.pending.map((q) => q.toolCall?.toolCallId).filter(Boolean) as string[]);
@@ -108,6 +121,24 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
           </ol>
         </details>
       ) : null}
+      {store.hasOlder ? (
+        <button type="button" class="older" onClick={loadOlder}>
+          Load earlier events (before {items[0]?.seq ?? view.cursor})
+        </button>
+      ) : null}
+      {earlier.length ? (
+        <section class="question pending earlier" aria-label="Questions asked earlier">
+          <strong>Asked earlier in this session, still waiting:</strong>
+          {earlier.map((p) => (
+            <div class="earlier-question" data-permission={p.id}>
+              <span class="badge">{p.tool_call?.kind ?? p.kind}</span> {p.tool_call?.title ?? p.tool_call?.message ?? ''}
+              {canOperate ? (
+                p.kind === 'elicitation' ? <ElicitationForm permissionId={p.id} /> : <AnswerButtons permissionId={p.id} options={p.options} />
+              ) : null}
+            </div>
+          ))}
+        </section>
+      ) : null}
       <div
         class="log"
         ref={logRef}
@@ -116,46 +147,41 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
         aria-label="Session log"
         data-cursor={view.cursor}
         data-applied={view.applied}
-        data-items={view.items.length}
+        data-items={items.length}
       >
-        {store.hasOlder ? (
-          <button type="button" class="older" onClick={loadOlder}>
-            Load earlier events (before {view.items[0]?.seq ?? view.cursor})
-          </button>
-        ) : null}
-        {earlier.length ? (
-          <section class="question pending earlier" aria-label="Questions asked earlier">
-            <strong>Asked earlier in this session, still waiting:</strong>
-            {earlier.map((p) => (
-              <div class="earlier-question" data-permission={p.id}>
-                <span class="badge">{p.tool_call?.kind ?? p.kind}</span> {p.tool_call?.title ?? p.tool_call?.message ?? ''}
-                {canOperate ? (
-                  p.kind === 'elicitation' ? <ElicitationForm permissionId={p.id} /> : <AnswerButtons permissionId={p.id} options={p.options} />
-                ) : null}
+        {items.length === 0 && status === 'live' ? <p class="muted empty">Nothing has happened in this session yet.</p> : null}
+        <div class="virtual" style={{ height: `${virtualizer.getTotalSize()}px` }}>
+          {virtualizer.getVirtualItems().map((v) => {
+            const item = items[v.index];
+            if (!item) return null;
+            return (
+              <div
+                key={item.key}
+                class="row"
+                data-index={v.index}
+                ref={(el) => {
+                  if (el) virtualizer.measureElement(el);
+                }}
+                style={{ transform: `translateY(${v.start}px)` }}
+              >
+                <ItemView
+                  live={view.running && v.index === items.length - 1}
+                  item={item}
+                  rev={item.rev}
+                  ctx={ctx}
+                  waiting={item.kind === 'tool' && waitingTools.has(item.toolCallId)}
+                />
               </div>
-            ))}
-          </section>
-        ) : null}
-        {view.items.length === 0 && status === 'live' ? <p class="muted empty">Nothing has happened in this session yet.</p> : null}
-        {view.items.map((item, i) => (
-          <ItemView
-            live={view.running && i === view.items.length - 1}
-            key={item.key}
-            item={item}
-            rev={item.rev}
-            ctx={ctx}
-            waiting={item.kind === 'tool' && waitingTools.has(item.toolCallId)}
-          />
-        ))}
+            );
+          })}
+        </div>
       </div>
       {!atBottom ? (
         <button
           type="button"
           class="jump"
           onClick={() => {
-            const el = logRef.current;
-            if (el) el.scrollTop = el.scrollHeight;
-            stick.current = true;
+            virtualizer.scrollToEnd();
             setAtBottom(true);
           }}
         >
