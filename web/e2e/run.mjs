@@ -353,6 +353,21 @@ check('a reply answers a waiting question', async () => {
   await context.close();
 });
 
+check("the harness's own question (an elicitation) is answered inline", async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'elicit');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  await prompt(page, 'elicit What is your name?');
+  await page.locator('.question.pending', { hasText: 'What is your name?' }).waitFor({ timeout: 60000 });
+  await page.getByLabel('Your answer').fill('Ada');
+  await page.getByRole('button', { name: 'Answer', exact: true }).click();
+  await page.locator('.item-message', { hasText: 'elicitation: accept' }).waitFor({ timeout: 30000 });
+  assert(/Ada/.test(await page.locator('.item-message', { hasText: 'elicitation: accept' }).innerText()), 'the harness got the answer');
+  await page.locator('.question.resolved').waitFor();
+  await context.close();
+});
+
 check('a viewer sees the session but no prompt box and no terminal', async () => {
   state.victor = await makeUser('victor');
   const { context, page } = await signedIn(state.alice);
