@@ -22,10 +22,20 @@ export class Reconnecting {
   private delay = 1000;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private stopped = false;
+  private hiddenAt: number | null = null;
   private readonly wake = () => {
-    if (document.visibilityState === 'visible') this.now();
+    if (document.visibilityState === 'hidden') {
+      this.hiddenAt = Date.now();
+      return;
+    }
+    // Back from a long absence (a laptop that slept), an open socket may be dead without knowing
+    // it: open a new one (the stream resumes from its cursor, so this costs nothing).
+    const away = this.hiddenAt !== null && Date.now() - this.hiddenAt > 20000;
+    this.hiddenAt = null;
+    this.now(away);
   };
-  private readonly online = () => this.now();
+  // A network that came back may be another one: the old socket is likely dead.
+  private readonly online = () => this.now(true);
   private readonly offline = () => {
     this.status.value = 'offline';
   };
