@@ -174,6 +174,7 @@ check('prompt a fake agent and watch the turn render', async () => {
     'plan Inspect | Edit | Test',
     'tool read Reading Cargo.toml',
     'write src/answer.txt 42\\n',
+    'write src/answer.txt 41\\n42\\n43\\n',
     "run printf '\\033[31mred\\033[0m plain'",
     'text **All done.** See [the docs](https://example.com/docs).',
     'usage 100 20',
@@ -183,8 +184,10 @@ check('prompt a fake agent and watch the turn render', async () => {
   const endText = await page.locator('.item-turn_end').innerText();
   assert(/100 in \/ 20 out/.test(endText), `turn_end shows tokens: ${endText}`);
   assert(/\d+\.\d s/.test(endText), `turn_end shows the duration: ${endText}`);
-  assert((await page.locator('.item-tool').count()) === 3, 'three tool cards (read, edit, run), one per call');
+  assert((await page.locator('.item-tool').count()) === 4, 'four tool cards (read, two edits, run), one per call');
   assert((await page.locator('.diff .line.add').count()) >= 1, 'the edit shows a diff');
+  await page.getByRole('button', { name: 'side by side' }).click();
+  assert((await page.locator('.diff.split .split-row').count()) >= 3, 'the side-by-side view');
   const red = await page.locator('pre.ansi span', { hasText: 'red' }).first().evaluate((e) => getComputedStyle(e).color);
   assert(red !== '' && red !== getComputedStyleFallback(), `ANSI red is coloured: ${red}`);
   assert((await page.locator('.markdown strong', { hasText: 'All done.' }).count()) === 1, 'markdown renders');

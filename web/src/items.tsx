@@ -210,7 +210,33 @@ export function Ansi({ text }: { text: string }) {
   );
 }
 
+/** A hunk's lines as rows of a side-by-side view: removals beside the additions that replace them. */
+export function splitRows(lines: string[]): [string | null, string | null][] {
+  const rows: [string | null, string | null][] = [];
+  let del: string[] = [];
+  let add: string[] = [];
+  const flush = () => {
+    for (let i = 0; i < Math.max(del.length, add.length); i++) rows.push([del[i] ?? null, add[i] ?? null]);
+    del = [];
+    add = [];
+  };
+  for (const l of lines) {
+    if (l.startsWith('-')) del.push(l);
+    else if (l.startsWith('+')) add.push(l);
+    else if (l.startsWith('\\')) continue;
+    else {
+      flush();
+      rows.push([l, l]);
+    }
+  }
+  flush();
+  return rows;
+}
+
+const lineClass = (l: string | null) => (l === null ? 'empty' : l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : 'ctx');
+
 export function DiffView({ path, oldText, newText }: { path: string; oldText: string | null; newText: string }) {
+  const [split, setSplit] = useState(false);
   const patch = useMemo(() => structuredPatch(path, path, oldText ?? '', newText ?? '', '', '', { context: 3 }), [path, oldText, newText]);
   let added = 0;
   let removed = 0;
@@ -220,17 +246,29 @@ export function DiffView({ path, oldText, newText }: { path: string; oldText: st
       else if (l.startsWith('-')) removed++;
     }
   return (
-    <div class="diff">
+    <div class={`diff ${split ? 'split' : 'unified'}`}>
       <div class="diff-head">
         <code>{path}</code> {oldText === null ? <span class="badge ok">new file</span> : null}{' '}
-        <span class="chip add">+{added}</span> <span class="chip del">−{removed}</span>
+        <span class="chip add">+{added}</span> <span class="chip del">−{removed}</span>{' '}
+        {oldText !== null ? (
+          <button type="button" class="link" aria-pressed={split} onClick={() => setSplit(!split)}>
+            {split ? 'unified' : 'side by side'}
+          </button>
+        ) : null}
       </div>
       {patch.hunks.map((h) => (
         <div class="hunk">
           <div class="hunk-head">@@ −{h.oldStart},{h.oldLines} +{h.newStart},{h.newLines} @@</div>
-          {h.lines.map((l) => (
-            <div class={`line ${l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : l[0] === '\\' ? 'meta' : 'ctx'}`}>{l}</div>
-          ))}
+          {split
+            ? splitRows(h.lines).map(([a, b]) => (
+                <div class="split-row">
+                  <div class={`line ${lineClass(a)}`}>{a ?? ''}</div>
+                  <div class={`line ${lineClass(b)}`}>{b ?? ''}</div>
+                </div>
+              ))
+            : h.lines.map((l) => (
+                <div class={`line ${l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : l[0] === '\\' ? 'meta' : 'ctx'}`}>{l}</div>
+              ))}
         </div>
       ))}
     </div>

@@ -45,3 +45,16 @@ describe('splitting a streaming message', () => {
     expect(splitBlocks('one')).toEqual(['one']);
   });
 });
+
+import { splitRows } from '../src/items';
+describe('side-by-side diff rows', () => {
+  it('pairs removals with the additions that replace them', () => {
+    expect(splitRows([' a', '-b', '-c', '+B', ' d', '+e'])).toEqual([
+      [' a', ' a'],
+      ['-b', '+B'],
+      ['-c', null],
+      [' d', ' d'],
+      [null, '+e'],
+    ]);
+  });
+});
