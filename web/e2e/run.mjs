@@ -9,7 +9,7 @@
 // (default .dev/ui-screenshots). Each check prints PASS/FAIL with its time; the exit status is the
 // number of failures.
 import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
@@ -277,6 +277,9 @@ if (process.env.AGENTHOLD_UI_RESTART === '1')
     await page.locator('[data-status="live"]').waitFor();
     await prompt(page, 'flood 1500 150\ntext after the flood');
     await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.applied ?? 0) > 150, null, { timeout: 60000 });
+    // SIGKILL: no graceful shutdown, the socket just drops.
+    const pid = Number(readFileSync(resolve(here, '../../.dev/server.pid'), 'utf8').trim());
+    process.kill(pid, 'SIGKILL');
     const restarted = new Promise((ok, fail) => {
       const p = spawn('bash', [resolve(here, '../../scripts/dev/server.sh'), 'start'], { stdio: ['ignore', 'ignore', 'inherit'] });
       p.on('exit', (code) => (code === 0 ? ok() : fail(new Error(`server.sh start: ${code}`))));
@@ -299,6 +302,33 @@ if (process.env.AGENTHOLD_UI_RESTART === '1')
     assert(nums.every((n, i) => i === 0 || n > nums[i - 1]), 'in order, none twice');
     await context.close();
   });
+
+check('the log sticks to the bottom only while the reader is there', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'scroller');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  const script = Array.from({ length: 120 }, (_, i) => `tool read Reading file ${i}\nsleep 40`).join('\n');
+  await prompt(page, script);
+  await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.items ?? 0) > 40, null, { timeout: 60000 });
+  const distance = () => page.locator('.log').evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight);
+  assert((await distance()) < 60, 'at the bottom while items come in');
+  // The reader scrolls up: the log stays where it is while items keep coming.
+  await page.locator('.log').evaluate((el) => (el.scrollTop = 200));
+  await page.waitForTimeout(300);
+  const top = await page.locator('.log').evaluate((el) => el.scrollTop);
+  await page.waitForTimeout(1200);
+  const later = await page.locator('.log').evaluate((el) => el.scrollTop);
+  assert(Math.abs(later - top) < 4, `the log did not move: ${top} → ${later}`);
+  await page.getByRole('button', { name: /Jump to latest/ }).click();
+  await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  await page.waitForTimeout(300);
+  assert((await distance()) < 60, 'back at the bottom, it follows to the end');
+  const inDom = await page.locator('.log .item').count();
+  const items = Number(await page.locator('.log').getAttribute('data-items'));
+  assert(inDom < items, `virtualized: ${inDom} of ${items} items in the page`);
+  await context.close();
+});
 
 check('a permission question: inline and from the inbox, the first answer wins across two browsers', async () => {
   const { context: a, page: pa } = await signedIn(state.alice);
