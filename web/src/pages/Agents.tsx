@@ -17,12 +17,22 @@ export function marks(a: Agent): { text: string; tone: string; title: string }[]
 
 export function AgentsPage() {
   const { data, error, reload } = useLoad(async () => {
-    const [agents, pending] = await Promise.all([
+    const [agents, pending, providers] = await Promise.all([
       api<{ agents: Agent[] }>('GET', '/api/v1/agents'),
       api<{ permissions: Permission[] }>('GET', '/api/v1/permissions?state=pending&limit=1000').catch(() => ({ permissions: [] })),
+      api<{ logins: { kind: string; state: string; agents: { agent_id: string }[] }[] }>('GET', '/api/v1/me/providers').catch(() => ({ logins: [] })),
     ]);
     const waiting = new Map<string, number>();
     for (const p of pending.permissions) waiting.set(p.agent_id, (waiting.get(p.agent_id) ?? 0) + 1);
+    // The list has no login state per agent; the reader's own logins say which of its agents
+    // need one connected again (the overview says it for anyone's).
+    const again = new Map<string, string[]>();
+    for (const l of providers.logins)
+      if (l.state === 'connect_again') for (const a of l.agents) again.set(a.agent_id, [...(again.get(a.agent_id) ?? []), l.kind]);
+    for (const a of agents.agents) {
+      const kinds = again.get(a.id);
+      if (kinds && !a.logins) a.logins = { user_id: a.login_user_id ?? '', delivered: [], connect_again: kinds };
+    }
     return { agents: agents.agents, waiting };
   }, []);
   const workspaces = me.value?.workspaces ?? [];
