@@ -138,7 +138,6 @@ check('sign in, the agents list, sign out and in again keeps working after a rel
   assert(t.token.startsWith('ah_'), 'a change after a reload works');
   const stored = await page.evaluate(() => JSON.stringify(localStorage) + document.cookie);
   assert(!stored.includes('ah_') && !stored.includes('agenthold_session'), `no token in storage or a readable cookie: ${stored}`);
-  await shot(page, 'agents');
   await page.locator('.menu summary').click();
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.waitForURL(/\/login/);
@@ -158,6 +157,7 @@ check('create an agent from the agents page', async () => {
   await shot(page, 'agent-overview');
   await page.goto('/');
   await page.locator('tr[data-agent="ui-made"]').waitFor();
+  await shot(page, 'agents');
   assert(page.problems.length === 0, page.problems.join('\n'));
   await context.close();
 });

@@ -56,7 +56,7 @@ export function AgentsPage() {
         return (
           <section class="workspace" key={w.workspace_id}>
             <h2>
-              {w.personal ? `${w.name} (personal)` : w.name} <Badge>{w.role}</Badge>
+              {w.name} <Badge>{w.role}</Badge>
             </h2>
             {mine.length === 0 ? (
               <p class="muted">No agents{filter ? ' match' : ' yet'}.</p>

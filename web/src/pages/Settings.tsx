@@ -176,7 +176,7 @@ function Members() {
       <table>
         <thead><tr><th scope="col">Workspace</th><th scope="col">Your role</th></tr></thead>
         <tbody>
-          {workspaces.map((w) => <tr><td>{w.name}{w.personal ? ' (personal)' : ''}</td><td>{w.role}</td></tr>)}
+          {workspaces.map((w) => <tr><td>{w.name}</td><td>{w.role}</td></tr>)}
         </tbody>
       </table>
       <p class="muted">The API does not list a workspace's members yet; an admin adds a member or changes a role by the user's id.</p>
