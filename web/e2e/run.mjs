@@ -474,6 +474,26 @@ check('the terminal echoes input and resizes', async () => {
   await context.close();
 });
 
+check('sign in inside the sandbox from the overview: the login runs in the terminal and the agent is marked', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'sandbox-login');
+  await pageApi(page, 'POST', `/api/v1/sessions/${session.id}/prompt`, { text: 'text hello' });
+  // The login methods come from the running harness's answer to initialize.
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  await page.goto(`/agents/${agent.id}`);
+  await page.getByText('Sign in inside this sandbox instead').click();
+  await page.locator('a[href*="terminal?login="]').first().click();
+  await page.waitForURL(/terminal\?login=/);
+  await page.locator('.xterm-rows', { hasText: 'signed in' }).waitFor({ timeout: 60000 });
+  await page.locator('[data-status^="closed"]').waitFor({ timeout: 30000 });
+  await shot(page, 'terminal-login');
+  await page.goto(`/agents/${agent.id}`);
+  await page.locator('.badge', { hasText: 'credentials inside sandbox' }).waitFor();
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
 check('settings pages: tokens created once and revoked, providers, members', async () => {
   const { context, page } = await signedIn(state.alice);
   await page.goto('/settings/tokens');
