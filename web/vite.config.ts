@@ -2,7 +2,6 @@ import { defineConfig } from 'vitest/config';
 
 // `npm run dev` serves the UI on :5173 and forwards the API (and its WebSockets) to the server
 // named by AGENTHOLD_URL (default: the dev stack's http://127.0.0.1:7700).
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const api = (globalThis as any).process?.env?.AGENTHOLD_URL ?? 'http://127.0.0.1:7700';
 
 export default defineConfig({

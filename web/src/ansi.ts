@@ -38,7 +38,6 @@ function collapseCR(text: string): string {
     .join('\n');
 }
 
-// eslint-disable-next-line no-control-regex
 const ESCAPES = /\u001b\[([0-9;?]*)([A-Za-z])|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)|\u001b[()][A-Za-z0-9]|\u001b[=>78DEHMc]/g;
 
 export function parseAnsi(input: string): Segment[] {

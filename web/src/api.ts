@@ -46,7 +46,6 @@ export async function api<T = unknown>(method: string, path: string, body?: unkn
     throw new ApiError(0, 'NETWORK', 'the server cannot be reached');
   }
   const text = await response.text();
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let data: any = null;
   if (text) {
     try {

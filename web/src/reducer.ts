@@ -17,7 +17,6 @@ export interface StoredEvent {
   session_id?: string;
   seq: number;
   type: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   payload: any;
   created_at?: string;
 }
@@ -66,7 +65,6 @@ export interface ToolItem extends Base {
   toolKind: string;
   status: string;
   locations: { path: string; line?: number }[];
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   content: any[];
   rawInput: unknown;
   rawOutput: unknown;
@@ -92,11 +90,9 @@ export interface QuestionItem extends Base {
     toolCallId?: string;
     title?: string;
     kind?: string;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     [k: string]: any;
   } | null;
   options: { optionId: string; name: string; kind: string }[];
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   call: any;
   requestedSchema: unknown;
   resolved: Resolution | null;
@@ -106,13 +102,11 @@ export interface NoticeItem extends Base {
   level: 'notice' | 'error';
   code: string;
   message: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   payload: any;
 }
 export interface PolicyItem extends Base {
   kind: 'policy';
   denied: boolean;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   payload: any;
 }
 export interface TurnEndItem extends Base {
@@ -187,7 +181,6 @@ export function createView(after = 0): SessionView {
 
 export type ApplyResult = 'applied' | 'duplicate' | 'gap';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 function truncationOf(ev: StoredEvent, payload: any): Truncation[] {
   if (!payload || typeof payload !== 'object') return [];
   if (!payload.truncated && !payload.nul_replaced) return [];
@@ -202,7 +195,6 @@ function truncationOf(ev: StoredEvent, payload: any): Truncation[] {
 }
 
 /** The text of one ACP content block, as a conversation shows it. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function blockText(block: any): string {
   if (!block || typeof block !== 'object') return '';
   switch (block.type) {
@@ -304,7 +296,6 @@ function endTurn(view: SessionView) {
   view.runningTurn = null;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 function applyUpdate(view: SessionView, ev: StoredEvent, u: any, trunc: Truncation[]) {
   const kind: string = u.sessionUpdate ?? '';
   switch (kind) {
@@ -402,7 +393,6 @@ function applyUpdate(view: SessionView, ev: StoredEvent, u: any, trunc: Truncati
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 function applyPermission(view: SessionView, ev: StoredEvent, p: any, trunc: Truncation[]) {
   const elicitation = p.kind === 'elicitation';
   const toolCall = elicitation ? null : (p.tool_call ?? null);
@@ -427,13 +417,11 @@ function applyPermission(view: SessionView, ev: StoredEvent, p: any, trunc: Trun
   if (tid && view.tools.has(tid)) touch(view, view.tools.get(tid)!);
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 function applyResolved(view: SessionView, ev: StoredEvent, p: any) {
   const q =
     (p.permission_id && view.questions.get(`p:${p.permission_id}`)) ||
     (p.request_id != null && view.questions.get(`r:${String(p.request_id)}`)) ||
     null;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const outcome: any = p.outcome;
   const res: Resolution = {
     outcome: typeof outcome === 'string' ? outcome : (outcome?.outcome ?? null),
@@ -466,7 +454,6 @@ export function answeredBy(by: unknown, me: string | null): string {
   if (by === 'default') return "the policy's default";
   if (typeof by === 'string') return by.startsWith('policy:') ? `rule ${by.slice(7)}` : by;
   if (by && typeof by === 'object') {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const b = by as any;
     if (b.grant) return 'a one-shot grant';
     if (b.user_id) {

@@ -35,7 +35,6 @@ export interface Permission {
   session_id: string;
   turn_id: string | null;
   kind: 'permission' | 'elicitation';
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   tool_call: any;
   options: { optionId: string; name: string; kind: string }[];
   outcome: unknown;

@@ -35,7 +35,6 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
     return () => {
       live = false;
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [...deps, n]);
   return { data, error, reload: () => setN((x) => x + 1) };
 }

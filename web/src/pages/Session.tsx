@@ -78,7 +78,6 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   const waitingTools = new Set(view.pending.map((q) => q.toolCall?.toolCallId).filter(Boolean) as string[]);
   const ctx: ItemContext = useMemo(
     () => ({ meId: me.value?.id ?? null, canAnswer: canOperate, waitingTools }),
-    // eslint-disable-next-line react-hooks/exhaustive-deps
     [canOperate],
   );
   const usage = view.usage as { used?: number; size?: number } | null;
