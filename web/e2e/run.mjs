@@ -100,7 +100,27 @@ async function events(page, sessionId) {
   }
 }
 
+/** Controls without an accessible name on the page (every page is checked when it is photographed). */
+async function unlabelled(page) {
+  return page.evaluate(() =>
+    [...document.querySelectorAll('button, input, select, textarea, a[href], summary')]
+      .filter((el) => {
+        if (el.closest('.xterm')) return false;
+        const name =
+          el.getAttribute('aria-label') ||
+          (el.getAttribute('aria-labelledby') && document.getElementById(el.getAttribute('aria-labelledby'))?.textContent) ||
+          el.closest('label')?.textContent ||
+          (el.id && document.querySelector(`label[for="${el.id}"]`)?.textContent) ||
+          (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) ? '' : el.textContent);
+        return !name || !name.trim();
+      })
+      .map((el) => el.outerHTML.slice(0, 120)),
+  );
+}
+
 async function shot(page, name) {
+  const missing = await unlabelled(page);
+  if (missing.length) throw new Error(`${name}: controls without a name:\n${missing.join('\n')}`);
   for (const scheme of ['light', 'dark']) {
     await page.emulateMedia({ colorScheme: scheme });
     await page.waitForTimeout(100);
