@@ -5,6 +5,21 @@ import { Reconnecting } from '../socket';
 import type { Permission } from '../types';
 import { Link, when } from '../ui';
 
+/** What a tool call would do, from what the harness sent: its command, paths, URL. */
+// The harness's tool call is free-form JSON.
+function toolContext(tc: any): { command?: string; paths?: string[]; url?: string; effect?: string } | null {
+  if (!tc || typeof tc !== 'object') return null;
+  const input = tc.rawInput ?? {};
+  const command = Array.isArray(input.command) ? input.command.join(' ') : typeof input.command === 'string' ? input.command : undefined;
+  const paths = [
+    ...(Array.isArray(tc.locations) ? tc.locations.map((l: { path?: string }) => l?.path).filter(Boolean) : []),
+    ...[input.path, input.file_path, input.filePath].filter((x) => typeof x === 'string'),
+  ];
+  const url = typeof input.url === 'string' ? input.url : undefined;
+  if (!command && !paths.length && !url) return null;
+  return { command, paths: [...new Set(paths)] as string[], url };
+}
+
 /** Questions waiting across every agent the user operates, live (GET /api/v1/permissions/stream). */
 export function ApprovalsPage() {
   const [pending, setPending] = useState<Permission[] | null>(null);
@@ -58,10 +73,7 @@ export function ApprovalsPage() {
                 <p>
                   <span class="badge">{p.tool_call?.kind ?? 'tool'}</span> <span class="tool-title">{p.tool_call?.title ?? p.tool_call?.toolCallId}</span>
                 </p>
-                {callSummary(p.tool_call?.call ?? null)}
-                {Array.isArray(p.tool_call?.locations) && p.tool_call.locations.length ? (
-                  <p>{p.tool_call.locations.map((l: { path: string }) => <code>{l.path} </code>)}</p>
-                ) : null}
+                {callSummary(toolContext(p.tool_call))}
                 <AnswerButtons permissionId={p.id} options={p.options} />
               </>
             )}
