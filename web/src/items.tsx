@@ -311,6 +311,11 @@ function ToolCard({ item, waiting }: { item: ToolItem; waiting: boolean }) {
         return <pre>{JSON.stringify(c, null, 2)}</pre>;
       })}
       {item.terminalOutput ? <Ansi text={item.terminalOutput} /> : null}
+      {item.terminalExit ? (
+        <p class={item.terminalExit.exitCode === 0 ? 'muted' : 'error'}>
+          exited {item.terminalExit.signal ? `on ${item.terminalExit.signal}` : `with ${item.terminalExit.exitCode}`}
+        </p>
+      ) : null}
       {item.rawInput !== undefined || item.rawOutput !== undefined ? (
         <details class="raw">
           <summary>Raw input and output</summary>

@@ -70,6 +70,7 @@ export interface ToolItem extends Base {
   rawOutput: unknown;
   /** Output a harness streamed through `_meta.terminal_output(_delta)`. */
   terminalOutput: string;
+  terminalExit: { exitCode: number | null; signal: string | null } | null;
   updates: number;
 }
 export interface Resolution {
@@ -351,6 +352,7 @@ function applyUpdate(view: SessionView, ev: StoredEvent, u: any, trunc: Truncati
           rawInput: undefined,
           rawOutput: undefined,
           terminalOutput: '',
+          terminalExit: null,
           updates: 0,
         });
         view.tools.set(id, tool);
@@ -365,10 +367,15 @@ function applyUpdate(view: SessionView, ev: StoredEvent, u: any, trunc: Truncati
       if ('rawInput' in u) tool.rawInput = u.rawInput;
       if ('rawOutput' in u) tool.rawOutput = u.rawOutput;
       const meta = u._meta ?? {};
+      // Both keys carry chunks to append (the TypeScript codex-acp and claude-agent-acp send
+      // `terminal_output_delta`, the Rust codex-acp `terminal_output`).
       if (meta.terminal_output_delta && typeof meta.terminal_output_delta.data === 'string') {
         tool.terminalOutput += meta.terminal_output_delta.data;
       } else if (meta.terminal_output && typeof meta.terminal_output.data === 'string') {
-        tool.terminalOutput = meta.terminal_output.data;
+        tool.terminalOutput += meta.terminal_output.data;
+      }
+      if (meta.terminal_exit && typeof meta.terminal_exit === 'object') {
+        tool.terminalExit = { exitCode: meta.terminal_exit.exit_code ?? null, signal: meta.terminal_exit.signal ?? null };
       }
       tool.updates++;
       tool.truncated.push(...trunc);

@@ -129,6 +129,17 @@ describe('tool calls', () => {
     apply(v, upd({ sessionUpdate: 'tool_call_update', toolCallId: 't', _meta: { terminal_output_delta: { data: '\u001b[31mb' } } }));
     expect((v.items[0] as ToolItem).terminalOutput).toBe('a\u001b[31mb');
   });
+
+  it('the Rust codex-acp key appends too, and the exit is kept', () => {
+    const v = fresh();
+    apply(v, upd({ sessionUpdate: 'tool_call', toolCallId: 't', kind: 'execute', content: [{ type: 'terminal', terminalId: 'x' }] }));
+    apply(v, upd({ sessionUpdate: 'tool_call_update', toolCallId: 't', _meta: { terminal_output: { terminal_id: 'x', data: 'one ' } } }));
+    apply(v, upd({ sessionUpdate: 'tool_call_update', toolCallId: 't', _meta: { terminal_output: { terminal_id: 'x', data: 'two' } } }));
+    apply(v, upd({ sessionUpdate: 'tool_call_update', toolCallId: 't', status: 'completed', _meta: { terminal_exit: { terminal_id: 'x', exit_code: 2, signal: null } } }));
+    const t = v.items[0] as ToolItem;
+    expect(t.terminalOutput).toBe('one two');
+    expect(t.terminalExit).toEqual({ exitCode: 2, signal: null });
+  });
 });
 
 describe('plan, usage, unknown variants', () => {
