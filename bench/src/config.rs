@@ -12,7 +12,7 @@ pub struct Config {
     #[arg(long, env = "AGENTHOLD_URL", default_value = "http://127.0.0.1:17800")]
     pub url: String,
     /// An admin token of that server.
-    #[arg(long, env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = Token::parse)]
+    #[arg(long, env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = agenthold_cli::secret::parse_token)]
     pub token: Token,
     /// A scratch database with the migrations applied, on the same Postgres as the server's
     /// (the raw-insert baseline writes there).
@@ -24,6 +24,9 @@ pub struct Config {
     /// The sandbox image (for the bare `docker run` baseline).
     #[arg(long, env = "AGENTHOLD_IMAGE", default_value = "agenthold/test:latest")]
     pub image: String,
+    /// The server's metrics listener, `http://host:port` (optional: `metrics_scrape_ms`).
+    #[arg(long, env = "BENCH_METRICS_URL")]
+    pub metrics_url: Option<String>,
     /// The server's pid, to report the CPU it used during the flood (optional).
     #[arg(long, env = "BENCH_SERVER_PID")]
     pub server_pid: Option<u32>,

@@ -10,6 +10,7 @@ pub mod api;
 pub mod approval;
 pub mod burst;
 pub mod config;
+pub mod metrics_scrape;
 pub mod raw;
 pub mod server_mem;
 pub mod startup;
@@ -47,6 +48,8 @@ mod targets {
     pub const APPROVAL_SLACK_MS: f64 = 5.0;
     /// Approval round trips measured.
     pub const APPROVAL_ROUNDS: usize = 100;
+    /// A Prometheus scrape, ms, at most.
+    pub const METRICS_SCRAPE_MS: f64 = 50.0;
     /// Agents in the burst (`burst_create_50_s`).
     pub const BURST_AGENTS: usize = 50;
 }
@@ -222,6 +225,20 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     let (replay_per_s, replay_s) = throughput::replay(api, &session, config.replay_events).await?;
     progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));
 
+    // --- operating it ---------------------------------------------------------------------
+    let scrape = match &config.metrics_url {
+        Some(url) => {
+            progress(&format!("metrics scrape ({} rounds) beside GET /healthz", metrics_scrape::ROUNDS));
+            let scrape = metrics_scrape::measure(url, &config.url).await?;
+            progress(&format!(
+                "  scrape {:.2} ms ({} samples, {} bytes), healthz {:.2} ms",
+                scrape.scrape_ms, scrape.samples, scrape.bytes, scrape.healthz_ms
+            ));
+            Some(scrape)
+        }
+        None => None,
+    };
+
     // --- the report ----------------------------------------------------------------------
     let flood_per_s = flood.delivered_per_s();
     let raw_per_s = baseline.plain.rows_per_s();
@@ -256,6 +273,13 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
             "pass": approval <= approval_limit,
         },
     });
+    let mut targets = targets;
+    if let (Some(scrape), Some(map)) = (&scrape, targets.as_object_mut()) {
+        map.insert(
+            "metrics_scrape_ms".to_owned(),
+            json!({"target": format!("<= {}", targets::METRICS_SCRAPE_MS), "value": round(scrape.scrape_ms, 2), "pass": scrape.scrape_ms <= targets::METRICS_SCRAPE_MS}),
+        );
+    }
     let all_pass = targets.as_object().is_some_and(|t| t.values().all(|v| v["pass"] == json!(true)));
 
     Ok(json!({
@@ -272,6 +296,9 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "wake_ms": round(wake, 1),
         "burst_create_50_s": round(burst.all_awake_s, 2),
         "approval_roundtrip_ms": round(approval, 2),
+        "metrics_scrape_ms": scrape.as_ref().map(|s| round(s.scrape_ms, 2)),
+        "metrics_healthz_ms": scrape.as_ref().map(|s| round(s.healthz_ms, 2)),
+        "metrics_samples": scrape.as_ref().map(|s| s.samples),
         "sandboxd_rss_kib": rss.rss_kib,
         "fake_idle_agent_rss_mib": round(idle_agent_kib as f64 / 1024.0, 1),
         "server_rss_idle_kib": server_idle.map(|m| m.rss_kib),

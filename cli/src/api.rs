@@ -138,7 +138,7 @@ impl Client {
                 .get(reqwest::header::SET_COOKIE)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.split(';').next())
-                .and_then(|pair| Secret::parse(pair).ok());
+                .and_then(|pair| crate::secret::parse_token(pair).ok());
             let mut body = Vec::new();
             while let Some(chunk) = response.chunk().await? {
                 if body.len() + chunk.len() > MAX_BODY_BYTES {

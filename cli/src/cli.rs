@@ -20,7 +20,7 @@ pub struct Args {
     pub url: Option<String>,
     /// API token, sent as `Authorization: Bearer <token>` (default: the one `login` stored for
     /// this server).
-    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = Token::from_arg)]
+    #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_TOKEN", hide_env_values = true, value_parser = crate::secret::token_from_arg)]
     pub token: Option<Token>,
     /// A PEM file of CA certificates to trust (besides the built-in roots) for https:// and wss://.
     #[arg(long, global = true, help_heading = "Global options", env = "AGENTHOLD_CA_FILE", value_name = "PEM")]

@@ -81,7 +81,8 @@ pub fn load(path: &Path) -> Result<Option<Credentials>, Failure> {
     let stored = parsed.map_err(|e| {
         Failure::Usage(format!("{} is not a login file ({e}); run agentholdctl login again", path.display()))
     })?;
-    let token = Token::parse(&stored.token).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+    let token =
+        crate::secret::parse_token(&stored.token).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
     Ok(Some(Credentials { url: stored.url.clone(), token, ca_file: stored.ca_file.clone() }))
 }
 

@@ -42,7 +42,8 @@ pub async fn login(
         (None, Some(token)) => token,
         (None, None) => {
             let line = first_line_of_stdin("a token").await?;
-            Token::parse(line.expose()).map_err(|e| Failure::Usage(format!("login: the token on stdin: {e}")))?
+            crate::secret::parse_token(line.expose())
+                .map_err(|e| Failure::Usage(format!("login: the token on stdin: {e}")))?
         }
     };
     let client = Client::new(target.endpoint, Some(token.clone()), target.options)?;
@@ -91,5 +92,5 @@ async fn make_token(client: &Client, username: &str, password: &Secret, name: &s
     }
     let made = made.json()?.unwrap_or_default();
     let token = made["token"].as_str().context("the new token is missing from the answer")?;
-    Token::parse(token).map_err(|e| anyhow::anyhow!("the new token: {e}").into())
+    crate::secret::parse_token(token).map_err(|e| anyhow::anyhow!("the new token: {e}").into())
 }

@@ -119,9 +119,17 @@ async fn open(
     }
 }
 
+/// Close codes after which the stream is opened again from the last event seen: the server
+/// restarting (1012), its log unreadable for a while (1011), this client too slow (4408).
+const RESUMABLE_CLOSES: [u16; 3] = [1011, 1012, 4408];
+/// Reconnects in a row without an event in between before giving up.
+const MAX_RESUMES: u32 = 8;
+
 /// Streams the session's events after `after`, handing each text message to `on_event` until it
 /// says [`Next::Stop`] (then `Ok` with the number of events), the deadline passes
-/// ([`Failure::Timeout`] naming `goal`) or the stream fails or closes (an error).
+/// ([`Failure::Timeout`] naming `goal`) or the stream fails for good (an error). A server that
+/// restarts or drops the connection is reconnected to (1 s, doubling to 16 s, at most
+/// [`MAX_RESUMES`] times in a row), from the last event's seq: no event is missed or repeated.
 pub async fn follow(
     client: &Client,
     session: &str,
@@ -130,8 +138,10 @@ pub async fn follow(
     goal: &str,
     mut on_event: impl FnMut(&str) -> Result<Next, Failure>,
 ) -> Result<u64, Failure> {
-    let mut socket = open(client, session, after, deadline, goal).await?;
+    let mut cursor = after;
     let mut seen = 0u64;
+    let mut resumes = 0u32;
+    let mut socket = open(client, session, cursor, deadline, goal).await?;
     loop {
         let next = socket.next();
         let message = match deadline {
@@ -144,33 +154,77 @@ pub async fn follow(
             },
             None => next.await,
         };
-        let text = match message {
-            Some(Ok(Message::Text(text))) => text,
+        let broken = match message {
+            Some(Ok(Message::Text(text))) => {
+                seen += 1;
+                resumes = 0;
+                if let Some(seq) = seq_of(text.as_str()) {
+                    cursor = cursor.max(seq);
+                }
+                match on_event(text.as_str()) {
+                    Ok(Next::More) => continue,
+                    Ok(Next::Stop) => {
+                        close(&mut socket).await;
+                        return Ok(seen);
+                    }
+                    Err(error) => {
+                        close(&mut socket).await;
+                        return Err(error);
+                    }
+                }
+            }
             Some(Ok(Message::Close(frame))) => {
-                let why = frame.map(|f| format!(" ({} {})", f.code, f.reason)).unwrap_or_default();
-                return Err(anyhow!("the server closed the stream{why} after {seen} events").into());
+                let why = frame.as_ref().map(|f| format!(" ({} {})", f.code, f.reason)).unwrap_or_default();
+                if !frame.is_some_and(|f| RESUMABLE_CLOSES.contains(&u16::from(f.code))) {
+                    return Err(anyhow!("the server closed the stream{why} after {seen} events").into());
+                }
+                format!("the server closed the stream{why}")
             }
             Some(Ok(_)) => continue,
-            Some(Err(error)) => {
-                return Err(anyhow::Error::new(error)
-                    .context(format!("reading the stream after {seen} events"))
-                    .into());
-            }
-            None => return Err(anyhow!("the stream ended after {seen} events").into()),
+            Some(Err(error)) => format!("reading the stream: {error}"),
+            None => "the stream ended".to_owned(),
         };
-        seen += 1;
-        match on_event(text.as_str()) {
-            Ok(Next::More) => {}
-            Ok(Next::Stop) => {
-                close(&mut socket).await;
-                return Ok(seen);
-            }
-            Err(error) => {
-                close(&mut socket).await;
-                return Err(error);
-            }
+        socket = reopen(client, session, cursor, deadline, goal, &mut resumes, (&broken, seen)).await?;
+    }
+}
+
+/// Opens the stream again from `cursor` after a pause (1 s, doubling to 16 s), trying while the
+/// server is away, until [`MAX_RESUMES`] tries in a row or the deadline.
+async fn reopen(
+    client: &Client,
+    session: &str,
+    cursor: u64,
+    deadline: Option<Instant>,
+    goal: &str,
+    resumes: &mut u32,
+    (broken, seen): (&str, u64),
+) -> Result<Socket, Failure> {
+    loop {
+        if *resumes >= MAX_RESUMES {
+            return Err(anyhow!("{broken} after {seen} events; gave up after {resumes} reconnects").into());
+        }
+        let pause = Duration::from_secs(1 << (*resumes).min(4));
+        *resumes += 1;
+        if deadline.is_some_and(|deadline| Instant::now() + pause >= deadline) {
+            return Err(timed_out(goal, seen));
+        }
+        eprintln!("agentholdctl: {broken}; reconnecting in {} s from seq {cursor}", pause.as_secs());
+        tokio::time::sleep(pause).await;
+        match open(client, session, cursor, deadline, goal).await {
+            Ok(socket) => return Ok(socket),
+            Err(Failure::Timeout(message)) => return Err(Failure::Timeout(message)),
+            Err(_) => {}
         }
     }
+}
+
+/// The `seq` of an event's JSON text.
+fn seq_of(text: &str) -> Option<u64> {
+    #[derive(Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    serde_json::from_str::<Seq>(text).ok().map(|event| event.seq)
 }
 
 fn timed_out(goal: &str, seen: u64) -> Failure {

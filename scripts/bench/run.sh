@@ -11,7 +11,7 @@
 # stdout. Everything else goes to stderr. The dev stack on 7700/7701 is left
 # alone. See docs/benchmarks.md.
 #
-# Environment: BENCH_PORT, BENCH_TUNNEL_PORT, BENCH_ARGS (extra flags for
+# Environment: BENCH_PORT, BENCH_TUNNEL_PORT, BENCH_METRICS_PORT, BENCH_ARGS (extra flags for
 # agenthold-bench, e.g. "--flood-events 5000"), BENCH_SKIP_BUILD=1.
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/../dev/lib.sh"
@@ -19,6 +19,7 @@ cd "$REPO_ROOT" || exit 1
 
 PORT=${BENCH_PORT:-17800}
 TUNNEL_PORT=${BENCH_TUNNEL_PORT:-17801}
+METRICS_PORT=${BENCH_METRICS_PORT:-17802}
 INSTANCE=bench
 IMAGE=agenthold/test:latest
 BENCH_DIR=$DEV_DIR/bench
@@ -113,6 +114,7 @@ start_server() {
         export DATABASE_URL=$BENCH_DB_URL
         export AGENTHOLD_LISTEN=127.0.0.1:$PORT
         export AGENTHOLD_TUNNEL_LISTEN=0.0.0.0:$TUNNEL_PORT
+        export AGENTHOLD_METRICS_LISTEN=127.0.0.1:$METRICS_PORT
         export AGENTHOLD_DATA_DIR=$BENCH_DIR/data
         export AGENTHOLD_ADMIN_TOKEN=$TOKEN
         export AGENTHOLD_DRIVER=docker
@@ -145,6 +147,7 @@ started=$SECONDS
 # shellcheck disable=SC2086
 if ! AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN BENCH_SCRATCH_DATABASE_URL=$SCRATCH_DB_URL \
     AGENTHOLD_INSTANCE=$INSTANCE AGENTHOLD_IMAGE=$IMAGE BENCH_SERVER_PID=$SERVER_PID \
+    BENCH_METRICS_URL=http://127.0.0.1:$METRICS_PORT \
     "$BENCH_BIN" ${BENCH_ARGS:-} >"$BENCH_DIR/result.json"; then
     log "the benchmark failed; last lines of $BENCH_DIR/server.log:"
     tail -n 20 "$BENCH_DIR/server.log" >&2

@@ -39,6 +39,10 @@ pub struct AppState {
     pub postures: crate::supervisor::Postures,
     /// Checks provider logins on connect.
     pub login_probe: crate::logins::probe::Probe,
+    /// Whether Postgres answers (API calls are refused at once while it does not).
+    pub availability: store::availability::Availability,
+    /// Turns `true` when the server begins to shut down: open WebSockets close with 1012.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl AppState {
@@ -117,8 +121,17 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
+    // Installed first, so that what is measured while starting (resumed turns) counts.
+    let recorder = config.metrics_listen.and_then(|_| crate::metrics::install());
     let master_key = Arc::new(load_master_key(&config)?);
-    let pool = store::connect(config.database_url.expose(), 20).await?;
+    let pool = store::connect(
+        config.database_url.expose(),
+        config.db_pool_size,
+        std::time::Duration::from_millis(config.db_acquire_timeout_ms),
+    )
+    .await?;
+    let availability = store::availability::Availability::default();
+    let monitor = availability.spawn(config.database_url.expose().to_owned());
     warn_about_other_keys(&pool, &master_key).await?;
     auth::bootstrap::run(&pool, &config).await?;
 
@@ -177,6 +190,7 @@ pub async fn run(
         },
         postures: postures.clone(),
         turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),
+        database: availability.clone(),
         host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),
@@ -185,7 +199,10 @@ pub async fn run(
         }),
     }));
     let config_overrides = config.proxy_test_upstream_overrides.clone();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let state = AppState {
+        availability,
+        stopping: stop_rx.clone(),
         pool: pool.clone(),
         hub,
         appender,
@@ -234,7 +251,8 @@ pub async fn run(
         let grace = std::time::Duration::from_secs(state.config.orphan_grace_secs);
         tokio::spawn(crate::sandbox::orphans::run(driver, pool, every, grace))
     });
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // Expired browser sessions and old login failures are purged (AGENTHOLD_HOUSEKEEPING_SECS).
+    let housekeeping = crate::housekeeping::spawn(pool.clone(), state.config.housekeeping_secs);
     let (state_metrics_listen, stop_rx_metrics) = (state.config.metrics_listen, stop_rx.clone());
     let feed = proxy_feed_settings.map(|settings| {
         proxy_feed::task::spawn(pool.clone(), Arc::clone(&state.master_key), settings, written_tx, stop_rx.clone())
@@ -261,7 +279,7 @@ pub async fn run(
     // Prometheus metrics, on a listener of their own (docs/operations.md).
     if let Some(addr) = state_metrics_listen {
         let listener = crate::metrics::bind(addr).await?;
-        match crate::metrics::install() {
+        match recorder {
             Some(handle) => {
                 tracing::info!(%addr, "metrics at /metrics");
                 tokio::spawn(crate::metrics::serve(listener, handle, wait_for(stop_rx_metrics)));
@@ -296,6 +314,10 @@ pub async fn run(
     }
     deletions.abort();
     refresher.abort();
+    if let Some(housekeeping) = housekeeping {
+        housekeeping.abort();
+    }
+    monitor.abort();
     appender_task.abort();
     pool.close().await;
     Ok(())

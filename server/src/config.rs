@@ -187,6 +187,28 @@ pub struct Config {
     /// Where Prometheus scrapes `GET /metrics` (a listener of its own; unset: no metrics).
     #[arg(long, env = "AGENTHOLD_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Connections in the server's Postgres pool.
+    #[arg(long, env = "AGENTHOLD_DB_POOL_SIZE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub db_pool_size: u32,
+    /// Milliseconds a query may wait for a pool connection before it fails (an API call then
+    /// answers 503 `DATABASE_UNAVAILABLE`). Outages are answered sooner: see
+    /// `store::availability`.
+    #[arg(long, env = "AGENTHOLD_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub db_acquire_timeout_ms: u64,
+    /// Requests handled at once per listener (API, tunnel); beyond it: 503 `SERVER_BUSY`.
+    #[arg(long, env = "AGENTHOLD_MAX_CONCURRENT_REQUESTS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrent_requests: u64,
+    /// Seconds one request may take (WebSockets: until they are upgraded); beyond: 503
+    /// `REQUEST_TIMEOUT`.
+    #[arg(long, env = "AGENTHOLD_REQUEST_TIMEOUT_SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout_secs: u64,
+    /// The largest request body accepted (bytes); beyond: 413.
+    #[arg(long, env = "AGENTHOLD_MAX_BODY_BYTES", default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_body_bytes: u64,
+    /// Seconds between housekeeping rounds (expired browser sessions and old login failures
+    /// purged); 0: never.
+    #[arg(long, env = "AGENTHOLD_HOUSEKEEPING_SECS", default_value_t = 600)]
+    pub housekeeping_secs: u64,
     /// Seconds between the server's checks for ChatGPT logins to refresh.
     #[arg(long, env = "AGENTHOLD_LOGIN_REFRESH_EVERY_SECS", default_value_t = 300)]
     pub login_refresh_every_secs: u64,

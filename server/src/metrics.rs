@@ -4,9 +4,12 @@
 //! cardinality — routes are their templates (`/api/v1/agents/{id}`), event types, stop reasons and
 //! error codes are closed sets.
 //!
-//! What is measured so far: HTTP requests by method, route and status, with latency; events
-//! stored by type, with commit sizes and latency; turns running and queued; stream watchers open;
-//! harness starts; login failures.
+//! What is measured: HTTP requests by method, route and status, with latency; events stored by
+//! type, with commit sizes and latency; turns running and queued, turn durations by stop reason;
+//! stream watchers open, events sent while catching up vs live, watchers that lagged or were
+//! closed (by reason); harness starts and exits (by kind); sandbox starts (by what was there) with
+//! their latency, sandboxes awake; tunnel connections (first or again) and open tunnels; login
+//! failures; whether Postgres answers.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -104,4 +107,68 @@ pub fn harness_started() {
 /// A login failed (`reason`: `bad_credentials`, `throttled`, `busy`).
 pub fn login_failed(reason: &'static str) {
     metrics::counter!("agenthold_login_failures_total", "reason" => reason).increment(1);
+}
+
+/// Events a stream sent: `catch_up` (read from Postgres) or `live` (from the feed).
+pub fn stream_sent(phase: &'static str, count: usize) {
+    metrics::counter!("agenthold_stream_events_sent_total", "phase" => phase).increment(count as u64);
+}
+
+/// A stream fell behind the live feed (a gap or a lag) and reads the missing range from Postgres.
+pub fn stream_lagged() {
+    metrics::counter!("agenthold_stream_lagged_total").increment(1);
+}
+
+/// A stream was closed by the server (`reason`: `too_slow`, `revoked`, `deleted`, `error`,
+/// `shutdown`).
+pub fn stream_closed(reason: &'static str) {
+    metrics::counter!("agenthold_stream_closed_total", "reason" => reason).increment(1);
+}
+
+/// The stop reasons a turn can end with (anything else a harness says counts as `other`).
+const STOP_REASONS: &[&str] =
+    &["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error", "timeout", "interrupted"];
+
+/// A turn ended (committed) after `seconds`.
+pub fn turn_ended(stop_reason: &str, seconds: f64) {
+    let reason = STOP_REASONS.iter().find(|known| **known == stop_reason).copied().unwrap_or("other");
+    metrics::histogram!("agenthold_turn_duration_seconds", "stop_reason" => reason).record(seconds);
+}
+
+/// A harness process exited: `exit_0`, `exit_nonzero`, `signal` or `unknown`.
+pub fn harness_exited(code: Option<i32>, signal: Option<i32>) {
+    let kind = match (code, signal) {
+        (Some(0), _) => "exit_0",
+        (Some(_), _) => "exit_nonzero",
+        (None, Some(_)) => "signal",
+        (None, None) => "unknown",
+    };
+    metrics::counter!("agenthold_harness_exits_total", "kind" => kind).increment(1);
+}
+
+/// A sandbox was started (`from`: `missing` — created first — or `stopped`), taking `seconds`.
+pub fn sandbox_started(from: &'static str, seconds: f64) {
+    metrics::histogram!("agenthold_sandbox_start_duration_seconds", "from" => from).record(seconds);
+}
+
+/// Sandboxes awake on this server now.
+pub fn sandboxes_awake(count: usize) {
+    metrics::gauge!("agenthold_sandboxes_awake").set(count as f64);
+}
+
+/// A sandbox's tunnel connected (`again`: it had connected before for this sandbox).
+pub fn tunnel_connected(again: bool) {
+    let kind = if again { "reconnect" } else { "first" };
+    metrics::counter!("agenthold_tunnel_connections_total", "kind" => kind).increment(1);
+    metrics::gauge!("agenthold_tunnels_open").increment(1.0);
+}
+
+/// A sandbox's tunnel closed.
+pub fn tunnel_closed() {
+    metrics::gauge!("agenthold_tunnels_open").decrement(1.0);
+}
+
+/// Whether Postgres answers the availability monitor.
+pub fn database_up(up: bool) {
+    metrics::gauge!("agenthold_database_up").set(if up { 1.0 } else { 0.0 });
 }

@@ -57,14 +57,36 @@ pub enum ApiError {
         /// Why.
         message: String,
     },
+    /// Postgres cannot be reached right now (docs/operations.md, "Postgres outages").
+    #[error("the database is unavailable; try again shortly")]
+    DatabaseUnavailable,
+    /// Every request slot of the listener is taken (`AGENTHOLD_MAX_CONCURRENT_REQUESTS`).
+    #[error("the server is busy; try again shortly")]
+    ServerBusy,
+    /// The request took longer than `AGENTHOLD_REQUEST_TIMEOUT_SECS`.
+    #[error("the request took too long and was stopped")]
+    Timeout,
+    /// The request body is larger than `AGENTHOLD_MAX_BODY_BYTES`.
+    #[error("the request body is too large")]
+    PayloadTooLarge,
     /// Anything else: logged, answered generically.
     #[error("internal error")]
-    Internal(#[from] anyhow::Error),
+    Internal(anyhow::Error),
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(error: anyhow::Error) -> Self {
+        if crate::store::availability::chain_is_unavailable(&error) {
+            tracing::warn!(error = format!("{error:#}"), "the database is unavailable");
+            return Self::DatabaseUnavailable;
+        }
+        Self::Internal(error)
+    }
 }
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        Self::Internal(error.into())
+        anyhow::Error::from(error).into()
     }
 }
 
@@ -84,12 +106,15 @@ impl ApiError {
 pub const LOGIN_RETRY_AFTER_SECS: u32 = 60;
 /// Seconds a login refused because every password check slot was busy is told to wait.
 pub const BUSY_RETRY_AFTER_SECS: u32 = 1;
+/// Seconds a caller is told to wait while the database is unavailable.
+pub const DATABASE_RETRY_AFTER_SECS: u32 = 2;
 
 impl ApiError {
     fn retry_after_secs(&self) -> Option<u32> {
         match self {
             Self::TooManyAttempts => Some(LOGIN_RETRY_AFTER_SECS),
-            Self::LoginBusy => Some(BUSY_RETRY_AFTER_SECS),
+            Self::LoginBusy | Self::ServerBusy => Some(BUSY_RETRY_AFTER_SECS),
+            Self::DatabaseUnavailable => Some(DATABASE_RETRY_AFTER_SECS),
             _ => None,
         }
     }
@@ -108,6 +133,10 @@ impl IntoResponse for ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
             Self::Unavailable { code, .. } => (StatusCode::SERVICE_UNAVAILABLE, *code),
+            Self::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            Self::DatabaseUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "DATABASE_UNAVAILABLE"),
+            Self::ServerBusy => (StatusCode::SERVICE_UNAVAILABLE, "SERVER_BUSY"),
+            Self::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "REQUEST_TIMEOUT"),
             Self::Internal(error) => {
                 tracing::error!(error = format!("{error:#}"), "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL")

@@ -18,9 +18,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let (parts, body) = request.into_parts();
-        let bytes = axum::body::Bytes::from_request(Request::from_parts(parts.clone(), body), state)
-            .await
-            .map_err(|rejection| ApiError::bad_request("INVALID_BODY", rejection.body_text()))?;
+        let bytes = axum::body::Bytes::from_request(Request::from_parts(parts.clone(), body), state).await.map_err(
+            |rejection| match rejection.status() {
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+                _ => ApiError::bad_request("INVALID_BODY", rejection.body_text()),
+            },
+        )?;
         let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
         match axum::Json::<T>::from_request(request, state).await {
             Ok(axum::Json(value)) => {

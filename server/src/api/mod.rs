@@ -6,11 +6,13 @@ mod agents;
 pub mod error;
 mod extract;
 mod health;
+pub mod limits;
 mod login;
 mod me;
 pub mod openapi;
 mod permissions;
 mod providers;
+mod request_ids;
 mod secrets;
 mod sessions;
 mod stream;
@@ -28,6 +30,12 @@ use crate::app::AppState;
 
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
+    let limits = limits::RequestLimits::new(
+        state.config.max_concurrent_requests as usize,
+        std::time::Duration::from_secs(state.config.request_timeout_secs),
+        Some(state.availability.clone()),
+    );
+    let body_limit = usize::try_from(state.config.max_body_bytes).unwrap_or(usize::MAX);
     Router::new()
         .route("/", get(web::serve))
         .route("/healthz", get(health::healthz))
@@ -69,7 +77,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
         .route("/api/v1/sessions/{id}/stream", get(stream::stream))
         .fallback(web::serve)
+        .layer(axum::middleware::from_fn_with_state(limits, limits::enforce))
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(crate::metrics::track_http))
-        .layer(TraceLayer::new_for_http())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_ids::span)
+                .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
+        .layer(axum::middleware::from_fn(request_ids::assign))
         .with_state(state)
 }

@@ -46,10 +46,11 @@ pub async fn stream(
     let watching = WatcherGauge::open();
     let pool = state.pool.clone();
     let send_timeout = state.config.ws_send_timeout();
+    let stopping = state.stopping.clone();
     // Clients send nothing but control frames: a small limit keeps them from buffering more.
     Ok(upgrade.max_message_size(64 << 10).on_upgrade(move |socket| async move {
         let _watching = watching;
-        follow(socket, follower, principal, pool, send_timeout).await;
+        follow(socket, follower, principal, pool, send_timeout, stopping).await;
     }))
 }
 
@@ -70,7 +71,11 @@ impl Drop for WatcherGauge {
 }
 
 /// How often an open stream checks that its token or session was not revoked.
-pub const CREDENTIAL_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+pub const CREDENTIAL_CHECK: Duration = Duration::from_secs(2);
+/// While the log cannot be read (a database outage), the stream waits this long between tries…
+const READ_RETRY: Duration = Duration::from_secs(1);
+/// …and gives up (closing with 1011, the client resumes from its cursor) after this long.
+const READ_RETRY_FOR: Duration = Duration::from_secs(120);
 
 async fn follow(
     socket: WebSocket,
@@ -78,13 +83,22 @@ async fn follow(
     principal: Principal,
     pool: sqlx::PgPool,
     send_timeout: Duration,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     let (mut sink, mut incoming) = socket.split();
     let mut check = tokio::time::interval(CREDENTIAL_CHECK);
+    // Since when the log could not be read, while it cannot.
+    let mut failing_since: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
+            () = ws::server_stopping(&mut stopping) => {
+                crate::metrics::stream_closed("shutdown");
+                ws::close(&mut sink, ws::CLOSE_RESTARTING, "the server is restarting; reconnect with your cursor").await;
+                return;
+            }
             _ = check.tick() => {
                 if !principal.still_valid(&pool).await {
+                    crate::metrics::stream_closed("revoked");
                     ws::close(&mut sink, ws::CLOSE_REVOKED, "the credential was revoked").await;
                     return;
                 }
@@ -93,15 +107,24 @@ async fn follow(
                 let batch = match batch {
                     Ok(Some(batch)) => batch,
                     Ok(None) => {
+                        crate::metrics::stream_closed("deleted");
                         ws::close(&mut sink, ws::CLOSE_DELETED, "the session was deleted").await;
                         return;
                     }
                     Err(error) => {
+                        let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                        if crate::store::availability::is_unavailable(&error) && since.elapsed() < READ_RETRY_FOR {
+                            // The cursor did not move: the same read is tried again.
+                            tokio::time::sleep(READ_RETRY).await;
+                            continue;
+                        }
                         tracing::error!(%error, "reading events for a stream");
+                        crate::metrics::stream_closed("error");
                         ws::close(&mut sink, ws::CLOSE_INTERNAL, "the server could not read the log; reconnect with your cursor").await;
                         return;
                     }
                 };
+                failing_since = None;
                 let mut sent = Ok(());
                 for event in batch {
                     sent = ws::feed(&mut sink, Message::Text(event.json.as_ref().into()), send_timeout).await;
@@ -116,6 +139,7 @@ async fn follow(
                     Ok(()) => {}
                     Err(ws::SendError::Gone) => return,
                     Err(ws::SendError::TooSlow) => {
+                        crate::metrics::stream_closed("too_slow");
                         ws::close_too_slow(&mut sink, "stream").await;
                         return;
                     }

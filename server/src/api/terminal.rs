@@ -80,11 +80,12 @@ pub async fn open(
         .map_err(super::agents::lifecycle_error)?;
     let pool = state.pool.clone();
     let send_timeout = state.config.ws_send_timeout();
+    let stopping = state.stopping.clone();
     // An open terminal keeps the agent awake (auto-sleep).
     let host = std::sync::Arc::clone(state.supervisors.host());
     Ok(upgrade.max_message_size(MAX_INPUT_MESSAGE).on_upgrade(move |socket| async move {
         host.terminal_opened(id, std::time::Instant::now());
-        pump(socket, access, program, principal, pool, send_timeout).await;
+        pump(socket, access, program, principal, pool, send_timeout, stopping).await;
         host.terminal_closed(id, std::time::Instant::now());
     }))
 }
@@ -138,6 +139,7 @@ async fn pump(
     principal: Principal,
     pool: sqlx::PgPool,
     send_timeout: Duration,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     let TerminalAccess { link, channel, home_dir, user } = access;
     let output = link.watch_terminal(channel);
@@ -158,6 +160,10 @@ async fn pump(
     let mut check = tokio::time::interval(super::stream::CREDENTIAL_CHECK);
     loop {
         tokio::select! {
+            () = ws::server_stopping(&mut stopping) => {
+                ws::close(&mut sink, ws::CLOSE_RESTARTING, "the server is restarting; reconnect").await;
+                break;
+            }
             _ = check.tick() => {
                 if !principal.still_valid(&pool).await {
                     ws::close(&mut sink, ws::CLOSE_REVOKED, "the credential was revoked").await;

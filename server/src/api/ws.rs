@@ -23,6 +23,8 @@ pub const CLOSE_OUTPUT_OVERFLOW: u16 = 4429;
 pub const CLOSE_SANDBOX_GONE: u16 = 4502;
 /// The server could not go on (a database error); reconnect later.
 pub const CLOSE_INTERNAL: u16 = 1011;
+/// The server is shutting down (or restarting): reconnect (with the cursor) shortly.
+pub const CLOSE_RESTARTING: u16 = 1012;
 
 /// Why a send failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,4 +73,9 @@ pub async fn close(sink: &mut Sink, code: u16, reason: &str) {
 pub async fn close_too_slow(sink: &mut Sink, what: &'static str) {
     tracing::info!(socket = what, "closing a WebSocket whose client did not read in time");
     close(sink, CLOSE_TOO_SLOW, "the client did not read in time; reconnect").await;
+}
+
+/// Resolves once the server begins to shut down (or is gone).
+pub async fn server_stopping(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stopping| *stopping).await;
 }

@@ -115,12 +115,18 @@ impl Principal {
     /// Whether the token or session is still valid (open WebSockets check this and close once
     /// it is revoked or expired).
     pub async fn still_valid(&self, pool: &sqlx::PgPool) -> bool {
-        let valid = match self.credential {
-            Credential::Token(id) => store::tokens::is_valid(pool, id).await,
-            Credential::Session(id) => store::browser_sessions::is_valid(pool, id).await,
+        let check = async {
+            match self.credential {
+                Credential::Token(id) => store::tokens::is_valid(pool, id).await,
+                Credential::Session(id) => store::browser_sessions::is_valid(pool, id).await,
+            }
         };
-        // A database hiccup does not close a stream.
-        valid.unwrap_or(true)
+        // A database hiccup (an error, or no answer within half a second) does not close a
+        // stream, nor hold it up.
+        match tokio::time::timeout(std::time::Duration::from_millis(500), check).await {
+            Ok(Ok(valid)) => valid,
+            Ok(Err(_)) | Err(_) => true,
+        }
     }
 
     /// The caller's user row.

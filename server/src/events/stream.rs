@@ -73,6 +73,7 @@ impl Follower {
                         let read = tokio::spawn(async move { read_page(&pool, session_id, after).await });
                         self.prefetch = Some((after, read));
                     }
+                    crate::metrics::stream_sent("catch_up", stored.len());
                     return Ok(Some(stored));
                 }
                 self.catching_up = false;
@@ -84,11 +85,15 @@ impl Follower {
                     self.last_sent = event.seq;
                     let mut batch = vec![event];
                     self.drain_ready(&mut batch);
+                    crate::metrics::stream_sent("live", batch.len());
                     return Ok(Some(batch));
                 }
                 // A gap (an event committed by another writer reached us late) or a lag:
                 // everything published is committed, so Postgres has the missing range.
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.catching_up = true,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    crate::metrics::stream_lagged();
+                    self.catching_up = true;
+                }
                 Err(broadcast::error::RecvError::Closed) => {
                     // The feed closes when the session is deleted.
                     if store::sessions::get(&self.pool, self.session_id).await?.is_none() {
@@ -113,6 +118,7 @@ impl Follower {
                     batch.push(event);
                 }
                 Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    crate::metrics::stream_lagged();
                     self.catching_up = true;
                     return;
                 }

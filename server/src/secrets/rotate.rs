@@ -80,7 +80,7 @@ fn resealed(
 pub async fn run(database_url: &str, old_key_file: &Path, new_key_file: &Path) -> anyhow::Result<String> {
     let old = MasterKey::from_file(old_key_file).context("reading --old-key-file")?;
     let new = MasterKey::from_file(new_key_file).context("reading --new-key-file")?;
-    let pool = store::connect(database_url, 2).await?;
+    let pool = store::connect(database_url, 2, std::time::Duration::from_secs(10)).await?;
     let done = rotate(&pool, &old, &new).await;
     pool.close().await;
     let done = done?;

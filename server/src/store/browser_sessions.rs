@@ -118,3 +118,17 @@ pub async fn forgive(pool: &PgPool, id: i64) -> sqlx::Result<()> {
     sqlx::query!(r#"DELETE FROM login_failures WHERE id = $1"#, id).execute(pool).await?;
     Ok(())
 }
+
+/// Deletes browser sessions that expired before now; returns how many.
+pub async fn purge_expired(pool: &PgPool) -> sqlx::Result<u64> {
+    let done = sqlx::query!(r#"DELETE FROM browser_sessions WHERE expires_at < now()"#).execute(pool).await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes failed logins older than `hours` (far outside any throttling window); returns how many.
+pub async fn purge_failures_older_than(pool: &PgPool, hours: i32) -> sqlx::Result<u64> {
+    let done = sqlx::query!(r#"DELETE FROM login_failures WHERE at < now() - make_interval(hours => $1)"#, hours)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod audit;
+pub mod availability;
 pub mod browser_sessions;
 pub mod events;
 pub mod permissions;
@@ -20,12 +21,17 @@ use sqlx::postgres::PgPoolOptions;
 /// The migrations in `migrations/`, embedded.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
-/// Connects to Postgres and applies the migrations.
-pub async fn connect(database_url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+/// Connects to Postgres and applies the migrations. A query waits at most `acquire_timeout` for a
+/// connection (during an outage, that is how long a caller waits before its error).
+pub async fn connect(
+    database_url: &str,
+    max_connections: u32,
+    acquire_timeout: std::time::Duration,
+) -> anyhow::Result<PgPool> {
     use anyhow::Context;
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(std::time::Duration::from_secs(10))
+        .acquire_timeout(acquire_timeout)
         .connect(database_url)
         .await
         .context("connecting to Postgres")?;

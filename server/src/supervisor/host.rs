@@ -54,6 +54,7 @@ impl Host {
             return false;
         }
         awake.insert(agent, Awake { last_used: now, terminals: 0 });
+        crate::metrics::sandboxes_awake(awake.len());
         true
     }
 
@@ -65,7 +66,9 @@ impl Host {
 
     /// Takes a slot even past the limit (a sandbox found running: it is awake whatever the limit).
     pub fn take_running(&self, agent: AgentId, now: Instant) {
-        self.lock().entry(agent).or_insert(Awake { last_used: now, terminals: 0 });
+        let mut awake = self.lock();
+        awake.entry(agent).or_insert(Awake { last_used: now, terminals: 0 });
+        crate::metrics::sandboxes_awake(awake.len());
     }
 
     /// Takes a slot for `agent`, waiting for one to be given back when the host is full;
@@ -89,7 +92,10 @@ impl Host {
 
     /// Gives `agent`'s slot back (it slept, was deleted, or its container stopped).
     pub fn give_back(&self, agent: AgentId) {
-        if self.lock().remove(&agent).is_some() {
+        let mut awake = self.lock();
+        if awake.remove(&agent).is_some() {
+            crate::metrics::sandboxes_awake(awake.len());
+            drop(awake);
             self.freed.notify_waiters();
         }
     }

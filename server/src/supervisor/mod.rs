@@ -62,6 +62,8 @@ pub struct Deps {
     pub proxy: Option<ProxyAccess>,
     /// The server-wide limit on running turns.
     pub turn_slots: Arc<slots::TurnSlots>,
+    /// Whether Postgres answers (a sandbox's reconnect grace waits while it does not).
+    pub database: crate::store::availability::Availability,
 }
 
 /// The server's permission settings.

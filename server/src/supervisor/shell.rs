@@ -77,6 +77,10 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
         tickets: FuturesUnordered::new(),
     };
     shell.load_turns();
+    let mut database = shell.deps.database.subscribe();
+    if !*database.borrow_and_update() {
+        core.handle(Input::Database { up: false }, now());
+    }
     loop {
         while let Some(effect) = core.poll_effect() {
             if shell.perform(effect).await {
@@ -113,6 +117,10 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
                     shell.slots.insert(turn_id, slot);
                     core.handle(Input::SlotGranted { turn_id }, now());
                 }
+            }
+            Ok(()) = database.changed() => {
+                let up = *database.borrow_and_update();
+                core.handle(Input::Database { up }, now());
             }
             () = sleep_until(deadline) => core.handle_timeout(now()),
         }
@@ -202,7 +210,12 @@ impl Shell {
                 DataKind::Stderr => Some(Input::Stderr { link, channel: frame.channel, bytes: frame.payload }),
                 _ => None,
             },
-            Incoming::Control(msg) => Some(Input::Control { link, msg }),
+            Incoming::Control(msg) => {
+                if let Control::Exited { status, .. } = &msg {
+                    crate::metrics::harness_exited(status.code, status.signal);
+                }
+                Some(Input::Control { link, msg })
+            }
         }
     }
 
@@ -223,10 +236,16 @@ impl Shell {
     async fn perform(&mut self, effect: Effect) -> bool {
         match effect {
             Effect::Persist { id, events, side } => {
+                let ended = ended_turns(&events);
                 let committed = self.deps.appender.submit(events, side).await;
                 self.tasks.push(Box::pin(async move {
                     let result = match committed.await {
-                        Ok(Ok(_)) => Ok(()),
+                        Ok(Ok(_)) => {
+                            for (stop_reason, seconds) in ended {
+                                crate::metrics::turn_ended(&stop_reason, seconds);
+                            }
+                            Ok(())
+                        }
                         Ok(Err(failed)) if failed.rejected => Err(StoreFailure::Rejected),
                         _ => Err(StoreFailure::Transient),
                     };
@@ -538,6 +557,19 @@ async fn capacity_wait_notice(deps: &Deps, agent_id: AgentId) {
     }
 }
 
+/// The stop reason and duration of each `turn_end` among `events` (for the metrics, once stored).
+fn ended_turns(events: &[crate::events::NewEvent]) -> Vec<(String, f64)> {
+    events
+        .iter()
+        .filter(|event| event.kind == crate::events::EventKind::TurnEnd)
+        .map(|event| {
+            let reason = event.payload.get("stop_reason").and_then(serde_json::Value::as_str).unwrap_or("other");
+            let millis = event.payload.get("duration_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+            (reason.to_owned(), millis / 1000.0)
+        })
+        .collect()
+}
+
 /// The rest of a wake, once the sandbox has a slot: makes the container if needed, starts it.
 async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began: Instant) -> Result<(), String> {
     let failed = |e: crate::sandbox::DriverError| {
@@ -583,6 +615,8 @@ async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began:
     let created = Instant::now();
     if status != SandboxStatus::Running {
         driver.start(agent_id).await.map_err(failed)?;
+        let from = if status == SandboxStatus::Missing { "missing" } else { "stopped" };
+        crate::metrics::sandbox_started(from, began.elapsed().as_secs_f64());
     }
     record_source_addr(deps, agent_id).await.map_err(database)?;
     tracing::info!(

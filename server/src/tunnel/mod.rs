@@ -20,7 +20,17 @@ use crate::store;
 
 /// The tunnel listener's routes.
 pub fn router(state: AppState) -> Router {
-    Router::new().route(TUNNEL_PATH, get(accept)).with_state(state)
+    // The same limits as the API's (docs/operations.md, "Limits"); sandboxd retries a refusal.
+    let limits = crate::api::limits::RequestLimits::new(
+        state.config.max_concurrent_requests as usize,
+        std::time::Duration::from_secs(state.config.request_timeout_secs),
+        None,
+    );
+    Router::new()
+        .route(TUNNEL_PATH, get(accept))
+        .layer(axum::middleware::from_fn_with_state(limits, crate::api::limits::enforce))
+        .layer(axum::extract::DefaultBodyLimit::max(64 << 10))
+        .with_state(state)
 }
 
 async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebSocketUpgrade) -> Response {
@@ -40,10 +50,32 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
     let silent = std::time::Duration::from_secs(state.config.silent_tunnel_secs.max(1));
     // sandboxd sends stdout in chunks of at most 64 KiB; with the supervisor's inbox depth this
     // bounds what one sandbox can make the server hold (docs/design.md, "Memory bounds").
-    upgrade
-        .max_message_size(link::MAX_MESSAGE_BYTES)
-        .max_frame_size(link::MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| async move { link::serve(socket, agent_id, supervisors, silent).await })
+    upgrade.max_message_size(link::MAX_MESSAGE_BYTES).max_frame_size(link::MAX_MESSAGE_BYTES).on_upgrade(
+        move |socket| async move {
+            let _open = TunnelGauge::open(agent_id);
+            link::serve(socket, agent_id, supervisors, silent).await
+        },
+    )
+}
+
+/// An open tunnel in `agenthold_tunnels_open`; counts its connection as first or again (this
+/// process saw the sandbox connect before).
+struct TunnelGauge;
+
+impl TunnelGauge {
+    fn open(agent_id: crate::ids::AgentId) -> Self {
+        static SEEN: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<crate::ids::AgentId>>> =
+            std::sync::LazyLock::new(Default::default);
+        let again = !SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(agent_id);
+        crate::metrics::tunnel_connected(again);
+        Self
+    }
+}
+
+impl Drop for TunnelGauge {
+    fn drop(&mut self) {
+        crate::metrics::tunnel_closed();
+    }
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {

@@ -178,3 +178,40 @@ async fn login_with_a_password_makes_an_api_token() {
         listed["tokens"].as_array().expect("tokens").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["laptop"]);
 }
+
+#[tokio::test]
+async fn prompt_follow_rides_out_a_server_restart_without_a_gap_or_a_repeat() {
+    let mut server = TestServer::start().await;
+    let config = server.data_dir.join("cli-config");
+    let out = run(&config, &["login", "--url", &server.url, "--token", &server.token]).await;
+    assert!(out.status.success(), "login: {}", stderr(&out));
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    let follower =
+        ctl(&config, &["--json", "prompt", "--follow", "--timeout", "150", &session, "flood 600 100\ntext done"])
+            .spawn()
+            .expect("prompt --follow");
+    // Mid-turn: a graceful stop (streams close with 1012), then the server comes back.
+    let mut watcher = server.watch(&session, "0").await;
+    for _ in 0..100 {
+        watcher.next(Duration::from_secs(60)).await.expect("events before the restart");
+    }
+    assert!(server.terminate(Duration::from_secs(20)), "the server did not stop");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.restart().await;
+
+    let out = tokio::time::timeout(Duration::from_secs(170), follower.wait_with_output())
+        .await
+        .expect("prompt --follow ended")
+        .expect("prompt --follow");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("reconnecting"), "it had to reconnect: {}", stderr(&out));
+    let events: Vec<Value> =
+        stdout(&out).lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect();
+    let seqs: Vec<i64> = events.iter().filter_map(|e| e["seq"].as_i64()).collect();
+    let first = seqs[0];
+    assert_eq!(seqs, (first..first + seqs.len() as i64).collect::<Vec<_>>(), "no gap, no repeat");
+    let indices: Vec<i64> = events.iter().filter_map(|e| e["payload"]["_meta"]["fakeagent"]["i"].as_i64()).collect();
+    assert_eq!(indices, (1..=600).collect::<Vec<i64>>());
+    assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("turn_end")));
+}

@@ -1,6 +1,7 @@
-//! Prometheus metrics (issue 12, part 1, the first figures): with `AGENTHOLD_METRICS_LISTEN` the
-//! server serves `GET /metrics` on a listener of its own; requests are counted by route template
-//! (never an id), events by type, harness starts, turn slots, stream watchers and login failures.
+//! Prometheus metrics: with `AGENTHOLD_METRICS_LISTEN` the server serves `GET /metrics` on a
+//! listener of its own; requests are counted by route template (never an id), events by type,
+//! harness starts, turn slots and durations, stream watchers and deliveries, sandboxes and their
+//! starts, tunnels, login failures, and whether Postgres answers.
 
 use std::time::Duration;
 
@@ -69,5 +70,33 @@ async fn metrics_count_requests_by_route_events_harnesses_and_watchers() {
     assert!(metrics.contains("agenthold_turns_running"), "{metrics}");
     assert_eq!(value(&metrics, "agenthold_stream_watchers"), Some(1.0), "{metrics}");
     assert_eq!(value(&metrics, r#"agenthold_login_failures_total{reason="bad_credentials"}"#), Some(1.0));
+    // The stream read the finished turn from Postgres (catch-up), nothing live yet.
+    assert!(value(&metrics, r#"agenthold_stream_events_sent_total{phase="catch_up"}"#).is_some_and(|v| v >= 1.0));
+    assert!(
+        value(&metrics, r#"agenthold_turn_duration_seconds_count{stop_reason="end_turn"}"#) == Some(1.0),
+        "{metrics}"
+    );
+    assert!(value(&metrics, "agenthold_sandbox_start_duration_seconds_count").is_some_and(|v| v >= 1.0), "{metrics}");
+    assert_eq!(value(&metrics, "agenthold_sandboxes_awake"), Some(1.0), "{metrics}");
+    assert_eq!(value(&metrics, r#"agenthold_tunnel_connections_total{kind="first"}"#), Some(1.0), "{metrics}");
+    assert_eq!(value(&metrics, "agenthold_tunnels_open"), Some(1.0), "{metrics}");
+    assert_eq!(value(&metrics, "agenthold_database_up"), Some(1.0), "{metrics}");
+
+    // A live event, and a harness that exits (sleeping the agent stops it).
+    server.prompt(&session, "text again").await;
+    watcher.until("turn_end", Duration::from_secs(60)).await;
+    // (The turn's end is stored a moment before the agent counts it as over.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = server.post(&format!("/api/v1/agents/{agent}/sleep"), json!({})).await;
+        if status == 200 || status == 202 {
+            break;
+        }
+        assert!(status == 409 && std::time::Instant::now() < deadline, "{status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = scrape(port).await;
+    assert!(value(&metrics, r#"agenthold_stream_events_sent_total{phase="live"}"#).is_some_and(|v| v >= 1.0));
+    assert_eq!(value(&metrics, "agenthold_sandboxes_awake"), Some(0.0), "{metrics}");
     drop(watcher);
 }

@@ -25,6 +25,9 @@ pub struct TestServer {
     pub token: String,
     /// The server's own database.
     pub database_url: String,
+    /// The address the server process is given for it, when not `database_url` (through a
+    /// [`crate::db_gate::DbGate`]).
+    server_database_url: Option<String>,
     /// Container/volume/network name prefix.
     pub instance: String,
     /// The data directory (logs are in it).
@@ -71,6 +74,7 @@ impl TestServer {
             url: String::new(),
             token: format!("test-token-{}", uuid::Uuid::new_v4().simple()),
             database_url: create_database().await,
+            server_database_url: None,
             instance,
             data_dir,
             api_port: free_port("127.0.0.1"),
@@ -85,6 +89,33 @@ impl TestServer {
         server
     }
 
+    /// Starts a server that reaches its database through a gate the test can shut (a Postgres
+    /// outage as the server sees it).
+    pub async fn start_behind_gate(env: &[(&str, &str)]) -> (Self, crate::db_gate::DbGate) {
+        let instance = format!("aht{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+        let data_dir = std::env::temp_dir().join(&instance);
+        std::fs::create_dir_all(&data_dir).expect("creating the data dir");
+        let database_url = create_database().await;
+        let gate = crate::db_gate::DbGate::start(&database_url).await;
+        let mut server = Self {
+            url: String::new(),
+            token: format!("test-token-{}", uuid::Uuid::new_v4().simple()),
+            server_database_url: Some(gate.url(&database_url)),
+            database_url,
+            instance,
+            data_dir,
+            api_port: free_port("127.0.0.1"),
+            tunnel_port: free_port("0.0.0.0"),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            child: None,
+            http: Client::builder(TokioExecutor::new()).build_http(),
+            runs: 0,
+        };
+        server.url = format!("http://127.0.0.1:{}", server.api_port);
+        server.spawn().await;
+        (server, gate)
+    }
+
     /// Starts a server with the defaults.
     pub async fn start() -> Self {
         Self::start_with(&[]).await
@@ -97,7 +128,7 @@ impl TestServer {
         let bin_dir = exe.parent().expect("bin dir").to_owned();
         let mut command = Command::new(&exe);
         command
-            .env("DATABASE_URL", &self.database_url)
+            .env("DATABASE_URL", self.server_database_url.as_ref().unwrap_or(&self.database_url))
             .env("AGENTHOLD_LISTEN", format!("127.0.0.1:{}", self.api_port))
             .env("AGENTHOLD_TUNNEL_LISTEN", format!("0.0.0.0:{}", self.tunnel_port))
             .env("AGENTHOLD_DRIVER", driver())
@@ -144,6 +175,22 @@ impl TestServer {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
         line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Sends SIGTERM (a graceful shutdown) and waits up to `timeout` for the process to end;
+    /// whether it did.
+    pub fn terminate(&mut self, timeout: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else { return true };
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                self.child = None;
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
     }
 
     pub fn kill(&mut self) {
@@ -366,6 +413,18 @@ impl Watcher {
                 Err(_) => return false,
                 Ok(None | Some(Err(_)) | Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_)))) => return true,
                 Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
+    /// The close code the server sends within `timeout` (events meanwhile are skipped).
+    pub async fn close_code(&mut self, timeout: Duration) -> Option<u16> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.socket.next()).await.ok()?? {
+                Ok(tokio_tungstenite::tungstenite::Message::Close(frame)) => return frame.map(|f| u16::from(f.code)),
+                Ok(_) => {}
+                Err(_) => return None,
             }
         }
     }

@@ -59,6 +59,16 @@ impl Core {
         }
     }
 
+    /// Postgres stopped or started answering. While it does not, the reconnect grace is held
+    /// (a sandbox's reconnects are refused then, through no fault of its own); once it does, a
+    /// grace that was running starts again in full.
+    pub(super) fn on_database(&mut self, up: bool, now: Now) {
+        self.database_down = !up;
+        if up && self.reconnect_at.is_some() {
+            self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
+        }
+    }
+
     pub(super) fn on_reconnect_expired(&mut self, now: Now) {
         self.awaiting_connect = false;
         for reply in std::mem::take(&mut self.wake_waiters) {

@@ -88,8 +88,9 @@ pub struct Core {
     next_request: u64,
     next_persist: PersistId,
     link: LinkState,
-    /// When a disconnected sandbox must be back.
+    /// When a disconnected sandbox must be back (not counted while `database_down`).
     reconnect_at: Option<Instant>,
+    database_down: bool,
     harness: Option<Harness>,
     /// The harness start job runs.
     launching: bool,
@@ -143,6 +144,7 @@ impl Core {
             next_persist: 1,
             link: LinkState::Down,
             reconnect_at: None,
+            database_down: false,
             harness: None,
             launching: false,
             waking: false,
@@ -182,6 +184,7 @@ impl Core {
     pub fn poll_timeout(&self) -> Option<(Instant, Timer)> {
         let mut due: Vec<(Instant, Timer)> = Vec::new();
         if self.link == LinkState::Down
+            && !self.database_down
             && let Some(at) = self.reconnect_at
         {
             due.push((at, Timer::Reconnect));
@@ -205,7 +208,7 @@ impl Core {
         if self.destroyed {
             return;
         }
-        if self.link == LinkState::Down && self.reconnect_at.is_some_and(|at| at <= now.mono) {
+        if self.link == LinkState::Down && !self.database_down && self.reconnect_at.is_some_and(|at| at <= now.mono) {
             self.reconnect_at = None;
             self.on_reconnect_expired(now);
         }
@@ -276,6 +279,7 @@ impl Core {
             }
             Input::EnvironmentChanged => self.environment_changed = true,
             Input::SandboxExited { at, oom } => self.on_sandbox_exited(at, oom, now),
+            Input::Database { up } => self.on_database(up, now),
             Input::AnswerPermission { permission_id, choice, by, reply } => {
                 let known = self.harness.as_ref().is_some_and(|h| h.questions.contains_key(&permission_id));
                 if !known && !self.loaded {

@@ -102,6 +102,12 @@ pub enum Input {
     },
     /// The agent's environment changed: restart the harness once no turn runs.
     EnvironmentChanged,
+    /// Postgres stopped (`false`) or started (`true`) answering: while it does not, a sandbox
+    /// cannot reconnect (the tunnel checks its token there), so the reconnect grace waits.
+    Database {
+        /// Whether it answers.
+        up: bool,
+    },
     /// The sandbox's container stopped on its own.
     SandboxExited {
         /// When (the engine's clock).

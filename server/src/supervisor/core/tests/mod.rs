@@ -546,6 +546,26 @@ fn the_reconnect_grace_fails_turns_once_at_its_end() {
 }
 
 #[test]
+fn the_reconnect_grace_waits_while_the_database_is_down_and_restarts_when_it_is_back() {
+    let mut sim = Sim::new();
+    sim.turn.time_limit_secs = Some(3600);
+    sim.run_until_prompt_sent();
+    sim.input(Input::LinkClosed { link: LINK });
+    sim.advance(Duration::from_secs(30));
+    sim.input(Input::Database { up: false });
+    assert!(sim.core.poll_timeout().is_none_or(|(_, timer)| timer != Timer::Reconnect));
+    assert!(sim.advance(Duration::from_secs(300)).is_empty(), "nothing fails while the database is down");
+    sim.input(Input::Database { up: true });
+    assert!(sim.advance(Duration::from_secs(60) - Duration::from_millis(1)).is_empty(), "a full grace again");
+    let effects = sim.advance(Duration::from_millis(1));
+    let failed = persists(&effects)
+        .into_iter()
+        .filter(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE")))
+        .count();
+    assert_eq!(failed, 1);
+}
+
+#[test]
 fn a_session_that_cannot_be_restored_starts_anew_with_a_reset_notice() {
     let mut sim = Sim::new();
     sim.turn.acp_session_id = Some("acp-old".to_owned());

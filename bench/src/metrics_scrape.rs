@@ -1,0 +1,63 @@
+//! `metrics_scrape_ms`: how long a Prometheus scrape of the bench server's `/metrics` takes once
+//! every other benchmark has run (every route, event type, stop reason and close reason they
+//! exercise has its series), beside a `GET /healthz` on the API through the same client as the
+//! baseline. No series carries an agent or a session (docs/operations.md), so the series of
+//! 1,000 agents are the series of this run's agents: the count is reported with the time.
+
+use std::time::Instant;
+
+use agenthold_cli::api::{Client, Options};
+use agenthold_cli::endpoint::Endpoint;
+use anyhow::{Result, anyhow, bail};
+
+use crate::stats::median;
+
+/// Scrapes measured (after one warm-up).
+pub const ROUNDS: usize = 20;
+
+/// One measurement.
+#[derive(Debug, Clone)]
+pub struct Scrape {
+    /// Median scrape, ms.
+    pub scrape_ms: f64,
+    /// Median `GET /healthz`, ms.
+    pub healthz_ms: f64,
+    /// Sample lines in one scrape (series, histogram buckets counted one by one).
+    pub samples: usize,
+    /// Bytes in one scrape.
+    pub bytes: usize,
+}
+
+/// Measures `metrics_url` (`http://host:port`) against `api_url`'s `/healthz`.
+pub async fn measure(metrics_url: &str, api_url: &str) -> Result<Scrape> {
+    let metrics = client(metrics_url)?;
+    let api = client(api_url)?;
+    let (mut scrapes, mut healthz, mut last) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..=ROUNDS {
+        let started = Instant::now();
+        let reply = metrics.send("GET", "/metrics", None).await?;
+        let scrape_ms = started.elapsed().as_secs_f64() * 1000.0;
+        if reply.status != 200 {
+            bail!("GET /metrics: HTTP {}", reply.status);
+        }
+        let started = Instant::now();
+        let health = api.send("GET", "/healthz", None).await?;
+        let healthz_ms = started.elapsed().as_secs_f64() * 1000.0;
+        if health.status != 200 {
+            bail!("GET /healthz: HTTP {}", health.status);
+        }
+        if round > 0 {
+            scrapes.push(scrape_ms);
+            healthz.push(healthz_ms);
+        }
+        last = reply.body;
+    }
+    let text = String::from_utf8_lossy(&last);
+    let samples = text.lines().filter(|line| !line.is_empty() && !line.starts_with('#')).count();
+    Ok(Scrape { scrape_ms: median(&scrapes), healthz_ms: median(&healthz), samples, bytes: last.len() })
+}
+
+fn client(url: &str) -> Result<Client> {
+    let endpoint = Endpoint::parse(url).map_err(|e| anyhow!("{url}: {e}"))?;
+    Ok(Client::new(endpoint, None, Options::default())?)
+}
