@@ -437,6 +437,9 @@ check('a viewer sees the session but no prompt box and no terminal', async () =>
   await vp.getByText('Overview').waitFor();
   assert((await vp.getByRole('link', { name: 'Terminal' }).count()) === 0, 'no terminal link');
   assert((await vp.getByRole('button', { name: 'New session' }).count()) === 0, 'no new session');
+  await vp.goto(`/agents/${agent.id}/terminal`);
+  await vp.getByText('Operators of this agent').waitFor();
+  assert((await vp.locator('.xterm').count()) === 0, 'no terminal opened');
   await context.close();
   await vc.close();
 });

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, wsUrl } from '../api';
+import { api, atLeast, roleIn, wsUrl } from '../api';
 import { query } from '../router';
 import type { Agent } from '../types';
 import { Link, useLoad } from '../ui';
@@ -29,7 +29,10 @@ export function TerminalPage({ agentId }: { agentId: string }) {
   const [state, setState] = useState('connecting');
   const [generation, setGeneration] = useState(0);
   const login = query.value.get('login');
+  // Operators use the terminal; wait for the agent to know the reader's role.
+  const allowed = agent.data ? atLeast(roleIn(agent.data.workspace_id), 'operator') : null;
   useEffect(() => {
+    if (!allowed) return;
     let disposed = false;
     let cleanup = () => {};
     (async () => {
@@ -91,7 +94,16 @@ export function TerminalPage({ agentId }: { agentId: string }) {
       disposed = true;
       cleanup();
     };
-  }, [agentId, login, generation]);
+  }, [agentId, login, generation, allowed]);
+  if (allowed === false)
+    return (
+      <main class="page">
+        <h1>
+          <Link href={`/agents/${agentId}`}>{agent.data?.name ?? 'agent'}</Link> · terminal
+        </h1>
+        <p>Operators of this agent's workspace use its terminal; you can read its sessions.</p>
+      </main>
+    );
   return (
     <main class="page terminal-page">
       <div class="title-row">
