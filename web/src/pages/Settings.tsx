@@ -1,3 +1,4 @@
+import type * as preact from 'preact';
 import { useState } from 'preact/hooks';
 import { api, me } from '../api';
 import { Action, ErrorLine, Link, useLoad, when } from '../ui';
@@ -102,11 +103,26 @@ function Providers() {
           <textarea required rows={2} value={value} onInput={(e) => setValue(e.currentTarget.value)} placeholder="the token, key, or auth.json" autoComplete="off" />
         </label>
         <div><button type="submit" class="primary">Connect</button></div>
+        {HOW[kind] ? <p class="hint muted how">{HOW[kind]}</p> : null}
         <ErrorLine error={formError} />
       </form>
     </section>
   );
 }
+
+/** Where each kind of login comes from (docs/logins.md). */
+const HOW: Record<string, preact.ComponentChildren> = {
+  claude_subscription: <>Run <code>claude setup-token</code> on your computer (Claude Pro/Max) and paste the token it prints (<code>sk-ant-oat…</code>).</>,
+  anthropic_api_key: <>An Anthropic API key (<code>sk-ant-…</code>).</>,
+  chatgpt_login: (
+    <>
+      Sign in with a temporary Codex home, so Codex on your computer keeps its own login (agenthold refreshes this one and so takes it over), then paste the file:{' '}
+      <code>export CODEX_HOME=$(mktemp -d) &amp;&amp; codex login &amp;&amp; cat $CODEX_HOME/auth.json</code>
+    </>
+  ),
+  chatgpt_access_token: <>A ChatGPT access token (<code>at-…</code>), if your ChatGPT workspace issues them.</>,
+  openai_api_key: <>An OpenAI API key (<code>sk-…</code>).</>,
+};
 
 function Tokens() {
   const { data, error, reload } = useLoad(
