@@ -6,7 +6,7 @@
 #   make test    everything CI runs (.ci/run calls it)
 #   make lint    rustfmt + clippy, warnings are errors
 #   make bench   scripts/bench/run.sh
-#   make build | postgres | docker | images | base-image | e2e | sqlx-prepare
+#   make build | web | postgres | docker | images | base-image | e2e | sqlx-prepare
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -25,13 +25,31 @@ ifneq ($(origin EXTRA_CA_CERTS),undefined)
 export AGENTHOLD_EXTRA_CA_CERTS := $(EXTRA_CA_CERTS)
 endif
 
-.PHONY: help build postgres docker images base-image up dev down test e2e bench lint sqlx-prepare
+.PHONY: help build web web-test postgres docker images base-image up dev down test e2e bench lint sqlx-prepare
 
 help:
 	@sed -n '1,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed -n 's/^# \{0,1\}//p'
 
-build:
+build: web
 	$(CARGO) build --workspace --bins
+
+# The browser UI (web/, served by the server from web/dist): `npm ci` when the lockfile changed,
+# `vite build` when a source changed; nothing when neither did.
+WEB_SRC := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig.json web/package.json -type f 2>/dev/null)
+
+web/node_modules/.package-lock.json: web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+web/dist/index.html: web/node_modules/.package-lock.json $(WEB_SRC)
+	cd web && npm run --silent build
+	@touch $@
+
+web: web/dist/index.html
+
+# The UI's unit tests (vitest: the stream reducer, markdown, ANSI).
+web-test: web/node_modules/.package-lock.json
+	cd web && npm test --silent
 
 postgres:
 	@scripts/dev/postgres.sh >/dev/null

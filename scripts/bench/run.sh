@@ -6,6 +6,7 @@
 # starts its OWN server — ports ${BENCH_PORT:-17800}/${BENCH_TUNNEL_PORT:-17801},
 # AGENTHOLD_INSTANCE=bench, data in .dev/bench, a fresh database agenthold_bench,
 # Docker driver, image agenthold/test:latest — runs target/release/agenthold-bench,
+# then the browser UI's figures (web/e2e/bench.mjs in Chromium, against the same server),
 # stops the server and prints the benchmark's JSON object as the LAST line of
 # stdout. Everything else goes to stderr. The dev stack on 7700/7701 is left
 # alone. See docs/benchmarks.md.
@@ -153,6 +154,19 @@ if ! AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN BENCH_SCRATCH_DATABASE_URL=$SCRAT
     exit 1
 fi
 log "benchmark took $(( SECONDS - started )) s"
+
+# --- the browser UI, in Chromium against the same server (web/e2e/bench.mjs) --------
+# ui_open_10k_ms, ui_flood_longest_task_ms, ui_js_gzip_kib; BENCH_SKIP_UI=1 leaves them out.
+echo '{}' >"$BENCH_DIR/ui.json"
+if [[ ${BENCH_SKIP_UI:-} != 1 ]]; then
+    log "the browser UI: make web, then web/e2e/bench.mjs (Chromium)"
+    if make --no-print-directory web >&2 && scripts/dev/ui-browser.sh \
+        && AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN node web/e2e/bench.mjs >"$BENCH_DIR/ui.out"; then
+        tail -n 1 "$BENCH_DIR/ui.out" >"$BENCH_DIR/ui.json"
+    else
+        log "the UI benchmark failed: its figures are left out"
+    fi
+fi
 cleanup
 trap - EXIT
 
@@ -254,9 +268,16 @@ fi
 
 # One JSON object: the server's figures, the proxy's and the harnesses' beside them, and the
 # proxy's targets.
-jq -c --slurpfile proxy "$BENCH_DIR/proxy.jsonl" --slurpfile harnesses "$BENCH_DIR/harnesses.json" '
+jq -c --slurpfile proxy "$BENCH_DIR/proxy.jsonl" --slurpfile harnesses "$BENCH_DIR/harnesses.json" \
+    --slurpfile ui "$BENCH_DIR/ui.json" '
     ($proxy | add) as $p
-    | . + $p + $harnesses[0]
+    | $ui[0] as $u
+    | . + $p + $harnesses[0] + $u
+    | .targets += (if $u.ui_open_10k_ms == null then {} else {
+        ui_open_10k_ms: {target: "<= 1000", value: $u.ui_open_10k_ms, pass: ($u.ui_open_10k_ms <= 1000)},
+        ui_flood_longest_task_ms: {target: "<= 50", value: $u.ui_flood_longest_task_ms, pass: ($u.ui_flood_longest_task_ms <= 50)},
+        ui_js_gzip_kib: {target: "<= 150", value: $u.ui_js_gzip_kib, pass: ($u.ui_js_gzip_kib <= 150)}
+      } end)
     | .proxy_stream_vs_direct = (($p.proxy_stream_mb_per_s / $p.direct_stream_mb_per_s) * 1000 | round / 1000)
     | .targets += {
         proxy_overhead_p50_ms: {target: "<= 1", value: $p.proxy_overhead_p50_ms, pass: ($p.proxy_overhead_p50_ms <= 1)},

@@ -2,12 +2,14 @@
 # Everything CI runs (`make test`, called by .ci/run), on a fresh Debian machine:
 #
 #   1. Postgres (private cluster, or DATABASE_URL), the Docker engine, the images
-#   2. cargo build --workspace --bins            (SQLX_OFFLINE=true: the
-#   3. cargo nextest run --workspace              committed .sqlx/ must be
+#   2. the browser UI: npm ci + vite build (make web), its unit tests (vitest)
+#   3. cargo build --workspace --bins            (SQLX_OFFLINE=true: the
+#   4. cargo nextest run --workspace              committed .sqlx/ must be
 #      (cargo test --workspace without nextest)   complete); the API tests run on
 #                                                 the Docker driver, then again on
 #                                                 the local driver
-#   4. end to end: make up, scripts/e2e/sessions.sh (if present), make down
+#   5. end to end: make up, scripts/e2e/sessions.sh (if present), the other
+#      e2e scripts, the UI in Chromium (web/e2e/run.mjs), make down
 #
 # Whatever happens, the server is stopped at the end, and so is the private
 # Postgres cluster if this run started it. dockerd stays up.
@@ -54,6 +56,10 @@ step "the base image (real harnesses; built once, then cached by the hash of its
 scripts/dev/base-image.sh
 scripts/dev/base-image.sh check
 
+step "the browser UI: make web (npm ci when the lockfile changed, vite build), vitest"
+"$MAKE" --no-print-directory web
+"$MAKE" --no-print-directory web-test
+
 step "cargo build --workspace --bins (SQLX_OFFLINE=true)"
 cargo build --workspace --bins
 
@@ -98,6 +104,15 @@ for script in secrets provider-logins claude-harness codex opencode; do
         bash "scripts/e2e/$script.sh"
     )
 done
+
+step "end to end: the UI in a real browser (web/e2e/run.mjs: playwright-core + Chromium)"
+scripts/dev/ui-browser.sh
+(
+    set -a
+    . "$DEV_DIR/env"
+    set +a
+    AGENTHOLD_UI_RESTART=1 node web/e2e/run.mjs
+)
 
 step "end to end: make down"
 scripts/dev/server.sh stop

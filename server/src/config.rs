@@ -240,6 +240,10 @@ pub struct Config {
     /// the browser connected to (`http://` or `https://` followed by the `Host` header).
     #[arg(long, env = "AGENTHOLD_PUBLIC_URL", value_parser = crate::auth::origin::parse_public_url)]
     pub public_url: Option<String>,
+    /// The built browser UI (`web/dist`, made by `npm run build` in `web/`), served at `/`.
+    /// Unset: the checkout's `web/dist` (where this binary was built from).
+    #[arg(long, env = "AGENTHOLD_WEB_DIR")]
+    pub web_dir: Option<PathBuf>,
     /// Seconds one WebSocket send to a browser or script (stream, terminal) may take before the
     /// socket is closed as stalled.
     #[arg(long, env = "AGENTHOLD_WS_SEND_TIMEOUT_SECS", default_value_t = 10)]

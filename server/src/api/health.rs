@@ -1,5 +1,4 @@
-//! `/healthz` (the process answers), `/readyz` (it can reach Postgres), and the web page at `/`
-//! (a placeholder until the browser UI lands).
+//! `/healthz` (the process answers) and `/readyz` (it can reach Postgres).
 
 use axum::Json;
 use axum::extract::State;
@@ -15,19 +14,6 @@ use crate::app::AppState;
 pub struct Health {
     /// `ok` (liveness), `ready` or `database unavailable` (readiness).
     status: &'static str,
-}
-
-/// The web page.
-#[utoipa::path(
-    get,
-    path = "/",
-    operation_id = "index",
-    tag = "meta",
-    responses((status = 200, description = "The web page", body = String, content_type = "text/html")),
-    extensions(("x-agenthold-access" = json!(Access::Public))),
-)]
-pub async fn index() -> axum::response::Html<&'static str> {
-    axum::response::Html(include_str!("../../../web/index.html"))
 }
 
 /// Liveness.

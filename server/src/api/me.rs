@@ -31,9 +31,14 @@ pub struct Me {
     server_admin: bool,
     /// The workspaces it belongs to, with its role in each.
     workspaces: Vec<MembershipView>,
+    /// For a browser session only: its CSRF token (the page keeps it in memory, so after a
+    /// reload it asks here instead of signing in again). Never for a bearer token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    csrf_token: Option<String>,
 }
 
-/// The caller and its workspaces.
+/// The caller and its workspaces (and, for a browser session, its CSRF token).
 #[utoipa::path(
     get,
     path = "/api/v1/me",
@@ -45,7 +50,8 @@ pub struct Me {
 pub async fn show(State(state): State<AppState>, principal: Principal) -> Result<Json<Me>, ApiError> {
     let user = principal.user(&state).await?;
     let workspaces = store::users::memberships(&state.pool, user.id).await?;
-    Ok(Json(Me { id: user.id, username: user.username, server_admin: user.server_admin, workspaces }))
+    let csrf_token = principal.csrf_token.clone();
+    Ok(Json(Me { id: user.id, username: user.username, server_admin: user.server_admin, workspaces, csrf_token }))
 }
 
 /// A new token: its value is here and nowhere else, ever.

@@ -1,4 +1,4 @@
-//! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the web page at `/`. This is the one
+//! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the browser UI (`web/dist`) at `/`. This is the one
 //! place that lists every route; each resource module exposes its handlers.
 
 mod agent_settings;
@@ -20,6 +20,7 @@ mod stream;
 mod terminal;
 mod users;
 mod warm_claim;
+mod web;
 mod workspaces;
 mod ws;
 
@@ -38,7 +39,7 @@ pub fn router(state: AppState) -> Router {
     );
     let body_limit = usize::try_from(state.config.max_body_bytes).unwrap_or(usize::MAX);
     Router::new()
-        .route("/", get(health::index))
+        .route("/", get(web::serve))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/api/v1/openapi.json", get(openapi::serve))
@@ -77,6 +78,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
         .route("/api/v1/sessions/{id}/stream", get(stream::stream))
+        .fallback(web::serve)
         .layer(axum::middleware::from_fn_with_state(limits, limits::enforce))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(crate::metrics::track_http))

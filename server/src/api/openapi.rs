@@ -71,7 +71,7 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
             `{\"error\": {\"code\", \"message\"}}`. Generated from the server's handlers; see docs/api.md.",
     ),
     paths(
-        super::health::index,
+        super::web::serve,
         super::health::healthz,
         super::health::readyz,
         serve,

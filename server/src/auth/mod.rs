@@ -42,6 +42,9 @@ pub struct Principal {
     pub user_id: Uuid,
     /// The token or session used.
     pub credential: Credential,
+    /// A browser session's CSRF token (`None` for API tokens): `GET /api/v1/me` tells the page,
+    /// which keeps it in memory only, so a reload does not need a new sign-in.
+    pub csrf_token: Option<String>,
 }
 
 fn cookie<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
@@ -66,7 +69,9 @@ impl FromRequestParts<AppState> for Principal {
             .and_then(|value| value.strip_prefix("Bearer "));
         if let Some(token) = bearer {
             return match store::tokens::authenticate(&state.pool, token.trim()).await? {
-                Some(owner) => Ok(Self { user_id: owner.user_id, credential: Credential::Token(owner.token_id) }),
+                Some(owner) => {
+                    Ok(Self { user_id: owner.user_id, credential: Credential::Token(owner.token_id), csrf_token: None })
+                }
                 None => Err(ApiError::Unauthorized),
             };
         }
@@ -82,7 +87,11 @@ impl FromRequestParts<AppState> for Principal {
         if !safe && echoed != Some(session.csrf_token.as_str()) {
             return Err(ApiError::CsrfRejected);
         }
-        Ok(Self { user_id: session.user_id, credential: Credential::Session(session.id) })
+        Ok(Self {
+            user_id: session.user_id,
+            credential: Credential::Session(session.id),
+            csrf_token: Some(session.csrf_token),
+        })
     }
 }
 

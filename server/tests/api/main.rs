@@ -51,3 +51,4 @@ mod tunnel_tls;
 mod turn_limits;
 mod turns;
 mod warm_pool;
+mod web_ui;

