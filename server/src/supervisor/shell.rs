@@ -39,6 +39,9 @@ enum Waiter {
 struct Shell {
     agent_id: AgentId,
     deps: Arc<Deps>,
+    /// The sandbox was stopped (sleep) and no wake came since: a connection still arriving was
+    /// made before the stop and is no reason to count the sandbox awake.
+    stopped: bool,
     link: Option<Link>,
     inbox: Option<(LinkId, mpsc::Receiver<Incoming>)>,
     waiters: HashMap<ReplyId, Waiter>,
@@ -67,6 +70,7 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
     let mut shell = Shell {
         agent_id,
         deps,
+        stopped: false,
         link: None,
         inbox: None,
         waiters: HashMap::new(),
@@ -108,6 +112,11 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
             }
             Some(done) = shell.tasks.next() => {
                 if let Some(input) = done {
+                    if let Input::Stopped { result: Ok(()), .. } = &input {
+                        // Given back here, in order with the connections the loop attaches.
+                        shell.deps.host.give_back(agent_id);
+                        shell.stopped = true;
+                    }
                     core.handle(input, now());
                 }
             }
@@ -157,7 +166,9 @@ impl Shell {
                 // A connected sandbox is awake, whoever started it (this server's wake, or an
                 // earlier server process's: after a restart it counts against the cap and can
                 // be auto-slept like any other).
-                self.deps.host.take_running(self.agent_id, Instant::now());
+                if !self.stopped {
+                    self.deps.host.take_running(self.agent_id, Instant::now());
+                }
                 if let Some(previous) = self.link.replace(link) {
                     previous.close();
                 }
@@ -345,7 +356,10 @@ impl Shell {
     async fn job(&mut self, job: Job) -> bool {
         let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
         match job {
-            Job::Wake => self.tasks.push(Box::pin(async move { Some(Input::Woken(wake(&deps, agent_id).await)) })),
+            Job::Wake => {
+                self.stopped = false;
+                self.tasks.push(Box::pin(async move { Some(Input::Woken(wake(&deps, agent_id).await)) }))
+            }
             Job::StartHarness => {
                 self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
             }
@@ -370,9 +384,6 @@ impl Shell {
                 self.tasks.push(Box::pin(async move {
                     let result =
                         deps.driver.stop(agent_id).await.map_err(|e| format!("the sandbox could not stop: {e}"));
-                    if result.is_ok() {
-                        deps.host.give_back(agent_id);
-                    }
                     Some(Input::Stopped { reply, result })
                 }));
             }
