@@ -41,16 +41,13 @@ pub(super) fn needs_database(path: &str) -> bool {
 
 /// Middleware: applies [`RequestLimits`].
 pub async fn enforce(State(limits): State<RequestLimits>, request: Request, next: Next) -> Response {
-    if let Some(database) = &limits.database
-        && !database.is_up()
-        && needs_database(request.uri().path())
-    {
+    let database = limits.database.as_ref().filter(|_| needs_database(request.uri().path())).cloned();
+    if database.as_ref().is_some_and(|database| !database.is_up()) {
         return ApiError::DatabaseUnavailable.into_response();
     }
     let Ok(_slot) = limits.slots.clone().try_acquire_owned() else {
         return ApiError::ServerBusy.into_response();
     };
-    let database = limits.database.as_ref().filter(|_| needs_database(request.uri().path())).cloned();
     let handled = tokio::time::timeout(limits.timeout, next.run(request));
     match database {
         // A request in flight when Postgres stops answering is answered at once (its handler is

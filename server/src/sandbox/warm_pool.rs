@@ -194,7 +194,23 @@ impl WarmPool {
                 return;
             }
         };
+        // A record whose id an agent has is a claim that did not finish forgetting it: the
+        // sandbox is that agent's now; only the record goes.
+        let ids: Vec<uuid::Uuid> = leftovers.iter().map(|id| id.0).collect();
+        let agents = match store::agents::existing(&self.inner.pool, &ids).await {
+            Ok(agents) => agents,
+            Err(error) => {
+                tracing::warn!(%error, "checking pooled sandboxes left by an earlier run against the agents");
+                return;
+            }
+        };
         for agent_id in leftovers {
+            if agents.contains(&agent_id) {
+                if let Err(error) = store::warm_pool::delete(&self.inner.pool, agent_id).await {
+                    tracing::warn!(%error, agent.id = %agent_id, "forgetting a claimed pooled sandbox");
+                }
+                continue;
+            }
             self.remove(agent_id).await;
         }
     }

@@ -67,14 +67,29 @@ async fn create_database() -> String {
 impl TestServer {
     /// Starts a server with extra environment variables.
     pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let database_url = create_database().await;
+        Self::launch(env, database_url, None).await
+    }
+
+    /// Starts a server that reaches its database through a gate the test can shut (a Postgres
+    /// outage as the server sees it).
+    pub async fn start_behind_gate(env: &[(&str, &str)]) -> (Self, crate::db_gate::DbGate) {
+        let database_url = create_database().await;
+        let gate = crate::db_gate::DbGate::start(&database_url).await;
+        let through_gate = gate.url(&database_url);
+        (Self::launch(env, database_url, Some(through_gate)).await, gate)
+    }
+
+    /// A server on `database_url` (given to the process as `server_database_url` when set).
+    async fn launch(env: &[(&str, &str)], database_url: String, server_database_url: Option<String>) -> Self {
         let instance = format!("aht{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
         let data_dir = std::env::temp_dir().join(&instance);
         std::fs::create_dir_all(&data_dir).expect("creating the data dir");
         let mut server = Self {
             url: String::new(),
             token: format!("test-token-{}", uuid::Uuid::new_v4().simple()),
-            database_url: create_database().await,
-            server_database_url: None,
+            database_url,
+            server_database_url,
             instance,
             data_dir,
             api_port: free_port("127.0.0.1"),
@@ -87,33 +102,6 @@ impl TestServer {
         server.url = format!("http://127.0.0.1:{}", server.api_port);
         server.spawn().await;
         server
-    }
-
-    /// Starts a server that reaches its database through a gate the test can shut (a Postgres
-    /// outage as the server sees it).
-    pub async fn start_behind_gate(env: &[(&str, &str)]) -> (Self, crate::db_gate::DbGate) {
-        let instance = format!("aht{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
-        let data_dir = std::env::temp_dir().join(&instance);
-        std::fs::create_dir_all(&data_dir).expect("creating the data dir");
-        let database_url = create_database().await;
-        let gate = crate::db_gate::DbGate::start(&database_url).await;
-        let mut server = Self {
-            url: String::new(),
-            token: format!("test-token-{}", uuid::Uuid::new_v4().simple()),
-            server_database_url: Some(gate.url(&database_url)),
-            database_url,
-            instance,
-            data_dir,
-            api_port: free_port("127.0.0.1"),
-            tunnel_port: free_port("0.0.0.0"),
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            child: None,
-            http: Client::builder(TokioExecutor::new()).build_http(),
-            runs: 0,
-        };
-        server.url = format!("http://127.0.0.1:{}", server.api_port);
-        server.spawn().await;
-        (server, gate)
     }
 
     /// Starts a server with the defaults.
