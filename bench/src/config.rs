@@ -52,4 +52,17 @@ pub struct Config {
     /// the median is reported.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
+    /// Run only this part (`multi`: the single flood's CPU baseline, then the `multi` loads).
+    #[arg(long, env = "BENCH_ONLY", value_enum)]
+    pub only: Option<Only>,
+    /// Agents in the large `multi` load (`multi_100`); 0 leaves it out.
+    #[arg(long, default_value_t = 100)]
+    pub multi_big_agents: usize,
+}
+
+/// A part of the benchmark run on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Only {
+    /// The many-agents loads and the flood they are compared with.
+    Multi,
 }

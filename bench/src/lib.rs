@@ -12,6 +12,7 @@ pub mod api;
 pub mod approval;
 pub mod burst;
 pub mod config;
+pub mod many;
 pub mod metrics_scrape;
 pub mod multi;
 pub mod raw;
@@ -54,12 +55,6 @@ mod targets {
     pub const APPROVAL_SLACK_MS: f64 = 5.0;
     /// Approval round trips measured.
     pub const APPROVAL_ROUNDS: usize = 100;
-    /// Agents in the `multi` load (of the burst's, warm).
-    pub const MULTI_AGENTS: usize = 30;
-    /// `multi` CPU per event ≤ this × the single flood's.
-    pub const MULTI_CPU_FACTOR: f64 = 3.0;
-    /// `multi` p99 emit → receive, ms, at most.
-    pub const MULTI_P99_MS: f64 = 50.0;
     /// A pooled start, ms, at most…
     pub const POOLED_MS: f64 = 100.0;
     /// …and at most this × docker run.
@@ -77,7 +72,10 @@ mod targets {
 pub async fn run(config: Config) -> Result<Value> {
     let api = Api::new(&config.url, &config.token)?;
     let mut agents = Vec::new();
-    let outcome = measure(&config, &api, &mut agents).await;
+    let outcome = match config.only {
+        Some(config::Only::Multi) => many::only(&config, &api, &mut agents).await,
+        None => measure(&config, &api, &mut agents).await,
+    };
     progress(&format!("deleting {} benchmark agent(s)", agents.len()));
     for agent_id in &agents {
         if let Err(error) = api.delete_agent(agent_id).await {
@@ -264,24 +262,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));
 
     // --- many agents at once ----------------------------------------------------------------
-    let load = multi::Load { rate: 30, seconds: 20, watchers: 3 };
-    let multi_agents = burst.sessions.len().min(targets::MULTI_AGENTS);
-    progress(&format!(
-        "multi: {multi_agents} agents × {} events/s × {} watchers for {} s",
-        load.rate, load.watchers, load.seconds
-    ));
-    let multi = multi::run(api, &burst.sessions[..multi_agents], load, config.server_pid, &config.scratch_database_url)
-        .await
-        .context("multi")?;
-    progress(&format!(
-        "  stored {:.0}/s of {:.0} offered; p50 {:.1} ms, p99 {:.1} ms; {} ms CPU per 1,000 events; {:.1} events per commit",
-        multi.stored_per_s,
-        multi.offered_per_s,
-        multi.p50_ms,
-        multi.p99_ms,
-        multi.cpu_ms_per_1k.map_or("?".to_owned(), |v| format!("{v:.0}")),
-        multi.mean_per_commit
-    ));
+    let many = many::measure(config, api, &burst.sessions, tag, agents).await?;
 
     // --- operating it ---------------------------------------------------------------------
     let scrape = match &config.metrics_url {
@@ -339,17 +320,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
             json!({"target": format!("<= {} * docker_run_ms", targets::WAKE_FACTOR), "limit_ms": round(wake_limit, 1), "value": round(wake, 1), "pass": wake <= wake_limit}),
         );
         let flood_cpu = flood.server_cpu_s.map(|s| s * 1000.0 / config.flood_events as f64 * 1000.0);
-        if let (Some(multi_cpu), Some(flood_cpu)) = (multi.cpu_ms_per_1k, flood_cpu) {
-            let limit = targets::MULTI_CPU_FACTOR * flood_cpu;
-            map.insert(
-                "multi_cpu_ms_per_1k_events".to_owned(),
-                json!({"target": format!("<= {} * flood_cpu_ms_per_1k_events", targets::MULTI_CPU_FACTOR), "limit": round(limit, 1), "value": round(multi_cpu, 1), "pass": multi_cpu <= limit}),
-            );
-        }
-        map.insert(
-            "multi_p99_ms".to_owned(),
-            json!({"target": format!("<= {}", targets::MULTI_P99_MS), "value": round(multi.p99_ms, 1), "pass": multi.p99_ms <= targets::MULTI_P99_MS}),
-        );
+        many::targets(&many, flood_cpu, map);
         if let Some(pooled) = pooled {
             let limit = targets::POOLED_MS.min(targets::POOLED_FACTOR * docker_run);
             map.insert(
@@ -366,7 +337,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     }
     let all_pass = targets.as_object().is_some_and(|t| t.values().all(|v| v["pass"] == json!(true)));
 
-    Ok(json!({
+    let mut report = json!({
         "flood_events_per_s": round(flood_per_s, 0),
         "raw_insert_rows_per_s": round(raw_per_s, 0),
         "flood_vs_raw": round(flood_vs_raw, 3),
@@ -381,9 +352,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "wake_ms": round(wake, 1),
         "burst_create_50_s": round(burst.all_awake_s, 2),
         "approval_roundtrip_ms": round(approval, 2),
-        "multi_cpu_ms_per_1k_events": multi.cpu_ms_per_1k.map(|v| round(v, 1)),
         "flood_cpu_ms_per_1k_events": flood.server_cpu_s.map(|s| round(s * 1000.0 / config.flood_events as f64 * 1000.0, 1)),
-        "multi_p99_ms": round(multi.p99_ms, 1),
         "metrics_scrape_ms": scrape.as_ref().map(|s| round(s.scrape_ms, 2)),
         "metrics_healthz_ms": scrape.as_ref().map(|s| round(s.healthz_ms, 2)),
         "metrics_samples": scrape.as_ref().map(|s| s.samples),
@@ -407,19 +376,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
                 "emit_to_receive_p50_ms": round(flood.latency_percentile_ms(50.0), 1),
                 "emit_to_receive_p99_ms": round(flood.latency_percentile_ms(99.0), 1),
             },
-            "multi": {
-                "agents": multi.agents,
-                "rate_per_s": multi.load.rate,
-                "seconds": multi.load.seconds,
-                "watchers": multi.load.watchers,
-                "offered_events_per_s": round(multi.offered_per_s, 0),
-                "stored_events_per_s": round(multi.stored_per_s, 0),
-                "emit_to_receive_p50_ms": round(multi.p50_ms, 1),
-                "emit_to_receive_p99_ms": round(multi.p99_ms, 1),
-                "emit_to_receive_max_ms": round(multi.max_ms, 1),
-                "mean_events_per_commit": round(multi.mean_per_commit, 1),
-                "postgres_commits_per_s": multi.commits_per_s.map(|v| round(v, 0)),
-            },
+            "multi": many::details(&many.multi),
+            "multi_100": many.big.as_ref().map(many::details),
             "latency": {
                 "events": config.latency_events,
                 "rate_per_s": config.latency_rate,
@@ -474,5 +432,9 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
                 "flood_growth_kib": server_idle.zip(server_flood).map(|(i, f)| f.rss_kib as i64 - i.rss_kib as i64),
             },
         },
-    }))
+    });
+    if let Some(map) = report.as_object_mut() {
+        many::figures(&many, map);
+    }
+    Ok(report)
 }

@@ -83,3 +83,17 @@ pub async fn wait_pool_ready(metrics_url: &str) -> Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// The appender's transactions and the events they stored so far
+/// (`agenthold_commit_events_count` and `_sum`).
+pub async fn commit_totals(metrics_url: &str) -> Result<(f64, f64)> {
+    let reply = client(metrics_url)?.send("GET", "/metrics", None).await?;
+    let text = String::from_utf8_lossy(&reply.body);
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((value("agenthold_commit_events_count"), value("agenthold_commit_events_sum")))
+}

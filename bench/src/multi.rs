@@ -49,6 +49,8 @@ pub struct Multi {
     pub mean_per_commit: f64,
     /// Postgres commits per second, the whole cluster (`None` if the statistics were unreadable).
     pub commits_per_s: Option<f64>,
+    /// Events per appender transaction, every session together (`None` without the metrics).
+    pub appender_events_per_commit: Option<f64>,
 }
 
 /// Runs the load on `sessions` (one per warm agent).
@@ -58,9 +60,14 @@ pub async fn run(
     load: Load,
     server_pid: Option<u32>,
     database_url: &str,
+    metrics_url: Option<&str>,
 ) -> Result<Multi> {
     let count = load.rate * load.seconds;
     let commits_before = commits(database_url).await;
+    let appender_before = match metrics_url {
+        Some(url) => Some(crate::metrics_scrape::commit_totals(url).await?),
+        None => None,
+    };
     let cpu_before = server_pid.and_then(throughput::cpu_seconds);
     let started = Instant::now();
     let runs: Vec<FloodRun> = try_join_all(
@@ -74,6 +81,14 @@ pub async fn run(
         _ => None,
     };
     let commits_after = commits(database_url).await;
+    let appender_after = match metrics_url {
+        Some(url) => Some(crate::metrics_scrape::commit_totals(url).await?),
+        None => None,
+    };
+    let appender_events_per_commit = match (appender_before, appender_after) {
+        (Some((c0, e0)), Some((c1, e1))) if c1 > c0 => Some((e1 - e0) / (c1 - c0)),
+        _ => None,
+    };
     let stored = (count as usize * sessions.len()) as f64;
     let first = runs.iter().filter_map(FloodRun::first_received).min();
     let last = runs.iter().filter_map(FloodRun::last_received).max();
@@ -97,6 +112,7 @@ pub async fn run(
             (Some(before), Some(after)) => Some((after - before) as f64 / wall_s),
             _ => None,
         },
+        appender_events_per_commit,
     })
 }
 

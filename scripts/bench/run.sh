@@ -12,7 +12,10 @@
 # alone. See docs/benchmarks.md.
 #
 # Environment: BENCH_PORT, BENCH_TUNNEL_PORT, BENCH_METRICS_PORT, BENCH_ARGS (extra flags for
-# agenthold-bench, e.g. "--flood-events 5000"), BENCH_SKIP_BUILD=1.
+# agenthold-bench, e.g. "--flood-events 5000"), BENCH_SKIP_BUILD=1, BENCH_ONLY=multi (only the
+# many-agents loads and the flood they are compared with; nothing after the server's figures),
+# BENCH_PERF=1 (the `profiling` build, and `perf record` of the server while the benchmark
+# runs: .dev/bench/perf.data, a summary in .dev/bench/perf.txt).
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/../dev/lib.sh"
 cd "$REPO_ROOT" || exit 1
@@ -25,7 +28,9 @@ IMAGE=agenthold/test:latest
 BENCH_DIR=$DEV_DIR/bench
 TARGET=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 [[ $TARGET == /* ]] || TARGET=$REPO_ROOT/$TARGET
-SERVER_BIN=$TARGET/release/agenthold
+PROFILE=release
+[[ ${BENCH_PERF:-} == 1 ]] && PROFILE=profiling
+SERVER_BIN=$TARGET/$PROFILE/agenthold
 BENCH_BIN=$TARGET/release/agenthold-bench
 URL=http://127.0.0.1:$PORT
 SERVER_PID=
@@ -41,6 +46,10 @@ export SQLX_OFFLINE=true  # build against the committed .sqlx/, like make test
 if [[ ${BENCH_SKIP_BUILD:-} != 1 ]]; then
     log "cargo build --release (server, sandboxd, fakeagent, proxy, bench, cli)"
     cargo build --release -p agenthold-server -p agenthold-sandboxd -p agenthold-proxy -p agenthold-bench -p agenthold-cli --bins >&2
+    if [[ $PROFILE == profiling ]]; then
+        log "cargo build --profile profiling (the server, with symbols for perf)"
+        cargo build --profile profiling -p agenthold-server --bin agenthold >&2
+    fi
 fi
 PROXY_BENCH_BIN=$TARGET/release/proxy-bench
 for bin in "$SERVER_BIN" "$TARGET/release/sandboxd" "$TARGET/release/fakeagent" "$BENCH_BIN" "$PROXY_BENCH_BIN"; do
@@ -123,6 +132,8 @@ start_server() {
         export AGENTHOLD_MODE=test  # a throwaway master key in the data dir
         unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE
         unset AGENTHOLD_PROXY_ADDR AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES
+        # The profiling server's sandbox tools are the release build's.
+        [[ $PROFILE == profiling ]] && export AGENTHOLD_SANDBOX_BIN_DIR=$TARGET/release
         [[ $# -gt 0 ]] && export "$@"
         exec setsid "$SERVER_BIN" </dev/null >>"$BENCH_DIR/server.log" 2>&1
     ) &
@@ -144,6 +155,12 @@ start_server
 # --- the benchmark ----------------------------------------------------------------
 log "running $BENCH_BIN"
 started=$SECONDS
+PERF_PID=
+if [[ $PROFILE == profiling ]]; then
+    ensure_cmd perf linux-perf
+    perf record -q -F 499 -g -p "$SERVER_PID" -o "$BENCH_DIR/perf.data" 2>"$BENCH_DIR/perf.log" &
+    PERF_PID=$!
+fi
 # shellcheck disable=SC2086
 if ! AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN BENCH_SCRATCH_DATABASE_URL=$SCRATCH_DB_URL \
     AGENTHOLD_INSTANCE=$INSTANCE AGENTHOLD_IMAGE=$IMAGE BENCH_SERVER_PID=$SERVER_PID \
@@ -154,6 +171,19 @@ if ! AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN BENCH_SCRATCH_DATABASE_URL=$SCRAT
     exit 1
 fi
 log "benchmark took $(( SECONDS - started )) s"
+if [[ -n $PERF_PID ]]; then
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    perf report -i "$BENCH_DIR/perf.data" --no-children --percent-limit 0.5 --stdio 2>/dev/null \
+        | grep -v '^$' >"$BENCH_DIR/perf.txt" || true
+    log "perf: $BENCH_DIR/perf.data (summary $BENCH_DIR/perf.txt)"
+fi
+if [[ -n ${BENCH_ONLY:-} ]]; then
+    cleanup
+    trap - EXIT
+    tail -n 1 "$BENCH_DIR/result.json"
+    exit 0
+fi
 
 # --- the browser UI, in Chromium against the same server (web/e2e/bench.mjs) --------
 # ui_open_10k_ms, ui_flood_longest_task_ms, ui_js_gzip_kib; BENCH_SKIP_UI=1 leaves them out.
