@@ -49,6 +49,8 @@ mod support;
 mod takeover;
 mod tunnel_tls;
 mod turn_limits;
+mod triggers_schedules;
+mod triggers_webhooks;
 mod turns;
 mod warm_pool;
 mod web_ui;
