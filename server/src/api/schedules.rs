@@ -289,7 +289,8 @@ pub async fn create(
         Err(InsertError::Db(error)) => return Err(error.into()),
     }
     let row = store::schedules::get(&state.pool, new.id).await?.ok_or(ApiError::NotFound("schedule"))?;
-    let detail = json!({"cron": row.cron, "time_zone": row.time_zone, "session_id": row.session_id, "paused": row.paused});
+    let detail =
+        json!({"cron": row.cron, "time_zone": row.time_zone, "session_id": row.session_id, "paused": row.paused});
     audit(&state, &principal, &agent, &row, "schedule.created", detail).await?;
     Ok((StatusCode::CREATED, Json(Schedule::from(&row))))
 }

@@ -247,7 +247,8 @@ pub async fn prompt(
     }
     let origin = crate::prompting::Origin::of(&principal);
     let mut tx = state.pool.begin().await?;
-    let recorded = match crate::prompting::record(&mut tx, TurnId::new(), id, session.agent_id, &blocks, &origin).await {
+    let recorded = match crate::prompting::record(&mut tx, TurnId::new(), id, session.agent_id, &blocks, &origin).await
+    {
         Ok(recorded) => recorded,
         Err(TurnError::InProgress) => {
             return Err(ApiError::conflict(

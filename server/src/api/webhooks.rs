@@ -223,8 +223,12 @@ pub async fn create(
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     let secret = crate::secret::Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
-    let sealed = cipher::seal(&state.master_key, crate::triggers::delivery::secret_row(agent_id, id), secret.expose().as_bytes())
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+    let sealed = cipher::seal(
+        &state.master_key,
+        crate::triggers::delivery::secret_row(agent_id, id),
+        secret.expose().as_bytes(),
+    )
+    .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
     let new = NewWebhook {
         id,
         agent_id,

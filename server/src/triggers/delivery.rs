@@ -85,7 +85,12 @@ pub struct Request<'a> {
 }
 
 /// Records a refusal of a delivery to `webhook` and returns it.
-pub async fn refuse(state: &AppState, webhook: &WebhookRow, delivery_id: Option<&str>, refusal: Refusal) -> sqlx::Result<Outcome> {
+pub async fn refuse(
+    state: &AppState,
+    webhook: &WebhookRow,
+    delivery_id: Option<&str>,
+    refusal: Refusal,
+) -> sqlx::Result<Outcome> {
     let row = DeliveryRow {
         id: Uuid::new_v4(),
         delivery_id: delivery_id.map(|id| id.chars().take(MAX_DELIVERY_ID).collect()),
@@ -116,7 +121,11 @@ fn check<'a>(state: &AppState, webhook: &WebhookRow, request: &Request<'a>) -> R
     let row = secret_row(webhook.agent_id, webhook.id);
     let secret = cipher::open(&state.master_key, row, &webhook.secret).map_err(|error| {
         tracing::warn!(webhook.id = %webhook.id, error = %error, "a webhook's secret does not open");
-        Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "SECRET_UNAVAILABLE", "the webhook's secret cannot be opened on this server (master key)")
+        Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SECRET_UNAVAILABLE",
+            "the webhook's secret cannot be opened on this server (master key)",
+        )
     })?;
     signature::verify(secret.expose().as_bytes(), request.body, request.signature).map_err(|error| {
         let code = match error {
@@ -126,16 +135,23 @@ fn check<'a>(state: &AppState, webhook: &WebhookRow, request: &Request<'a>) -> R
         Refusal::new(StatusCode::UNAUTHORIZED, code, error.to_string())
     })?;
     let delivery_id = request.delivery_id.filter(|id| !id.trim().is_empty()).ok_or_else(|| {
-        Refusal::new(StatusCode::BAD_REQUEST, "DELIVERY_ID_MISSING", format!("no delivery id (one of the headers {})", DELIVERY_HEADERS.join(", ")))
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "DELIVERY_ID_MISSING",
+            format!("no delivery id (one of the headers {})", DELIVERY_HEADERS.join(", ")),
+        )
     })?;
     if delivery_id.len() > MAX_DELIVERY_ID {
-        return Err(Refusal::new(StatusCode::BAD_REQUEST, "DELIVERY_ID_MISSING", format!("the delivery id is over {MAX_DELIVERY_ID} bytes")));
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "DELIVERY_ID_MISSING",
+            format!("the delivery id is over {MAX_DELIVERY_ID} bytes"),
+        ));
     }
     let body: serde_json::Value = serde_json::from_slice(request.body)
         .map_err(|_| Refusal::new(StatusCode::BAD_REQUEST, "INVALID_BODY", "the body is not JSON"))?;
-    let template = Template::parse(&webhook.template).map_err(|message| {
-        Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_TEMPLATE", message)
-    })?;
+    let template = Template::parse(&webhook.template)
+        .map_err(|message| Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_TEMPLATE", message))?;
     let prompt = template.render(&body).map_err(|error| match error {
         RenderError::Missing(field) => Refusal::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -145,7 +161,11 @@ fn check<'a>(state: &AppState, webhook: &WebhookRow, request: &Request<'a>) -> R
         RenderError::TooLong => Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "PROMPT_TOO_LONG", error.to_string()),
     })?;
     if prompt.contains('\0') {
-        return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "NUL_CHARACTER", "the prompt would contain the NUL character"));
+        return Err(Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "NUL_CHARACTER",
+            "the prompt would contain the NUL character",
+        ));
     }
     Ok((delivery_id, prompt))
 }
@@ -177,7 +197,8 @@ async fn start(state: &AppState, webhook: &WebhookRow, delivery_id: &str, prompt
     // The replay guard first: a delivery accepted before is refused as such, whatever else.
     if !store::webhooks::accept(&mut tx, webhook.id, &row).await? {
         drop(tx);
-        let refusal = Refusal::new(StatusCode::CONFLICT, "REPLAYED", format!("delivery {delivery_id:?} was accepted before"));
+        let refusal =
+            Refusal::new(StatusCode::CONFLICT, "REPLAYED", format!("delivery {delivery_id:?} was accepted before"));
         return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
     }
     let origin = Origin::webhook(webhook.id, id);
@@ -186,7 +207,8 @@ async fn start(state: &AppState, webhook: &WebhookRow, delivery_id: &str, prompt
         Ok(recorded) => recorded,
         Err(TurnError::InProgress) => {
             drop(tx);
-            let refusal = Refusal::new(StatusCode::CONFLICT, "TURN_IN_PROGRESS", "the webhook's session has a turn in progress");
+            let refusal =
+                Refusal::new(StatusCode::CONFLICT, "TURN_IN_PROGRESS", "the webhook's session has a turn in progress");
             return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
         }
         Err(TurnError::Db(error)) => return Err(error.into()),

@@ -20,7 +20,11 @@ use crate::store::schedules::{RunRow, ScheduleRow};
 use crate::store::sessions::TurnError;
 
 /// Runs the scheduler until `stop` turns `true`.
-pub fn spawn(state: AppState, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub fn spawn(
+    state: AppState,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut failing = false;
         loop {
@@ -98,16 +102,16 @@ async fn run_one(state: &AppState) -> anyhow::Result<bool> {
 }
 
 /// Starts the run's turn inside `tx`, or skips it with a notice; fills in `run`.
-async fn run_schedule(
-    tx: &mut sqlx::PgConnection,
-    schedule: &ScheduleRow,
-    run: &mut RunRow,
-) -> anyhow::Result<Done> {
+async fn run_schedule(tx: &mut sqlx::PgConnection, schedule: &ScheduleRow, run: &mut RunRow) -> anyhow::Result<Done> {
     // The previous run's turn still going: skipped, told in its session.
     if let Some(last) = schedule.last_turn_id
         && let Some(session_id) = store::schedules::turn_is_open(tx, last).await?
     {
-        let reason = format!("schedule {:?}: the run due at {} was skipped: the previous run is still going", schedule.name, run.due_at.to_rfc3339());
+        let reason = format!(
+            "schedule {:?}: the run due at {} was skipped: the previous run is still going",
+            schedule.name,
+            run.due_at.to_rfc3339()
+        );
         return skip(tx, run, session_id, reason).await;
     }
     let session_id = match schedule.session_id {
@@ -128,14 +132,23 @@ async fn run_schedule(
             Ok(Done::Started(recorded))
         }
         Err(TurnError::InProgress) => {
-            let reason = format!("schedule {:?}: the run due at {} was skipped: the session has a turn in progress", schedule.name, run.due_at.to_rfc3339());
+            let reason = format!(
+                "schedule {:?}: the run due at {} was skipped: the session has a turn in progress",
+                schedule.name,
+                run.due_at.to_rfc3339()
+            );
             skip(tx, run, session_id, reason).await
         }
         Err(TurnError::Db(error)) => Err(error.into()),
     }
 }
 
-async fn skip(tx: &mut sqlx::PgConnection, run: &mut RunRow, session_id: SessionId, reason: String) -> anyhow::Result<Done> {
+async fn skip(
+    tx: &mut sqlx::PgConnection,
+    run: &mut RunRow,
+    session_id: SessionId,
+    reason: String,
+) -> anyhow::Result<Done> {
     let notice = NewEvent::notice(session_id, "SCHEDULE_SKIPPED", reason.clone());
     let stored = store::events::append(tx, vec![notice]).await?;
     run.session_id = Some(session_id);

@@ -65,8 +65,11 @@ mod tests {
         let header = sign(b"It's a Secret to Everybody", b"Hello, World!");
         assert_eq!(header, "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
         assert_eq!(verify(b"It's a Secret to Everybody", b"Hello, World!", Some(&header)), Ok(()));
-        assert_eq!(verify(b"It's a Secret to Everybody", b"Hello, World!", Some(&header.to_uppercase())),
-            Err(SignatureError::Malformed), "the prefix is lowercase");
+        assert_eq!(
+            verify(b"It's a Secret to Everybody", b"Hello, World!", Some(&header.to_uppercase())),
+            Err(SignatureError::Malformed),
+            "the prefix is lowercase"
+        );
     }
 
     #[test]

@@ -116,8 +116,10 @@ mod tests {
 
     #[test]
     fn fields_are_filled_in() {
-        let template = Template::parse("PR #{{ number }} by {{sender.login}}: {{ commits.1.id }} {{ draft }}").expect("t");
-        let body = json!({"number": 7, "sender": {"login": "ana"}, "commits": [{"id": "a"}, {"id": "b"}], "draft": false});
+        let template =
+            Template::parse("PR #{{ number }} by {{sender.login}}: {{ commits.1.id }} {{ draft }}").expect("t");
+        let body =
+            json!({"number": 7, "sender": {"login": "ana"}, "commits": [{"id": "a"}, {"id": "b"}], "draft": false});
         assert_eq!(template.render(&body).expect("render"), "PR #7 by ana: b false");
         let whole = Template::parse("got {{ . }}").expect("t");
         assert_eq!(whole.render(&json!({"a": [1]})).expect("render"), "got {\"a\":[1]}");

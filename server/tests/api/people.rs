@@ -173,8 +173,9 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     let operations = operations();
     for (method, template, need) in operations.iter().filter(|(_, _, n)| (Need::Viewer..=Need::Admin).contains(n)) {
         let (method, template, need) = (method.as_str(), template.as_str(), *need);
-        let destructive = matches!(template, "/api/v1/agents/{id}" | "/api/v1/schedules/{id}" | "/api/v1/webhooks/{id}")
-            && method == "DELETE";
+        let destructive =
+            matches!(template, "/api/v1/agents/{id}" | "/api/v1/schedules/{id}" | "/api/v1/webhooks/{id}")
+                && method == "DELETE";
         if destructive || template.ends_with("/sleep") {
             continue; // destructive: checked below, after the others
         }
@@ -240,7 +241,9 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     assert_eq!(listed["agents"], json!([]));
 
     // Schedules and webhooks: their operators delete them.
-    for (path, kind) in [(format!("/api/v1/schedules/{schedule}"), "schedule"), (format!("/api/v1/webhooks/{webhook}"), "webhook")] {
+    for (path, kind) in
+        [(format!("/api/v1/schedules/{schedule}"), "schedule"), (format!("/api/v1/webhooks/{webhook}"), "webhook")]
+    {
         assert_eq!(server.as_user("DELETE", &path, &outsider.token, json!({})).await.0, 404, "{kind}");
         assert_eq!(server.as_user("DELETE", &path, &viewer.token, json!({})).await.0, 403, "{kind}");
         assert_eq!(server.as_user("DELETE", &path, &operator.token, json!({})).await.0, 204, "{kind}");

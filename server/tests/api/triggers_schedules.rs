@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::openapi::check;
 use crate::support::{TestServer, of_type};
 
 const TICK: (&str, &str) = ("AGENTHOLD_SCHEDULER_TICK_MS", "100");
@@ -61,7 +62,11 @@ async fn a_schedule_runs_at_its_slots_in_new_sessions_with_its_origin_and_pauses
     // Bad input names what is wrong.
     for (body, code, named) in [
         (json!({"name": "bad", "cron": "61 * * * *", "prompt": "x"}), "INVALID_CRON", "61 * * * *"),
-        (json!({"name": "bad", "cron": "* * * * *", "time_zone": "Mars/Olympus", "prompt": "x"}), "INVALID_TIME_ZONE", "Mars/Olympus"),
+        (
+            json!({"name": "bad", "cron": "* * * * *", "time_zone": "Mars/Olympus", "prompt": "x"}),
+            "INVALID_TIME_ZONE",
+            "Mars/Olympus",
+        ),
         (json!({"name": "bad", "cron": "0 0 30 2 *", "prompt": "x"}), "INVALID_CRON", "never due"),
         (json!({"name": "bad", "cron": "* * * * *", "prompt": " "}), "INVALID_PROMPT", "empty"),
     ] {
@@ -123,8 +128,15 @@ async fn a_schedule_runs_at_its_slots_in_new_sessions_with_its_origin_and_pauses
     let (status, bad) = patch(&server, &format!("/api/v1/schedules/{id}"), json!({"time_zone": "Nowhere/Else"})).await;
     assert_eq!((status, bad["error"]["code"].as_str()), (400, Some("INVALID_TIME_ZONE")));
 
+    let doc = agenthold_server::api::openapi::document();
+    check(&doc, "post", "/api/v1/agents/{id}/schedules", 201, &schedule);
+    check(&doc, "patch", "/api/v1/schedules/{id}", 200, &resumed);
+    check(&doc, "patch", "/api/v1/schedules/{id}", 400, &bad);
+    let (status, all_runs) = server.get(&format!("/api/v1/schedules/{id}/runs")).await;
+    check(&doc, "get", "/api/v1/schedules/{id}/runs", status, &all_runs);
     // The list shows it with its last run; the audit log who set it up and changed it.
-    let (_, list) = server.get(&format!("/api/v1/agents/{agent}/schedules")).await;
+    let (status, list) = server.get(&format!("/api/v1/agents/{agent}/schedules")).await;
+    check(&doc, "get", "/api/v1/agents/{id}/schedules", status, &list);
     assert_eq!(list["schedules"][0]["id"], id.as_str());
     assert!(list["schedules"][0]["last_run_at"].is_string());
     let (_, me) = server.get("/api/v1/me").await;
@@ -156,10 +168,8 @@ async fn a_run_that_finds_the_previous_one_going_is_skipped_with_a_notice() {
     let runs = wait_runs(&server, &id, "a second started run", |runs| started(runs).len() >= 2).await;
     let first = started(&runs)[0].clone();
     let second = started(&runs)[1].clone();
-    let skipped: Vec<&Value> = runs
-        .iter()
-        .filter(|r| r["outcome"] == "skipped" && time(&r["due_at"]) < time(&second["due_at"]))
-        .collect();
+    let skipped: Vec<&Value> =
+        runs.iter().filter(|r| r["outcome"] == "skipped" && time(&r["due_at"]) < time(&second["due_at"])).collect();
     assert!(skipped.len() >= 2, "runs skipped while the first went on: {runs:#?}");
     let session = first["session_id"].as_str().expect("session");
     for run in &skipped {
@@ -182,8 +192,7 @@ async fn slots_missed_while_the_server_was_down_run_once_after_a_restart() {
     let mut server = TestServer::start_with(&[TICK]).await;
     let agent = server.create_agent(json!({})).await;
     let schedule =
-        create_schedule(&server, &agent, json!({"name": "steady", "cron": "*/2 * * * * *", "prompt": "text hi"}))
-            .await;
+        create_schedule(&server, &agent, json!({"name": "steady", "cron": "*/2 * * * * *", "prompt": "text hi"})).await;
     let id = schedule["id"].as_str().expect("id").to_owned();
     wait_runs(&server, &id, "a first run", |runs| !started(runs).is_empty()).await;
     server.kill();
@@ -198,10 +207,8 @@ async fn slots_missed_while_the_server_was_down_run_once_after_a_restart() {
     .await;
     let (status, _) = patch(&server, &format!("/api/v1/schedules/{id}"), json!({"paused": true})).await;
     assert_eq!(status, 200);
-    let missed: Vec<&Value> = runs
-        .iter()
-        .filter(|r| time(&r["ran_at"]) >= restarted_at && time(&r["due_at"]) < restarted_at)
-        .collect();
+    let missed: Vec<&Value> =
+        runs.iter().filter(|r| time(&r["ran_at"]) >= restarted_at && time(&r["due_at"]) < restarted_at).collect();
     assert_eq!(missed.len(), 1, "the slots missed while down make one run: {runs:#?}");
     assert!(time(&missed[0]["due_at"]) >= down_at - chrono::Duration::seconds(2), "{missed:?}");
     // The runs after it are at slots after the restart.

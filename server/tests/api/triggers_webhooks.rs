@@ -8,12 +8,19 @@ use std::time::Duration;
 use agenthold_server::triggers::signature::sign;
 use serde_json::{Value, json};
 
+use crate::openapi::check;
 use crate::support::{TestServer, of_type, texts};
 
 const LIMIT: usize = 4096;
 
 /// Posts a delivery: `secret` signs `body` (or `signature` overrides it; `""`: unsigned).
-async fn deliver(server: &TestServer, hook: &str, body: &Value, signature: Option<&str>, delivery: Option<&str>) -> (u16, Value) {
+async fn deliver(
+    server: &TestServer,
+    hook: &str,
+    body: &Value,
+    signature: Option<&str>,
+    delivery: Option<&str>,
+) -> (u16, Value) {
     let mut headers = vec![("x-github-event", "pull_request".to_owned())];
     if let Some(signature) = signature.filter(|s| !s.is_empty()) {
         headers.push(("x-hub-signature-256", signature.to_owned()));
@@ -35,9 +42,8 @@ async fn signed_deliveries_start_turns_and_bad_ones_start_nothing() {
     let server = TestServer::start_with(&[("AGENTHOLD_WEBHOOK_MAX_BODY_BYTES", &limit)]).await;
     let agent = server.create_agent(json!({})).await;
 
-    let (status, bad) = server
-        .post(&format!("/api/v1/agents/{agent}/webhooks"), json!({"name": "bad", "template": "{{ open"}))
-        .await;
+    let (status, bad) =
+        server.post(&format!("/api/v1/agents/{agent}/webhooks"), json!({"name": "bad", "template": "{{ open"})).await;
     assert_eq!((status, code(&bad)), (400, Some("INVALID_TEMPLATE")), "{bad}");
     let template = "text PR {{ pull_request.title }} by {{ sender.login }}";
     let (status, created) =
@@ -102,6 +108,14 @@ async fn signed_deliveries_start_turns_and_bad_ones_start_nothing() {
     // Every delivery is listed with its outcome.
     let (status, list) = server.get(&format!("/api/v1/webhooks/{id}/deliveries")).await;
     assert_eq!(status, 200, "{list}");
+    // The answers are the document's.
+    let doc = agenthold_server::api::openapi::document();
+    check(&doc, "get", "/api/v1/webhooks/{id}/deliveries", status, &list);
+    check(&doc, "post", "/api/v1/agents/{id}/webhooks", 201, &created);
+    check(&doc, "get", "/api/v1/webhooks/{id}", 200, &shown);
+    check(&doc, "get", "/api/v1/agents/{id}/webhooks", 200, &listed);
+    check(&doc, "post", "/api/v1/hooks/{id}", 202, &accepted);
+    check(&doc, "post", "/api/v1/hooks/{id}", 409, &answer);
     let mut outcomes: Vec<(String, String, i64)> = list["deliveries"]
         .as_array()
         .expect("deliveries")
@@ -126,7 +140,8 @@ async fn signed_deliveries_start_turns_and_bad_ones_start_nothing() {
     .map(|(a, b, c)| (a.to_owned(), b.to_owned(), c))
     .collect();
     assert_eq!(outcomes, expected, "{list:#}");
-    let accepted_row = list["deliveries"].as_array().and_then(|d| d.iter().find(|d| d["outcome"] == "accepted")).expect("accepted");
+    let accepted_row =
+        list["deliveries"].as_array().and_then(|d| d.iter().find(|d| d["outcome"] == "accepted")).expect("accepted");
     assert_eq!(accepted_row["turn_id"], accepted["turn_id"]);
     assert_eq!(accepted_row["session_id"], session.as_str());
     assert!(!server.log().contains(&secret), "the secret is never logged");
@@ -134,11 +149,16 @@ async fn signed_deliveries_start_turns_and_bad_ones_start_nothing() {
     // A named session: deliveries append to it.
     let named = server.create_session(&agent).await;
     let (status, created) = server
-        .post(&format!("/api/v1/agents/{agent}/webhooks"), json!({"name": "named", "template": "text {{ n }}", "session_id": named}))
+        .post(
+            &format!("/api/v1/agents/{agent}/webhooks"),
+            json!({"name": "named", "template": "text {{ n }}", "session_id": named}),
+        )
         .await;
     assert_eq!(status, 201, "{created}");
-    let (secret, hook) =
-        (created["secret"].as_str().expect("secret").to_owned(), created["webhook"]["path"].as_str().expect("path").to_owned());
+    let (secret, hook) = (
+        created["secret"].as_str().expect("secret").to_owned(),
+        created["webhook"]["path"].as_str().expect("path").to_owned(),
+    );
     let body = json!({"n": 1});
     let (status, accepted) =
         deliver(&server, &hook, &body, Some(&sign(secret.as_bytes(), body.to_string().as_bytes())), Some("n-1")).await;
@@ -155,7 +175,8 @@ async fn signed_deliveries_start_turns_and_bad_ones_start_nothing() {
     assert!(created_records.iter().all(|r| r["actor_user_id"] == me["id"]));
     assert!(!audit.to_string().contains(&secret));
     assert_eq!(server.delete(&format!("/api/v1/webhooks/{id}")).await.0, 204);
-    let (status, answer) = deliver(&server, &format!("/api/v1/hooks/{id}"), &json!({}), Some("sha256=00"), Some("z")).await;
+    let (status, answer) =
+        deliver(&server, &format!("/api/v1/hooks/{id}"), &json!({}), Some("sha256=00"), Some("z")).await;
     assert_eq!(status, 404, "{answer}");
 }
 
@@ -176,7 +197,8 @@ async fn prompts_from_a_person_and_from_a_token_carry_their_origin() {
         let server = &server;
         async move { server.raw_with_headers(method, &path, None, &headers, body).await }
     };
-    let (status, _, agent) = call("POST", "/api/v1/agents".to_owned(), json!({"name": "mine", "harness": "fake"})).await;
+    let (status, _, agent) =
+        call("POST", "/api/v1/agents".to_owned(), json!({"name": "mine", "harness": "fake"})).await;
     assert_eq!(status, 201, "{agent}");
     let agent = agent["id"].as_str().expect("id").to_owned();
     let (_, _, session) = call("POST", format!("/api/v1/agents/{agent}/sessions"), json!({})).await;
@@ -190,14 +212,23 @@ async fn prompts_from_a_person_and_from_a_token_carry_their_origin() {
     assert_eq!(status, 201, "{token}");
     let secret = token["token"].as_str().expect("token").to_owned();
     let (status, _, _) = server
-        .raw_with_headers("POST", &format!("/api/v1/sessions/{session}/prompt"), Some(&secret), &[], json!({"text": "text two"}))
+        .raw_with_headers(
+            "POST",
+            &format!("/api/v1/sessions/{session}/prompt"),
+            Some(&secret),
+            &[],
+            json!({"text": "text two"}),
+        )
         .await;
     assert_eq!(status, 202);
     let events = server.wait_turns_as(&session, 2, &headers).await;
     let origins: Vec<Value> = of_type(&events, "prompt").iter().map(|e| e["payload"]["origin"].clone()).collect();
     assert_eq!(
         origins,
-        vec![json!({"kind": "user", "id": user["id"]}), json!({"kind": "token", "id": token["id"], "user_id": user["id"]})]
+        vec![
+            json!({"kind": "user", "id": user["id"]}),
+            json!({"kind": "token", "id": token["id"], "user_id": user["id"]})
+        ]
     );
 }
 
