@@ -215,3 +215,45 @@ async fn slots_missed_while_the_server_was_down_run_once_after_a_restart() {
     let later: Vec<&Value> = runs.iter().filter(|r| time(&r["ran_at"]) >= restarted_at).skip(1).collect();
     assert!(later.iter().all(|r| time(&r["due_at"]) >= restarted_at), "{later:#?}");
 }
+
+#[tokio::test]
+async fn two_replicas_never_claim_the_same_due_schedule() {
+    // The server's own scheduler looks once a minute: the test claims as two replicas would.
+    let server = TestServer::start_with(&[("AGENTHOLD_SCHEDULER_TICK_MS", "60000")]).await;
+    let agent = server.create_agent(json!({})).await;
+    let schedule =
+        create_schedule(&server, &agent, json!({"name": "nightly", "cron": "0 3 * * *", "prompt": "text hi"})).await;
+    let id: uuid::Uuid = schedule["id"].as_str().and_then(|id| id.parse().ok()).expect("id");
+    let pool = sqlx::PgPool::connect(&server.database_url).await.expect("connecting");
+    sqlx::query("UPDATE schedules SET next_run_at = now() - interval '1 hour' WHERE id = $1")
+        .bind(id)
+        .execute(&pool)
+        .await
+        .expect("making it due");
+    let (mut one, mut two) = (pool.begin().await.expect("tx"), pool.begin().await.expect("tx"));
+    let now = Utc::now();
+    let claimed = agenthold_server::store::schedules::claim_due(&mut one, now).await.expect("claim");
+    assert_eq!(claimed.as_ref().map(|s| s.id), Some(id));
+    let other = agenthold_server::store::schedules::claim_due(&mut two, now).await.expect("claim");
+    assert!(other.is_none(), "a row another replica holds is skipped, not waited for nor run twice");
+    // The first records its run and moves the schedule on in the same transaction…
+    let run = agenthold_server::store::schedules::RunRow {
+        id: uuid::Uuid::new_v4(),
+        due_at: claimed.expect("claimed").next_run_at,
+        ran_at: now,
+        outcome: "skipped".to_owned(),
+        reason: Some("test".to_owned()),
+        session_id: None,
+        turn_id: None,
+    };
+    let next = now + chrono::Duration::hours(1);
+    agenthold_server::store::schedules::record_run(&mut one, id, &run, Some(next)).await.expect("record");
+    one.commit().await.expect("commit");
+    // …so once it commits, the slot is no longer due for anyone.
+    let again = agenthold_server::store::schedules::claim_due(&mut two, Utc::now()).await.expect("claim");
+    assert!(again.is_none(), "the slot ran once");
+    two.rollback().await.expect("rollback");
+    let runs = runs(&server, &id.to_string()).await;
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    pool.close().await;
+}
