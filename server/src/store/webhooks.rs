@@ -225,3 +225,34 @@ pub async fn deliveries(pool: &PgPool, webhook_id: Uuid, limit: i64) -> sqlx::Re
         })
         .collect())
 }
+
+/// Every webhook's sealed secret with its agent, locked for update until the transaction ends
+/// (master key rotation).
+pub async fn lock_all_sealed(tx: &mut sqlx::PgConnection) -> sqlx::Result<Vec<(Uuid, AgentId, Sealed)>> {
+    let rows = sqlx::query!(
+        r#"SELECT id, agent_id, secret_key_id, secret_nonce, secret_sealed FROM webhooks ORDER BY id FOR UPDATE"#
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let sealed = Sealed { key_id: r.secret_key_id, nonce: r.secret_nonce, ciphertext: r.secret_sealed };
+            (r.id, AgentId(r.agent_id), sealed)
+        })
+        .collect())
+}
+
+/// Replaces a webhook's sealed secret (same secret, another key).
+pub async fn reseal(tx: &mut sqlx::PgConnection, id: Uuid, sealed: &Sealed) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE webhooks SET secret_key_id = $2, secret_nonce = $3, secret_sealed = $4 WHERE id = $1"#,
+        id,
+        sealed.key_id,
+        sealed.nonce,
+        sealed.ciphertext
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
