@@ -79,6 +79,9 @@ async fn signed_deliveries_start_turns_and_bad_ones_start_nothing() {
     let big_signed = sign(secret.as_bytes(), big.to_string().as_bytes());
     let (status, answer) = deliver(&server, &hook, &big, Some(&big_signed), Some("d-big")).await;
     assert_eq!((status, code(&answer)), (413, Some("PAYLOAD_TOO_LARGE")), "{answer}");
+    // Without a Content-Length (chunked), reading stops at the limit.
+    let chunked = chunked_delivery(&server, &hook, &"x".repeat(LIMIT * 4), &signed, "d-chunked").await;
+    assert!(chunked.starts_with("HTTP/1.1 413"), "{chunked}");
     let lacking = json!({"action": "opened", "sender": {"login": "ana"}});
     let lacking_signed = sign(secret.as_bytes(), lacking.to_string().as_bytes());
     let (status, answer) = deliver(&server, &hook, &lacking, Some(&lacking_signed), Some("d-lacking")).await;
@@ -131,6 +134,7 @@ async fn signed_deliveries_start_turns_and_bad_ones_start_nothing() {
         ("d-1", "-", 202),
         ("d-1", "REPLAYED", 409),
         ("d-big", "PAYLOAD_TOO_LARGE", 413),
+        ("d-chunked", "PAYLOAD_TOO_LARGE", 413),
         ("d-lacking", "TEMPLATE_FIELD_MISSING", 422),
         ("d-other-key", "SIGNATURE_INVALID", 401),
         ("d-tampered", "SIGNATURE_INVALID", 401),
@@ -247,4 +251,30 @@ impl TestServer {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// A delivery sent in chunks, without a Content-Length: the answer's status line and headers.
+async fn chunked_delivery(server: &TestServer, hook: &str, body: &str, signature: &str, delivery: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connecting");
+    let head = format!(
+        "POST {hook} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\nX-Hub-Signature-256: {signature}\r\nX-Delivery-Id: {delivery}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    for chunk in body.as_bytes().chunks(1024) {
+        // The server may answer and close before the whole body is sent.
+        if stream.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).await.is_err()
+            || stream.write_all(chunk).await.is_err()
+            || stream.write_all(b"\r\n").await.is_err()
+        {
+            break;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
 }
