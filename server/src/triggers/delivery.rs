@@ -103,6 +103,8 @@ pub async fn refuse(
         turn_id: None,
     };
     store::webhooks::refuse(&state.pool, webhook.id, &row).await?;
+    metrics::counter!("agenthold_webhook_deliveries_total", "outcome" => "refused", "code" => refusal.code)
+        .increment(1);
     tracing::info!(webhook.id = %webhook.id, code = refusal.code, "a webhook delivery was refused");
     Ok(Outcome::Refused(refusal))
 }
@@ -215,6 +217,7 @@ async fn start(state: &AppState, webhook: &WebhookRow, delivery_id: &str, prompt
     };
     tx.commit().await?;
     store::webhooks::prune(&state.pool, webhook.id).await?;
+    metrics::counter!("agenthold_webhook_deliveries_total", "outcome" => "accepted", "code" => "").increment(1);
     tracing::info!(webhook.id = %webhook.id, turn.id = %recorded.turn_id, "a webhook delivery started a turn");
     prompting::hand_over(state, &recorded).await?;
     Ok(Outcome::Accepted(Accepted { id, session_id, turn_id: recorded.turn_id }))

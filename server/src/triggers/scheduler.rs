@@ -90,10 +90,12 @@ async fn run_one(state: &AppState) -> anyhow::Result<bool> {
     tx.commit().await?;
     match done {
         Done::Started(recorded) => {
+            metrics::counter!("agenthold_schedule_runs_total", "outcome" => "started").increment(1);
             tracing::info!(schedule.id = %schedule.id, turn.id = %recorded.turn_id, "a schedule started a turn");
             prompting::hand_over(state, &recorded).await?;
         }
         Done::Skipped(stored) => {
+            metrics::counter!("agenthold_schedule_runs_total", "outcome" => "skipped").increment(1);
             tracing::info!(schedule.id = %schedule.id, reason = run.reason.as_deref().unwrap_or(""), "a schedule's run was skipped");
             prompting::publish(state, &stored);
         }

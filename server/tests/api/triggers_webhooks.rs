@@ -278,3 +278,36 @@ async fn chunked_delivery(server: &TestServer, hook: &str, body: &str, signature
     let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
     String::from_utf8_lossy(&answer).into_owned()
 }
+
+#[tokio::test]
+async fn a_triggered_turn_is_gated_by_the_agent_s_posture() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({"posture": "approval"})).await;
+    let (status, created) = server
+        .post(&format!("/api/v1/agents/{agent}/webhooks"), json!({"name": "ci", "template": "ask execute {{ cmd }}"}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let secret = created["secret"].as_str().expect("secret").to_owned();
+    let hook = created["webhook"]["path"].as_str().expect("path").to_owned();
+    let body = json!({"cmd": "make"});
+    let signed = sign(secret.as_bytes(), body.to_string().as_bytes());
+    let (status, accepted) = deliver(&server, &hook, &body, Some(&signed), Some("g-1")).await;
+    assert_eq!(status, 202, "{accepted}");
+    let session = accepted["session_id"].as_str().expect("session").to_owned();
+    // The approval posture asks a person, whoever prompted.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let question = loop {
+        let events = server.events(&session).await;
+        if let Some(question) = of_type(&events, "permission").first() {
+            break question["payload"]["permission_id"].as_str().expect("id").to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no question: {events:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (status, answer) =
+        server.post(&format!("/api/v1/permissions/{question}/answer"), json!({"decision": "deny"})).await;
+    assert_eq!(status, 200, "{answer}");
+    let events = server.wait_turns(&session, 1, Duration::from_secs(60)).await;
+    let resolved = of_type(&events, "permission_resolved");
+    assert_eq!(resolved[0]["payload"]["option_kind"], "reject_once", "{resolved:?}");
+}
