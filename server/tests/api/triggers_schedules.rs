@@ -96,7 +96,7 @@ async fn a_schedule_runs_at_its_slots_in_new_sessions_with_its_origin_and_pauses
     for run in &runs {
         let (due, ran) = (time(&run["due_at"]), time(&run["ran_at"]));
         assert_eq!(due.timestamp() % 2, 0, "{run}");
-        assert!(ran >= due && (ran - due).num_milliseconds() < 1500, "ran on time: {run}");
+        assert!(ran >= due && (ran - due).num_milliseconds() < 2500, "ran on time: {run}");
         sessions.push(run["session_id"].as_str().expect("session").to_owned());
     }
     sessions.dedup();
