@@ -69,9 +69,10 @@ async fn run_one(state: &AppState) -> anyhow::Result<bool> {
     };
     let next = match Spec::parse(&schedule.cron, &schedule.time_zone) {
         Ok(spec) => cron::due(&spec, schedule.next_run_at, now).and_then(|due| due.next),
-        // Checked when stored; a zone the server no longer knows pauses it (next: none).
+        // Checked when stored; should a zone vanish from a later build's database, this run
+        // goes ahead and the schedule is paused (no next run).
         Err(error) => {
-            tracing::warn!(schedule.id = %schedule.id, error = %error, "a schedule no longer parses: paused");
+            tracing::warn!(schedule.id = %schedule.id, error = %error, "a schedule no longer parses: it runs once more, then is paused");
             None
         }
     };
