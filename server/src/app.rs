@@ -272,6 +272,12 @@ pub async fn run(
     });
     // Expired browser sessions and old login failures are purged (AGENTHOLD_HOUSEKEEPING_SECS).
     let housekeeping = crate::housekeeping::spawn(pool.clone(), state.config.housekeeping_secs);
+    // Schedules run when due (docs/triggers.md).
+    let scheduler = crate::triggers::scheduler::spawn(
+        state.clone(),
+        std::time::Duration::from_millis(state.config.scheduler_tick_ms),
+        stop_rx.clone(),
+    );
     let (state_metrics_listen, stop_rx_metrics) = (state.config.metrics_listen, stop_rx.clone());
     let feed = proxy_feed_settings.map(|settings| {
         proxy_feed::task::spawn(pool.clone(), Arc::clone(&state.master_key), settings, written_tx, stop_rx.clone())
@@ -324,6 +330,7 @@ pub async fn run(
             abort.abort();
         }
     }
+    scheduler.abort();
     drop(supervisors);
     prepared.abort();
     exits.abort();

@@ -209,6 +209,13 @@ pub struct Config {
     /// The largest request body accepted (bytes); beyond: 413.
     #[arg(long, env = "AGENTHOLD_MAX_BODY_BYTES", default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_body_bytes: u64,
+    /// Milliseconds between the scheduler's looks for due schedules (docs/triggers.md); a run
+    /// starts at most this long after its time.
+    #[arg(long, env = "AGENTHOLD_SCHEDULER_TICK_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    pub scheduler_tick_ms: u64,
+    /// The largest webhook delivery body accepted (bytes); beyond: 413, refused before it is read.
+    #[arg(long, env = "AGENTHOLD_WEBHOOK_MAX_BODY_BYTES", default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1024..=(64 << 20)))]
+    pub webhook_max_body_bytes: u64,
     /// Seconds between housekeeping rounds (expired browser sessions and old login failures
     /// purged); 0: never.
     #[arg(long, env = "AGENTHOLD_HOUSEKEEPING_SECS", default_value_t = 600)]

@@ -9,7 +9,7 @@
 //! stream watchers open, events sent while catching up vs live, watchers that lagged or were
 //! closed (by reason); harness starts and exits (by kind); sandbox starts (by what was there) with
 //! their latency, sandboxes awake; tunnel connections (first or again) and open tunnels; login
-//! failures; whether Postgres answers.
+//! failures; whether Postgres answers; schedule runs and webhook deliveries (by outcome).
 
 use std::net::SocketAddr;
 use std::time::Instant;

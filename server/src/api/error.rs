@@ -68,6 +68,16 @@ pub enum ApiError {
     /// The request body is larger than `AGENTHOLD_MAX_BODY_BYTES`.
     #[error("the request body is too large")]
     PayloadTooLarge,
+    /// A refusal with its own status (a webhook delivery: unsigned 401, replayed 409, …).
+    #[error("{message}")]
+    Refused {
+        /// The status.
+        status: StatusCode,
+        /// The code.
+        code: &'static str,
+        /// Why.
+        message: String,
+    },
     /// Anything else: logged, answered generically.
     #[error("internal error")]
     Internal(anyhow::Error),
@@ -133,6 +143,7 @@ impl IntoResponse for ApiError {
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
             Self::Unavailable { code, .. } => (StatusCode::SERVICE_UNAVAILABLE, *code),
             Self::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            Self::Refused { status, code, .. } => (*status, *code),
             Self::DatabaseUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "DATABASE_UNAVAILABLE"),
             Self::ServerBusy => (StatusCode::SERVICE_UNAVAILABLE, "SERVER_BUSY"),
             Self::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "REQUEST_TIMEOUT"),

@@ -7,6 +7,7 @@ mod agents;
 pub mod error;
 mod extract;
 mod health;
+mod hooks;
 pub mod limits;
 mod login;
 mod me;
@@ -14,6 +15,7 @@ pub mod openapi;
 mod permissions;
 mod providers;
 mod request_ids;
+mod schedules;
 mod secrets;
 mod sessions;
 mod stream;
@@ -21,6 +23,7 @@ mod terminal;
 mod users;
 mod warm_claim;
 mod web;
+mod webhooks;
 mod workspaces;
 mod ws;
 
@@ -72,6 +75,13 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))
         .route("/api/v1/agents/{id}/terminal", get(terminal::open))
         .route("/api/v1/agents/{id}/secrets/{env_name}", axum::routing::put(secrets::attach).delete(secrets::detach))
+        .route("/api/v1/agents/{id}/schedules", post(schedules::create).get(schedules::list))
+        .route("/api/v1/schedules/{id}", get(schedules::show).patch(schedules::update).delete(schedules::delete))
+        .route("/api/v1/schedules/{id}/runs", get(schedules::runs))
+        .route("/api/v1/agents/{id}/webhooks", post(webhooks::create).get(webhooks::list))
+        .route("/api/v1/webhooks/{id}", get(webhooks::show).delete(webhooks::delete))
+        .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
+        .route("/api/v1/hooks/{id}", post(hooks::deliver))
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
         .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))

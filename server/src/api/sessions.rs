@@ -16,7 +16,7 @@ use super::extract::{Body, Id, Query, RawBody};
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::Principal;
-use crate::events::{EventKind, NewEvent, SharedEvent, StoredEvent};
+use crate::events::StoredEvent;
 use crate::ids::{AgentId, Seq, SessionId, TurnId};
 use crate::store;
 use crate::store::sessions::{SessionRow, TurnError};
@@ -245,10 +245,11 @@ pub async fn prompt(
     if let Some(permission_id) = store::permissions::oldest_waiting_in_session(&state.pool, id).await? {
         return answer_by_reply(&state, &principal, session.agent_id, permission_id, &blocks).await;
     }
-    let turn_id = TurnId::new();
+    let origin = crate::prompting::Origin::of(&principal);
     let mut tx = state.pool.begin().await?;
-    match store::sessions::insert_turn(&mut tx, turn_id, id, session.agent_id, &blocks).await {
-        Ok(()) => {}
+    let recorded = match crate::prompting::record(&mut tx, TurnId::new(), id, session.agent_id, &blocks, &origin).await
+    {
+        Ok(recorded) => recorded,
         Err(TurnError::InProgress) => {
             return Err(ApiError::conflict(
                 "TURN_IN_PROGRESS",
@@ -260,16 +261,10 @@ pub async fn prompt(
             return Err(ApiError::NotFound("session"));
         }
         Err(TurnError::Db(error)) => return Err(error.into()),
-    }
-    let event = NewEvent::new(id, EventKind::Prompt, json!({"turn_id": turn_id, "prompt": blocks}));
-    let stored = store::events::append(&mut tx, vec![event]).await?;
+    };
     tx.commit().await?;
-    let shared: Vec<_> = stored.iter().map(|(event, json)| SharedEvent::from_stored(event, json)).collect();
-    state.hub.publish(&shared);
-    store::agents::set_desired_state(&state.pool, session.agent_id, "awake").await?;
-    state.supervisors.send(session.agent_id, Command::Prompt).await;
-    state.supervisors.host().touch(session.agent_id, std::time::Instant::now());
-    let seq = shared.first().map(|e| e.seq);
+    let seq = crate::prompting::hand_over(&state, &recorded).await?;
+    let turn_id = recorded.turn_id;
     Ok((StatusCode::ACCEPTED, Json(Prompted { turn_id, seq })).into_response())
 }
 

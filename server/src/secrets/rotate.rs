@@ -1,5 +1,6 @@
 //! Master key rotation: `agenthold secrets rotate --old-key-file OLD --new-key-file NEW`
-//! re-encrypts every secret sealed under the old key with the new one, in one transaction (all
+//! re-encrypts every secret (secret values, provider logins, webhook secrets) sealed under the
+//! old key with the new one, in one transaction (all
 //! rows or none). Rows already under the new key are left alone, so running it twice is safe; a
 //! row under a third key, or one that does not open, aborts the whole rotation.
 
@@ -42,6 +43,17 @@ pub async fn rotate(pool: &PgPool, old: &MasterKey, new: &MasterKey) -> anyhow::
         match resealed(old, new, crate::logins::row_identity(user_id, id), &sealed, "provider login")? {
             Some(sealed) => {
                 store::provider_logins::reseal(&mut tx, id, &sealed).await?;
+                done.resealed += 1;
+            }
+            None => done.already += 1,
+        }
+    }
+    // And webhook secrets (docs/triggers.md).
+    for (id, agent_id, sealed) in store::webhooks::lock_all_sealed(&mut tx).await? {
+        let identity = crate::triggers::delivery::secret_row(agent_id, id);
+        match resealed(old, new, identity, &sealed, "webhook secret")? {
+            Some(sealed) => {
+                store::webhooks::reseal(&mut tx, id, &sealed).await?;
                 done.resealed += 1;
             }
             None => done.already += 1,

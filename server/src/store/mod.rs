@@ -10,11 +10,13 @@ pub mod permissions;
 pub mod provider_logins;
 pub mod proxy_identities;
 pub mod sandboxes;
+pub mod schedules;
 pub mod secrets;
 pub mod sessions;
 pub mod tokens;
 pub mod users;
 pub mod warm_pool;
+pub mod webhooks;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;

@@ -47,6 +47,8 @@ mod secrets_support;
 mod stream;
 mod support;
 mod takeover;
+mod triggers_schedules;
+mod triggers_webhooks;
 mod tunnel_tls;
 mod turn_limits;
 mod turns;

@@ -141,7 +141,7 @@ fn redirect_all_of_item(item: Value) -> Value {
 }
 
 /// Checks a real answer against the document's schema for its operation and status.
-fn check(document: &Value, method: &str, template: &str, status: u16, body: &Value) {
+pub(crate) fn check(document: &Value, method: &str, template: &str, status: u16, body: &Value) {
     let operation = &document["paths"][template][method];
     assert!(operation.is_object(), "{method} {template} is not in the document");
     let response = operation["responses"]

@@ -158,12 +158,25 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
 
+    // A schedule (paused) and a webhook of the agent's.
+    let body = json!({"name": "nightly", "cron": "0 3 * * *", "prompt": "text hi", "paused": true});
+    let (status, schedule) = server.post(&format!("/api/v1/agents/{agent}/schedules"), body).await;
+    assert_eq!(status, 201, "{schedule}");
+    let schedule = schedule["id"].as_str().expect("id").to_owned();
+    let body = json!({"name": "hook", "template": "text {{ . }}"});
+    let (status, webhook) = server.post(&format!("/api/v1/agents/{agent}/webhooks"), body).await;
+    assert_eq!(status, 201, "{webhook}");
+    let webhook = webhook["webhook"]["id"].as_str().expect("id").to_owned();
+
     let roles =
         [(Need::Public, &outsider), (Need::Viewer, &viewer), (Need::Operator, &operator), (Need::Admin, &admin)];
     let operations = operations();
     for (method, template, need) in operations.iter().filter(|(_, _, n)| (Need::Viewer..=Need::Admin).contains(n)) {
         let (method, template, need) = (method.as_str(), template.as_str(), *need);
-        if matches!(template, "/api/v1/agents/{id}" if method == "DELETE") || template.ends_with("/sleep") {
+        let destructive =
+            matches!(template, "/api/v1/agents/{id}" | "/api/v1/schedules/{id}" | "/api/v1/webhooks/{id}")
+                && method == "DELETE";
+        if destructive || template.ends_with("/sleep") {
             continue; // destructive: checked below, after the others
         }
         for (level, user) in roles {
@@ -172,6 +185,8 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 .replace("/sessions/{id}", &format!("/sessions/{session}"))
                 .replace("/permissions/{id}", &format!("/permissions/{permission}"))
                 .replace("/workspaces/{id}", &format!("/workspaces/{ws}"))
+                .replace("/schedules/{id}", &format!("/schedules/{schedule}"))
+                .replace("/webhooks/{id}", &format!("/webhooks/{webhook}"))
                 .replace("{user_id}", &target.id)
                 .replace("{secret_id}", &doomed)
                 .replace("{env_name}", "ANTHROPIC_API_KEY")
@@ -224,6 +239,16 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     // The outsider's own listing shows nothing of the team's.
     let (_, listed) = server.as_user("GET", "/api/v1/agents", &outsider.token, json!({})).await;
     assert_eq!(listed["agents"], json!([]));
+
+    // Schedules and webhooks: their operators delete them.
+    for (path, kind) in
+        [(format!("/api/v1/schedules/{schedule}"), "schedule"), (format!("/api/v1/webhooks/{webhook}"), "webhook")]
+    {
+        assert_eq!(server.as_user("DELETE", &path, &outsider.token, json!({})).await.0, 404, "{kind}");
+        assert_eq!(server.as_user("DELETE", &path, &viewer.token, json!({})).await.0, 403, "{kind}");
+        assert_eq!(server.as_user("DELETE", &path, &operator.token, json!({})).await.0, 204, "{kind}");
+        assert_eq!(server.as_user("GET", &path, &admin.token, json!({})).await.0, 404, "{kind} deleted");
+    }
 
     // Sleep and delete: admins only.
     for (level, user) in roles {

@@ -109,6 +109,13 @@ async fn rotation_reencrypts_every_secret_under_the_new_key_all_or_nothing() {
     let agent = server.create_agent(json!({})).await;
     let path = format!("/api/v1/agents/{agent}/secrets/ANTHROPIC_API_KEY");
     assert_eq!(admin(&server, "PUT", &path, json!({"secret_id": first})).await.0, 200);
+    // A webhook's secret is sealed the same way (docs/triggers.md).
+    let (status, webhook) =
+        admin(&server, "POST", &format!("/api/v1/agents/{agent}/webhooks"), json!({"name": "w", "template": "x"}))
+            .await;
+    assert_eq!(status, 201, "{webhook}");
+    let webhook_secret = webhook["secret"].as_str().expect("secret").to_owned();
+    let webhook_id: uuid::Uuid = webhook["webhook"]["id"].as_str().and_then(|id| id.parse().ok()).expect("id");
 
     let old_file = server.data_dir.join("master.key");
     let old = MasterKey::from_file(&old_file).expect("old key");
@@ -137,18 +144,22 @@ async fn rotation_reencrypts_every_secret_under_the_new_key_all_or_nothing() {
     let output = rotate(&old_file, &new_file);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("re-encrypted 2 secret(s)"), "{stdout}");
+    assert!(stdout.contains("re-encrypted 3 secret(s)"), "{stdout}");
     assert_eq!(key_ids().await, vec![new.id().to_owned(), new.id().to_owned()]);
     let agent_id = AgentId(agent.parse().expect("uuid"));
     let attached = secrets::for_agent(&pool, &new, agent_id).await.expect("opens with the new key");
     assert_eq!(attached[0].value.expose(), values[0]);
     assert!(secrets::for_agent(&pool, &old, agent_id).await.is_err(), "the old key no longer opens it");
+    let hook = agenthold_server::store::webhooks::get(&pool, webhook_id).await.expect("row").expect("webhook");
+    let row = agenthold_server::triggers::delivery::secret_row(agent_id, webhook_id);
+    let opened = agenthold_server::secrets::cipher::open(&new, row, &hook.secret).expect("opens with the new key");
+    assert_eq!(opened.expose(), webhook_secret);
 
     // Running it again is harmless.
     let output = rotate(&old_file, &new_file);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        output.status.success() && stdout.contains("re-encrypted 0 secret(s)") && stdout.contains("2 already"),
+        output.status.success() && stdout.contains("re-encrypted 0 secret(s)") && stdout.contains("3 already"),
         "{stdout}"
     );
     for value in &values {

@@ -1,0 +1,120 @@
+//! Accepting a prompt: the one path every prompt takes into a turn — from the API, a schedule or
+//! a webhook. [`record`] stores the turn and its `prompt` event (with its [`Origin`]) inside the
+//! caller's transaction; once that commits, [`hand_over`] publishes the event and hands the turn
+//! to the agent's supervisor, which wakes the sandbox, starts the harness and applies the agent's
+//! permission posture and logins, whoever prompted.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::{Credential, Principal};
+use crate::events::{EventKind, NewEvent, SharedEvent, StoredEvent};
+use crate::ids::{AgentId, Seq, SessionId, TurnId};
+use crate::store;
+use crate::store::sessions::TurnError;
+use crate::supervisor::Command;
+
+/// Who or what a prompt came from: stored in its `prompt` event as `origin`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Origin {
+    /// `user` (a browser session), `token` (an API token), `schedule` or `webhook`.
+    pub kind: OriginKind,
+    /// The user's, token's, schedule's or webhook's id.
+    pub id: Uuid,
+    /// The user behind a token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<Uuid>,
+    /// The schedule's run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Uuid>,
+    /// The webhook's delivery (as listed under the webhook's deliveries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<Uuid>,
+}
+
+/// The kinds of [`Origin`].
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OriginKind {
+    /// A person in a browser session.
+    User,
+    /// A script with an API token.
+    Token,
+    /// A schedule's run.
+    Schedule,
+    /// A webhook's delivery.
+    Webhook,
+}
+
+impl Origin {
+    /// The caller of an API request.
+    pub fn of(principal: &Principal) -> Self {
+        let base = |kind, id, user_id| Self { kind, id, user_id, run_id: None, delivery_id: None };
+        match principal.credential {
+            Credential::Token(token_id) => base(OriginKind::Token, token_id, Some(principal.user_id)),
+            Credential::Session(_) => base(OriginKind::User, principal.user_id, None),
+        }
+    }
+
+    /// A schedule's run.
+    pub fn schedule(schedule_id: Uuid, run_id: Uuid) -> Self {
+        Self { kind: OriginKind::Schedule, id: schedule_id, user_id: None, run_id: Some(run_id), delivery_id: None }
+    }
+
+    /// A webhook's delivery.
+    pub fn webhook(webhook_id: Uuid, delivery_id: Uuid) -> Self {
+        Self { kind: OriginKind::Webhook, id: webhook_id, user_id: None, run_id: None, delivery_id: Some(delivery_id) }
+    }
+}
+
+/// Plain text as ACP content blocks.
+pub fn text_blocks(text: &str) -> Value {
+    json!([{"type": "text", "text": text}])
+}
+
+/// A turn stored, not yet handed over.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The turn.
+    pub turn_id: TurnId,
+    /// Its agent.
+    pub agent_id: AgentId,
+    /// Its `prompt` event, as stored.
+    pub stored: Vec<(StoredEvent, String)>,
+}
+
+/// Stores a pending turn and its `prompt` event inside `tx`: [`TurnError::InProgress`] when the
+/// session has an unfinished turn (nothing is written then).
+pub async fn record(
+    tx: &mut sqlx::PgConnection,
+    turn_id: TurnId,
+    session_id: SessionId,
+    agent_id: AgentId,
+    blocks: &Value,
+    origin: &Origin,
+) -> Result<Recorded, TurnError> {
+    store::sessions::insert_turn(tx, turn_id, session_id, agent_id, blocks).await?;
+    let payload = json!({"turn_id": turn_id, "prompt": blocks, "origin": origin});
+    let event = NewEvent::new(session_id, EventKind::Prompt, payload);
+    let stored = store::events::append(tx, vec![event]).await?;
+    Ok(Recorded { turn_id, agent_id, stored })
+}
+
+/// After the transaction that recorded the turn committed: publishes its events to watchers
+/// and hands the turn to the agent's supervisor. The seq of the `prompt` event.
+pub async fn hand_over(state: &AppState, recorded: &Recorded) -> sqlx::Result<Option<Seq>> {
+    let shared = publish(state, &recorded.stored);
+    store::agents::set_desired_state(&state.pool, recorded.agent_id, "awake").await?;
+    state.supervisors.send(recorded.agent_id, Command::Prompt).await;
+    state.supervisors.host().touch(recorded.agent_id, std::time::Instant::now());
+    Ok(shared.first().map(|e| e.seq))
+}
+
+/// Publishes committed events to the session's watchers.
+pub fn publish(state: &AppState, stored: &[(StoredEvent, String)]) -> Vec<std::sync::Arc<SharedEvent>> {
+    let shared: Vec<_> = stored.iter().map(|(event, json)| SharedEvent::from_stored(event, json)).collect();
+    state.hub.publish(&shared);
+    shared
+}

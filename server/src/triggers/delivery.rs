@@ -1,0 +1,224 @@
+//! One webhook delivery, from the signed request to the turn: size (checked by the caller
+//! before the body is read), signature, delivery id, JSON body, template, replay guard, turn.
+//! Every delivery of a known webhook is recorded with its outcome — accepted (its session and
+//! turn) or refused (a code and why) — and nothing starts unless it is accepted. A refusal's
+//! reason never quotes the body.
+
+use axum::http::StatusCode;
+use chrono::Utc;
+use uuid::Uuid;
+
+use super::signature::{self, SignatureError};
+use super::template::{RenderError, Template};
+use crate::app::AppState;
+use crate::ids::{SessionId, TurnId};
+use crate::prompting::{self, Origin};
+use crate::secrets::cipher::{self, RowIdentity};
+use crate::store;
+use crate::store::sessions::TurnError;
+use crate::store::webhooks::{DeliveryRow, WebhookRow};
+
+/// The headers a delivery id is read from, first found wins (GitHub's, Gitea's, Gogs', the
+/// Standard Webhooks' `webhook-id`, and a plain one).
+pub const DELIVERY_HEADERS: [&str; 5] =
+    ["x-github-delivery", "x-gitea-delivery", "x-gogs-delivery", "webhook-id", "x-delivery-id"];
+/// Longest delivery id accepted.
+const MAX_DELIVERY_ID: usize = 200;
+
+/// The row identity a webhook's secret is sealed under: its agent and its own id (random ids,
+/// so no secret value's ciphertext opens as a webhook's, nor the other way round).
+pub fn secret_row(agent_id: crate::ids::AgentId, webhook_id: Uuid) -> RowIdentity {
+    RowIdentity { workspace_id: agent_id.0, secret_id: webhook_id }
+}
+
+/// A delivery that started a turn.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The delivery as listed.
+    pub id: Uuid,
+    /// The session prompted.
+    pub session_id: SessionId,
+    /// The turn started.
+    pub turn_id: TurnId,
+}
+
+/// A delivery refused: its status, code and why.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable code.
+    pub code: &'static str,
+    /// Why, for a person (never the body).
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+
+    /// Too large: refused before its body was read.
+    pub fn too_large(limit: u64) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", format!("the body is over {limit} bytes"))
+    }
+}
+
+/// What a delivery did.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A turn started.
+    Accepted(Accepted),
+    /// Refused (and recorded as such).
+    Refused(Refusal),
+}
+
+/// The request's parts a delivery needs.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// `X-Hub-Signature-256`.
+    pub signature: Option<&'a str>,
+    /// The delivery id header's value.
+    pub delivery_id: Option<&'a str>,
+    /// The raw body, exactly as signed.
+    pub body: &'a [u8],
+}
+
+/// Records a refusal of a delivery to `webhook` and returns it.
+pub async fn refuse(
+    state: &AppState,
+    webhook: &WebhookRow,
+    delivery_id: Option<&str>,
+    refusal: Refusal,
+) -> sqlx::Result<Outcome> {
+    let row = DeliveryRow {
+        id: Uuid::new_v4(),
+        delivery_id: delivery_id.map(|id| id.chars().take(MAX_DELIVERY_ID).collect()),
+        received_at: Utc::now(),
+        status: i32::from(refusal.status.as_u16()),
+        outcome: "refused".to_owned(),
+        code: Some(refusal.code.to_owned()),
+        reason: Some(refusal.message.clone()),
+        session_id: None,
+        turn_id: None,
+    };
+    store::webhooks::refuse(&state.pool, webhook.id, &row).await?;
+    metrics::counter!("agenthold_webhook_deliveries_total", "outcome" => "refused", "code" => refusal.code)
+        .increment(1);
+    tracing::info!(webhook.id = %webhook.id, code = refusal.code, "a webhook delivery was refused");
+    Ok(Outcome::Refused(refusal))
+}
+
+/// Checks and runs a delivery to `webhook`; records its outcome.
+pub async fn deliver(state: &AppState, webhook: &WebhookRow, request: Request<'_>) -> anyhow::Result<Outcome> {
+    match check(state, webhook, &request) {
+        Err(refusal) => Ok(refuse(state, webhook, request.delivery_id, refusal).await?),
+        Ok((delivery_id, prompt)) => start(state, webhook, delivery_id, &prompt).await,
+    }
+}
+
+/// Everything that needs no database: the signature, the delivery id, the body, the template.
+/// The delivery id and the prompt.
+fn check<'a>(state: &AppState, webhook: &WebhookRow, request: &Request<'a>) -> Result<(&'a str, String), Refusal> {
+    let row = secret_row(webhook.agent_id, webhook.id);
+    let secret = cipher::open(&state.master_key, row, &webhook.secret).map_err(|error| {
+        tracing::warn!(webhook.id = %webhook.id, error = %error, "a webhook's secret does not open");
+        Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SECRET_UNAVAILABLE",
+            "the webhook's secret cannot be opened on this server (master key)",
+        )
+    })?;
+    signature::verify(secret.expose().as_bytes(), request.body, request.signature).map_err(|error| {
+        let code = match error {
+            SignatureError::Missing => "SIGNATURE_MISSING",
+            SignatureError::Malformed | SignatureError::Wrong => "SIGNATURE_INVALID",
+        };
+        Refusal::new(StatusCode::UNAUTHORIZED, code, error.to_string())
+    })?;
+    let delivery_id = request.delivery_id.filter(|id| !id.trim().is_empty()).ok_or_else(|| {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "DELIVERY_ID_MISSING",
+            format!("no delivery id (one of the headers {})", DELIVERY_HEADERS.join(", ")),
+        )
+    })?;
+    if delivery_id.len() > MAX_DELIVERY_ID {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "DELIVERY_ID_MISSING",
+            format!("the delivery id is over {MAX_DELIVERY_ID} bytes"),
+        ));
+    }
+    let body: serde_json::Value = serde_json::from_slice(request.body)
+        .map_err(|_| Refusal::new(StatusCode::BAD_REQUEST, "INVALID_BODY", "the body is not JSON"))?;
+    let template = Template::parse(&webhook.template)
+        .map_err(|message| Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_TEMPLATE", message))?;
+    let prompt = template.render(&body).map_err(|error| match error {
+        RenderError::Missing(field) => Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "TEMPLATE_FIELD_MISSING",
+            format!("the template needs the field {field:?}, which the body lacks"),
+        ),
+        RenderError::TooLong => Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "PROMPT_TOO_LONG", error.to_string()),
+    })?;
+    if prompt.contains('\0') {
+        return Err(Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "NUL_CHARACTER",
+            "the prompt would contain the NUL character",
+        ));
+    }
+    Ok((delivery_id, prompt))
+}
+
+/// The replay guard and the turn, in one transaction.
+async fn start(state: &AppState, webhook: &WebhookRow, delivery_id: &str, prompt: &str) -> anyhow::Result<Outcome> {
+    let id = Uuid::new_v4();
+    let mut tx = state.pool.begin().await?;
+    let session_id = match webhook.session_id {
+        Some(session_id) => session_id,
+        None => {
+            let session_id = SessionId::new();
+            store::schedules::create_session(&mut tx, session_id, webhook.agent_id).await?;
+            session_id
+        }
+    };
+    let turn_id = TurnId::new();
+    let row = DeliveryRow {
+        id,
+        delivery_id: Some(delivery_id.to_owned()),
+        received_at: Utc::now(),
+        status: 202,
+        outcome: "accepted".to_owned(),
+        code: None,
+        reason: None,
+        session_id: Some(session_id),
+        turn_id: Some(turn_id),
+    };
+    // The replay guard first: a delivery accepted before is refused as such, whatever else.
+    if !store::webhooks::accept(&mut tx, webhook.id, &row).await? {
+        drop(tx);
+        let refusal =
+            Refusal::new(StatusCode::CONFLICT, "REPLAYED", format!("delivery {delivery_id:?} was accepted before"));
+        return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
+    }
+    let origin = Origin::webhook(webhook.id, id);
+    let blocks = prompting::text_blocks(prompt);
+    let recorded = match prompting::record(&mut tx, turn_id, session_id, webhook.agent_id, &blocks, &origin).await {
+        Ok(recorded) => recorded,
+        Err(TurnError::InProgress) => {
+            drop(tx);
+            let refusal =
+                Refusal::new(StatusCode::CONFLICT, "TURN_IN_PROGRESS", "the webhook's session has a turn in progress");
+            return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
+        }
+        Err(TurnError::Db(error)) => return Err(error.into()),
+    };
+    tx.commit().await?;
+    store::webhooks::prune(&state.pool, webhook.id).await?;
+    metrics::counter!("agenthold_webhook_deliveries_total", "outcome" => "accepted", "code" => "").increment(1);
+    tracing::info!(webhook.id = %webhook.id, turn.id = %recorded.turn_id, "a webhook delivery started a turn");
+    prompting::hand_over(state, &recorded).await?;
+    Ok(Outcome::Accepted(Accepted { id, session_id, turn_id: recorded.turn_id }))
+}
