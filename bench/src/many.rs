@@ -65,15 +65,9 @@ async fn run(config: &Config, api: &Api, sessions: &[String]) -> Result<Multi> {
         LOAD.watchers,
         LOAD.seconds
     ));
-    let multi = multi::run(
-        api,
-        sessions,
-        LOAD,
-        config.server_pid,
-        &config.scratch_database_url,
-        config.metrics_url.as_deref(),
-    )
-    .await?;
+    let multi =
+        multi::run(api, sessions, LOAD, config.server_pid, &config.scratch_database_url, config.metrics_url.as_deref())
+            .await?;
     progress(&format!(
         "  stored {:.0}/s of {:.0} offered; p50 {:.1} ms, p99 {:.1} ms, max {:.0} ms; {} ms CPU per 1,000 events; \
          {} events per appender commit",
@@ -148,15 +142,9 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
     let flood_agent = startup::cold_start(api, &format!("bench-flood-{tag}")).await?;
     agents.push(flood_agent.agent_id.clone());
     progress(&format!("flood {} 0 with {} watchers", config.flood_events, config.watchers));
-    let flood = throughput::flood(
-        api,
-        &flood_agent.session_id,
-        config.flood_events,
-        0,
-        config.watchers,
-        config.server_pid,
-    )
-    .await?;
+    let flood =
+        throughput::flood(api, &flood_agent.session_id, config.flood_events, 0, config.watchers, config.server_pid)
+            .await?;
     let flood_cpu = flood.server_cpu_s.map(|s| s * 1000.0 / config.flood_events as f64 * 1000.0);
     progress(&format!(
         "  {:.0} events/s; {} ms CPU per 1,000 events",

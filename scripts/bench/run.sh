@@ -158,7 +158,7 @@ started=$SECONDS
 PERF_PID=
 if [[ $PROFILE == profiling ]]; then
     ensure_cmd perf linux-perf
-    perf record -q -F 499 -g -p "$SERVER_PID" -o "$BENCH_DIR/perf.data" 2>"$BENCH_DIR/perf.log" &
+    perf record -q -F 99 --call-graph dwarf,16384 -p "$SERVER_PID" -o "$BENCH_DIR/perf.data" 2>"$BENCH_DIR/perf.log" &
     PERF_PID=$!
 fi
 # shellcheck disable=SC2086

@@ -189,6 +189,7 @@ pub async fn run(
             turn: secs(config.turn_timeout_secs),
             cancel_grace: secs(config.turn_cancel_grace_secs),
             reconnect_grace: secs(config.reconnect_grace_secs),
+            ack_delay: crate::supervisor::ACK_DELAY,
         },
         postures: postures.clone(),
         turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),

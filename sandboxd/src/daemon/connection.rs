@@ -25,6 +25,9 @@ use crate::protocol::{Control, DATA_HEADER_LEN, DataFrame, MAX_STDIN_QUEUED_BYTE
 /// room for its header. Control messages are far smaller.
 pub const MAX_MESSAGE_BYTES: usize = MAX_STDIN_QUEUED_BYTES as usize + DATA_HEADER_LEN + 64 * 1024;
 
+/// Most bytes one read from the server's connection takes (see `.read_buffer_size` below).
+const READ_BUFFER_BYTES: usize = 8 << 10;
+
 /// Most bytes tungstenite may hold unsent (each send is flushed, so this is one message).
 const MAX_WRITE_BUFFER_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
 
@@ -65,6 +68,9 @@ pub async fn connect(url: &str, token: &Token, tls: Option<Arc<rustls::ClientCon
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES))
+        // tungstenite zeroes its read buffer up to this size before every read: its 128 KiB
+        // default cost a 128 KiB memset per message.
+        .read_buffer_size(READ_BUFFER_BYTES)
         .max_write_buffer_size(MAX_WRITE_BUFFER_BYTES);
     let attempt =
         tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, tls.map(Connector::Rustls));

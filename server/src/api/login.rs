@@ -156,6 +156,7 @@ pub async fn login(
 pub async fn logout(State(state): State<AppState>, principal: Principal) -> Result<impl IntoResponse, ApiError> {
     if let Credential::Session(id) = principal.credential {
         store::browser_sessions::delete(&state.pool, id).await?;
+        crate::auth::recheck::record(principal.credential, false, std::time::Instant::now());
     }
     let cookie = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
     let mut headers = HeaderMap::new();

@@ -163,6 +163,8 @@ pub async fn revoke_token(
     if !store::tokens::revoke(&state.pool, principal.user_id, id).await? {
         return Err(ApiError::NotFound("token"));
     }
+    // This server's open sockets of the token learn it at their next check, not a shared answer later.
+    crate::auth::recheck::record(crate::auth::Credential::Token(id), false, std::time::Instant::now());
     audit_token(&state, &principal, "token.revoked", id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

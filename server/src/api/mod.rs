@@ -25,7 +25,7 @@ mod warm_claim;
 mod web;
 mod webhooks;
 mod workspaces;
-mod ws;
+pub(crate) mod ws;
 
 use axum::Router;
 use axum::routing::{delete, get, post};

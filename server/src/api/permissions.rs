@@ -204,6 +204,7 @@ pub async fn stream(
     let send_timeout = state.config.ws_send_timeout();
     Ok(upgrade
         .max_message_size(64 << 10)
+        .read_buffer_size(super::ws::READ_BUFFER_BYTES)
         .on_upgrade(move |socket| inbox(socket, changes, principal, state, send_timeout)))
 }
 

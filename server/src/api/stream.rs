@@ -64,10 +64,12 @@ pub async fn stream(
     let send_timeout = state.config.ws_send_timeout();
     let stopping = state.stopping.clone();
     // Clients send nothing but control frames: a small limit keeps them from buffering more.
-    Ok(upgrade.max_message_size(64 << 10).on_upgrade(move |socket| async move {
-        let _watching = watching;
-        follow(socket, follower, principal, pool, send_timeout, stopping).await;
-    }))
+    Ok(upgrade.max_message_size(64 << 10).read_buffer_size(ws::READ_BUFFER_BYTES).on_upgrade(
+        move |socket| async move {
+            let _watching = watching;
+            follow(socket, follower, principal, pool, send_timeout, stopping).await;
+        },
+    ))
 }
 
 /// One open stream in `agenthold_stream_watchers`, for as long as it lives.

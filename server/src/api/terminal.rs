@@ -110,11 +110,13 @@ pub async fn open(
     let stopping = state.stopping.clone();
     // An open terminal keeps the agent awake (auto-sleep).
     let host = std::sync::Arc::clone(state.supervisors.host());
-    Ok(upgrade.max_message_size(MAX_INPUT_MESSAGE).on_upgrade(move |socket| async move {
-        host.terminal_opened(id, std::time::Instant::now());
-        pump(socket, access, program, principal, pool, send_timeout, stopping).await;
-        host.terminal_closed(id, std::time::Instant::now());
-    }))
+    Ok(upgrade.max_message_size(MAX_INPUT_MESSAGE).read_buffer_size(super::ws::READ_BUFFER_BYTES).on_upgrade(
+        move |socket| async move {
+            host.terminal_opened(id, std::time::Instant::now());
+            pump(socket, access, program, principal, pool, send_timeout, stopping).await;
+            host.terminal_closed(id, std::time::Instant::now());
+        },
+    ))
 }
 
 /// The login method's command (agent admins), with the proxy's environment; records that the

@@ -7,6 +7,12 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::SinkExt;
 use futures_util::stream::SplitSink;
 
+/// Bytes each read from a WebSocket's connection takes at most. tungstenite zeroes its read
+/// buffer up to this size before every read (also one that finds nothing), so its default of
+/// 128 KiB cost a 128 KiB `memset` per message: 11 % of the server's CPU with 30 agents
+/// streaming (docs/benchmarks.md). A larger message is read in several reads.
+pub const READ_BUFFER_BYTES: usize = 8 << 10;
+
 /// The sending half of a client's socket.
 pub type Sink = SplitSink<WebSocket, Message>;
 

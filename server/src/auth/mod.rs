@@ -10,6 +10,7 @@
 pub mod bootstrap;
 pub mod origin;
 pub mod passwords;
+pub mod recheck;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -27,7 +28,7 @@ pub const SESSION_COOKIE: &str = "agenthold_session";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// How a caller proved who it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Credential {
     /// An API token (`Authorization: Bearer`).
     Token(Uuid),
@@ -113,8 +114,11 @@ impl Principal {
     }
 
     /// Whether the token or session is still valid (open WebSockets check this and close once
-    /// it is revoked or expired).
+    /// it is revoked or expired). Sockets of one credential share an answer ([`recheck`]).
     pub async fn still_valid(&self, pool: &sqlx::PgPool) -> bool {
+        if let Some(valid) = recheck::recent(self.credential, std::time::Instant::now()) {
+            return valid;
+        }
         let check = async {
             match self.credential {
                 Credential::Token(id) => store::tokens::is_valid(pool, id).await,
@@ -124,7 +128,10 @@ impl Principal {
         // A database hiccup (an error, or no answer within half a second) does not close a
         // stream, nor hold it up.
         match tokio::time::timeout(std::time::Duration::from_millis(500), check).await {
-            Ok(Ok(valid)) => valid,
+            Ok(Ok(valid)) => {
+                recheck::record(self.credential, valid, std::time::Instant::now());
+                valid
+            }
             Ok(Err(_)) | Err(_) => true,
         }
     }

@@ -10,7 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
 use bytes::Bytes;
@@ -235,6 +236,10 @@ impl Appender {
 }
 
 async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
+    // The appender's own connection, kept between batches: taking one from the pool and giving
+    // it back costs two round trips (sqlx pings on acquire and on release) per transaction.
+    // After a failed transaction it is given back (the pool drops it if it is broken).
+    let mut connection: Option<PoolConnection<Postgres>> = None;
     let mut batch: Vec<Request> = Vec::new();
     while let Some(first) = rx.recv().await {
         let mut queued = first.events.len();
@@ -249,7 +254,7 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
             }
         }
         let started = std::time::Instant::now();
-        match write(&pool, &mut batch).await {
+        match write(&pool, &mut connection, &mut batch).await {
             Ok(stored) => {
                 let kinds = stored.iter().flatten().map(|event| event.kind.as_str());
                 crate::metrics::events_committed(kinds, started.elapsed().as_secs_f64());
@@ -260,7 +265,7 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
                 tracing::warn!(%error, requests = batch.len(), "group commit failed; retrying singly");
                 for request in batch.drain(..) {
                     let mut single = vec![request];
-                    match write(&pool, &mut single).await {
+                    match write(&pool, &mut connection, &mut single).await {
                         Ok(stored) => finish(&hub, single.drain(..), stored),
                         Err(error) => fail(single.drain(..), &error),
                     }
@@ -271,9 +276,30 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
     }
 }
 
+/// Stores a batch in one transaction on the appender's connection (taken from the pool when it
+/// has none; given back when the transaction fails).
+async fn write(
+    pool: &PgPool,
+    connection: &mut Option<PoolConnection<Postgres>>,
+    batch: &mut [Request],
+) -> sqlx::Result<Vec<Vec<Arc<SharedEvent>>>> {
+    let conn = match connection {
+        Some(conn) => conn,
+        None => connection.insert(pool.acquire().await?),
+    };
+    let stored = write_on(conn, batch).await;
+    if stored.is_err() {
+        *connection = None;
+    }
+    stored
+}
+
 /// Stores a batch in one transaction; returns each request's stored events.
-async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc<SharedEvent>>>> {
-    let mut tx = pool.begin().await?;
+async fn write_on(
+    connection: &mut sqlx::PgConnection,
+    batch: &mut [Request],
+) -> sqlx::Result<Vec<Vec<Arc<SharedEvent>>>> {
+    let mut tx = sqlx::Connection::begin(connection).await?;
     // State changes first: a turn already ended takes its `turn_end` (and the errors naming it)
     // out of the request, so no session ever gets two ends for one turn.
     for request in batch.iter_mut() {
@@ -290,7 +316,8 @@ async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc
         }
     }
     // Only the furthest stdout offset of each harness matters: one compare-and-set per harness,
-    // over a chain of contiguous lines (a flooding harness queues thousands per transaction).
+    // over a chain of contiguous lines (a flooding harness queues thousands per transaction), and
+    // one statement for every harness of the batch.
     let mut chains: HashMap<(AgentId, i64), (u64, u64)> = HashMap::new();
     for effect in batch.iter().flat_map(|r| r.effects.iter()) {
         if let SideEffect::StdoutStored { agent_id, generation, from, to } = effect {
@@ -303,11 +330,18 @@ async fn write(pool: &PgPool, batch: &mut [Request]) -> sqlx::Result<Vec<Vec<Arc
             }
         }
     }
-    for ((agent_id, generation), (from, to)) in chains {
-        let (from, to) = (i64::try_from(from).unwrap_or(i64::MAX), i64::try_from(to).unwrap_or(i64::MAX));
-        if !store::sandboxes::advance_stdout_offset(&mut tx, agent_id, generation, from, to).await? {
-            return Err(sqlx::Error::Protocol(OffsetMoved { expected: from as u64 }.to_string()));
-        }
+    let chains: Vec<store::sandboxes::StdoutChain> = chains
+        .into_iter()
+        .map(|((agent_id, generation), (from, to))| store::sandboxes::StdoutChain {
+            agent_id,
+            generation,
+            from: i64::try_from(from).unwrap_or(i64::MAX),
+            to: i64::try_from(to).unwrap_or(i64::MAX),
+        })
+        .collect();
+    if !store::sandboxes::advance_stdout_offsets(&mut tx, &chains).await? {
+        let expected = chains.first().map_or(0, |chain| chain.from as u64);
+        return Err(sqlx::Error::Protocol(OffsetMoved { expected }.to_string()));
     }
     let mut all = Vec::new();
     let mut sizes = Vec::with_capacity(batch.len());

@@ -22,21 +22,22 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     for event in &events {
         *counts.entry(event.session_id.0).or_default() += 1;
     }
-    // Next seq and commit time per session; sessions locked in id order to avoid deadlocks.
-    let mut next: HashMap<Uuid, (Seq, DateTime<Utc>)> = HashMap::new();
-    for (session_id, count) in counts {
-        let row = sqlx::query!(
-            r#"UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1
-               RETURNING last_seq, now() AS "now!""#,
-            session_id,
-            count
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(row) = row {
-            next.insert(session_id, (row.last_seq - count + 1, row.now));
-        }
-    }
+    // Next seq and commit time per session, for every session of the batch in one statement;
+    // the rows are locked in id order first (concurrent writers lock in the same order).
+    let (session_ids, session_counts): (Vec<Uuid>, Vec<i64>) = counts.into_iter().unzip();
+    let rows = sqlx::query!(
+        r#"WITH locked AS (SELECT id FROM sessions WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE)
+           UPDATE sessions s SET last_seq = s.last_seq + v.n
+           FROM UNNEST($1::uuid[], $2::int8[]) AS v(id, n)
+           WHERE s.id = v.id AND s.id IN (SELECT id FROM locked)
+           RETURNING s.id, s.last_seq, v.n AS "n!", now() AS "now!""#,
+        &session_ids,
+        &session_counts
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut next: HashMap<Uuid, (Seq, DateTime<Utc>)> =
+        rows.into_iter().map(|row| (row.id, (row.last_seq - row.n + 1, row.now))).collect();
 
     let mut stored = Vec::with_capacity(events.len());
     let (mut ids, mut seqs, mut kinds, mut payloads, mut times) = (vec![], vec![], vec![], vec![], vec![]);

@@ -177,27 +177,45 @@ pub async fn clear_harness(tx: &mut sqlx::PgConnection, agent_id: AgentId, gener
     Ok(())
 }
 
-/// Inside the transaction that stores events derived from harness stdout: moves the stored
-/// stdout offset from `from` to `to` — only if it is `from` (`false` otherwise: a line before
-/// was not stored, and this one must not be either).
-pub async fn advance_stdout_offset(
-    tx: &mut sqlx::PgConnection,
-    agent_id: AgentId,
-    generation: i64,
-    from: i64,
-    to: i64,
-) -> sqlx::Result<bool> {
+/// Inside the transaction that stores events derived from harness stdout: moves each harness's
+/// stored stdout offset from its chain's `from` to its `to`, all in one statement — `false`
+/// unless every one was at its `from` (a line before was not stored, and these must not be
+/// either: the caller rolls back).
+pub async fn advance_stdout_offsets(tx: &mut sqlx::PgConnection, chains: &[StdoutChain]) -> sqlx::Result<bool> {
+    if chains.is_empty() {
+        return Ok(true);
+    }
+    let agent_ids: Vec<uuid::Uuid> = chains.iter().map(|c| c.agent_id.0).collect();
+    let generations: Vec<i64> = chains.iter().map(|c| c.generation).collect();
+    let froms: Vec<i64> = chains.iter().map(|c| c.from).collect();
+    let tos: Vec<i64> = chains.iter().map(|c| c.to).collect();
     let updated = sqlx::query!(
-        r#"UPDATE sandboxes SET harness_stdout_offset = $4
-           WHERE agent_id = $1 AND harness_generation = $2 AND harness_stdout_offset = $3"#,
-        agent_id.0,
-        generation,
-        from,
-        to
+        r#"WITH locked AS (SELECT agent_id FROM sandboxes WHERE agent_id = ANY($1::uuid[]) ORDER BY agent_id FOR UPDATE)
+           UPDATE sandboxes s SET harness_stdout_offset = v.to_offset
+           FROM UNNEST($1::uuid[], $2::int8[], $3::int8[], $4::int8[]) AS v(agent_id, generation, from_offset, to_offset)
+           WHERE s.agent_id = v.agent_id AND s.harness_generation = v.generation
+             AND s.harness_stdout_offset = v.from_offset AND s.agent_id IN (SELECT agent_id FROM locked)"#,
+        &agent_ids,
+        &generations,
+        &froms,
+        &tos
     )
     .execute(&mut *tx)
     .await?;
-    Ok(updated.rows_affected() == 1)
+    Ok(updated.rows_affected() == chains.len() as u64)
+}
+
+/// One harness's stdout stored from `from` to `to` (see [`advance_stdout_offsets`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StdoutChain {
+    /// The agent.
+    pub agent_id: AgentId,
+    /// Its harness generation.
+    pub generation: i64,
+    /// The stored offset the chain starts at.
+    pub from: i64,
+    /// The offset just past its last line.
+    pub to: i64,
 }
 
 /// Journals a stdin frame about to be sent (and forgets the frames sandboxd wrote).

@@ -37,7 +37,15 @@ pub struct Timeouts {
     pub cancel_grace: Duration,
     /// How long a running turn waits for its sandbox to (re)connect before it fails.
     pub reconnect_grace: Duration,
+    /// How long a small stdout acknowledgement waits to go out with the next ones
+    /// ([`ACK_DELAY`] in a server).
+    pub ack_delay: Duration,
 }
+
+/// The server's `Timeouts::ack_delay`: with a harness streaming tokens, one acknowledgement per
+/// 50 ms instead of one per line (a message back over the tunnel per event was a fifth of the
+/// server's sends with 30 agents streaming; docs/benchmarks.md).
+pub const ACK_DELAY: Duration = Duration::from_millis(50);
 
 /// What every supervisor uses.
 pub struct Deps {

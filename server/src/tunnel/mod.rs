@@ -49,12 +49,14 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
     let silent = std::time::Duration::from_secs(state.config.silent_tunnel_secs.max(1));
     // sandboxd sends stdout in chunks of at most 64 KiB; with the supervisor's inbox depth this
     // bounds what one sandbox can make the server hold (docs/design.md, "Memory bounds").
-    upgrade.max_message_size(link::MAX_MESSAGE_BYTES).max_frame_size(link::MAX_MESSAGE_BYTES).on_upgrade(
-        move |socket| async move {
+    upgrade
+        .max_message_size(link::MAX_MESSAGE_BYTES)
+        .max_frame_size(link::MAX_MESSAGE_BYTES)
+        .read_buffer_size(crate::api::ws::READ_BUFFER_BYTES)
+        .on_upgrade(move |socket| async move {
             let _open = TunnelGauge::open(agent_id);
             link::serve(socket, agent_id, owner, silent).await
-        },
-    )
+        })
 }
 
 /// Whose sandbox token this is: an agent's, or a pooled sandbox's (warm pool).

@@ -23,6 +23,7 @@ mod stdout;
 mod takeover;
 #[cfg(test)]
 mod tests;
+mod timers;
 mod turns;
 mod types;
 
@@ -178,58 +179,6 @@ impl Core {
     /// Whether the core was destroyed (the shell ends once the effects are drained).
     pub fn is_destroyed(&self) -> bool {
         self.destroyed
-    }
-
-    /// The earliest deadline and why.
-    pub fn poll_timeout(&self) -> Option<(Instant, Timer)> {
-        let mut due: Vec<(Instant, Timer)> = Vec::new();
-        if self.link == LinkState::Down
-            && !self.database_down
-            && let Some(at) = self.reconnect_at
-        {
-            due.push((at, Timer::Reconnect));
-        }
-        if let Some(harness) = &self.harness {
-            if let Some(at) = harness.start_deadline {
-                due.push((at, Timer::HarnessStart));
-            }
-            if let Some(at) = harness.pending.values().filter_map(|p| p.deadline).min() {
-                due.push((at, Timer::Request));
-            }
-        }
-        if let Some(at) = self.turns.iter().filter_map(|t| t.kill_at.or(t.deadline)).min() {
-            due.push((at, Timer::Turn));
-        }
-        due.into_iter().min_by_key(|(at, timer)| (*at, *timer as u8))
-    }
-
-    /// Fires what is due at `now` (in [`Timer`] order); a no-op when nothing is.
-    pub fn handle_timeout(&mut self, now: Now) {
-        if self.destroyed {
-            return;
-        }
-        if self.link == LinkState::Down && !self.database_down && self.reconnect_at.is_some_and(|at| at <= now.mono) {
-            self.reconnect_at = None;
-            self.on_reconnect_expired(now);
-        }
-        if self.harness.as_ref().and_then(|h| h.start_deadline).is_some_and(|at| at <= now.mono) {
-            self.harness_failed("HARNESS_TIMEOUT", "the harness did not start in time", true, now);
-        }
-        let late = self.harness.as_ref().and_then(|h| {
-            h.pending
-                .iter()
-                .filter(|(_, p)| p.deadline.is_some_and(|at| at <= now.mono))
-                .map(|(id, p)| (id.clone(), p.what.clone()))
-                .next()
-        });
-        if let Some((id, what)) = late {
-            let text = format!("the harness did not answer in time ({what:?}, request {id})");
-            self.harness_failed("HARNESS_TIMEOUT", &text, true, now);
-        }
-        self.on_turn_deadlines(now);
-        self.advance(now);
-        self.orphaned.clear();
-        self.reconcile_slots();
     }
 
     /// Takes one input.
@@ -486,13 +435,7 @@ impl Core {
     }
 
     fn after_commit(&mut self, now: Now) {
-        if let Some(link) = self.current_link()
-            && let Some(harness) = self.harness.as_mut()
-            && let Some(offset) = harness.stdout.advance_ack()
-        {
-            let channel = harness.channel;
-            self.effects.push_back(Effect::Send { link, out: Outbound::Control(Control::Ack { channel, offset }) });
-        }
+        self.acknowledge(now);
         if let LinkState::Draining { link, .. } = self.link
             && self.in_flight.is_empty()
         {

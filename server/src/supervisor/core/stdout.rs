@@ -1,10 +1,18 @@
 //! The harness's stdout as the core sees it: bytes at offsets in, complete lines out (each byte
 //! scanned once), and the acknowledgement FIFO — sandboxd may forget a byte only once every line
-//! before it is either stored or had nothing to store.
+//! before it is either stored or had nothing to store. Acknowledgements are coalesced: one goes
+//! out at once when [`ACK_EAGER_BYTES`] have become forgettable, else a delay
+//! (`Timeouts::ack_delay`) after the first that waits — a harness streaming a line every few
+//! milliseconds costs one message back per delay, not one per line. sandboxd holds up to 64 MiB
+//! unacknowledged, so the delay never stalls its reader.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use super::PersistId;
+
+/// Forgettable bytes that are acknowledged at once.
+pub const ACK_EAGER_BYTES: u64 = 256 << 10;
 
 /// Longest line a harness may print; a longer one is a protocol error (documented in
 /// docs/design.md: it bounds the server's memory per harness).
@@ -52,8 +60,12 @@ pub struct Stdout {
     partial: Vec<u8>,
     /// Lines in offset order whose acknowledgement is not yet sent.
     entries: VecDeque<Entry>,
-    /// What sandboxd was last told it may forget.
+    /// Where the done prefix ends: what sandboxd may forget.
     acked: u64,
+    /// What sandboxd was last told it may forget.
+    ack_sent: u64,
+    /// When the acknowledgement of `ack_sent..acked` is sent at the latest.
+    ack_due: Option<Instant>,
     /// The end of the last line handed to a persist: the stored offset the next persisted line
     /// chains from.
     persisted_to: u64,
@@ -63,7 +75,15 @@ impl Stdout {
     /// stdout read from `from` (everything before is stored or acknowledged); `stored` is the
     /// offset the database holds.
     pub fn new(from: u64, stored: u64) -> Self {
-        Self { received: from, partial: Vec::new(), entries: VecDeque::new(), acked: from, persisted_to: stored }
+        Self {
+            received: from,
+            partial: Vec::new(),
+            entries: VecDeque::new(),
+            acked: from,
+            ack_sent: from,
+            ack_due: None,
+            persisted_to: stored,
+        }
     }
 
     /// Bytes received so far.
@@ -152,20 +172,37 @@ impl Stdout {
         self.entries.iter().any(|e| matches!(e, Entry::Storing { persist: p, .. } if *p == persist))
     }
 
-    /// Moves the acknowledgement over the done prefix; `Some(offset)` when it moved.
-    pub fn advance_ack(&mut self) -> Option<u64> {
-        let before = self.acked;
+    /// Moves the acknowledgement over the done prefix; `Some(offset)` when one is to be sent now:
+    /// [`ACK_EAGER_BYTES`] or more are forgettable since the last one sent, or the first that
+    /// waits has waited `delay` (see [`Self::ack_due`]).
+    pub fn acknowledge(&mut self, now: Instant, delay: Duration) -> Option<u64> {
         while let Some(Entry::Done { end }) = self.entries.front().copied() {
             self.acked = end;
             self.entries.pop_front();
         }
-        (self.acked > before).then_some(self.acked)
+        if self.acked <= self.ack_sent {
+            return None;
+        }
+        let due = *self.ack_due.get_or_insert(now + delay);
+        if self.acked - self.ack_sent < ACK_EAGER_BYTES && now < due {
+            return None;
+        }
+        self.ack_sent = self.acked;
+        self.ack_due = None;
+        Some(self.acked)
+    }
+
+    /// When a waiting acknowledgement is due.
+    pub fn ack_due(&self) -> Option<Instant> {
+        self.ack_due
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ACK_DELAY: Duration = Duration::from_millis(50);
 
     #[test]
     fn frames_split_anywhere_give_the_same_lines() {
@@ -207,22 +244,49 @@ mod tests {
 
     #[test]
     fn acks_follow_the_committed_prefix_whatever_the_completion_order() {
+        let now = Instant::now();
+        let later = now + ACK_DELAY;
         let mut stdout = Stdout::new(0, 0);
         assert_eq!(stdout.storing(10, 1), 0);
         stdout.nothing_to_store(11);
         assert_eq!(stdout.storing(20, 2), 10);
         assert_eq!(stdout.storing(30, 3), 20);
         stdout.stored(3);
-        assert_eq!(stdout.advance_ack(), None);
+        assert_eq!(stdout.acknowledge(later, ACK_DELAY), None);
+        assert_eq!(stdout.ack_due(), None, "nothing forgettable: nothing waits");
         stdout.stored(1);
-        assert_eq!(stdout.advance_ack(), Some(11));
+        assert_eq!(stdout.acknowledge(now, ACK_DELAY), None, "small: waits");
+        assert_eq!(stdout.ack_due(), Some(later));
+        assert_eq!(stdout.acknowledge(later, ACK_DELAY), Some(11));
         stdout.stored(2);
-        assert_eq!(stdout.advance_ack(), Some(30));
+        assert_eq!(stdout.acknowledge(later, ACK_DELAY), None);
+        assert_eq!(stdout.acknowledge(later + ACK_DELAY, ACK_DELAY), Some(30));
         assert!(stdout.settled());
+        assert_eq!(stdout.ack_due(), None);
+    }
+
+    #[test]
+    fn a_waiting_ack_keeps_its_first_deadline_and_a_large_one_goes_at_once() {
+        let now = Instant::now();
+        let mut stdout = Stdout::new(0, 0);
+        stdout.nothing_to_store(100);
+        assert_eq!(stdout.acknowledge(now, ACK_DELAY), None);
+        // More arrives later: the deadline stays the first one's, so acks flow under a stream.
+        stdout.nothing_to_store(200);
+        assert_eq!(stdout.acknowledge(now + ACK_DELAY / 2, ACK_DELAY), None);
+        assert_eq!(stdout.ack_due(), Some(now + ACK_DELAY));
+        stdout.nothing_to_store(200 + ACK_EAGER_BYTES);
+        assert_eq!(
+            stdout.acknowledge(now + ACK_DELAY / 2, ACK_DELAY),
+            Some(200 + ACK_EAGER_BYTES),
+            "past the size: at once"
+        );
+        assert_eq!(stdout.ack_due(), None);
     }
 
     #[test]
     fn blank_lines_coalesce_into_one_entry() {
+        let now = Instant::now();
         let mut stdout = Stdout::new(0, 0);
         stdout.storing(5, 1);
         for end in 6..100_000 {
@@ -230,6 +294,6 @@ mod tests {
         }
         assert_eq!(stdout.entries.len(), 2);
         stdout.stored(1);
-        assert_eq!(stdout.advance_ack(), Some(99_999));
+        assert_eq!(stdout.acknowledge(now, Duration::ZERO), Some(99_999));
     }
 }

@@ -352,4 +352,6 @@ pub enum Timer {
     Request,
     /// A turn ran past its time limit, or past the grace after its cancel.
     Turn,
+    /// A delayed stdout acknowledgement is due.
+    Ack,
 }

@@ -3,6 +3,7 @@
 //! simulator and the foundation's tests live here; [`changes`] tests what changes a running
 //! agent (its environment, its sessions' mode, permission questions, its sandbox stopping).
 
+mod ack_delay;
 mod changes;
 mod outage;
 mod parking;
@@ -27,6 +28,9 @@ fn timeouts() -> Timeouts {
         turn: Duration::from_secs(100),
         cancel_grace: Duration::from_secs(5),
         reconnect_grace: Duration::from_secs(60),
+        // Acknowledgements at once, so each test sees them with the commit; `ack_delay.rs`
+        // tests the delay.
+        ack_delay: Duration::ZERO,
     }
 }
 

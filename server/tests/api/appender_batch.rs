@@ -1,0 +1,116 @@
+//! The appender against a real Postgres with many sessions and harnesses in one transaction:
+//! each session's seqs continue its own log, every harness's stdout offset moves in the one
+//! statement, and a request whose offset chain does not match fails alone while the others of
+//! its batch are stored.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use sqlx::Connection;
+
+use agenthold_server::events::appender::{Appender, SideEffect};
+use agenthold_server::events::hub::Hub;
+use agenthold_server::events::{EventKind, NewEvent};
+use agenthold_server::ids::{AgentId, SessionId};
+
+use crate::support::TestServer;
+
+struct Harness {
+    agent_id: AgentId,
+    session_id: SessionId,
+}
+
+async fn harnesses(server: &TestServer, db: &mut sqlx::PgConnection, count: usize) -> Vec<Harness> {
+    let mut all = Vec::new();
+    for _ in 0..count {
+        let agent = server.create_agent(json!({})).await;
+        let session = server.create_session(&agent).await;
+        let agent_id: AgentId = agent.parse().expect("agent id");
+        let updated =
+            sqlx::query("UPDATE sandboxes SET harness_generation = 1, harness_stdout_offset = 0 WHERE agent_id = $1")
+                .bind(agent_id.0)
+                .execute(&mut *db)
+                .await
+                .expect("setting the harness generation");
+        assert_eq!(updated.rows_affected(), 1, "the agent has a sandbox record");
+        all.push(Harness { agent_id, session_id: session.parse().expect("session id") });
+    }
+    all
+}
+
+fn line(harness: &Harness, from: u64, to: u64, text: &str) -> (Vec<NewEvent>, Vec<SideEffect>) {
+    let event = NewEvent::new(harness.session_id, EventKind::Notice, json!({"code": "TEST", "message": text}));
+    let effect = SideEffect::StdoutStored { agent_id: harness.agent_id, generation: 1, from, to };
+    (vec![event], vec![effect])
+}
+
+async fn offset(db: &mut sqlx::PgConnection, agent_id: AgentId) -> i64 {
+    sqlx::query_scalar("SELECT harness_stdout_offset FROM sandboxes WHERE agent_id = $1")
+        .bind(agent_id.0)
+        .fetch_one(db)
+        .await
+        .expect("reading the offset")
+}
+
+async fn seqs(db: &mut sqlx::PgConnection, session_id: SessionId) -> Vec<i64> {
+    sqlx::query_scalar("SELECT seq FROM events WHERE session_id = $1 AND type = 'notice' ORDER BY seq")
+        .bind(session_id.0)
+        .fetch_all(db)
+        .await
+        .expect("reading seqs")
+}
+
+#[tokio::test]
+async fn many_sessions_in_one_batch_keep_their_own_logs_and_offsets() {
+    let server = TestServer::start().await;
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("connecting");
+    let harnesses = harnesses(&server, &mut db, 4).await;
+    let pool = sqlx::PgPool::connect(&server.database_url).await.expect("pool");
+    let (appender, _task) = Appender::spawn(pool, Arc::new(Hub::default()));
+
+    // Ten lines of every harness, queued before any commit is awaited: batches mix sessions.
+    let mut pending = Vec::new();
+    for n in 0..10u64 {
+        for harness in &harnesses {
+            let (events, effects) = line(harness, n * 10, n * 10 + 10, &format!("line {n}"));
+            pending.push(appender.submit(events, effects).await);
+        }
+    }
+    for receiver in pending {
+        let committed = receiver.await.expect("an answer").expect("stored");
+        assert_eq!(committed.len(), 1);
+    }
+    for harness in &harnesses {
+        assert_eq!(offset(&mut db, harness.agent_id).await, 100, "every line's offset is stored");
+        let stored = seqs(&mut db, harness.session_id).await;
+        assert_eq!(stored.len(), 10, "each session has its own ten events");
+        assert!(stored.windows(2).all(|w| w[1] == w[0] + 1), "gapless in each session: {stored:?}");
+    }
+
+    // A chain that does not start at the stored offset fails alone; its neighbours are stored.
+    let (good_a, good_b, bad) = (&harnesses[0], &harnesses[1], &harnesses[2]);
+    let (events, effects) = line(good_a, 100, 110, "a");
+    let a = appender.submit(events, effects).await;
+    let (events, effects) = line(bad, 90, 95, "stale");
+    let stale = appender.submit(events, effects).await;
+    let (events, effects) = line(good_b, 100, 110, "b");
+    let b = appender.submit(events, effects).await;
+    assert!(a.await.expect("an answer").is_ok());
+    assert!(stale.await.expect("an answer").is_err(), "a chain from a moved offset is refused");
+    assert!(b.await.expect("an answer").is_ok());
+    assert_eq!(offset(&mut db, good_a.agent_id).await, 110);
+    assert_eq!(offset(&mut db, good_b.agent_id).await, 110);
+    assert_eq!(offset(&mut db, bad.agent_id).await, 100, "the refused chain moved nothing");
+    assert_eq!(seqs(&mut db, bad.session_id).await.len(), 10, "and stored nothing");
+
+    // A deleted session's events are dropped; the others of the batch keep their seqs.
+    let (gone, kept) = (&harnesses[3], &harnesses[0]);
+    let last_kept = *seqs(&mut db, kept.session_id).await.last().expect("events");
+    sqlx::query("DELETE FROM sessions WHERE id = $1").bind(gone.session_id.0).execute(&mut db).await.expect("deleting");
+    let gone_event = NewEvent::new(gone.session_id, EventKind::Notice, json!({"code": "TEST", "message": "gone"}));
+    let kept_event = NewEvent::new(kept.session_id, EventKind::Notice, json!({"code": "TEST", "message": "kept"}));
+    let committed = appender.append(vec![gone_event, kept_event], Vec::new()).await.expect("stored");
+    assert_eq!(committed.len(), 1, "only the existing session's event is stored");
+    assert_eq!(committed[0].session_id, kept.session_id);
+    assert_eq!(committed[0].seq, last_kept + 1);
+}
