@@ -533,13 +533,83 @@ check('settings pages: tokens created once and revoked, providers, members', asy
   await page.goto('/settings/providers');
   await page.getByRole('heading', { name: 'Provider logins' }).waitFor();
   await shot(page, 'settings-providers');
-  await page.goto('/settings/members');
-  await shot(page, 'settings-members');
   await page.goto('/settings/audit');
   await page.locator('td code', { hasText: 'token.revoked' }).first().waitFor();
   await shot(page, 'settings-audit');
   await page.goto('/settings/secrets');
   await shot(page, 'settings-secrets');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+check('the agents list and overview show the observed state: asleep, awake, asleep, and an error with its reason', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const agent = await pageApi(page, 'POST', '/api/v1/agents', { name: 'states', harness: 'fake' });
+  const broken = await pageApi(page, 'POST', '/api/v1/agents', { name: 'broken', harness: 'command', command: ['no-such-acp-agent'] });
+  await page.goto('/');
+  await page.locator('tr[data-agent="states"] .state[data-state="asleep"]').waitFor();
+  await page.goto(`/agents/${agent.id}`);
+  await page.locator('.facts .state[data-state="asleep"]').waitFor();
+  await page.getByRole('button', { name: 'Wake' }).click();
+  // Starting until its sandbox connects; the overview follows it without a reload.
+  await page.locator('.facts .state[data-state="awake"]').waitFor({ timeout: 90000 });
+  await page.getByRole('button', { name: 'Sleep' }).click();
+  await page.locator('.facts .state[data-state="asleep"]').waitFor({ timeout: 60000 });
+  // A harness that cannot start: the turn fails and the agent says why, in the list too.
+  const session = await pageApi(page, 'POST', `/api/v1/agents/${broken.id}/sessions`, {});
+  await pageApi(page, 'POST', `/api/v1/sessions/${session.id}/prompt`, { text: 'hello' });
+  await page.goto(`/agents/${broken.id}/sessions/${session.id}`);
+  await page.locator('.item-turn_end').waitFor({ timeout: 90000 });
+  await page.goto('/');
+  const row = page.locator('tr[data-agent="broken"]');
+  await row.locator('.state[data-state="error"]').waitFor();
+  assert(/HARNESS_START_FAILED/.test(await row.locator('.state-reason').innerText()), 'the reason shows in the list');
+  await shot(page, 'agents-states');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+check('members: the list, a role changed and a member removed by an admin; the last admin stays; a viewer only reads', async () => {
+  const mia = await makeUser('mia');
+  const { context, page } = await signedIn(state.alice);
+  const ws = await pageApi(page, 'POST', '/api/v1/workspaces', { name: `crew-${run}` });
+  await page.goto('/settings/members');
+  await page.getByLabel('Workspace').selectOption(ws.id);
+  await page.locator(`tr[data-member="${state.alice.username}"]`).waitFor();
+  // Add Mia by her id, as a viewer.
+  await page.getByLabel('Add a member by user id').fill(mia.id);
+  await page.getByLabel('Their role').selectOption('viewer');
+  await page.getByRole('button', { name: 'Add member' }).click();
+  const row = page.locator(`tr[data-member="${mia.username}"]`);
+  await row.waitFor();
+  assert((await row.getByLabel(`Role of ${mia.username}`).inputValue()) === 'viewer', 'added as a viewer');
+  // Mia, a viewer, sees the list but no controls.
+  const { context: mc, page: mp } = await signedIn(mia);
+  await mp.goto('/settings/members');
+  await mp.getByLabel('Workspace').selectOption(ws.id);
+  await mp.locator(`tr[data-member="${state.alice.username}"]`).waitFor();
+  assert((await mp.locator('tr[data-member] select').count()) === 0, 'a viewer changes no roles');
+  assert((await mp.getByRole('button', { name: 'Remove' }).count()) === 0, 'a viewer removes no one');
+  await shot(mp, 'settings-members-viewer');
+  await mc.close();
+  // A role change, saved on change.
+  await row.getByLabel(`Role of ${mia.username}`).selectOption('operator');
+  await page.waitForFunction(
+    async ({ ws, id }) => (await (await fetch(`/api/v1/workspaces/${ws}/members`)).json()).members.some((m) => m.user_id === id && m.role === 'operator'),
+    { ws: ws.id, id: mia.id },
+  );
+  // The last admin cannot step down: the error shows and the choice goes back.
+  const mine = page.locator(`tr[data-member="${state.alice.username}"]`);
+  await mine.getByLabel(`Role of ${state.alice.username}`).selectOption('viewer');
+  await mine.locator('[role="alert"]', { hasText: 'LAST_ADMIN' }).waitFor();
+  assert((await mine.getByLabel(`Role of ${state.alice.username}`).inputValue()) === 'admin', 'the select shows the role that holds');
+  await shot(page, 'settings-members');
+  // Removal.
+  page.once('dialog', (d) => d.accept());
+  await row.getByRole('button', { name: 'Remove' }).click();
+  await row.waitFor({ state: 'detached' });
+  const left = await pageApi(page, 'GET', `/api/v1/workspaces/${ws.id}/members`);
+  assert(left.members.length === 1 && left.members[0].user_id !== mia.id, 'Mia is gone');
   assert(page.problems.length === 0, page.problems.join('\n'));
   await context.close();
 });
