@@ -130,6 +130,22 @@ def anthropic(work):
         status, _, text = c.post("/v1/messages", {"model": "m", "messages": [user], "tools": [{"name": "Write"}], "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}, h)
         check(set(json.loads(json.loads(text)["content"][0]["text"])) == {"title"}, "anthropic: structured output answered with the schema, not a tool call")
 
+        # run / plan / think: the tools the request offers (Claude Code's or OpenCode's names).
+        def tool_input(text, tools):
+            events = sse(c.post("/v1/messages", {"model": "m", "stream": True, "tools": [{"name": t} for t in tools], "messages": [{"role": "user", "content": text}]}, h)[2])
+            block = next(d for e, d in events if e == "content_block_start")["content_block"]
+            return block["name"], json.loads("".join(d["delta"]["partial_json"] for e, d in events if e == "content_block_delta"))
+        check(tool_input("run ls -la /tmp", ["Bash", "Write"]) == ("Bash", {"command": "ls -la /tmp", "description": "Run ls"}), "anthropic: run → Bash")
+        check(tool_input("run echo hi", ["bash"])[0] == "bash", "anthropic: run → OpenCode's bash")
+        name, todo = tool_input("plan Read | Edit | Test", ["TodoWrite"])
+        check(name == "TodoWrite" and [t["content"] for t in todo["todos"]] == ["Read", "Edit", "Test"] and todo["todos"][0]["status"] == "in_progress", "anthropic: plan → TodoWrite")
+        check(tool_input("plan A | B", ["todowrite"])[1]["todos"][1] == {"content": "B", "status": "pending", "priority": "medium", "id": "2"}, "anthropic: plan → OpenCode's todowrite")
+        events = sse(c.post("/v1/messages", {"model": "m", "stream": True, "messages": [{"role": "user", "content": "think Which file first?"}]}, h)[2])
+        deltas = [d["delta"] for e, d in events if e == "content_block_delta"]
+        check(deltas[0] == {"type": "thinking_delta", "thinking": "Which file first?"} and deltas[1]["type"] == "signature_delta" and deltas[-1] == {"type": "text_delta", "text": "thought"}, "anthropic: think → a thinking block, then text")
+        msg = json.loads(c.post("/v1/messages", {"model": "m", "messages": [{"role": "user", "content": "think quietly"}]}, h)[2])
+        check([b["type"] for b in msg["content"]] == ["thinking", "text"], "anthropic: think, not streamed")
+
         check(c.get("/v1/models")[0] == 200, "anthropic: GET /v1/models")
         check(c.get("/api/whatever")[0] == 404, "anthropic: unknown path 404")
         lines = [json.loads(l) for l in open(record)]
