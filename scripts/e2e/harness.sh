@@ -19,7 +19,8 @@
 #   5. puts the agent to sleep, wakes it, and runs a second turn in the same session: the harness
 #      loaded the session, so the provider sees the first prompt in the conversation again.
 # E2E_EVENTS_OUT=FILE also writes the session's event log there (the UI's fixtures), after the
-# further turns of E2E_EXTRA_PROMPTS (one a line).
+# further turns of E2E_EXTRA_PROMPTS (one a line); E2E_UI=1 opens the session in Chromium
+# (web/e2e/run.mjs, "a real harness session").
 # Each check prints `ok - …`; a failure prints `not ok - …` and exits 1.
 set -euo pipefail
 
@@ -212,4 +213,10 @@ if [[ -n ${E2E_EVENTS_OUT:-} ]]; then
     done <<<"${E2E_EXTRA_PROMPTS:-}"
     "$CTL" --compact events "$session" --after 0 --limit 1000 >"$E2E_EVENTS_OUT" || fail "keeping the events"
     ok "the session's events are in $E2E_EVENTS_OUT"
+fi
+# E2E_UI=1: the UI's Chromium check opens this session (web/e2e/run.mjs, "a real harness session").
+if [[ ${E2E_UI:-} == 1 ]]; then
+    AGENTHOLD_UI_REAL_SESSION="$agent/$session" node "$ROOT/web/e2e/run.mjs" "a real harness session" >"$WORK/ui.log" 2>&1 \
+        || fail "the UI did not render the session as it should" "$WORK/ui.log"
+    ok "the UI renders the session in Chromium ($(grep -c '^PASS' "$WORK/ui.log") check)"
 fi

@@ -288,6 +288,51 @@ check('reload mid-turn during a fast flood: every event rendered once, no gap, n
   await context.close();
 });
 
+// A real harness's session (scripts/e2e/harness.sh with E2E_UI=1 names it: it made the agent in
+// the admin's workspace, whose viewer the check's user becomes): rendered from what Claude Code,
+// Codex or OpenCode really sent. Only when asked to.
+const REAL = process.env.AGENTHOLD_UI_REAL_SESSION; // <agent id>/<session id>
+if (REAL)
+  check('a real harness session renders: tool cards, the diff or result, answered questions, thoughts and terminal colours', async () => {
+    const [agentId, sessionId] = REAL.split('/');
+    const agent = await rest('GET', `/api/v1/agents/${agentId}`);
+    await rest('PUT', `/api/v1/workspaces/${agent.workspace_id}/members/${state.alice.id}`, { role: 'viewer' });
+    const stored = await rest('GET', `/api/v1/sessions/${sessionId}/events?after=0&limit=1000`);
+    const count = (type, pred = () => true) => stored.events.filter((e) => e.type === type && pred(e.payload)).length;
+    // A tall window: every item of the session is on screen (the list renders only what is).
+    const { context, page } = await signedIn(state.alice, { viewport: { width: 1280, height: 6000 } });
+    await page.goto(`/agents/${agentId}/sessions/${sessionId}`);
+    await page.locator('[data-status="live"]').waitFor();
+    await page.waitForFunction((n) => Number(document.querySelector('.log')?.dataset.applied ?? 0) === n, stored.events.length, { timeout: 30000 });
+    assert((await page.locator('.item-prompt').count()) === count('prompt'), 'one prompt item per prompt');
+    assert((await page.locator('.item-turn_end').count()) === count('turn_end'), 'one turn_end per turn');
+    const callIds = new Set(stored.events.filter((e) => e.type === 'update' && /^tool_call/.test(e.payload.sessionUpdate)).map((e) => e.payload.toolCallId));
+    assert((await page.locator('.item-tool').count()) === callIds.size, `one card per tool call (${callIds.size})`);
+    const write = page.locator('.item-tool', { hasText: 'hello.txt' }).first();
+    await write.waitFor();
+    const shown = await write.innerText();
+    assert(/\+hi|Wrote file successfully/.test(shown), `the write shows its diff or its result: ${shown}`);
+    assert((await page.locator('.question.resolved').count()) === count('permission'), 'every question shows answered');
+    assert(/auto-approved/.test(await page.locator('.question.resolved .resolution').first().innerText()), 'who answered');
+    if (count('update', (p) => p.sessionUpdate === 'agent_thought_chunk')) {
+      const thought = page.locator('details.thought').first();
+      assert((await thought.getAttribute('open')) === null, 'a thought is collapsed');
+      await thought.locator('summary').click();
+      assert(/Which file/.test(await thought.innerText()), 'and opens on a click');
+    }
+    if (stored.events.some((e) => e.type === 'prompt' && /^run /.test(e.payload.prompt?.[0]?.text ?? ''))) {
+      const green = page.locator('.item-tool pre.ansi span', { hasText: 'green' }).first();
+      const colour = await green.evaluate((e) => getComputedStyle(e).color);
+      assert(colour !== getComputedStyleFallback(), `terminal output keeps its colour: ${colour}`);
+      const output = await page.locator('.item-tool pre.ansi', { hasText: 'plain' }).first().innerText();
+      assert(/^green plain\nhello\.txt/.test(output), `the output without escape codes: ${JSON.stringify(output)}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await shot(page, `session-${agent.harness}`);
+    assert(page.problems.length === 0, page.problems.join('\n'));
+    await context.close();
+  });
+
 // Restarts the dev stack's server (scripts/dev/server.sh start), so only when asked to.
 if (process.env.AGENTHOLD_UI_RESTART === '1')
   check('kill and restart the server mid-turn with the page open: it continues without a gap or a duplicate', async () => {
