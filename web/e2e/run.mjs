@@ -591,10 +591,16 @@ check('the agents list and overview show the observed state: asleep, awake, asle
   const { context, page } = await signedIn(state.alice);
   const agent = await pageApi(page, 'POST', '/api/v1/agents', { name: 'states', harness: 'fake' });
   const broken = await pageApi(page, 'POST', '/api/v1/agents', { name: 'broken', harness: 'command', command: ['no-such-acp-agent'] });
+  // A new agent is asleep, or awake when it took a sandbox started ahead (the warm pool): then sleep it.
+  await page.goto(`/agents/${agent.id}`);
+  await page.locator('.facts .state[data-state="asleep"], .facts .state[data-state="awake"]').waitFor({ timeout: 60000 });
+  if ((await page.locator('.facts .state').getAttribute('data-state')) === 'awake') {
+    await page.getByRole('button', { name: 'Sleep' }).click();
+    await page.locator('.facts .state[data-state="asleep"]').waitFor({ timeout: 60000 });
+  }
   await page.goto('/');
   await page.locator('tr[data-agent="states"] .state[data-state="asleep"]').waitFor();
   await page.goto(`/agents/${agent.id}`);
-  await page.locator('.facts .state[data-state="asleep"]').waitFor();
   await page.getByRole('button', { name: 'Wake' }).click();
   // Starting until its sandbox connects; the overview follows it without a reload.
   await page.locator('.facts .state[data-state="awake"]').waitFor({ timeout: 90000 });
