@@ -218,5 +218,5 @@ fi
 if [[ ${E2E_UI:-} == 1 ]]; then
     AGENTHOLD_UI_REAL_SESSION="$agent/$session" node "$ROOT/web/e2e/run.mjs" "a real harness session" >"$WORK/ui.log" 2>&1 \
         || fail "the UI did not render the session as it should" "$WORK/ui.log"
-    ok "the UI renders the session in Chromium ($(grep -c '^PASS' "$WORK/ui.log") check)"
+    ok "the UI renders the session in Chromium ($(grep -c '^PASS ' "$WORK/ui.log") check)"
 fi

@@ -320,13 +320,18 @@ if (REAL)
       await thought.locator('summary').click();
       assert(/Which file/.test(await thought.innerText()), 'and opens on a click');
     }
-    if (stored.events.some((e) => e.type === 'prompt' && /^run /.test(e.payload.prompt?.[0]?.text ?? ''))) {
+    // Terminal output (Claude Code's terminal_output_delta, OpenCode's text, Codex's delta): never
+    // an escape code on screen, and colours where the harness's output had them.
+    const outputs = await page.locator('.item-tool pre.ansi').allInnerTexts();
+    assert(outputs.every((o) => !o.includes('\u001b')), 'no escape codes shown');
+    if (stored.events.some((e) => JSON.stringify(e.payload).includes('\\u001b[32mgreen'))) {
       const green = page.locator('.item-tool pre.ansi span', { hasText: 'green' }).first();
       const colour = await green.evaluate((e) => getComputedStyle(e).color);
       assert(colour !== getComputedStyleFallback(), `terminal output keeps its colour: ${colour}`);
-      const output = await page.locator('.item-tool pre.ansi', { hasText: 'plain' }).first().innerText();
-      assert(/^green plain\nhello\.txt/.test(output), `the output without escape codes: ${JSON.stringify(output)}`);
+      assert(outputs.some((o) => /^green plain\nhello\.txt/.test(o)), `the output as printed: ${JSON.stringify(outputs)}`);
     }
+    const failed = count('update', (p) => p.sessionUpdate === 'tool_call_update' && p.status === 'failed');
+    assert((await page.locator('.item-tool .badge.status.danger', { hasText: 'failed' }).count()) === failed, 'failed calls say so');
     await page.setViewportSize({ width: 1280, height: 860 });
     await shot(page, `session-${agent.harness}`);
     assert(page.problems.length === 0, page.problems.join('\n'));

@@ -103,7 +103,7 @@ describe('Claude Code (claude-agent-acp 0.101.0)', () => {
   });
 
   it('turn ends show duration and tokens; usage keeps the last report', () => {
-    expect(text(html(of(view, 'turn_end')[0]))).toBe('Turn ended · end_turn · 6.7 s · 5151 in / 10 out tokens');
+    expect(text(html(of(view, 'turn_end')[0]))).toBe('Turn ended · end_turn · 6.1 s · 5151 in / 10 out tokens');
     expect(view.usage).toMatchObject({ sessionUpdate: 'usage_update', used: 2949, cost: { currency: 'USD' } });
     expect(view.meta.session_info_update).toMatchObject({ title: 'Stand-in' });
   });
@@ -113,7 +113,13 @@ describe('Codex (codex-acp, code mode)', () => {
   const view = reduce(load('codex'));
 
   it('the patch is one "Editing files" card with its diff, completed', () => {
-    expect(view.items.map((i) => i.kind)).toEqual(['prompt', 'tool', 'question', 'message', 'turn_end', 'prompt', 'message', 'turn_end']);
+    expect(view.items.map((i) => i.kind)).toEqual([
+      'prompt', 'tool', 'question', 'message', 'turn_end', // write hello.txt
+      'prompt', 'message', 'turn_end', // what did I ask you before?
+      'prompt', 'thought', 'message', 'turn_end', // think … (a reasoning summary)
+      'prompt', 'message', 'turn_end', // plan … (the stand-in has no plan for Codex: an echo)
+      'prompt', 'tool', 'message', 'turn_end', // run …
+    ]);
     const [edit] = tools(view);
     expect(edit).toMatchObject({ title: 'Editing files', toolKind: 'edit', status: 'completed', updates: 2 });
     const h = html(edit);
@@ -128,6 +134,26 @@ describe('Codex (codex-acp, code mode)', () => {
     expect(h).toContain('Permission askedEdit filesedit');
     expect(q.options.map((o) => o.name)).toEqual(['Yes, proceed', "Yes, and don't ask again for these files", 'No, and tell Codex what to do differently']);
     expect(h).toContain('Yes, proceed — auto-approved (autonomous posture)');
+  });
+
+  it('the reasoning summary is one thought (its leading blank chunk merged in)', () => {
+    const [thought] = of(view, 'thought');
+    expect(thought).toMatchObject({ chunks: 2 });
+    expect(thought.text.trim()).toBe('Which file should I read first?');
+    expect(html(thought)).toContain('<div class="text">Which file should I read first?</div>'); // no blank lines on top
+  });
+
+  it("a command Codex's own sandbox (bwrap) could not start: a failed card with its output", () => {
+    // Codex wraps commands in bubblewrap, which cannot make a user namespace inside agenthold's
+    // container: the command fails before it runs (what the harness really sent).
+    const run = tools(view)[1];
+    expect(run).toMatchObject({ title: "List files in 'agent'", toolKind: 'read', status: 'failed', rawOutput: { exit_code: 1 } });
+    expect(run.terminalOutput).toMatch(/^bwrap: No permissions to create a new namespace/);
+    const h = html(run);
+    expect(h).toContain('<span class="badge status danger">failed</span>');
+    expect(text(h)).toContain('ReadList files in \'agent\'failed');
+    expect(h).toMatch(/<pre class="ansi">bwrap: No permissions/);
+    expect(h).not.toContain('Terminal exec-');
   });
 
   it('thread status updates stay out of the conversation', () => {

@@ -194,6 +194,19 @@ def openai(work):
         said = "".join(d["delta"] for _, d in events if d["type"] == "response.output_text.delta")
         check(said == "done", "openai: after the tool output, 'done' (same connection)")
 
+        # run / think
+        def first_item(text, tools):
+            events = sse(c.post("/v1/responses", {"model": "gpt", "stream": True, "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}], "tools": tools}, h)[2])
+            return [d["item"] for _, d in events if d["type"] == "response.output_item.done"], events
+        items, _ = first_item("run ls -la", [{"type": "function", "name": "exec_command"}])
+        check(items[0]["name"] == "exec_command" and json.loads(items[0]["arguments"]) == {"cmd": "ls -la"}, "openai: run → exec_command")
+        items, _ = first_item("run ls", [{"type": "custom", "name": "exec"}])
+        check(items[0]["name"] == "exec" and 'tools.exec_command({"cmd": "ls"})' in items[0]["input"], "openai: run in code mode → exec running exec_command")
+        items, events = first_item("think Which file first?", [])
+        summary = "".join(d["delta"] for _, d in events if d["type"] == "response.reasoning_summary_text.delta")
+        check([i["type"] for i in items] == ["reasoning", "message"] and summary == "Which file first?" and items[1]["content"][0]["text"] == "thought", "openai: think → a reasoning summary, then the text")
+        check([i["type"] for i in events[-1][1]["response"]["output"]] == ["reasoning", "message"], "openai: think, both items in response.completed")
+
         body["input"].append({"type": "configuration_update", "reasoning": {"effort": "low"}})
         events = sse(c.post("/v1/responses", body, h)[2])
         said = "".join(d["delta"] for _, d in events if d["type"] == "response.output_text.delta")
