@@ -92,9 +92,10 @@ pub async fn run(
         core.handle(Input::Database { up: false }, now());
     }
     // Forgets the published state however the loop ends.
-    let _published = Published { agent_id, observed: Arc::clone(&observed) };
+    let publisher = observed.publisher();
+    let _published = Published { agent_id, publisher, observed: Arc::clone(&observed) };
     loop {
-        observed.publish(agent_id, &core.observed());
+        observed.publish(agent_id, publisher, &core.observed());
         while let Some(effect) = core.poll_effect() {
             if shell.perform(effect).await {
                 return;
@@ -148,12 +149,13 @@ pub async fn run(
 /// Forgets an agent's published state when its supervisor ends.
 struct Published {
     agent_id: AgentId,
+    publisher: super::observed::Publisher,
     observed: Arc<Observations>,
 }
 
 impl Drop for Published {
     fn drop(&mut self) {
-        self.observed.forget(self.agent_id);
+        self.observed.forget(self.agent_id, self.publisher);
     }
 }
 
