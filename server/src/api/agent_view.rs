@@ -1,7 +1,8 @@
 //! An agent as the API shows it: [`Agent`] (in lists and creation answers) — its settings, the
 //! secrets attached to it (names and presets, never values or placeholders), its egress
-//! allow-list, its sandbox's observed [`AgentState`] beside the desired one — and [`AgentDetail`] (one agent), which adds what its harness advertised, the login
-//! methods it offers and whose provider logins it uses.
+//! allow-list, its sandbox's observed [`AgentState`] beside the desired one — and [`AgentDetail`]
+//! (one agent), which adds what its harness advertised, the login methods it offers and whose
+//! provider logins it uses.
 
 use std::collections::BTreeMap;
 
