@@ -17,5 +17,5 @@ export default defineConfig({
     sourcemap: false,
   },
   server: { proxy: { '/api': { target: api, ws: true } } },
-  test: { include: ['test/**/*.test.ts'], environment: 'node' },
+  test: { include: ['test/**/*.test.{ts,tsx}'], environment: 'node' },
 });

@@ -95,13 +95,17 @@ if [[ -x scripts/e2e/sessions.sh || -f scripts/e2e/sessions.sh ]]; then
 else
     step "end to end: scripts/e2e/sessions.sh does not exist yet; skipped"
 fi
+# The real harnesses' sessions are also opened in Chromium (E2E_UI=1), after a thought, a plan
+# and a command (the stand-ins' think / plan / run).
+scripts/dev/ui-browser.sh
 for script in secrets provider-logins claude-harness codex opencode; do
     step "end to end: scripts/e2e/$script.sh (through the real egress proxy)"
     (
         set -a
         . "$DEV_DIR/env"
         set +a
-        bash "scripts/e2e/$script.sh"
+        E2E_UI=1 E2E_EXTRA_PROMPTS=$'think Which file should I read first?\nplan Read the code | Fix the bug | Run the tests\nrun printf \'\\033[32mgreen\\033[0m plain\\n\'; ls /home/agent' \
+            bash "scripts/e2e/$script.sh"
     )
 done
 

@@ -18,6 +18,10 @@
 #   4. replays the session's log from a cursor (the stream from mid-log equals the stored tail);
 #   5. puts the agent to sleep, wakes it, and runs a second turn in the same session: the harness
 #      loaded the session, so the provider sees the first prompt in the conversation again.
+#   6. for the UI: runs the further turns of E2E_EXTRA_PROMPTS (one a line), writes the session's
+#      event log to E2E_EVENTS_OUT (the UI's fixtures), and with E2E_UI=1 opens the session in
+#      Chromium (web/e2e/run.mjs, "a real harness session"). `make test` runs it with E2E_UI=1 and
+#      a think, a plan and a run.
 # Each check prints `ok - …`; a failure prints `not ok - …` and exits 1.
 set -euo pipefail
 
@@ -195,3 +199,26 @@ for _ in $(seq 50); do
 done
 (( seen_first )) || fail "after waking, the provider did not see the first prompt in the conversation" "$WORK/record.jsonl"
 ok "after sleep and wake the session was loaded: the provider saw the earlier prompt again"
+
+# 6. For the UI (docs/ui.md, "Checks"):
+# E2E_EXTRA_PROMPTS (one prompt a line, e.g. the stand-ins' `think …`, `plan … | …`, `run …`): further
+# turns, each ended with end_turn;
+while IFS= read -r extra; do
+    [[ -n $extra ]] || continue
+    prompt "$extra"
+    jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
+        || fail "the turn \"$extra\" did not end with end_turn" "$WORK/turn.jsonl"
+    ok "a further turn: $extra"
+done <<<"${E2E_EXTRA_PROMPTS:-}"
+# E2E_EVENTS_OUT=FILE keeps the session's whole event log (what this real harness sent, as stored):
+# the UI's rendering tests use such logs as fixtures (web/test/fixtures/, make-fixture.mjs);
+if [[ -n ${E2E_EVENTS_OUT:-} ]]; then
+    "$CTL" --compact events "$session" --after 0 --limit 1000 >"$E2E_EVENTS_OUT" || fail "keeping the events"
+    ok "the session's events are in $E2E_EVENTS_OUT"
+fi
+# E2E_UI=1: the UI's Chromium check opens this session (web/e2e/run.mjs, "a real harness session").
+if [[ ${E2E_UI:-} == 1 ]]; then
+    AGENTHOLD_UI_REAL_SESSION="$agent/$session" node "$ROOT/web/e2e/run.mjs" "a real harness session" >"$WORK/ui.log" 2>&1 \
+        || fail "the UI did not render the session as it should" "$WORK/ui.log"
+    ok "the UI renders the session in Chromium ($(grep -c '^PASS ' "$WORK/ui.log") check)"
+fi

@@ -185,7 +185,8 @@ function Thought({ item }: { item: ThoughtItem }) {
   return (
     <details class="thought">
       <summary>Thought</summary>
-      <div class="text">{item.text}</div>
+      {/* Codex opens a reasoning summary with a blank chunk: no empty lines on top. */}
+      <div class="text">{item.text.trim()}</div>
     </details>
   );
 }

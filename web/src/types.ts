@@ -18,6 +18,10 @@ export interface Agent {
   login_user_id: string | null;
   sandbox_login_at: string | null;
   desired_state: string;
+  /** What its sandbox is doing, as the server observes it. */
+  state: AgentState;
+  /** Why it is in `error`. */
+  state_reason: string | null;
   created_at: string;
   secrets: { env_name: string; secret_id: string; secret_name: string; preset: string }[];
   credentials_inside_sandbox: boolean;
@@ -26,6 +30,9 @@ export interface Agent {
   logins?: { user_id: string; delivered: string[]; connect_again: string[] } | null;
   advertised?: unknown;
 }
+
+/** An agent's sandbox as observed (docs/api.md, "Agent states"). */
+export type AgentState = 'starting' | 'awake' | 'stopping' | 'asleep' | 'error';
 
 export interface Permission {
   id: string;

@@ -13,6 +13,11 @@ skipped):
     Claude Code's `Write` {"file_path", "content"} or OpenCode's `write` {"filePath", "content"};
     FILE is made absolute in the working directory the harness names in its prompt ("Primary
     working directory: …" / "Working directory: …"), else /home/agent;
+  - `run COMMAND` (a shell tool offered) → a `tool_use` of Claude Code's `Bash` or OpenCode's
+    `bash` {"command", "description"};
+  - `plan STEP | STEP …` (a to-do tool offered) → a `tool_use` of Claude Code's `TodoWrite` or
+    OpenCode's `todowrite` with those steps (the first in progress; the harness's `plan` update);
+  - `think THOUGHT` → a `thinking` block with THOUGHT (and a signature), then the text "thought";
   - a `tool_result` came after the latest user text → the text "done", stop_reason end_turn;
   - anything else → the text "echo: <text>".
 """
@@ -105,7 +110,7 @@ def from_schema(schema, text):
 
 
 def plan(body):
-    """What to answer: ("tool_use", name, input) or ("text", text)."""
+    """What to answer: ("tool_use", name, input), ("thinking", thought, text) or ("text", text)."""
     messages = body.get("messages") or []
     fmt = (body.get("output_config") or {}).get("format") or body.get("output_format") or {}
     if fmt.get("type") == "json_schema":
@@ -127,8 +132,14 @@ def plan(body):
         return ("text", "done")
     if text.startswith("[SUGGESTION MODE"):
         return ("text", "")  # Claude Code's next-prompt suggestion after a turn: suggest nothing
-    write = common.parse_write(text)
     offered = tool_names(body)
+    scripted = scripted_tool(text, offered)
+    if scripted:
+        return scripted
+    thought = re.match(r"\s*think\s+(.+)", text, re.S)
+    if thought:
+        return ("thinking", thought.group(1).strip(), "thought")
+    write = common.parse_write(text)
     if write and ("Write" in offered or "write" in offered):
         path, content = write
         if not path.startswith("/"):
@@ -137,6 +148,25 @@ def plan(body):
             return ("tool_use", "Write", {"file_path": path, "content": content})
         return ("tool_use", "write", {"filePath": path, "content": content})  # OpenCode
     return ("text", "echo: " + (text.strip()[:200] or "(nothing)"))
+
+
+def scripted_tool(text, offered):
+    """`run COMMAND` or `plan STEP | STEP` as the offered tool's call, else None."""
+    run = re.match(r"\s*run\s+(.+)", text, re.S)
+    if run and ("Bash" in offered or "bash" in offered):
+        command = run.group(1).strip()
+        name = "Bash" if "Bash" in offered else "bash"
+        return ("tool_use", name, {"command": command, "description": "Run " + command.split()[0]})
+    steps = re.match(r"\s*plan\s+(.+)", text, re.S)
+    if steps and ("TodoWrite" in offered or "todowrite" in offered):
+        items = [step.strip() for step in steps.group(1).split("|") if step.strip()]
+        status = lambda i: "in_progress" if i == 0 else "pending"  # noqa: E731
+        if "TodoWrite" in offered:
+            todos = [{"content": c, "status": status(i), "activeForm": c} for i, c in enumerate(items)]
+            return ("tool_use", "TodoWrite", {"todos": todos})
+        todos = [{"content": c, "status": status(i), "priority": "medium", "id": str(i + 1)} for i, c in enumerate(items)]
+        return ("tool_use", "todowrite", {"todos": todos})
+    return None
 
 
 def usage(input_tokens, output_tokens):
@@ -237,13 +267,19 @@ class Handler(common.StandinHandler):
     def messages(self, body):
         answer = plan(body)
         extra = {"tool": answer[1]} if answer[0] == "tool_use" else {}
-        self.record(answer=answer[0], **extra, **self.summary(body))
+        answer_kind = "text" if answer[0] == "thinking" else answer[0]
+        self.record(answer=answer_kind, **extra, **self.summary(body))
         model = body.get("model") or MODEL_DEFAULT
         msg_id = common.new_id("msg_")
         in_tokens = rough_tokens(body)
+        thinking = None
         if answer[0] == "tool_use":
             block = {"type": "tool_use", "id": common.new_id("toolu_"), "name": answer[1], "input": answer[2]}
             stop = "tool_use"
+        elif answer[0] == "thinking":
+            thinking = {"type": "thinking", "thinking": answer[1], "signature": "c3RhbmQtaW4="}
+            block = {"type": "text", "text": answer[2]}
+            stop = "end_turn"
         else:
             block = {"type": "text", "text": answer[1]}
             stop = "end_turn"
@@ -256,7 +292,7 @@ class Handler(common.StandinHandler):
                     "type": "message",
                     "role": "assistant",
                     "model": model,
-                    "content": [block],
+                    "content": [thinking, block] if thinking else [block],
                     "stop_reason": stop,
                     "stop_sequence": None,
                     "usage": usage(in_tokens, 5),
@@ -280,6 +316,14 @@ class Handler(common.StandinHandler):
                 },
             },
         )
+        index = 0
+        if thinking:
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            self.sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start})
+            for delta in ({"type": "thinking_delta", "thinking": thinking["thinking"]}, {"type": "signature_delta", "signature": thinking["signature"]}):
+                self.sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+            self.sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+            index = 1
         if block["type"] == "tool_use":
             start = dict(block, input={})
             self.sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start})
@@ -292,15 +336,15 @@ class Handler(common.StandinHandler):
                     {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": raw[i : i + step]}},
                 )
         else:
-            self.sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+            self.sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
             self.sse("ping", {"type": "ping"})
             text = block["text"]
             for i in range(0, len(text), 16):
                 self.sse(
                     "content_block_delta",
-                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[i : i + 16]}},
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text[i : i + 16]}},
                 )
-        self.sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+        self.sse("content_block_stop", {"type": "content_block_stop", "index": index})
         self.sse(
             "message_delta",
             {

@@ -14,11 +14,15 @@ The conversation is scripted by the latest user text (Codex's own context messag
   - `write FILE CONTENT` → a tool call that makes Codex create FILE (relative to the session's
     cwd) containing CONTENT: `apply_patch` when the request offers it (a freeform/custom tool or
     a function), else a shell-like function (`exec_command`, `shell_command`, `shell`);
+  - `run COMMAND` → a call that runs COMMAND: in code mode `exec` with
+    `tools.exec_command({"cmd": COMMAND})`, else `exec_command` / `shell_command` / `shell`;
+  - `think THOUGHT` → a `reasoning` item whose summary is THOUGHT, then the text "thought";
   - a tool call's output came after the latest user text → the text "done";
   - anything else → the text "echo: <text>".
 """
 
 import json
+import re
 import os
 import shlex
 import sys
@@ -115,8 +119,22 @@ def write_call(offered, path, content):
     return None
 
 
+def run_call(offered, command):
+    """(item type, tool name, payload) of a call that runs `command` in a shell, or None."""
+    if offered.get("exec") == "custom":
+        js = "const r = await tools.exec_command(%s);\ntext(r);\n" % json.dumps({"cmd": command})
+        return ("custom_tool_call", "exec", js)
+    if "exec_command" in offered:
+        return ("function_call", "exec_command", json.dumps({"cmd": command}))
+    if "shell_command" in offered:
+        return ("function_call", "shell_command", json.dumps({"command": command}))
+    if "shell" in offered:
+        return ("function_call", "shell", json.dumps({"command": ["bash", "-lc", command]}))
+    return None
+
+
 def plan(body):
-    """("call", item type, name, payload) or ("text", text)."""
+    """("call", item type, name, payload), ("think", thought, text) or ("text", text)."""
     items = input_items(body)
     # A tool output after the latest user text: the turn is answered. (Codex appends items such as
     # `configuration_update` anywhere; they do not count.)
@@ -131,6 +149,14 @@ def plan(body):
         return ("text", json.dumps(from_schema(fmt.get("schema"), "Stand-in")))
     texts = user_texts(items)
     text = texts[-1] if texts else ""
+    run = re.match(r"\s*run\s+(.+)", text, re.S)
+    if run:
+        call = run_call(tools(body), run.group(1).strip())
+        if call:
+            return ("call",) + call
+    thought = re.match(r"\s*think\s+(.+)", text, re.S)
+    if thought:
+        return ("think", thought.group(1).strip(), "thought")
     write = common.parse_write(text)
     if write:
         call = write_call(tools(body), *write)
@@ -220,7 +246,7 @@ class Handler(common.StandinHandler):
     def create_response(self, body):
         answer = plan(body)
         extra = {"tool": answer[2]} if answer[0] == "call" else {}
-        self.record(answer=answer[0], **extra, **self.summary(body))
+        self.record(answer="text" if answer[0] == "think" else answer[0], **extra, **self.summary(body))
         resp_id = common.new_id("resp_")
         model = body.get("model") or "gpt-5.5"
         in_tokens = max(1, len(json.dumps(body.get("input") or [])) // 4)
@@ -241,8 +267,14 @@ class Handler(common.StandinHandler):
                 "id": common.new_id("msg_"),
                 "role": "assistant",
                 "status": "completed",
-                "content": [{"type": "output_text", "text": answer[1], "annotations": []}],
+                "content": [{"type": "output_text", "text": answer[-1], "annotations": []}],
             }
+        # `think`: a reasoning item (its summary holds the thought) before the message.
+        reasoning = None
+        if answer[0] == "think":
+            summary = [{"type": "summary_text", "text": answer[1]}]
+            reasoning = {"type": "reasoning", "id": common.new_id("rs_"), "summary": summary, "encrypted_content": None}
+        output = [reasoning, item] if reasoning else [item]
         response = {
             "id": resp_id,
             "object": "response",
@@ -254,7 +286,7 @@ class Handler(common.StandinHandler):
         }
         headers = {"x-request-id": common.new_id("req_"), "openai-model": model}
         if not body.get("stream"):
-            return self.send_json(200, dict(response, status="completed", output=[item], usage=usage), headers)
+            return self.send_json(200, dict(response, status="completed", output=output, usage=usage), headers)
 
         seq = [0]
 
@@ -267,14 +299,24 @@ class Handler(common.StandinHandler):
         self.start_sse(headers)
         ev("response.created", response=response)
         ev("response.in_progress", response=response)
+        at = 0
+        if reasoning:
+            rid, part = reasoning["id"], reasoning["summary"][0]
+            ev("response.output_item.added", output_index=0, item=dict(reasoning, summary=[]))
+            ev("response.reasoning_summary_part.added", item_id=rid, output_index=0, summary_index=0, part=dict(part, text=""))
+            ev("response.reasoning_summary_text.delta", item_id=rid, output_index=0, summary_index=0, delta=part["text"])
+            ev("response.reasoning_summary_text.done", item_id=rid, output_index=0, summary_index=0, text=part["text"])
+            ev("response.reasoning_summary_part.done", item_id=rid, output_index=0, summary_index=0, part=part)
+            ev("response.output_item.done", output_index=0, item=reasoning)
+            at = 1
         if item["type"] == "message":
             text = item["content"][0]["text"]
-            ev("response.output_item.added", output_index=0, item=dict(item, status="in_progress", content=[]))
-            ev("response.content_part.added", item_id=item["id"], output_index=0, content_index=0, part={"type": "output_text", "text": "", "annotations": []})
+            ev("response.output_item.added", output_index=at, item=dict(item, status="in_progress", content=[]))
+            ev("response.content_part.added", item_id=item["id"], output_index=at, content_index=0, part={"type": "output_text", "text": "", "annotations": []})
             for i in range(0, len(text), 16):
-                ev("response.output_text.delta", item_id=item["id"], output_index=0, content_index=0, delta=text[i : i + 16])
-            ev("response.output_text.done", item_id=item["id"], output_index=0, content_index=0, text=text)
-            ev("response.content_part.done", item_id=item["id"], output_index=0, content_index=0, part=item["content"][0])
+                ev("response.output_text.delta", item_id=item["id"], output_index=at, content_index=0, delta=text[i : i + 16])
+            ev("response.output_text.done", item_id=item["id"], output_index=at, content_index=0, text=text)
+            ev("response.content_part.done", item_id=item["id"], output_index=at, content_index=0, part=item["content"][0])
         elif item["type"] == "function_call":
             args = item["arguments"]
             ev("response.output_item.added", output_index=0, item=dict(item, status="in_progress", arguments=""))
@@ -289,8 +331,8 @@ class Handler(common.StandinHandler):
             for i in range(0, len(inp), step):
                 ev("response.custom_tool_call_input.delta", item_id=item["id"], output_index=0, delta=inp[i : i + step])
             ev("response.custom_tool_call_input.done", item_id=item["id"], output_index=0, input=inp)
-        ev("response.output_item.done", output_index=0, item=item)
-        ev("response.completed", response=dict(response, status="completed", output=[item], usage=usage))
+        ev("response.output_item.done", output_index=at, item=item)
+        ev("response.completed", response=dict(response, status="completed", output=output, usage=usage))
         self.end_sse()
 
 

@@ -130,6 +130,22 @@ def anthropic(work):
         status, _, text = c.post("/v1/messages", {"model": "m", "messages": [user], "tools": [{"name": "Write"}], "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}, h)
         check(set(json.loads(json.loads(text)["content"][0]["text"])) == {"title"}, "anthropic: structured output answered with the schema, not a tool call")
 
+        # run / plan / think: the tools the request offers (Claude Code's or OpenCode's names).
+        def tool_input(text, tools):
+            events = sse(c.post("/v1/messages", {"model": "m", "stream": True, "tools": [{"name": t} for t in tools], "messages": [{"role": "user", "content": text}]}, h)[2])
+            block = next(d for e, d in events if e == "content_block_start")["content_block"]
+            return block["name"], json.loads("".join(d["delta"]["partial_json"] for e, d in events if e == "content_block_delta"))
+        check(tool_input("run ls -la /tmp", ["Bash", "Write"]) == ("Bash", {"command": "ls -la /tmp", "description": "Run ls"}), "anthropic: run → Bash")
+        check(tool_input("run echo hi", ["bash"])[0] == "bash", "anthropic: run → OpenCode's bash")
+        name, todo = tool_input("plan Read | Edit | Test", ["TodoWrite"])
+        check(name == "TodoWrite" and [t["content"] for t in todo["todos"]] == ["Read", "Edit", "Test"] and todo["todos"][0]["status"] == "in_progress", "anthropic: plan → TodoWrite")
+        check(tool_input("plan A | B", ["todowrite"])[1]["todos"][1] == {"content": "B", "status": "pending", "priority": "medium", "id": "2"}, "anthropic: plan → OpenCode's todowrite")
+        events = sse(c.post("/v1/messages", {"model": "m", "stream": True, "messages": [{"role": "user", "content": "think Which file first?"}]}, h)[2])
+        deltas = [d["delta"] for e, d in events if e == "content_block_delta"]
+        check(deltas[0] == {"type": "thinking_delta", "thinking": "Which file first?"} and deltas[1]["type"] == "signature_delta" and deltas[-1] == {"type": "text_delta", "text": "thought"}, "anthropic: think → a thinking block, then text")
+        msg = json.loads(c.post("/v1/messages", {"model": "m", "messages": [{"role": "user", "content": "think quietly"}]}, h)[2])
+        check([b["type"] for b in msg["content"]] == ["thinking", "text"], "anthropic: think, not streamed")
+
         check(c.get("/v1/models")[0] == 200, "anthropic: GET /v1/models")
         check(c.get("/api/whatever")[0] == 404, "anthropic: unknown path 404")
         lines = [json.loads(l) for l in open(record)]
@@ -177,6 +193,19 @@ def openai(work):
         events = sse(c.post("/v1/responses", body, h)[2])
         said = "".join(d["delta"] for _, d in events if d["type"] == "response.output_text.delta")
         check(said == "done", "openai: after the tool output, 'done' (same connection)")
+
+        # run / think
+        def first_item(text, tools):
+            events = sse(c.post("/v1/responses", {"model": "gpt", "stream": True, "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}], "tools": tools}, h)[2])
+            return [d["item"] for _, d in events if d["type"] == "response.output_item.done"], events
+        items, _ = first_item("run ls -la", [{"type": "function", "name": "exec_command"}])
+        check(items[0]["name"] == "exec_command" and json.loads(items[0]["arguments"]) == {"cmd": "ls -la"}, "openai: run → exec_command")
+        items, _ = first_item("run ls", [{"type": "custom", "name": "exec"}])
+        check(items[0]["name"] == "exec" and 'tools.exec_command({"cmd": "ls"})' in items[0]["input"], "openai: run in code mode → exec running exec_command")
+        items, events = first_item("think Which file first?", [])
+        summary = "".join(d["delta"] for _, d in events if d["type"] == "response.reasoning_summary_text.delta")
+        check([i["type"] for i in items] == ["reasoning", "message"] and summary == "Which file first?" and items[1]["content"][0]["text"] == "thought", "openai: think → a reasoning summary, then the text")
+        check([i["type"] for i in events[-1][1]["response"]["output"]] == ["reasoning", "message"], "openai: think, both items in response.completed")
 
         body["input"].append({"type": "configuration_update", "reasoning": {"effort": "low"}})
         events = sse(c.post("/v1/responses", body, h)[2])

@@ -1,7 +1,8 @@
 //! An agent as the API shows it: [`Agent`] (in lists and creation answers) — its settings, the
 //! secrets attached to it (names and presets, never values or placeholders), its egress
-//! allow-list — and [`AgentDetail`] (one agent), which adds what its harness advertised, the login
-//! methods it offers and whose provider logins it uses.
+//! allow-list, its sandbox's observed [`AgentState`] beside the desired one — and [`AgentDetail`]
+//! (one agent), which adds what its harness advertised, the login methods it offers and whose
+//! provider logins it uses.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,7 @@ use crate::store;
 use crate::store::agents::AgentRow;
 use crate::store::proxy_identities::EgressRow;
 use crate::store::secrets::Attachment;
+use crate::supervisor::core::Observed;
 
 /// An agent.
 #[derive(Debug, Serialize, ToSchema)]
@@ -67,8 +69,13 @@ pub struct Agent {
     /// When someone signed in inside its sandbox (a login method run in its terminal).
     #[schema(required = true)]
     sandbox_login_at: Option<chrono::DateTime<chrono::Utc>>,
-    /// `awake` or `asleep`.
+    /// `awake` or `asleep`: what was last asked for (a wake, a sleep).
     desired_state: String,
+    /// What its sandbox is doing, as the server observes it.
+    state: AgentState,
+    /// Why it is in `error` (`null` otherwise).
+    #[schema(required = true)]
+    state_reason: Option<String>,
     /// When it was made.
     created_at: chrono::DateTime<chrono::Utc>,
     /// The secrets attached to it.
@@ -78,6 +85,33 @@ pub struct Agent {
     credentials_inside_sandbox: bool,
     /// What the sandbox may reach besides its secrets' hosts.
     egress: Egress,
+}
+
+/// An agent's sandbox as observed (docs/api.md, "Agent states").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    /// Being started, or waiting for its sandbox to connect (again).
+    Starting,
+    /// Its sandbox is connected.
+    Awake,
+    /// Being put to sleep or deleted.
+    Stopping,
+    /// Nothing runs (its home is kept).
+    Asleep,
+    /// Its last start or run failed (`state_reason` says why); the next prompt or wake tries again.
+    Error,
+}
+
+/// The API's view of a supervisor's observation.
+fn observed_state(observed: Observed) -> (AgentState, Option<String>) {
+    match observed {
+        Observed::Starting => (AgentState::Starting, None),
+        Observed::Awake => (AgentState::Awake, None),
+        Observed::Stopping => (AgentState::Stopping, None),
+        Observed::Asleep => (AgentState::Asleep, None),
+        Observed::Error(reason) => (AgentState::Error, Some(reason)),
+    }
 }
 
 /// An agent's resource limits.
@@ -163,6 +197,7 @@ pub fn agent_view(
     // ... or someone signed in inside its sandbox (a login method run in its terminal).
     let credentials_inside_sandbox =
         agent.env.iter().any(|(name, _)| validate::looks_like_credential(name)) || agent.sandbox_login_at.is_some();
+    let (observed, state_reason) = observed_state(state.supervisors.observed(agent.id));
     Agent {
         id: agent.id,
         workspace_id: agent.workspace_id,
@@ -189,6 +224,8 @@ pub fn agent_view(
         login_user_id: agent.login_user_id,
         sandbox_login_at: agent.sandbox_login_at,
         desired_state: agent.desired_state.clone(),
+        state: observed,
+        state_reason,
         created_at: agent.created_at,
         secrets,
         credentials_inside_sandbox,

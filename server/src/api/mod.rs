@@ -60,6 +60,7 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/workspaces/{id}/members/{user_id}",
             axum::routing::put(workspaces::set_member).delete(workspaces::remove_member),
         )
+        .route("/api/v1/workspaces/{id}/members", get(workspaces::members))
         .route("/api/v1/workspaces/{id}/audit", get(workspaces::audit_log))
         .route("/api/v1/workspaces/{id}/secrets", post(secrets::create).get(secrets::list))
         .route("/api/v1/workspaces/{id}/secrets/{secret_id}", delete(secrets::delete))

@@ -89,6 +89,7 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         super::users::create,
         super::workspaces::create,
         super::workspaces::list,
+        super::workspaces::members,
         super::workspaces::set_member,
         super::workspaces::remove_member,
         super::workspaces::audit_log,

@@ -1,4 +1,5 @@
-//! `/api/v1/workspaces`: shared workspaces, their members and roles, and their audit log.
+//! `/api/v1/workspaces`: shared workspaces, their members (listed to members; changed by admins)
+//! and roles, and their audit log.
 
 use axum::Json;
 use axum::extract::State;
@@ -15,7 +16,7 @@ use crate::app::AppState;
 use crate::auth::Principal;
 use crate::store;
 use crate::store::audit::{AuditRecord, AuditView};
-use crate::store::users::{MembershipError, MembershipView, Role};
+use crate::store::users::{MemberView, MembershipError, MembershipView, Role};
 
 /// `POST /api/v1/workspaces`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -39,6 +40,13 @@ pub struct Workspace {
 pub struct WorkspaceList {
     /// With the caller's role in each.
     workspaces: Vec<MembershipView>,
+}
+
+/// A workspace's members.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemberList {
+    /// Earliest first.
+    members: Vec<MemberView>,
 }
 
 /// A page of a workspace's audit log.
@@ -90,6 +98,25 @@ pub async fn create(
 pub async fn list(State(state): State<AppState>, principal: Principal) -> Result<Json<WorkspaceList>, ApiError> {
     let workspaces = store::users::memberships(&state.pool, principal.user_id).await?;
     Ok(Json(WorkspaceList { workspaces }))
+}
+
+/// A workspace's members with their roles (any member of it).
+#[utoipa::path(
+    get,
+    path = "/api/v1/workspaces/{id}/members",
+    operation_id = "list_members",
+    tag = "workspaces",
+    responses((status = 200, description = "The members", body = MemberList)),
+    extensions(("x-agenthold-access" = json!(Access::Viewer))),
+)]
+pub async fn members(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<Uuid>,
+) -> Result<Json<MemberList>, ApiError> {
+    principal.require(&state, id, Role::Viewer, "workspace").await?;
+    let members = store::users::members(&state.pool, id).await?;
+    Ok(Json(MemberList { members }))
 }
 
 /// `PUT /api/v1/workspaces/{id}/members/{user}`.

@@ -164,6 +164,38 @@ pub async fn memberships(pool: &PgPool, user_id: Uuid) -> sqlx::Result<Vec<Membe
         .collect())
 }
 
+/// A member of a workspace as listed for its members.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct MemberView {
+    /// The user.
+    pub user_id: Uuid,
+    /// Their login name (the user model has no other name or email).
+    pub username: String,
+    /// Their role in the workspace.
+    pub role: Role,
+    /// When they joined it (a role change keeps this).
+    pub joined_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A workspace's members, earliest first.
+pub async fn members(pool: &PgPool, workspace_id: Uuid) -> sqlx::Result<Vec<MemberView>> {
+    let rows = sqlx::query!(
+        r#"SELECT u.id, u.username, m.role, m.created_at
+           FROM memberships m JOIN users u ON u.id = m.user_id
+           WHERE m.workspace_id = $1 ORDER BY m.created_at, u.username"#,
+        workspace_id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let role = Role::parse(&r.role)?;
+            Some(MemberView { user_id: r.id, username: r.username, role, joined_at: r.created_at })
+        })
+        .collect())
+}
+
 /// Creates a shared workspace with its creator as admin.
 pub async fn create_workspace(pool: &PgPool, name: &str, creator: Uuid) -> sqlx::Result<Uuid> {
     let id = Uuid::new_v4();

@@ -134,6 +134,11 @@ impl Host {
         self.lock().iter().filter(|(_, a)| a.terminals == 0).map(|(id, a)| (*id, a.last_used)).collect()
     }
 
+    /// Whether `agent` holds a slot (awake or waking).
+    pub fn is_awake(&self, agent: AgentId) -> bool {
+        self.lock().contains_key(&agent)
+    }
+
     /// How many are awake.
     pub fn awake(&self) -> usize {
         self.lock().len()

@@ -8,6 +8,7 @@
 pub mod auto_sleep;
 pub mod core;
 pub mod host;
+pub mod observed;
 pub(crate) mod shell;
 pub mod slots;
 
@@ -211,6 +212,7 @@ pub enum Command {
 /// The registry of running supervisors.
 pub struct Supervisors {
     deps: Arc<Deps>,
+    observed: Arc<observed::Observations>,
     actors: Mutex<HashMap<AgentId, mpsc::Sender<Command>>>,
     tasks: Mutex<JoinSet<()>>,
 }
@@ -218,7 +220,12 @@ pub struct Supervisors {
 impl Supervisors {
     /// An empty registry.
     pub fn new(deps: Deps) -> Self {
-        Self { deps: Arc::new(deps), actors: Mutex::default(), tasks: Mutex::new(JoinSet::new()) }
+        Self {
+            deps: Arc::new(deps),
+            observed: Arc::default(),
+            actors: Mutex::default(),
+            tasks: Mutex::new(JoinSet::new()),
+        }
     }
 
     /// How sandboxes reach the egress proxy (`None`: they do not use one).
@@ -235,8 +242,9 @@ impl Supervisors {
             return sender.clone();
         }
         let (sender, receiver) = mpsc::channel(256);
-        let deps = Arc::clone(&self.deps);
-        self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(shell::run(agent_id, deps, receiver));
+        let (deps, observed) = (Arc::clone(&self.deps), Arc::clone(&self.observed));
+        let run = shell::run(agent_id, deps, observed, receiver);
+        self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(run);
         actors.insert(agent_id, sender.clone());
         sender
     }
@@ -254,6 +262,14 @@ impl Supervisors {
     /// The host's awake sandboxes.
     pub fn host(&self) -> &Arc<host::Host> {
         &self.deps.host
+    }
+
+    /// The agent's sandbox as observed: its supervisor's last published state; without one,
+    /// awake if the host counts it so (a sandbox found running), else asleep.
+    pub fn observed(&self, agent_id: AgentId) -> core::Observed {
+        self.observed.get(agent_id).unwrap_or_else(|| {
+            if self.deps.host.is_awake(agent_id) { core::Observed::Awake } else { core::Observed::Asleep }
+        })
     }
 
     /// Sends a command to the agent's supervisor if one runs (none is started for it).

@@ -20,6 +20,7 @@ use super::core::{
     Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, Question, ReplyId, SlotChange,
     Snapshot, SnapshotHarness, StoreFailure,
 };
+use super::observed::Observations;
 use super::slots::Slot;
 use super::{Command, Deps, LifecycleError, TerminalAccess};
 use crate::ids::{AgentId, TurnId};
@@ -63,7 +64,12 @@ fn now() -> Now {
 }
 
 /// Runs an agent's supervisor until the agent is destroyed or the registry drops it.
-pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receiver<Command>) {
+pub async fn run(
+    agent_id: AgentId,
+    deps: Arc<Deps>,
+    observed: Arc<Observations>,
+    mut commands: mpsc::Receiver<Command>,
+) {
     let home = deps.driver.home_dir(agent_id);
     let prefix = format!("ah-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut core = Core::new(agent_id, home, deps.timeouts, prefix);
@@ -85,7 +91,11 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
     if !*database.borrow_and_update() {
         core.handle(Input::Database { up: false }, now());
     }
+    // Forgets the published state however the loop ends.
+    let publisher = observed.publisher();
+    let _published = Published { agent_id, publisher, observed: Arc::clone(&observed) };
     loop {
+        observed.publish(agent_id, publisher, &core.observed());
         while let Some(effect) = core.poll_effect() {
             if shell.perform(effect).await {
                 return;
@@ -133,6 +143,19 @@ pub async fn run(agent_id: AgentId, deps: Arc<Deps>, mut commands: mpsc::Receive
             }
             () = sleep_until(deadline) => core.handle_timeout(now()),
         }
+    }
+}
+
+/// Forgets an agent's published state when its supervisor ends.
+struct Published {
+    agent_id: AgentId,
+    publisher: super::observed::Publisher,
+    observed: Arc<Observations>,
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.observed.forget(self.agent_id, self.publisher);
     }
 }
 

@@ -2,6 +2,7 @@
 //! Docker engine, with the real sandboxd and fakeagent speaking ACP over the real tunnel.
 
 mod agent_changes;
+mod agent_states;
 mod appender_batch;
 mod bad_input;
 mod chatgpt_login;
@@ -29,6 +30,7 @@ mod hardening;
 mod lifecycle;
 mod limits;
 mod login_support;
+mod members;
 mod metrics;
 mod openapi;
 mod parked_turns;

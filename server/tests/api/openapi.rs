@@ -291,6 +291,18 @@ async fn real_answers_match_the_documents_schemas() {
         .without_cookie();
     assert_eq!(status, 204, "{body}");
     check(doc, "put", "/api/v1/workspaces/{id}/members/{user_id}", status, &body);
+    let (status, body) = server.get(&format!("/api/v1/workspaces/{ws}/members")).await;
+    assert_eq!(body["members"].as_array().map(Vec::len), Some(2), "{body}");
+    check(doc, "get", "/api/v1/workspaces/{id}/members", status, &body);
+    // An agent whose harness cannot start is in `error`, with its reason (both documented).
+    let broken =
+        server.create_agent(json!({"workspace_id": ws, "harness": "command", "command": ["no-such-acp"]})).await;
+    let broken_session = server.create_session(&broken).await;
+    server.prompt(&broken_session, "hello").await;
+    server.wait_turns(&broken_session, 1, Duration::from_secs(90)).await;
+    let (status, body) = server.get(&format!("/api/v1/agents/{broken}")).await;
+    assert_eq!((body["state"].as_str(), body["state_reason"].is_string()), (Some("error"), true), "{body}");
+    check(doc, "get", "/api/v1/agents/{id}", status, &body);
 
     // A question waiting for a person, and its answer.
     let asking = server.create_agent(json!({"workspace_id": ws, "posture": "approval"})).await;

@@ -71,12 +71,12 @@ fn every_route_is_in_the_openapi_document_with_its_security() {
 }
 
 /// A signed-in user of the test: an API token got through a browser login.
-struct User {
-    id: String,
-    token: String,
+pub(crate) struct User {
+    pub(crate) id: String,
+    pub(crate) token: String,
 }
 
-async fn make_user(server: &TestServer, name: &str) -> User {
+pub(crate) async fn make_user(server: &TestServer, name: &str) -> User {
     let (status, created) = server.post("/api/v1/users", json!({"username": name, "password": PASSWORD})).await;
     assert_eq!(status, 201, "{created}");
     let (status, headers, login) = server.login(name, PASSWORD).await;
@@ -409,12 +409,12 @@ impl TestServer {
         (status, body)
     }
 
-    async fn as_user(&self, method: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn as_user(&self, method: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
         let (status, _, body) = self.raw_with_headers(method, path, Some(token), &[], body).await;
         (status, body)
     }
 
-    async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn put(&self, path: &str, body: Value) -> (u16, Value) {
         let token = self.token.clone();
         self.as_user("PUT", path, &token, body).await
     }

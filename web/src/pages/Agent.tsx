@@ -1,8 +1,9 @@
+import { useEffect } from 'preact/hooks';
 import { api, atLeast, me, roleIn } from '../api';
 import { navigate } from '../router';
 import type { Agent } from '../types';
 import { Action, Badge, ErrorLine, Json, Link, useLoad, when } from '../ui';
-import { marks } from './Agents';
+import { StateBadge, marks } from './Agents';
 
 interface AuditRecord {
   id: string;
@@ -18,6 +19,13 @@ export function AgentPage({ id }: { id: string }) {
   const agent = useLoad(() => api<Agent>('GET', `/api/v1/agents/${id}`), [id]);
   const sessions = useLoad(() => api<{ sessions: string[] }>('GET', `/api/v1/agents/${id}/sessions`), [id]);
   const a = agent.data;
+  // Follow a sandbox that is starting or stopping until it settles.
+  const moving = a?.state === 'starting' || a?.state === 'stopping';
+  useEffect(() => {
+    if (!moving) return;
+    const t = setInterval(agent.reload, 1500);
+    return () => clearInterval(t);
+  }, [moving, id]);
   const role = roleIn(a?.workspace_id);
   const admin = atLeast(role, 'admin');
   const operator = atLeast(role, 'operator');
@@ -44,7 +52,7 @@ export function AgentPage({ id }: { id: string }) {
           {operator ? <Link href={`/agents/${a.id}/terminal`} class="button">Terminal</Link> : null}
           {admin ? (
             <>
-              {a.desired_state === 'awake' ? <Action run={act('sleep')}>Sleep</Action> : <Action run={act('wake')}>Wake</Action>}
+              {a.state === 'awake' || a.state === 'starting' ? <Action run={act('sleep')}>Sleep</Action> : <Action run={act('wake')}>Wake</Action>}
               <Action run={act('rebuild')} confirm={`Rebuild ${a.name}? Its container is made again from its image (the home volume stays).`}>Rebuild</Action>
               <Action
                 class="reject"
@@ -89,7 +97,7 @@ export function AgentPage({ id }: { id: string }) {
       <section class="card">
         <h2>Overview</h2>
         <dl class="facts">
-          <dt>State</dt><dd>{a.desired_state}</dd>
+          <dt>State</dt><dd><StateBadge agent={a} /> <span class="muted">last asked: {a.desired_state}</span></dd>
           <dt>Harness</dt><dd>{a.harness}{a.command ? <> · <code>{a.command.join(' ')}</code></> : null}</dd>
           <dt>Model</dt><dd>{a.model ?? 'the harness’s default'}</dd>
           <dt>Image</dt><dd><code>{a.image}</code></dd>

@@ -15,6 +15,21 @@ export function marks(a: Agent): { text: string; tone: string; title: string }[]
   return out;
 }
 
+const STATE_TONES: Record<string, string> = { awake: 'ok', starting: 'warn', stopping: 'warn', error: 'danger' };
+
+/** The observed state, with why it failed and what was last asked for when that differs. */
+export function StateBadge({ agent: a }: { agent: Agent }) {
+  const wanted = a.desired_state !== a.state && (a.state === 'awake' || a.state === 'asleep');
+  return (
+    <span class="state" data-state={a.state}>
+      <Badge tone={STATE_TONES[a.state]}>
+        <span title={a.state_reason ?? (wanted ? `last asked: ${a.desired_state}` : a.state)}>{a.state}</span>
+      </Badge>
+      {a.state === 'error' && a.state_reason ? <span class="state-reason">{a.state_reason}</span> : null}
+    </span>
+  );
+}
+
 export function AgentsPage() {
   const { data, error, reload } = useLoad(async () => {
     const [agents, pending, providers] = await Promise.all([
@@ -38,10 +53,12 @@ export function AgentsPage() {
   const workspaces = me.value?.workspaces ?? [];
   const canCreate = workspaces.some((w) => w.role === 'admin');
   const [filter, setFilter] = useState('');
+  // Faster while a sandbox is starting or stopping, so the change shows when it happens.
+  const moving = (data?.agents ?? []).some((a) => a.state === 'starting' || a.state === 'stopping');
   useEffect(() => {
-    const t = setInterval(reload, 15000);
+    const t = setInterval(reload, moving ? 2000 : 15000);
     return () => clearInterval(t);
-  }, []);
+  }, [moving]);
   const agents = (data?.agents ?? []).filter((a) => !filter || a.name.includes(filter) || a.harness.includes(filter));
   return (
     <main class="page">
@@ -86,7 +103,7 @@ export function AgentsPage() {
                             </Badge>
                           ))}
                         </th>
-                        <td><Badge tone={a.desired_state === 'awake' ? 'ok' : ''}>{a.desired_state}</Badge></td>
+                        <td><StateBadge agent={a} /></td>
                         <td>{a.harness}</td>
                         <td>{a.model ?? <span class="muted">default</span>}</td>
                         <td>{a.posture}</td>

@@ -51,8 +51,16 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
       }),
     [],
   );
+  // A reader who just scrolled up, before the scroll event said so (it comes a frame later), is
+  // not at the bottom: items arriving in between must not pull the log back down.
+  const scrolledUp = () => {
+    const el = logRef.current;
+    return !!el && virtualizer.scrollOffset !== null && el.scrollTop < virtualizer.scrollOffset - 4;
+  };
+  const readerLeft = scrolledUp();
   virtualizer.setOptions({
     ...virtualizer.options,
+    followOnAppend: !readerLeft,
     count: items.length,
     getItemKey: (i: number) => items[i]?.key ?? i,
   });
@@ -62,7 +70,8 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   });
   // A streamed token grows the last item: while the reader is at the bottom, stay there.
   useLayoutEffect(() => {
-    if (atBottom && items.length) virtualizer.scrollToEnd();
+    if (readerLeft) setAtBottom(false);
+    else if (atBottom && items.length) virtualizer.scrollToEnd();
   }, [tick]);
   const onScroll = () => {
     const el = logRef.current;

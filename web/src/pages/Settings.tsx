@@ -1,7 +1,8 @@
 import type * as preact from 'preact';
 import { useState } from 'preact/hooks';
-import { api, me } from '../api';
-import { Action, ErrorLine, Link, useLoad, when } from '../ui';
+import { api, atLeast, me, roleIn } from '../api';
+import { type Role, RoleSelect, SelectField, SubmitForm, TextField, WorkspacePicker } from '../forms';
+import { Action, Badge, ErrorLine, Link, useLoad, when } from '../ui';
 
 const TABS: [string, string, boolean][] = [
   ['providers', 'Provider logins', false],
@@ -30,6 +31,25 @@ export function SettingsPage({ tab }: { tab: string }) {
   );
 }
 
+/** The workspaces the reader administers, and the one chosen (the first at first). */
+function useAdminWorkspace() {
+  const admin = (me.value?.workspaces ?? []).filter((w) => w.role === 'admin');
+  const [ws, setWs] = useState(admin[0]?.workspace_id ?? '');
+  return { admin, ws, setWs };
+}
+
+/** A table with a header row, or `empty` when there are no rows (nothing while loading). */
+function Table<T>(props: { rows: T[] | undefined; head: string[]; empty: string; row: (r: T) => preact.ComponentChildren; class?: string }) {
+  if (!props.rows) return null;
+  if (!props.rows.length) return <p class="muted">{props.empty}</p>;
+  return (
+    <table class={props.class}>
+      <thead><tr>{props.head.map((h) => <th scope="col">{h}</th>)}</tr></thead>
+      <tbody>{props.rows.map(props.row)}</tbody>
+    </table>
+  );
+}
+
 interface Login {
   id: string;
   kind: string;
@@ -48,64 +68,50 @@ function Providers() {
   );
   const [kind, setKind] = useState('');
   const [value, setValue] = useState('');
-  const [formError, setFormError] = useState<unknown>(null);
   return (
     <section class="card">
       <h2>Provider logins</h2>
       <p class="muted">Your Claude Code and Codex logins. Agents that use your logins get placeholders; the egress proxy puts the real value into their requests. Values are never shown again.</p>
       <ErrorLine error={error} />
-      {data?.logins.length ? (
-        <table>
-          <thead><tr><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Connected</th><th scope="col">Agents using it</th><th scope="col" /></tr></thead>
-          <tbody>
-            {data.logins.map((l) => (
-              <tr>
-                <td>{l.kind} <span class="muted">({l.provider})</span></td>
-                <td>{l.state === 'connect_again' ? <span class="badge warn">connect again</span> : <span class="badge ok">{l.state}</span>}</td>
-                <td>{when(l.connected_at)}{l.refreshed_at ? ` · refreshed ${when(l.refreshed_at)}` : ''}</td>
-                <td>
-                  {l.agents.length
-                    ? l.agents.map((a) => {
-                        const id = a.agent_id ?? a.id;
-                        return id ? <Link href={`/agents/${id}`}>{a.agent_name ?? a.name ?? id.slice(0, 8)} </Link> : null;
-                      })
-                    : <span class="muted">none</span>}
-                </td>
-                <td><Action confirm={`Disconnect ${l.kind}?`} run={async () => { await api('DELETE', `/api/v1/me/providers/${l.id}`); reload(); }}>Disconnect</Action></td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : data ? <p class="muted">No logins connected.</p> : null}
-      <form
-        class="grid-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setFormError(null);
-          try {
-            await api('POST', '/api/v1/me/providers', { kind, value });
-            setValue('');
-            reload();
-          } catch (err) {
-            setFormError(err);
-          }
+      <Table
+        rows={data?.logins}
+        head={['Kind', 'State', 'Connected', 'Agents using it', '']}
+        empty="No logins connected."
+        row={(l) => (
+          <tr>
+            <td>{l.kind} <span class="muted">({l.provider})</span></td>
+            <td>{l.state === 'connect_again' ? <span class="badge warn">connect again</span> : <span class="badge ok">{l.state}</span>}</td>
+            <td>{when(l.connected_at)}{l.refreshed_at ? ` · refreshed ${when(l.refreshed_at)}` : ''}</td>
+            <td>
+              {l.agents.length
+                ? l.agents.map((a) => {
+                    const id = a.agent_id ?? a.id;
+                    return id ? <Link href={`/agents/${id}`}>{a.agent_name ?? a.name ?? id.slice(0, 8)} </Link> : null;
+                  })
+                : <span class="muted">none</span>}
+            </td>
+            <td><Action confirm={`Disconnect ${l.kind}?`} run={async () => { await api('DELETE', `/api/v1/me/providers/${l.id}`); reload(); }}>Disconnect</Action></td>
+          </tr>
+        )}
+      />
+      <SubmitForm
+        submit={async () => {
+          await api('POST', '/api/v1/me/providers', { kind, value });
+          setValue('');
+          reload();
         }}
       >
-        <label>
-          Connect (or connect again)
-          <select required value={kind} onChange={(e) => setKind(e.currentTarget.value)}>
-            <option value="">choose a kind</option>
-            {data?.kinds.map((k) => <option value={k.kind}>{k.kind} ({k.provider})</option>)}
-          </select>
-        </label>
-        <label>
-          Value
-          <textarea required rows={2} value={value} onInput={(e) => setValue(e.currentTarget.value)} placeholder="the token, key, or auth.json" autoComplete="off" />
-        </label>
+        <SelectField
+          label="Connect (or connect again)"
+          required
+          value={kind}
+          onChange={setKind}
+          options={[['', 'choose a kind'], ...(data?.kinds ?? []).map((k): [string, string] => [k.kind, `${k.kind} (${k.provider})`])]}
+        />
+        <TextField label="Value" rows={2} value={value} onInput={setValue} placeholder="the token, key, or auth.json" />
         <div><button type="submit" class="primary">Connect</button></div>
         {HOW[kind] ? <p class="hint muted how">{HOW[kind]}</p> : null}
-        <ErrorLine error={formError} />
-      </form>
+      </SubmitForm>
     </section>
   );
 }
@@ -131,7 +137,6 @@ function Tokens() {
   );
   const [name, setName] = useState('');
   const [shown, setShown] = useState<{ name: string; token: string } | null>(null);
-  const [formError, setFormError] = useState<unknown>(null);
   return (
     <section class="card">
       <h2>API tokens</h2>
@@ -143,93 +148,93 @@ function Tokens() {
           <button type="button" onClick={() => setShown(null)}>Done</button>
         </div>
       ) : null}
-      {data?.tokens.length ? (
-        <table>
-          <thead><tr><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col" /></tr></thead>
-          <tbody>
-            {data.tokens.map((t) => (
-              <tr data-token={t.name}>
-                <td>{t.name}</td><td>{when(t.created_at)}</td><td>{when(t.last_used_at)}</td>
-                <td><Action confirm={`Revoke ${t.name}? Scripts using it stop working at once.`} run={async () => { await api('DELETE', `/api/v1/tokens/${t.id}`); reload(); }}>Revoke</Action></td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : data ? <p class="muted">No tokens.</p> : null}
-      <form
+      <Table
+        rows={data?.tokens}
+        head={['Name', 'Created', 'Last used', '']}
+        empty="No tokens."
+        row={(t) => (
+          <tr data-token={t.name}>
+            <td>{t.name}</td><td>{when(t.created_at)}</td><td>{when(t.last_used_at)}</td>
+            <td><Action confirm={`Revoke ${t.name}? Scripts using it stop working at once.`} run={async () => { await api('DELETE', `/api/v1/tokens/${t.id}`); reload(); }}>Revoke</Action></td>
+          </tr>
+        )}
+      />
+      <SubmitForm
         class="inline-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setFormError(null);
-          try {
-            const t = await api<{ name: string; token: string }>('POST', '/api/v1/tokens', { name });
-            setShown(t);
-            setName('');
-            reload();
-          } catch (err) {
-            setFormError(err);
-          }
+        submit={async () => {
+          setShown(await api<{ name: string; token: string }>('POST', '/api/v1/tokens', { name }));
+          setName('');
+          reload();
         }}
       >
-        <label>New token's name <input required value={name} onInput={(e) => setName(e.currentTarget.value)} /></label>
+        <TextField label="New token's name" value={name} onInput={setName} />
         <button type="submit" class="primary">Create token</button>
-        <ErrorLine error={formError} />
-      </form>
+      </SubmitForm>
     </section>
   );
 }
 
+interface Member {
+  user_id: string;
+  username: string;
+  role: Role;
+  joined_at: string;
+}
+
 function Members() {
   const workspaces = me.value?.workspaces ?? [];
-  const [ws, setWs] = useState(workspaces.find((w) => w.role === 'admin')?.workspace_id ?? '');
+  const [ws, setWs] = useState(workspaces.find((w) => !w.personal)?.workspace_id ?? workspaces[0]?.workspace_id ?? '');
+  const { data, error, reload } = useLoad(() => api<{ members: Member[] }>('GET', `/api/v1/workspaces/${ws}/members`), [ws]);
+  const admin = atLeast(roleIn(ws), 'admin');
   const [userId, setUserId] = useState('');
-  const [role, setRole] = useState('operator');
-  const [result, setResult] = useState<unknown>(null);
-  const [ok, setOk] = useState<string | null>(null);
+  const [role, setRole] = useState<Role>('operator');
   return (
     <section class="card">
-      <h2>Workspaces and roles</h2>
-      <table>
-        <thead><tr><th scope="col">Workspace</th><th scope="col">Your role</th></tr></thead>
-        <tbody>
-          {workspaces.map((w) => <tr><td>{w.name}</td><td>{w.role}</td></tr>)}
-        </tbody>
-      </table>
-      <p class="muted">The API does not list a workspace's members yet; an admin adds a member or changes a role by the user's id.</p>
-      {workspaces.some((w) => w.role === 'admin') ? (
-        <form
-          class="grid-form"
-          onSubmit={async (e) => {
-            e.preventDefault();
-            setResult(null);
-            setOk(null);
-            try {
-              await api('PUT', `/api/v1/workspaces/${ws}/members/${userId.trim()}`, { role });
-              setOk('Saved.');
-            } catch (err) {
-              setResult(err);
-            }
+      <h2>Members</h2>
+      <WorkspacePicker value={ws} onChange={setWs} workspaces={workspaces} />
+      <ErrorLine error={error} />
+      <Table
+        class="members"
+        rows={data?.members}
+        head={admin ? ['Member', 'Role', 'Joined', ''] : ['Member', 'Role', 'Joined']}
+        empty="No members."
+        row={(m) => (
+          <tr key={m.user_id} data-member={m.username}>
+            <td>{m.username}{m.user_id === me.value?.id ? <span class="muted"> (you)</span> : null} <code class="muted">{m.user_id.slice(0, 8)}</code></td>
+            <td>
+              {admin ? (
+                <RoleSelect
+                  label={`Role of ${m.username}`}
+                  value={m.role}
+                  onChange={async (r) => { await api('PUT', `/api/v1/workspaces/${ws}/members/${m.user_id}`, { role: r }); reload(); }}
+                />
+              ) : <Badge>{m.role}</Badge>}
+            </td>
+            <td>{when(m.joined_at)}</td>
+            {admin ? (
+              <td>
+                <Action confirm={`Remove ${m.username} from this workspace? Its agents stop using their logins.`} run={async () => { await api('DELETE', `/api/v1/workspaces/${ws}/members/${m.user_id}`); reload(); }}>
+                  Remove
+                </Action>
+              </td>
+            ) : null}
+          </tr>
+        )}
+      />
+      {admin ? (
+        <SubmitForm
+          class="inline-form"
+          submit={async () => {
+            await api('PUT', `/api/v1/workspaces/${ws}/members/${userId.trim()}`, { role });
+            setUserId('');
+            reload();
           }}
         >
-          <label>Workspace
-            <select value={ws} onChange={(e) => setWs(e.currentTarget.value)}>
-              {workspaces.filter((w) => w.role === 'admin').map((w) => <option value={w.workspace_id}>{w.name}</option>)}
-            </select>
-          </label>
-          <label>User id<input required value={userId} onInput={(e) => setUserId(e.currentTarget.value)} /></label>
-          <label>Role
-            <select value={role} onChange={(e) => setRole(e.currentTarget.value)}>
-              <option value="viewer">viewer</option><option value="operator">operator</option><option value="admin">admin</option>
-            </select>
-          </label>
-          <div>
-            <button type="submit" class="primary">Set role</button>{' '}
-            <Action confirm="Remove this member?" run={async () => { await api('DELETE', `/api/v1/workspaces/${ws}/members/${userId.trim()}`); setOk('Removed.'); }}>Remove</Action>
-          </div>
-          <ErrorLine error={result} />
-          {ok ? <p role="status">{ok}</p> : null}
-        </form>
-      ) : null}
+          <TextField label="Add a member by user id" value={userId} onInput={setUserId} />
+          <RoleSelect label="Their role" value={role} onChange={async (r) => setRole(r)} />
+          <button type="submit" class="primary">Add member</button>
+        </SubmitForm>
+      ) : <p class="muted">The workspace's admins add and remove members and change roles.</p>}
     </section>
   );
 }
@@ -244,111 +249,90 @@ interface SecretRow {
 }
 
 function Secrets() {
-  const admin = (me.value?.workspaces ?? []).filter((w) => w.role === 'admin');
-  const [ws, setWs] = useState(admin[0]?.workspace_id ?? '');
+  const { admin, ws, setWs } = useAdminWorkspace();
   const { data, error, reload } = useLoad(() => api<{ secrets: SecretRow[] }>('GET', `/api/v1/workspaces/${ws}/secrets`), [ws]);
   const [name, setName] = useState('');
   const [preset, setPreset] = useState('anthropic');
   const [value, setValue] = useState('');
   const [host, setHost] = useState('');
   const [header, setHeader] = useState('');
-  const [formError, setFormError] = useState<unknown>(null);
   return (
     <section class="card">
       <h2>Secrets</h2>
-      <label>Workspace{' '}
-        <select value={ws} onChange={(e) => setWs(e.currentTarget.value)}>
-          {admin.map((w) => <option value={w.workspace_id}>{w.name}</option>)}
-        </select>
-      </label>
+      <WorkspacePicker value={ws} onChange={setWs} workspaces={admin} />
       <ErrorLine error={error} />
-      {data?.secrets.length ? (
-        <table>
-          <thead><tr><th scope="col">Name</th><th scope="col">Preset</th><th scope="col">Goes to</th><th scope="col">Used by</th><th scope="col" /></tr></thead>
-          <tbody>
-            {data.secrets.map((s) => (
-              <tr>
-                <td>{s.name}</td><td>{s.preset}</td><td><code>{s.rule.host}</code> <code>{s.rule.header}</code></td>
-                <td>{s.used_by.length ? s.used_by.map((u) => <Link href={`/agents/${u.agent_id}`}>{u.agent_name} ({u.env_name}) </Link>) : <span class="muted">none</span>}</td>
-                <td><Action confirm={`Delete ${s.name}? It is detached from every agent.`} run={async () => { await api('DELETE', `/api/v1/workspaces/${ws}/secrets/${s.id}`); reload(); }}>Delete</Action></td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : data ? <p class="muted">No secrets.</p> : null}
-      <form
-        class="grid-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setFormError(null);
-          try {
-            const body: Record<string, string> = { name, preset, value };
-            if (preset === 'custom') Object.assign(body, { host, header });
-            await api('POST', `/api/v1/workspaces/${ws}/secrets`, body);
-            setName('');
-            setValue('');
-            reload();
-          } catch (err) {
-            setFormError(err);
-          }
+      <Table
+        rows={data?.secrets}
+        head={['Name', 'Preset', 'Goes to', 'Used by', '']}
+        empty="No secrets."
+        row={(s) => (
+          <tr>
+            <td>{s.name}</td><td>{s.preset}</td><td><code>{s.rule.host}</code> <code>{s.rule.header}</code></td>
+            <td>{s.used_by.length ? s.used_by.map((u) => <Link href={`/agents/${u.agent_id}`}>{u.agent_name} ({u.env_name}) </Link>) : <span class="muted">none</span>}</td>
+            <td><Action confirm={`Delete ${s.name}? It is detached from every agent.`} run={async () => { await api('DELETE', `/api/v1/workspaces/${ws}/secrets/${s.id}`); reload(); }}>Delete</Action></td>
+          </tr>
+        )}
+      />
+      <SubmitForm
+        submit={async () => {
+          const body: Record<string, string> = { name, preset, value };
+          if (preset === 'custom') Object.assign(body, { host, header });
+          await api('POST', `/api/v1/workspaces/${ws}/secrets`, body);
+          setName('');
+          setValue('');
+          reload();
         }}
       >
-        <label>Name<input required value={name} onInput={(e) => setName(e.currentTarget.value)} /></label>
-        <label>Preset
-          <select value={preset} onChange={(e) => setPreset(e.currentTarget.value)}>
-            {['anthropic', 'openai', 'openrouter', 'custom'].map((p) => <option value={p}>{p}</option>)}
-          </select>
-        </label>
+        <TextField label="Name" value={name} onInput={setName} />
+        <SelectField label="Preset" value={preset} onChange={setPreset} options={['anthropic', 'openai', 'openrouter', 'custom'].map((p) => [p, p])} />
         {preset === 'custom' ? (
           <>
-            <label>Host<input required value={host} onInput={(e) => setHost(e.currentTarget.value)} /></label>
-            <label>Header<input required value={header} onInput={(e) => setHeader(e.currentTarget.value)} /></label>
+            <TextField label="Host" value={host} onInput={setHost} />
+            <TextField label="Header" value={header} onInput={setHeader} />
           </>
         ) : null}
-        <label>Value (write-only)<input required type="password" autoComplete="off" value={value} onInput={(e) => setValue(e.currentTarget.value)} /></label>
+        <TextField label="Value (write-only)" secret value={value} onInput={setValue} />
         <div><button type="submit" class="primary">Add secret</button></div>
-        <ErrorLine error={formError} />
-      </form>
+      </SubmitForm>
     </section>
   );
 }
 
+interface AuditRecord {
+  id: string;
+  actor_user_id: string | null;
+  action: string;
+  resource_type: string;
+  resource_id: string;
+  detail: unknown;
+  created_at: string;
+}
+
 function Audit() {
-  const admin = (me.value?.workspaces ?? []).filter((w) => w.role === 'admin');
-  const [ws, setWs] = useState(admin[0]?.workspace_id ?? '');
+  const { admin, ws, setWs } = useAdminWorkspace();
   const [before, setBefore] = useState<string | null>(null);
   const { data, error } = useLoad(
-    () =>
-      api<{ records: { id: string; actor_user_id: string | null; action: string; resource_type: string; resource_id: string; detail: unknown; created_at: string }[]; next_before: string | null }>(
-        'GET',
-        `/api/v1/workspaces/${ws}/audit?limit=100${before ? `&before=${before}` : ''}`,
-      ),
+    () => api<{ records: AuditRecord[]; next_before: string | null }>('GET', `/api/v1/workspaces/${ws}/audit?limit=100${before ? `&before=${before}` : ''}`),
     [ws, before],
   );
   return (
     <section class="card">
       <h2>Audit log</h2>
-      <label>Workspace{' '}
-        <select value={ws} onChange={(e) => { setWs(e.currentTarget.value); setBefore(null); }}>
-          {admin.map((w) => <option value={w.workspace_id}>{w.name}</option>)}
-        </select>
-      </label>
+      <WorkspacePicker value={ws} onChange={(id) => { setWs(id); setBefore(null); }} workspaces={admin} />
       <ErrorLine error={error} />
-      {data?.records.length ? (
-        <table>
-          <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">By</th><th scope="col">Resource</th><th scope="col">Detail</th></tr></thead>
-          <tbody>
-            {data.records.map((r) => (
-              <tr>
-                <td>{when(r.created_at)}</td><td><code>{r.action}</code></td>
-                <td>{r.actor_user_id === me.value?.id ? 'you' : r.actor_user_id?.slice(0, 8) ?? 'the server'}</td>
-                <td>{r.resource_type === 'agent' ? <Link href={`/agents/${r.resource_id}`}>{r.resource_type} {r.resource_id.slice(0, 8)}</Link> : `${r.resource_type} ${r.resource_id.slice(0, 8)}`}</td>
-                <td><code class="detail">{JSON.stringify(r.detail)}</code></td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : data ? <p class="muted">No records.</p> : null}
+      <Table
+        rows={data?.records}
+        head={['When', 'Action', 'By', 'Resource', 'Detail']}
+        empty="No records."
+        row={(r) => (
+          <tr>
+            <td>{when(r.created_at)}</td><td><code>{r.action}</code></td>
+            <td>{r.actor_user_id === me.value?.id ? 'you' : r.actor_user_id?.slice(0, 8) ?? 'the server'}</td>
+            <td>{r.resource_type === 'agent' ? <Link href={`/agents/${r.resource_id}`}>{r.resource_type} {r.resource_id.slice(0, 8)}</Link> : `${r.resource_type} ${r.resource_id.slice(0, 8)}`}</td>
+            <td><code class="detail">{JSON.stringify(r.detail)}</code></td>
+          </tr>
+        )}
+      />
       {data?.next_before ? <button type="button" onClick={() => setBefore(data.next_before)}>Older</button> : null}
       {before ? <button type="button" onClick={() => setBefore(null)}>Newest</button> : null}
     </section>

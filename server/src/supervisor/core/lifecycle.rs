@@ -1,8 +1,9 @@
 //! The sandbox's lifecycle as the core decides it: sleeping (only without turns), a wake's
-//! outcome (then sandboxd has the reconnect grace to dial in), and giving up when it does not.
+//! outcome (then sandboxd has the reconnect grace to dial in), giving up when it does not, and
+//! the harness process's launch.
 
-use super::types::{Effect, Job, Now, Outcome, ReplyId};
-use super::{Core, LinkState, Purpose, Turn, TurnState};
+use super::types::{Effect, Job, Launch, Now, Outbound, Outcome, ReplyId};
+use super::{Core, Harness, LinkState, Phase, Purpose, Turn, TurnState, harness};
 use crate::events::appender::SideEffect;
 use crate::supervisor::LifecycleError;
 
@@ -22,6 +23,8 @@ impl Core {
         self.link = LinkState::Down;
         self.reconnect_at = None;
         self.awaiting_connect = false;
+        self.recovered();
+        self.condition.stopping = true;
         self.effects.push_back(Effect::Job(Job::Stop { reply }));
     }
 
@@ -30,6 +33,7 @@ impl Core {
         let waiters = std::mem::take(&mut self.wake_waiters);
         match result {
             Ok(()) => {
+                self.recovered();
                 // sandboxd may have dialed in before the wake job reported back: then there is
                 // nothing to wait for.
                 if self.link == LinkState::Down {
@@ -49,6 +53,7 @@ impl Core {
                     Some(text) => ("CAPACITY", text),
                     None => ("SANDBOX_START_FAILED", message.as_str()),
                 };
+                self.failed(&format!("{code}: {text}"));
                 self.fail_turns(waiting, code, text, now);
                 self.fail_terminal_waiters(&message);
                 for reply in waiters {
@@ -80,6 +85,7 @@ impl Core {
         }
         self.drop_harness();
         let text = "the sandbox did not connect back in time (was it stopped or deleted?)";
+        self.failed(text);
         self.fail_turns(|_| true, "SANDBOX_UNREACHABLE", text, now);
         self.fail_terminal_waiters(text);
     }
@@ -106,6 +112,7 @@ impl Core {
             Some(message) => ("OUT_OF_MEMORY", message.as_str()),
             None => ("SANDBOX_EXITED", "the sandbox's container stopped (killed or crashed)"),
         };
+        self.failed(&format!("{code}: {text}"));
         self.fail_turns(|t| t.request_id().is_some(), code, text, now);
         self.fail_terminal_waiters(text);
     }
@@ -113,6 +120,40 @@ impl Core {
     pub(super) fn fail_terminal_waiters(&mut self, message: &str) {
         for reply in std::mem::take(&mut self.terminal_waiters) {
             self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::TerminalFailed(message.to_owned()) });
+        }
+    }
+
+    pub(super) fn on_started(&mut self, channel: u32, now: Now) {
+        let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel && h.phase == Phase::Starting) else {
+            return;
+        };
+        harness.phase = Phase::Initializing;
+        harness.start_deadline = None;
+        let params = crate::acp::messages::initialize();
+        self.request(crate::acp::messages::method::INITIALIZE, &params, harness::Pending::Initialize, now);
+    }
+
+    pub(super) fn on_launched(&mut self, result: Result<Option<Launch>, String>, now: Now) {
+        self.launching = false;
+        match result {
+            Ok(Some(launch)) => {
+                if self.current_link().is_none() {
+                    return;
+                }
+                let mut harness = Harness::new(launch.generation, launch.channel, Phase::Starting, 0, 0, 0, 0);
+                harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
+                harness.session_mode = launch.session_mode;
+                harness.auto_auth = launch.auto_auth;
+                harness.gate = launch.gate;
+                self.harness = Some(harness);
+                self.recovered();
+                self.send(Outbound::Control(launch.start));
+            }
+            Ok(None) => {}
+            Err(message) => {
+                self.failed(&format!("HARNESS_START_FAILED: {message}"));
+                self.fail_turns(|_| true, "HARNESS_START_FAILED", &message, now);
+            }
         }
     }
 }

@@ -15,6 +15,7 @@
 mod harness;
 mod lifecycle;
 mod lines;
+mod observed;
 mod outbox;
 mod parking;
 mod questions;
@@ -34,6 +35,7 @@ use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState};
 use bytes::Bytes;
 
 pub use harness::{Harness, Phase, Question, QuestionKind, SessionPhase};
+pub use observed::Observed;
 pub use parking::{Grant, Parked};
 pub use takeover::{OpenWork, Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
@@ -130,6 +132,8 @@ pub struct Core {
     /// The agent's environment changed (a secret attached or detached; a new harness, model or
     /// env): the harness restarts with the new one as soon as no turn runs.
     environment_changed: bool,
+    /// Stopping, and the last failure (what [`Observed`] needs).
+    condition: observed::Condition,
     effects: VecDeque<Effect>,
 }
 
@@ -167,6 +171,7 @@ impl Core {
             in_flight: HashMap::new(),
             destroyed: false,
             environment_changed: false,
+            condition: observed::Condition::default(),
             effects: VecDeque::new(),
         }
     }
@@ -263,6 +268,10 @@ impl Core {
             Input::Launched(result) => self.on_launched(result, now),
             Input::KillExplained(oom) => self.on_kill_explained(oom, now),
             Input::Stopped { reply, result } => {
+                self.condition.stopping = false;
+                if let Err(message) = &result {
+                    self.failed(message);
+                }
                 let outcome = result.map_err(LifecycleError::Failed);
                 self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(outcome) });
             }
@@ -491,36 +500,6 @@ impl Core {
         }
     }
 
-    fn on_started(&mut self, channel: u32, now: Now) {
-        let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel && h.phase == Phase::Starting) else {
-            return;
-        };
-        harness.phase = Phase::Initializing;
-        harness.start_deadline = None;
-        let params = crate::acp::messages::initialize();
-        self.request(crate::acp::messages::method::INITIALIZE, &params, harness::Pending::Initialize, now);
-    }
-
-    fn on_launched(&mut self, result: Result<Option<Launch>, String>, now: Now) {
-        self.launching = false;
-        match result {
-            Ok(Some(launch)) => {
-                if self.current_link().is_none() {
-                    return;
-                }
-                let mut harness = Harness::new(launch.generation, launch.channel, Phase::Starting, 0, 0, 0, 0);
-                harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
-                harness.session_mode = launch.session_mode;
-                harness.auto_auth = launch.auto_auth;
-                harness.gate = launch.gate;
-                self.harness = Some(harness);
-                self.send(Outbound::Control(launch.start));
-            }
-            Ok(None) => {}
-            Err(message) => self.fail_turns(|_| true, "HARNESS_START_FAILED", &message, now),
-        }
-    }
-
     /// Answers a question of the running harness's, else of a parked turn's; accepted answers
     /// are replied to once stored (`on_persisted`).
     fn on_answer(
@@ -579,6 +558,7 @@ impl Core {
         let Some(harness) = self.drop_harness() else { return };
         let stderr = harness.stderr_text();
         let message = if stderr.is_empty() { message.to_owned() } else { format!("{message}\nstderr: {stderr}") };
+        self.failed(&format!("{code}: {message}"));
         self.fail_turns(|_| true, code, &message, now);
         let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
         self.persist(Purpose::Other, Vec::new(), side);

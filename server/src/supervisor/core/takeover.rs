@@ -69,6 +69,7 @@ impl Core {
     /// sandboxd said hello on a new link.
     pub(super) fn on_attached(&mut self, link: LinkId, processes: Vec<ProcessState>, now: Now) {
         self.attached_at = Some(now.wall);
+        self.recovered();
         match &self.link {
             LinkState::Up { link: old }
             | LinkState::Draining { link: old, .. }

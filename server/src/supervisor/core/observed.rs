@@ -1,0 +1,123 @@
+//! What the core knows of its sandbox, as people see it: [`Observed`] (starting, awake, stopping,
+//! asleep, or an error with its reason), read by the shell after every input and published for
+//! the API (`supervisor::observed`). The desired state (awake/asleep) is the agent's row; this is
+//! what actually happened: a wake that failed, a harness that would not start, a container that
+//! stopped on its own.
+
+use super::{Core, LinkState};
+
+/// The sandbox's observed state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// Being started, or waiting for sandboxd to dial in (again).
+    Starting,
+    /// Connected.
+    Awake,
+    /// Being stopped (a sleep, a deletion).
+    Stopping,
+    /// Not running.
+    Asleep,
+    /// The last start or run failed; the reason is for people.
+    Error(String),
+}
+
+/// What [`Observed`] needs beyond the core's other fields.
+#[derive(Debug, Default)]
+pub(super) struct Condition {
+    /// A stop job runs.
+    pub stopping: bool,
+    /// Why the sandbox or its harness last failed (cleared by a start that works, or a sleep).
+    pub failure: Option<String>,
+}
+
+impl Core {
+    /// The sandbox's state as observed now.
+    pub fn observed(&self) -> Observed {
+        if self.destroyed || self.condition.stopping {
+            return Observed::Stopping;
+        }
+        if self.waking {
+            return Observed::Starting;
+        }
+        if let Some(reason) = &self.condition.failure {
+            return Observed::Error(reason.clone());
+        }
+        if self.link != LinkState::Down {
+            return Observed::Awake;
+        }
+        if self.awaiting_connect || self.reconnect_at.is_some() {
+            return Observed::Starting;
+        }
+        Observed::Asleep
+    }
+
+    /// The sandbox or its harness failed: shown until a start works or the agent sleeps.
+    pub(super) fn failed(&mut self, reason: &str) {
+        self.condition.failure = Some(reason.to_owned());
+    }
+
+    /// A start worked (the sandbox started, sandboxd attached, a harness launched).
+    pub(super) fn recovered(&mut self) {
+        self.condition.failure = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::ids::AgentId;
+    use crate::supervisor::Timeouts;
+    use crate::supervisor::core::{Effect, Input, Now};
+
+    fn core() -> (Core, Now) {
+        let timeouts = Timeouts {
+            harness_request: Duration::from_secs(10),
+            turn: Duration::from_secs(100),
+            cancel_grace: Duration::from_secs(5),
+            reconnect_grace: Duration::from_secs(60),
+        };
+        let core = Core::new(AgentId::new(), "/home/agent".to_owned(), timeouts, "t".to_owned());
+        (core, Now { mono: Instant::now(), wall: chrono::Utc::now() })
+    }
+
+    fn jobs(core: &mut Core) -> Vec<String> {
+        std::iter::from_fn(|| core.poll_effect())
+            .filter_map(|e| match e {
+                Effect::Job(job) => Some(format!("{job:?}")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_wake_starts_fails_with_its_reason_and_a_sleep_clears_it() {
+        let (mut core, now) = core();
+        assert_eq!(core.observed(), Observed::Asleep);
+        core.handle(Input::Wake { reply: 1 }, now);
+        assert!(jobs(&mut core).iter().any(|j| j.starts_with("Wake")));
+        assert_eq!(core.observed(), Observed::Starting);
+        core.handle(Input::Woken(Err("no such image".to_owned())), now);
+        assert_eq!(core.observed(), Observed::Error("SANDBOX_START_FAILED: no such image".to_owned()));
+        core.handle(Input::Sleep { reply: 2 }, now);
+        assert!(jobs(&mut core).iter().any(|j| j.starts_with("Stop")));
+        assert_eq!(core.observed(), Observed::Stopping);
+        core.handle(Input::Stopped { reply: 2, result: Ok(()) }, now);
+        assert_eq!(core.observed(), Observed::Asleep);
+        // A stop that fails is an error too.
+        core.handle(Input::Sleep { reply: 3 }, now);
+        core.handle(Input::Stopped { reply: 3, result: Err("the engine is gone".to_owned()) }, now);
+        assert_eq!(core.observed(), Observed::Error("the engine is gone".to_owned()));
+    }
+
+    #[test]
+    fn a_started_sandbox_is_starting_until_sandboxd_dials_in() {
+        let (mut core, now) = core();
+        core.handle(Input::Wake { reply: 1 }, now);
+        core.handle(Input::Woken(Ok(())), now);
+        assert_eq!(core.observed(), Observed::Starting, "waiting for sandboxd");
+        core.handle(Input::Attached { link: 1, processes: Vec::new() }, now);
+        assert_eq!(core.observed(), Observed::Awake);
+    }
+}
