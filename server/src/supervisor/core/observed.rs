@@ -77,6 +77,7 @@ mod tests {
             turn: Duration::from_secs(100),
             cancel_grace: Duration::from_secs(5),
             reconnect_grace: Duration::from_secs(60),
+            ack_delay: Duration::ZERO,
         };
         let core = Core::new(AgentId::new(), "/home/agent".to_owned(), timeouts, "t".to_owned());
         (core, Now { mono: Instant::now(), wall: chrono::Utc::now() })
