@@ -212,7 +212,7 @@ pub async fn run(
             cpus: config.default_cpus,
             memory_mib: config.default_memory_mib,
             pids_limit: config.default_pids_limit,
-            connect_timeout: std::time::Duration::from_secs(30),
+            connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
             refill_delay: std::time::Duration::from_secs(3),
         };
         let host = Arc::clone(supervisors.host());

@@ -191,6 +191,10 @@ pub struct Config {
     /// (Docker driver; 0: none). A new agent of that image takes one (docs/design.md, "Warm pool").
     #[arg(long, env = "AGENTHOLD_WARM_POOL_SIZE", default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=64))]
     pub warm_pool_size: u64,
+    /// Seconds a pooled sandbox's sandboxd has to connect before the sandbox is removed and
+    /// replaced.
+    #[arg(long, env = "AGENTHOLD_WARM_POOL_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub warm_pool_connect_timeout_secs: u64,
     /// Connections in the server's Postgres pool.
     #[arg(long, env = "AGENTHOLD_DB_POOL_SIZE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: u32,

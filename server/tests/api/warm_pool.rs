@@ -119,3 +119,34 @@ async fn an_agent_of_another_image_or_with_an_empty_pool_starts_the_cold_way() {
     assert!(running(&server.instance).contains(&pooled), "the pooled sandbox is still waiting");
     let _ = Command::new("docker").args(["rmi", &alias]).status();
 }
+
+#[tokio::test]
+async fn a_pooled_sandbox_whose_sandboxd_never_connects_is_replaced_and_never_handed_out() {
+    if driver() != "docker" {
+        return;
+    }
+    // Sandboxes dial a port nothing listens on: no sandboxd ever connects.
+    let nowhere = format!("ws://host.docker.internal:{}/tunnel", crate::support::free_port("0.0.0.0"));
+    let server = TestServer::start_with(&[
+        ("AGENTHOLD_WARM_POOL_SIZE", "1"),
+        ("AGENTHOLD_WARM_POOL_CONNECT_TIMEOUT_SECS", "2"),
+        ("AGENTHOLD_TUNNEL_URL", &nowhere),
+    ])
+    .await;
+    let instance = server.instance.clone();
+    let first = wait_running(&instance, 1, |_| true).await.remove(0);
+    // An agent created now does not get the unconnected sandbox.
+    let agent = server.create_agent(json!({})).await;
+    assert_ne!(server.container(&agent), first, "an unconnected pooled sandbox is never handed out");
+    // Past the timeout (2 s, not the default 30 s) it is removed and another one made in its place.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let names = running(&instance);
+        if !names.contains(&first) && names.iter().any(|n| *n != first) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the unconnected pooled sandbox was not replaced: {names:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(server.log().contains("did not connect in time"), "{}", server.log());
+}
