@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::harness::{Pending, Request};
 use super::turns::TurnState;
-use super::{Core, Harness, LinkId, LinkState, Now, Outbound, Phase, Purpose, SessionPhase};
+use super::{Core, Effect, Harness, Job, LinkId, LinkState, Now, Outbound, Phase, Purpose, SessionPhase};
 use crate::acp::messages;
 use crate::events::appender::SideEffect;
 use crate::ids::SessionId;
@@ -121,6 +121,8 @@ impl Core {
         }
         self.harness = None;
         self.merge_turns(snapshot.turns, now);
+        // A prompt accepted after the snapshot was read is missing from it: read again.
+        self.effects.push_back(Effect::Job(Job::LoadTurns));
         let named = snapshot.harness.is_some();
         // Questions of a harness that is gone park their turns (below).
         let orphaned = snapshot.harness.as_ref().map(|h| h.questions.clone()).unwrap_or_default();

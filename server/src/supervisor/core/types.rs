@@ -250,6 +250,10 @@ pub enum Job {
     CheckSandbox,
     /// Ask the engine whether the sandbox ran out of memory; answers [`Input::KillExplained`].
     ExplainKill,
+    /// Read the open turns again; answers [`Input::OpenTurns`]. Asked after a takeover: its
+    /// snapshot was read while prompts could still arrive, and merging it drops the turns it
+    /// predates (a later read brings them back).
+    LoadTurns,
     /// Allocate a terminal channel on this link and reply with the access.
     Terminal {
         /// Who waits.

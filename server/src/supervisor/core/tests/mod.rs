@@ -8,6 +8,7 @@ mod changes;
 mod outage;
 mod parking;
 mod slots;
+mod takeover_race;
 
 use std::time::{Duration, Instant};
 
