@@ -194,6 +194,7 @@ pub async fn run(
         turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),
         database: availability.clone(),
         host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),
+        mcp: mcp_endpoint(&config, listeners.api.local_addr()?, sandbox_proxy_ca.is_some(), &master_key),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),
             master_key: Arc::clone(&master_key),
@@ -403,6 +404,24 @@ fn proxy_feed_settings(config: &Config) -> anyhow::Result<Option<proxy_feed::tas
         own_addrs: config.proxy_own_addrs.clone(),
         upstream_overrides: overrides,
     }))
+}
+
+/// Where harnesses reach agenthold's MCP server: through the egress proxy when sandboxes use it;
+/// at the server's own address for local sandboxes (processes of this host); not at all for
+/// Docker sandboxes without the proxy (they would have to hold the credential).
+fn mcp_endpoint(
+    config: &Config,
+    api: std::net::SocketAddr,
+    proxied: bool,
+    master_key: &Arc<crate::secrets::master_key::MasterKey>,
+) -> Option<crate::mcp::servers::Endpoint> {
+    if proxied {
+        Some(crate::mcp::servers::Endpoint::proxied(Arc::clone(master_key)))
+    } else if config.driver == DriverKind::Local {
+        Some(crate::mcp::servers::Endpoint::direct(api, Arc::clone(master_key)))
+    } else {
+        None
+    }
 }
 
 /// The egress proxy's CA (PEM) sandboxes trust, when they use the proxy: only when

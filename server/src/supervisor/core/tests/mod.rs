@@ -146,6 +146,7 @@ impl Sim {
                 ..crate::permissions::Gate::autonomous("/home/agent")
             },
             auto_auth: self.auto_auth.clone(),
+            mcp_servers: Default::default(),
         };
         self.input(Input::Launched(Ok(Some(launch))));
         let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
@@ -425,6 +426,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
                 ..crate::permissions::Gate::autonomous("/home/agent")
             },
             questions: Vec::new(),
+            mcp_servers: Default::default(),
         }),
         turns: vec![turn].into(),
     }
