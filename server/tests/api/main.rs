@@ -2,6 +2,7 @@
 //! Docker engine, with the real sandboxd and fakeagent speaking ACP over the real tunnel.
 
 mod agent_changes;
+mod agents_prompting;
 mod bad_input;
 mod chatgpt_login;
 mod cli;
