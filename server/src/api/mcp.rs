@@ -22,8 +22,8 @@ use crate::store;
 /// Answers one MCP JSON-RPC message of an agent's harness: `initialize`, `ping`, `tools/list`,
 /// `tools/call` (`list_agents`, `prompt_agent`, `wait_turn`, `read_events`). A tool's refusal
 /// (an agent not on the caller's list, a chain too deep) is a result with `isError`; bad
-/// arguments are JSON-RPC `-32602`; a message that is not JSON-RPC is a 400 with a JSON-RPC
-/// error; a notification is 202.
+/// arguments are JSON-RPC `-32602`; a message that is not JSON-RPC gets a JSON-RPC error too
+/// (`-32700`, `-32600`; every JSON-RPC answer is a 200); a notification is 202.
 #[utoipa::path(
     post,
     path = "/api/v1/mcp",
@@ -35,9 +35,9 @@ use crate::store;
             (the egress proxy puts it in for the sandbox, which holds a placeholder)"),
     ),
     responses(
-        (status = 200, description = "The JSON-RPC response", body = Object),
+        (status = 200, description = "The JSON-RPC response (a result, or a JSON-RPC error: `-32700` not JSON, \
+            `-32600` not a request or a batch, `-32601` no such method, `-32602` bad arguments)", body = Object),
         (status = 202, description = "A notification, accepted"),
-        (status = 400, description = "Not a JSON-RPC message: a JSON-RPC error (`-32700`, `-32600`)", body = Object),
         (status = 401, description = "`UNAUTHORIZED`: no valid agent credential", body = super::error::ErrorBody),
         (status = 413, description = "`PAYLOAD_TOO_LARGE`: over 256 KiB", body = super::error::ErrorBody),
     ),
@@ -59,7 +59,7 @@ pub async fn call(State(state): State<AppState>, headers: HeaderMap, body: Body)
     let (id, method, params) = match rpc::parse(&bytes) {
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
         Ok(Incoming::Notification) => return Ok(StatusCode::ACCEPTED.into_response()),
-        Err((id, error)) => return Ok((StatusCode::BAD_REQUEST, Json(rpc::error(&id, &error))).into_response()),
+        Err((id, error)) => return Ok(Json(rpc::error(&id, &error)).into_response()),
     };
     let answer: Result<Value, RpcError> = match method.as_str() {
         "initialize" => Ok(rpc::initialize(&params)),

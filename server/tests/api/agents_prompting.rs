@@ -218,11 +218,11 @@ async fn the_mcp_route_refuses_bad_credentials_and_bad_messages_without_starting
     let (_, body) = rpc(&server, Some(&token), list.clone()).await;
     assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(4));
 
-    // Bad messages: JSON-RPC errors, 400 for what is not JSON-RPC.
+    // Bad messages: JSON-RPC errors.
     let (status, _, body) = server.raw_with_headers("POST", "/api/v1/mcp", Some(&token), &[], json!("x")).await;
-    assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32600)));
+    assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32600)));
     let (status, body) = rpc(&server, Some(&token), json!([list.clone()])).await;
-    assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32600)), "no batches");
+    assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32600)), "no batches");
     let (status, body) =
         rpc(&server, Some(&token), json!({"jsonrpc": "2.0", "id": 2, "method": "resources/list"})).await;
     assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32601)));
