@@ -137,7 +137,7 @@ pub async fn run(
     warn_about_other_keys(&pool, &master_key).await?;
     auth::bootstrap::run(&pool, &config).await?;
 
-    let proxy_feed_settings = proxy_feed_settings(&config)?;
+    let proxy_feed_settings = proxy_feed_settings(&config, listeners.api.local_addr()?)?;
     let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
     let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
     let driver: Arc<dyn SandboxDriver> = match config.driver {
@@ -389,7 +389,7 @@ async fn install_sandbox_firewall(config: &Config, tunnel_port: u16) -> anyhow::
 }
 
 /// The proxy feed's settings (making the proxy's CA when absent), or `None` when the feed is off.
-fn proxy_feed_settings(config: &Config) -> anyhow::Result<Option<proxy_feed::task::FeedSettings>> {
+fn proxy_feed_settings(config: &Config, api: SocketAddr) -> anyhow::Result<Option<proxy_feed::task::FeedSettings>> {
     let overrides = config.proxy_test_upstream_overrides.clone().unwrap_or_default();
     if !overrides.is_empty() && config.mode == crate::config::Mode::Production {
         anyhow::bail!("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES is for tests only: refused in production mode");
@@ -403,6 +403,9 @@ fn proxy_feed_settings(config: &Config) -> anyhow::Result<Option<proxy_feed::tas
         ca,
         own_addrs: config.proxy_own_addrs.clone(),
         upstream_overrides: overrides,
+        // Sandboxes that use the proxy reach agenthold's MCP server through it.
+        server_route: (config.proxy_addr.is_some() && config.driver != DriverKind::Local)
+            .then(|| proxy_feed::file::ServerRouteEntry::mcp(api)),
     }))
 }
 
