@@ -3,6 +3,7 @@
 
 mod agent_changes;
 mod agents_prompting;
+mod agents_prompting_proxy;
 mod bad_input;
 mod chatgpt_login;
 mod cli;
