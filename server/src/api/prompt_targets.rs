@@ -60,7 +60,8 @@ pub struct TargetPath {
 fn target_path(
     path: Result<Path<TargetPath>, axum::extract::rejection::PathRejection>,
 ) -> Result<(AgentId, AgentId), ApiError> {
-    let Path(path) = path.map_err(|_| ApiError::bad_request("INVALID_ID", "the agent ids must be UUIDs"))?;
+    // An id that does not parse is not found, as everywhere.
+    let Path(path) = path.map_err(|_| ApiError::NotFound("agent"))?;
     Ok((path.id, path.target_id))
 }
 
@@ -126,7 +127,7 @@ pub async fn list(
     params(("target_id" = Uuid, Path, description = "The agent it may prompt")),
     responses(
         (status = 200, description = "The list", body = PromptTargets),
-        (status = 400, description = "`INVALID_ID`, `SELF_TARGET`: an agent prompts itself in its own turn", body = ErrorBody),
+        (status = 400, description = "`SELF_TARGET`: an agent cannot be on its own list", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Operator))),
 )]
@@ -157,7 +158,6 @@ pub async fn add(
     params(("target_id" = Uuid, Path, description = "The agent it may no longer prompt")),
     responses(
         (status = 204, description = "Not on the list (any more)"),
-        (status = 400, description = "`INVALID_ID`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Operator))),
 )]
