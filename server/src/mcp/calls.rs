@@ -52,6 +52,11 @@ pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Re
         detail,
     };
     store::audit::append(&state.pool, record).await?;
+    let code = match &outcome {
+        Ok(_) => "ok",
+        Err(error) => error.code,
+    };
+    metrics::counter!("agenthold_mcp_calls_total", "tool" => call.name(), "outcome" => code).increment(1);
     Ok(outcome)
 }
 
