@@ -4,6 +4,7 @@
 //! agent (its environment, its sessions' mode, permission questions, its sandbox stopping).
 
 mod changes;
+mod mcp;
 mod outage;
 mod parking;
 mod slots;
@@ -42,6 +43,8 @@ struct Sim {
     hold_slots: bool,
     /// The launched harness's login methods the server may call itself.
     auto_auth: Vec<String>,
+    /// The MCP servers the launched harness's sessions are offered.
+    mcp: crate::mcp::servers::Offered,
 }
 
 fn turn_row() -> TurnRow {
@@ -76,6 +79,7 @@ impl Sim {
             posture: crate::permissions::Posture::Autonomous,
             hold_slots: false,
             auto_auth: Vec::new(),
+            mcp: Default::default(),
         }
     }
 
@@ -146,7 +150,7 @@ impl Sim {
                 ..crate::permissions::Gate::autonomous("/home/agent")
             },
             auto_auth: self.auto_auth.clone(),
-            mcp_servers: Default::default(),
+            mcp_servers: self.mcp.clone(),
         };
         self.input(Input::Launched(Ok(Some(launch))));
         let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
