@@ -163,7 +163,13 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
         return respond::text(StatusCode::BAD_REQUEST, "paths with dot segments or encoded slashes are refused");
     }
     let method = req.method().clone();
-    if let Some(route) = state.policy().and_then(|p| p.server_route_for(target).cloned())
+    let route = state.policy().and_then(|p| p.server_route_for(target).cloned());
+    // A tunnel to agenthold's service stays one: if the route went (or moved) since the CONNECT,
+    // nothing more is sent on it.
+    if session.pinned.plain && route.as_ref().is_none_or(|r| session.pinned.addrs != [r.addr]) {
+        return respond::forbidden(&target.to_string(), "changed in the proxy configuration; reconnect");
+    }
+    if let Some(route) = route
         && !path.starts_with(route.path_prefix.as_str())
     {
         tracing::info!(sandbox = %id, %target, %method, %path, decision = "server-path-refused", "refused");

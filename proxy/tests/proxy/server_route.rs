@@ -12,9 +12,7 @@ const HOST: &str = "mcp.agenthold.internal";
 const A_MCP_PLACEHOLDER: &str = "agenthold-mcp-placeholder-a";
 const A_MCP_CREDENTIAL: &str = "ahmcp1.sandbox-a-credential";
 
-async fn routed() -> (TestProxy, StandIn) {
-    let setup = Setup::new();
-    let server = StandIn::plain().await;
+fn config(setup: &Setup, server: &StandIn, routed: bool) -> serde_json::Value {
     let mut a = sandbox_a(&[]);
     a["inject"].as_array_mut().expect("inject").push(json!({
         "host": HOST, "path_prefix": "/api/v1/mcp", "header": "authorization", "format": "bearer",
@@ -22,11 +20,17 @@ async fn routed() -> (TestProxy, StandIn) {
     }));
     let mut b = sandbox_b();
     b["allow"] = json!([HOST, format!("{HOST}:443")]);
-    let config = json!({
-        "ca": setup.ca(),
-        "sandboxes": [a, b],
-        "server_route": { "host": HOST, "addr": server.addr.to_string(), "path_prefix": "/api/v1/mcp" },
-    });
+    let mut config = json!({ "ca": setup.ca(), "sandboxes": [a, b] });
+    if routed {
+        config["server_route"] = json!({ "host": HOST, "addr": server.addr.to_string(), "path_prefix": "/api/v1/mcp" });
+    }
+    config
+}
+
+async fn routed() -> (TestProxy, StandIn) {
+    let setup = Setup::new();
+    let server = StandIn::plain().await;
+    let config = config(&setup, &server, true);
     (TestProxy::start(setup, &config).await, server)
 }
 
@@ -82,5 +86,30 @@ async fn a_sandbox_without_the_rule_and_plain_http_never_reach_the_server() {
         assert_eq!(got.status, 403, "{user}: {}", got.body);
     }
     assert_eq!(server.accepted.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing reached the server");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_tunnel_sends_nothing_more_once_the_route_is_gone() {
+    let (proxy, server) = routed().await;
+    let mut client = intercepted(&proxy, &format!("{HOST}:443"), HOST, (A_USER, A_PASS)).await;
+    let bearer = format!("Bearer {A_MCP_PLACEHOLDER}");
+    assert_eq!(send(&mut client, get(HOST, "/api/v1/mcp", &[("authorization", &bearer)])).await.status, 200);
+    let without = config(&proxy.setup, &server, false);
+    proxy.write_config(&serde_json::to_vec(&without).expect("json"));
+    let mut last = String::new();
+    for _ in 0..200 {
+        let got = send(&mut client, get(HOST, "/api/v1/mcp", &[("authorization", &bearer)])).await;
+        if got.status == 403 {
+            last = got.body;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(last.contains("reconnect"), "the open tunnel is refused once the route is gone: {last:?}");
+    let sent = server.requests().len();
+    let got = send(&mut client, get(HOST, "/api/v1/mcp", &[("authorization", &bearer)])).await;
+    assert_eq!(got.status, 403);
+    assert_eq!(server.requests().len(), sent, "nothing more reached the server");
     proxy.stop().await;
 }
