@@ -34,7 +34,11 @@ pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Re
             Ok(target) => (prompt(state, caller, target, text, *session_id).await?, Some(target.agent_id)),
             Err(error) => (Err(error), None),
         },
-        Call::WaitTurn { turn_id, timeout_secs } => wait(state, &targets, *turn_id, *timeout_secs).await?,
+        Call::WaitTurn { turn_id, timeout_secs } => {
+            // Within the server's request timeout, whatever was asked.
+            let limit = state.config.request_timeout_secs.saturating_sub(5).max(1);
+            wait(state, &targets, *turn_id, (*timeout_secs).min(limit)).await?
+        }
         Call::ReadEvents { session_id, after, limit } => read(state, &targets, *session_id, *after, *limit).await?,
     };
     let detail = json!({
