@@ -1,6 +1,7 @@
-//! Accepting a prompt: the one path every prompt takes into a turn — from the API, a schedule or
-//! a webhook or another agent (through agenthold's MCP server, [`crate::mcp`]). [`record`] stores the turn and its `prompt` event (with its [`Origin`]) inside the
-//! caller's transaction; once that commits, [`hand_over`] publishes the event and hands the turn
+//! Accepting a prompt: the one path every prompt takes into a turn — from the API, a schedule, a
+//! webhook or another agent (through agenthold's MCP server, [`crate::mcp`]). [`record`] stores
+//! the turn and its `prompt` event (with its [`Origin`]) inside the caller's transaction; once
+//! that commits, [`hand_over`] publishes the event and hands the turn
 //! to the agent's supervisor, which wakes the sandbox, starts the harness and applies the agent's
 //! permission posture and logins, whoever prompted.
 
