@@ -282,6 +282,13 @@ async fn the_mcp_route_refuses_bad_credentials_and_bad_messages_without_starting
     assert_eq!(page["next_after"], page["events"][1]["seq"]);
     // The route's own prompt records the asker (no running turn of the asker's: depth 1).
     assert_eq!(page["events"][0]["payload"]["origin"], json!({"kind": "agent", "id": asker, "depth": 1}));
+
+    // The same session again while its turn runs: a tool error, not a queue.
+    let busy = json!({"agent": "helper", "text": "sleep 3000", "session_id": helper_session});
+    let started = call(&server, &token, "prompt_agent", busy.clone()).await;
+    assert_eq!(started["result"]["isError"], false, "{started}");
+    let refused = call(&server, &token, "prompt_agent", busy).await;
+    assert_eq!(refused["result"]["structuredContent"]["error"]["code"], "TURN_IN_PROGRESS", "{refused}");
 }
 
 #[tokio::test]
