@@ -338,8 +338,9 @@ impl Shell {
             Effect::LoadTakeover { link } => {
                 let (pool, agent_id, postures) = (self.deps.pool.clone(), self.agent_id, self.deps.postures.clone());
                 let home_dir = self.deps.driver.home_dir(agent_id);
+                let mcp = self.deps.mcp.clone();
                 self.tasks.push(Box::pin(async move {
-                    let snapshot = match load_snapshot(&pool, agent_id, &postures, &home_dir).await {
+                    let snapshot = match load_snapshot(&pool, agent_id, &postures, &home_dir, mcp.as_ref()).await {
                         Ok(snapshot) => Some(Box::new(snapshot)),
                         Err(error) => {
                             tracing::error!(%error, agent.id = %agent_id, "reading the takeover snapshot");
@@ -522,6 +523,7 @@ async fn load_snapshot(
     agent_id: AgentId,
     postures: &super::Postures,
     home_dir: &str,
+    mcp: Option<&crate::mcp::servers::Endpoint>,
 ) -> sqlx::Result<Snapshot> {
     let turns = open_work(pool, agent_id).await?;
     let Some(row) = store::sandboxes::get(pool, agent_id).await? else {
@@ -571,6 +573,7 @@ async fn load_snapshot(
                 session_mode: agent.as_ref().and_then(|a| session_mode(&a.harness)),
                 gate,
                 questions,
+                mcp_servers: offered_mcp(mcp, agent_id),
             })
         }
         None => None,
@@ -783,7 +786,13 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
     let start = Control::Start { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
-    Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth }))
+    let mcp_servers = offered_mcp(deps.mcp.as_ref(), agent_id);
+    Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth, mcp_servers }))
+}
+
+/// agenthold's MCP server for the agent, when harnesses are offered one.
+fn offered_mcp(endpoint: Option<&crate::mcp::servers::Endpoint>, agent_id: AgentId) -> crate::mcp::servers::Offered {
+    crate::mcp::servers::Offered(endpoint.map(|e| e.server_for(agent_id)).into_iter().collect())
 }
 
 /// The mode the agent's harness adapter puts sessions in.

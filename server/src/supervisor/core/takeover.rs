@@ -35,6 +35,8 @@ pub struct SnapshotHarness {
     pub gate: crate::permissions::Gate,
     /// Its questions still waiting for a person.
     pub questions: Vec<super::harness::Question>,
+    /// The MCP servers its sessions are offered.
+    pub mcp_servers: crate::mcp::servers::Offered,
 }
 
 /// What a takeover reads.
@@ -153,6 +155,7 @@ impl Core {
                 }
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 harness.session_mode = known.session_mode;
+                harness.mcp_servers = known.mcp_servers;
                 harness.gate = known.gate;
                 for question in known.questions {
                     harness.questions.insert(question.permission_id, question);

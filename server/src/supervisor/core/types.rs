@@ -66,6 +66,9 @@ pub struct Launch {
     pub gate: crate::permissions::Gate,
     /// Login methods the server may call itself when the harness asks for authentication.
     pub auto_auth: Vec<String>,
+    /// agenthold's MCP server for this agent, offered in `session/new` and `session/load` when
+    /// the harness advertises `mcpCapabilities.http`.
+    pub mcp_servers: crate::mcp::servers::Offered,
 }
 
 /// Inputs.
