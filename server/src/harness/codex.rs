@@ -8,10 +8,11 @@
 //!
 //! Codex's own OS sandbox cannot be switched off without switching the gate off too (codex-acp
 //! 2.6.0 / Codex 0.166.0, checked 2026-12-01; docs/harnesses.md, "Codex's own sandbox"): under
-//! `on-request`, the only asking policy left, Codex asks only where its sandbox stops it, and
-//! `untrusted` (ask before anything not known to be read-only) is gone since Codex 0.149.0. Its
-//! Linux sandbox is bubblewrap, which needs user namespaces, denied in our containers, so a
-//! command it runs inside that sandbox fails ("bwrap: No permissions to create a new namespace").
+//! `on-request` (or its `granular` form), the only asking policy left, Codex asks only where its
+//! sandbox stops it (or a command looks dangerous), and `untrusted` (ask before anything not known
+//! to be read-only) is gone since Codex 0.149.0. Its Linux sandbox is bubblewrap, which needs user
+//! namespaces, denied in our containers, so a command it runs inside that sandbox fails ("bwrap:
+//! No permissions to create a new namespace").
 //! A command it asks to run outside (`sandbox_permissions: "require_escalated"`) comes to the gate
 //! first and then runs directly in the container. So the mode stays `read-only` and the
 //! developer instructions ([`SANDBOX_INSTRUCTIONS`]) tell the model to ask that way for every
