@@ -305,16 +305,10 @@ async fn a_harness_taken_over_after_a_server_restart_still_offers_the_mcp_server
     server.wait_turns(&first, 1, TURN).await;
     let (_, before) = server.get(&format!("/api/v1/agents/{asker}")).await;
     server.restart().await;
-    // Wait for the takeover before prompting: a prompt to a new session that lands while the
-    // takeover is loading can stay unsent (seen on main too, about 1 run in 8: not this test's
-    // subject; reported).
-    let deadline = Instant::now() + TURN;
-    while !server.log().lines().any(|l| l.contains("took over the running harness") && l.contains(&asker)) {
-        assert!(Instant::now() < deadline, "the asker's harness was never taken over:\n{}", server.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // …and a session opened after it (on the harness taken over, or a new one) is offered the
-    // MCP server too.
+    // No wait for the takeover: a prompt to a new session that lands while the takeover loads
+    // must be sent once it is done (it once stayed unsent, about 1 run in 8).
+    // …and a session opened right after it (on the harness taken over) is offered the MCP
+    // server too.
     let second = server.create_session(&asker).await;
     let script = [
         format!("mcp prompt_agent {}", json!({"agent": "helper", "text": "text after the restart"})),
