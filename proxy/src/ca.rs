@@ -19,8 +19,14 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 /// The hosts a CA made by `ca init` covers unless told otherwise: the provider hosts the
 /// secret presets inject into.
-pub const PRESET_HOSTS: &[&str] =
-    &["api.anthropic.com", "api.openai.com", "chatgpt.com", "auth.openai.com", "openrouter.ai"];
+pub const PRESET_HOSTS: &[&str] = &[
+    "api.anthropic.com",
+    "api.openai.com",
+    "chatgpt.com",
+    "auth.openai.com",
+    "openrouter.ai",
+    "mcp.agenthold.internal",
+];
 
 const LEAF_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 const LEAF_RENEW_BEFORE: Duration = Duration::from_secs(24 * 3600);

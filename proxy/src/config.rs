@@ -35,6 +35,10 @@ pub struct ConfigFile {
     /// One entry per sandbox.
     #[serde(default)]
     pub sandboxes: Vec<SandboxConfig>,
+    /// agenthold's own service for sandboxes (its MCP server): requests to this host are sent
+    /// to the server over plain HTTP, and only with a sandbox's injection rule for the host.
+    #[serde(default)]
+    pub server_route: Option<ServerRouteConfig>,
     /// TEST ONLY: `host:port` → a loopback stand-in (and a CA to trust for it).
     #[serde(default)]
     pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
@@ -141,6 +145,18 @@ pub enum Format {
     Raw,
     /// `Bearer <value>`.
     Bearer,
+}
+
+/// agenthold's own service, reached through the proxy (docs/proxy.md, "agenthold's MCP server").
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerRouteConfig {
+    /// The reserved name sandboxes use (port 443; a name the CA covers).
+    pub host: String,
+    /// Where the server listens (the proxy dials it over plain HTTP: same host or network).
+    pub addr: SocketAddr,
+    /// Only requests under this path are forwarded.
+    pub path_prefix: String,
 }
 
 /// TEST ONLY: where a host:port is really dialled.

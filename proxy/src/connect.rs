@@ -31,6 +31,26 @@ pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> 
         return respond::forbidden(&target.to_string(), "is not on this sandbox's egress allow-list");
     }
     let network = ctx.shared.network.clone();
+    // agenthold's own service: only intercepted (with the sandbox's placeholder swapped), never
+    // a byte tunnel to the server.
+    if let Some(route) = auth.policy.server_route_for(&target) {
+        if decision != Decision::Intercept {
+            tracing::info!(sandbox = %sandbox_id, %target, decision = "server-route-not-granted", "CONNECT refused");
+            return respond::forbidden(&target.to_string(), "is agenthold's own service, not granted to this sandbox");
+        }
+        let pinned = crate::net::Pinned::server(route, &auth.policy);
+        tracing::info!(sandbox = %sandbox_id, %target, decision = "intercept", "CONNECT");
+        let on_upgrade = hyper::upgrade::on(&mut req);
+        let session = Arc::new(crate::mitm::Session::new(ctx.clone(), auth.credentials, sandbox_id, target, pinned));
+        let slot = auth.slot;
+        ctx.then(Box::pin(async move {
+            let _slot = slot;
+            if let Ok(client) = on_upgrade.await {
+                crate::mitm::intercept(client, session).await;
+            }
+        }));
+        return Response::new(respond::empty());
+    }
     let pinned = match resolve_checked(&auth.policy, network.as_ref(), &target, &ctx.own_addrs()).await {
         Ok(pinned) => pinned,
         Err(DialError::Refused(refusal)) => {

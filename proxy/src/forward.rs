@@ -22,6 +22,12 @@ pub async fn plain(req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
     let Some(target) = req.uri().authority().and_then(|a| parse_authority(a.as_str(), Some(80)).ok()) else {
         return respond::text(StatusCode::BAD_REQUEST, "the request names no valid host");
     };
+    if auth.policy.server_route.as_ref().is_some_and(|r| target.host == r.target.host) {
+        return respond::forbidden(
+            &format!("http://{target}"),
+            "is agenthold's own service, reachable over HTTPS only",
+        );
+    }
     if let Err(why) = auth.sandbox.allows_plain(&target) {
         tracing::info!(sandbox = %sandbox_id, %target, decision = "not-allowed", "plain HTTP refused");
         return respond::forbidden(&format!("http://{target}"), why);

@@ -163,6 +163,21 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
         return respond::text(StatusCode::BAD_REQUEST, "paths with dot segments or encoded slashes are refused");
     }
     let method = req.method().clone();
+    let route = state.policy().and_then(|p| p.server_route_for(target).cloned());
+    // A tunnel to agenthold's service stays one: if the route went (or moved) since the CONNECT,
+    // nothing more is sent on it.
+    if session.pinned.plain && route.as_ref().is_none_or(|r| session.pinned.addrs != [r.addr]) {
+        return respond::forbidden(&target.to_string(), "changed in the proxy configuration; reconnect");
+    }
+    if let Some(route) = route
+        && !path.starts_with(route.path_prefix.as_str())
+    {
+        tracing::info!(sandbox = %id, %target, %method, %path, decision = "server-path-refused", "refused");
+        return respond::forbidden(
+            &format!("{target}{path}"),
+            "is not a path of agenthold's service sandboxes may use",
+        );
+    }
     if let Some(answer) = sandbox.answers_for(target).find(|a| a.path == path) {
         tracing::info!(sandbox = %id, %target, %method, %path, status = answer.status.as_u16(), decision = "answered", "request");
         return respond::answer(answer);
@@ -249,12 +264,11 @@ async fn take_sender(session: &Session) -> Result<SendRequest<Body>, Response<Bo
         return Ok(sender);
     }
     let network = session.ctx.shared.network.clone();
-    crate::upstream::open(network.as_ref(), &session.pinned, Some(&session.host), &session.owned).await.map_err(
-        |error| {
-            tracing::info!(sandbox = %session.sandbox_id, target = %session.target, %error, "upstream unreachable");
-            respond::text(StatusCode::BAD_GATEWAY, format!("{} {error}", session.target))
-        },
-    )
+    let tls_host = (!session.pinned.plain).then_some(session.host.as_str());
+    crate::upstream::open(network.as_ref(), &session.pinned, tls_host, &session.owned).await.map_err(|error| {
+        tracing::info!(sandbox = %session.sandbox_id, target = %session.target, %error, "upstream unreachable");
+        respond::text(StatusCode::BAD_GATEWAY, format!("{} {error}", session.target))
+    })
 }
 
 #[cfg(test)]

@@ -69,6 +69,15 @@ pub struct Pinned {
     pub addrs: Vec<SocketAddr>,
     /// Upstream TLS (public roots, or an override's).
     pub tls: Arc<ClientConfig>,
+    /// Plain HTTP upstream (agenthold's own service, [`crate::policy::ServerRoute`]).
+    pub plain: bool,
+}
+
+impl Pinned {
+    /// agenthold's own service.
+    pub fn server(route: &crate::policy::ServerRoute, policy: &Policy) -> Self {
+        Self { addrs: vec![route.addr], tls: policy.public_tls.clone(), plain: true }
+    }
 }
 
 /// Resolves `target` and checks every address. `local` is the address the client reached the
@@ -80,7 +89,7 @@ pub async fn resolve_checked(
     own: &[IpAddr],
 ) -> Result<Pinned, DialError> {
     if let Some(over) = policy.overrides.get(target) {
-        return Ok(Pinned { addrs: vec![over.addr], tls: over.tls.clone() });
+        return Ok(Pinned { addrs: vec![over.addr], tls: over.tls.clone(), plain: false });
     }
     let ips = match &target.host {
         Host::Ip(ip) => vec![*ip],
@@ -100,6 +109,7 @@ pub async fn resolve_checked(
     Ok(Pinned {
         addrs: ips.into_iter().map(|ip| SocketAddr::new(ip, target.port)).collect(),
         tls: policy.public_tls.clone(),
+        plain: false,
     })
 }
 

@@ -202,6 +202,18 @@ impl Sandbox {
     }
 }
 
+/// agenthold's own service, compiled ([`crate::config::ServerRouteConfig`]).
+#[derive(Debug, Clone)]
+pub struct ServerRoute {
+    /// `host:443`.
+    pub target: Target,
+    /// The server's address (dialled over plain HTTP, exempt from the private-address refusal:
+    /// the configuration names it).
+    pub addr: SocketAddr,
+    /// Only requests under this path are forwarded.
+    pub path_prefix: String,
+}
+
 /// A test-only upstream override, compiled.
 #[derive(Debug)]
 pub struct Override {
@@ -230,6 +242,8 @@ pub struct Policy {
     pub public_tls: Arc<ClientConfig>,
     /// TEST ONLY overrides.
     pub overrides: HashMap<Target, Override>,
+    /// agenthold's own service.
+    pub server_route: Option<ServerRoute>,
     by_username: HashMap<String, Arc<Sandbox>>,
 }
 
@@ -267,6 +281,28 @@ impl Policy {
             }
             by_username.insert(compiled.username.clone(), Arc::new(compiled));
         }
+        let server_route = match file.server_route {
+            Some(route) => {
+                let bad = |what: &str| ConfigError::Global(format!("server_route: {what}"));
+                let host = match parse_host(&route.host) {
+                    Ok(Host::Name(name)) => name,
+                    _ => return Err(bad("host must be a DNS name")),
+                };
+                if !route.path_prefix.starts_with('/')
+                    || route.path_prefix.bytes().any(|b| b.is_ascii_control() || b == b' ')
+                {
+                    return Err(bad("path_prefix must start with '/'"));
+                }
+                ca.check_covers(&host)?;
+                inject_hosts.insert(host.clone());
+                Some(ServerRoute {
+                    target: Target { host: Host::Name(host), port: 443 },
+                    addr: route.addr,
+                    path_prefix: route.path_prefix,
+                })
+            }
+            None => None,
+        };
         for host in &inject_hosts {
             ca.check_covers(host)?;
         }
@@ -299,6 +335,7 @@ impl Policy {
             ca,
             public_tls: Arc::new(public_tls),
             overrides,
+            server_route,
             by_username,
         })
     }
@@ -307,6 +344,11 @@ impl Policy {
     pub fn authenticate(&self, username: &str, password: &[u8], peer: IpAddr) -> Option<Arc<Sandbox>> {
         let sandbox = self.by_username.get(username)?;
         sandbox.authenticates(password, peer).then(|| sandbox.clone())
+    }
+
+    /// agenthold's own service, if `target` is it.
+    pub fn server_route_for(&self, target: &Target) -> Option<&ServerRoute> {
+        self.server_route.as_ref().filter(|route| &route.target == target)
     }
 
     /// How many sandboxes are configured.
@@ -544,6 +586,21 @@ mod tests {
                 "a non-loopback override",
                 serde_json::json!([]),
                 serde_json::json!({ "upstream_overrides": { "api.anthropic.com:443": { "addr": "10.0.0.1:443" } } }),
+            ),
+            (
+                "a server route on an address",
+                serde_json::json!([]),
+                serde_json::json!({ "server_route": { "host": "10.0.0.1", "addr": "127.0.0.1:8080", "path_prefix": "/api/v1/mcp" } }),
+            ),
+            (
+                "a server route without a path",
+                serde_json::json!([]),
+                serde_json::json!({ "server_route": { "host": "api.anthropic.com", "addr": "127.0.0.1:8080", "path_prefix": "api" } }),
+            ),
+            (
+                "a server route outside the CA",
+                serde_json::json!([]),
+                serde_json::json!({ "server_route": { "host": "mcp.agenthold.internal", "addr": "127.0.0.1:8080", "path_prefix": "/api/v1/mcp" } }),
             ),
             (
                 "a bad allow entry",

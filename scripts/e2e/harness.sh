@@ -15,6 +15,8 @@
 #      the harness asks agenthold's permission gate (a `permission` event, answered), the file is
 #      in the sandbox, the turn ends with end_turn, and the stand-in saw the real key in the one
 #      header it belongs in while the sandbox holds only a placeholder;
+#      codex: a command run outside Codex's own sandbox asks the gate first, then runs and its
+#      output comes back; one run without asking changes nothing (docs/harnesses.md);
 #   4. replays the session's log from a cursor (the stream from mid-log equals the stored tail);
 #   5. puts the agent to sleep, wakes it, and runs a second turn in the same session: the harness
 #      loaded the session, so the provider sees the first prompt in the conversation again.
@@ -164,6 +166,39 @@ sandbox_dump "$container" "$WORK/dump"
 grep -qaF "$env_name=" "$WORK/dump" || fail "the sandbox dump does not show the harness's environment"
 grep -qaF "$value" "$WORK/dump" && fail "the real key is in the sandbox (a process's environment or command line, or a file)"
 ok "the stand-in saw the real key in $header; nothing in the sandbox holds it (environments, command lines, files)"
+
+# ---------------------------------------------------------------------------------------------
+# 3b. Codex: commands run, and only through the gate. Its own sandbox (bubblewrap) cannot start in
+# ours (docs/harnesses.md, "Codex's own sandbox"): a command it asks to run outside that sandbox
+# (`require_escalated`, as its instructions say) is put to the gate first, then runs directly in
+# the container and its output comes back; one it runs without asking cannot write anything.
+if [[ $HARNESS == codex ]]; then
+    token=$(openssl rand -hex 6)
+    # The output (ran-TOKEN) is not in the command's text, so finding it means the command ran.
+    prompt "run-escalated touch /home/agent/ran.txt && printf 'ran-%s\n' $token"
+    jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
+        || fail "the command's turn did not end with end_turn" "$WORK/turn.jsonl" "$WORK/record.jsonl"
+    order=$(jq -s -c --arg out "ran-$token" '{asked: ([.[] | select(.type == "permission")][0].seq),
+        output: ([.[] | select(.type != "permission" and (tojson | contains($out)))][0].seq)}' "$WORK/turn.jsonl")
+    log "run outside Codex's sandbox: $order; asked: $(jq -s -c '[.[] | select(.type == "permission") | .payload.tool_call | {kind, title}]' "$WORK/turn.jsonl")"
+    jq -e '.asked != null and .output != null and .asked < .output' <<<"$order" >/dev/null \
+        || fail "the command did not ask the gate first and then show its output" "$WORK/turn.jsonl" "$WORK/record.jsonl"
+    docker exec -u agent "$container" test -f /home/agent/ran.txt || fail "the allowed command did not run in the sandbox"
+    grep -qF "runs inside agenthold's container sandbox" "$WORK/record.jsonl" \
+        || fail "the model never got the adapter's developer instructions (run every command outside Codex's sandbox)" "$WORK/record.jsonl"
+    ok "a command Codex runs outside its own sandbox (as its instructions say) asks the gate first, then runs in the container and its output comes back"
+    prompt "run touch /home/agent/ungated.txt"
+    jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
+        || fail "the unasked command's turn did not end with end_turn" "$WORK/turn.jsonl"
+    asked=$(jq -s 'any(.[]; .type == "permission")' "$WORK/turn.jsonl")
+    if docker exec -u agent "$container" test -e /home/agent/ungated.txt; then
+        [[ $asked == true ]] || fail "a command that did not ask the gate wrote a file" "$WORK/turn.jsonl"
+        ok "a command Codex ran without asking first was retried only through the gate"
+    else
+        log "run inside Codex's sandbox: asked $asked; $(jq -s -r '[.[] | tojson | select(contains("bwrap"))] | length' "$WORK/turn.jsonl") event(s) name bwrap"
+        ok "a command Codex runs without asking the gate changes nothing (its own sandbox cannot start: fails closed)"
+    fi
+fi
 
 # ---------------------------------------------------------------------------------------------
 # 4. Replay from a cursor: the stream from mid-log equals the stored tail.

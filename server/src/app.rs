@@ -137,7 +137,7 @@ pub async fn run(
     warn_about_other_keys(&pool, &master_key).await?;
     auth::bootstrap::run(&pool, &config).await?;
 
-    let proxy_feed_settings = proxy_feed_settings(&config)?;
+    let proxy_feed_settings = proxy_feed_settings(&config, listeners.api.local_addr()?)?;
     let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
     let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
     let driver: Arc<dyn SandboxDriver> = match config.driver {
@@ -195,6 +195,7 @@ pub async fn run(
         turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),
         database: availability.clone(),
         host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),
+        mcp: mcp_endpoint(&config, listeners.api.local_addr()?, sandbox_proxy_ca.is_some(), &master_key),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),
             master_key: Arc::clone(&master_key),
@@ -389,7 +390,7 @@ async fn install_sandbox_firewall(config: &Config, tunnel_port: u16) -> anyhow::
 }
 
 /// The proxy feed's settings (making the proxy's CA when absent), or `None` when the feed is off.
-fn proxy_feed_settings(config: &Config) -> anyhow::Result<Option<proxy_feed::task::FeedSettings>> {
+fn proxy_feed_settings(config: &Config, api: SocketAddr) -> anyhow::Result<Option<proxy_feed::task::FeedSettings>> {
     let overrides = config.proxy_test_upstream_overrides.clone().unwrap_or_default();
     if !overrides.is_empty() && config.mode == crate::config::Mode::Production {
         anyhow::bail!("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES is for tests only: refused in production mode");
@@ -403,7 +404,28 @@ fn proxy_feed_settings(config: &Config) -> anyhow::Result<Option<proxy_feed::tas
         ca,
         own_addrs: config.proxy_own_addrs.clone(),
         upstream_overrides: overrides,
+        // Sandboxes that use the proxy reach agenthold's MCP server through it.
+        server_route: (config.proxy_addr.is_some() && config.driver != DriverKind::Local)
+            .then(|| proxy_feed::file::ServerRouteEntry::mcp(api)),
     }))
+}
+
+/// Where harnesses reach agenthold's MCP server: through the egress proxy when sandboxes use it;
+/// at the server's own address for local sandboxes (processes of this host); not at all for
+/// Docker sandboxes without the proxy (they would have to hold the credential).
+fn mcp_endpoint(
+    config: &Config,
+    api: std::net::SocketAddr,
+    proxied: bool,
+    master_key: &Arc<crate::secrets::master_key::MasterKey>,
+) -> Option<crate::mcp::servers::Endpoint> {
+    if proxied {
+        Some(crate::mcp::servers::Endpoint::proxied(Arc::clone(master_key)))
+    } else if config.driver == DriverKind::Local {
+        Some(crate::mcp::servers::Endpoint::direct(api, Arc::clone(master_key)))
+    } else {
+        None
+    }
 }
 
 /// The egress proxy's CA (PEM) sandboxes trust, when they use the proxy: only when

@@ -13,6 +13,7 @@ pub mod harness;
 pub mod housekeeping;
 pub mod ids;
 pub mod logins;
+pub mod mcp;
 pub mod metrics;
 pub mod permissions;
 pub mod prompting;

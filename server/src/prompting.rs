@@ -1,6 +1,7 @@
-//! Accepting a prompt: the one path every prompt takes into a turn — from the API, a schedule or
-//! a webhook. [`record`] stores the turn and its `prompt` event (with its [`Origin`]) inside the
-//! caller's transaction; once that commits, [`hand_over`] publishes the event and hands the turn
+//! Accepting a prompt: the one path every prompt takes into a turn — from the API, a schedule, a
+//! webhook or another agent (through agenthold's MCP server, [`crate::mcp`]). [`record`] stores
+//! the turn and its `prompt` event (with its [`Origin`]) inside the caller's transaction; once
+//! that commits, [`hand_over`] publishes the event and hands the turn
 //! to the agent's supervisor, which wakes the sandbox, starts the harness and applies the agent's
 //! permission posture and logins, whoever prompted.
 
@@ -19,9 +20,9 @@ use crate::supervisor::Command;
 /// Who or what a prompt came from: stored in its `prompt` event as `origin`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Origin {
-    /// `user` (a browser session), `token` (an API token), `schedule` or `webhook`.
+    /// `user` (a browser session), `token` (an API token), `schedule`, `webhook` or `agent`.
     pub kind: OriginKind,
-    /// The user's, token's, schedule's or webhook's id.
+    /// The user's, token's, schedule's, webhook's or prompting agent's id.
     pub id: Uuid,
     /// The user behind a token.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -32,6 +33,10 @@ pub struct Origin {
     /// The webhook's delivery (as listed under the webhook's deliveries).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery_id: Option<Uuid>,
+    /// An agent's prompt: how deep in a chain of agents prompting agents this turn is (1: an
+    /// agent prompted by a person's, a script's or a trigger's turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<i32>,
 }
 
 /// The kinds of [`Origin`].
@@ -46,12 +51,14 @@ pub enum OriginKind {
     Schedule,
     /// A webhook's delivery.
     Webhook,
+    /// Another agent, through agenthold's MCP server.
+    Agent,
 }
 
 impl Origin {
     /// The caller of an API request.
     pub fn of(principal: &Principal) -> Self {
-        let base = |kind, id, user_id| Self { kind, id, user_id, run_id: None, delivery_id: None };
+        let base = |kind, id, user_id| Self { kind, id, user_id, run_id: None, delivery_id: None, depth: None };
         match principal.credential {
             Credential::Token(token_id) => base(OriginKind::Token, token_id, Some(principal.user_id)),
             Credential::Session(_) => base(OriginKind::User, principal.user_id, None),
@@ -60,12 +67,38 @@ impl Origin {
 
     /// A schedule's run.
     pub fn schedule(schedule_id: Uuid, run_id: Uuid) -> Self {
-        Self { kind: OriginKind::Schedule, id: schedule_id, user_id: None, run_id: Some(run_id), delivery_id: None }
+        Self {
+            kind: OriginKind::Schedule,
+            id: schedule_id,
+            user_id: None,
+            run_id: Some(run_id),
+            delivery_id: None,
+            depth: None,
+        }
+    }
+
+    /// Another agent's prompt, `depth` deep in a chain of agents prompting agents.
+    pub fn agent(agent_id: AgentId, depth: i32) -> Self {
+        Self {
+            kind: OriginKind::Agent,
+            id: agent_id.0,
+            user_id: None,
+            run_id: None,
+            delivery_id: None,
+            depth: Some(depth),
+        }
     }
 
     /// A webhook's delivery.
     pub fn webhook(webhook_id: Uuid, delivery_id: Uuid) -> Self {
-        Self { kind: OriginKind::Webhook, id: webhook_id, user_id: None, run_id: None, delivery_id: Some(delivery_id) }
+        Self {
+            kind: OriginKind::Webhook,
+            id: webhook_id,
+            user_id: None,
+            run_id: None,
+            delivery_id: Some(delivery_id),
+            depth: None,
+        }
     }
 }
 
@@ -99,6 +132,9 @@ pub async fn record(
     let payload = json!({"turn_id": turn_id, "prompt": blocks, "origin": origin});
     let event = NewEvent::new(session_id, EventKind::Prompt, payload);
     let stored = store::events::append(tx, vec![event]).await?;
+    if let Some(depth) = origin.depth.filter(|d| *d > 0) {
+        store::agent_prompts::set_depth(tx, turn_id, depth).await?;
+    }
     Ok(Recorded { turn_id, agent_id, stored })
 }
 

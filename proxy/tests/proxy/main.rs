@@ -6,4 +6,5 @@ mod attacks;
 mod injection;
 mod logs;
 mod reload;
+mod server_route;
 mod tunnels;

@@ -303,7 +303,7 @@ pub struct Setup {
 }
 
 /// The CA hosts of test proxies.
-pub const CA_HOSTS: &[&str] = &["api.anthropic.com", "api.openai.com", "chatgpt.com"];
+pub const CA_HOSTS: &[&str] = &["api.anthropic.com", "api.openai.com", "chatgpt.com", "mcp.agenthold.internal"];
 
 impl Setup {
     pub fn new() -> Self {

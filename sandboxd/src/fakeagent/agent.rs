@@ -23,6 +23,8 @@ struct Session {
     cwd: PathBuf,
     /// The running prompt's cancel flag, if a prompt is running.
     turn: Option<Arc<Cancel>>,
+    /// The MCP servers the client offered for it (`http` ones).
+    mcp: Vec<super::mcp::Server>,
 }
 
 /// Everything the reader thread and the prompt threads share.
@@ -252,6 +254,7 @@ impl Agent {
                 "loadSession": self.config.load,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
                 "sessionCapabilities": session_caps,
+                "mcpCapabilities": {"http": true, "sse": false},
             },
             "authMethods": methods,
             "agentInfo": {"name": "fakeagent", "version": env!("CARGO_PKG_VERSION")},
@@ -272,7 +275,8 @@ impl Agent {
             // The session works without history; only session/load and resume will not find it.
             eprintln!("fakeagent: cannot create history {}: {e}", path.display());
         }
-        lock(&self.sessions).insert(session_id.clone(), Session { cwd, turn: None });
+        let mcp = super::mcp::servers(params);
+        lock(&self.sessions).insert(session_id.clone(), Session { cwd, turn: None, mcp });
         Ok(json!({"sessionId": session_id}))
     }
 
@@ -289,11 +293,19 @@ impl Agent {
         Ok((session_id.to_owned(), cwd, path))
     }
 
-    fn adopt(&self, session_id: String, cwd: PathBuf) {
+    fn adopt(&self, session_id: String, cwd: PathBuf, mcp: Vec<super::mcp::Server>) {
         lock(&self.sessions)
             .entry(session_id)
-            .and_modify(|s| s.cwd.clone_from(&cwd))
-            .or_insert(Session { cwd, turn: None });
+            .and_modify(|s| {
+                s.cwd.clone_from(&cwd);
+                s.mcp.clone_from(&mcp);
+            })
+            .or_insert(Session { cwd, turn: None, mcp });
+    }
+
+    /// The MCP servers offered for a session.
+    pub fn mcp_servers(&self, session_id: &str) -> Vec<super::mcp::Server> {
+        lock(&self.sessions).get(session_id).map(|s| s.mcp.clone()).unwrap_or_default()
     }
 
     fn load(&self, params: &Value) -> Result<Value, RpcError> {
@@ -303,13 +315,13 @@ impl Agent {
         for update in &updates {
             self.out.send(&wire::session_update(&session_id, update));
         }
-        self.adopt(session_id, cwd);
+        self.adopt(session_id, cwd, super::mcp::servers(params));
         Ok(json!({}))
     }
 
     fn resume(&self, params: &Value) -> Result<Value, RpcError> {
         let (session_id, cwd, _) = self.existing_session(params)?;
-        self.adopt(session_id, cwd);
+        self.adopt(session_id, cwd, super::mcp::servers(params));
         Ok(json!({}))
     }
 

@@ -1,4 +1,4 @@
-//! The `fetch` script command: one HTTPS GET, through `HTTPS_PROXY` when set (a `CONNECT`
+//! The `fetch` script command (and the `mcp` command's transport, [`request`]): one HTTPS GET, through `HTTPS_PROXY` when set (a `CONNECT`
 //! with `Proxy-Authorization: Basic` from the proxy URL's userinfo), TLS with rustls trusting
 //! the roots in `SSL_CERT_FILE` (the public web roots when unset). Bounded: [`TIMEOUT`] for the
 //! whole request, [`MAX_BODY`] bytes of body read, [`MAX_HEAD`] bytes of response head. Every
@@ -152,15 +152,34 @@ impl<S: Write> Write for Deadlined<S> {
 /// One GET of `url` (`https://` only) with the given headers (values already expanded);
 /// `env` reads `HTTPS_PROXY`/`https_proxy` and `SSL_CERT_FILE`.
 pub fn get(url: &str, headers: &[(String, String)], env: &dyn Fn(&str) -> Option<String>) -> Result<Response, String> {
+    if parse_url(url, "https://", 443).is_err() {
+        return Err(format!("not a https:// URL: {url}"));
+    }
+    request("GET", url, headers, None, env)
+}
+
+/// One request: `https://` through `HTTPS_PROXY` when set (TLS trusting `SSL_CERT_FILE`), or
+/// `http://` straight to the host (a server on the sandbox's own host, e.g. the `local`
+/// driver's). `body` is sent with its `Content-Length`.
+pub fn request(
+    method: &str,
+    url: &str,
+    headers: &[(String, String)],
+    body: Option<&[u8]>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Response, String> {
     let deadline = Instant::now() + TIMEOUT;
-    let target = parse_url(url, "https://", 443)?;
+    let (target, tls) = match parse_url(url, "https://", 443) {
+        Ok(target) => (target, true),
+        Err(_) => (parse_url(url, "http://", 80).map_err(|_| format!("not an http(s) URL: {url}"))?, false),
+    };
     for (name, value) in headers {
         let bad = |s: &str| s.contains(['\r', '\n', '\0']);
         if name.is_empty() || bad(name) || name.contains([':', ' ']) || bad(value) {
             return Err(format!("bad header {name:?}"));
         }
     }
-    let proxy = env("https_proxy").or_else(|| env("HTTPS_PROXY")).filter(|p| !p.is_empty());
+    let proxy = env("https_proxy").or_else(|| env("HTTPS_PROXY")).filter(|p| !p.is_empty() && tls);
     let proxy = proxy.map(|p| parse_url(&p, "http://", 80)).transpose().map_err(|e| format!("HTTPS_PROXY: {e}"))?;
     let (dial_host, dial_port) = match &proxy {
         Some(p) => (p.host.clone(), p.port),
@@ -186,21 +205,38 @@ pub fn get(url: &str, headers: &[(String, String)], env: &dyn Fn(&str) -> Option
             return Ok(Response { status_line, status, body, from_proxy: true });
         }
     }
+    let default_port = if tls { 443 } else { 80 };
+    let mut head = format!(
+        "{method} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: fakeagent\r\nAccept: */*\r\nConnection: close\r\n",
+        target.path,
+        if target.port == default_port {
+            bracket(&target.host)
+        } else {
+            format!("{}:{}", bracket(&target.host), target.port)
+        }
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut message = head.into_bytes();
+    message.extend_from_slice(body.unwrap_or_default());
+    if !tls {
+        plain.write_all(&message).map_err(|e| format!("to {}: {e}", target.host))?;
+        let (head, leftover) = read_head(&mut plain).map_err(|e| format!("from {}: {e}", target.host))?;
+        let (status_line, status, fields) = parse_head(&head)?;
+        let body = read_body(&mut plain, leftover, &fields);
+        return Ok(Response { status_line, status, body, from_proxy: false });
+    }
     let config = client_config(env)?;
     let name = ServerName::try_from(target.host.clone()).map_err(|e| format!("{}: {e}", target.host))?;
     let connection = rustls::ClientConnection::new(config, name).map_err(|e| format!("TLS: {e}"))?;
     let socket = plain.socket.try_clone().map_err(|e| e.to_string())?;
     let mut tls = Deadlined { inner: rustls::StreamOwned::new(connection, plain.inner), socket, deadline };
-    let mut request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: fakeagent\r\nAccept: */*\r\nConnection: close\r\n",
-        target.path,
-        if target.port == 443 { target.host.clone() } else { format!("{}:{}", bracket(&target.host), target.port) }
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    tls.write_all(request.as_bytes()).map_err(|e| format!("TLS to {}: {e}", target.host))?;
+    tls.write_all(&message).map_err(|e| format!("TLS to {}: {e}", target.host))?;
     let (head, leftover) = read_head(&mut tls).map_err(|e| format!("from {}: {e}", target.host))?;
     let (status_line, status, fields) = parse_head(&head)?;
     let body = read_body(&mut tls, leftover, &fields);

@@ -1,6 +1,6 @@
 //! fakeagent: a scripted ACP agent for tests, benchmarks and UI work. It speaks JSON-RPC 2.0
 //! (one JSON object per line) on stdin/stdout; every prompt's text is a script of commands
-//! (`text`, `write`, `run`, `ask`, `flood`, `crash`, …) it acts out. `docs/fakeagent.md`
+//! (`text`, `write`, `run`, `ask`, `mcp`, `flood`, `crash`, …) it acts out. `docs/fakeagent.md`
 //! describes the script language and the `FAKEAGENT_*` environment variables.
 //!
 //! Threads, not async: one reader thread owns stdin and routes every message; each running
@@ -10,6 +10,7 @@ pub mod agent;
 pub mod config;
 pub mod fetch;
 pub mod history;
+pub mod mcp;
 pub mod script;
 pub mod turn;
 pub mod wire;

@@ -21,6 +21,9 @@ pub enum Command {
     /// `fetch <url> [header:value …]`: a `fetch` tool call doing one HTTPS GET through
     /// `HTTPS_PROXY` (header values may name environment variables as `$NAME`).
     Fetch { url: String, headers: Vec<(String, String)> },
+    /// `mcp <tool> [<JSON arguments>]`: a call of a tool of the MCP server the client offered
+    /// (`$last.<field>` in the arguments: that field of the previous call's answer).
+    Mcp { tool: String, args: String },
     /// `tool <kind> <title>`: a tool call that completes at once.
     Tool { kind: String, title: String },
     /// `plan <a> | <b> | …`: a `plan` update.
@@ -99,6 +102,11 @@ pub fn parse_line(line: &str) -> Option<Command> {
                 }
             }
             Command::Fetch { url, headers }
+        }
+        "mcp" if !rest.is_empty() => {
+            let (tool, args) = split_word(rest);
+            let args = if args.is_empty() { "{}" } else { args };
+            Command::Mcp { tool: tool.to_owned(), args: args.to_owned() }
         }
         "tool" | "ask" => {
             let (kind, title) = split_word(rest);
@@ -193,7 +201,7 @@ mod tests {
             run echo hi && ls\ntool read Read file\nplan a | b |c\nask execute rm -rf\n\
             sleep 5\nflood 10 2.5\nbig 3\nunknown\ngarbage\nstderr oops\ncrash\ncrash 3\nhang\n\
             error boom\nstop refusal\nusage 1 2\nhello there\n\
-            fetch https://h/p x-api-key:$KEY a:b:c";
+            fetch https://h/p x-api-key:$KEY a:b:c\nmcp list_agents\nmcp wait_turn {\"turn_id\": \"$last.turn_id\"}";
         let got = parse(script);
         let want = vec![
             Command::Text("hello\nworld".into()),
@@ -221,6 +229,8 @@ mod tests {
                 url: "https://h/p".into(),
                 headers: vec![("x-api-key".into(), "$KEY".into()), ("a".into(), "b:c".into())],
             },
+            Command::Mcp { tool: "list_agents".into(), args: "{}".into() },
+            Command::Mcp { tool: "wait_turn".into(), args: r#"{"turn_id": "$last.turn_id"}"#.into() },
         ];
         assert_eq!(got, want);
     }
@@ -252,6 +262,7 @@ mod tests {
             "fetch",
             "fetch https://h/ novalue",
             "fetch https://h/ :v",
+            "mcp",
         ] {
             let got = parse_line(line);
             let ok = matches!(&got, Some(Command::Echo(l)) if l == line)

@@ -95,6 +95,8 @@ pub struct Turn {
     script: String,
     stop_reason: String,
     usage: Option<(u64, u64)>,
+    /// The previous `mcp` call's `structuredContent` (for `$last.<field>`).
+    last_mcp: Value,
 }
 
 impl Turn {
@@ -123,6 +125,7 @@ impl Turn {
             script,
             stop_reason: "end_turn".to_owned(),
             usage: None,
+            last_mcp: Value::Null,
         }
     }
 
@@ -236,6 +239,7 @@ impl Turn {
             Command::Append { path, content } => self.edit(rec, &path, &content, true),
             Command::Run(command) => return self.run_shell(rec, &command),
             Command::Fetch { url, headers } => self.fetch(rec, &url, &headers),
+            Command::Mcp { tool, args } => self.mcp(rec, &tool, &args),
             Command::Tool { kind, title } => {
                 let id = self.agent.tool_call_id();
                 self.emit(
@@ -371,6 +375,43 @@ impl Turn {
                 );
             }
             Err(e) => self.emit(rec, failed(&id, &format!("fetch {url}: {e}"))),
+        }
+    }
+
+    /// `mcp`: a tool call of the first MCP server the client offered; its text is reported as
+    /// the tool call's output and as a message (`mcp <tool>: <text>`).
+    fn mcp(&mut self, rec: &mut Recorder, tool: &str, args: &str) {
+        let id = self.agent.tool_call_id();
+        let args = super::mcp::substitute(args, &self.last_mcp);
+        self.emit(
+            rec,
+            json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": format!("mcp {tool}"),
+            "kind": "other", "status": "pending", "rawInput": {"tool": tool, "arguments": args}}),
+        );
+        let env = |name: &str| std::env::var(name).ok();
+        let outcome = match (self.agent.mcp_servers(&self.session_id).first(), serde_json::from_str::<Value>(&args)) {
+            (None, _) => Err("the client offered no MCP server over HTTP".to_owned()),
+            (_, Err(e)) => Err(format!("the arguments are not JSON: {e}")),
+            (Some(server), Ok(arguments)) => super::mcp::call(server, tool, arguments, &env),
+        };
+        match outcome {
+            Ok(result) => {
+                let text = super::mcp::text(&result);
+                let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                self.last_mcp = result.get("structuredContent").cloned().unwrap_or(Value::Null);
+                let status = if is_error { "failed" } else { "completed" };
+                self.emit(
+                    rec,
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status,
+                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                    "rawOutput": result}),
+                );
+                self.emit(rec, chunk("agent_message_chunk", &format!("mcp {tool}: {text}\n")));
+            }
+            Err(e) => {
+                self.emit(rec, failed(&id, &format!("mcp {tool}: {e}")));
+                self.emit(rec, chunk("agent_message_chunk", &format!("mcp {tool} failed: {e}\n")));
+            }
         }
     }
 

@@ -16,6 +16,9 @@ The conversation is scripted by the latest user text (Codex's own context messag
     a function), else a shell-like function (`exec_command`, `shell_command`, `shell`);
   - `run COMMAND` → a call that runs COMMAND: in code mode `exec` with
     `tools.exec_command({"cmd": COMMAND})`, else `exec_command` / `shell_command` / `shell`;
+  - `run-escalated COMMAND` → the same call asking to run COMMAND outside Codex's own sandbox
+    (`"sandbox_permissions": "require_escalated"` and a `justification`), which Codex asks the
+    client about first;
   - `think THOUGHT` → a `reasoning` item whose summary is THOUGHT, then the text "thought";
   - a tool call's output came after the latest user text → the text "done";
   - anything else → the text "echo: <text>".
@@ -119,17 +122,22 @@ def write_call(offered, path, content):
     return None
 
 
-def run_call(offered, command):
-    """(item type, tool name, payload) of a call that runs `command` in a shell, or None."""
+def run_call(offered, command, escalated=False):
+    """(item type, tool name, payload) of a call that runs `command` in a shell, or None. Escalated:
+    outside Codex's own sandbox, which it asks the client about first."""
+    extra = {}
+    if escalated:
+        extra = {"sandbox_permissions": "require_escalated",
+                 "justification": "Do you want to run %s?" % command[:80]}
     if offered.get("exec") == "custom":
-        js = "const r = await tools.exec_command(%s);\ntext(r);\n" % json.dumps({"cmd": command})
+        js = "const r = await tools.exec_command(%s);\ntext(r);\n" % json.dumps(dict({"cmd": command}, **extra))
         return ("custom_tool_call", "exec", js)
     if "exec_command" in offered:
-        return ("function_call", "exec_command", json.dumps({"cmd": command}))
+        return ("function_call", "exec_command", json.dumps(dict({"cmd": command}, **extra)))
     if "shell_command" in offered:
-        return ("function_call", "shell_command", json.dumps({"command": command}))
+        return ("function_call", "shell_command", json.dumps(dict({"command": command}, **extra)))
     if "shell" in offered:
-        return ("function_call", "shell", json.dumps({"command": ["bash", "-lc", command]}))
+        return ("function_call", "shell", json.dumps(dict({"command": ["bash", "-lc", command]}, **extra)))
     return None
 
 
@@ -149,9 +157,9 @@ def plan(body):
         return ("text", json.dumps(from_schema(fmt.get("schema"), "Stand-in")))
     texts = user_texts(items)
     text = texts[-1] if texts else ""
-    run = re.match(r"\s*run\s+(.+)", text, re.S)
+    run = re.match(r"\s*run(-escalated)?\s+(.+)", text, re.S)
     if run:
-        call = run_call(tools(body), run.group(1).strip())
+        call = run_call(tools(body), run.group(2).strip(), escalated=bool(run.group(1)))
         if call:
             return ("call",) + call
     thought = re.match(r"\s*think\s+(.+)", text, re.S)

@@ -5,8 +5,8 @@
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
-    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    LoadSessionRequest, McpServer, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
+    PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     ResumeSessionRequest, SelectedPermissionOutcome,
 };
 use serde_json::Value;
@@ -64,14 +64,14 @@ pub fn initialize() -> Value {
     request
 }
 
-/// `session/new` in `cwd`.
-pub fn new_session(cwd: &str) -> Value {
-    to_value(&NewSessionRequest::new(cwd))
+/// `session/new` in `cwd`, with these MCP servers.
+pub fn new_session(cwd: &str, mcp_servers: &[McpServer]) -> Value {
+    to_value(&NewSessionRequest::new(cwd).mcp_servers(mcp_servers.to_vec()))
 }
 
-/// `session/load` of the harness's session id.
-pub fn load_session(acp_session_id: &str, cwd: &str) -> Value {
-    to_value(&LoadSessionRequest::new(acp_session_id.to_owned(), cwd))
+/// `session/load` of the harness's session id, with these MCP servers.
+pub fn load_session(acp_session_id: &str, cwd: &str, mcp_servers: &[McpServer]) -> Value {
+    to_value(&LoadSessionRequest::new(acp_session_id.to_owned(), cwd).mcp_servers(mcp_servers.to_vec()))
 }
 
 /// `session/set_mode` of the harness's session id.
@@ -79,9 +79,9 @@ pub fn set_mode(acp_session_id: &str, mode_id: &str) -> Value {
     serde_json::json!({"sessionId": acp_session_id, "modeId": mode_id})
 }
 
-/// `session/resume` of the harness's session id.
-pub fn resume_session(acp_session_id: &str, cwd: &str) -> Value {
-    to_value(&ResumeSessionRequest::new(acp_session_id.to_owned(), cwd))
+/// `session/resume` of the harness's session id, with these MCP servers.
+pub fn resume_session(acp_session_id: &str, cwd: &str, mcp_servers: &[McpServer]) -> Value {
+    to_value(&ResumeSessionRequest::new(acp_session_id.to_owned(), cwd).mcp_servers(mcp_servers.to_vec()))
 }
 
 /// `session/prompt` with the given content blocks (already validated at the API edge).
@@ -101,6 +101,8 @@ pub struct Capabilities {
     pub load: bool,
     /// `sessionCapabilities.resume`.
     pub resume: bool,
+    /// `mcpCapabilities.http`: agenthold's MCP server is offered only then.
+    pub mcp_http: bool,
 }
 
 /// Reads an `initialize` answer; an error says why it is unusable.
@@ -111,7 +113,11 @@ pub fn parse_initialize(result: &Value) -> Result<Capabilities, String> {
         return Err(format!("the harness speaks ACP version {:?}; agenthold speaks 1", response.protocol_version));
     }
     let capabilities = response.agent_capabilities;
-    Ok(Capabilities { load: capabilities.load_session, resume: capabilities.session_capabilities.resume.is_some() })
+    Ok(Capabilities {
+        load: capabilities.load_session,
+        resume: capabilities.session_capabilities.resume.is_some(),
+        mcp_http: capabilities.mcp_capabilities.http,
+    })
 }
 
 /// Reads a `session/new` answer: the harness's session id.
@@ -184,10 +190,23 @@ mod tests {
         let caps = parse_initialize(
             &json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}}),
         );
-        assert_eq!(caps, Ok(Capabilities { load: true, resume: true }));
+        assert_eq!(caps, Ok(Capabilities { load: true, resume: true, mcp_http: false }));
+        let http =
+            parse_initialize(&json!({"protocolVersion": 1, "agentCapabilities": {"mcpCapabilities": {"http": true}}}));
+        assert_eq!(http.map(|c| c.mcp_http), Ok(true));
         let none = parse_initialize(&json!({"protocolVersion": 1}));
         assert_eq!(none, Ok(Capabilities::default()));
         assert!(parse_initialize(&json!({"protocolVersion": 2})).is_err());
+    }
+
+    #[test]
+    fn sessions_offer_the_mcp_servers_given() {
+        use agent_client_protocol::v1::schema::{McpServer, McpServerHttp};
+        let servers = vec![McpServer::Http(McpServerHttp::new("agenthold", "https://mcp.example/api/v1/mcp"))];
+        assert_eq!(new_session("/home/agent", &[])["mcpServers"], json!([]));
+        assert_eq!(new_session("/home/agent", &servers)["mcpServers"][0]["type"], "http");
+        assert_eq!(load_session("acp-1", "/h", &servers)["mcpServers"][0]["name"], "agenthold");
+        assert_eq!(resume_session("acp-1", "/h", &servers)["mcpServers"][0]["url"], "https://mcp.example/api/v1/mcp");
     }
 
     #[test]

@@ -10,9 +10,11 @@ mod health;
 mod hooks;
 pub mod limits;
 mod login;
+mod mcp;
 mod me;
 pub mod openapi;
 mod permissions;
+mod prompt_targets;
 mod providers;
 mod request_ids;
 mod schedules;
@@ -83,6 +85,12 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/webhooks/{id}", get(webhooks::show).delete(webhooks::delete))
         .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .route("/api/v1/hooks/{id}", post(hooks::deliver))
+        .route("/api/v1/agents/{id}/prompt-targets", get(prompt_targets::list))
+        .route(
+            "/api/v1/agents/{id}/prompt-targets/{target_id}",
+            axum::routing::put(prompt_targets::add).delete(prompt_targets::remove),
+        )
+        .route("/api/v1/mcp", post(mcp::call))
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
         .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))

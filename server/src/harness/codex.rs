@@ -5,11 +5,32 @@
 //! `read-only` instead, in which Codex asks before it edits files or runs anything that needs
 //! more than reading, so each of those comes to agenthold's gate. An `OPENAI_API_KEY` (a
 //! secret's placeholder) signs it in on its own (`DEFAULT_AUTH_REQUEST`).
+//!
+//! Codex's own OS sandbox cannot be switched off without switching the gate off too (codex-acp
+//! 2.6.0 / Codex 0.166.0, checked 2026-12-01; docs/harnesses.md, "Codex's own sandbox"): under
+//! `on-request` (or its `granular` form), the only asking policy left, Codex asks only where its
+//! sandbox stops it (or a command looks dangerous), and `untrusted` (ask before anything not known
+//! to be read-only) is gone since Codex 0.149.0. Its Linux sandbox is bubblewrap, which needs user
+//! namespaces, denied in our containers, so a command it runs inside that sandbox fails ("bwrap:
+//! No permissions to create a new namespace").
+//! A command it asks to run outside (`sandbox_permissions: "require_escalated"`) comes to the gate
+//! first and then runs directly in the container. So the mode stays `read-only` and the
+//! developer instructions ([`SANDBOX_INSTRUCTIONS`]) tell the model to ask that way for every
+//! command: commands run once allowed, and one run without asking fails closed.
 
 use serde_json::json;
 
 use super::{HarnessAdapter, Launch, LaunchContext, Profile};
 use crate::logins::kinds::LoginKind;
+
+/// Codex's developer instructions (`developer_instructions`): its own sandbox cannot start in
+/// ours, so every shell command is to be run outside it, which asks agenthold's gate first.
+pub const SANDBOX_INSTRUCTIONS: &str = "This session runs inside agenthold's container sandbox, where \
+Codex's own sandbox (bubblewrap) cannot start: a command run inside it fails with \"bwrap: No \
+permissions to create a new namespace\". Run every shell command, reading ones too, with \
+`sandbox_permissions: \"require_escalated\"` and a short `justification`: agenthold's permission \
+gate answers each one for the user, and once allowed it runs directly in the container. Do not \
+ask in a message first; the gate's question is the question.";
 
 /// The `codex` adapter.
 pub struct Codex;
@@ -27,6 +48,7 @@ impl HarnessAdapter for Codex {
         let mut config = json!({
             "check_for_update_on_startup": false,
             "analytics": {"enabled": false},
+            "developer_instructions": SANDBOX_INSTRUCTIONS,
         });
         if let Some(model) = super::model(context) {
             config["model"] = json!(model);

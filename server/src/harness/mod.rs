@@ -258,6 +258,35 @@ mod tests {
         assert!(env(&launched, "DEFAULT_AUTH_REQUEST").expect("auto auth").contains("api-key"));
     }
 
+    /// Codex's own sandbox cannot start in ours, and switching it off would switch its approvals
+    /// off too (codex.rs): the launch keeps mode `read-only`'s approval policy and sandbox (nothing
+    /// in the configuration or the environment replaces them) and tells the model to run every
+    /// command outside that sandbox, which asks the gate first.
+    #[test]
+    fn codex_keeps_its_approvals_and_runs_commands_only_through_the_gate() {
+        let launched = launch("codex", None);
+        let config: serde_json::Value =
+            serde_json::from_str(env(&launched, "CODEX_CONFIG").expect("config")).expect("json");
+        for key in [
+            "sandbox_mode",
+            "sandbox_workspace_write",
+            "default_permissions",
+            "permissions",
+            "approval_policy",
+            "approvals_reviewer",
+            "profile",
+            "features",
+        ] {
+            assert!(config.get(key).is_none(), "CODEX_CONFIG sets {key}: {config}");
+        }
+        assert_eq!(env(&launched, "INITIAL_AGENT_MODE"), None);
+        assert_eq!(adapter("codex").expect("adapter").profile().session_mode, Some("read-only"));
+        let instructions = config["developer_instructions"].as_str().expect("developer instructions");
+        assert_eq!(instructions, codex::SANDBOX_INSTRUCTIONS);
+        assert!(instructions.contains(r#"`sandbox_permissions: "require_escalated"`"#), "{instructions}");
+        assert!(instructions.contains("every shell command"), "{instructions}");
+    }
+
     #[test]
     fn opencode_asks_before_edits_commands_and_fetches() {
         let launched = launch("opencode", Some("anthropic/claude-x"));

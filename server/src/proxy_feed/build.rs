@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use super::egress::preset_hosts;
-use super::file::{CaPaths, InjectEntry, InjectFormat, ProxyFile, SandboxEntry, UpstreamOverride};
+use super::file::{CaPaths, InjectEntry, InjectFormat, ProxyFile, SandboxEntry, ServerRouteEntry, UpstreamOverride};
 use super::identity::Identity;
 use crate::ids::AgentId;
 use crate::secrets::AttachedSecret;
@@ -26,6 +26,8 @@ pub struct Inputs {
     pub agents: Vec<AgentInput>,
     /// TEST ONLY: stand-ins.
     pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
+    /// agenthold's MCP server through the proxy (agents prompting agents), when offered.
+    pub server_route: Option<ServerRouteEntry>,
 }
 
 /// One agent.
@@ -45,6 +47,9 @@ pub struct AgentInput {
     pub secrets: SecretsInput,
     /// Requests the proxy answers itself for it.
     pub answers: Vec<super::file::AnswerEntry>,
+    /// Its MCP credential ([`crate::mcp::credential`]): what the proxy puts in for its
+    /// placeholder on the server route.
+    pub mcp_credential: Option<crate::secret::Secret>,
 }
 
 /// An agent's attached secrets as read.
@@ -70,7 +75,8 @@ pub struct Skipped {
 /// The configuration file for `inputs`, and the rules left out.
 pub fn build_config(inputs: &Inputs) -> (ProxyFile, Vec<Skipped>) {
     let mut skipped = Vec::new();
-    let sandboxes = inputs.agents.iter().map(|agent| sandbox(agent, &mut skipped)).collect();
+    let route = inputs.server_route.as_ref();
+    let sandboxes = inputs.agents.iter().map(|agent| sandbox(agent, route, &mut skipped)).collect();
     let file = ProxyFile {
         version: inputs.version,
         ca: inputs.ca.clone(),
@@ -78,11 +84,12 @@ pub fn build_config(inputs: &Inputs) -> (ProxyFile, Vec<Skipped>) {
         own_addrs: inputs.own_addrs.clone(),
         sandboxes,
         upstream_overrides: inputs.upstream_overrides.clone(),
+        server_route: inputs.server_route.clone(),
     };
     (file, skipped)
 }
 
-fn sandbox(agent: &AgentInput, skipped: &mut Vec<Skipped>) -> SandboxEntry {
+fn sandbox(agent: &AgentInput, route: Option<&ServerRouteEntry>, skipped: &mut Vec<Skipped>) -> SandboxEntry {
     let allow: BTreeSet<String> = agent
         .egress
         .allow
@@ -104,6 +111,18 @@ fn sandbox(agent: &AgentInput, skipped: &mut Vec<Skipped>) -> SandboxEntry {
                 Err(reason) => skipped.push(Skipped { agent_id: agent.agent_id, secret_id: secret.secret_id, reason }),
             }
         }
+    }
+    // agenthold's MCP server: the agent's placeholder becomes its credential, on the route only.
+    if let (Some(route), Some(credential)) = (route, &agent.mcp_credential) {
+        inject.push(InjectEntry {
+            host: route.host.clone(),
+            port: 443,
+            path_prefix: route.path_prefix.clone(),
+            header: "authorization".to_owned(),
+            format: InjectFormat::Bearer,
+            placeholder: crate::mcp::credential::placeholder(agent.agent_id),
+            value: credential.clone(),
+        });
     }
     SandboxEntry {
         id: agent.agent_id.to_string(),
@@ -177,6 +196,7 @@ mod tests {
             provider_hosts: Vec::new(),
             secrets,
             answers: Vec::new(),
+            mcp_credential: None,
         }
     }
 
@@ -187,6 +207,7 @@ mod tests {
             own_addrs: vec!["203.0.113.7".parse().expect("ip")],
             agents,
             upstream_overrides: BTreeMap::new(),
+            server_route: None,
         }
     }
 
@@ -313,12 +334,24 @@ mod tests {
             SecretsInput::Attached(vec![attached(Preset::Anthropic, "ANTHROPIC_API_KEY", "sk-ant-real-3")]),
             EgressRow::default(),
         );
-        let mut i = inputs(vec![a.clone(), b]);
+        let mut b = b;
+        b.mcp_credential = Some(Secret::new("ahmcp1.b.credential"));
+        let mut i = inputs(vec![a.clone(), b.clone()]);
         i.ca = ca;
+        i.server_route = Some(ServerRouteEntry::mcp("127.0.0.1:8080".parse().expect("addr")));
         let bytes = build_config(&i).0.to_bytes().expect("serializes");
         let parsed: agenthold_proxy::config::ConfigFile = serde_json::from_slice(&bytes).expect("the proxy parses it");
         assert_eq!(parsed.sandboxes.len(), 2);
         assert_eq!(parsed.sandboxes[0].inject[1].format, agenthold_proxy::config::Format::Bearer);
+        assert_eq!(parsed.sandboxes[0].inject.len(), 2, "no MCP rule without a credential");
+        let mcp = parsed.sandboxes[1].inject.last().expect("the MCP rule");
+        assert_eq!(
+            (mcp.host.as_str(), mcp.path_prefix.as_str(), mcp.header.as_str()),
+            ("mcp.agenthold.internal", "/api/v1/mcp", "authorization")
+        );
+        assert_eq!(mcp.placeholder, crate::mcp::credential::placeholder(b.agent_id));
+        assert_eq!(mcp.value.expose(), "ahmcp1.b.credential");
+        assert!(parsed.server_route.is_some());
         let policy = agenthold_proxy::policy::Policy::compile(parsed, None).expect("the proxy accepts it");
         assert_eq!(policy.sandbox_count(), 2);
         assert!(policy.authenticate(&a.identity.username, b"pw-0123456789", "10.0.0.1".parse().expect("ip")).is_some());

@@ -39,6 +39,15 @@ pub fn check_and_write(
 fn drop_uncovered(file: &mut ProxyFile) -> anyhow::Result<()> {
     let ca = agenthold_proxy::ca::Ca::load(&file.ca.cert, &file.ca.key).context("loading the proxy's CA")?;
     let mut covered: BTreeMap<String, bool> = BTreeMap::new();
+    if let Some(route) = &file.server_route
+        && ca.check_covers(&route.host).is_err()
+    {
+        tracing::warn!(
+            host = route.host,
+            "the proxy's CA does not cover agenthold's MCP host: agents cannot prompt agents through the proxy (make a CA that covers it, see docs/proxy.md)"
+        );
+        file.server_route = None;
+    }
     for sandbox in &mut file.sandboxes {
         sandbox.inject.retain(|rule| {
             let ok = *covered.entry(rule.host.clone()).or_insert_with(|| ca.check_covers(&rule.host).is_ok());
@@ -137,6 +146,7 @@ mod tests {
                 sandbox("c", &[], vec![rule("api.anthropic.com", "ph-dddddddd")]),
             ],
             upstream_overrides: BTreeMap::new(),
+            server_route: Some(crate::proxy_feed::file::ServerRouteEntry::mcp("0.0.0.0:8080".parse().expect("addr"))),
         };
         let (digest, count) = check_and_write(&mut file.clone(), &path, None, 5).expect("writes").expect("changed");
         assert_eq!(count, 2);
@@ -147,6 +157,11 @@ mod tests {
         assert_eq!(ids, ["a", "c"]);
         assert_eq!(v["sandboxes"][0]["inject"].as_array().map(Vec::len), Some(1));
         assert_eq!(v["sandboxes"][0]["inject"][0]["host"], "api.anthropic.com");
+        assert_eq!(
+            v["server_route"],
+            serde_json::json!({"host": "mcp.agenthold.internal", "addr": "127.0.0.1:8080", "path_prefix": "/api/v1/mcp"}),
+            "the preset CA covers the MCP host: the route stays"
+        );
         let parsed: agenthold_proxy::config::ConfigFile = serde_json::from_value(v).expect("parses");
         agenthold_proxy::policy::Policy::compile(parsed, None).expect("the proxy accepts what was written");
 

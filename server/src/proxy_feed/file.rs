@@ -27,6 +27,38 @@ pub struct ProxyFile {
     pub sandboxes: Vec<SandboxEntry>,
     /// TEST ONLY: stand-ins for hosts.
     pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
+    /// agenthold's own service (its MCP server), reached through the proxy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_route: Option<ServerRouteEntry>,
+}
+
+/// agenthold's own service for sandboxes: the reserved host, where the server listens, and the
+/// one path prefix forwarded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerRouteEntry {
+    /// The reserved name ([`crate::mcp::HOST`]).
+    pub host: String,
+    /// The server's API address as the proxy dials it.
+    pub addr: SocketAddr,
+    /// [`crate::mcp::PATH`].
+    pub path_prefix: String,
+}
+
+impl ServerRouteEntry {
+    /// The MCP route of a server listening on `api` (an unspecified address is dialled on
+    /// loopback: the proxy runs on the server's host).
+    pub fn mcp(api: SocketAddr) -> Self {
+        let ip = if api.ip().is_unspecified() {
+            if api.is_ipv4() { IpAddr::from([127, 0, 0, 1]) } else { IpAddr::from(std::net::Ipv6Addr::LOCALHOST) }
+        } else {
+            api.ip()
+        };
+        Self {
+            host: crate::mcp::HOST.to_owned(),
+            addr: SocketAddr::new(ip, api.port()),
+            path_prefix: crate::mcp::PATH.to_owned(),
+        }
+    }
 }
 
 /// Where the CA's files are.

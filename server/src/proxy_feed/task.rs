@@ -48,6 +48,8 @@ pub struct FeedSettings {
     pub own_addrs: Vec<IpAddr>,
     /// TEST ONLY: stand-ins.
     pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
+    /// agenthold's MCP server through the proxy (`None`: not offered).
+    pub server_route: Option<super::file::ServerRouteEntry>,
 }
 
 /// Makes the proxy's CA in `dir` unless it exists, as `agenthold-proxy ca init --with-presets`
@@ -245,6 +247,11 @@ impl Feed {
                     .unwrap_or_default(),
                 secrets,
                 answers,
+                mcp_credential: self
+                    .settings
+                    .server_route
+                    .as_ref()
+                    .map(|_| crate::mcp::credential::token(&self.key, row.agent_id)),
             });
         }
         Ok(Inputs {
@@ -253,6 +260,7 @@ impl Feed {
             own_addrs: self.settings.own_addrs.clone(),
             agents,
             upstream_overrides: self.settings.upstream_overrides.clone(),
+            server_route: self.settings.server_route.clone(),
         })
     }
 }

@@ -52,6 +52,18 @@ impl MasterKey {
         Self { bytes: Zeroizing::new(bytes), id }
     }
 
+    /// A 32-byte key for one `purpose` derived from this one (HMAC-SHA256 of the purpose under
+    /// the master key): material for a credential the server checks itself, never stored.
+    pub fn derive(&self, purpose: &[u8]) -> Zeroizing<[u8; 32]> {
+        use hmac::Mac as _;
+        let mut mac = <hmac::Hmac<Sha256> as hmac::Mac>::new_from_slice(&self.bytes[..])
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(purpose);
+        let mut out = Zeroizing::new([0u8; 32]);
+        out.copy_from_slice(&mac.finalize().into_bytes());
+        out
+    }
+
     /// A fresh random key.
     pub fn generate() -> Self {
         let mut bytes = Zeroizing::new([0u8; KEY_LEN]);

@@ -1,6 +1,7 @@
 //! All SQL lives here: one module per table group. Queries are compile-checked (`sqlx::query!`),
 //! with the offline data committed in `.sqlx/`.
 
+pub mod agent_prompts;
 pub mod agents;
 pub mod audit;
 pub mod availability;

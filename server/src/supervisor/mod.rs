@@ -69,6 +69,10 @@ pub struct Deps {
     /// How harnesses reach the egress proxy; `None` unless `AGENTHOLD_PROXY_ADDR` is set (and
     /// the driver installs the proxy's CA: Docker only).
     pub proxy: Option<ProxyAccess>,
+    /// Where harnesses reach agenthold's MCP server (agents prompting agents); `None`: not
+    /// offered (a Docker sandbox without the egress proxy could reach it only holding the
+    /// credential itself).
+    pub mcp: Option<crate::mcp::servers::Endpoint>,
     /// The server-wide limit on running turns.
     pub turn_slots: Arc<slots::TurnSlots>,
     /// Whether Postgres answers (a sandbox's reconnect grace waits while it does not).

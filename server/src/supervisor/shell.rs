@@ -54,6 +54,12 @@ struct Shell {
     queued: HashMap<TurnId, futures_util::future::AbortHandle>,
     /// Their tickets: the slot, or `None` when the wait was aborted.
     tickets: FuturesUnordered<BoxFuture<'static, (TurnId, Option<Slot>)>>,
+    /// The read of the open turns in flight (`None` if it failed). One at a time: a read that
+    /// started earlier could otherwise be merged after a later one and drop the turns it
+    /// predates.
+    turn_load: Option<BoxFuture<'static, Option<OpenWork>>>,
+    /// Another read was asked for while one ran: it starts when that one is done.
+    reload_turns: bool,
 }
 
 /// How long a destroy waits for jobs in flight.
@@ -85,6 +91,8 @@ pub async fn run(
         slots: HashMap::new(),
         queued: HashMap::new(),
         tickets: FuturesUnordered::new(),
+        turn_load: None,
+        reload_turns: false,
     };
     shell.load_turns();
     let mut database = shell.deps.database.subscribe();
@@ -137,6 +145,15 @@ pub async fn run(
                     core.handle(Input::SlotGranted { turn_id }, now());
                 }
             }
+            work = next_load(&mut shell.turn_load) => {
+                shell.turn_load = None;
+                if std::mem::take(&mut shell.reload_turns) {
+                    shell.load_turns();
+                }
+                if let Some(work) = work {
+                    core.handle(Input::OpenTurns(work), now());
+                }
+            }
             Ok(()) = database.changed() => {
                 let up = *database.borrow_and_update();
                 core.handle(Input::Database { up }, now());
@@ -156,6 +173,14 @@ struct Published {
 impl Drop for Published {
     fn drop(&mut self) {
         self.observed.forget(self.agent_id, self.publisher);
+    }
+}
+
+/// The read of the open turns in flight, when it is done; never without one.
+async fn next_load(load: &mut Option<BoxFuture<'static, Option<OpenWork>>>) -> Option<OpenWork> {
+    match load {
+        Some(read) => read.await,
+        None => std::future::pending().await,
     }
 }
 
@@ -253,11 +278,16 @@ impl Shell {
         }
     }
 
+    /// Reads the open turns (after the read in flight, if there is one).
     fn load_turns(&mut self) {
+        if self.turn_load.is_some() {
+            self.reload_turns = true;
+            return;
+        }
         let (pool, agent_id) = (self.deps.pool.clone(), self.agent_id);
-        self.tasks.push(Box::pin(async move {
+        self.turn_load = Some(Box::pin(async move {
             match open_work(&pool, agent_id).await {
-                Ok(work) => Some(Input::OpenTurns(work)),
+                Ok(work) => Some(work),
                 Err(error) => {
                     tracing::error!(%error, agent.id = %agent_id, "loading open turns");
                     None
@@ -308,8 +338,9 @@ impl Shell {
             Effect::LoadTakeover { link } => {
                 let (pool, agent_id, postures) = (self.deps.pool.clone(), self.agent_id, self.deps.postures.clone());
                 let home_dir = self.deps.driver.home_dir(agent_id);
+                let mcp = self.deps.mcp.clone();
                 self.tasks.push(Box::pin(async move {
-                    let snapshot = match load_snapshot(&pool, agent_id, &postures, &home_dir).await {
+                    let snapshot = match load_snapshot(&pool, agent_id, &postures, &home_dir, mcp.as_ref()).await {
                         Ok(snapshot) => Some(Box::new(snapshot)),
                         Err(error) => {
                             tracing::error!(%error, agent.id = %agent_id, "reading the takeover snapshot");
@@ -386,6 +417,7 @@ impl Shell {
             Job::StartHarness => {
                 self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
             }
+            Job::LoadTurns => self.load_turns(),
             Job::CheckSandbox => self.tasks.push(Box::pin(async move {
                 match deps.driver.status(agent_id).await {
                     Ok(SandboxStatus::Running) => None,
@@ -491,6 +523,7 @@ async fn load_snapshot(
     agent_id: AgentId,
     postures: &super::Postures,
     home_dir: &str,
+    mcp: Option<&crate::mcp::servers::Endpoint>,
 ) -> sqlx::Result<Snapshot> {
     let turns = open_work(pool, agent_id).await?;
     let Some(row) = store::sandboxes::get(pool, agent_id).await? else {
@@ -540,6 +573,7 @@ async fn load_snapshot(
                 session_mode: agent.as_ref().and_then(|a| session_mode(&a.harness)),
                 gate,
                 questions,
+                mcp_servers: offered_mcp(mcp, agent_id),
             })
         }
         None => None,
@@ -752,7 +786,13 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
     let start = Control::Start { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
-    Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth }))
+    let mcp_servers = offered_mcp(deps.mcp.as_ref(), agent_id);
+    Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth, mcp_servers }))
+}
+
+/// agenthold's MCP server for the agent, when harnesses are offered one.
+fn offered_mcp(endpoint: Option<&crate::mcp::servers::Endpoint>, agent_id: AgentId) -> crate::mcp::servers::Offered {
+    crate::mcp::servers::Offered(endpoint.map(|e| e.server_for(agent_id)).into_iter().collect())
 }
 
 /// The mode the agent's harness adapter puts sessions in.

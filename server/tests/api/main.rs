@@ -3,6 +3,8 @@
 
 mod agent_changes;
 mod agent_states;
+mod agents_prompting;
+mod agents_prompting_proxy;
 mod appender_batch;
 mod bad_input;
 mod chatgpt_login;

@@ -128,6 +128,8 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
         assert_eq!(status, 204, "{body}");
     }
     let agent = server.create_agent(json!({"workspace_id": ws})).await;
+    // An agent the first may be allowed to prompt (the prompt-targets routes).
+    let prompted = server.create_agent(json!({"workspace_id": ws})).await;
     // Secrets: one the DELETE route deletes, one attached (detached, then attached again).
     let mut secret_ids = Vec::new();
     for name in ["doomed", "kept"] {
@@ -188,6 +190,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 .replace("/schedules/{id}", &format!("/schedules/{schedule}"))
                 .replace("/webhooks/{id}", &format!("/webhooks/{webhook}"))
                 .replace("{user_id}", &target.id)
+                .replace("{target_id}", &prompted)
                 .replace("{secret_id}", &doomed)
                 .replace("{env_name}", "ANTHROPIC_API_KEY")
                 .replace("{seq}", "1");
@@ -224,6 +227,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
         let path = template
             .replace("{id}", &agent)
             .replace("{user_id}", &target.id)
+            .replace("{target_id}", &prompted)
             .replace("{secret_id}", &doomed)
             .replace("{env_name}", "ANTHROPIC_API_KEY")
             .replace("{seq}", "1");
@@ -235,6 +239,23 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
         assert_eq!(status, 401, "{method} {template} without credentials");
         assert_documented(method, template, status);
     }
+
+    // Prompt targets: putting an agent on another's list needs the operator role for both. A
+    // member operating the prompting agent but only viewing the other cannot (a second
+    // workspace where bob is a viewer holds the other agent).
+    let (status, other_ws) = server.post("/api/v1/workspaces", json!({"name": "elsewhere"})).await;
+    assert_eq!(status, 201);
+    let other_ws = other_ws["id"].as_str().expect("id").to_owned();
+    let (status, _) =
+        server.put(&format!("/api/v1/workspaces/{other_ws}/members/{}", operator.id), json!({"role": "viewer"})).await;
+    assert_eq!(status, 204);
+    let elsewhere = server.create_agent(json!({"workspace_id": other_ws})).await;
+    let path = format!("/api/v1/agents/{agent}/prompt-targets/{elsewhere}");
+    assert_eq!(server.as_user("PUT", &path, &operator.token, json!({})).await.0, 403, "operates one of the two only");
+    assert_eq!(server.as_user("PUT", &path, &admin.token, json!({})).await.0, 404, "cannot see the other");
+    let (status, body) = server.put_json(&path, json!({})).await;
+    assert_eq!(status, 200, "the server admin operates both: {body}");
+    assert_eq!(server.as_user("DELETE", &path, &operator.token, json!({})).await.0, 204, "an operator takes it off");
 
     // The outsider's own listing shows nothing of the team's.
     let (_, listed) = server.as_user("GET", "/api/v1/agents", &outsider.token, json!({})).await;
@@ -276,7 +297,15 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     assert_eq!(status, 200);
     let actions: Vec<&str> =
         audit["records"].as_array().expect("records").iter().filter_map(|r| r["action"].as_str()).collect();
-    for action in ["agent.deleted", "agent.slept", "agent.created", "member.added", "workspace.created"] {
+    for action in [
+        "agent.deleted",
+        "agent.slept",
+        "agent.created",
+        "member.added",
+        "workspace.created",
+        "agent.prompt_target_added",
+        "agent.prompt_target_removed",
+    ] {
         assert!(actions.contains(&action), "{action} in {actions:?}");
     }
 }

@@ -284,6 +284,11 @@ impl TestServer {
         self.try_request("POST", path, Some(Bytes::from(body.to_string()))).await.expect("request")
     }
 
+    /// PUT with a JSON body.
+    pub async fn put_json(&self, path: &str, body: Value) -> (u16, Value) {
+        self.try_request("PUT", path, Some(Bytes::from(body.to_string()))).await.expect("request")
+    }
+
     /// DELETE.
     pub async fn delete(&self, path: &str) -> (u16, Value) {
         self.try_request("DELETE", path, None).await.expect("request")

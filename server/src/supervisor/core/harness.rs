@@ -161,6 +161,8 @@ pub struct Harness {
     pub auto_auth: Vec<String>,
     /// The methods tried.
     pub auth_tried: Vec<String>,
+    /// The MCP servers its sessions are offered (when it speaks MCP over HTTP).
+    pub mcp_servers: crate::mcp::servers::Offered,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -192,7 +194,16 @@ impl Harness {
             questions: HashMap::new(),
             auto_auth: Vec::new(),
             auth_tried: Vec::new(),
+            mcp_servers: crate::mcp::servers::Offered::default(),
             stderr_tail: VecDeque::new(),
+        }
+    }
+
+    /// The MCP servers to offer a session: none unless the harness speaks MCP over HTTP.
+    pub fn offered_mcp(&self) -> &[agent_client_protocol::v1::schema::McpServer] {
+        match self.phase {
+            Phase::Ready(capabilities) if capabilities.mcp_http => &self.mcp_servers.0,
+            _ => &[],
         }
     }
 

@@ -144,6 +144,7 @@ impl Core {
                 harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
                 harness.session_mode = launch.session_mode;
                 harness.auto_auth = launch.auto_auth;
+                harness.mcp_servers = launch.mcp_servers;
                 harness.gate = launch.gate;
                 self.harness = Some(harness);
                 self.recovered();

@@ -394,10 +394,12 @@ impl Core {
     /// Sends `session/new` for a session.
     fn open_new_session(&mut self, session_id: SessionId, reset: bool, now: Now) {
         let cwd = self.home_dir.clone();
+        let mut params = messages::new_session(&cwd, &[]);
         if let Some(harness) = self.harness.as_mut() {
             harness.sessions.insert(session_id, SessionPhase::Opening);
+            params = messages::new_session(&cwd, harness.offered_mcp());
         }
-        self.request(method::SESSION_NEW, &messages::new_session(&cwd), Pending::NewSession { session_id, reset }, now);
+        self.request(method::SESSION_NEW, &params, Pending::NewSession { session_id, reset }, now);
     }
 
     /// Makes the harness know a session: load, else resume, else new (with a reset notice).
@@ -406,13 +408,15 @@ impl Core {
         match acp_id {
             None => self.open_new_session(session_id, false, now),
             Some(acp_id) if capabilities.load || capabilities.resume => {
+                let mut mcp = Vec::new();
                 if let Some(harness) = self.harness.as_mut() {
                     harness.sessions.insert(session_id, SessionPhase::Opening);
+                    mcp = harness.offered_mcp().to_vec();
                 }
                 let (method, params) = if capabilities.load {
-                    (method::SESSION_LOAD, messages::load_session(&acp_id, &cwd))
+                    (method::SESSION_LOAD, messages::load_session(&acp_id, &cwd, &mcp))
                 } else {
-                    (method::SESSION_RESUME, messages::resume_session(&acp_id, &cwd))
+                    (method::SESSION_RESUME, messages::resume_session(&acp_id, &cwd, &mcp))
                 };
                 self.request(method, &params, Pending::Restore { session_id, acp_id }, now);
             }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::harness::{Pending, Request};
 use super::turns::TurnState;
-use super::{Core, Harness, LinkId, LinkState, Now, Outbound, Phase, Purpose, SessionPhase};
+use super::{Core, Effect, Harness, Job, LinkId, LinkState, Now, Outbound, Phase, Purpose, SessionPhase};
 use crate::acp::messages;
 use crate::events::appender::SideEffect;
 use crate::ids::SessionId;
@@ -35,6 +35,8 @@ pub struct SnapshotHarness {
     pub gate: crate::permissions::Gate,
     /// Its questions still waiting for a person.
     pub questions: Vec<super::harness::Question>,
+    /// The MCP servers its sessions are offered.
+    pub mcp_servers: crate::mcp::servers::Offered,
 }
 
 /// What a takeover reads.
@@ -121,6 +123,8 @@ impl Core {
         }
         self.harness = None;
         self.merge_turns(snapshot.turns, now);
+        // A prompt accepted after the snapshot was read is missing from it: read again.
+        self.effects.push_back(Effect::Job(Job::LoadTurns));
         let named = snapshot.harness.is_some();
         // Questions of a harness that is gone park their turns (below).
         let orphaned = snapshot.harness.as_ref().map(|h| h.questions.clone()).unwrap_or_default();
@@ -151,6 +155,7 @@ impl Core {
                 }
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 harness.session_mode = known.session_mode;
+                harness.mcp_servers = known.mcp_servers;
                 harness.gate = known.gate;
                 for question in known.questions {
                     harness.questions.insert(question.permission_id, question);

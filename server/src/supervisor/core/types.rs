@@ -66,6 +66,9 @@ pub struct Launch {
     pub gate: crate::permissions::Gate,
     /// Login methods the server may call itself when the harness asks for authentication.
     pub auto_auth: Vec<String>,
+    /// agenthold's MCP server for this agent, offered in `session/new` and `session/load` when
+    /// the harness advertises `mcpCapabilities.http`.
+    pub mcp_servers: crate::mcp::servers::Offered,
 }
 
 /// Inputs.
@@ -250,6 +253,10 @@ pub enum Job {
     CheckSandbox,
     /// Ask the engine whether the sandbox ran out of memory; answers [`Input::KillExplained`].
     ExplainKill,
+    /// Read the open turns again; answers [`Input::OpenTurns`]. Asked after a takeover: its
+    /// snapshot was read while prompts could still arrive, and merging it drops the turns it
+    /// predates (a later read brings them back).
+    LoadTurns,
     /// Allocate a terminal channel on this link and reply with the access.
     Terminal {
         /// Who waits.

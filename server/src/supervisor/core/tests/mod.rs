@@ -5,9 +5,11 @@
 
 mod ack_delay;
 mod changes;
+mod mcp;
 mod outage;
 mod parking;
 mod slots;
+mod takeover_race;
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +48,8 @@ struct Sim {
     hold_slots: bool,
     /// The launched harness's login methods the server may call itself.
     auto_auth: Vec<String>,
+    /// The MCP servers the launched harness's sessions are offered.
+    mcp: crate::mcp::servers::Offered,
 }
 
 fn turn_row() -> TurnRow {
@@ -80,6 +84,7 @@ impl Sim {
             posture: crate::permissions::Posture::Autonomous,
             hold_slots: false,
             auto_auth: Vec::new(),
+            mcp: Default::default(),
         }
     }
 
@@ -150,6 +155,7 @@ impl Sim {
                 ..crate::permissions::Gate::autonomous("/home/agent")
             },
             auto_auth: self.auto_auth.clone(),
+            mcp_servers: self.mcp.clone(),
         };
         self.input(Input::Launched(Ok(Some(launch))));
         let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
@@ -429,6 +435,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
                 ..crate::permissions::Gate::autonomous("/home/agent")
             },
             questions: Vec::new(),
+            mcp_servers: Default::default(),
         }),
         turns: vec![turn].into(),
     }

@@ -86,6 +86,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         session_mode: None,
         gate,
         auto_auth: Vec::new(),
+        mcp_servers: Default::default(),
     }))));
     let effects = sim.input(Input::Control { link: 2, msg: Control::Started { channel: 8, pid: 10 } });
     for (id, ..) in persists(&effects) {

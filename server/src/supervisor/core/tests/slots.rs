@@ -29,7 +29,15 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
     assert!(slot_changes(&effects).is_empty(), "asked once: {effects:?}");
     let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
     let gate = crate::permissions::Gate::autonomous("/home/agent");
-    let launch = Launch { generation: 1, channel: CHANNEL, start, session_mode: None, gate, auto_auth: Vec::new() };
+    let launch = Launch {
+        generation: 1,
+        channel: CHANNEL,
+        start,
+        session_mode: None,
+        gate,
+        auto_auth: Vec::new(),
+        mcp_servers: Default::default(),
+    };
     sim.input(Input::Launched(Ok(Some(launch))));
     let effects = sim.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
     sim.ok(persists(&effects)[0].0);

@@ -1,0 +1,226 @@
+//! What each tool does for the calling agent: only agents on its allow-list are seen, prompted,
+//! waited for or read; a prompt is recorded with origin `agent` (the caller's id and the chain
+//! depth, one more than the caller's running turn's) through [`crate::prompting`], the path
+//! every prompt takes; every call is audited in the caller's workspace with the caller as actor.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::tools::{Call, ToolError};
+use super::{MAX_CHAIN_DEPTH, tools};
+use crate::app::AppState;
+use crate::ids::{AgentId, SessionId, TurnId};
+use crate::prompting::{self, Origin};
+use crate::store;
+use crate::store::agent_prompts::TargetRow;
+use crate::store::agents::AgentRow;
+use crate::store::audit::AuditRecord;
+use crate::store::sessions::TurnError;
+
+/// How often `wait_turn` looks at the turn.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+/// The most characters of a final message returned.
+const MAX_MESSAGE_CHARS: i32 = 64 * 1024;
+/// The most payload bytes of one `read_events` page.
+const MAX_PAGE_BYTES: i64 = 256 * 1024;
+
+/// Runs `call` for `caller`: the tool's answer or refusal (an `Err` is a server failure).
+pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Result<Result<Value, ToolError>> {
+    let targets = store::agent_prompts::targets(&state.pool, caller.id).await?;
+    let (outcome, target) = match call {
+        Call::ListAgents => (Ok(list(&targets)), None),
+        Call::PromptAgent { agent, text, session_id } => match resolve(&targets, agent) {
+            Ok(target) => (prompt(state, caller, target, text, *session_id).await?, Some(target.agent_id)),
+            Err(error) => (Err(error), None),
+        },
+        Call::WaitTurn { turn_id, timeout_secs } => {
+            // Within the server's request timeout, whatever was asked.
+            let limit = state.config.request_timeout_secs.saturating_sub(5).max(1);
+            wait(state, &targets, *turn_id, (*timeout_secs).min(limit)).await?
+        }
+        Call::ReadEvents { session_id, after, limit } => read(state, &targets, *session_id, *after, *limit).await?,
+    };
+    let detail = json!({
+        "name": caller.name,
+        "tool": call.name(),
+        "target_agent_id": target,
+        "outcome": match &outcome { Ok(_) => "ok", Err(error) => error.code },
+    });
+    let record = AuditRecord {
+        workspace_id: caller.workspace_id,
+        actor_user_id: None,
+        action: "agent.mcp_call",
+        resource_type: "agent",
+        resource_id: caller.id.to_string(),
+        detail,
+    };
+    store::audit::append(&state.pool, record).await?;
+    let code = match &outcome {
+        Ok(_) => "ok",
+        Err(error) => error.code,
+    };
+    metrics::counter!("agenthold_mcp_calls_total", "tool" => call.name(), "outcome" => code).increment(1);
+    Ok(outcome)
+}
+
+fn list(targets: &[TargetRow]) -> Value {
+    let agents: Vec<Value> =
+        targets.iter().map(|t| json!({"id": t.agent_id, "name": t.name, "harness": t.harness})).collect();
+    tools::answer(json!({"agents": agents}))
+}
+
+fn not_allowed(what: &str) -> ToolError {
+    ToolError::new("NOT_ALLOWED", format!("{what} is not on the list of agents this agent may prompt (list_agents)"))
+}
+
+/// The target named `agent` (an id, or a name unique on the list).
+fn resolve<'a>(targets: &'a [TargetRow], agent: &str) -> Result<&'a TargetRow, ToolError> {
+    if let Ok(id) = agent.parse::<uuid::Uuid>() {
+        return targets.iter().find(|t| t.agent_id.0 == id).ok_or_else(|| not_allowed(&format!("agent {id}")));
+    }
+    let mut named = targets.iter().filter(|t| t.name == agent);
+    match (named.next(), named.next()) {
+        (Some(target), None) => Ok(target),
+        (Some(_), Some(_)) => {
+            Err(ToolError::new("AMBIGUOUS_AGENT", "two agents on the list have that name; use its id"))
+        }
+        (None, _) => Err(not_allowed(&format!("an agent named {agent:?}"))),
+    }
+}
+
+async fn prompt(
+    state: &AppState,
+    caller: &AgentRow,
+    target: &TargetRow,
+    text: &str,
+    session_id: Option<SessionId>,
+) -> anyhow::Result<Result<Value, ToolError>> {
+    let depth = store::agent_prompts::running_depth(&state.pool, caller.id).await? + 1;
+    if depth > MAX_CHAIN_DEPTH {
+        return Ok(Err(ToolError::new(
+            "CHAIN_TOO_DEEP",
+            format!(
+                "this turn is already {} deep in a chain of agents prompting agents; the limit is {MAX_CHAIN_DEPTH}",
+                depth - 1
+            ),
+        )));
+    }
+    if let Some(id) = session_id {
+        match store::sessions::get(&state.pool, id).await? {
+            Some(session) if session.agent_id == target.agent_id => {}
+            _ => {
+                return Ok(Err(ToolError::new(
+                    "INVALID_SESSION",
+                    format!("session {id} is not one of {}'s", target.name),
+                )));
+            }
+        }
+    }
+    let mut tx = state.pool.begin().await?;
+    let session_id = match session_id {
+        Some(id) => id,
+        None => {
+            let id = SessionId::new();
+            store::schedules::create_session(&mut tx, id, target.agent_id).await?;
+            id
+        }
+    };
+    let origin = Origin::agent(caller.id, depth);
+    let blocks = prompting::text_blocks(text);
+    let recorded = match prompting::record(&mut tx, TurnId::new(), session_id, target.agent_id, &blocks, &origin).await
+    {
+        Ok(recorded) => recorded,
+        Err(TurnError::InProgress) => {
+            return Ok(Err(ToolError::new("TURN_IN_PROGRESS", "the session has a turn in progress; wait for it")));
+        }
+        Err(TurnError::Db(error)) => return Err(error.into()),
+    };
+    tx.commit().await?;
+    tracing::info!(agent.id = %caller.id, target.id = %target.agent_id, turn.id = %recorded.turn_id, depth, "an agent prompted an agent");
+    prompting::hand_over(state, &recorded).await?;
+    Ok(Ok(tools::answer(json!({
+        "agent_id": target.agent_id,
+        "session_id": session_id,
+        "turn_id": recorded.turn_id,
+        "depth": depth,
+    }))))
+}
+
+type Outcome = (Result<Value, ToolError>, Option<AgentId>);
+
+async fn wait(state: &AppState, targets: &[TargetRow], turn_id: TurnId, timeout_secs: u64) -> anyhow::Result<Outcome> {
+    let deadline = Instant::now() + Duration::from_secs(timeout_secs);
+    loop {
+        let turn = store::agent_prompts::turn(&state.pool, turn_id).await?;
+        let Some(turn) = turn.filter(|t| targets.iter().any(|a| a.agent_id == t.agent_id)) else {
+            return Ok((Err(not_allowed(&format!("the agent of turn {turn_id}"))), None));
+        };
+        let ended = turn.state == "ended";
+        if ended || Instant::now() >= deadline {
+            let message = if ended {
+                store::agent_prompts::final_message(&state.pool, turn.session_id, turn_id, MAX_MESSAGE_CHARS).await?
+            } else {
+                String::new()
+            };
+            let answer = tools::answer(json!({
+                "turn_id": turn_id,
+                "session_id": turn.session_id,
+                "state": turn.state,
+                "ended": ended,
+                "stop_reason": turn.stop_reason,
+                "message": message,
+            }));
+            return Ok((Ok(answer), Some(turn.agent_id)));
+        }
+        if *state.stopping.borrow() {
+            anyhow::bail!("the server is stopping");
+        }
+        tokio::time::sleep(WAIT_POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
+    }
+}
+
+async fn read(
+    state: &AppState,
+    targets: &[TargetRow],
+    session_id: SessionId,
+    after: i64,
+    limit: i64,
+) -> anyhow::Result<Outcome> {
+    let session = store::sessions::get(&state.pool, session_id).await?;
+    let Some(session) = session.filter(|s| targets.iter().any(|a| a.agent_id == s.agent_id)) else {
+        return Ok((Err(not_allowed(&format!("the agent of session {session_id}"))), None));
+    };
+    let page = store::events::page_encoded(&state.pool, session_id, after, limit, MAX_PAGE_BYTES).await?;
+    let next_after = page.events.last().map_or(after, |e| e.seq);
+    let events: Vec<Value> = page.events.iter().filter_map(|e| serde_json::from_str(&e.json).ok()).collect();
+    let answer = tools::answer(json!({"events": events, "next_after": next_after, "more": page.more}));
+    Ok((Ok(answer), Some(session.agent_id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(name: &str) -> TargetRow {
+        TargetRow {
+            agent_id: AgentId::new(),
+            name: name.to_owned(),
+            harness: "fake".to_owned(),
+            created_by: None,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn targets_resolve_by_id_or_unique_name_only() {
+        let (a, b, b2) = (target("a"), target("b"), target("b"));
+        let list = vec![a.clone(), b.clone(), b2];
+        assert_eq!(resolve(&list, "a").map(|t| t.agent_id), Ok(a.agent_id));
+        assert_eq!(resolve(&list, &b.agent_id.to_string()).map(|t| t.agent_id), Ok(b.agent_id));
+        assert_eq!(resolve(&list, "b").map(|t| t.agent_id).map_err(|e| e.code), Err("AMBIGUOUS_AGENT"));
+        assert_eq!(resolve(&list, "c").map(|t| t.agent_id).map_err(|e| e.code), Err("NOT_ALLOWED"));
+        let stranger = AgentId::new().to_string();
+        assert_eq!(resolve(&list, &stranger).map(|t| t.agent_id).map_err(|e| e.code), Err("NOT_ALLOWED"));
+    }
+}
