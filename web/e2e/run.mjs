@@ -205,6 +205,8 @@ check('prompt a fake agent and watch the turn render', async () => {
   assert(/100 in \/ 20 out/.test(endText), `turn_end shows tokens: ${endText}`);
   assert(/\d+\.\d s/.test(endText), `turn_end shows the duration: ${endText}`);
   assert((await page.locator('.item-tool').count()) === 4, 'four tool cards (read, two edits, run), one per call');
+  const who = await page.locator('.bubble.prompt .who').first().innerText();
+  assert(/from user [0-9a-f]{8}/.test(who), `the prompt says who sent it: ${who}`);
   assert((await page.locator('.diff .line.add').count()) >= 1, 'the edit shows a diff');
   await page.getByRole('button', { name: 'side by side' }).click();
   assert((await page.locator('.diff.split .split-row').count()) >= 3, 'the side-by-side view');

@@ -52,7 +52,9 @@ function renderItem(item: Item, ctx: ItemContext, waiting: boolean, live: boolea
     case 'prompt':
       return (
         <div class="bubble prompt">
-          <div class="who">Prompt</div>
+          <div class="who">
+            Prompt{item.origin && <span class="muted"> · from {item.origin}</span>}
+          </div>
           <div class="text">{item.text || <span class="muted">(no text)</span>}</div>
         </div>
       );

@@ -43,6 +43,8 @@ export interface PromptItem extends Base {
   kind: 'prompt';
   text: string;
   turnId: string | null;
+  /** Who or what prompted (the event's `origin`), in words; `null` for events without one. */
+  origin: string | null;
 }
 export interface MessageItem extends Base {
   kind: 'message';
@@ -242,7 +244,7 @@ export function apply(view: SessionView, ev: StoredEvent): ApplyResult {
     case 'prompt': {
       const blocks = Array.isArray(p.prompt) ? p.prompt : [];
       const text = blocks.map(blockText).join('\n');
-      push(view, { kind: 'prompt', ...base(ev, trunc), text, turnId: p.turn_id ?? null });
+      push(view, { kind: 'prompt', ...base(ev, trunc), text, turnId: p.turn_id ?? null, origin: promptOrigin(p.origin) });
       view.runningTurn = p.turn_id ?? `seq-${ev.seq}`;
       view.running = true;
       break;
@@ -452,6 +454,27 @@ export function takeChanged(view: SessionView): Set<string> {
   const changed = view.changed;
   view.changed = new Set();
   return changed;
+}
+
+/** Who or what prompted, in words: a person, an API token, a schedule, a webhook or an agent. */
+export function promptOrigin(origin: unknown): string | null {
+  if (!origin || typeof origin !== 'object') return null;
+  const o = origin as any;
+  const id = typeof o.id === 'string' ? o.id.slice(0, 8) : '?';
+  switch (o.kind) {
+    case 'user':
+      return `user ${id}`;
+    case 'token':
+      return typeof o.user_id === 'string' ? `API token ${id} of user ${o.user_id.slice(0, 8)}` : `API token ${id}`;
+    case 'schedule':
+      return `schedule ${id}`;
+    case 'webhook':
+      return `webhook ${id}`;
+    case 'agent':
+      return typeof o.depth === 'number' ? `agent ${id} (chain depth ${o.depth})` : `agent ${id}`;
+    default:
+      return null;
+  }
 }
 
 /** Who answered a question, in words (`you` for the reader). */

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import {
   answeredBy,
   apply,
+  promptOrigin,
+  type PromptItem,
   createView,
   takeChanged,
   type MessageItem,
@@ -227,5 +229,20 @@ describe('truncation and policy', () => {
     apply(v, ev('policy_denied', { by: 'policy:agent:0', rule: {}, effect: 'write', detail: { paths: ['/etc/x'] } }));
     expect(v.items.map((i) => i.kind)).toEqual(['policy', 'policy']);
     expect(v.items[1]).toMatchObject({ denied: true });
+  });
+});
+
+describe('prompt origin', () => {
+  it('says who or what prompted, and nothing for an event without an origin', () => {
+    const v = fresh();
+    apply(v, ev('prompt', { turn_id: 't1', prompt: [{ type: 'text', text: 'hi' }], origin: { kind: 'schedule', id: 'abcdef0123', run_id: 'r' } }));
+    const item = v.items[v.items.length - 1] as PromptItem;
+    expect(item.origin).toBe('schedule abcdef01');
+    expect(promptOrigin({ kind: 'token', id: '11112222333', user_id: '99998888777' })).toBe('API token 11112222 of user 99998888');
+    expect(promptOrigin({ kind: 'agent', id: 'aaaabbbbcc', depth: 2 })).toBe('agent aaaabbbb (chain depth 2)');
+    expect(promptOrigin({ kind: 'webhook', id: 'wwwwxxxxyy' })).toBe('webhook wwwwxxxx');
+    expect(promptOrigin({ kind: 'user', id: 'uuuuvvvvzz' })).toBe('user uuuuvvvv');
+    expect(promptOrigin({ kind: 'martian', id: 'x' })).toBeNull();
+    expect(promptOrigin(undefined)).toBeNull();
   });
 });
