@@ -9,6 +9,7 @@ pub mod auto_sleep;
 pub mod core;
 pub mod host;
 pub mod observed;
+mod reads;
 pub(crate) mod shell;
 pub mod slots;
 

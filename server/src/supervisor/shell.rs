@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agenthold_sandboxd::protocol::{Control, DataKind};
-use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -17,8 +16,7 @@ use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
-    Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, Question, ReplyId, SlotChange,
-    Snapshot, SnapshotHarness, StoreFailure,
+    Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ReplyId, SlotChange, StoreFailure,
 };
 use super::observed::Observations;
 use super::slots::Slot;
@@ -286,7 +284,7 @@ impl Shell {
         }
         let (pool, agent_id) = (self.deps.pool.clone(), self.agent_id);
         self.turn_load = Some(Box::pin(async move {
-            match open_work(&pool, agent_id).await {
+            match super::reads::open_work(&pool, agent_id).await {
                 Ok(work) => Some(work),
                 Err(error) => {
                     tracing::error!(%error, agent.id = %agent_id, "loading open turns");
@@ -340,13 +338,14 @@ impl Shell {
                 let home_dir = self.deps.driver.home_dir(agent_id);
                 let mcp = self.deps.mcp.clone();
                 self.tasks.push(Box::pin(async move {
-                    let snapshot = match load_snapshot(&pool, agent_id, &postures, &home_dir, mcp.as_ref()).await {
-                        Ok(snapshot) => Some(Box::new(snapshot)),
-                        Err(error) => {
-                            tracing::error!(%error, agent.id = %agent_id, "reading the takeover snapshot");
-                            None
-                        }
-                    };
+                    let snapshot =
+                        match super::reads::load_snapshot(&pool, agent_id, &postures, &home_dir, mcp.as_ref()).await {
+                            Ok(snapshot) => Some(Box::new(snapshot)),
+                            Err(error) => {
+                                tracing::error!(%error, agent.id = %agent_id, "reading the takeover snapshot");
+                                None
+                            }
+                        };
                     Some(Input::Loaded { link, snapshot })
                 }));
             }
@@ -505,80 +504,6 @@ async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
             None
         }
     }
-}
-
-/// The agent's unfinished turns, their questions waiting for a person and its open one-shot
-/// grants.
-async fn open_work(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<OpenWork> {
-    Ok(OpenWork {
-        turns: store::sessions::open_turns(pool, agent_id).await?,
-        questions: store::permissions::of_open_turns(pool, agent_id).await?,
-        grants: store::permissions::open_grants(pool, agent_id).await?,
-    })
-}
-
-/// What a takeover needs from the database.
-async fn load_snapshot(
-    pool: &sqlx::PgPool,
-    agent_id: AgentId,
-    postures: &super::Postures,
-    home_dir: &str,
-    mcp: Option<&crate::mcp::servers::Endpoint>,
-) -> sqlx::Result<Snapshot> {
-    let turns = open_work(pool, agent_id).await?;
-    let Some(row) = store::sandboxes::get(pool, agent_id).await? else {
-        return Ok(Snapshot { generation: 0, harness: None, turns });
-    };
-    let harness = match row.harness_channel.and_then(|c| u32::try_from(c).ok()) {
-        Some(channel) => {
-            let mut sessions = Vec::new();
-            for session_id in &row.harness_sessions {
-                if let Some(acp_id) = store::sessions::get(pool, *session_id).await?.and_then(|s| s.acp_session_id) {
-                    sessions.push((*session_id, acp_id));
-                }
-            }
-            let journal = store::sandboxes::stdin_journal(pool, agent_id, row.harness_generation)
-                .await?
-                .into_iter()
-                .map(|(offset, bytes)| (offset, Bytes::from(bytes)))
-                .collect();
-            let agent = store::agents::get(pool, agent_id).await?;
-            // A harness already running answers by the agent's gate as it is now; one that cannot
-            // be made (forbidden posture, missing policy) asks a person (never approves alone).
-            let gate = agent.as_ref().and_then(|a| postures.gate(a, home_dir).ok()).unwrap_or_else(|| {
-                crate::permissions::Gate {
-                    posture: crate::permissions::Posture::Approval,
-                    ..crate::permissions::Gate::autonomous(home_dir)
-                }
-            });
-            let questions = store::permissions::waiting(pool, agent_id, row.harness_generation)
-                .await?
-                .into_iter()
-                .map(|w| Question {
-                    permission_id: w.permission_id,
-                    session_id: w.session_id,
-                    request_id: w.request_id,
-                    options: w.options,
-                    tool_call: w.tool_call,
-                    kind: super::core::QuestionKind::parse(&w.kind),
-                })
-                .collect();
-            Some(SnapshotHarness {
-                generation: row.harness_generation,
-                channel,
-                stdout_stored: u64::try_from(row.harness_stdout_offset).unwrap_or(0),
-                init: row.harness_init,
-                sessions,
-                journal,
-                session_mode: agent.as_ref().and_then(|a| session_mode(&a.harness)),
-                gate,
-                questions,
-                mcp_servers: offered_mcp(mcp, agent_id),
-            })
-        }
-        None => None,
-    };
-    Ok(Snapshot { generation: row.harness_generation, harness, turns })
 }
 
 /// Makes sure the sandbox exists and runs (recreating it, with the same home, if it was deleted
@@ -791,12 +716,15 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
 }
 
 /// agenthold's MCP server for the agent, when harnesses are offered one.
-fn offered_mcp(endpoint: Option<&crate::mcp::servers::Endpoint>, agent_id: AgentId) -> crate::mcp::servers::Offered {
+pub(super) fn offered_mcp(
+    endpoint: Option<&crate::mcp::servers::Endpoint>,
+    agent_id: AgentId,
+) -> crate::mcp::servers::Offered {
     crate::mcp::servers::Offered(endpoint.map(|e| e.server_for(agent_id)).into_iter().collect())
 }
 
 /// The mode the agent's harness adapter puts sessions in.
-fn session_mode(harness: &str) -> Option<String> {
+pub(super) fn session_mode(harness: &str) -> Option<String> {
     crate::harness::adapter(harness).and_then(|a| a.profile().session_mode).map(str::to_owned)
 }
 
