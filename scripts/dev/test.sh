@@ -11,8 +11,9 @@
 #   5. end to end: make up, scripts/e2e/sessions.sh (if present), the other
 #      e2e scripts, the UI in Chromium (web/e2e/run.mjs), make down
 #
-# Whatever happens, the server is stopped at the end, and so is the private
-# Postgres cluster if this run started it. dockerd stays up.
+# Whatever happens, the server is stopped at the end, the sandboxes the end-to-end part made
+# are removed (the dev stack's others are left alone), and so is the private Postgres cluster
+# if this run started it. dockerd stays up.
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT" || exit 1
@@ -29,11 +30,31 @@ if [[ -z "${DATABASE_URL:-}" ]] && ! scripts/dev/postgres.sh status 2>/dev/null;
     pg_started_here=1
 fi
 
+# The dev stack's sandboxes that were there before the end-to-end part (the developer's own);
+# the others are the run's, removed when it ends (sandboxes outlive their server by design, so
+# without this every run left a score of containers running).
+E2E_STARTED=0
+E2E_BEFORE=
+e2e_agents() {
+    docker ps -a --filter label=agenthold.instance=agenthold --format '{{.Label "agenthold.agent"}}' 2>/dev/null | sort -u
+}
+remove_e2e_sandboxes() {
+    (( E2E_STARTED )) || return 0
+    local id
+    for id in $(comm -13 <(printf '%s\n' "$E2E_BEFORE" | sort -u) <(e2e_agents)); do
+        [[ -n $id ]] || continue
+        docker ps -aq --filter "label=agenthold.agent=$id" | xargs -r docker rm -f >/dev/null 2>&1 || true
+        docker volume ls -q --filter "label=agenthold.agent=$id" | xargs -r docker volume rm >/dev/null 2>&1 || true
+        docker network ls -q --filter "label=agenthold.agent=$id" | xargs -r docker network rm >/dev/null 2>&1 || true
+    done
+}
+
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     step "cleanup (exit status $rc)"
     scripts/dev/server.sh stop || true
+    remove_e2e_sandboxes
     if (( pg_started_here )); then env -u DATABASE_URL scripts/dev/postgres.sh stop || true; fi
     step "done: $([[ $rc == 0 ]] && echo PASSED || echo "FAILED ($rc)") in $(( SECONDS - T0 )) s"
     exit "$rc"
@@ -82,6 +103,8 @@ step "the API tests again on the local driver (sandboxd as a child process, no D
 AGENTHOLD_TEST_DRIVER=local nextest_or_test -p agenthold-server --test api
 
 step "end to end: make up"
+E2E_BEFORE=$(e2e_agents)
+E2E_STARTED=1
 "$MAKE" --no-print-directory up
 if [[ -x scripts/e2e/sessions.sh || -f scripts/e2e/sessions.sh ]]; then
     step "end to end: scripts/e2e/sessions.sh"
