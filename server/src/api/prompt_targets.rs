@@ -117,7 +117,7 @@ pub async fn list(
     Ok(Json(list_of(&state, agent_id).await?))
 }
 
-/// Lets the agent prompt `target_id` (the caller operates both; idempotent). Audited as
+/// Lets the agent prompt `target_id` (the caller administers both; idempotent). Audited as
 /// `agent.prompt_target_added` in the prompting agent's workspace.
 #[utoipa::path(
     put,
@@ -129,7 +129,7 @@ pub async fn list(
         (status = 200, description = "The list", body = PromptTargets),
         (status = 400, description = "`SELF_TARGET`: an agent cannot be on its own list", body = ErrorBody),
     ),
-    extensions(("x-agenthold-access" = json!(Access::Operator))),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]
 pub async fn add(
     State(state): State<AppState>,
@@ -137,8 +137,8 @@ pub async fn add(
     path: Result<Path<TargetPath>, axum::extract::rejection::PathRejection>,
 ) -> Result<Json<PromptTargets>, ApiError> {
     let (agent_id, target_id) = target_path(path)?;
-    let agent = visible_agent(&state, &principal, agent_id, Role::Operator).await?;
-    visible_agent(&state, &principal, target_id, Role::Operator).await?;
+    let agent = visible_agent(&state, &principal, agent_id, Role::Admin).await?;
+    visible_agent(&state, &principal, target_id, Role::Admin).await?;
     if agent_id == target_id {
         return Err(ApiError::bad_request("SELF_TARGET", "an agent cannot be on its own list"));
     }
@@ -148,7 +148,7 @@ pub async fn add(
     Ok(Json(list_of(&state, agent_id).await?))
 }
 
-/// Takes `target_id` off the agent's list (the agent's operators; idempotent: 204 also when it
+/// Takes `target_id` off the agent's list (the agent's admins; idempotent: 204 also when it
 /// was not on it). Audited as `agent.prompt_target_removed`.
 #[utoipa::path(
     delete,
@@ -159,7 +159,7 @@ pub async fn add(
     responses(
         (status = 204, description = "Not on the list (any more)"),
     ),
-    extensions(("x-agenthold-access" = json!(Access::Operator))),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]
 pub async fn remove(
     State(state): State<AppState>,
@@ -167,7 +167,7 @@ pub async fn remove(
     path: Result<Path<TargetPath>, axum::extract::rejection::PathRejection>,
 ) -> Result<StatusCode, ApiError> {
     let (agent_id, target_id) = target_path(path)?;
-    let agent = visible_agent(&state, &principal, agent_id, Role::Operator).await?;
+    let agent = visible_agent(&state, &principal, agent_id, Role::Admin).await?;
     if store::agent_prompts::remove(&state.pool, agent_id, target_id).await? {
         audit(&state, &principal, &agent, target_id, "agent.prompt_target_removed").await?;
     }

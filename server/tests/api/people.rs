@@ -240,22 +240,32 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
         assert_documented(method, template, status);
     }
 
-    // Prompt targets: putting an agent on another's list needs the operator role for both. A
-    // member operating the prompting agent but only viewing the other cannot (a second
-    // workspace where bob is a viewer holds the other agent).
+    // Prompt targets: putting an agent on another's list needs the admin role for both (issue
+    // 15: someone who administers both). An admin of the prompting agent who only operates the
+    // other (a second workspace holds it) cannot; an operator of the first cannot either.
     let (status, other_ws) = server.post("/api/v1/workspaces", json!({"name": "elsewhere"})).await;
     assert_eq!(status, 201);
     let other_ws = other_ws["id"].as_str().expect("id").to_owned();
-    let (status, _) =
-        server.put(&format!("/api/v1/workspaces/{other_ws}/members/{}", operator.id), json!({"role": "viewer"})).await;
-    assert_eq!(status, 204);
     let elsewhere = server.create_agent(json!({"workspace_id": other_ws})).await;
     let path = format!("/api/v1/agents/{agent}/prompt-targets/{elsewhere}");
-    assert_eq!(server.as_user("PUT", &path, &operator.token, json!({})).await.0, 403, "operates one of the two only");
     assert_eq!(server.as_user("PUT", &path, &admin.token, json!({})).await.0, 404, "cannot see the other");
+    let (status, _) =
+        server.put(&format!("/api/v1/workspaces/{other_ws}/members/{}", admin.id), json!({"role": "operator"})).await;
+    assert_eq!(status, 204);
+    assert_eq!(server.as_user("PUT", &path, &admin.token, json!({})).await.0, 403, "administers one of the two only");
+    assert_eq!(server.as_user("PUT", &path, &operator.token, json!({})).await.0, 403, "operates the first only");
     let (status, body) = server.put_json(&path, json!({})).await;
-    assert_eq!(status, 200, "the server admin operates both: {body}");
-    assert_eq!(server.as_user("DELETE", &path, &operator.token, json!({})).await.0, 204, "an operator takes it off");
+    assert_eq!(status, 200, "the server admin administers both: {body}");
+    assert_eq!(
+        server.as_user("DELETE", &path, &operator.token, json!({})).await.0,
+        403,
+        "an operator cannot take it off"
+    );
+    assert_eq!(
+        server.as_user("DELETE", &path, &admin.token, json!({})).await.0,
+        204,
+        "an admin of the first takes it off"
+    );
 
     // The outsider's own listing shows nothing of the team's.
     let (_, listed) = server.as_user("GET", "/api/v1/agents", &outsider.token, json!({})).await;
