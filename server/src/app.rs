@@ -168,7 +168,19 @@ pub async fn run(
     };
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     install_sandbox_firewall(&config, tunnel_port).await?;
+    let replicas = {
+        let id = crate::replicas::replica_id(config.replica_id, &config.data_dir)?;
+        let me = store::replicas::ReplicaRow {
+            id,
+            tunnel_url: config.replica_tunnel_url(tunnel_port),
+            internal_url: config.replica_url(listeners.api.local_addr()?),
+        };
+        let ttl = std::time::Duration::from_secs_f64(config.lease_ttl_secs);
+        Arc::new(crate::replicas::Replicas::register(pool.clone(), me, ttl, &master_key).await?)
+    };
     let hub = Arc::new(Hub::default());
+    // Events other replicas store reach this one's watchers.
+    let fanout = tokio::spawn(crate::replicas::fanout::follow(pool.clone(), Arc::clone(&hub)));
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
     let secs = std::time::Duration::from_secs;
     let postures = postures(&config)?;
@@ -194,6 +206,7 @@ pub async fn run(
         postures: postures.clone(),
         turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),
         database: availability.clone(),
+        replicas: Arc::clone(&replicas),
         host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),
         mcp: mcp_endpoint(&config, listeners.api.local_addr()?, sandbox_proxy_ca.is_some(), &master_key),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
@@ -244,6 +257,8 @@ pub async fn run(
     }
     .spawn();
     supervisors.resume_open_turns().await.context("resuming open turns")?;
+    // Renews this replica's leases; takes over the agents of replicas that die.
+    let heartbeat = tokio::spawn(crate::replicas::heartbeat::run(Arc::clone(&supervisors), pool.clone()));
     // Sandboxes that stop on their own (the engine's events): their running turns end at once.
     let exits = {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
@@ -333,7 +348,11 @@ pub async fn run(
         }
     }
     scheduler.abort();
+    heartbeat.abort();
+    fanout.abort();
     drop(supervisors);
+    // Other replicas take this one's agents over at once rather than after the lease time.
+    replicas.retire().await;
     prepared.abort();
     exits.abort();
     auto_sleep.abort();

@@ -292,6 +292,23 @@ pub struct Config {
     /// How old (seconds) such an object must be before a sweep removes it.
     #[arg(long, env = "AGENTHOLD_ORPHAN_GRACE_SECS", default_value_t = 600)]
     pub orphan_grace_secs: u64,
+    /// This replica's id (docs/replicas.md); unset: the one kept in the data directory (made on
+    /// first start), so a restarted server is the same replica and keeps its agents.
+    #[arg(long, env = "AGENTHOLD_REPLICA_ID")]
+    pub replica_id: Option<uuid::Uuid>,
+    /// What sandboxes dial to reach this replica itself (another replica redirects a sandbox
+    /// here when this one owns its agent); unset: derived like the tunnel URL from this
+    /// replica's own tunnel port, ignoring `AGENTHOLD_TUNNEL_URL`.
+    #[arg(long, env = "AGENTHOLD_REPLICA_TUNNEL_URL")]
+    pub replica_tunnel_url: Option<String>,
+    /// Where the other replicas reach this one's API (`http://host:port`, the replicas' own
+    /// network); unset: `http://` and the API's listen address (127.0.0.1 for 0.0.0.0).
+    #[arg(long, env = "AGENTHOLD_REPLICA_URL")]
+    pub replica_url: Option<String>,
+    /// How long (seconds) an agent stays owned by a replica that stopped heartbeating; another
+    /// replica takes its agents over after it.
+    #[arg(long, env = "AGENTHOLD_LEASE_TTL_SECS", default_value_t = 15.0, value_parser = lease_ttl)]
+    pub lease_ttl_secs: f64,
     /// Keep the egress proxy's configuration file up to date (docs/proxy.md, "How the server
     /// feeds it").
     #[arg(long, env = "AGENTHOLD_PROXY_FEED", default_value_t = true, action = clap::ArgAction::Set)]
@@ -314,6 +331,15 @@ pub struct Config {
     /// the proxy's `upstream_overrides`. Refused in production mode.
     #[arg(long, env = "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", value_parser = parse_overrides)]
     pub proxy_test_upstream_overrides: Option<UpstreamOverrides>,
+}
+
+/// A lease time: at least 0.3 s (a heartbeat every 0.1 s), at most a day.
+fn lease_ttl(value: &str) -> Result<f64, String> {
+    let secs: f64 = value.parse().map_err(|_| format!("{value:?} is not a number of seconds"))?;
+    if !(0.3..=86_400.0).contains(&secs) {
+        return Err(format!("{secs} is outside 0.3..=86400 seconds"));
+    }
+    Ok(secs)
 }
 
 fn parse_posture(value: &str) -> Result<crate::permissions::Posture, String> {
@@ -395,6 +421,25 @@ impl Config {
             (Some(url), _) => url.clone(),
             (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
             (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
+        }
+    }
+
+    /// What sandboxes dial to reach this replica itself.
+    pub fn replica_tunnel_url(&self, tunnel_port: u16) -> String {
+        let scheme = if self.tunnel_tls().is_some() { "wss" } else { "ws" };
+        match (&self.replica_tunnel_url, self.driver) {
+            (Some(url), _) => url.clone(),
+            (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
+            (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
+        }
+    }
+
+    /// Where the other replicas reach this one's API.
+    pub fn replica_url(&self, api: SocketAddr) -> String {
+        match &self.replica_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if api.ip().is_unspecified() => format!("http://127.0.0.1:{}", api.port()),
+            None => format!("http://{api}"),
         }
     }
 

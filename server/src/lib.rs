@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod permissions;
 pub mod prompting;
 pub mod proxy_feed;
+pub mod replicas;
 pub mod sandbox;
 pub mod secret;
 pub mod secrets;

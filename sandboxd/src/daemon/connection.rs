@@ -57,9 +57,38 @@ impl std::fmt::Debug for Token {
     }
 }
 
+/// Why a connection attempt did not give a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The server sent sandboxd to another address (the replica that owns its agent).
+    Redirect(String),
+    /// Anything else (for logs; never holds the token).
+    Failed(String),
+}
+
+impl From<String> for Refused {
+    fn from(message: String) -> Self {
+        Self::Failed(message)
+    }
+}
+
+impl From<&str> for Refused {
+    fn from(message: &str) -> Self {
+        Self::Failed(message.to_owned())
+    }
+}
+
+/// Where a redirect may send sandboxd from `dialled`: a `ws://` or `wss://` URL of the same
+/// scheme (a redirect never takes the token from TLS to plain text).
+pub fn redirect_target(dialled: &str, location: &str) -> Option<String> {
+    let scheme = |url: &str| url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+    let (from, to) = (scheme(dialled)?, scheme(location)?);
+    (from == to && (to == "ws" || to == "wss") && location.len() <= 2048).then(|| location.to_owned())
+}
+
 /// Dials `url` with `Authorization: Bearer <token>`, over TLS with `tls` for `wss://` (a `wss://`
 /// URL without `tls` fails). Errors are for logs and never hold the token.
-pub async fn connect(url: &str, token: &Token, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Ws, String> {
+pub async fn connect(url: &str, token: &Token, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Ws, Refused> {
     let mut request = url.into_client_request().map_err(|err| format!("tunnel URL: {err}"))?;
     let mut value =
         HeaderValue::from_str(&format!("Bearer {}", token.0)).map_err(|_| "the token is not a valid header value")?;
@@ -76,7 +105,14 @@ pub async fn connect(url: &str, token: &Token, tls: Option<Arc<rustls::ClientCon
         tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, tls.map(Connector::Rustls));
     match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Err(_) => Err("timed out".into()),
-        Ok(Err(err)) => Err(err.to_string()),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) if response.status().is_redirection() => {
+            let location = response.headers().get("location").and_then(|v| v.to_str().ok());
+            match location.and_then(|location| redirect_target(url, location)) {
+                Some(target) => Err(Refused::Redirect(target)),
+                None => Err(format!("the server answered {} without a usable location", response.status()).into()),
+            }
+        }
+        Ok(Err(err)) => Err(err.to_string().into()),
         Ok(Ok((ws, _response))) => Ok(ws),
     }
 }
@@ -166,6 +202,17 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redirects_keep_their_scheme() {
+        let from = "ws://lb:7701/tunnel";
+        assert_eq!(redirect_target(from, "ws://10.0.0.2:7701/tunnel").as_deref(), Some("ws://10.0.0.2:7701/tunnel"));
+        assert_eq!(redirect_target("wss://lb/tunnel", "WSS://r2/tunnel").as_deref(), Some("WSS://r2/tunnel"));
+        assert_eq!(redirect_target("wss://lb/tunnel", "ws://r2/tunnel"), None, "never from TLS to plain text");
+        assert_eq!(redirect_target(from, "http://r2/tunnel"), None);
+        assert_eq!(redirect_target(from, "/tunnel"), None);
+        assert_eq!(redirect_target(from, &format!("ws://{}", "a".repeat(3000))), None);
+    }
 
     #[test]
     fn backoff_doubles_to_two_seconds_and_resets() {

@@ -135,7 +135,7 @@ impl Config {
     }
 }
 
-type Connecting = Pin<Box<dyn Future<Output = Result<Ws, String>> + Send>>;
+type Connecting = Pin<Box<dyn Future<Output = Result<Ws, connection::Refused>> + Send>>;
 
 /// Where the connection is.
 enum Conn {
@@ -158,7 +158,12 @@ enum Conn {
 
 impl Conn {
     fn dial(config: &Config) -> Self {
-        let (url, token, tls) = (config.tunnel_url.clone(), config.token.clone(), config.tls.clone());
+        Self::dial_to(config.tunnel_url.clone(), config)
+    }
+
+    /// Dials `url` (the configured one, or where a redirect sent sandboxd) with the token.
+    fn dial_to(url: String, config: &Config) -> Self {
+        let (token, tls) = (config.token.clone(), config.tls.clone());
         Self::Connecting(Box::pin(async move { connection::connect(&url, &token, tls).await }))
     }
 
@@ -191,7 +196,7 @@ enum Input {
     Event(Event),
     Best(BestEffort),
     Retry,
-    Connected(Result<Box<Ws>, String>),
+    Connected(Result<Box<Ws>, connection::Refused>),
     Server(Option<Result<Message, tungstenite::Error>>),
     Tick,
     Shutdown,
@@ -246,6 +251,8 @@ pub async fn run(config: Config) -> std::io::Result<()> {
     let mut conn = Conn::dial(&config);
     let mut backoff = Backoff::default();
     let mut failures = FailureLog::default();
+    // Whether the attempt in flight follows a redirect (the next is not followed).
+    let mut redirected = false;
     let mut shutdown_by: Option<Instant> = None;
     loop {
         let input = tokio::select! {
@@ -259,7 +266,21 @@ pub async fn run(config: Config) -> std::io::Result<()> {
         match input {
             Input::Event(event) => state.on_event(event, conn.link()).await,
             Input::Best(output) => state.on_best(output, conn.link()).await,
-            Input::Retry => conn = Conn::dial(&config),
+            Input::Retry => {
+                redirected = false;
+                conn = Conn::dial(&config);
+            }
+            // The server sent sandboxd to the replica that owns its agent: dial it at once, once
+            // (a second redirect is a failure: back to the configured address after the backoff).
+            Input::Connected(Err(connection::Refused::Redirect(target))) if !redirected => {
+                log(format_args!("the server sent sandboxd to {target}"));
+                redirected = true;
+                conn = Conn::dial_to(target, &config);
+            }
+            Input::Connected(Err(connection::Refused::Redirect(target))) => {
+                failures.failed(format!("redirected again, to {target}"));
+                conn = Conn::wait(backoff.next_delay());
+            }
             Input::Connected(Ok(ws)) => {
                 log(format_args!("connected to the server"));
                 failures = FailureLog::default();
@@ -269,7 +290,7 @@ pub async fn run(config: Config) -> std::io::Result<()> {
                 let now = Instant::now();
                 conn = Conn::Up { stream, link, last_heard: now, last_ping: now };
             }
-            Input::Connected(Err(err)) => {
+            Input::Connected(Err(connection::Refused::Failed(err))) => {
                 failures.failed(err);
                 conn = Conn::wait(backoff.next_delay());
             }

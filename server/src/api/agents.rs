@@ -442,6 +442,10 @@ pub async fn delete(
     let sessions = store::sessions::list_ids(&state.pool, id).await?;
     store::agents::delete(&state.pool, id).await?;
     state.hub.close(&sessions);
+    // Their streams on the other replicas close too.
+    if let Err(error) = crate::replicas::fanout::announce_closed(&state.pool, &sessions).await {
+        tracing::warn!(%error, "telling the other replicas of deleted sessions");
+    }
     audit(&state, &principal, &agent, "agent.deleted").await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -8,6 +8,7 @@ pub mod error;
 mod extract;
 mod health;
 mod hooks;
+mod internal;
 pub mod limits;
 mod login;
 mod mcp;
@@ -97,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
         .route("/api/v1/sessions/{id}/stream", get(stream::stream))
+        .route("/internal/v1/agents/{id}/commands", post(internal::command))
         .fallback(web::serve)
         .layer(axum::middleware::from_fn_with_state(limits, limits::enforce))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))

@@ -70,6 +70,36 @@ impl Hub {
         }
     }
 
+    /// Whether anyone on this process watches the session.
+    pub fn is_watched(&self, session_id: SessionId) -> bool {
+        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        channels.get(&session_id).is_some_and(|sender| sender.receiver_count() > 0)
+    }
+
+    /// Tells the inboxes a question was asked or answered (by another replica).
+    pub fn ring_questions(&self) {
+        let _ = self.questions.send(());
+    }
+
+    /// Tells a session's watchers that events up to `seq` are stored (by another replica) and
+    /// not in the feed: those behind read them from Postgres (a marker without JSON, as for a
+    /// large event).
+    pub fn nudge(&self, session_id: SessionId, seq: crate::ids::Seq) {
+        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(sender) = channels.get(&session_id) {
+            let _ = sender.send(marker(session_id, seq));
+        }
+    }
+
+    /// Tells every watcher to read Postgres for what it may have missed (the notifications of
+    /// other replicas were lost while their connection was down).
+    pub fn nudge_all(&self) {
+        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (session_id, sender) in channels.iter() {
+            let _ = sender.send(marker(*session_id, crate::ids::Seq::MAX));
+        }
+    }
+
     /// Ends the live feeds of deleted sessions: their watchers see the feed close.
     pub fn close(&self, session_ids: &[SessionId]) {
         let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -84,5 +114,10 @@ fn live(event: &Arc<SharedEvent>) -> Arc<SharedEvent> {
     if event.json.len() <= LIVE_INLINE_MAX_BYTES {
         return Arc::clone(event);
     }
-    Arc::new(SharedEvent { session_id: event.session_id, seq: event.seq, kind: event.kind, json: Arc::from("") })
+    marker(event.session_id, event.seq)
+}
+
+/// An event's place without its JSON: watchers that have not seen `seq` read Postgres.
+fn marker(session_id: SessionId, seq: crate::ids::Seq) -> Arc<SharedEvent> {
+    Arc::new(SharedEvent { session_id, seq, kind: super::EventKind::Notice, json: Arc::from("") })
 }

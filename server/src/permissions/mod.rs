@@ -124,8 +124,10 @@ pub fn judge(
     Verdict::Answer(Box::new(Decision { answer, asked, resolved, denied }))
 }
 
-/// A person's (or a cancel's) answer to a question.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A person's (or a cancel's) answer to a question. (Serialized only between replicas: a
+/// forwarded answer, `crate::replicas::forward`.)
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Choice {
     /// Allow once (the harness's one-time allow option, else its always-allow one).
     Allow,

@@ -18,21 +18,34 @@ use crate::ids::{Seq, SessionId};
 /// exist are dropped. Returns the stored events in the order given, each with its payload's
 /// JSON text (encoded once, here).
 pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx::Result<Vec<(StoredEvent, String)>> {
-    let mut counts: BTreeMap<Uuid, i64> = BTreeMap::new();
+    let mut counts: BTreeMap<Uuid, (i64, bool)> = BTreeMap::new();
     for event in &events {
-        *counts.entry(event.session_id.0).or_default() += 1;
+        let (count, question) = counts.entry(event.session_id.0).or_default();
+        *count += 1;
+        *question |= matches!(event.kind, EventKind::Permission | EventKind::PermissionResolved);
     }
     // Next seq and commit time per session, for every session of the batch in one statement;
-    // the rows are locked in id order first (concurrent writers lock in the same order).
-    let (session_ids, session_counts): (Vec<Uuid>, Vec<i64>) = counts.into_iter().unzip();
+    // the rows are locked in id order first (concurrent writers lock in the same order). The
+    // same statement tells the other replicas, on commit, what each session got
+    // (`crate::replicas::fanout`).
+    let (session_ids, (session_counts, questions)): (Vec<Uuid>, (Vec<i64>, Vec<bool>)) =
+        counts.into_iter().map(|(id, (n, q))| (id, (n, q))).unzip();
     let rows = sqlx::query!(
-        r#"WITH locked AS (SELECT id FROM sessions WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE)
-           UPDATE sessions s SET last_seq = s.last_seq + v.n
-           FROM UNNEST($1::uuid[], $2::int8[]) AS v(id, n)
-           WHERE s.id = v.id AND s.id IN (SELECT id FROM locked)
-           RETURNING s.id, s.last_seq, v.n AS "n!", now() AS "now!""#,
+        r#"WITH locked AS (SELECT id FROM sessions WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE),
+           bumped AS (
+               UPDATE sessions s SET last_seq = s.last_seq + v.n
+               FROM UNNEST($1::uuid[], $2::int8[], $4::bool[]) AS v(id, n, q)
+               WHERE s.id = v.id AND s.id IN (SELECT id FROM locked)
+               RETURNING s.id, s.last_seq, v.n, v.q)
+           SELECT id AS "id!", last_seq AS "last_seq!", n AS "n!", now() AS "now!",
+                  pg_notify($5, concat_ws(' ', $3::text, id::text, (last_seq - n + 1)::text, last_seq::text,
+                                          CASE WHEN q THEN 'q' ELSE '-' END))::text AS "notified"
+           FROM bumped"#,
         &session_ids,
-        &session_counts
+        &session_counts,
+        crate::replicas::fanout::sender_tag(),
+        &questions,
+        crate::replicas::fanout::CHANNEL,
     )
     .fetch_all(&mut *tx)
     .await?;

@@ -166,13 +166,6 @@ pub async fn open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Tu
         .collect())
 }
 
-/// The agents that have unfinished turns.
-pub async fn agents_with_open_turns(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
-    let ids =
-        sqlx::query_scalar!(r#"SELECT DISTINCT agent_id FROM turns WHERE state <> 'ended'"#).fetch_all(pool).await?;
-    Ok(ids.into_iter().map(AgentId).collect())
-}
-
 /// Records, in the transaction that journals it, that the prompt of a turn is being sent.
 pub async fn mark_sent(
     tx: &mut sqlx::PgConnection,

@@ -78,6 +78,8 @@ pub struct Deps {
     pub turn_slots: Arc<slots::TurnSlots>,
     /// Whether Postgres answers (a sandbox's reconnect grace waits while it does not).
     pub database: crate::store::availability::Availability,
+    /// This replica: which agents it owns, how to reach the others.
+    pub replicas: Arc<crate::replicas::Replicas>,
 }
 
 /// The server's permission settings.
@@ -218,8 +220,17 @@ pub enum Command {
 pub struct Supervisors {
     deps: Arc<Deps>,
     observed: Arc<observed::Observations>,
-    actors: Mutex<HashMap<AgentId, mpsc::Sender<Command>>>,
+    actors: Mutex<HashMap<AgentId, Actor>>,
     tasks: Mutex<JoinSet<()>>,
+}
+
+/// A running supervisor.
+struct Actor {
+    sender: mpsc::Sender<Command>,
+    /// Ends it at once (its lease went to another replica).
+    abort: tokio::task::AbortHandle,
+    /// When it started (a lease check that began before must not stop it).
+    started: std::time::Instant,
 }
 
 impl Supervisors {
@@ -233,25 +244,64 @@ impl Supervisors {
         }
     }
 
+    /// This replica.
+    pub fn replicas(&self) -> &Arc<crate::replicas::Replicas> {
+        &self.deps.replicas
+    }
+
     /// How sandboxes reach the egress proxy (`None`: they do not use one).
     pub fn proxy(&self) -> Option<&ProxyAccess> {
         self.deps.proxy.as_ref()
     }
 
-    /// The agent's supervisor, started if it is not running.
+    /// The agent's supervisor if one runs here.
+    fn running(&self, agent_id: AgentId) -> Option<mpsc::Sender<Command>> {
+        let actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        actors.get(&agent_id).filter(|actor| !actor.sender.is_closed()).map(|actor| actor.sender.clone())
+    }
+
+    /// The agent's supervisor, started here if it is not running (the caller holds the lease).
     fn handle(&self, agent_id: AgentId) -> mpsc::Sender<Command> {
         let mut actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(sender) = actors.get(&agent_id)
-            && !sender.is_closed()
+        if let Some(actor) = actors.get(&agent_id)
+            && !actor.sender.is_closed()
         {
-            return sender.clone();
+            return actor.sender.clone();
         }
         let (sender, receiver) = mpsc::channel(256);
         let (deps, observed) = (Arc::clone(&self.deps), Arc::clone(&self.observed));
         let run = shell::run(agent_id, deps, observed, receiver);
-        self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(run);
-        actors.insert(agent_id, sender.clone());
+        let abort = self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(run);
+        actors.insert(agent_id, Actor { sender: sender.clone(), abort, started: std::time::Instant::now() });
         sender
+    }
+
+    /// Where the agent's supervisor runs: here if it already does, else as its lease says
+    /// (taken by this replica when no live one holds it).
+    pub async fn route(&self, agent_id: AgentId) -> crate::replicas::Route {
+        if self.running(agent_id).is_some() {
+            return crate::replicas::Route::Here;
+        }
+        self.deps.replicas.route(agent_id).await
+    }
+
+    /// Ends the supervisors of agents whose lease this replica no longer holds (`held`, read at
+    /// `read_at`; supervisors started since are kept): their sandboxes' connections close and
+    /// reconnect to the owner. Returns how many were ended.
+    pub fn keep_only(&self, held: &std::collections::HashSet<AgentId>, read_at: std::time::Instant) -> usize {
+        let mut actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let lost: Vec<AgentId> = actors
+            .iter()
+            .filter(|(agent_id, actor)| !held.contains(agent_id) && actor.started < read_at)
+            .map(|(agent_id, _)| *agent_id)
+            .collect();
+        for agent_id in &lost {
+            if let Some(actor) = actors.remove(agent_id) {
+                tracing::warn!(agent.id = %agent_id, "another replica holds this agent's lease: its supervisor here ends");
+                actor.abort.abort();
+            }
+        }
+        lost.len()
     }
 
     /// The URL sandboxd dials.
@@ -277,21 +327,63 @@ impl Supervisors {
         })
     }
 
-    /// Sends a command to the agent's supervisor if one runs (none is started for it).
+    /// Sends a command to the agent's supervisor if one runs here (none is started for it).
     pub async fn send_if_running(&self, agent_id: AgentId, command: Command) -> bool {
-        let sender = {
-            let actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            actors.get(&agent_id).filter(|s| !s.is_closed()).cloned()
-        };
-        match sender {
+        match self.running(agent_id) {
             Some(sender) => sender.send(command).await.is_ok(),
             None => false,
         }
     }
 
-    /// Sends a command to the agent's supervisor.
+    /// Sends a command to the agent's supervisor, wherever it runs: here (started if need be) or
+    /// on the replica that holds the agent's lease (`crate::replicas::forward`).
     pub async fn send(&self, agent_id: AgentId, command: Command) -> bool {
-        self.handle(agent_id).send(command).await.is_ok()
+        use crate::replicas::{Route, forward};
+        match self.route(agent_id).await {
+            Route::Here => self.handle(agent_id).send(command).await.is_ok(),
+            Route::NoAgent => false,
+            Route::There(owner) => match forward::split(command) {
+                Ok((forwarded, waiting)) => {
+                    let token = self.deps.replicas.call_token();
+                    match forward::call(&owner, token, agent_id, &forwarded).await {
+                        Ok(answer) => {
+                            forward::deliver(waiting, answer);
+                            true
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, agent.id = %agent_id, replica.id = %owner.id, "forwarding a command to the agent's replica");
+                            false
+                        }
+                    }
+                }
+                Err(forward::Stays::Terminal(reply)) => {
+                    let message = "the agent's sandbox is connected to another replica: open its terminal there";
+                    let _ = reply.send(Err(LifecycleError::Failed(message.to_owned())));
+                    true
+                }
+                Err(forward::Stays::Attach | forward::Stays::SandboxExited) => false,
+            },
+        }
+    }
+
+    /// Runs a command another replica forwarded: only here (never forwarded again); `Err` with
+    /// the route when this replica does not hold the agent's lease.
+    pub async fn run_forwarded(
+        &self,
+        agent_id: AgentId,
+        forwarded: crate::replicas::forward::Forwarded,
+    ) -> Result<crate::replicas::forward::Answer, crate::replicas::Route> {
+        use crate::replicas::{Route, forward};
+        match self.route(agent_id).await {
+            Route::Here => {
+                let (command, answer) = forward::join(forwarded);
+                if self.handle(agent_id).send(command).await.is_err() {
+                    return Ok(forward::Answer::Gone);
+                }
+                Ok(answer.await.unwrap_or(forward::Answer::Gone))
+            }
+            other => Err(other),
+        }
     }
 
     /// Hands a new sandboxd connection to its agent's supervisor.
@@ -313,12 +405,18 @@ impl Supervisors {
         self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&agent_id);
     }
 
-    /// Starts the supervisors of agents with unfinished turns (after a server restart), so
-    /// those turns finish or fail even if their sandbox never reconnects.
-    pub async fn resume_open_turns(&self) -> sqlx::Result<()> {
-        for agent_id in crate::store::sessions::agents_with_open_turns(&self.deps.pool).await? {
-            self.send(agent_id, Command::Prompt).await;
+    /// Starts the supervisors of agents with unfinished turns that this replica owns or no live
+    /// replica does (after a server restart, or a replica's death) and that have none running
+    /// here, so those turns finish or fail even if their sandbox never reconnects. Returns how
+    /// many it started.
+    pub async fn resume_open_turns(&self) -> sqlx::Result<usize> {
+        let me = self.deps.replicas.id();
+        let mut started = 0;
+        for agent_id in crate::store::replicas::unserved_turn_agents(&self.deps.pool, me).await? {
+            if self.running(agent_id).is_none() && self.send(agent_id, Command::Prompt).await {
+                started += 1;
+            }
         }
-        Ok(())
+        Ok(started)
     }
 }

@@ -52,10 +52,10 @@ struct Shell {
     queued: HashMap<TurnId, futures_util::future::AbortHandle>,
     /// Their tickets: the slot, or `None` when the wait was aborted.
     tickets: FuturesUnordered<BoxFuture<'static, (TurnId, Option<Slot>)>>,
-    /// The read of the open turns in flight (`None` if it failed). One at a time: a read that
+    /// The read of the open turns in flight (retried until it succeeds). One at a time: a read that
     /// started earlier could otherwise be merged after a later one and drop the turns it
     /// predates.
-    turn_load: Option<BoxFuture<'static, Option<OpenWork>>>,
+    turn_load: Option<BoxFuture<'static, OpenWork>>,
     /// Another read was asked for while one ran: it starts when that one is done.
     reload_turns: bool,
 }
@@ -148,9 +148,7 @@ pub async fn run(
                 if std::mem::take(&mut shell.reload_turns) {
                     shell.load_turns();
                 }
-                if let Some(work) = work {
-                    core.handle(Input::OpenTurns(work), now());
-                }
+                core.handle(Input::OpenTurns(work), now());
             }
             Ok(()) = database.changed() => {
                 let up = *database.borrow_and_update();
@@ -175,7 +173,7 @@ impl Drop for Published {
 }
 
 /// The read of the open turns in flight, when it is done; never without one.
-async fn next_load(load: &mut Option<BoxFuture<'static, Option<OpenWork>>>) -> Option<OpenWork> {
+async fn next_load(load: &mut Option<BoxFuture<'static, OpenWork>>) -> OpenWork {
     match load {
         Some(read) => read.await,
         None => std::future::pending().await,
@@ -284,11 +282,15 @@ impl Shell {
         }
         let (pool, agent_id) = (self.deps.pool.clone(), self.agent_id);
         self.turn_load = Some(Box::pin(async move {
-            match super::reads::open_work(&pool, agent_id).await {
-                Ok(work) => Some(work),
-                Err(error) => {
-                    tracing::error!(%error, agent.id = %agent_id, "loading open turns");
-                    None
+            // A failed read is tried again: a turn it would have brought must not stay unsent
+            // until the next command happens to read again.
+            loop {
+                match super::reads::open_work(&pool, agent_id).await {
+                    Ok(work) => return work,
+                    Err(error) => {
+                        tracing::error!(%error, agent.id = %agent_id, "loading open turns; trying again in 1 s");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
                 }
             }
         }));

@@ -17,6 +17,7 @@ use axum::routing::get;
 
 use crate::app::AppState;
 use crate::store;
+use crate::supervisor::Supervisors;
 
 /// The tunnel listener's routes.
 pub fn router(state: AppState) -> Router {
@@ -46,6 +47,14 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
             return StatusCode::SERVICE_UNAVAILABLE.into_response();
         }
     };
+    // The agent's supervisor runs on another replica: sandboxd dials that one (docs/replicas.md).
+    if let link::Owner::Agent(supervisors) = &owner {
+        match supervisors.route(agent_id).await {
+            crate::replicas::Route::Here => {}
+            crate::replicas::Route::NoAgent => return StatusCode::UNAUTHORIZED.into_response(),
+            crate::replicas::Route::There(replica) => return redirect(supervisors, agent_id, &replica),
+        }
+    }
     let silent = std::time::Duration::from_secs(state.config.silent_tunnel_secs.max(1));
     // sandboxd sends stdout in chunks of at most 64 KiB; with the supervisor's inbox depth this
     // bounds what one sandbox can make the server hold (docs/design.md, "Memory bounds").
@@ -57,6 +66,17 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
             let _open = TunnelGauge::open(agent_id);
             link::serve(socket, agent_id, owner, silent).await
         })
+}
+
+/// Sends sandboxd to the replica that owns its agent: `307` to that replica's own tunnel URL;
+/// `503` (sandboxd retries through the shared address) when it names none of its own.
+fn redirect(supervisors: &Supervisors, agent_id: crate::ids::AgentId, owner: &store::replicas::ReplicaRow) -> Response {
+    if owner.tunnel_url == supervisors.replicas().me().tunnel_url {
+        tracing::warn!(agent.id = %agent_id, replica.id = %owner.id, "the agent's replica has this replica's tunnel URL (set AGENTHOLD_REPLICA_TUNNEL_URL on each replica)");
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    tracing::info!(agent.id = %agent_id, replica.id = %owner.id, "sandboxd sent to the agent's replica");
+    (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, owner.tunnel_url.clone())]).into_response()
 }
 
 /// Whose sandbox token this is: an agent's, or a pooled sandbox's (warm pool).
