@@ -34,7 +34,9 @@ pub async fn command(
     };
     let forwarded: Forwarded = match serde_json::from_slice(&body) {
         Ok(forwarded) => forwarded,
-        Err(error) => return (StatusCode::UNPROCESSABLE_ENTITY, format!("not a forwarded command: {error}")).into_response(),
+        Err(error) => {
+            return (StatusCode::UNPROCESSABLE_ENTITY, format!("not a forwarded command: {error}")).into_response();
+        }
     };
     match state.supervisors.run_forwarded(agent_id, forwarded).await {
         Ok(answer) => axum::Json(answer).into_response(),

@@ -170,7 +170,9 @@ pub fn split(command: Command) -> Result<(Forwarded, Waiting), Stays> {
     Ok(match command {
         Command::Prompt => (Forwarded::Prompt, Waiting::Nobody),
         Command::EnvironmentChanged => (Forwarded::EnvironmentChanged, Waiting::Nobody),
-        Command::Cancel { session_id, reply } => (Forwarded::Cancel { session_id: session_id.0 }, Waiting::Cancel(reply)),
+        Command::Cancel { session_id, reply } => {
+            (Forwarded::Cancel { session_id: session_id.0 }, Waiting::Cancel(reply))
+        }
         Command::Sleep { reply } => (Forwarded::Sleep, Waiting::Lifecycle(reply)),
         Command::Wake { reply } => (Forwarded::Wake, Waiting::Lifecycle(reply)),
         Command::Destroy { reply } => (Forwarded::Destroy, Waiting::Lifecycle(reply)),

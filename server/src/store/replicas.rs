@@ -92,10 +92,12 @@ pub async fn acquire(pool: &PgPool, agent_id: AgentId, me: Uuid) -> sqlx::Result
             Some(owner) if owner.id == me => return Ok(Lease::Mine),
             Some(owner) => return Ok(Lease::Theirs(owner)),
             None => {
-                let exists =
-                    sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1) AS "exists!""#, agent_id.0)
-                        .fetch_one(pool)
-                        .await?;
+                let exists = sqlx::query_scalar!(
+                    r#"SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1) AS "exists!""#,
+                    agent_id.0
+                )
+                .fetch_one(pool)
+                .await?;
                 if !exists {
                     return Ok(Lease::NoAgent);
                 }
@@ -107,9 +109,8 @@ pub async fn acquire(pool: &PgPool, agent_id: AgentId, me: Uuid) -> sqlx::Result
 
 /// The agents whose lease `me` holds.
 pub async fn held_by(pool: &PgPool, me: Uuid) -> sqlx::Result<Vec<AgentId>> {
-    let ids = sqlx::query_scalar!(r#"SELECT agent_id FROM agent_leases WHERE replica_id = $1"#, me)
-        .fetch_all(pool)
-        .await?;
+    let ids =
+        sqlx::query_scalar!(r#"SELECT agent_id FROM agent_leases WHERE replica_id = $1"#, me).fetch_all(pool).await?;
     Ok(ids.into_iter().map(AgentId).collect())
 }
 

@@ -38,6 +38,9 @@ pub struct TestServer {
     child: Option<Child>,
     http: Http,
     runs: u32,
+    /// Another replica of a server: its database and Docker objects are the first one's to
+    /// clean up.
+    replica: bool,
 }
 
 pub fn free_port(host: &str) -> u16 {
@@ -98,10 +101,44 @@ impl TestServer {
             child: None,
             http: Client::builder(TokioExecutor::new()).build_http(),
             runs: 0,
+            replica: false,
         };
         server.url = format!("http://127.0.0.1:{}", server.api_port);
         server.spawn().await;
         server
+    }
+
+    /// Another replica of this server (docs/replicas.md): the same database, instance, admin
+    /// token and master key; its own ports, data directory and replica id; `env` on top of this
+    /// server's own.
+    pub async fn replica(&self, env: &[(&str, &str)]) -> Self {
+        let data_dir = std::env::temp_dir().join(format!(
+            "{}-r{}",
+            self.instance,
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        ));
+        std::fs::create_dir_all(&data_dir).expect("creating the data dir");
+        let mut own_env = self.env.clone();
+        own_env.push(("AGENTHOLD_MASTER_KEY_FILE".into(), self.data_dir.join("master.key").display().to_string()));
+        own_env.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut replica = Self {
+            url: String::new(),
+            token: self.token.clone(),
+            database_url: self.database_url.clone(),
+            server_database_url: self.server_database_url.clone(),
+            instance: self.instance.clone(),
+            data_dir,
+            api_port: free_port("127.0.0.1"),
+            tunnel_port: free_port("0.0.0.0"),
+            env: own_env,
+            child: None,
+            http: Client::builder(TokioExecutor::new()).build_http(),
+            runs: 0,
+            replica: true,
+        };
+        replica.url = format!("http://127.0.0.1:{}", replica.api_port);
+        replica.spawn().await;
+        replica
     }
 
     /// Starts a server with the defaults.
@@ -449,6 +486,12 @@ impl Drop for TestServer {
             {
                 agenthold_server::sandbox::local::kill_group(pid);
             }
+        }
+        if self.replica {
+            if !std::thread::panicking() {
+                let _ = std::fs::remove_dir_all(&self.data_dir);
+            }
+            return;
         }
         if driver() == "docker" {
             remove_docker_objects(&self.instance);

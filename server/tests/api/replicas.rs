@@ -1,0 +1,203 @@
+//! Two server replicas on one database (docs/replicas.md), real processes, real Docker
+//! sandboxes. Sandboxes dial a small round-robin TCP balancer in front of both replicas' tunnel
+//! ports (as they would a load balancer); a replica that does not own the agent redirects
+//! sandboxd to the one that does. Commands sent to either replica reach the owner; events
+//! stored by one reach watchers on the other; a replica killed with SIGKILL mid-turn is taken
+//! over by the other once its lease lapses, with every event exactly once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, assert_gap_free, of_type, seqs};
+
+const STALL: Duration = Duration::from_secs(90);
+
+/// A round-robin TCP balancer on 0.0.0.0: each connection goes to the next backend port on
+/// 127.0.0.1 that accepts it. Stops with the test (its task is aborted on drop).
+struct Balancer {
+    port: u16,
+    backends: Arc<Mutex<Vec<u16>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Balancer {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.expect("binding the balancer");
+        let port = listener.local_addr().expect("addr").port();
+        let backends: Arc<Mutex<Vec<u16>>> = Arc::default();
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task = {
+            let backends = Arc::clone(&backends);
+            tokio::spawn(async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    let ports = backends.lock().expect("backends").clone();
+                    let first = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tokio::spawn(async move {
+                        for i in 0..ports.len() {
+                            let port = ports[(first + i) % ports.len()];
+                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                                return;
+                            }
+                        }
+                    });
+                }
+            })
+        };
+        Self { port, backends, task }
+    }
+
+    fn route_to(&self, ports: &[u16]) {
+        *self.backends.lock().expect("backends") = ports.to_vec();
+    }
+
+    fn tunnel_url(&self) -> String {
+        format!("ws://host.docker.internal:{}/tunnel", self.port)
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Both replicas' settings: sandboxes dial the balancer; leases last 3 s. The firewall is the
+/// operator's here (two replicas on one host would each install only their own tunnel port).
+fn replica_env(balancer: &Balancer) -> Vec<(String, String)> {
+    vec![
+        ("AGENTHOLD_TUNNEL_URL".into(), balancer.tunnel_url()),
+        ("AGENTHOLD_LEASE_TTL_SECS".into(), "3".into()),
+        ("AGENTHOLD_SANDBOX_FIREWALL".into(), "external".into()),
+    ]
+}
+
+fn as_refs(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+fn flood_indices(events: &[Value]) -> Vec<i64> {
+    events.iter().filter_map(|e| e["payload"]["_meta"]["fakeagent"]["i"].as_i64()).collect()
+}
+
+#[tokio::test]
+async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
+    let balancer = Balancer::start().await;
+    let env = replica_env(&balancer);
+    let a = TestServer::start_with(&as_refs(&env)).await;
+    let b = a.replica(&[]).await;
+    // The first sandbox connection lands on B, which does not own the agent.
+    balancer.route_to(&[b.tunnel_port(), a.tunnel_port()]);
+
+    let agent = a.create_agent(json!({})).await;
+    let session = a.create_session(&agent).await;
+    a.prompt(&session, "text first, on A").await;
+    a.wait_turns(&session, 1, STALL).await;
+    assert!(
+        b.log().contains("sandboxd sent to the agent's replica"),
+        "B redirected the sandbox to A; B's log: {}",
+        b.log()
+    );
+
+    // A prompt sent to B runs on A (B forwards it); B's watcher sees what A stores.
+    let mut on_b = b.watch(&session, "0").await;
+    let mut seen = on_b.until("turn_end", STALL).await;
+    b.prompt(&session, "flood 300 200\ntext done").await;
+    seen.extend(on_b.until("turn_end", STALL).await);
+    assert_gap_free(&seen);
+    assert_eq!(flood_indices(&seen), (1..=300).collect::<Vec<i64>>(), "every update once, in order");
+    assert_eq!(seqs(&seen), seqs(&a.events(&session).await), "B's stream and the log agree");
+    assert!(!a.log().contains("sandboxd sent to"), "the sandbox stayed with A");
+
+    // A cancel sent to B stops A's turn.
+    b.prompt(&session, "sleep 60\ntext late").await;
+    let mut waited = 0;
+    loop {
+        let (status, body) = b.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
+        if status == 202 {
+            break;
+        }
+        assert_eq!(status, 409, "{body}"); // not started yet
+        waited += 1;
+        assert!(waited < 100, "the turn never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let end = on_b.until("turn_end", STALL).await;
+    assert_eq!(end.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("cancelled")));
+
+    // Sleep and wake through B act on A's sandbox.
+    let (status, body) = b.post(&format!("/api/v1/agents/{agent}/sleep"), json!({})).await;
+    assert!(status < 300, "sleep through B: {status} {body}");
+    assert_eq!(container_running(&a.container(&agent)), Some(false), "the sandbox stopped");
+    let (status, body) = b.post(&format!("/api/v1/agents/{agent}/wake"), json!({})).await;
+    assert!(status < 300, "wake through B: {status} {body}");
+    assert_eq!(container_running(&a.container(&agent)), Some(true), "the sandbox runs again");
+
+    // Deleting through B closes the session's streams on A too.
+    let mut on_a = a.watch(&session, "0").await;
+    let (status, body) = b.delete(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!(status, 204, "{body}");
+    assert!(on_a.closes_within(Duration::from_secs(15)).await, "A's stream of the deleted session closes");
+    assert_eq!(container_running(&a.container(&agent)), None, "the sandbox is gone");
+}
+
+#[tokio::test]
+async fn a_replica_killed_mid_turn_is_taken_over_with_every_event_exactly_once() {
+    let balancer = Balancer::start().await;
+    let env = replica_env(&balancer);
+    let mut a = TestServer::start_with(&as_refs(&env)).await;
+    let b = a.replica(&[]).await;
+    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+
+    const AGENTS: usize = 4;
+    const UPDATES: i64 = 600;
+    let mut sessions = Vec::new();
+    for _ in 0..AGENTS {
+        let agent = a.create_agent(json!({})).await;
+        let session = a.create_session(&agent).await;
+        a.prompt(&session, &format!("flood {UPDATES} 150\ntext done")).await;
+        sessions.push(session);
+    }
+    // Watchers on B, the survivor: they see what A stores, then what B stores after the takeover.
+    let mut watchers = Vec::new();
+    for session in &sessions {
+        watchers.push(b.watch(session, "0").await);
+    }
+    let mut seen: Vec<Vec<Value>> = vec![Vec::new(); AGENTS];
+    for (watcher, seen) in watchers.iter_mut().zip(seen.iter_mut()) {
+        while flood_indices(seen).len() < 50 {
+            seen.push(watcher.next(STALL).await.expect("events before the kill"));
+        }
+    }
+    a.kill();
+
+    for ((watcher, seen), session) in watchers.iter_mut().zip(seen.iter_mut()).zip(&sessions) {
+        if of_type(seen, "turn_end").is_empty() {
+            seen.extend(watcher.until("turn_end", STALL).await);
+        }
+        assert_gap_free(seen);
+        assert_eq!(flood_indices(seen), (1..=UPDATES).collect::<Vec<i64>>(), "every update exactly once, in order");
+        assert_eq!(seen.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("end_turn")));
+        assert!(of_type(seen, "error").is_empty(), "{:?}", of_type(seen, "error"));
+        let stored = b.events(session).await;
+        assert_eq!(seqs(seen), seqs(&stored), "the stream and the log agree");
+    }
+    assert!(b.log().contains("took over the unfinished turns"), "B took A's turns over; B's log: {}", b.log());
+
+    // The taken-over harness keeps serving, now on B.
+    b.prompt(&sessions[0], "text after the takeover").await;
+    let events = b.wait_turns(&sessions[0], 2, STALL).await;
+    assert_gap_free(&events);
+}
+
+/// Whether the container runs (`None`: it does not exist).
+fn container_running(name: &str) -> Option<bool> {
+    let output =
+        std::process::Command::new("docker").args(["inspect", "-f", "{{.State.Running}}", name]).output().ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&output.stdout).trim() == "true")
+}
