@@ -27,6 +27,10 @@ pub struct Config {
     /// The server's metrics listener, `http://host:port` (optional: `metrics_scrape_ms`).
     #[arg(long, env = "BENCH_METRICS_URL")]
     pub metrics_url: Option<String>,
+    /// A second replica of the same server, `http://host:port` (optional: `cross_replica_p99_ms`,
+    /// the latency run with its watchers there).
+    #[arg(long, env = "BENCH_REPLICA_URL")]
+    pub replica_url: Option<String>,
     /// The server's pid, to report the CPU it used during the flood (optional).
     #[arg(long, env = "BENCH_SERVER_PID")]
     pub server_pid: Option<u32>,

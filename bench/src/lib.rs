@@ -63,6 +63,10 @@ mod targets {
     pub const WAKE_FACTOR: f64 = 1.2;
     /// A Prometheus scrape, ms, at most.
     pub const METRICS_SCRAPE_MS: f64 = 50.0;
+    /// Cross-replica p99 ≤ this × the single-replica p99 + [`CROSS_REPLICA_SLACK_MS`].
+    pub const CROSS_REPLICA_FACTOR: f64 = 2.0;
+    /// See [`CROSS_REPLICA_FACTOR`], ms.
+    pub const CROSS_REPLICA_SLACK_MS: f64 = 10.0;
     /// Agents in the burst (`burst_create_50_s`).
     pub const BURST_AGENTS: usize = 50;
 }
@@ -225,6 +229,35 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         latency.latency_percentile_ms(100.0)
     ));
 
+    let cross_replica = match &config.replica_url {
+        Some(url) => {
+            progress(&format!(
+                "cross-replica latency: flood {} {} on the first replica, {} watchers on the second ({url})",
+                config.latency_events, config.latency_rate, config.watchers
+            ));
+            let replica = Api::new(url, &config.token)?;
+            let run = throughput::flood_watched_at(
+                api,
+                &replica,
+                &session,
+                config.latency_events,
+                config.latency_rate,
+                config.watchers,
+                None,
+            )
+            .await
+            .context("the cross-replica latency run")?;
+            progress(&format!(
+                "  p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                run.latency_percentile_ms(50.0),
+                run.latency_percentile_ms(99.0),
+                run.latency_percentile_ms(100.0)
+            ));
+            Some(run)
+        }
+        None => None,
+    };
+
     let payloads = flood.payloads();
     progress(&format!(
         "raw insert baseline: {} flood payloads, {} rows per INSERT … UNNEST",
@@ -297,6 +330,10 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     let targets = json!({
         "flood_vs_raw": {"target": format!(">= {}", targets::FLOOD_VS_RAW), "value": round(flood_vs_raw, 3), "pass": flood_vs_raw >= targets::FLOOD_VS_RAW},
         "p99_ms": {"target": format!("<= {}", targets::P99_MS), "value": round(p99, 2), "pass": p99 <= targets::P99_MS},
+        "cross_replica_p99_ms": cross_replica.as_ref().map(|run| {
+            let (value, limit) = (run.latency_percentile_ms(99.0), targets::CROSS_REPLICA_FACTOR * p99 + targets::CROSS_REPLICA_SLACK_MS);
+            json!({"target": format!("<= {} × p99_ms + {} = {}", targets::CROSS_REPLICA_FACTOR, targets::CROSS_REPLICA_SLACK_MS, round(limit, 2)), "value": round(value, 2), "pass": value <= limit})
+        }),
         "replay_events_per_s": {"target": format!(">= {}", targets::REPLAY_PER_S), "value": round(replay_per_s, 0), "pass": replay_per_s >= targets::REPLAY_PER_S},
         "cold_start_ms": {
             "target": format!("<= {} * docker_run_ms + harness_start_ms", targets::COLD_FACTOR),
@@ -343,6 +380,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "flood_vs_raw": round(flood_vs_raw, 3),
         "p50_ms": round(p50, 2),
         "p99_ms": round(p99, 2),
+        "cross_replica_p50_ms": cross_replica.as_ref().map(|run| round(run.latency_percentile_ms(50.0), 2)),
+        "cross_replica_p99_ms": cross_replica.as_ref().map(|run| round(run.latency_percentile_ms(99.0), 2)),
         "replay_events_per_s": round(replay_per_s, 0),
         "cold_start_ms": round(cold, 1),
         "pooled_start_ms": pooled.map(|p| round(p, 1)),

@@ -35,10 +35,24 @@ pub async fn flood(
     watchers: usize,
     server_pid: Option<u32>,
 ) -> Result<FloodRun> {
+    flood_watched_at(api, api, session_id, count, rate, watchers, server_pid).await
+}
+
+/// [`flood`], with the watchers on `watch_api` (another replica of the same server: the events
+/// reach them across replicas).
+pub async fn flood_watched_at(
+    api: &Api,
+    watch_api: &Api,
+    session_id: &str,
+    count: u64,
+    rate: u64,
+    watchers: usize,
+    server_pid: Option<u32>,
+) -> Result<FloodRun> {
     let last = api.last_seq(session_id).await?;
     let mut streams = Vec::with_capacity(watchers);
     for index in 0..watchers {
-        let watcher = Watcher::connect(api, session_id, last).await?;
+        let watcher = Watcher::connect(watch_api, session_id, last).await?;
         streams.push(if index == 0 { watcher.keep_payloads() } else { watcher });
     }
     let deadline = Instant::now() + DEADLINE;

@@ -73,6 +73,14 @@ remove_bench_sandboxes() {
     docker network ls -q --filter "$filter" | xargs -r docker network rm >/dev/null 2>&1 || true
 }
 
+REPLICA_PID=
+stop_replica() {
+    [[ -n $REPLICA_PID ]] || return 0
+    kill -TERM "$REPLICA_PID" 2>/dev/null || true
+    wait_until 20 "the second bench replica to exit" bash -c "! kill -0 $REPLICA_PID" || kill -KILL "$REPLICA_PID" 2>/dev/null || true
+    REPLICA_PID=
+}
+
 stop_server() {
     [[ -n $SERVER_PID ]] || return 0
     if kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -86,6 +94,7 @@ stop_server() {
 }
 
 cleanup() {
+    stop_replica
     stop_server
     remove_bench_sandboxes
 }
@@ -152,7 +161,37 @@ ready() { [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$URL/readyz")" == 2
 : >"$BENCH_DIR/server.log"
 start_server
 
+# A second replica on the same database (docs/replicas.md), serving no sandboxes: the latency
+# run's watchers connect to it for cross_replica_p99_ms. Not for BENCH_ONLY runs.
+REPLICA_PORT=${BENCH_REPLICA_PORT:-17803}
+REPLICA_URL=
+if [[ -z ${BENCH_ONLY:-} ]]; then
+    rm -rf "$BENCH_DIR/data-r2"
+    mkdir -p "$BENCH_DIR/data-r2"
+    log "starting a second replica on http://127.0.0.1:$REPLICA_PORT (log $BENCH_DIR/replica.log)"
+    (
+        export DATABASE_URL=$BENCH_DB_URL
+        export AGENTHOLD_LISTEN=127.0.0.1:$REPLICA_PORT
+        export AGENTHOLD_TUNNEL_LISTEN=0.0.0.0:${BENCH_REPLICA_TUNNEL_PORT:-17804}
+        export AGENTHOLD_DATA_DIR=$BENCH_DIR/data-r2
+        export AGENTHOLD_ADMIN_TOKEN=$TOKEN
+        export AGENTHOLD_DRIVER=docker AGENTHOLD_IMAGE=$IMAGE AGENTHOLD_INSTANCE=$INSTANCE
+        export AGENTHOLD_MODE=test AGENTHOLD_MASTER_KEY_FILE=$BENCH_DIR/data/master.key
+        # The first replica installs the sandbox firewall for its own tunnel port.
+        export AGENTHOLD_SANDBOX_FIREWALL=external AGENTHOLD_WARM_POOL_SIZE=0 AGENTHOLD_PROXY_FEED=false
+        unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_METRICS_LISTEN
+        exec setsid "$SERVER_BIN" </dev/null >"$BENCH_DIR/replica.log" 2>&1
+    ) &
+    REPLICA_PID=$!
+    if wait_until 60 "the second replica" bash -c "[[ \$(curl -s -o /dev/null -m 2 -w '%{http_code}' http://127.0.0.1:$REPLICA_PORT/readyz) == 200 ]]"; then
+        REPLICA_URL=http://127.0.0.1:$REPLICA_PORT
+    else
+        log "the second replica did not start: cross_replica_p99_ms is left out"; tail -n 20 "$BENCH_DIR/replica.log" >&2
+    fi
+fi
+
 # --- the benchmark ----------------------------------------------------------------
+if [[ -n $REPLICA_URL ]]; then export BENCH_REPLICA_URL=$REPLICA_URL; else unset BENCH_REPLICA_URL; fi
 log "running $BENCH_BIN"
 started=$SECONDS
 PERF_PID=
