@@ -14,6 +14,12 @@ use crate::ids::AgentId;
 use crate::replicas::Route;
 use crate::replicas::forward::Forwarded;
 
+/// The routes replicas call on each other. Outside `/api/v1` and the OpenAPI document: no
+/// person or script calls them, and none of the API's credentials opens them.
+pub fn router() -> axum::Router<AppState> {
+    axum::Router::new().route(&crate::replicas::forward::path_template(), axum::routing::post(command))
+}
+
 /// Runs a forwarded command here.
 pub async fn command(
     State(state): State<AppState>,

@@ -98,7 +98,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
         .route("/api/v1/sessions/{id}/stream", get(stream::stream))
-        .route("/internal/v1/agents/{id}/commands", post(internal::command))
+        // Calls between replicas: their own credential, not the API's (docs/replicas.md).
+        .merge(internal::router())
         .fallback(web::serve)
         .layer(axum::middleware::from_fn_with_state(limits, limits::enforce))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))

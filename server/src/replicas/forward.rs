@@ -28,9 +28,14 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(180);
 /// Largest answer read from another replica.
 const MAX_ANSWER_BYTES: usize = 64 << 10;
 
+/// The route of forwarded commands.
+pub fn path_template() -> String {
+    "/internal/v1/agents/{id}/commands".to_owned()
+}
+
 /// The path of a forwarded command.
 pub fn path(agent_id: AgentId) -> String {
-    format!("/internal/v1/agents/{}/commands", agent_id.0)
+    path_template().replace("{id}", &agent_id.0.to_string())
 }
 
 /// The bearer credential of calls between replicas: an HMAC of a fixed purpose under the master

@@ -36,6 +36,7 @@ mod members;
 mod metrics;
 mod openapi;
 mod parked_turns;
+mod partition;
 mod people;
 mod permissions_flow;
 mod provider_logins;

@@ -201,3 +201,150 @@ fn container_running(name: &str) -> Option<bool> {
     }
     Some(String::from_utf8_lossy(&output.stdout).trim() == "true")
 }
+
+#[tokio::test]
+async fn a_question_asked_through_one_replica_is_pushed_and_answered_on_the_other() {
+    let balancer = Balancer::start().await;
+    let env = replica_env(&balancer);
+    let a = TestServer::start_with(&as_refs(&env)).await;
+    let b = a.replica(&[]).await;
+    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+
+    let agent = a.create_agent(json!({"posture": "ask"})).await;
+    let session = a.create_session(&agent).await;
+    let mut inbox_on_b = b.websocket("/api/v1/permissions/stream", &b.token).await;
+    let first = inbox_on_b.next(STALL).await.expect("the inbox's first message");
+    assert_eq!(first["permissions"].as_array().map(Vec::len), Some(0), "{first}");
+    a.prompt(&session, "ask execute rm -rf build/\ntext after the answer").await;
+
+    // B's inbox hears of the question A's supervisor stored.
+    let pushed = inbox_on_b.next(STALL).await.expect("the question pushed on B");
+    let id = pushed["permissions"][0]["id"].as_str().expect("a pending question").to_owned();
+    let answer = format!("/api/v1/permissions/{id}/answer");
+    // Answers through B reach A's supervisor, with its refusals.
+    let (status, body) = b.post(&answer, json!({"option_id": "not-offered"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_OPTION")), "{body}");
+    let (status, body) = b.post(&answer, json!({"decision": "allow"})).await;
+    assert_eq!(status, 200, "{body}");
+    let events = a.wait_turns(&session, 1, STALL).await;
+    assert!(
+        events.iter().any(|e| e["type"] == "update" && e.to_string().contains("text after the answer")),
+        "the harness had the answer and went on: {events:?}"
+    );
+    let (status, _) = b.post(&answer, json!({"decision": "deny"})).await;
+    assert_eq!(status, 409, "the first answer won");
+}
+
+#[tokio::test]
+async fn a_revoked_token_closes_its_streams_on_every_replica() {
+    let balancer = Balancer::start().await;
+    let env = replica_env(&balancer);
+    let a = TestServer::start_with(&as_refs(&env)).await;
+    let b = a.replica(&[]).await;
+    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+    let agent = a.create_agent(json!({})).await;
+    let session = a.create_session(&agent).await;
+    let (status, created) = a.post("/api/v1/tokens", json!({"name": "script"})).await;
+    assert_eq!(status, 201, "{created}");
+    let (id, token) = (created["id"].as_str().expect("id"), created["token"].as_str().expect("token"));
+    let mut on_b = b.watch_as(&session, token).await;
+    let mut on_a = a.watch_as(&session, token).await;
+    assert!(!on_b.closes_within(Duration::from_millis(500)).await, "open while the token holds");
+    let (status, body) = a.delete(&format!("/api/v1/tokens/{id}")).await;
+    assert!(status < 300, "{status} {body}");
+    assert!(on_a.closes_within(Duration::from_secs(10)).await, "closed on A, where it was revoked");
+    assert!(on_b.closes_within(Duration::from_secs(10)).await, "closed on B too");
+}
+
+#[tokio::test]
+async fn a_rolling_restart_of_both_replicas_during_a_flood_loses_and_repeats_nothing() {
+    let balancer = Balancer::start().await;
+    let env = replica_env(&balancer);
+    let mut a = TestServer::start_with(&as_refs(&env)).await;
+    let mut b = a.replica(&[]).await;
+    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+
+    const AGENTS: usize = 3;
+    const UPDATES: i64 = 3000;
+    let mut sessions = Vec::new();
+    for n in 0..AGENTS {
+        // Owners on both replicas.
+        let server = if n % 2 == 0 { &a } else { &b };
+        let agent = server.create_agent(json!({})).await;
+        let session = server.create_session(&agent).await;
+        server.prompt(&session, &format!("flood {UPDATES} 150\ntext done")).await;
+        sessions.push(session);
+    }
+    // Each watcher follows its session across the restarts: closed by one replica (1012), it
+    // reconnects to the other with the last seq it has.
+    let urls = [format!("127.0.0.1:{}", a.api_port()), format!("127.0.0.1:{}", b.api_port())];
+    let followers: Vec<_> = sessions
+        .iter()
+        .map(|session| tokio::spawn(follow_until_turn_end(urls.clone(), a.token.clone(), session.clone())))
+        .collect();
+    for session in &sessions {
+        wait_for_updates(&b, session, 100).await;
+    }
+    a.restart_gracefully().await;
+    for session in &sessions {
+        let before = b.events(session).await.len();
+        wait_for_updates(&b, session, before + 50).await;
+    }
+    b.restart_gracefully().await;
+
+    for (follower, session) in followers.into_iter().zip(&sessions) {
+        let (seen, reconnects) = follower.await.expect("the follower");
+        assert_gap_free(&seen);
+        assert_eq!(flood_indices(&seen), (1..=UPDATES).collect::<Vec<i64>>(), "every update exactly once, in order");
+        assert_eq!(seen.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("end_turn")));
+        assert!(of_type(&seen, "error").is_empty(), "{:?}", of_type(&seen, "error"));
+        assert!(reconnects >= 1, "the watcher was moved by a restart");
+        assert_eq!(seqs(&seen), seqs(&a.events(session).await), "the stream and the log agree");
+    }
+}
+
+/// Waits until the session's log holds at least `count` events.
+async fn wait_for_updates(server: &TestServer, session: &str, count: usize) {
+    let deadline = tokio::time::Instant::now() + STALL;
+    while server.events(session).await.len() < count {
+        assert!(tokio::time::Instant::now() < deadline, "the session stalled below {count} events");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Streams a session from `urls[0]`, moving to the other address whenever the stream closes,
+/// with the last seq it has, until the first `turn_end`; returns the events and the reconnects.
+async fn follow_until_turn_end(urls: [String; 2], token: String, session: String) -> (Vec<Value>, usize) {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
+    let mut seen: Vec<Value> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    let mut attempt = 0usize;
+    loop {
+        assert!(tokio::time::Instant::now() < deadline, "the watcher never saw the turn end");
+        let after = seen.last().and_then(|e| e["seq"].as_i64()).unwrap_or(0);
+        let url = format!("ws://{}/api/v1/sessions/{session}/stream?after={after}", urls[attempt % 2]);
+        attempt += 1;
+        let mut request = url.into_client_request().expect("ws request");
+        request.headers_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
+        let Ok((mut socket, _)) = tokio_tungstenite::connect_async(request).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        loop {
+            match tokio::time::timeout(STALL, socket.next()).await {
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    let event: Value = serde_json::from_str(text.as_str()).expect("an event");
+                    let end = event["type"] == "turn_end";
+                    seen.push(event);
+                    if end {
+                        return (seen, attempt - 1);
+                    }
+                }
+                Ok(Some(Ok(_))) => {}
+                Ok(_) => break,
+                Err(_) => panic!("the stream stalled for {STALL:?}"),
+            }
+        }
+    }
+}

@@ -227,6 +227,20 @@ impl TestServer {
         }
     }
 
+    /// Stops the server gracefully (SIGTERM, 20 s) and starts it again on the same database,
+    /// ports and data directory (a rolling restart's step).
+    pub async fn restart_gracefully(&mut self) {
+        if !self.terminate(Duration::from_secs(20)) {
+            self.kill();
+        }
+        self.spawn().await;
+    }
+
+    /// The API's port.
+    pub fn api_port(&self) -> u16 {
+        self.api_port
+    }
+
     /// Starts the server again on the same database and ports.
     pub async fn restart(&mut self) {
         self.kill();
