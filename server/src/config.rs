@@ -14,6 +14,8 @@ pub enum DriverKind {
     Docker,
     /// sandboxd as a child process: NO isolation.
     Local,
+    /// One Pod per agent on a Kubernetes cluster (docs/kubernetes.md).
+    Kubernetes,
 }
 
 /// What a Docker sandbox's network reaches.
@@ -310,11 +312,41 @@ pub struct Config {
     /// More addresses of the proxy itself (comma-separated), refused as destinations.
     #[arg(long, env = "AGENTHOLD_PROXY_OWN_ADDRS", value_delimiter = ',')]
     pub proxy_own_addrs: Vec<std::net::IpAddr>,
+    /// Kubernetes driver: the namespace of the sandboxes' objects (unset: the kubeconfig's
+    /// namespace, or the server's own when it runs in the cluster).
+    #[arg(long, env = "AGENTHOLD_KUBE_NAMESPACE")]
+    pub kube_namespace: Option<String>,
+    /// Kubernetes driver: the image whose `/agenthold/` holds sandboxd and fakeagent (copied into
+    /// each sandbox by an init container; images/tools/Dockerfile).
+    #[arg(long, env = "AGENTHOLD_KUBE_TOOLS_IMAGE", default_value = "agenthold/tools:latest")]
+    pub kube_tools_image: String,
+    /// Kubernetes driver: the storage class of agents' home claims (unset: the cluster's default).
+    #[arg(long, env = "AGENTHOLD_KUBE_STORAGE_CLASS")]
+    pub kube_storage_class: Option<String>,
+    /// Kubernetes driver: the size of each agent's home claim.
+    #[arg(long, env = "AGENTHOLD_KUBE_HOME_SIZE", default_value = "10Gi")]
+    pub kube_home_size: String,
+    /// Kubernetes driver: labels (`k=v,k=v`) of the server's Pods, which sandboxes may reach on the
+    /// tunnel's port (their NetworkPolicy).
+    #[arg(long, env = "AGENTHOLD_KUBE_SERVER_LABELS", default_value = KUBE_SERVER_LABELS)]
+    pub kube_server_labels: String,
+    /// Kubernetes driver: labels (`k=v,k=v`) of the egress proxy's Pods, which sandboxes may reach
+    /// on the proxy's port.
+    #[arg(long, env = "AGENTHOLD_KUBE_PROXY_LABELS", default_value = KUBE_SERVER_LABELS)]
+    pub kube_proxy_labels: String,
+    /// Kubernetes driver: the port the egress proxy's Pods listen on (unset: the port of
+    /// `AGENTHOLD_PROXY_ADDR`).
+    #[arg(long, env = "AGENTHOLD_KUBE_PROXY_PORT")]
+    pub kube_proxy_port: Option<u16>,
     /// TEST ONLY: `{"host:port": {"addr": "127.0.0.1:PORT", "ca_cert": "/path.pem"}}` copied into
     /// the proxy's `upstream_overrides`. Refused in production mode.
     #[arg(long, env = "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", value_parser = parse_overrides)]
     pub proxy_test_upstream_overrides: Option<UpstreamOverrides>,
 }
+
+/// The labels of the server's Pods in deploy/kubernetes (the egress proxy runs beside the server,
+/// in the same Pod).
+pub const KUBE_SERVER_LABELS: &str = "app.kubernetes.io/name=agenthold,app.kubernetes.io/component=server";
 
 fn parse_posture(value: &str) -> Result<crate::permissions::Posture, String> {
     crate::permissions::Posture::parse(value).map_err(|e| e.to_string())
@@ -360,6 +392,8 @@ impl Config {
             (Some(addr), _) => addr.clone(),
             (None, DriverKind::Docker) => "host.docker.internal:3128".to_owned(),
             (None, DriverKind::Local) => "127.0.0.1:3128".to_owned(),
+            // The Service of deploy/kubernetes, in the sandboxes' namespace.
+            (None, DriverKind::Kubernetes) => "agenthold:3128".to_owned(),
         }
     }
 
@@ -395,7 +429,49 @@ impl Config {
             (Some(url), _) => url.clone(),
             (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
             (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
+            (None, DriverKind::Kubernetes) => format!("{scheme}://agenthold:{tunnel_port}/tunnel"),
         }
+    }
+
+    /// The Kubernetes driver's settings (the egress proxy's CA, PEM, when sandboxes use it); an
+    /// error saying which setting is wrong.
+    pub fn kube_settings(
+        &self,
+        tunnel_port: u16,
+        proxy_ca: Option<String>,
+    ) -> Result<crate::sandbox::kubernetes::manifests::Settings, String> {
+        use crate::sandbox::kubernetes::manifests::{check_instance, check_quantity, parse_labels};
+        check_instance(&self.instance).map_err(|e| format!("AGENTHOLD_INSTANCE: {e}"))?;
+        check_quantity(&self.kube_home_size).map_err(|e| format!("AGENTHOLD_KUBE_HOME_SIZE: {e}"))?;
+        let server_labels =
+            parse_labels(&self.kube_server_labels).map_err(|e| format!("AGENTHOLD_KUBE_SERVER_LABELS: {e}"))?;
+        let proxy = match &proxy_ca {
+            Some(_) => {
+                let labels =
+                    parse_labels(&self.kube_proxy_labels).map_err(|e| format!("AGENTHOLD_KUBE_PROXY_LABELS: {e}"))?;
+                let port = self.kube_proxy_port.or_else(|| self.proxy_port()).ok_or_else(|| {
+                    "AGENTHOLD_KUBE_PROXY_PORT: unset, and AGENTHOLD_PROXY_ADDR names no port".to_owned()
+                })?;
+                Some((labels, port))
+            }
+            None => None,
+        };
+        let proxy_ca = proxy_ca.map(|pem| {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(pem.as_bytes());
+            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            (pem, hash)
+        });
+        Ok(crate::sandbox::kubernetes::manifests::Settings {
+            instance: self.instance.clone(),
+            tools_image: self.kube_tools_image.clone(),
+            storage_class: self.kube_storage_class.clone().filter(|c| !c.is_empty()),
+            home_size: self.kube_home_size.clone(),
+            server_labels,
+            tunnel_port,
+            proxy,
+            proxy_ca,
+        })
     }
 
     /// The tunnel's TLS certificate and key files, when it serves TLS.
