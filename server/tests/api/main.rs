@@ -29,6 +29,8 @@ mod edges_tunnel;
 mod elicitation;
 mod failures;
 mod hardening;
+mod kube_driver;
+mod kube_replay;
 mod lifecycle;
 mod limits;
 mod login_support;
