@@ -30,6 +30,7 @@ mod elicitation;
 mod failures;
 mod hardening;
 mod kube_driver;
+mod kube_manifests;
 mod kube_replay;
 mod lifecycle;
 mod limits;
