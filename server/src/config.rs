@@ -535,6 +535,32 @@ mod tests {
     }
 
     #[test]
+    fn kubernetes_settings_are_checked_and_default_to_the_manifests_service() {
+        let mut config = parse(&["--instance", "agenthold"]).expect("parses");
+        config.driver = DriverKind::Kubernetes;
+        (config.tunnel_url, config.proxy_addr, config.kube_proxy_port) = (None, None, None);
+        (config.kube_home_size, config.kube_server_labels, config.kube_proxy_labels) =
+            ("10Gi".to_owned(), KUBE_SERVER_LABELS.to_owned(), KUBE_SERVER_LABELS.to_owned());
+        assert_eq!(config.driver, DriverKind::Kubernetes);
+        assert_eq!(config.tunnel_url(7701), "ws://agenthold:7701/tunnel");
+        let settings = config.kube_settings(7701, None).expect("valid");
+        assert_eq!((settings.tunnel_port, settings.proxy.is_none()), (7701, true));
+        assert_eq!(settings.server_labels.len(), 2);
+        config.proxy_addr = Some("agenthold:3128".to_owned());
+        let settings = config.kube_settings(7701, Some("PEM".to_owned())).expect("valid");
+        assert_eq!(settings.proxy.map(|(_, port)| port), Some(3128));
+        assert_eq!(settings.proxy_ca.map(|(_, hash)| hash.len()), Some(16));
+        config.kube_home_size = "lots".to_owned();
+        assert!(config.kube_settings(7701, None).expect_err("bad size").contains("AGENTHOLD_KUBE_HOME_SIZE"));
+        config.kube_home_size = "10Gi".to_owned();
+        config.kube_server_labels = "app".to_owned();
+        assert!(config.kube_settings(7701, None).expect_err("bad labels").contains("AGENTHOLD_KUBE_SERVER_LABELS"));
+        config.kube_server_labels = KUBE_SERVER_LABELS.to_owned();
+        config.instance = "Agent_Hold".to_owned();
+        assert!(config.kube_settings(7701, None).expect_err("bad instance").contains("AGENTHOLD_INSTANCE"));
+    }
+
+    #[test]
     fn production_is_the_default_mode_and_rotate_is_a_subcommand() {
         let config = parse(&["--mode", "dev"]).expect("parses");
         assert_eq!(config.mode, Mode::Dev);
