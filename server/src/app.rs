@@ -13,6 +13,7 @@ use crate::events::appender::Appender;
 use crate::events::hub::Hub;
 use crate::sandbox::SandboxDriver;
 use crate::sandbox::docker::DockerDriver;
+use crate::sandbox::kubernetes::KubeDriver;
 use crate::sandbox::local::LocalDriver;
 use crate::secrets::master_key::{self, KeySource, MasterKey};
 use crate::supervisor::{Deps, Supervisors, Timeouts};
@@ -153,6 +154,18 @@ pub async fn run(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,
             config.sandbox_bin_dir(),
         )),
+        DriverKind::Kubernetes => {
+            // Sandboxes reach the server's Pods on the port the tunnel listens on.
+            let settings = config
+                .kube_settings(config.tunnel_listen.port(), sandbox_proxy_ca.clone())
+                .map_err(anyhow::Error::msg)
+                .context("the Kubernetes driver's settings")?;
+            let driver = KubeDriver::connect(settings, config.kube_namespace.clone())
+                .await
+                .context("connecting to Kubernetes")?;
+            tracing::info!(namespace = driver.namespace(), "sandboxes run as Pods on Kubernetes");
+            Arc::new(driver)
+        }
     };
     let prepared = {
         let (driver, image) = (Arc::clone(&driver), config.image.clone());

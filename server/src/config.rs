@@ -14,6 +14,8 @@ pub enum DriverKind {
     Docker,
     /// sandboxd as a child process: NO isolation.
     Local,
+    /// One Pod per agent on a Kubernetes cluster (docs/kubernetes.md).
+    Kubernetes,
 }
 
 /// What a Docker sandbox's network reaches.
@@ -327,6 +329,32 @@ pub struct Config {
     /// More addresses of the proxy itself (comma-separated), refused as destinations.
     #[arg(long, env = "AGENTHOLD_PROXY_OWN_ADDRS", value_delimiter = ',')]
     pub proxy_own_addrs: Vec<std::net::IpAddr>,
+    /// Kubernetes driver: the namespace of the sandboxes' objects (unset: the kubeconfig's
+    /// namespace, or the server's own when it runs in the cluster).
+    #[arg(long, env = "AGENTHOLD_KUBE_NAMESPACE")]
+    pub kube_namespace: Option<String>,
+    /// Kubernetes driver: the image whose `/agenthold/` holds sandboxd and fakeagent (copied into
+    /// each sandbox by an init container; images/tools/Dockerfile).
+    #[arg(long, env = "AGENTHOLD_KUBE_TOOLS_IMAGE", default_value = "agenthold/tools:latest")]
+    pub kube_tools_image: String,
+    /// Kubernetes driver: the storage class of agents' home claims (unset: the cluster's default).
+    #[arg(long, env = "AGENTHOLD_KUBE_STORAGE_CLASS")]
+    pub kube_storage_class: Option<String>,
+    /// Kubernetes driver: the size of each agent's home claim.
+    #[arg(long, env = "AGENTHOLD_KUBE_HOME_SIZE", default_value = "10Gi")]
+    pub kube_home_size: String,
+    /// Kubernetes driver: labels (`k=v,k=v`) of the server's Pods, which sandboxes may reach on the
+    /// tunnel's port (their NetworkPolicy).
+    #[arg(long, env = "AGENTHOLD_KUBE_SERVER_LABELS", default_value = KUBE_SERVER_LABELS)]
+    pub kube_server_labels: String,
+    /// Kubernetes driver: labels (`k=v,k=v`) of the egress proxy's Pods, which sandboxes may reach
+    /// on the proxy's port.
+    #[arg(long, env = "AGENTHOLD_KUBE_PROXY_LABELS", default_value = KUBE_SERVER_LABELS)]
+    pub kube_proxy_labels: String,
+    /// Kubernetes driver: the port the egress proxy's Pods listen on (unset: the port of
+    /// `AGENTHOLD_PROXY_ADDR`).
+    #[arg(long, env = "AGENTHOLD_KUBE_PROXY_PORT")]
+    pub kube_proxy_port: Option<u16>,
     /// TEST ONLY: `{"host:port": {"addr": "127.0.0.1:PORT", "ca_cert": "/path.pem"}}` copied into
     /// the proxy's `upstream_overrides`. Refused in production mode.
     #[arg(long, env = "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", value_parser = parse_overrides)]
@@ -341,6 +369,10 @@ fn lease_ttl(value: &str) -> Result<f64, String> {
     }
     Ok(secs)
 }
+
+/// The labels of the server's Pods in deploy/kubernetes (the egress proxy runs beside the server,
+/// in the same Pod).
+pub const KUBE_SERVER_LABELS: &str = "app.kubernetes.io/name=agenthold,app.kubernetes.io/component=server";
 
 fn parse_posture(value: &str) -> Result<crate::permissions::Posture, String> {
     crate::permissions::Posture::parse(value).map_err(|e| e.to_string())
@@ -386,6 +418,8 @@ impl Config {
             (Some(addr), _) => addr.clone(),
             (None, DriverKind::Docker) => "host.docker.internal:3128".to_owned(),
             (None, DriverKind::Local) => "127.0.0.1:3128".to_owned(),
+            // The Service of deploy/kubernetes, in the sandboxes' namespace.
+            (None, DriverKind::Kubernetes) => "agenthold:3128".to_owned(),
         }
     }
 
@@ -421,6 +455,7 @@ impl Config {
             (Some(url), _) => url.clone(),
             (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
             (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
+            (None, DriverKind::Kubernetes) => format!("{scheme}://agenthold:{tunnel_port}/tunnel"),
         }
     }
 
@@ -431,6 +466,9 @@ impl Config {
             (Some(url), _) => url.clone(),
             (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
             (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
+            // The Service's name: with several replicas, set it to each Pod's own address
+            // (docs/kubernetes.md).
+            (None, DriverKind::Kubernetes) => format!("{scheme}://agenthold:{tunnel_port}/tunnel"),
         }
     }
 
@@ -441,6 +479,47 @@ impl Config {
             None if api.ip().is_unspecified() => format!("http://127.0.0.1:{}", api.port()),
             None => format!("http://{api}"),
         }
+    }
+
+    /// The Kubernetes driver's settings (the egress proxy's CA, PEM, when sandboxes use it); an
+    /// error saying which setting is wrong.
+    pub fn kube_settings(
+        &self,
+        tunnel_port: u16,
+        proxy_ca: Option<String>,
+    ) -> Result<crate::sandbox::kubernetes::manifests::Settings, String> {
+        use crate::sandbox::kubernetes::manifests::{check_instance, check_quantity, parse_labels};
+        check_instance(&self.instance).map_err(|e| format!("AGENTHOLD_INSTANCE: {e}"))?;
+        check_quantity(&self.kube_home_size).map_err(|e| format!("AGENTHOLD_KUBE_HOME_SIZE: {e}"))?;
+        let server_labels =
+            parse_labels(&self.kube_server_labels).map_err(|e| format!("AGENTHOLD_KUBE_SERVER_LABELS: {e}"))?;
+        let proxy = match &proxy_ca {
+            Some(_) => {
+                let labels =
+                    parse_labels(&self.kube_proxy_labels).map_err(|e| format!("AGENTHOLD_KUBE_PROXY_LABELS: {e}"))?;
+                let port = self.kube_proxy_port.or_else(|| self.proxy_port()).ok_or_else(|| {
+                    "AGENTHOLD_KUBE_PROXY_PORT: unset, and AGENTHOLD_PROXY_ADDR names no port".to_owned()
+                })?;
+                Some((labels, port))
+            }
+            None => None,
+        };
+        let proxy_ca = proxy_ca.map(|pem| {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(pem.as_bytes());
+            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            (pem, hash)
+        });
+        Ok(crate::sandbox::kubernetes::manifests::Settings {
+            instance: self.instance.clone(),
+            tools_image: self.kube_tools_image.clone(),
+            storage_class: self.kube_storage_class.clone().filter(|c| !c.is_empty()),
+            home_size: self.kube_home_size.clone(),
+            server_labels,
+            tunnel_port,
+            proxy,
+            proxy_ca,
+        })
     }
 
     /// The tunnel's TLS certificate and key files, when it serves TLS.
@@ -501,6 +580,32 @@ mod tests {
         config.sandbox_subnet_pool = "10.214.0.1/16".to_owned();
         config.sandbox_subnet_prefix = 28;
         assert!(config.subnet_pool().expect_err("host bits").contains("AGENTHOLD_SANDBOX_SUBNET_POOL"));
+    }
+
+    #[test]
+    fn kubernetes_settings_are_checked_and_default_to_the_manifests_service() {
+        let mut config = parse(&["--instance", "agenthold"]).expect("parses");
+        config.driver = DriverKind::Kubernetes;
+        (config.tunnel_url, config.proxy_addr, config.kube_proxy_port) = (None, None, None);
+        (config.kube_home_size, config.kube_server_labels, config.kube_proxy_labels) =
+            ("10Gi".to_owned(), KUBE_SERVER_LABELS.to_owned(), KUBE_SERVER_LABELS.to_owned());
+        assert_eq!(config.driver, DriverKind::Kubernetes);
+        assert_eq!(config.tunnel_url(7701), "ws://agenthold:7701/tunnel");
+        let settings = config.kube_settings(7701, None).expect("valid");
+        assert_eq!((settings.tunnel_port, settings.proxy.is_none()), (7701, true));
+        assert_eq!(settings.server_labels.len(), 2);
+        config.proxy_addr = Some("agenthold:3128".to_owned());
+        let settings = config.kube_settings(7701, Some("PEM".to_owned())).expect("valid");
+        assert_eq!(settings.proxy.map(|(_, port)| port), Some(3128));
+        assert_eq!(settings.proxy_ca.map(|(_, hash)| hash.len()), Some(16));
+        config.kube_home_size = "lots".to_owned();
+        assert!(config.kube_settings(7701, None).expect_err("bad size").contains("AGENTHOLD_KUBE_HOME_SIZE"));
+        config.kube_home_size = "10Gi".to_owned();
+        config.kube_server_labels = "app".to_owned();
+        assert!(config.kube_settings(7701, None).expect_err("bad labels").contains("AGENTHOLD_KUBE_SERVER_LABELS"));
+        config.kube_server_labels = KUBE_SERVER_LABELS.to_owned();
+        config.instance = "Agent_Hold".to_owned();
+        assert!(config.kube_settings(7701, None).expect_err("bad instance").contains("AGENTHOLD_INSTANCE"));
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub struct Agent {
     env: BTreeMap<String, String>,
     /// The sandbox image.
     image: String,
-    /// The sandbox driver (`docker`, `local`).
+    /// The sandbox driver (`docker`, `kubernetes`, `local`).
     driver: String,
     /// Whether its sandbox is confined to its own network.
     isolated: bool,

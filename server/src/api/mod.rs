@@ -23,6 +23,7 @@ mod secrets;
 mod sessions;
 mod stream;
 mod terminal;
+mod terminal_relay;
 mod users;
 mod warm_claim;
 mod web;

@@ -76,7 +76,7 @@ const MAX_INPUT_MESSAGE: usize = 64 << 10;
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, description = "`INVALID_QUERY`, `UNKNOWN_LOGIN_METHOD`, `NOT_A_WEBSOCKET`", body = ErrorBody),
-        (status = 503, description = "`CAPACITY`: the host runs as many sandboxes as it may", body = ErrorBody),
+        (status = 503, description = "`CAPACITY`: the host runs as many sandboxes as it may; `REPLICA_UNAVAILABLE`: the replica that owns the agent cannot be reached", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Operator))),
 )]
@@ -85,11 +85,25 @@ pub async fn open(
     principal: Principal,
     Id(id): Id<AgentId>,
     query: Result<Query<TerminalQuery>, axum::extract::rejection::QueryRejection>,
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
     Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
     // The role first: a caller without it learns nothing from the query's validation.
     visible_agent(&state, &principal, id, Role::Operator).await?;
     let Query(query) = query.map_err(|e| ApiError::bad_request("INVALID_QUERY", e.body_text()))?;
+    // The sandbox's tunnel is on the replica that owns the agent: the terminal opens there.
+    if let crate::replicas::Route::There(owner) = state.supervisors.route(id).await {
+        if headers.contains_key(super::terminal_relay::RELAYED) {
+            return Err(ApiError::Unavailable {
+                code: "REPLICA_UNAVAILABLE",
+                message: "the agent moved to another replica meanwhile; open the terminal again".to_owned(),
+            });
+        }
+        let path_and_query = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+        let send_timeout = state.config.ws_send_timeout();
+        return super::terminal_relay::relay(upgrade, &owner, path_and_query, &headers, send_timeout).await;
+    }
     if !state.supervisors.host().has_room_for(id) {
         return Err(super::agents::host_full());
     }

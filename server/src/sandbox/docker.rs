@@ -535,6 +535,8 @@ impl SandboxDriver for DockerDriver {
                     self.networks.remove(object.agent_id).await
                 }
                 ObjectKind::Network => gone(self.docker.remove_network(&object.name).await),
+                // Kubernetes objects only; never listed here.
+                ObjectKind::Secret => Ok(()),
             }
         }
         .boxed()

@@ -1,6 +1,6 @@
 //! Sandbox drivers: where an agent's sandboxd runs. [`docker`] (the default: one container per
-//! agent with a persistent home volume) and [`local`] (sandboxd as a child process, no
-//! isolation, for development without Docker). The trait keeps to ideas any scale-out driver
+//! agent with a persistent home volume), [`kubernetes`] (one Pod per agent with a claim for its
+//! home) and [`local`] (sandboxd as a child process, no isolation, for development without Docker). The trait keeps to ideas any scale-out driver
 //! (Kubernetes) also has: create with a home volume, start, stop (sleep), destroy, status.
 
 pub mod deletion;
@@ -9,6 +9,7 @@ mod docker_events;
 mod docker_networks;
 mod docker_oom;
 pub mod firewall;
+pub mod kubernetes;
 pub mod local;
 pub mod orphans;
 pub mod subnets;
@@ -71,7 +72,7 @@ pub enum DriverError {
 
 /// Where and how a sandbox runs.
 pub trait SandboxDriver: Send + Sync {
-    /// `docker` or `local`.
+    /// `docker`, `kubernetes` or `local`.
     fn kind(&self) -> &'static str;
     /// The id for a new agent. A driver may hand out ids it has prepared for (the Docker driver
     /// keeps a network ready for the next agent, so a first prompt need not wait for one).

@@ -20,12 +20,14 @@ use crate::ids::AgentId;
 /// What kind of engine object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectKind {
-    /// A sandbox container.
+    /// A sandbox container (the Kubernetes driver: its Pod).
     Container,
-    /// A home volume.
+    /// A home volume (the Kubernetes driver: its PersistentVolumeClaim).
     Volume,
-    /// An agent network.
+    /// An agent network (the Kubernetes driver: its NetworkPolicy).
     Network,
+    /// The Kubernetes driver's Secret holding a sandbox token.
+    Secret,
 }
 
 impl ObjectKind {
@@ -35,6 +37,7 @@ impl ObjectKind {
             Self::Container => "container",
             Self::Volume => "volume",
             Self::Network => "network",
+            Self::Secret => "secret",
         }
     }
 }

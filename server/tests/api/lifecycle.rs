@@ -14,7 +14,7 @@ use crate::support::{TestServer, texts};
 const TURN: Duration = Duration::from_secs(90);
 
 /// Runs a command line in the agent's terminal; returns what the terminal printed.
-async fn terminal(server: &TestServer, agent: &str, line: &str) -> String {
+pub(crate) async fn terminal(server: &TestServer, agent: &str, line: &str) -> String {
     let url = format!("{}/api/v1/agents/{agent}/terminal", server.url.replace("http://", "ws://"));
     let mut request = url.into_client_request().expect("request");
     request.headers_mut().insert("authorization", format!("Bearer {}", server.token).parse().expect("header"));

@@ -135,6 +135,10 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
     assert!(status < 300, "wake through B: {status} {body}");
     assert_eq!(container_running(&a.container(&agent)), Some(true), "the sandbox runs again");
 
+    // A terminal opened on B runs in A's sandbox (B relays it to A).
+    let printed = crate::lifecycle::terminal(&b, &agent, "echo relayed-$((6*7))").await;
+    assert!(printed.contains("relayed-42"), "the relayed terminal ran the line: {printed:?}");
+
     // Deleting through B closes the session's streams on A too.
     let mut on_a = a.watch(&session, "0").await;
     let (status, body) = b.delete(&format!("/api/v1/agents/{agent}")).await;
@@ -347,4 +351,30 @@ async fn follow_until_turn_end(urls: [String; 2], token: String, session: String
             }
         }
     }
+}
+
+#[tokio::test]
+async fn the_replica_route_takes_only_the_replica_credential_and_well_formed_commands() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let path = format!("/internal/v1/agents/{agent}/commands");
+    let prompt = json!({"command": "prompt"});
+    // Not the API's credentials, and nothing without one.
+    assert_eq!(server.raw_with_headers("POST", &path, None, &[], prompt.clone()).await.0, 401);
+    assert_eq!(server.raw_with_headers("POST", &path, Some(&server.token), &[], prompt.clone()).await.0, 401);
+    let key = std::fs::read(server.data_dir.join("master.key")).expect("the master key file");
+    let key = agenthold_server::secrets::master_key::MasterKey::parse(&key).expect("a master key");
+    let credential = agenthold_server::replicas::forward::call_token(&key);
+    let wrong = format!("{}0", &credential[..credential.len() - 1]);
+    assert_eq!(server.raw_with_headers("POST", &path, Some(&wrong), &[], prompt.clone()).await.0, 401);
+    // With it: bad commands are refused, an unknown agent is 404, a good command runs here.
+    let (status, _, _) = server.raw_with_headers("POST", &path, Some(&credential), &[], json!({"command": "attach"})).await;
+    assert_eq!(status, 422, "a command that cannot travel");
+    let unknown = format!("/internal/v1/agents/{}/commands", uuid::Uuid::new_v4());
+    assert_eq!(server.raw_with_headers("POST", &unknown, Some(&credential), &[], prompt.clone()).await.0, 404);
+    let (status, _, answer) = server.raw_with_headers("POST", &path, Some(&credential), &[], prompt).await;
+    assert_eq!((status, answer), (200, json!({"outcome": "done"})));
+    let (status, _, answer) =
+        server.raw_with_headers("POST", &path, Some(&credential), &[], json!({"command": "sleep"})).await;
+    assert_eq!((status, answer), (200, json!({"outcome": "lifecycle", "error": null})), "the sleep ran here");
 }
