@@ -36,11 +36,10 @@ pub async fn relay(
     send_timeout: Duration,
 ) -> Result<Response, ApiError> {
     let unavailable = |message: String| ApiError::Unavailable { code: "REPLICA_UNAVAILABLE", message };
-    let authority = owner
-        .internal_url
-        .strip_prefix("http://")
-        .map(|rest| rest.trim_end_matches('/'))
-        .ok_or_else(|| unavailable(format!("the agent's replica has no http:// address ({})", owner.internal_url)))?;
+    let authority =
+        owner.internal_url.strip_prefix("http://").map(|rest| rest.trim_end_matches('/')).ok_or_else(|| {
+            unavailable(format!("the agent's replica has no http:// address ({})", owner.internal_url))
+        })?;
     let mut request = format!("ws://{authority}{path_and_query}")
         .into_client_request()
         .map_err(|e| unavailable(format!("the agent's replica address: {e}")))?;

@@ -28,8 +28,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     // the rows are locked in id order first (concurrent writers lock in the same order). The
     // same statement tells the other replicas, on commit, what each session got
     // (`crate::replicas::fanout`).
-    let (session_ids, (session_counts, questions)): (Vec<Uuid>, (Vec<i64>, Vec<bool>)) =
-        counts.into_iter().map(|(id, (n, q))| (id, (n, q))).unzip();
+    let (session_ids, (session_counts, questions)): (Vec<Uuid>, (Vec<i64>, Vec<bool>)) = counts.into_iter().unzip();
     let rows = sqlx::query!(
         r#"WITH locked AS (SELECT id FROM sessions WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE),
            bumped AS (

@@ -84,11 +84,17 @@ async fn a_sandbox_cut_off_for_20_s_buffers_then_blocks_and_loses_nothing() {
     let emitted: Vec<i64> =
         seen.iter().filter_map(|e| e["payload"]["_meta"]["fakeagent"]["emittedAtUs"].as_i64()).collect();
     let longest_stall_s = emitted.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64 / 1e6;
-    assert!(longest_stall_s > 10.0, "the harness was held back during the partition (longest stall {longest_stall_s:.1} s)");
+    assert!(
+        longest_stall_s > 10.0,
+        "the harness was held back during the partition (longest stall {longest_stall_s:.1} s)"
+    );
     // Both ends noticed the silence, and sandboxd came back.
     let logs = Command::new("docker").args(["logs", &container]).output().expect("docker logs");
     let logs = format!("{}{}", String::from_utf8_lossy(&logs.stdout), String::from_utf8_lossy(&logs.stderr));
-    assert!(logs.contains("no word from the server"), "sandboxd noticed the partition: {logs}");
+    assert!(
+        logs.contains("no word from the server") || logs.contains("the server took nothing"),
+        "sandboxd noticed the partition: {logs}"
+    );
     assert!(logs.matches("connected to the server").count() >= 2, "sandboxd reconnected: {logs}");
     let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
 }

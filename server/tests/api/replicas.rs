@@ -232,7 +232,7 @@ async fn a_question_asked_through_one_replica_is_pushed_and_answered_on_the_othe
     assert_eq!(status, 200, "{body}");
     let events = a.wait_turns(&session, 1, STALL).await;
     assert!(
-        events.iter().any(|e| e["type"] == "update" && e.to_string().contains("text after the answer")),
+        events.iter().any(|e| e["type"] == "update" && e.to_string().contains("after the answer")),
         "the harness had the answer and went on: {events:?}"
     );
     let (status, _) = b.post(&answer, json!({"decision": "deny"})).await;
@@ -368,7 +368,8 @@ async fn the_replica_route_takes_only_the_replica_credential_and_well_formed_com
     let wrong = format!("{}0", &credential[..credential.len() - 1]);
     assert_eq!(server.raw_with_headers("POST", &path, Some(&wrong), &[], prompt.clone()).await.0, 401);
     // With it: bad commands are refused, an unknown agent is 404, a good command runs here.
-    let (status, _, _) = server.raw_with_headers("POST", &path, Some(&credential), &[], json!({"command": "attach"})).await;
+    let (status, _, _) =
+        server.raw_with_headers("POST", &path, Some(&credential), &[], json!({"command": "attach"})).await;
     assert_eq!(status, 422, "a command that cannot travel");
     let unknown = format!("/internal/v1/agents/{}/commands", uuid::Uuid::new_v4());
     assert_eq!(server.raw_with_headers("POST", &unknown, Some(&credential), &[], prompt.clone()).await.0, 404);
