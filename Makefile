@@ -6,6 +6,7 @@
 #   make test    everything CI runs (.ci/run calls it)
 #   make lint    rustfmt + clippy, warnings are errors
 #   make bench   scripts/bench/run.sh
+#   make chaos   the five-minute load: 100 sessions × 10 watchers (BENCH_ONLY=load)
 #   make build | web | postgres | docker | images | base-image | e2e | sqlx-prepare
 
 SHELL := /bin/bash
@@ -25,7 +26,7 @@ ifneq ($(origin EXTRA_CA_CERTS),undefined)
 export AGENTHOLD_EXTRA_CA_CERTS := $(EXTRA_CA_CERTS)
 endif
 
-.PHONY: help build web web-test postgres docker images base-image up dev down test e2e bench lint sqlx-prepare
+.PHONY: help build web web-test postgres docker images base-image up dev down test e2e bench chaos lint sqlx-prepare
 
 help:
 	@sed -n '1,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed -n 's/^# \{0,1\}//p'
@@ -85,6 +86,9 @@ e2e: up base-image
 bench:
 	@if [ -f scripts/bench/run.sh ]; then bash scripts/bench/run.sh; \
 	else echo "scripts/bench/run.sh does not exist yet; nothing to run" >&2; fi
+
+chaos:
+	BENCH_ONLY=load BENCH_LOAD_SECONDS=$${BENCH_LOAD_SECONDS:-300} bash scripts/bench/run.sh
 
 lint:
 	$(CARGO) fmt --all --check

@@ -62,6 +62,18 @@ pub struct Config {
     /// Agents in the large `multi` load (`multi_100`); 0 leaves it out.
     #[arg(long, default_value_t = 100)]
     pub multi_big_agents: usize,
+    /// Sessions (one per warm agent) in the `load` part; 0 leaves it out.
+    #[arg(long, env = "BENCH_LOAD_SESSIONS", default_value_t = 100)]
+    pub load_sessions: usize,
+    /// Watchers per session in the `load` part.
+    #[arg(long, env = "BENCH_LOAD_WATCHERS", default_value_t = 10)]
+    pub load_watchers: usize,
+    /// Events per second per session in the `load` part.
+    #[arg(long, env = "BENCH_LOAD_RATE", default_value_t = 5)]
+    pub load_rate: u64,
+    /// How long the `load` part streams (`make chaos`: 300).
+    #[arg(long, env = "BENCH_LOAD_SECONDS", default_value_t = 60)]
+    pub load_seconds: u64,
 }
 
 /// A part of the benchmark run on its own.
@@ -69,4 +81,6 @@ pub struct Config {
 pub enum Only {
     /// The many-agents loads and the flood they are compared with.
     Multi,
+    /// The `load` part alone (`make chaos`).
+    Load,
 }

@@ -12,6 +12,7 @@ pub mod api;
 pub mod approval;
 pub mod burst;
 pub mod config;
+pub mod load;
 pub mod many;
 pub mod metrics_scrape;
 pub mod multi;
@@ -78,6 +79,7 @@ pub async fn run(config: Config) -> Result<Value> {
     let mut agents = Vec::new();
     let outcome = match config.only {
         Some(config::Only::Multi) => many::only(&config, &api, &mut agents).await,
+        Some(config::Only::Load) => load::only(&config, &api, &mut agents).await,
         None => measure(&config, &api, &mut agents).await,
     };
     progress(&format!("deleting {} benchmark agent(s)", agents.len()));
@@ -296,6 +298,11 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
 
     // --- many agents at once ----------------------------------------------------------------
     let many = many::measure(config, api, &burst.sessions, tag, agents).await?;
+    let load = if config.load_sessions > 0 {
+        Some(load::measure(config, api, &many.sessions, tag, agents).await.context("load")?)
+    } else {
+        None
+    };
 
     // --- operating it ---------------------------------------------------------------------
     let scrape = match &config.metrics_url {
@@ -417,6 +424,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
             },
             "multi": many::details(&many.multi),
             "multi_100": many.big.as_ref().map(many::details),
+            "load": load.as_ref().map(load::details),
             "latency": {
                 "events": config.latency_events,
                 "rate_per_s": config.latency_rate,
@@ -474,6 +482,9 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     });
     if let Some(map) = report.as_object_mut() {
         many::figures(&many, map);
+        if let Some(Value::Object(figures)) = load.as_ref().map(load::figures) {
+            map.extend(figures);
+        }
     }
     Ok(report)
 }

@@ -28,6 +28,8 @@ pub struct ManyAgents {
     pub multi: Multi,
     /// `multi_100` (`None` when `--multi-big-agents 0`).
     pub big: Option<Multi>,
+    /// Every warm session the loads used (the large load's, else `multi`'s).
+    pub sessions: Vec<String>,
 }
 
 /// Runs `multi` on the first [`MULTI_AGENTS`] of `sessions` (warm agents), then tops the agents
@@ -41,8 +43,8 @@ pub async fn measure(
 ) -> Result<ManyAgents> {
     let count = sessions.len().min(MULTI_AGENTS);
     let multi = run(config, api, &sessions[..count]).await.context("multi")?;
+    let mut all = sessions.to_vec();
     let big = if config.multi_big_agents > 0 {
-        let mut all = sessions.to_vec();
         let missing = config.multi_big_agents.saturating_sub(all.len());
         if missing > 0 {
             progress(&format!("multi_100: {missing} more agents, created at once"));
@@ -54,7 +56,7 @@ pub async fn measure(
     } else {
         None
     };
-    Ok(ManyAgents { multi, big })
+    Ok(ManyAgents { multi, big, sessions: all })
 }
 
 async fn run(config: &Config, api: &Api, sessions: &[String]) -> Result<Multi> {
