@@ -18,3 +18,7 @@ CREATE TABLE agent_leases (
 );
 
 CREATE INDEX agent_leases_replica ON agent_leases (replica_id);
+
+-- The replica that made each pooled sandbox (its pool holds the sandbox's connection): a replica
+-- starting removes only its own leftovers and those of replicas no longer alive.
+ALTER TABLE pooled_sandboxes ADD COLUMN replica_id uuid;

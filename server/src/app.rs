@@ -241,6 +241,7 @@ pub async fn run(
             pids_limit: config.default_pids_limit,
             connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
             refill_delay: std::time::Duration::from_secs(3),
+            replica_id: replicas.id(),
         };
         let host = Arc::clone(supervisors.host());
         crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)

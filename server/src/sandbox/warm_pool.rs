@@ -16,8 +16,9 @@
 //!   its connection ends (the container died): removed, then made again.
 //! - **Counted** as awake on the host (`AGENTHOLD_MAX_AWAKE`): none is made while the host is
 //!   full; a claim carries the count over to the agent (same id).
-//! - **At start** every pooled sandbox an earlier process left is removed (its connection is gone
-//!   with that process); the orphan sweep leaves recorded pooled sandboxes alone.
+//! - **At start** every pooled sandbox an earlier process of this replica left is removed (its
+//!   connection is gone with that process), and those of replicas no longer alive; another live
+//!   replica's pool is its own. The orphan sweep leaves recorded pooled sandboxes alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,6 +55,8 @@ pub struct PoolSettings {
     /// How long after a claim the pool waits before making another (the claimed agent's first
     /// prompt has the engine to itself meanwhile).
     pub refill_delay: Duration,
+    /// The replica this pool belongs to (its sandboxes' connections reach its tunnel).
+    pub replica_id: uuid::Uuid,
 }
 
 /// A pooled sandboxd's connection, as the tunnel made it.
@@ -187,7 +190,7 @@ impl WarmPool {
     }
 
     async fn remove_leftovers(&self) {
-        let leftovers = match store::warm_pool::all(&self.inner.pool).await {
+        let leftovers = match store::warm_pool::leftovers(&self.inner.pool, self.inner.settings.replica_id).await {
             Ok(ids) => ids,
             Err(error) => {
                 tracing::warn!(%error, "listing pooled sandboxes left by an earlier run");
@@ -264,7 +267,7 @@ impl WarmPool {
         let agent_id = driver.next_agent_id();
         let token = crate::supervisor::shell::mint_token();
         let hash = store::tokens::hash_token(token.expose());
-        store::warm_pool::insert(&self.inner.pool, agent_id, &hash, &settings.image).await?;
+        store::warm_pool::insert(&self.inner.pool, agent_id, &hash, &settings.image, settings.replica_id).await?;
         let spec = SandboxSpec {
             agent_id,
             image: settings.image.clone(),

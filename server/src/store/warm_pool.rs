@@ -4,13 +4,20 @@ use sqlx::PgPool;
 
 use crate::ids::AgentId;
 
-/// Records a pooled sandbox before its container is made.
-pub async fn insert(pool: &PgPool, agent_id: AgentId, token_hash: &[u8], image: &str) -> sqlx::Result<()> {
+/// Records a pooled sandbox of replica `replica_id` before its container is made.
+pub async fn insert(
+    pool: &PgPool,
+    agent_id: AgentId,
+    token_hash: &[u8],
+    image: &str,
+    replica_id: uuid::Uuid,
+) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"INSERT INTO pooled_sandboxes (agent_id, token_hash, image) VALUES ($1, $2, $3)"#,
+        r#"INSERT INTO pooled_sandboxes (agent_id, token_hash, image, replica_id) VALUES ($1, $2, $3, $4)"#,
         agent_id.0,
         token_hash,
-        image
+        image,
+        replica_id
     )
     .execute(pool)
     .await?;
@@ -28,6 +35,20 @@ pub async fn agent_for_token(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<O
 /// Every pooled sandbox recorded (this process's and those an earlier one left).
 pub async fn all(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
     let ids = sqlx::query_scalar!(r#"SELECT agent_id FROM pooled_sandboxes"#).fetch_all(pool).await?;
+    Ok(ids.into_iter().map(AgentId).collect())
+}
+
+/// The pooled sandboxes left by an earlier run of replica `me`, by a replica no longer alive, or
+/// by a server before replicas were recorded; never those of another live replica.
+pub async fn leftovers(pool: &PgPool, me: uuid::Uuid) -> sqlx::Result<Vec<AgentId>> {
+    let ids = sqlx::query_scalar!(
+        r#"SELECT p.agent_id FROM pooled_sandboxes p
+           WHERE p.replica_id IS NULL OR p.replica_id = $1
+              OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = p.replica_id AND r.expires_at > now())"#,
+        me
+    )
+    .fetch_all(pool)
+    .await?;
     Ok(ids.into_iter().map(AgentId).collect())
 }
 
