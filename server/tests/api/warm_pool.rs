@@ -150,3 +150,27 @@ async fn a_pooled_sandbox_whose_sandboxd_never_connects_is_replaced_and_never_ha
     }
     assert!(server.log().contains("did not connect in time"), "{}", server.log());
 }
+
+#[tokio::test]
+async fn a_second_replica_keeps_its_hands_off_the_first_replicas_pool() {
+    if driver() != "docker" {
+        return;
+    }
+    let first = TestServer::start_with(&[
+        ("AGENTHOLD_WARM_POOL_SIZE", "1"),
+        ("AGENTHOLD_SANDBOX_FIREWALL", "external"),
+        ("AGENTHOLD_LEASE_TTL_SECS", "3"),
+    ])
+    .await;
+    let instance = first.instance.clone();
+    let pooled = wait_running(&instance, 1, |_| true).await.remove(0);
+    wait_connected(&first, 1).await;
+    // Another replica with a pool of its own: it removes no leftovers of the live first one.
+    let second = first.replica(&[]).await;
+    let both = wait_running(&instance, 2, |_| true).await;
+    assert!(both.contains(&pooled), "the first replica's pooled sandbox survived the second's start: {both:?}");
+    assert!(!second.log().contains(&pooled.replace(&format!("{instance}-"), "")), "the second never touched it");
+    // The first replica's pooled sandbox is still its to hand out.
+    let agent = first.create_agent(json!({})).await;
+    assert_eq!(pooled, first.container(&agent), "the first replica's next agent took its pooled sandbox");
+}
