@@ -140,20 +140,38 @@ pub async fn run(
     let proxy_feed_settings = proxy_feed_settings(&config, listeners.api.local_addr()?)?;
     let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
     let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
-    let driver: Arc<dyn SandboxDriver> = match config.driver {
-        DriverKind::Docker => Arc::new(
-            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir())
-                .context("connecting to Docker")?
-                .with_nofile_limit(config.sandbox_nofile)
-                .with_proxy_ca(sandbox_proxy_ca.clone())
-                .with_confined_egress(config.sandbox_egress == Egress::Confined)
-                .with_subnet_pool(subnet_pool),
+    let engines = match (&config.docker_engines, config.driver) {
+        (Some(path), DriverKind::Docker) => Some(
+            crate::sandbox::engines::load(path)
+                .map_err(anyhow::Error::msg)
+                .context("the Docker engines file (AGENTHOLD_DOCKER_ENGINES)")?,
         ),
-        DriverKind::Local => Arc::new(LocalDriver::new(
+        (Some(_), DriverKind::Local) => anyhow::bail!("AGENTHOLD_DOCKER_ENGINES needs AGENTHOLD_DRIVER=docker"),
+        (None, _) => None,
+    };
+    let driver: Arc<dyn SandboxDriver> = match (config.driver, &engines) {
+        (DriverKind::Docker, None) => Arc::new(docker_driver(
+            &config,
+            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir()).context("connecting to Docker")?,
+            sandbox_proxy_ca.clone(),
+            subnet_pool,
+        )),
+        (DriverKind::Docker, Some(engines)) => {
+            Arc::new(multi_engine_driver(&config, engines, pool.clone(), sandbox_proxy_ca.as_ref(), subnet_pool)?)
+        }
+        (DriverKind::Local, _) => Arc::new(LocalDriver::new(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,
             config.sandbox_bin_dir(),
         )),
     };
+    // Pooled sandboxes are made on the local engine only: none when it takes no new agents.
+    let local_takes_agents =
+        engines.as_ref().is_none_or(|e| e.iter().any(|e| e.name == crate::sandbox::LOCAL_ENGINE && e.capacity > 0));
+    if config.warm_pool_size > 0 && !local_takes_agents {
+        tracing::info!(
+            "no warm pool: it is made on the local engine, which takes no new agents (AGENTHOLD_DOCKER_ENGINES)"
+        );
+    }
     let prepared = {
         let (driver, image) = (Arc::clone(&driver), config.image.clone());
         tokio::spawn(async move { driver.prepare(&image).await })
@@ -204,21 +222,22 @@ pub async fn run(
     }));
     let config_overrides = config.proxy_test_upstream_overrides.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let warm_pool = (config.warm_pool_size > 0 && config.driver == DriverKind::Docker).then(|| {
-        let settings = crate::sandbox::warm_pool::PoolSettings {
-            size: config.warm_pool_size as usize,
-            image: config.image.clone(),
-            tunnel_url: supervisors.tunnel_url().to_owned(),
-            tunnel_ca_pem: supervisors.tunnel_ca_pem().map(str::to_owned),
-            cpus: config.default_cpus,
-            memory_mib: config.default_memory_mib,
-            pids_limit: config.default_pids_limit,
-            connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
-            refill_delay: std::time::Duration::from_secs(3),
-        };
-        let host = Arc::clone(supervisors.host());
-        crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
-    });
+    let warm_pool =
+        (config.warm_pool_size > 0 && config.driver == DriverKind::Docker && local_takes_agents).then(|| {
+            let settings = crate::sandbox::warm_pool::PoolSettings {
+                size: config.warm_pool_size as usize,
+                image: config.image.clone(),
+                tunnel_url: supervisors.tunnel_url().to_owned(),
+                tunnel_ca_pem: supervisors.tunnel_ca_pem().map(str::to_owned),
+                cpus: config.default_cpus,
+                memory_mib: config.default_memory_mib,
+                pids_limit: config.default_pids_limit,
+                connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
+                refill_delay: std::time::Duration::from_secs(3),
+            };
+            let host = Arc::clone(supervisors.host());
+            crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
+        });
     let warm_pool_task = warm_pool.as_ref().map(crate::sandbox::warm_pool::WarmPool::spawn);
     let state = AppState {
         warm_pool,
@@ -352,6 +371,76 @@ pub async fn run(
     appender_task.abort();
     pool.close().await;
     Ok(())
+}
+
+/// A Docker driver with the server's sandbox settings.
+fn docker_driver(
+    config: &Config,
+    driver: DockerDriver,
+    proxy_ca: Option<String>,
+    subnet_pool: Option<crate::sandbox::subnets::SubnetPool>,
+) -> DockerDriver {
+    driver
+        .with_nofile_limit(config.sandbox_nofile)
+        .with_proxy_ca(proxy_ca)
+        .with_confined_egress(config.sandbox_egress == Egress::Confined)
+        .with_subnet_pool(subnet_pool)
+}
+
+/// The driver over the engines of `AGENTHOLD_DOCKER_ENGINES` (docs/engines.md): one Docker driver
+/// per engine, with the server's sandbox settings and the engine's own tunnel URL, proxy
+/// address and subnet pool. The local engine is always there (its agents stay reachable); when
+/// the file does not list it, it takes no new agents.
+fn multi_engine_driver(
+    config: &Config,
+    specs: &[crate::sandbox::engines::EngineSpec],
+    pool: PgPool,
+    proxy_ca: Option<&String>,
+    subnet_pool: Option<crate::sandbox::subnets::SubnetPool>,
+) -> anyhow::Result<crate::sandbox::multi::MultiEngineDriver> {
+    use crate::sandbox::multi::{Engine, MultiEngineDriver};
+    let mut specs = specs.to_vec();
+    if !specs.iter().any(|s| s.name == crate::sandbox::LOCAL_ENGINE) {
+        tracing::info!("AGENTHOLD_DOCKER_ENGINES lists no local engine: it takes no new agents (its agents stay)");
+        specs.push(crate::sandbox::engines::EngineSpec {
+            name: crate::sandbox::LOCAL_ENGINE.to_owned(),
+            host: None,
+            ca: None,
+            cert: None,
+            key: None,
+            capacity: 0,
+            tunnel_url: None,
+            proxy_addr: None,
+            proxy_source_addr: None,
+            subnet_pool: None,
+        });
+    }
+    let mut engines = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let (instance, bin_dir) = (config.instance.clone(), config.sandbox_bin_dir());
+        let driver = match spec.remote() {
+            None => DockerDriver::connect(instance, bin_dir).context("connecting to the local Docker engine")?,
+            Some(remote) => {
+                DockerDriver::connect_tls(instance, bin_dir, &remote.host, &remote.ca, &remote.cert, &remote.key)
+                    .with_context(|| format!("the Docker engine {} ({})", spec.name, remote.host))?
+            }
+        };
+        let pool = match &spec.subnet_pool {
+            None => subnet_pool,
+            Some(own) if own.trim() == "engine" => None,
+            Some(own) => Some(
+                crate::sandbox::subnets::SubnetPool::new(own, config.sandbox_subnet_prefix)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("the subnet pool of the Docker engine {}", spec.name))?,
+            ),
+        };
+        let driver = docker_driver(config, driver, proxy_ca.cloned(), pool)
+            .with_tunnel_url(spec.tunnel_url.clone())
+            .with_proxy_source_addr(spec.proxy_source_addr);
+        tracing::info!(engine = %spec.name, host = spec.host.as_deref().unwrap_or("local"), capacity = spec.capacity, "Docker engine configured");
+        engines.push(Engine::new(spec.name, spec.capacity, driver, spec.proxy_addr));
+    }
+    MultiEngineDriver::new(engines, pool).map_err(anyhow::Error::msg)
 }
 
 /// Installs the host firewall confined Docker sandboxes rely on (sandbox → host: the tunnel and

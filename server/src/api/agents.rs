@@ -145,15 +145,20 @@ pub async fn create(
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&image)?;
-    // Room for its sandbox's network (a full subnet pool is a capacity error, not an engine one).
-    state.driver.room_for_agent().await.map_err(|e| match e {
+    // The engine its sandbox goes on, for life (docs/engines.md), with room for its network (no
+    // engine with room, or a full subnet pool, is a capacity error, not an engine one).
+    let placement = state.driver.place().await.map_err(|e| match e {
         crate::sandbox::DriverError::Capacity(message) => ApiError::Unavailable { code: "CAPACITY", message },
         other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
     })?;
-    // A sandbox started ahead (the warm pool) gives the agent its id.
-    let claimed = state.warm_pool.as_ref().and_then(|pool| pool.claim(&image));
+    // A sandbox started ahead (the warm pool, on the local engine) gives the agent its id.
+    let claimed = (placement.engine == crate::sandbox::LOCAL_ENGINE)
+        .then(|| state.warm_pool.as_ref().and_then(|pool| pool.claim(&image)))
+        .flatten();
     let agent = NewAgent {
-        id: claimed.as_ref().map_or_else(|| state.driver.next_agent_id(), |claimed| claimed.agent_id),
+        id: claimed
+            .as_ref()
+            .map_or_else(|| state.driver.next_agent_id_on(&placement.engine), |claimed| claimed.agent_id),
         workspace_id,
         created_by: principal.user_id,
         name: name.as_str().to_owned(),
@@ -170,6 +175,7 @@ pub async fn create(
         pids_limit,
         turn_timeout_secs,
         auto_sleep_secs,
+        engine: (placement.engine.clone(), placement.capacity.map(i64::from)),
     };
     // A placeholder token hash: the real token is minted when the sandbox is created.
     let placeholder = store::tokens::hash_token(&format!("unused-{}", uuid::Uuid::new_v4()));
@@ -184,7 +190,7 @@ pub async fn create(
     };
     match inserted {
         Ok(()) => {}
-        Err(full @ InsertError::Full(_)) => {
+        Err(full @ (InsertError::Full(_) | InsertError::EngineFull(_))) => {
             return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
         }
         Err(InsertError::NameTaken) => {
