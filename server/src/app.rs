@@ -122,6 +122,16 @@ pub async fn run(
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    // A bad engines file stops the start before anything else is done.
+    let engines = match (&config.docker_engines, config.driver) {
+        (Some(path), DriverKind::Docker) => Some(
+            crate::sandbox::engines::load(path)
+                .map_err(anyhow::Error::msg)
+                .context("the Docker engines file (AGENTHOLD_DOCKER_ENGINES)")?,
+        ),
+        (Some(_), DriverKind::Local) => anyhow::bail!("AGENTHOLD_DOCKER_ENGINES needs AGENTHOLD_DRIVER=docker"),
+        (None, _) => None,
+    };
     tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
     // Installed first, so that what is measured while starting (resumed turns) counts.
     let recorder = config.metrics_listen.and_then(|_| crate::metrics::install());
@@ -140,15 +150,6 @@ pub async fn run(
     let proxy_feed_settings = proxy_feed_settings(&config, listeners.api.local_addr()?)?;
     let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
     let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
-    let engines = match (&config.docker_engines, config.driver) {
-        (Some(path), DriverKind::Docker) => Some(
-            crate::sandbox::engines::load(path)
-                .map_err(anyhow::Error::msg)
-                .context("the Docker engines file (AGENTHOLD_DOCKER_ENGINES)")?,
-        ),
-        (Some(_), DriverKind::Local) => anyhow::bail!("AGENTHOLD_DOCKER_ENGINES needs AGENTHOLD_DRIVER=docker"),
-        (None, _) => None,
-    };
     let driver: Arc<dyn SandboxDriver> = match (config.driver, &engines) {
         (DriverKind::Docker, None) => Arc::new(docker_driver(
             &config,

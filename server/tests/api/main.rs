@@ -42,6 +42,7 @@ mod provider_logins;
 mod proxy_feed;
 mod proxy_feed_e2e;
 mod proxy_support;
+mod remote_engines;
 mod restart;
 mod sandbox_confinement;
 mod sandbox_login;
