@@ -3,9 +3,9 @@
 //! the most room ([`super::engines::place`]), and every call for an agent goes to the engine
 //! recorded with it in Postgres (`agents.engine`: its home volume lives there, so it stays).
 //!
-//! - **Availability**: each engine is pinged at start and, while it does not answer, again
-//!   before a placement at most every [`RECHECK`]; an engine that does not answer (a refused
-//!   client certificate, an unreachable host) gets no new agent, and is logged with the reason.
+//! - **Availability**: each engine is pinged at start, and the chosen one again at each
+//!   placement; one that does not answer (a refused client certificate, an unreachable host) gets
+//!   no new agent, is logged with the reason, and is asked again at most every [`RECHECK`].
 //!   Calls for its agents fail with the engine's error until it answers.
 //! - **Exits** are followed on every engine at once; the **orphan sweep** lists and removes per
 //!   engine, skipping one that does not answer.
@@ -60,6 +60,10 @@ impl Engine {
         match answer {
             Ok(()) if !was => tracing::info!(engine = %self.name, "the Docker engine answers again"),
             Ok(()) => {}
+            // Said once, when it stops answering (every engine is taken as answering until asked).
+            Err(error) if !was => {
+                tracing::debug!(engine = %self.name, %error, "the Docker engine still does not answer")
+            }
             Err(error) => tracing::error!(
                 engine = %self.name,
                 %error,
@@ -176,6 +180,12 @@ impl SandboxDriver for MultiEngineDriver {
                     .collect();
                 let index = super::engines::place(&loads).map_err(DriverError::Capacity)?;
                 let engine = &self.engines[index];
+                // Asked now: an engine that stopped answering since is found before an agent is
+                // placed on it for life.
+                if !engine.check().await {
+                    available[index] = false;
+                    continue;
+                }
                 match engine.driver.room_for_agent().await {
                     Ok(()) => {
                         return Ok(Placement { engine: engine.name.clone(), capacity: Some(engine.capacity) });

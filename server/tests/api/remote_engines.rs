@@ -221,9 +221,13 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
         ]),
     );
     let tunnel_listen = format!("0.0.0.0:{tunnel_port}");
-    let server =
-        TestServer::start_with(&[("AGENTHOLD_DOCKER_ENGINES", &engines), ("AGENTHOLD_TUNNEL_LISTEN", &tunnel_listen)])
-            .await;
+    let server = TestServer::start_with(&[
+        ("AGENTHOLD_DOCKER_ENGINES", &engines),
+        ("AGENTHOLD_TUNNEL_LISTEN", &tunnel_listen),
+        ("AGENTHOLD_ORPHAN_SWEEP_SECS", "1"),
+        ("AGENTHOLD_ORPHAN_GRACE_SECS", "0"),
+    ])
+    .await;
 
     // Equal room (1 each): the engine listed first; then the one with room; then none.
     let first = server.create_agent(json!({})).await;
@@ -264,6 +268,43 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     let (_, running) = engine.cli(&["inspect", "-f", "{{.State.Running}}", &container]);
     assert_eq!(running, "true");
 
+    // A sandbox killed on the remote engine ends its turn at once: that engine's events are
+    // followed too (without them the turn would wait for the 60 s reconnect grace).
+    server.prompt(&session, "text going\nsleep 60000").await;
+    crate::driver_support::wait_for(TURN, "the long turn to start", || async {
+        crate::support::texts(&server.events(&session).await).contains(&"going".to_owned()).then_some(())
+    })
+    .await;
+    let killed = Instant::now();
+    assert!(engine.cli(&["kill", &container]).0, "docker kill on the remote engine");
+    crate::driver_support::wait_for(Duration::from_secs(20), "the turn to end with SANDBOX_EXITED", || async {
+        let events = server.events(&session).await;
+        events.iter().any(|e| e["payload"]["code"] == "SANDBOX_EXITED").then_some(())
+    })
+    .await;
+    eprintln!("the kill on the remote engine ended the turn after {:?}", killed.elapsed());
+    crate::driver_support::wait_for(Duration::from_secs(10), "the remote engine's die event", || async {
+        let log = server.log();
+        log.lines()
+            .any(|l| l.contains("the engine reports the sandbox died") && l.contains(agent.as_str()))
+            .then_some(())
+    })
+    .await;
+
+    // The orphan sweep covers the remote engine: objects of an agent that does not exist go.
+    let ghost = uuid::Uuid::new_v4();
+    let ghost_volume = format!("{}-home-{ghost}", server.instance);
+    let instance_label = format!("agenthold.instance={}", server.instance);
+    let agent_label = format!("agenthold.agent={ghost}");
+    let made = engine.cli(&["volume", "create", "--label", &instance_label, "--label", &agent_label, &ghost_volume]);
+    assert!(made.0, "a ghost volume on the remote engine");
+    crate::driver_support::wait_for(Duration::from_secs(30), "the remote orphan to be swept", || async {
+        (!engine.cli(&["volume", "inspect", &ghost_volume]).0).then_some(())
+    })
+    .await;
+    let home = format!("{}-home-{agent}", server.instance);
+    assert!(engine.cli(&["volume", "inspect", &home]).0, "a live agent's home on the remote engine stays");
+
     // Deleting it removes its container, home volume and network from the remote engine.
     let (status, _) = server.delete(&format!("/api/v1/agents/{agent}")).await;
     assert_eq!(status, 204);
@@ -276,7 +317,7 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
         let (ok, left) = engine.cli(&args);
         assert!(ok && left.is_empty(), "{args:?} left on the remote engine: {left}");
     }
-    assert!(!engine.cli(&["volume", "inspect", &format!("{}-home-{agent}", server.instance)]).0);
+    assert!(!engine.cli(&["volume", "inspect", &home]).0);
     // Its room is free again.
     let again = server.create_agent(json!({})).await;
     assert_eq!(engine_of(&server, &again).await, "remote");
