@@ -34,6 +34,8 @@ pub struct AgentRow {
     pub image: String,
     /// The sandbox driver (`docker`, `local`).
     pub driver: String,
+    /// The Docker engine its sandbox lives on (`local`: the server's own; docs/engines.md).
+    pub engine: String,
     /// `auto-approve`.
     pub permission_policy: String,
     /// CPU limit (cores).
@@ -216,6 +218,7 @@ struct AgentRecord {
     env: serde_json::Value,
     image: String,
     driver: String,
+    engine: String,
     permission_policy: String,
     cpus: f64,
     memory_mib: i32,
@@ -243,6 +246,7 @@ impl From<AgentRecord> for AgentRow {
             env: env_from_json(r.env),
             image: r.image,
             driver: r.driver,
+            engine: r.engine,
             permission_policy: r.permission_policy,
             cpus: r.cpus,
             memory_mib: r.memory_mib,
@@ -271,7 +275,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
     let row = sqlx::query_as!(
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
-                  driver,
+                  driver, engine,
                   permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, login_user_id, sandbox_login_at,
                   auto_sleep_secs, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
@@ -289,7 +293,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         AgentRecord,
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
-                  a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
+                  a.image, a.driver, a.engine, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
                   a.login_user_id, a.sandbox_login_at, a.auto_sleep_secs, a.desired_state, a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL

@@ -234,6 +234,8 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     assert_eq!(engine_of(&server, &first).await, "local");
     let agent = server.create_agent(json!({})).await;
     assert_eq!(engine_of(&server, &agent).await, "remote");
+    let (_, view) = server.get(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!(view["engine"], "remote", "the API says where the agent lives: {view}");
     let (status, body) = server.post("/api/v1/agents", json!({"name": "one-too-many", "harness": "fake"})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (503, Some("CAPACITY")), "{body}");
     assert!(
