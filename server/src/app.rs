@@ -187,6 +187,7 @@ pub async fn run(
     };
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     install_sandbox_firewall(&config, tunnel_port).await?;
+    remind_remote_firewalls(&config, engines.as_deref().unwrap_or_default(), tunnel_port);
     let hub = Arc::new(Hub::default());
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
     let secs = std::time::Duration::from_secs;
@@ -477,6 +478,32 @@ async fn install_sandbox_firewall(config: &Config, tunnel_port: u16) -> anyhow::
         )?;
     tracing::info!(chain = %rules.chain, ports = ?rules.allowed_tcp_ports, "sandboxes reach only the tunnel and the proxy on this host");
     Ok(())
+}
+
+/// Says, for each remote engine, that its host's sandbox firewall is the operator's to install
+/// (the server installs rules on its own host only): the chain, the interfaces and the ports.
+fn remind_remote_firewalls(config: &Config, engines: &[crate::sandbox::engines::EngineSpec], tunnel_port: u16) {
+    if config.sandbox_egress == Egress::Open {
+        return;
+    }
+    let port = |addr: &str| addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    for engine in engines.iter().filter(|e| e.remote().is_some()) {
+        let tunnel = engine
+            .tunnel_url
+            .as_deref()
+            .and_then(|url| url.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or(rest)))
+            .and_then(port)
+            .unwrap_or(tunnel_port);
+        let proxy = engine.proxy_addr.as_deref().and_then(port).or_else(|| config.proxy_port());
+        let rules = crate::sandbox::firewall::Rules::new(&config.instance, [Some(tunnel), proxy].into_iter().flatten());
+        tracing::warn!(
+            engine = %engine.name,
+            chain = %rules.chain,
+            interfaces = %format!("{}+", rules.interface_prefix),
+            ports = ?rules.allowed_tcp_ports,
+            "install the sandbox firewall on this remote engine's host yourself: the server cannot (docs/security.md, Egress)"
+        );
+    }
 }
 
 /// The proxy feed's settings (making the proxy's CA when absent), or `None` when the feed is off.

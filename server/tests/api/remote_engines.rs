@@ -229,6 +229,12 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     ])
     .await;
 
+    // The server cannot install the sandbox firewall on a remote host, and says so.
+    let reminder = server.log().lines().any(|l| {
+        l.contains("install the sandbox firewall on this remote engine's host yourself") && l.contains("remote")
+    });
+    assert!(reminder, "{}", server.log());
+
     // Equal room (1 each): the engine listed first; then the one with room; then none.
     let first = server.create_agent(json!({})).await;
     assert_eq!(engine_of(&server, &first).await, "local");
