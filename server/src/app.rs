@@ -224,22 +224,22 @@ pub async fn run(
     }));
     let config_overrides = config.proxy_test_upstream_overrides.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let warm_pool =
-        (config.warm_pool_size > 0 && config.driver == DriverKind::Docker && local_takes_agents).then(|| {
-            let settings = crate::sandbox::warm_pool::PoolSettings {
-                size: config.warm_pool_size as usize,
-                image: config.image.clone(),
-                tunnel_url: supervisors.tunnel_url().to_owned(),
-                tunnel_ca_pem: supervisors.tunnel_ca_pem().map(str::to_owned),
-                cpus: config.default_cpus,
-                memory_mib: config.default_memory_mib,
-                pids_limit: config.default_pids_limit,
-                connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
-                refill_delay: std::time::Duration::from_secs(3),
-            };
-            let host = Arc::clone(supervisors.host());
-            crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
-        });
+    let warm_pool = (config.warm_pool_size > 0 && config.driver == DriverKind::Docker).then(|| {
+        let settings = crate::sandbox::warm_pool::PoolSettings {
+            size: config.warm_pool_size as usize,
+            image: config.image.clone(),
+            tunnel_url: supervisors.tunnel_url().to_owned(),
+            tunnel_ca_pem: supervisors.tunnel_ca_pem().map(str::to_owned),
+            cpus: config.default_cpus,
+            memory_mib: config.default_memory_mib,
+            pids_limit: config.default_pids_limit,
+            connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
+            refill_delay: std::time::Duration::from_secs(3),
+        };
+        let host = Arc::clone(supervisors.host());
+        crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
+    });
+    let warm_pool = warm_pool.filter(|_| local_takes_agents);
     let warm_pool_task = warm_pool.as_ref().map(crate::sandbox::warm_pool::WarmPool::spawn);
     let state = AppState {
         warm_pool,

@@ -690,5 +690,5 @@ fn describe(error: &BollardError) -> String {
 }
 
 fn engine(error: BollardError) -> DriverError {
-    DriverError::Engine(error.to_string())
+    DriverError::Engine(describe(&error))
 }

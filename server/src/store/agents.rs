@@ -135,7 +135,8 @@ fn command_from_json(value: Option<serde_json::Value>) -> Option<Vec<String>> {
 }
 
 /// Stores a new agent and its sandbox row (with the hash of its first sandbox token); refused
-/// when the server already has `max_agents` (counted under a transaction-scoped advisory lock —
+/// when the server already has `max_agents`, or its engine as many agents as its capacity
+/// (`agent.engine`, docs/engines.md) (each counted under a transaction-scoped advisory lock —
 /// class 3; 1 and 2 are the login throttle's — so concurrent creations, on any replica, cannot
 /// overshoot).
 pub async fn insert(
