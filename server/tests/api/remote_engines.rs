@@ -189,6 +189,14 @@ async fn engine_of(server: &TestServer, agent: &str) -> String {
         .expect("the agent's engine")
 }
 
+/// This host's own (non-loopback) IPv4 address: the source of its default route.
+fn host_address() -> std::net::IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
+    // No packet is sent: connecting a UDP socket only picks the route and the source address.
+    socket.connect("192.0.2.254:9").or_else(|_| socket.connect("203.0.113.1:9")).expect("a route off this host");
+    socket.local_addr().expect("the socket's address").ip()
+}
+
 fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
@@ -204,20 +212,21 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     engine.load_image(&crate::driver_support::test_image());
     eprintln!("second engine up with the image after {:?}", began.elapsed());
 
-    // The remote engine's agent networks come from one /28 of their own (its engine knows
-    // nothing of the main engine's networks on this same host), so its one agent's gateway is
-    // known: its sandboxd dials the server there, the engine's own tunnel URL.
-    let block = format!("10.216.{}.0", rand::random::<u8>());
-    let gateway = block.trim_end_matches(".0").to_owned() + ".1";
+    // The remote engine's agent networks come from a range of their own (that engine knows
+    // nothing of the main engine's networks on this same host). Its sandboxes dial the server at
+    // the host's own address, the engine's own tunnel URL (not `host.docker.internal`, the
+    // server's default, which names each network's gateway).
+    let pool = format!("10.216.{}.0/24", rand::random::<u8>());
+    let host_addr = host_address();
     let tunnel_port = free_port("0.0.0.0");
-    let remote_tunnel = format!("ws://{gateway}:{tunnel_port}/tunnel");
+    let remote_tunnel = format!("ws://{host_addr}:{tunnel_port}/tunnel");
     let engines = write_engines(
         &engine.dir,
         "engines.json",
         json!([
             {"name": "local", "capacity": 1},
             {"name": "remote", "host": engine.host, "ca": engine.ca, "cert": engine.cert, "key": engine.key,
-             "capacity": 1, "tunnel_url": remote_tunnel, "subnet_pool": format!("{block}/28")},
+             "capacity": 1, "tunnel_url": remote_tunnel, "subnet_pool": pool},
         ]),
     );
     let tunnel_listen = format!("0.0.0.0:{tunnel_port}");
