@@ -1,6 +1,6 @@
 //! Several Docker engines (docs/engines.md), for real: the test starts a second `dockerd` of its
-//! own (its own data root, exec root, pid file and unix socket, no default bridge, no iptables
-//! of its own so it leaves the main engine's rules alone) that answers on loopback TCP with TLS
+//! own (its own data root, exec root, pid file and unix socket, a default bridge of its own, no
+//! iptables of its own so it leaves the main engine's rules alone) that answers on loopback TCP with TLS
 //! client certificates (`--tlsverify`, certificates made here with rcgen), loads the test image
 //! into it, and starts a server configured with the local engine and that one. Placement puts
 //! the second agent there; it runs a real turn over the real tunnel, sleeps, wakes on the same
@@ -53,6 +53,8 @@ impl Pki {
 /// root removed) when dropped, even when the test fails.
 struct SecondEngine {
     dir: PathBuf,
+    /// Its default bridge, made by the test.
+    bridge: String,
     child: Option<Child>,
     /// `tcp://127.0.0.1:<port>`.
     host: String,
@@ -84,6 +86,15 @@ impl SecondEngine {
         let (wrong_cert, wrong_key) = (write("wrong-cert.pem", &wrong_cert), write("wrong-key.pem", &wrong_key));
         let port = free_port("127.0.0.1");
         let host = format!("tcp://127.0.0.1:{port}");
+        let bridge = format!("agtb{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let subnet = format!("10.217.{}.1/24", rand::random::<u8>());
+        let made = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ip link add {bridge} type bridge && ip addr add {subnet} dev {bridge} && ip link set {bridge} up"
+            ))
+            .status()
+            .is_ok_and(|s| s.success());
         let log = std::fs::File::create(dir.join("dockerd.log")).expect("log file");
         let mut command = Command::new("dockerd");
         command
@@ -102,17 +113,21 @@ impl SecondEngine {
             .arg(&server_cert)
             .arg("--tlskey")
             .arg(&server_key)
-            // No default bridge, and no iptables, NAT or forwarding rules of its own: the main
-            // engine's (and the server's sandbox firewall) are left alone.
-            .args(["--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false"]);
+            // A default bridge of its own (not `--bridge=none`: a dockerd started so deletes the
+            // host's `docker0`, the main engine's), and no iptables, NAT or forwarding rules of its
+            // own: the main engine's (and the server's sandbox firewall) are left alone.
+            .arg(format!("--bridge={bridge}"))
+            .args(["--iptables=false", "--ip6tables=false", "--ip-masq=false"]);
         let (ok, driver) = crate::driver_support::docker(&["info", "--format", "{{.Driver}}"]);
         if ok && !driver.is_empty() {
             command.arg(format!("--storage-driver={driver}"));
         }
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        // Made before dockerd starts, so that its Drop cleans up whatever fails from here on.
+        let mut engine = Self { child: None, bridge, dir, host, ca, cert, key, wrong_cert, wrong_key };
+        assert!(made, "making the second engine's bridge {}", engine.bridge);
         let child = command.stdin(Stdio::null()).stdout(log.try_clone().expect("log")).stderr(log).spawn();
-        let engine =
-            Self { child: Some(child.expect("starting dockerd")), dir, host, ca, cert, key, wrong_cert, wrong_key };
+        engine.child = Some(child.expect("starting dockerd"));
         let deadline = Instant::now() + Duration::from_secs(60);
         while !engine.cli(&["info", "--format", "{{.ServerVersion}}"]).0 {
             assert!(Instant::now() < deadline, "the second dockerd did not start: {}", engine.log());
@@ -170,6 +185,7 @@ impl Drop for SecondEngine {
             .arg("-c")
             .arg(format!("grep -o ' {}[^ ]*' /proc/mounts | sort -r | xargs -r -n1 umount -l", self.dir.display()))
             .status();
+        let _ = Command::new("ip").args(["link", "del", &self.bridge]).stderr(Stdio::null()).status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
