@@ -123,6 +123,18 @@ pub async fn run(
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    // A bad engines file stops the start before anything else is done.
+    let engines = match (&config.docker_engines, config.driver) {
+        (Some(path), DriverKind::Docker) => Some(
+            crate::sandbox::engines::load(path)
+                .map_err(anyhow::Error::msg)
+                .context("the Docker engines file (AGENTHOLD_DOCKER_ENGINES)")?,
+        ),
+        (Some(_), DriverKind::Local | DriverKind::Kubernetes) => {
+            anyhow::bail!("AGENTHOLD_DOCKER_ENGINES needs AGENTHOLD_DRIVER=docker")
+        }
+        (None, _) => None,
+    };
     tokio::fs::create_dir_all(&config.data_dir).await.context("creating the data directory")?;
     // Installed first, so that what is measured while starting (resumed turns) counts.
     let recorder = config.metrics_listen.and_then(|_| crate::metrics::install());
@@ -141,20 +153,21 @@ pub async fn run(
     let proxy_feed_settings = proxy_feed_settings(&config, listeners.api.local_addr()?)?;
     let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
     let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
-    let driver: Arc<dyn SandboxDriver> = match config.driver {
-        DriverKind::Docker => Arc::new(
-            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir())
-                .context("connecting to Docker")?
-                .with_nofile_limit(config.sandbox_nofile)
-                .with_proxy_ca(sandbox_proxy_ca.clone())
-                .with_confined_egress(config.sandbox_egress == Egress::Confined)
-                .with_subnet_pool(subnet_pool),
-        ),
-        DriverKind::Local => Arc::new(LocalDriver::new(
+    let driver: Arc<dyn SandboxDriver> = match (config.driver, &engines) {
+        (DriverKind::Docker, None) => Arc::new(docker_driver(
+            &config,
+            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir()).context("connecting to Docker")?,
+            sandbox_proxy_ca.clone(),
+            subnet_pool,
+        )),
+        (DriverKind::Docker, Some(engines)) => {
+            Arc::new(multi_engine_driver(&config, engines, pool.clone(), sandbox_proxy_ca.as_ref(), subnet_pool)?)
+        }
+        (DriverKind::Local, _) => Arc::new(LocalDriver::new(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,
             config.sandbox_bin_dir(),
         )),
-        DriverKind::Kubernetes => {
+        (DriverKind::Kubernetes, _) => {
             // Sandboxes reach the server's Pods on the port the tunnel listens on.
             let settings = config
                 .kube_settings(config.tunnel_listen.port(), sandbox_proxy_ca.clone())
@@ -167,6 +180,14 @@ pub async fn run(
             Arc::new(driver)
         }
     };
+    // Pooled sandboxes are made on the local engine only: none when it takes no new agents.
+    let local_takes_agents =
+        engines.as_ref().is_none_or(|e| e.iter().any(|e| e.name == crate::sandbox::LOCAL_ENGINE && e.capacity > 0));
+    if config.warm_pool_size > 0 && !local_takes_agents {
+        tracing::info!(
+            "no warm pool: it is made on the local engine, which takes no new agents (AGENTHOLD_DOCKER_ENGINES)"
+        );
+    }
     let prepared = {
         let (driver, image) = (Arc::clone(&driver), config.image.clone());
         tokio::spawn(async move { driver.prepare(&image).await })
@@ -191,6 +212,7 @@ pub async fn run(
         let ttl = std::time::Duration::from_secs_f64(config.lease_ttl_secs);
         Arc::new(crate::replicas::Replicas::register(pool.clone(), me, ttl, &master_key).await?)
     };
+    remind_remote_firewalls(&config, engines.as_deref().unwrap_or_default(), tunnel_port);
     let hub = Arc::new(Hub::default());
     // Events other replicas store reach this one's watchers.
     let fanout = tokio::spawn(crate::replicas::fanout::follow(pool.clone(), Arc::clone(&hub)));
@@ -246,6 +268,7 @@ pub async fn run(
         let host = Arc::clone(supervisors.host());
         crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
     });
+    let warm_pool = warm_pool.filter(|_| local_takes_agents);
     let warm_pool_task = warm_pool.as_ref().map(crate::sandbox::warm_pool::WarmPool::spawn);
     let state = AppState {
         warm_pool,
@@ -387,6 +410,76 @@ pub async fn run(
     Ok(())
 }
 
+/// A Docker driver with the server's sandbox settings.
+fn docker_driver(
+    config: &Config,
+    driver: DockerDriver,
+    proxy_ca: Option<String>,
+    subnet_pool: Option<crate::sandbox::subnets::SubnetPool>,
+) -> DockerDriver {
+    driver
+        .with_nofile_limit(config.sandbox_nofile)
+        .with_proxy_ca(proxy_ca)
+        .with_confined_egress(config.sandbox_egress == Egress::Confined)
+        .with_subnet_pool(subnet_pool)
+}
+
+/// The driver over the engines of `AGENTHOLD_DOCKER_ENGINES` (docs/engines.md): one Docker driver
+/// per engine, with the server's sandbox settings and the engine's own tunnel URL, proxy
+/// address and subnet pool. The local engine is always there (its agents stay reachable); when
+/// the file does not list it, it takes no new agents.
+fn multi_engine_driver(
+    config: &Config,
+    specs: &[crate::sandbox::engines::EngineSpec],
+    pool: PgPool,
+    proxy_ca: Option<&String>,
+    subnet_pool: Option<crate::sandbox::subnets::SubnetPool>,
+) -> anyhow::Result<crate::sandbox::multi::MultiEngineDriver> {
+    use crate::sandbox::multi::{Engine, MultiEngineDriver};
+    let mut specs = specs.to_vec();
+    if !specs.iter().any(|s| s.name == crate::sandbox::LOCAL_ENGINE) {
+        tracing::info!("AGENTHOLD_DOCKER_ENGINES lists no local engine: it takes no new agents (its agents stay)");
+        specs.push(crate::sandbox::engines::EngineSpec {
+            name: crate::sandbox::LOCAL_ENGINE.to_owned(),
+            host: None,
+            ca: None,
+            cert: None,
+            key: None,
+            capacity: 0,
+            tunnel_url: None,
+            proxy_addr: None,
+            proxy_source_addr: None,
+            subnet_pool: None,
+        });
+    }
+    let mut engines = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let (instance, bin_dir) = (config.instance.clone(), config.sandbox_bin_dir());
+        let driver = match spec.remote() {
+            None => DockerDriver::connect(instance, bin_dir).context("connecting to the local Docker engine")?,
+            Some(remote) => {
+                DockerDriver::connect_tls(instance, bin_dir, &remote.host, &remote.ca, &remote.cert, &remote.key)
+                    .with_context(|| format!("the Docker engine {} ({})", spec.name, remote.host))?
+            }
+        };
+        let pool = match &spec.subnet_pool {
+            None => subnet_pool,
+            Some(own) if own.trim() == "engine" => None,
+            Some(own) => Some(
+                crate::sandbox::subnets::SubnetPool::new(own, config.sandbox_subnet_prefix)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("the subnet pool of the Docker engine {}", spec.name))?,
+            ),
+        };
+        let driver = docker_driver(config, driver, proxy_ca.cloned(), pool)
+            .with_tunnel_url(spec.tunnel_url.clone())
+            .with_proxy_source_addr(spec.proxy_source_addr);
+        tracing::info!(engine = %spec.name, host = spec.host.as_deref().unwrap_or("local"), capacity = spec.capacity, "Docker engine configured");
+        engines.push(Engine::new(spec.name, spec.capacity, driver, spec.proxy_addr));
+    }
+    MultiEngineDriver::new(engines, pool).map_err(anyhow::Error::msg)
+}
+
 /// Installs the host firewall confined Docker sandboxes rely on (sandbox → host: the tunnel and
 /// the proxy only), unless the operator does, or sandboxes are not confined. Refuses to start
 /// when it cannot: a confined network without these rules still reaches every service the host
@@ -420,6 +513,32 @@ async fn install_sandbox_firewall(config: &Config, tunnel_port: u16) -> anyhow::
         )?;
     tracing::info!(chain = %rules.chain, ports = ?rules.allowed_tcp_ports, "sandboxes reach only the tunnel and the proxy on this host");
     Ok(())
+}
+
+/// Says, for each remote engine, that its host's sandbox firewall is the operator's to install
+/// (the server installs rules on its own host only): the chain, the interfaces and the ports.
+fn remind_remote_firewalls(config: &Config, engines: &[crate::sandbox::engines::EngineSpec], tunnel_port: u16) {
+    if config.sandbox_egress == Egress::Open {
+        return;
+    }
+    let port = |addr: &str| addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    for engine in engines.iter().filter(|e| e.remote().is_some()) {
+        let tunnel = engine
+            .tunnel_url
+            .as_deref()
+            .and_then(|url| url.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or(rest)))
+            .and_then(port)
+            .unwrap_or(tunnel_port);
+        let proxy = engine.proxy_addr.as_deref().and_then(port).or_else(|| config.proxy_port());
+        let rules = crate::sandbox::firewall::Rules::new(&config.instance, [Some(tunnel), proxy].into_iter().flatten());
+        tracing::warn!(
+            engine = %engine.name,
+            chain = %rules.chain,
+            interfaces = %format!("{}+", rules.interface_prefix),
+            ports = ?rules.allowed_tcp_ports,
+            "install the sandbox firewall on this remote engine's host yourself: the server cannot (docs/security.md, Egress)"
+        );
+    }
 }
 
 /// The proxy feed's settings (making the proxy's CA when absent), or `None` when the feed is off.

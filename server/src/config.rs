@@ -126,6 +126,11 @@ pub struct Config {
     /// The sandbox driver.
     #[arg(long, env = "AGENTHOLD_DRIVER", value_enum, default_value = "docker")]
     pub driver: DriverKind,
+    /// A JSON file listing the Docker engines sandboxes run on (the local one and remote ones
+    /// over TCP with TLS client certificates), each with its capacity (docs/engines.md). Unset:
+    /// the local engine only, with no capacity limit. A bad file stops the start.
+    #[arg(long, env = "AGENTHOLD_DOCKER_ENGINES")]
+    pub docker_engines: Option<PathBuf>,
     /// What Docker sandboxes reach: `confined` (the tunnel and the egress proxy only) or `open`.
     #[arg(long, env = "AGENTHOLD_SANDBOX_EGRESS", value_enum, default_value = "confined")]
     pub sandbox_egress: Egress,

@@ -49,6 +49,9 @@ pub struct Agent {
     image: String,
     /// The sandbox driver (`docker`, `kubernetes`, `local`).
     driver: String,
+    /// The Docker engine its sandbox lives on, for life: `local` (the server's own) or a name
+    /// from `AGENTHOLD_DOCKER_ENGINES` (docs/engines.md).
+    engine: String,
     /// Whether its sandbox is confined to its own network.
     isolated: bool,
     /// The stored permission policy name.
@@ -209,6 +212,7 @@ pub fn agent_view(
         env: agent.env.iter().cloned().collect(),
         image: agent.image.clone(),
         driver: agent.driver.clone(),
+        engine: agent.engine.clone(),
         isolated: agent.driver != "local" && state.driver.isolated(),
         permission_policy: agent.permission_policy.clone(),
         posture: state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),

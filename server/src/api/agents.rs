@@ -97,6 +97,9 @@ fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<O
     Ok(Some(Option::deserialize(deserializer)?))
 }
 
+/// How many times a creation is placed when the engine it was placed on fills up meanwhile.
+const MAX_PLACEMENTS: u32 = 3;
+
 /// Creates an agent (its sandbox is made on first use; admins of the target workspace).
 #[utoipa::path(
     post,
@@ -145,15 +148,8 @@ pub async fn create(
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&image)?;
-    // Room for its sandbox's network (a full subnet pool is a capacity error, not an engine one).
-    state.driver.room_for_agent().await.map_err(|e| match e {
-        crate::sandbox::DriverError::Capacity(message) => ApiError::Unavailable { code: "CAPACITY", message },
-        other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
-    })?;
-    // A sandbox started ahead (the warm pool) gives the agent its id.
-    let claimed = state.warm_pool.as_ref().and_then(|pool| pool.claim(&image));
-    let agent = NewAgent {
-        id: claimed.as_ref().map_or_else(|| state.driver.next_agent_id(), |claimed| claimed.agent_id),
+    let mut agent = NewAgent {
+        id: AgentId::new(), // placed below
         workspace_id,
         created_by: principal.user_id,
         name: name.as_str().to_owned(),
@@ -170,28 +166,52 @@ pub async fn create(
         pids_limit,
         turn_timeout_secs,
         auto_sleep_secs,
+        engine: (crate::sandbox::LOCAL_ENGINE.to_owned(), None),
     };
     // A placeholder token hash: the real token is minted when the sandbox is created.
     let placeholder = store::tokens::hash_token(&format!("unused-{}", uuid::Uuid::new_v4()));
     let max_agents = state.config.max_agents.map(i64::from);
-    let inserted = store::agents::insert(&state.pool, &agent, &placeholder, max_agents).await;
-    let claimed = match (inserted.is_ok(), claimed, &state.warm_pool) {
-        (false, Some(claimed), Some(pool)) => {
-            pool.give_back(claimed);
-            None
+    let mut placements = 0;
+    let claimed = loop {
+        // The engine its sandbox goes on, for life (docs/engines.md), with room for its network
+        // (no engine with room, or a full subnet pool, is a capacity error, not an engine one).
+        let placement = state.driver.place().await.map_err(|e| match e {
+            crate::sandbox::DriverError::Capacity(message) => ApiError::Unavailable { code: "CAPACITY", message },
+            other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
+        })?;
+        placements += 1;
+        // A sandbox started ahead (the warm pool, on the local engine) gives the agent its id.
+        let claimed = (placement.engine == crate::sandbox::LOCAL_ENGINE)
+            .then(|| state.warm_pool.as_ref().and_then(|pool| pool.claim(&agent.image)))
+            .flatten();
+        agent.id = claimed
+            .as_ref()
+            .map_or_else(|| state.driver.next_agent_id_on(&placement.engine), |claimed| claimed.agent_id);
+        agent.engine = (placement.engine, placement.capacity.map(i64::from));
+        let inserted = store::agents::insert(&state.pool, &agent, &placeholder, max_agents).await;
+        let claimed = match (inserted.is_ok(), claimed, &state.warm_pool) {
+            (false, Some(claimed), Some(pool)) => {
+                pool.give_back(claimed);
+                None
+            }
+            (_, claimed, _) => claimed,
+        };
+        match inserted {
+            Ok(()) => break claimed,
+            // Another creation took the engine's last room meanwhile: placed again (another
+            // engine may have room), a few times.
+            Err(InsertError::EngineFull(engine)) if placements < MAX_PLACEMENTS => {
+                tracing::debug!(%engine, "the engine filled up meanwhile; placing the agent again");
+            }
+            Err(full @ (InsertError::Full(_) | InsertError::EngineFull(_))) => {
+                return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
+            }
+            Err(InsertError::NameTaken) => {
+                return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
+            }
+            Err(InsertError::Db(error)) => return Err(error.into()),
         }
-        (_, claimed, _) => claimed,
     };
-    match inserted {
-        Ok(()) => {}
-        Err(full @ InsertError::Full(_)) => {
-            return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
-        }
-        Err(InsertError::NameTaken) => {
-            return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
-        }
-        Err(InsertError::Db(error)) => return Err(error.into()),
-    }
     if let Some(claimed) = claimed {
         let limits = (agent.cpus, agent.memory_mib, agent.pids_limit);
         super::warm_claim::take_over(&state, agent.id, limits, claimed).await;

@@ -156,7 +156,13 @@ async fn login_program(
     };
     let mut env = vec![("NO_BROWSER".to_owned(), "1".to_owned())];
     if let Some(proxy) = state.supervisors.proxy() {
-        let proxy_env = crate::proxy_feed::sandbox_proxy_env(&state.pool, &proxy.master_key, id, &proxy.addr)
+        let addr = state
+            .driver
+            .proxy_addr(id)
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("the engine's proxy address: {e}")))?;
+        let addr = addr.as_deref().unwrap_or(&proxy.addr);
+        let proxy_env = crate::proxy_feed::sandbox_proxy_env(&state.pool, &proxy.master_key, id, addr)
             .await
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("the proxy identity: {e}")))?;
         env.extend(proxy_env);

@@ -203,6 +203,7 @@ mod tests {
             env: Vec::new(),
             image: "img".to_owned(),
             driver: "docker".to_owned(),
+            engine: "local".to_owned(),
             permission_policy: "auto-approve".to_owned(),
             cpus: 1.0,
             memory_mib: 512,

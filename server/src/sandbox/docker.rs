@@ -81,13 +81,43 @@ pub struct DockerDriver {
     proxy_ca: Option<(String, String)>,
     /// The open-files limit of its sandboxes (see [`nofile_limit`]).
     nofile: i64,
+    /// The URL its sandboxes dial instead of the server's (a remote engine's, docs/engines.md).
+    tunnel_url: Option<String>,
+    /// The address the egress proxy sees all its sandboxes' traffic come from (a remote engine
+    /// whose traffic reaches the proxy through its host); `None`: each sandbox's own address.
+    proxy_source_addr: Option<std::net::IpAddr>,
 }
+
+/// How long a remote engine has to answer a ping before it is taken as unavailable.
+const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Seconds one request to a remote engine may take (bollard's read/write timeout).
+const REMOTE_TIMEOUT_SECS: u64 = 120;
 
 impl DockerDriver {
     /// Connects to the local engine (`DOCKER_HOST` or the default socket).
     pub fn connect(instance: String, bin_dir: PathBuf) -> Result<Self, DriverError> {
         let docker = Docker::connect_with_defaults().map_err(engine)?;
-        Ok(Self {
+        Ok(Self::on(docker, instance, bin_dir))
+    }
+
+    /// Connects to a remote engine over TCP with TLS client certificates, as Docker documents
+    /// (`dockerd --tlsverify`): `host` is `tcp://name:port`, `ca` the CA that signed the
+    /// engine's certificate, `cert` and `key` the client's. Nothing is sent yet ([`Self::ping`]).
+    pub fn connect_tls(
+        instance: String,
+        bin_dir: PathBuf,
+        host: &str,
+        ca: &std::path::Path,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<Self, DriverError> {
+        let docker = Docker::connect_with_ssl(host, key, cert, ca, REMOTE_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+            .map_err(engine)?;
+        Ok(Self::on(docker, instance, bin_dir))
+    }
+
+    fn on(docker: Docker, instance: String, bin_dir: PathBuf) -> Self {
+        Self {
             networks: Networks::new(docker.clone(), instance.clone()),
             docker,
             instance,
@@ -96,7 +126,34 @@ impl DockerDriver {
             tools_volume: OnceCell::new(),
             nofile: nofile_limit(),
             proxy_ca: None,
-        })
+            tunnel_url: None,
+            proxy_source_addr: None,
+        }
+    }
+
+    /// Whether the engine answers (within [`PING_TIMEOUT`]); the error says why not (a refused
+    /// certificate, an unreachable host).
+    pub async fn ping(&self) -> Result<(), DriverError> {
+        match tokio::time::timeout(PING_TIMEOUT, self.docker.ping()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(DriverError::Engine(describe(&error))),
+            Err(_) => Err(DriverError::Engine(format!("no answer within {} s", PING_TIMEOUT.as_secs()))),
+        }
+    }
+
+    /// Its sandboxes dial `url` instead of the server's tunnel URL (`None`: the server's).
+    #[must_use]
+    pub fn with_tunnel_url(mut self, url: Option<String>) -> Self {
+        self.tunnel_url = url;
+        self
+    }
+
+    /// The egress proxy sees all its sandboxes' traffic come from `addr` (`None`: from each
+    /// sandbox's own address).
+    #[must_use]
+    pub fn with_proxy_source_addr(mut self, addr: Option<std::net::IpAddr>) -> Self {
+        self.proxy_source_addr = addr;
+        self
     }
 
     /// Whether sandboxes made from now on have confined egress (the default) or an open
@@ -307,7 +364,7 @@ impl DockerDriver {
             working_dir: Some("/".to_owned()),
             env: Some(
                 [
-                    Some(format!("AGENTHOLD_TUNNEL_URL={}", spec.tunnel_url)),
+                    Some(format!("AGENTHOLD_TUNNEL_URL={}", self.tunnel_url.as_ref().unwrap_or(&spec.tunnel_url))),
                     Some(format!("AGENTHOLD_SANDBOX_TOKEN={}", spec.token.expose())),
                     spec.tunnel_ca_pem.as_ref().map(|pem| format!("AGENTHOLD_TUNNEL_CA_PEM={pem}")),
                     self.proxy_ca.as_ref().map(|(pem, _)| format!("AGENTHOLD_PROXY_CA_PEM={pem}")),
@@ -456,6 +513,9 @@ impl SandboxDriver for DockerDriver {
 
     fn source_addr(&self, agent_id: AgentId) -> BoxFuture<'_, Result<Option<std::net::IpAddr>, DriverError>> {
         async move {
+            if let Some(addr) = self.proxy_source_addr {
+                return Ok(Some(addr));
+            }
             let info = match self.docker.inspect_container(&self.container(agent_id), None).await {
                 Ok(info) => info,
                 Err(error) if status_of(&error) == Some(404) => return Ok(None),
@@ -489,14 +549,14 @@ impl SandboxDriver for DockerDriver {
             for container in self.docker.list_containers(Some(options)).await.map_err(engine)? {
                 let (Some(agent_id), Some(id)) = (agent_of(container.labels.as_ref()), container.id) else { continue };
                 let created = container.created.and_then(|s| chrono::DateTime::from_timestamp(s, 0));
-                found.push(Labelled { kind: ObjectKind::Container, name: id, agent_id, created });
+                found.push(Labelled { kind: ObjectKind::Container, name: id, agent_id, created, engine: None });
             }
             let options = bollard::query_parameters::ListVolumesOptions { filters: filters() };
             let volumes = self.docker.list_volumes(Some(options)).await.map_err(engine)?.volumes.unwrap_or_default();
             for volume in volumes {
                 let Some(agent_id) = agent_of(Some(&volume.labels)) else { continue };
                 let created = date(volume.created_at.as_ref());
-                found.push(Labelled { kind: ObjectKind::Volume, name: volume.name, agent_id, created });
+                found.push(Labelled { kind: ObjectKind::Volume, name: volume.name, agent_id, created, engine: None });
             }
             let options = bollard::query_parameters::ListNetworksOptions { filters: filters() };
             for network in self.docker.list_networks(Some(options)).await.map_err(engine)? {
@@ -505,7 +565,7 @@ impl SandboxDriver for DockerDriver {
                     continue;
                 }
                 let created = date(network.created.as_ref());
-                found.push(Labelled { kind: ObjectKind::Network, name, agent_id, created });
+                found.push(Labelled { kind: ObjectKind::Network, name, agent_id, created, engine: None });
             }
             Ok(found)
         }
@@ -616,6 +676,21 @@ fn status_of(error: &BollardError) -> Option<u16> {
     }
 }
 
+/// A bollard error with its causes (a TLS failure's reason is in the source chain).
+fn describe(error: &BollardError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 fn engine(error: BollardError) -> DriverError {
-    DriverError::Engine(error.to_string())
+    DriverError::Engine(describe(&error))
 }

@@ -13,8 +13,12 @@ use tokio::sync::mpsc;
 
 use crate::ids::AgentId;
 
-/// How long to wait before following again after the stream failed or ended.
+/// How long to wait before following again after the stream failed or ended; doubled after each
+/// failure in a row (an engine that does not answer is not asked every second), up to
+/// [`RECONNECT_MAX`].
 const RECONNECT: Duration = Duration::from_secs(1);
+/// The longest wait between two attempts.
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
 /// Reports the agent of every container of `instance` that dies, until `exits` is closed.
 pub async fn follow_exits(
@@ -23,6 +27,7 @@ pub async fn follow_exits(
     exits: mpsc::Sender<(AgentId, chrono::DateTime<chrono::Utc>)>,
 ) {
     let mut since: Option<i64> = None;
+    let mut delay = RECONNECT;
     loop {
         let mut filters: HashMap<&str, Vec<String>> = HashMap::new();
         filters.insert("type", vec!["container".to_owned()]);
@@ -38,10 +43,11 @@ pub async fn follow_exits(
             let event = match event {
                 Ok(event) => event,
                 Err(error) => {
-                    tracing::warn!(%error, "the engine's event stream failed; following it again");
+                    tracing::warn!(%error, retry_secs = delay.as_secs(), "the engine's event stream failed; following it again");
                     break;
                 }
             };
+            delay = RECONNECT;
             if let Some(time) = event.time {
                 since = Some(time);
             }
@@ -56,15 +62,16 @@ pub async fn follow_exits(
                 .map(chrono::DateTime::from_timestamp_nanos)
                 .or_else(|| event.time.and_then(|s| chrono::DateTime::from_timestamp(s, 0)))
                 .unwrap_or_else(chrono::Utc::now);
-            if let Some(agent_id) = agent
-                && exits.send((agent_id, at)).await.is_err()
-            {
+            let Some(agent_id) = agent else { continue };
+            tracing::debug!(agent.id = %agent_id, "the engine reports the sandbox died");
+            if exits.send((agent_id, at)).await.is_err() {
                 return;
             }
         }
         if exits.is_closed() {
             return;
         }
-        tokio::time::sleep(RECONNECT).await;
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(RECONNECT_MAX);
     }
 }

@@ -8,9 +8,11 @@ pub mod docker;
 mod docker_events;
 mod docker_networks;
 mod docker_oom;
+pub mod engines;
 pub mod firewall;
 pub mod kubernetes;
 pub mod local;
+pub mod multi;
 pub mod orphans;
 pub mod subnets;
 pub mod warm_pool;
@@ -39,6 +41,20 @@ pub struct SandboxSpec {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+}
+
+/// The engine of the server's own host (`DOCKER_HOST` or the default socket; for the local
+/// driver, the host itself): every agent's unless remote engines are configured.
+pub const LOCAL_ENGINE: &str = "local";
+
+/// Where a new agent's sandbox goes (docs/engines.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The engine's name ([`LOCAL_ENGINE`] for drivers with one engine).
+    pub engine: String,
+    /// How many agents it may hold (`None`: no limit); checked again when the agent is stored,
+    /// so concurrent creations cannot overshoot it.
+    pub capacity: Option<u32>,
 }
 
 /// Whether a sandbox exists and runs.
@@ -82,6 +98,23 @@ pub trait SandboxDriver: Send + Sync {
     /// Whether the host has room for one more agent's sandbox ([`DriverError::Capacity`] when not).
     fn room_for_agent(&self) -> BoxFuture<'_, Result<(), DriverError>> {
         Box::pin(std::future::ready(Ok(())))
+    }
+    /// The engine a new agent's sandbox goes on ([`DriverError::Capacity`] when none has room).
+    /// Drivers with one engine place every agent on [`LOCAL_ENGINE`] when it has room.
+    fn place(&self) -> BoxFuture<'_, Result<Placement, DriverError>> {
+        Box::pin(async move {
+            self.room_for_agent().await?;
+            Ok(Placement { engine: LOCAL_ENGINE.to_owned(), capacity: None })
+        })
+    }
+    /// The id for a new agent placed on `engine` (see [`Self::next_agent_id`]).
+    fn next_agent_id_on(&self, _engine: &str) -> AgentId {
+        self.next_agent_id()
+    }
+    /// The `host:port` the agent's sandbox reaches the egress proxy at, when its engine has one
+    /// of its own (`None`: the server's `AGENTHOLD_PROXY_ADDR`).
+    fn proxy_addr(&self, _agent_id: AgentId) -> BoxFuture<'_, Result<Option<String>, DriverError>> {
+        Box::pin(std::future::ready(Ok(None)))
     }
     /// Work a first sandbox would otherwise wait for, done ahead (at server start).
     fn prepare<'a>(&'a self, _image: &'a str) -> BoxFuture<'a, ()> {

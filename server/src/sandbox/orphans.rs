@@ -53,6 +53,8 @@ pub struct Labelled {
     pub agent_id: AgentId,
     /// When it was made (`None`: the engine did not say; never swept).
     pub created: Option<DateTime<Utc>>,
+    /// The engine it is on, when the driver has several (`None`: the driver's only one).
+    pub engine: Option<String>,
 }
 
 /// The objects to remove: those whose agent is not in `agents` and that are older than `grace`;
@@ -129,6 +131,7 @@ mod tests {
             name: format!("{kind:?}-{agent_id}"),
             agent_id,
             created: age_secs.map(|s| now - chrono::Duration::seconds(s)),
+            engine: None,
         };
         let objects = vec![
             object(ObjectKind::Volume, gone, Some(700)),

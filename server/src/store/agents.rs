@@ -34,6 +34,8 @@ pub struct AgentRow {
     pub image: String,
     /// The sandbox driver (`docker`, `local`).
     pub driver: String,
+    /// The Docker engine its sandbox lives on (`local`: the server's own; docs/engines.md).
+    pub engine: String,
     /// `auto-approve`.
     pub permission_policy: String,
     /// CPU limit (cores).
@@ -93,6 +95,9 @@ pub struct NewAgent {
     pub turn_timeout_secs: Option<i32>,
     /// Its own auto-sleep time.
     pub auto_sleep_secs: Option<i32>,
+    /// The Docker engine its sandbox lives on, for life (`local`: the server's own host), and
+    /// how many agents that engine may hold (`None`: no limit).
+    pub engine: (String, Option<i64>),
 }
 
 /// Inserting an agent failed.
@@ -104,6 +109,9 @@ pub enum InsertError {
     /// The server has as many agents as it may.
     #[error("this server has {0} agents, as many as it may (AGENTHOLD_MAX_AGENTS)")]
     Full(i64),
+    /// The engine the agent was placed on filled up meanwhile (another creation took its room).
+    #[error("the Docker engine {0} holds as many agents as it may (its capacity)")]
+    EngineFull(String),
     /// The database failed.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -127,7 +135,8 @@ fn command_from_json(value: Option<serde_json::Value>) -> Option<Vec<String>> {
 }
 
 /// Stores a new agent and its sandbox row (with the hash of its first sandbox token); refused
-/// when the server already has `max_agents` (counted under a transaction-scoped advisory lock —
+/// when the server already has `max_agents`, or its engine as many agents as its capacity
+/// (`agent.engine`, docs/engines.md) (each counted under a transaction-scoped advisory lock —
 /// class 3; 1 and 2 are the login throttle's — so concurrent creations, on any replica, cannot
 /// overshoot).
 pub async fn insert(
@@ -137,21 +146,33 @@ pub async fn insert(
     max_agents: Option<i64>,
 ) -> Result<(), InsertError> {
     let mut tx = pool.begin().await?;
-    if let Some(max) = max_agents {
+    let (engine, capacity) = (&agent.engine.0, agent.engine.1);
+    if max_agents.is_some() || capacity.is_some() {
         sqlx::query_scalar!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(3, hashtext('agents.insert'))"#)
             .fetch_one(&mut *tx)
             .await?;
+    }
+    if let Some(max) = max_agents {
         let count = sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM agents"#).fetch_one(&mut *tx).await?;
         if count >= max {
             return Err(InsertError::Full(count));
+        }
+    }
+    if let Some(capacity) = capacity {
+        let count =
+            sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM agents WHERE engine = $1"#, engine.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+        if count >= capacity {
+            return Err(InsertError::EngineFull(engine.clone()));
         }
     }
     let command = agent.command.as_ref().map(|c| serde_json::json!(c));
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
                               workspace_id, created_by, model, posture, policy, turn_timeout_secs, login_user_id,
-                              auto_sleep_secs)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12, $17)
+                              auto_sleep_secs, engine)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12, $17, $18)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -170,6 +191,7 @@ pub async fn insert(
         agent.policy,
         agent.turn_timeout_secs,
         agent.auto_sleep_secs,
+        engine.as_str(),
     )
     .execute(&mut *tx)
     .await?;
@@ -197,6 +219,7 @@ struct AgentRecord {
     env: serde_json::Value,
     image: String,
     driver: String,
+    engine: String,
     permission_policy: String,
     cpus: f64,
     memory_mib: i32,
@@ -224,6 +247,7 @@ impl From<AgentRecord> for AgentRow {
             env: env_from_json(r.env),
             image: r.image,
             driver: r.driver,
+            engine: r.engine,
             permission_policy: r.permission_policy,
             cpus: r.cpus,
             memory_mib: r.memory_mib,
@@ -252,7 +276,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
     let row = sqlx::query_as!(
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
-                  driver,
+                  driver, engine,
                   permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, login_user_id, sandbox_login_at,
                   auto_sleep_secs, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
@@ -270,7 +294,7 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         AgentRecord,
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
-                  a.image, a.driver, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
+                  a.image, a.driver, a.engine, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
                   a.login_user_id, a.sandbox_login_at, a.auto_sleep_secs, a.desired_state, a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
@@ -312,6 +336,18 @@ pub async fn deleting(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
 pub async fn delete(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
     let done = sqlx::query!(r#"DELETE FROM agents WHERE id = $1"#, id.0).execute(pool).await?;
     Ok(done.rows_affected() > 0)
+}
+
+/// The Docker engine the agent's sandbox lives on (`None`: no such agent).
+pub async fn engine_of(pool: &PgPool, id: AgentId) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(r#"SELECT engine FROM agents WHERE id = $1"#, id.0).fetch_optional(pool).await
+}
+
+/// How many agents each Docker engine holds (engines without any are absent).
+pub async fn engine_counts(pool: &PgPool) -> sqlx::Result<Vec<(String, i64)>> {
+    let rows =
+        sqlx::query!(r#"SELECT engine, count(*) AS "count!" FROM agents GROUP BY engine"#).fetch_all(pool).await?;
+    Ok(rows.into_iter().map(|r| (r.engine, r.count)).collect())
 }
 
 /// Records that someone ran a login method in the agent's terminal.

@@ -689,9 +689,14 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     // The egress proxy (its URL holds the agent's proxy password: never logged) and its CA,
     // which sandboxd installed at start.
     if let Some(proxy) = &deps.proxy {
-        let proxy_env = crate::proxy_feed::sandbox_proxy_env(&deps.pool, &proxy.master_key, agent_id, &proxy.addr)
-            .await
-            .map_err(|e| {
+        // The agent's engine may have a proxy address of its own (a remote engine's).
+        let addr = deps.driver.proxy_addr(agent_id).await.map_err(|e| {
+            tracing::error!(error = %e, agent.id = %agent_id, "starting the harness: the engine's proxy address");
+            "the harness could not start (see the server log)".to_owned()
+        })?;
+        let addr = addr.as_deref().unwrap_or(&proxy.addr);
+        let proxy_env =
+            crate::proxy_feed::sandbox_proxy_env(&deps.pool, &proxy.master_key, agent_id, addr).await.map_err(|e| {
                 tracing::error!(error = %e, agent.id = %agent_id, "starting the harness: the proxy identity");
                 "the harness could not start (proxy identity)".to_owned()
             })?;

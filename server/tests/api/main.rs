@@ -46,6 +46,7 @@ mod provider_logins;
 mod proxy_feed;
 mod proxy_feed_e2e;
 mod proxy_support;
+mod remote_engines;
 mod replicas;
 mod restart;
 mod sandbox_confinement;
