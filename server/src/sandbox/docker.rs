@@ -234,6 +234,12 @@ impl DockerDriver {
     async fn tools_volume(&self, image: &str) -> Result<String, DriverError> {
         let cell = self.tools_volume.get_or_try_init(|| async {
             let name = self.tools_name().await?;
+            // A volume a sandbox was made with is filled already (its name is its content's
+            // hash): filling it again would rewrite binaries running sandboxes execute ("text
+            // file busy"), as another replica, or this server restarted, would.
+            if self.tools_in_use(&name).await? {
+                return Ok(name);
+            }
             let tar = self.tools_tar().await?;
             let volume = VolumeCreateRequest {
                 name: Some(name.clone()),
@@ -274,6 +280,20 @@ impl DockerDriver {
             Ok::<_, DriverError>(name)
         });
         cell.await.cloned()
+    }
+
+    /// Whether a container (a sandbox, running or not) was made with this tools volume.
+    async fn tools_in_use(&self, name: &str) -> Result<bool, DriverError> {
+        let options = bollard::query_parameters::ListContainersOptions {
+            all: true,
+            limit: Some(1),
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![format!("agenthold.instance={}", self.instance), format!("{TOOLS_LABEL}={name}")],
+            )])),
+            ..Default::default()
+        };
+        Ok(!self.docker.list_containers(Some(options)).await.map_err(engine)?.is_empty())
     }
 
     /// The tools volume's name, from the content hash of the tools archive (which is built

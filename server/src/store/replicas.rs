@@ -114,15 +114,20 @@ pub async fn held_by(pool: &PgPool, me: Uuid) -> sqlx::Result<Vec<AgentId>> {
     Ok(ids.into_iter().map(AgentId).collect())
 }
 
-/// Agents with unfinished turns that `me` owns or no live replica does (their replica died or
-/// stopped).
-pub async fn unserved_turn_agents(pool: &PgPool, me: Uuid) -> sqlx::Result<Vec<AgentId>> {
+/// Agents with unfinished turns that `me` owns or no live replica does: their lease is `me`'s,
+/// or names a replica that is gone or expired, or there is none and the turn is older than
+/// `grace_secs` (a turn just recorded by another replica is about to get its lease from it).
+pub async fn unserved_turn_agents(pool: &PgPool, me: Uuid, grace_secs: f64) -> sqlx::Result<Vec<AgentId>> {
     let ids = sqlx::query_scalar!(
-        r#"SELECT DISTINCT t.agent_id FROM turns t
-           WHERE t.state <> 'ended' AND NOT EXISTS (
-               SELECT 1 FROM agent_leases l JOIN replicas r ON r.id = l.replica_id
-               WHERE l.agent_id = t.agent_id AND r.expires_at > now() AND r.id <> $1)"#,
-        me
+        r#"SELECT DISTINCT t.agent_id AS "agent_id!" FROM turns t
+           LEFT JOIN agent_leases l ON l.agent_id = t.agent_id
+           LEFT JOIN replicas r ON r.id = l.replica_id
+           WHERE t.state <> 'ended'
+             AND (l.replica_id = $1
+                  OR (l.agent_id IS NOT NULL AND (r.id IS NULL OR r.expires_at <= now()))
+                  OR (l.agent_id IS NULL AND t.created_at < now() - make_interval(secs => $2)))"#,
+        me,
+        grace_secs
     )
     .fetch_all(pool)
     .await?;

@@ -405,15 +405,18 @@ impl Supervisors {
         self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&agent_id);
     }
 
-    /// Starts the supervisors of agents with unfinished turns that this replica owns or no live
-    /// replica does (after a server restart, or a replica's death) and that have none running
-    /// here, so those turns finish or fail even if their sandbox never reconnects. Returns how
-    /// many it started.
+    /// Nudges the supervisors of agents with unfinished turns that this replica owns or no live
+    /// replica does, starting them where none runs here (after a server restart, or a replica's
+    /// death), so those turns finish or fail even if their sandbox never reconnects — and a turn
+    /// whose nudge was lost (a forwarded one that did not arrive) is sent all the same. Returns
+    /// how many supervisors it started.
     pub async fn resume_open_turns(&self) -> sqlx::Result<usize> {
         let me = self.deps.replicas.id();
         let mut started = 0;
-        for agent_id in crate::store::replicas::unserved_turn_agents(&self.deps.pool, me).await? {
-            if self.running(agent_id).is_none() && self.send(agent_id, Command::Prompt).await {
+        let grace = self.deps.replicas.ttl().as_secs_f64();
+        for agent_id in crate::store::replicas::unserved_turn_agents(&self.deps.pool, me, grace).await? {
+            let was_running = self.running(agent_id).is_some();
+            if self.send(agent_id, Command::Prompt).await && !was_running {
                 started += 1;
             }
         }
