@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_gap_free, of_type};
+use crate::support::{TestServer, assert_gap_free, driver, of_type};
 
 const STALL: Duration = Duration::from_secs(120);
 /// sandboxd's buffer in this test: far less than the flood emits during the partition.
@@ -54,6 +54,10 @@ fn partition(container: &str, op: &str) {
 
 #[tokio::test]
 async fn a_sandbox_cut_off_for_20_s_buffers_then_blocks_and_loses_nothing() {
+    // A container's network namespace: the Docker driver only.
+    if driver() != "docker" {
+        return;
+    }
     let image = image_with_small_buffer();
     let server = TestServer::start_with(&[("AGENTHOLD_SILENT_TUNNEL_SECS", "3")]).await;
     let agent = server.create_agent(json!({"image": image})).await;
