@@ -55,7 +55,9 @@ pub async fn flood_watched_at(
         let watcher = Watcher::connect(watch_api, session_id, last).await?;
         streams.push(if index == 0 { watcher.keep_payloads() } else { watcher });
     }
-    let deadline = Instant::now() + DEADLINE;
+    // A paced flood gets three times its own length on top (`make chaos` floods for minutes).
+    let paced = if rate > 0 { Duration::from_secs(count / rate) * 3 } else { Duration::ZERO };
+    let deadline = Instant::now() + DEADLINE + paced;
     let cpu_before = server_pid.and_then(cpu_seconds);
     let started = Instant::now();
     let collecting = streams.into_iter().map(|mut watcher| async move {
