@@ -56,7 +56,7 @@ pub async fn flood_watched_at(
         streams.push(if index == 0 { watcher.keep_payloads() } else { watcher });
     }
     // A paced flood gets three times its own length on top (`make chaos` floods for minutes).
-    let paced = if rate > 0 { Duration::from_secs(count / rate) * 3 } else { Duration::ZERO };
+    let paced = count.checked_div(rate).map_or(Duration::ZERO, |secs| Duration::from_secs(secs) * 3);
     let deadline = Instant::now() + DEADLINE + paced;
     let cpu_before = server_pid.and_then(cpu_seconds);
     let started = Instant::now();
