@@ -140,6 +140,9 @@ start_server() {
         export AGENTHOLD_IMAGE=$IMAGE
         export AGENTHOLD_INSTANCE=$INSTANCE
         export AGENTHOLD_MODE=test  # a throwaway master key in the data dir
+        # The loads run 100 turns at once: above the default limit of 64 they would run in two
+        # waves (half the offered rate, each flood twice as long).
+        export AGENTHOLD_MAX_RUNNING_TURNS=256
         unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE
         unset AGENTHOLD_PROXY_ADDR AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES
         # The profiling server's sandbox tools are the release build's.
