@@ -427,7 +427,11 @@ check('a permission question: inline and from the inbox, the first answer wins a
   await shot(pb, 'approvals');
   await shot(pa, 'session-question');
   assert(/reply answers it/.test(await pa.locator('#composer-hint').innerText()), 'the box says a reply answers the question');
-  await Promise.all([inline.click().catch(() => undefined), inbox.click().catch(() => undefined)]);
+  // Pinned to the first question's buttons: a locator would re-resolve after the other browser's
+  // answer landed and click the second question's button when it appears.
+  const [inlineButton, inboxButton] = [await inline.elementHandle(), await inbox.elementHandle()];
+  const answer = (button) => button.click({ timeout: 5000 }).catch(() => undefined);
+  await Promise.all([answer(inlineButton), answer(inboxButton)]);
   await pa.locator('.question.resolved').first().waitFor({ timeout: 30000 });
   // 2. The second question, answered from the inbox only; the session shows who answered.
   const second = pb.locator('.inbox .answer[data-kind="allow_once"]');
