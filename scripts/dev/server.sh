@@ -37,14 +37,23 @@ ENVFILE=$DEV_DIR/env
 READY_DEADLINE=${AGENTHOLD_READY_DEADLINE:-60}
 STOP_DEADLINE=${AGENTHOLD_STOP_DEADLINE:-20}
 
+# Whether process $1 runs a program named like $2 (the kernel appends " (deleted)" to the path
+# of a binary rebuilt since it started).
+same_program() {
+    local exe
+    exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+    exe=${exe% (deleted)}
+    [[ ${exe##*/} == "${2##*/}" ]]
+}
+
 our_pid() {
     [[ -s $PIDFILE ]] || return 1
     local pid
     pid=$(cat "$PIDFILE")
     kill -0 "$pid" 2>/dev/null || return 1
-    # Guard against a recycled pid: it must be running $BIN.
-    [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$BIN")"* ]] \
-        || grep -qxF "$BIN" <<<"$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+    # Guard against a recycled pid: it must be running the server's binary. By name, not path:
+    # a `stop` from a shell with another CARGO_TARGET_DIR still finds the server it started.
+    same_program "$pid" "$BIN" || return 1
     echo "$pid"
 }
 
@@ -70,7 +79,7 @@ proxy_pid() {
     local pid
     pid=$(cat "$PROXY_PIDFILE")
     kill -0 "$pid" 2>/dev/null || return 1
-    [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$PROXY_BIN")"* ]] || return 1
+    same_program "$pid" "$PROXY_BIN" || return 1
     echo "$pid"
 }
 
