@@ -83,4 +83,6 @@ pub enum Only {
     Multi,
     /// The `load` part alone (`make chaos`).
     Load,
+    /// The start-up figures alone: docker run, cold, pooled and harness start, wake.
+    Startup,
 }

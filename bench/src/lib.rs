@@ -19,6 +19,7 @@ pub mod multi;
 pub mod raw;
 pub mod server_mem;
 pub mod startup;
+pub mod startup_only;
 pub mod stats;
 pub mod throughput;
 pub mod watch;
@@ -80,6 +81,7 @@ pub async fn run(config: Config) -> Result<Value> {
     let outcome = match config.only {
         Some(config::Only::Multi) => many::only(&config, &api, &mut agents).await,
         Some(config::Only::Load) => load::only(&config, &api, &mut agents).await,
+        Some(config::Only::Startup) => startup_only::only(&config, &api, &mut agents).await,
         None => measure(&config, &api, &mut agents).await,
     };
     progress(&format!("deleting {} benchmark agent(s)", agents.len()));
@@ -91,19 +93,68 @@ pub async fn run(config: Config) -> Result<Value> {
     outcome
 }
 
+/// The medians the start-up targets compare, ms.
+#[derive(Debug, Clone, Copy)]
+pub struct StartupFigures {
+    /// `docker run --rm <image> echo hi` → first line.
+    pub docker_run: f64,
+    /// A cold start (no container yet, pool not used).
+    pub cold: f64,
+    /// A harness start on an awake sandbox.
+    pub harness_start: f64,
+    /// A wake from sleep → first update.
+    pub wake: f64,
+    /// A start from the warm pool (`None` without the metrics listener).
+    pub pooled: Option<f64>,
+}
+
+/// The start-up targets (`cold_start_ms`, `wake_ms`, `pooled_start_ms`), each with its limit.
+pub fn startup_targets(f: StartupFigures) -> serde_json::Map<String, Value> {
+    let mut map = serde_json::Map::new();
+    let cold_limit = targets::COLD_FACTOR * f.docker_run + f.harness_start;
+    map.insert(
+        "cold_start_ms".to_owned(),
+        json!({"target": format!("<= {} * docker_run_ms + harness_start_ms", targets::COLD_FACTOR), "limit_ms": round(cold_limit, 1), "value": round(f.cold, 1), "pass": f.cold <= cold_limit}),
+    );
+    let wake_limit = targets::WAKE_FACTOR * f.docker_run;
+    map.insert(
+        "wake_ms".to_owned(),
+        json!({"target": format!("<= {} * docker_run_ms", targets::WAKE_FACTOR), "limit_ms": round(wake_limit, 1), "value": round(f.wake, 1), "pass": f.wake <= wake_limit}),
+    );
+    if let Some(pooled) = f.pooled {
+        let limit = targets::POOLED_MS.min(targets::POOLED_FACTOR * f.docker_run);
+        map.insert(
+            "pooled_start_ms".to_owned(),
+            json!({"target": format!("<= {} and <= {} * docker_run_ms", targets::POOLED_MS, targets::POOLED_FACTOR), "limit_ms": round(limit, 1), "value": round(pooled, 1), "pass": pooled <= limit}),
+        );
+    }
+    map
+}
+
+/// The median of [`POOLED_REPEATS`] starts from the warm pool (each once the pool is ready
+/// again); `None` without the metrics listener (which says when it is).
+pub async fn pooled_starts(config: &Config, api: &Api, tag: &str, agents: &mut Vec<String>) -> Result<Option<f64>> {
+    let Some(url) = &config.metrics_url else { return Ok(None) };
+    progress(&format!(
+        "pooled start: create agent + first prompt → first update, warm pool ready ({POOLED_REPEATS} agents)"
+    ));
+    let mut pooled = Vec::new();
+    for n in 0..POOLED_REPEATS {
+        metrics_scrape::wait_pool_ready(url).await?;
+        let start = startup::pooled_start(api, &format!("bench-pooled-{tag}-{n}")).await.context("pooled start")?;
+        agents.push(start.agent_id.clone());
+        startup::report("  pooled start", start.cold_start_ms);
+        pooled.push(start.cold_start_ms);
+    }
+    Ok(Some(median(&pooled)))
+}
+
 async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result<Value> {
     let repeats = config.repeats.max(1);
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
 
     // --- start-up -----------------------------------------------------------------------
-    progress(&format!("docker run --rm {} echo hi (1 warm-up + {repeats})", config.image));
-    startup::docker_run(&config.image).await.context("docker run warm-up")?;
-    let mut docker_runs = Vec::new();
-    for _ in 0..repeats {
-        let ms = startup::docker_run(&config.image).await?;
-        startup::report("  docker run → first line", ms);
-        docker_runs.push(ms);
-    }
+    let docker_runs = startup::docker_runs(&config.image, repeats).await?;
 
     startup::tag_cold_image(&config.image).await?;
 
@@ -116,32 +167,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         burst.each_ms.iter().copied().fold(0.0, f64::max)
     ));
 
-    progress(&format!("cold start: create agent + first prompt → first update ({repeats} fresh agents)"));
-    let mut colds = Vec::new();
-    for n in 0..repeats {
-        let cold = startup::cold_start(api, &format!("bench-cold-{tag}-{n}")).await.context("cold start")?;
-        agents.push(cold.agent_id.clone());
-        startup::report("  cold start", cold.cold_start_ms);
-        colds.push(cold);
-    }
-    let pooled = match &config.metrics_url {
-        Some(url) => {
-            progress(&format!(
-                "pooled start: create agent + first prompt → first update, warm pool ready ({POOLED_REPEATS} agents)"
-            ));
-            let mut pooled = Vec::new();
-            for n in 0..POOLED_REPEATS {
-                metrics_scrape::wait_pool_ready(url).await?;
-                let start =
-                    startup::pooled_start(api, &format!("bench-pooled-{tag}-{n}")).await.context("pooled start")?;
-                agents.push(start.agent_id.clone());
-                startup::report("  pooled start", start.cold_start_ms);
-                pooled.push(start.cold_start_ms);
-            }
-            Some(median(&pooled))
-        }
-        None => None,
-    };
+    let colds = startup::cold_starts(api, tag, repeats, agents).await?;
+    let pooled = pooled_starts(config, api, tag, agents).await?;
     let main_agent = colds[0].clone();
     let container = format!("{}-{}", config.instance, main_agent.agent_id);
 
@@ -167,21 +194,12 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     let idle_agent_kib = startup::container_rss_kib(&container).await?;
     progress(&format!("  the whole idle agent (sandboxd + fakeagent): {idle_agent_kib} KiB"));
 
-    progress("harness start: crash the harness, then prompt a new session → first update");
-    let mut harness = Vec::new();
-    for _ in 0..repeats {
-        let ms = startup::harness_start(api, &main_agent.agent_id, &main_agent.session_id).await?;
-        startup::report("  harness start", ms);
-        harness.push(ms);
-    }
+    let harness = startup::harness_starts(api, &main_agent, repeats).await?;
 
     progress("wake: sleep the agent, then prompt → first update");
-    let mut wakes = Vec::new();
-    for _ in 0..repeats {
-        let wake = startup::sleep_and_wake(api, &main_agent.agent_id, &main_agent.session_id).await?;
-        progress(&format!("  sleep {:.0} ms, wake → first update {:.1} ms", wake.sleep_ms, wake.wake_ms));
-        wakes.push(wake);
-    }
+    let wakes =
+        startup::wakes(api, &main_agent.agent_id, &main_agent.session_id, repeats, config.metrics_url.as_deref())
+            .await?;
 
     // --- the event log under load --------------------------------------------------------
     progress("flood agent: create and warm up");
@@ -327,8 +345,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     let cold = median(&colds.iter().map(|c| c.cold_start_ms).collect::<Vec<_>>());
     let docker_run = median(&docker_runs);
     let harness_start = median(&harness);
-    let wake = median(&wakes.iter().map(|w| w.wake_ms).collect::<Vec<_>>());
-    let cold_limit = targets::COLD_FACTOR * docker_run + harness_start;
+    let wake = median(&wakes.each.iter().map(|w| w.wake_ms).collect::<Vec<_>>());
     let approval = median(&approvals);
     let approval_limit = targets::APPROVAL_FACTOR * p50 + targets::APPROVAL_SLACK_MS;
     let mean = |sizes: &[usize]| round(sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64, 1);
@@ -342,12 +359,6 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
             json!({"target": format!("<= {} × p99_ms + {} = {}", targets::CROSS_REPLICA_FACTOR, targets::CROSS_REPLICA_SLACK_MS, round(limit, 2)), "value": round(value, 2), "pass": value <= limit})
         }),
         "replay_events_per_s": {"target": format!(">= {}", targets::REPLAY_PER_S), "value": round(replay_per_s, 0), "pass": replay_per_s >= targets::REPLAY_PER_S},
-        "cold_start_ms": {
-            "target": format!("<= {} * docker_run_ms + harness_start_ms", targets::COLD_FACTOR),
-            "limit_ms": round(cold_limit, 1),
-            "value": round(cold, 1),
-            "pass": cold <= cold_limit,
-        },
         "sandboxd_rss_kib": {"target": format!("<= {}", targets::SANDBOXD_RSS_KIB), "value": rss.rss_kib, "pass": rss.rss_kib <= targets::SANDBOXD_RSS_KIB},
         "approval_roundtrip_ms": {
             "target": format!("<= {} * p50_ms + {}", targets::APPROVAL_FACTOR, targets::APPROVAL_SLACK_MS),
@@ -358,20 +369,9 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     });
     let mut targets = targets;
     if let Some(map) = targets.as_object_mut() {
-        let wake_limit = targets::WAKE_FACTOR * docker_run;
-        map.insert(
-            "wake_ms".to_owned(),
-            json!({"target": format!("<= {} * docker_run_ms", targets::WAKE_FACTOR), "limit_ms": round(wake_limit, 1), "value": round(wake, 1), "pass": wake <= wake_limit}),
-        );
+        map.extend(startup_targets(StartupFigures { docker_run, cold, harness_start, wake, pooled }));
         let flood_cpu = flood.server_cpu_s.map(|s| s * 1000.0 / config.flood_events as f64 * 1000.0);
         many::targets(&many, flood_cpu, map);
-        if let Some(pooled) = pooled {
-            let limit = targets::POOLED_MS.min(targets::POOLED_FACTOR * docker_run);
-            map.insert(
-                "pooled_start_ms".to_owned(),
-                json!({"target": format!("<= {} and <= {} * docker_run_ms", targets::POOLED_MS, targets::POOLED_FACTOR), "limit_ms": round(limit, 1), "value": round(pooled, 1), "pass": pooled <= limit}),
-            );
-        }
     }
     if let (Some(scrape), Some(map)) = (&scrape, targets.as_object_mut()) {
         map.insert(
@@ -396,6 +396,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "harness_start_ms": round(harness_start, 1),
         "cold_vs_docker_run": round(cold / docker_run, 2),
         "wake_ms": round(wake, 1),
+        "wake_engine_ms": wakes.engine_ms.map(|e| round(e, 1)),
         "burst_create_50_s": round(burst.all_awake_s, 2),
         "approval_roundtrip_ms": round(approval, 2),
         "flood_cpu_ms_per_1k_events": flood.server_cpu_s.map(|s| round(s * 1000.0 / config.flood_events as f64 * 1000.0, 1)),
@@ -459,8 +460,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
                 "docker_run": rounded(&docker_runs),
                 "cold_start": rounded(&colds.iter().map(|c| c.cold_start_ms).collect::<Vec<_>>()),
                 "harness_start": rounded(&harness),
-                "wake": rounded(&wakes.iter().map(|w| w.wake_ms).collect::<Vec<_>>()),
-                "sleep": rounded(&wakes.iter().map(|w| w.sleep_ms).collect::<Vec<_>>()),
+                "wake": rounded(&wakes.each.iter().map(|w| w.wake_ms).collect::<Vec<_>>()),
+                "sleep": rounded(&wakes.each.iter().map(|w| w.sleep_ms).collect::<Vec<_>>()),
                 "warm_prompt": rounded(&warm),
             },
             "burst": {

@@ -97,3 +97,20 @@ pub async fn commit_totals(metrics_url: &str) -> Result<(f64, f64)> {
     };
     Ok((value("agenthold_commit_events_count"), value("agenthold_commit_events_sum")))
 }
+
+/// A histogram's count and sum so far: `series` is its name with labels, e.g.
+/// `agenthold_sandbox_engine_start_duration_seconds{from="stopped"}`; (0, 0) before its first
+/// sample.
+pub async fn histogram_totals(metrics_url: &str, series: &str) -> Result<(f64, f64)> {
+    let reply = client(metrics_url)?.send("GET", "/metrics", None).await?;
+    let text = String::from_utf8_lossy(&reply.body);
+    let (name, labels) = series.split_once('{').map_or((series, String::new()), |(n, l)| (n, format!("{{{l}")));
+    let value = |suffix: &str| {
+        let key = format!("{name}{suffix}{labels} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(key.as_str()))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((value("_count"), value("_sum")))
+}

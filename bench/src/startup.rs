@@ -46,6 +46,44 @@ pub async fn docker_run(image: &str) -> Result<f64> {
     Ok(ms(elapsed))
 }
 
+/// One warm-up and `repeats` [`docker_run`]s, reporting each.
+pub async fn docker_runs(image: &str, repeats: usize) -> Result<Vec<f64>> {
+    progress(&format!("docker run --rm {image} echo hi (1 warm-up + {repeats})"));
+    docker_run(image).await.context("docker run warm-up")?;
+    let mut runs = Vec::new();
+    for _ in 0..repeats {
+        let ms = docker_run(image).await?;
+        report("  docker run → first line", ms);
+        runs.push(ms);
+    }
+    Ok(runs)
+}
+
+/// `repeats` [`cold_start`]s of fresh agents (recorded in `agents`), reporting each.
+pub async fn cold_starts(api: &Api, tag: &str, repeats: usize, agents: &mut Vec<String>) -> Result<Vec<ColdAgent>> {
+    progress(&format!("cold start: create agent + first prompt → first update ({repeats} fresh agents)"));
+    let mut colds = Vec::new();
+    for n in 0..repeats {
+        let cold = cold_start(api, &format!("bench-cold-{tag}-{n}")).await.context("cold start")?;
+        agents.push(cold.agent_id.clone());
+        report("  cold start", cold.cold_start_ms);
+        colds.push(cold);
+    }
+    Ok(colds)
+}
+
+/// `repeats` [`harness_start`]s on an awake agent, reporting each.
+pub async fn harness_starts(api: &Api, agent: &ColdAgent, repeats: usize) -> Result<Vec<f64>> {
+    progress("harness start: crash the harness, then prompt a new session → first update");
+    let mut starts = Vec::new();
+    for _ in 0..repeats {
+        let ms = harness_start(api, &agent.agent_id, &agent.session_id).await?;
+        report("  harness start", ms);
+        starts.push(ms);
+    }
+    Ok(starts)
+}
+
 /// The timing of one prompt.
 #[derive(Debug, Clone, Copy)]
 pub struct PromptTiming {
@@ -166,6 +204,52 @@ pub async fn sleep_and_wake(api: &Api, agent_id: &str, session_id: &str) -> Resu
     let sleep_ms = ms(started.elapsed());
     let timing = prompt_and_wait(api, session_id, "text good morning", None).await?;
     Ok(Wake { sleep_ms, wake_ms: timing.first_update_ms })
+}
+
+/// Several wakes, and the engine's part of them.
+#[derive(Debug, Clone)]
+pub struct Wakes {
+    /// Each sleep and wake.
+    pub each: Vec<Wake>,
+    /// The server's mean time in the engine's start call per wake (its
+    /// `agenthold_sandbox_engine_start_duration_seconds{from="stopped"}`), ms; `None` without
+    /// the metrics listener.
+    pub engine_ms: Option<f64>,
+}
+
+/// The series of the engine's start of a stopped sandbox.
+const ENGINE_START: &str = r#"agenthold_sandbox_engine_start_duration_seconds{from="stopped"}"#;
+
+/// `repeats` sleeps and wakes of an awake agent, reporting each.
+pub async fn wakes(
+    api: &Api,
+    agent_id: &str,
+    session_id: &str,
+    repeats: usize,
+    metrics_url: Option<&str>,
+) -> Result<Wakes> {
+    let before = match metrics_url {
+        Some(url) => Some(crate::metrics_scrape::histogram_totals(url, ENGINE_START).await?),
+        None => None,
+    };
+    let mut each = Vec::new();
+    for _ in 0..repeats {
+        let wake = sleep_and_wake(api, agent_id, session_id).await?;
+        progress(&format!("  sleep {:.0} ms, wake → first update {:.1} ms", wake.sleep_ms, wake.wake_ms));
+        each.push(wake);
+    }
+    let engine_ms = match (metrics_url, before) {
+        (Some(url), Some((count_before, sum_before))) => {
+            let (count, sum) = crate::metrics_scrape::histogram_totals(url, ENGINE_START).await?;
+            let starts = count - count_before;
+            (starts > 0.0).then(|| (sum - sum_before) / starts * 1000.0)
+        }
+        _ => None,
+    };
+    if let Some(engine) = engine_ms {
+        progress(&format!("  of a wake, the engine's start: {engine:.1} ms (mean)"));
+    }
+    Ok(Wakes { each, engine_ms })
 }
 
 /// Memory of the sandboxd in an agent's container.

@@ -15,6 +15,7 @@
 # agenthold-bench, e.g. "--flood-events 5000"), BENCH_SKIP_BUILD=1, BENCH_ONLY=multi (only the
 # many-agents loads and the flood they are compared with; nothing after the server's figures),
 # BENCH_ONLY=load (only the load: 100 sessions × 10 watchers, BENCH_LOAD_SECONDS long; make chaos),
+# BENCH_ONLY=startup (only docker run, cold, pooled and harness starts, wakes: a minute or two),
 # BENCH_PERF=1 (the `profiling` build, and `perf record` of the server while the benchmark
 # runs: .dev/bench/perf.data, a summary in .dev/bench/perf.txt).
 # shellcheck source=scripts/dev/lib.sh

@@ -151,6 +151,12 @@ pub fn sandbox_started(from: &'static str, seconds: f64) {
     metrics::histogram!("agenthold_sandbox_start_duration_seconds", "from" => from).record(seconds);
 }
 
+/// The engine's own start of a sandbox (the driver's `start` call alone: for Docker, `docker
+/// start`), taking `seconds`: the part of a wake that is the engine's.
+pub fn sandbox_engine_started(from: &'static str, seconds: f64) {
+    metrics::histogram!("agenthold_sandbox_engine_start_duration_seconds", "from" => from).record(seconds);
+}
+
 /// Sandboxes awake on this server now.
 pub fn sandboxes_awake(count: usize) {
     metrics::gauge!("agenthold_sandboxes_awake").set(count as f64);

@@ -612,13 +612,16 @@ async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began:
         driver.start(agent_id).await.map_err(failed)?;
         let from = if status == SandboxStatus::Missing { "missing" } else { "stopped" };
         crate::metrics::sandbox_started(from, began.elapsed().as_secs_f64());
+        crate::metrics::sandbox_engine_started(from, created.elapsed().as_secs_f64());
     }
+    let engine_started = Instant::now();
     record_source_addr(deps, agent_id).await.map_err(database)?;
     tracing::info!(
         agent.id = %agent_id,
         was = ?status,
         create_ms = (created - began).as_millis() as u64,
-        start_ms = created.elapsed().as_millis() as u64,
+        start_ms = (engine_started - created).as_millis() as u64,
+        address_ms = engine_started.elapsed().as_millis() as u64,
         "sandbox started"
     );
     Ok(())

@@ -164,17 +164,18 @@ async fn networks_kept_ready_for_new_agents_do_not_pile_up_across_restarts() {
     if crate::support::driver() != "docker" {
         return;
     }
+    let ready = agenthold_server::sandbox::READY_NETWORKS;
     let mut server = TestServer::start().await;
     for _ in 0..3 {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while ready_networks(&server) < 2 {
+        while ready_networks(&server) < ready {
             assert!(std::time::Instant::now() < deadline, "no networks were made ready");
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         server.restart().await;
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while ready_networks(&server) != 2 {
+    while ready_networks(&server) != ready {
         assert!(std::time::Instant::now() < deadline, "{} ready networks after restarts", ready_networks(&server));
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -202,10 +203,11 @@ async fn a_burst_of_new_agents_leaves_only_the_ready_networks_the_pool_keeps() {
     };
     // The refills run 5 s after the agents took networks; give them that and some more.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while untaken() < 2 {
+    let ready = agenthold_server::sandbox::READY_NETWORKS;
+    while untaken() < ready {
         assert!(std::time::Instant::now() < deadline, "the pool was not refilled");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert_eq!(untaken(), 2, "a burst of 50 agents left more ready networks than the pool keeps");
+    assert_eq!(untaken(), ready, "a burst of 50 agents left more ready networks than the pool keeps");
 }
