@@ -20,6 +20,24 @@ PIDFILE="$DEV_DIR/dockerd.pid"
 
 engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
+# Bridges of agenthold's networks (`ah` + 13 hex digits) left in the kernel that no network of
+# this engine owns (an engine stopped while making or removing one): their routes shadow live
+# networks' subnets, and a sandbox on such a subnet cannot reach the server. Only for a local
+# engine, as root, and only bridges with no port attached.
+remove_orphan_bridges() {
+    [[ -z "${DOCKER_HOST:-}" ]] && (( EUID == 0 )) && command -v ip >/dev/null 2>&1 || return 0
+    local owned bridge
+    owned=$(docker network ls -q | xargs -r docker network inspect \
+        --format '{{index .Options "com.docker.network.bridge.name"}}' 2>/dev/null) || return 0
+    for bridge in $(ip -o link show type bridge | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^ah[0-9a-f]{13}$'); do
+        grep -qxF "$bridge" <<<"$owned" && continue
+        [[ -z "$(ls -A "/sys/class/net/$bridge/brif" 2>/dev/null)" ]] || continue
+        log "removing the bridge $bridge: no Docker network owns it (left by an engine stopped mid-way)"
+        ip link del "$bridge" 2>/dev/null || true
+    done
+}
+trap 'rc=$?; (( rc == 0 )) && remove_orphan_bridges; exit $rc' EXIT
+
 command -v docker >/dev/null 2>&1 || apt_install docker.io
 
 if engine_answers; then

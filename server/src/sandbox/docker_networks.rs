@@ -19,10 +19,8 @@ use super::DriverError;
 use super::subnets::{Allocator, SubnetPool};
 use crate::ids::AgentId;
 
-/// Networks kept ready for agents not created yet: a few agents created within seconds of each
-/// other (a team starting its day; the benchmark's five cold starts) each find one. An unused
-/// network is a bridge with no port and its subnet.
-pub const READY_NETWORKS: usize = 4;
+/// Networks kept ready for agents not created yet.
+pub const READY_NETWORKS: usize = 2;
 /// How long after an agent takes a ready network another one is made.
 const REFILL_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 /// How many blocks a network creation tries when the engine says they overlap a network made
@@ -138,17 +136,11 @@ impl Networks {
         {
             tracing::warn!(%error, "reading the engine's networks (retried on first use)");
         }
-        // At once: nothing is starting yet, and the first agents after a start should find them.
-        self.refill_after(std::time::Duration::ZERO);
+        self.refill();
     }
 
     /// Creates networks in the background until [`READY_NETWORKS`] are ready or being made.
     fn refill(&self) {
-        self.refill_after(REFILL_DELAY);
-    }
-
-    /// [`Self::refill`], each network made after `delay`.
-    fn refill_after(&self, delay: std::time::Duration) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         // Under the list's lock, so that concurrent callers agree on what is missing.
         let missing = {
@@ -169,7 +161,7 @@ impl Networks {
             runtime.spawn(async move {
                 // Not while the sandbox that took the last one is starting: the engine does
                 // one thing at a time, and the first prompt is waiting for that start.
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(REFILL_DELAY).await;
                 let agent_id = AgentId::new();
                 let made = make(&docker, &instance, agent_id, confined, subnets.as_deref(), true).await;
                 let mut ready = lock(&ready);

@@ -74,6 +74,21 @@ fn replica_env(balancer: &Balancer) -> Vec<(String, String)> {
     ]
 }
 
+/// Two replicas on one database behind a balancer of their own that tries A first, then B;
+/// `None` (the test does nothing) unless the driver is Docker: sandboxes dial the balancer at
+/// the Docker host's address.
+async fn two_replicas() -> Option<(Balancer, TestServer, TestServer)> {
+    if driver() != "docker" {
+        return None;
+    }
+    let balancer = Balancer::start().await;
+    let env = replica_env(&balancer);
+    let a = TestServer::start_with(&as_refs(&env)).await;
+    let b = a.replica(&[]).await;
+    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+    Some((balancer, a, b))
+}
+
 fn as_refs(env: &[(String, String)]) -> Vec<(&str, &str)> {
     env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
@@ -84,14 +99,7 @@ fn flood_indices(events: &[Value]) -> Vec<i64> {
 
 #[tokio::test]
 async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
-    // Sandboxes dial the balancer at the Docker host's address: the Docker driver only.
-    if driver() != "docker" {
-        return;
-    }
-    let balancer = Balancer::start().await;
-    let env = replica_env(&balancer);
-    let a = TestServer::start_with(&as_refs(&env)).await;
-    let b = a.replica(&[]).await;
+    let Some((balancer, a, b)) = two_replicas().await else { return };
     // The first sandbox connection lands on B, which does not own the agent.
     balancer.route_to(&[b.tunnel_port(), a.tunnel_port()]);
 
@@ -151,18 +159,35 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
     assert_eq!(container_running(&a.container(&agent)), None, "the sandbox is gone");
 }
 
+#[tokio::test]
+async fn a_secret_attached_through_the_other_replica_reaches_the_owners_harness() {
+    use crate::secrets_support::{admin, create_secret, personal_workspace, unique_value};
+    let Some((_balancer, a, b)) = two_replicas().await else { return };
+    let agent = a.create_agent(json!({})).await;
+    let session = a.create_session(&agent).await;
+    a.prompt(&session, "text awake on A").await;
+    a.wait_turns(&session, 1, STALL).await;
+
+    // Attached through B, which does not own the agent: the environment change is forwarded to
+    // A's supervisor, whose harness starts again with the placeholder before the next turn.
+    let workspace = personal_workspace(&b).await;
+    let secret =
+        create_secret(&b, &workspace, json!({"name": "router", "preset": "openrouter", "value": unique_value()})).await;
+    let path = format!("/api/v1/agents/{agent}/secrets/OPENROUTER_API_KEY");
+    let (status, body) = admin(&b, "PUT", &path, json!({"secret_id": secret})).await;
+    assert_eq!(status, 200, "{body}");
+    b.prompt(&session, "run printenv OPENROUTER_API_KEY || echo unset").await;
+    let events = a.wait_turns(&session, 2, STALL).await;
+    let printed: String =
+        events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect();
+    assert!(printed.contains("sk-or-v1-agenthold-"), "the harness sees the placeholder: {printed:?}");
+    assert!(!printed.contains("unset"), "{printed:?}");
+}
+
 // Twenty-odd streams parsed while the test drives the servers: a thread of their own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_mid_turn_is_taken_over_with_every_event_exactly_once() {
-    // Sandboxes dial the balancer at the Docker host's address: the Docker driver only.
-    if driver() != "docker" {
-        return;
-    }
-    let balancer = Balancer::start().await;
-    let env = replica_env(&balancer);
-    let mut a = TestServer::start_with(&as_refs(&env)).await;
-    let b = a.replica(&[]).await;
-    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+    let Some((_balancer, mut a, b)) = two_replicas().await else { return };
 
     // Issue 14's chaos load: 20 sessions streaming at 200 events/s, owned by A.
     const AGENTS: usize = 20;
@@ -229,15 +254,7 @@ fn container_running(name: &str) -> Option<bool> {
 
 #[tokio::test]
 async fn a_question_asked_through_one_replica_is_pushed_and_answered_on_the_other() {
-    // Sandboxes dial the balancer at the Docker host's address: the Docker driver only.
-    if driver() != "docker" {
-        return;
-    }
-    let balancer = Balancer::start().await;
-    let env = replica_env(&balancer);
-    let a = TestServer::start_with(&as_refs(&env)).await;
-    let b = a.replica(&[]).await;
-    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+    let Some((_balancer, a, b)) = two_replicas().await else { return };
 
     let agent = a.create_agent(json!({"posture": "ask"})).await;
     let session = a.create_session(&agent).await;
@@ -266,15 +283,7 @@ async fn a_question_asked_through_one_replica_is_pushed_and_answered_on_the_othe
 
 #[tokio::test]
 async fn a_revoked_token_closes_its_streams_on_every_replica() {
-    // Sandboxes dial the balancer at the Docker host's address: the Docker driver only.
-    if driver() != "docker" {
-        return;
-    }
-    let balancer = Balancer::start().await;
-    let env = replica_env(&balancer);
-    let a = TestServer::start_with(&as_refs(&env)).await;
-    let b = a.replica(&[]).await;
-    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+    let Some((_balancer, a, b)) = two_replicas().await else { return };
     let agent = a.create_agent(json!({})).await;
     let session = a.create_session(&agent).await;
     let (status, created) = a.post("/api/v1/tokens", json!({"name": "script"})).await;
@@ -292,15 +301,7 @@ async fn a_revoked_token_closes_its_streams_on_every_replica() {
 // Twenty-odd streams parsed while the test drives the servers: a thread of their own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_both_replicas_during_a_flood_loses_and_repeats_nothing() {
-    // Sandboxes dial the balancer at the Docker host's address: the Docker driver only.
-    if driver() != "docker" {
-        return;
-    }
-    let balancer = Balancer::start().await;
-    let env = replica_env(&balancer);
-    let mut a = TestServer::start_with(&as_refs(&env)).await;
-    let mut b = a.replica(&[]).await;
-    balancer.route_to(&[a.tunnel_port(), b.tunnel_port()]);
+    let Some((_balancer, mut a, mut b)) = two_replicas().await else { return };
 
     const AGENTS: usize = 3;
     const UPDATES: i64 = 6000;

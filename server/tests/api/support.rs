@@ -388,6 +388,26 @@ impl TestServer {
         }
     }
 
+    /// The last lines each of this server's Docker sandboxes printed (sandboxd's log), for a
+    /// failure's message; empty with another driver.
+    pub fn sandbox_logs(&self) -> String {
+        let listed = std::process::Command::new("docker")
+            .args(["ps", "-a", "--format", "{{.Names}} {{.Status}}"])
+            .args(["--filter", &format!("label=agenthold.instance={}", self.instance)])
+            .output();
+        let Ok(listed) = listed else { return String::new() };
+        let mut out = String::new();
+        for line in String::from_utf8_lossy(&listed.stdout).lines() {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            let logs = std::process::Command::new("docker").args(["logs", "--tail", "30", name]).output();
+            let text = logs
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+                .unwrap_or_default();
+            out.push_str(&format!("--- {line}\n{text}\n"));
+        }
+        out
+    }
+
     /// Waits until the session has `turns` turn_end events; returns the whole log.
     pub async fn wait_turns(&self, session_id: &str, turns: usize, timeout: Duration) -> Vec<Value> {
         let deadline = Instant::now() + timeout;
@@ -398,9 +418,10 @@ impl TestServer {
             }
             assert!(
                 Instant::now() < deadline,
-                "waited {timeout:?} for {turns} turn(s) to end; log so far: {}\n\nserver log:\n{}",
+                "waited {timeout:?} for {turns} turn(s) to end; log so far: {}\n\nserver log:\n{}\n\nsandboxes:\n{}",
                 serde_json::to_string_pretty(&events).unwrap_or_default(),
-                self.log()
+                self.log(),
+                self.sandbox_logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -427,6 +427,10 @@ impl Core {
     /// Opens the sessions of waiting turns and records the prompts of those whose session is
     /// ready.
     pub(super) fn open_sessions_and_prompt(&mut self, now: Now) {
+        // The running harness has the old environment: waiting turns go to the next one.
+        if self.environment_changed {
+            return;
+        }
         let Some(harness) = self.harness.as_ref() else { return };
         let Phase::Ready(capabilities) = harness.phase else { return };
         let waiting: Vec<(TurnId, SessionId, Option<String>)> = self

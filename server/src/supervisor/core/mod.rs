@@ -130,7 +130,8 @@ pub struct Core {
     in_flight: HashMap<PersistId, Purpose>,
     destroyed: bool,
     /// The agent's environment changed (a secret attached or detached; a new harness, model or
-    /// env): the harness restarts with the new one as soon as no turn runs.
+    /// env): the harness restarts with the new one as soon as no turn runs, and turns not sent
+    /// yet wait for it (a prompt sent after the change sees the change).
     environment_changed: bool,
     /// Stopping, and the last failure (what [`Observed`] needs).
     condition: observed::Condition,
@@ -356,7 +357,10 @@ impl Core {
             return;
         }
         let Some(link) = self.current_link() else { return };
-        if self.environment_changed && self.turns.is_empty() && self.ending.is_empty() && !self.launching {
+        // Turns not sent yet wait for the harness with the new environment (see
+        // `open_sessions_and_prompt`): only sent ones and ends being stored hold the restart.
+        let sent = self.turns.iter().any(|t| t.state != TurnState::Waiting);
+        if self.environment_changed && !sent && self.ending.is_empty() && !self.launching {
             self.environment_changed = false;
             self.retire_harness();
         }

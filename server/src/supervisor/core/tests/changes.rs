@@ -39,6 +39,30 @@ fn a_changed_environment_restarts_the_harness_only_once_no_turn_runs() {
 }
 
 #[test]
+fn a_turn_that_arrives_after_a_change_waits_for_the_harness_with_the_new_environment() {
+    let mut sim = Sim::new();
+    let offset = sim.run_until_prompt_sent();
+    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
+    let ending = sim.stdout(offset, &done);
+    // A secret is attached and the next prompt arrives while the first turn's end is still being
+    // stored (the race a second replica's forwarded change made visible).
+    let effects = sim.input(Input::EnvironmentChanged);
+    assert!(sends(&effects).is_empty(), "{effects:?}");
+    let mut next = turn_row();
+    next.session_id = sim.turn.session_id;
+    let effects = sim.input(Input::OpenTurns(vec![next].into()));
+    assert!(stdin(&effects).is_empty(), "the next prompt does not go to the old harness: {effects:?}");
+    assert!(persists(&effects).is_empty(), "nor is it recorded for it: {effects:?}");
+    // The end stored, the old harness is stopped and a new one started for the waiting turn.
+    let mut after = Vec::new();
+    for (id, _, _) in persists(&ending) {
+        after.extend(sim.ok(id));
+    }
+    assert!(sends(&after).contains(&Outbound::Control(Control::Signal { channel: CHANNEL, signal: 9 })), "{after:?}");
+    assert!(after.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))), "{after:?}");
+}
+
+#[test]
 fn a_changed_environment_with_no_harness_running_does_nothing() {
     let mut sim = Sim::new();
     let effects = sim.input(Input::EnvironmentChanged);
