@@ -215,7 +215,8 @@ async fn a_replica_killed_mid_turn_is_taken_over_with_every_event_exactly_once()
     a.kill();
 
     for (follower, session) in followers.into_iter().zip(&sessions) {
-        let (seen, reconnects) = follower.await.expect("the follower");
+        let (seen, reconnects) =
+            follower.await.expect("the follower").unwrap_or_else(|e| panic!("{}", stalled(&e, &b)));
         assert_gap_free(&seen);
         assert_eq!(flood_indices(&seen), (1..=UPDATES).collect::<Vec<i64>>(), "every update exactly once, in order");
         assert_eq!(seen.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("end_turn")));
@@ -240,6 +241,14 @@ async fn a_replica_killed_mid_turn_is_taken_over_with_every_event_exactly_once()
     b.prompt(&sessions[0], "text after the takeover").await;
     let events = b.wait_turns(&sessions[0], 3, STALL).await;
     assert_gap_free(&events);
+}
+
+/// A stalled watcher's failure: what stalled, the serving replica's last log lines and what the
+/// sandboxes printed.
+fn stalled(what: &str, server: &TestServer) -> String {
+    let log = server.log();
+    let tail: Vec<&str> = log.lines().rev().take(200).collect::<Vec<_>>().into_iter().rev().collect();
+    format!("{what}\n\nthe replica's last log lines:\n{}\n\nsandboxes:\n{}", tail.join("\n"), server.sandbox_logs())
 }
 
 /// Whether the container runs (`None`: it does not exist).
@@ -331,7 +340,8 @@ async fn a_rolling_restart_of_both_replicas_during_a_flood_loses_and_repeats_not
     b.restart_gracefully().await;
 
     for (follower, session) in followers.into_iter().zip(&sessions) {
-        let (seen, reconnects) = follower.await.expect("the follower");
+        let (seen, reconnects) =
+            follower.await.expect("the follower").unwrap_or_else(|e| panic!("{}", stalled(&e, &a)));
         assert_gap_free(&seen);
         assert_eq!(flood_indices(&seen), (1..=UPDATES).collect::<Vec<i64>>(), "every update exactly once, in order");
         assert_eq!(seen.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("end_turn")));
@@ -353,7 +363,12 @@ async fn wait_for_updates(server: &TestServer, session: &str, count: usize) {
 /// Streams a session from `urls[0]`, moving to the other address whenever the stream closes,
 /// with the last seq it has, until its `turns`-th `turn_end`; returns the events and the
 /// reconnects.
-async fn follow_until_turn_end(urls: [String; 2], token: String, session: String, turns: usize) -> (Vec<Value>, usize) {
+async fn follow_until_turn_end(
+    urls: [String; 2],
+    token: String,
+    session: String,
+    turns: usize,
+) -> Result<(Vec<Value>, usize), String> {
     use futures_util::StreamExt as _;
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
     let mut seen: Vec<Value> = Vec::new();
@@ -378,12 +393,15 @@ async fn follow_until_turn_end(urls: [String; 2], token: String, session: String
                     ended += usize::from(event["type"] == "turn_end");
                     seen.push(event);
                     if ended >= turns {
-                        return (seen, attempt - 1);
+                        return Ok((seen, attempt - 1));
                     }
                 }
                 Ok(Some(Ok(_))) => {}
                 Ok(_) => break,
-                Err(_) => panic!("the stream stalled for {STALL:?}"),
+                Err(_) => {
+                    let last = seen.last().map(|e| e["seq"].clone());
+                    return Err(format!("session {session}: the stream stalled for {STALL:?} after seq {last:?}"));
+                }
             }
         }
     }

@@ -33,10 +33,11 @@ impl Core {
         let waiters = std::mem::take(&mut self.wake_waiters);
         match result {
             Ok(()) => {
-                self.recovered();
                 // sandboxd may have dialed in before the wake job reported back: then there is
-                // nothing to wait for.
+                // nothing to wait for, its hello cleared the old failure already, and one since
+                // (its harness failing to start) is newer than this start and stays.
                 if self.link == LinkState::Down {
+                    self.recovered();
                     self.awaiting_connect = true;
                     if self.reconnect_at.is_none_or(|at| at < now.mono) {
                         self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);

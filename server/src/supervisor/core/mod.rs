@@ -124,6 +124,9 @@ pub struct Core {
     deferred_answers: Vec<(uuid::Uuid, crate::permissions::Choice, serde_json::Value, ReplyId)>,
     /// Turns whose end is being stored, by persist: a reload must not bring them back.
     ending: HashMap<TurnId, PersistId>,
+    /// Turns whose end is stored, the latest [`ENDED_REMEMBERED`]: a read of the open turns that
+    /// began before the end was stored (a slow database) must not bring them back either.
+    ended: VecDeque<TurnId>,
     terminal_waiters: Vec<ReplyId>,
     /// Wake requests waiting for the sandbox.
     wake_waiters: Vec<ReplyId>,
@@ -137,6 +140,10 @@ pub struct Core {
     condition: observed::Condition,
     effects: VecDeque<Effect>,
 }
+
+/// How many ended turns a core remembers against stale reads (a read is at most a few seconds
+/// old; an agent ends far fewer turns than this meanwhile).
+const ENDED_REMEMBERED: usize = 256;
 
 impl Core {
     /// A core for `agent_id`; request ids are `<id_prefix>-<n>`.
@@ -167,6 +174,7 @@ impl Core {
             loaded: false,
             deferred_answers: Vec::new(),
             ending: HashMap::new(),
+            ended: VecDeque::new(),
             terminal_waiters: Vec::new(),
             wake_waiters: Vec::new(),
             in_flight: HashMap::new(),
@@ -398,7 +406,17 @@ impl Core {
             debug_assert!(false, "Persisted for an unknown persist {id}");
             return;
         };
+        let ended: Vec<TurnId> = self.ending.iter().filter(|(_, p)| **p == id).map(|(turn, _)| *turn).collect();
         self.ending.retain(|_, persist| *persist != id);
+        if result.is_ok() {
+            // A parked turn's id comes back when it resumes: only ends are remembered.
+            for turn in ended.into_iter().filter(|turn| !self.parked.contains_key(turn)) {
+                if self.ended.len() == ENDED_REMEMBERED {
+                    self.ended.pop_front();
+                }
+                self.ended.push_back(turn);
+            }
+        }
         if let Purpose::Answer { reply: Some(reply), .. } = &purpose {
             let outcome = result.as_ref().map(|_| ()).map_err(|_| types::AnswerError::NotRecorded);
             self.effects.push_back(Effect::Reply { to: *reply, outcome: Outcome::Answered(outcome) });
@@ -625,7 +643,7 @@ impl Core {
         let mut merged = Vec::with_capacity(work.turns.len());
         let mut parked_rows = Vec::new();
         for row in &work.turns {
-            if self.ending.contains_key(&row.id) {
+            if self.ending.contains_key(&row.id) || self.ended.contains(&row.id) {
                 continue;
             }
             match self.turns.iter().position(|t| t.id == row.id) {

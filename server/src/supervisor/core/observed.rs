@@ -113,6 +113,18 @@ mod tests {
     }
 
     #[test]
+    fn a_wake_reported_after_its_harness_failed_keeps_the_failure() {
+        // sandboxd dialled in and the harness failed to start before the wake job (slowed by
+        // recording the sandbox's address) reported back: the failure stays.
+        let (mut core, now) = core();
+        core.handle(Input::Wake { reply: 1 }, now);
+        core.handle(Input::Attached { link: 1, processes: Vec::new() }, now);
+        core.handle(Input::Launched(Err("no-such-acp-agent: not found".to_owned())), now);
+        core.handle(Input::Woken(Ok(())), now);
+        assert_eq!(core.observed(), Observed::Error("HARNESS_START_FAILED: no-such-acp-agent: not found".to_owned()));
+    }
+
+    #[test]
     fn a_started_sandbox_is_starting_until_sandboxd_dials_in() {
         let (mut core, now) = core();
         core.handle(Input::Wake { reply: 1 }, now);

@@ -156,3 +156,23 @@ fn any_chunking_completion_order_and_link_drops_store_every_line_exactly_once() 
     // The runs did exercise the failure paths.
     assert!(drops_seen > 100 && failures_seen > 100 && reconnects > 200, "{drops_seen} {failures_seen} {reconnects}");
 }
+
+#[test]
+fn a_stale_read_of_open_turns_never_brings_an_ended_turn_back() {
+    // A read of the open turns that started before the prompt was recorded (the row still
+    // `pending`) and is delivered after the turn ended and its end was stored (a slow database):
+    // the turn must not be prompted again (the harness would answer it twice).
+    let mut sim = Sim::new();
+    let offset = sim.run_until_prompt_sent();
+    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
+    let effects = sim.stdout(offset, &done);
+    for (id, _, _) in persists(&effects) {
+        sim.ok(id);
+    }
+    let stale = sim.turn.clone();
+    assert_eq!(stale.state, "pending");
+    let effects = sim.input(Input::OpenTurns(vec![stale].into()));
+    assert!(stdin(&effects).is_empty(), "no second prompt: {effects:?}");
+    assert!(persists(&effects).is_empty(), "nothing recorded for it: {effects:?}");
+    assert!(effects.iter().all(|e| !matches!(e, Effect::Job(Job::StartHarness | Job::Wake))), "{effects:?}");
+}
