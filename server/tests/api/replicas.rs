@@ -419,7 +419,10 @@ async fn the_replica_route_takes_only_the_replica_credential_and_well_formed_com
     let key = std::fs::read(server.data_dir.join("master.key")).expect("the master key file");
     let key = agenthold_server::secrets::master_key::MasterKey::parse(&key).expect("a master key");
     let credential = agenthold_server::replicas::forward::call_token(&key);
-    let wrong = format!("{}0", &credential[..credential.len() - 1]);
+    // The credential with its last character changed (to another one whatever it was).
+    let last = if credential.ends_with('0') { '1' } else { '0' };
+    let wrong = format!("{}{last}", &credential[..credential.len() - 1]);
+    assert_ne!(wrong, credential);
     assert_eq!(server.raw_with_headers("POST", &path, Some(&wrong), &[], prompt.clone()).await.0, 401);
     // With it: bad commands are refused, an unknown agent is 404, a good command runs here.
     let (status, _, _) =
