@@ -294,11 +294,14 @@ async fn write(
     stored
 }
 
-/// Stores a batch in one transaction; returns each request's stored events.
+/// Stores a batch atomically; returns each request's stored events.
 async fn write_on(
     connection: &mut sqlx::PgConnection,
     batch: &mut [Request],
 ) -> sqlx::Result<Vec<Vec<Arc<SharedEvent>>>> {
+    if let Some(stored) = write_streamed(connection, batch).await? {
+        return Ok(stored);
+    }
     let mut tx = sqlx::Connection::begin(connection).await?;
     // State changes first: a turn already ended takes its `turn_end` (and the errors naming it)
     // out of the request, so no session ever gets two ends for one turn.
@@ -315,33 +318,9 @@ async fn write_on(
             request.events.retain(|event| !names_turn(event, &already_ended));
         }
     }
-    // Only the furthest stdout offset of each harness matters: one compare-and-set per harness,
-    // over a chain of contiguous lines (a flooding harness queues thousands per transaction), and
-    // one statement for every harness of the batch.
-    let mut chains: HashMap<(AgentId, i64), (u64, u64)> = HashMap::new();
-    for effect in batch.iter().flat_map(|r| r.effects.iter()) {
-        if let SideEffect::StdoutStored { agent_id, generation, from, to } = effect {
-            match chains.get_mut(&(*agent_id, *generation)) {
-                None => {
-                    chains.insert((*agent_id, *generation), (*from, *to));
-                }
-                Some((_, end)) if *end == *from => *end = *to,
-                Some((_, end)) => return Err(sqlx::Error::Protocol(OffsetMoved { expected: *end }.to_string())),
-            }
-        }
-    }
-    let chains: Vec<store::sandboxes::StdoutChain> = chains
-        .into_iter()
-        .map(|((agent_id, generation), (from, to))| store::sandboxes::StdoutChain {
-            agent_id,
-            generation,
-            from: i64::try_from(from).unwrap_or(i64::MAX),
-            to: i64::try_from(to).unwrap_or(i64::MAX),
-        })
-        .collect();
+    let chains = stdout_chains(batch)?;
     if !store::sandboxes::advance_stdout_offsets(&mut tx, &chains).await? {
-        let expected = chains.first().map_or(0, |chain| chain.from as u64);
-        return Err(sqlx::Error::Protocol(OffsetMoved { expected }.to_string()));
+        return Err(offset_moved(&chains));
     }
     let mut all = Vec::new();
     let mut sizes = Vec::with_capacity(batch.len());
@@ -369,6 +348,88 @@ async fn write_on(
         per_request.push(mine);
     }
     Ok(per_request)
+}
+
+/// The streaming batch — events and stdout offsets, nothing else, every payload stored as it
+/// is — in one statement ([`store::events::append_streamed`]): one round trip where the
+/// transaction takes five (`BEGIN`, offsets, seqs, events, `COMMIT`). `None` for any other
+/// batch, which takes the transaction.
+async fn write_streamed(
+    connection: &mut sqlx::PgConnection,
+    batch: &[Request],
+) -> sqlx::Result<Option<Vec<Vec<Arc<SharedEvent>>>>> {
+    let only_offsets =
+        batch.iter().flat_map(|r| r.effects.iter()).all(|effect| matches!(effect, SideEffect::StdoutStored { .. }));
+    if !only_offsets {
+        return Ok(None);
+    }
+    let mut payloads = Vec::new();
+    for event in batch.iter().flat_map(|r| r.events.iter()) {
+        match super::budget::as_is_json(&event.payload) {
+            Some(json) => payloads.push(json),
+            None => return Ok(None),
+        }
+    }
+    let chains = stdout_chains(batch)?;
+    let events: Vec<store::events::AsIsEvent<'_>> = batch
+        .iter()
+        .flat_map(|r| r.events.iter())
+        .zip(&payloads)
+        .map(|(event, json)| store::events::AsIsEvent { session_id: event.session_id, kind: event.kind, payload_json: json })
+        .collect();
+    let stored = match store::events::append_streamed(connection, &chains, &events).await? {
+        store::events::Streamed::Stored(stored) => stored,
+        store::events::Streamed::OffsetMoved => return Err(offset_moved(&chains)),
+    };
+    // Events of deleted sessions were dropped: hand each request the stored ones among its own.
+    let mut stored = stored.into_iter().zip(&events);
+    let per_request = batch
+        .iter()
+        .map(|request| {
+            stored
+                .by_ref()
+                .take(request.events.len())
+                .filter_map(|(slot, event)| {
+                    let (seq, at) = slot?;
+                    Some(SharedEvent::with_payload_json(event.session_id, seq, event.kind, at, event.payload_json))
+                })
+                .collect()
+        })
+        .collect();
+    Ok(Some(per_request))
+}
+
+/// Only the furthest stdout offset of each harness matters: one compare-and-set per harness,
+/// over a chain of contiguous lines (a flooding harness queues thousands per transaction), and
+/// one statement for every harness of the batch. A gap inside the batch is an error.
+fn stdout_chains(batch: &[Request]) -> sqlx::Result<Vec<store::sandboxes::StdoutChain>> {
+    let mut chains: HashMap<(AgentId, i64), (u64, u64)> = HashMap::new();
+    for effect in batch.iter().flat_map(|r| r.effects.iter()) {
+        if let SideEffect::StdoutStored { agent_id, generation, from, to } = effect {
+            match chains.get_mut(&(*agent_id, *generation)) {
+                None => {
+                    chains.insert((*agent_id, *generation), (*from, *to));
+                }
+                Some((_, end)) if *end == *from => *end = *to,
+                Some((_, end)) => return Err(sqlx::Error::Protocol(OffsetMoved { expected: *end }.to_string())),
+            }
+        }
+    }
+    Ok(chains
+        .into_iter()
+        .map(|((agent_id, generation), (from, to))| store::sandboxes::StdoutChain {
+            agent_id,
+            generation,
+            from: i64::try_from(from).unwrap_or(i64::MAX),
+            to: i64::try_from(to).unwrap_or(i64::MAX),
+        })
+        .collect())
+}
+
+/// The error of a batch whose stdout offsets were not where its chains start.
+fn offset_moved(chains: &[store::sandboxes::StdoutChain]) -> sqlx::Error {
+    let expected = chains.first().map_or(0, |chain| chain.from as u64);
+    sqlx::Error::Protocol(OffsetMoved { expected }.to_string())
 }
 
 /// Applies one state change; `false` when it found nothing to change that must exist (a turn

@@ -56,6 +56,13 @@ pub fn payload_link(session_id: SessionId, seq: Seq) -> String {
     format!("/api/v1/sessions/{session_id}/events/{seq}/payload")
 }
 
+/// The JSON text of a payload that is stored inline as it is (within the budget, no U+0000);
+/// `None` when [`apply`] would change it.
+pub fn as_is_json(payload: &Value) -> Option<String> {
+    let encoded = serde_json::to_string(payload).unwrap_or_else(|_| "null".to_owned());
+    (encoded.len() <= EVENT_BUDGET_BYTES && !encoded.contains("\\u0000")).then_some(encoded)
+}
+
 /// Applies the budget and the NUL rule to a payload that will be stored at `(session_id, seq)`.
 pub fn apply(session_id: SessionId, seq: Seq, payload: Value) -> Budgeted {
     let encoded = serde_json::to_string(&payload).unwrap_or_else(|_| "null".to_owned());
@@ -419,6 +426,29 @@ mod tests {
         let head = out.inline["excerpt"]["head"].as_str().unwrap_or_default();
         assert!(head.starts_with(r#"{"sessionUpdate":"plan","entries":["item 0","#), "{}", &head[..head.len().min(80)]);
         assert_eq!(exact(&out), Some(payload));
+    }
+
+    #[test]
+    fn as_is_json_is_what_apply_stores_unchanged_and_nothing_else() {
+        let payloads = [
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "héllo"}}),
+            json!({"text": "a\u{0}b"}),
+            json!({"k\u{0}": 1}),
+            json!({"text": "x".repeat(EVENT_BUDGET_BYTES)}),
+            json!({"text": "x".repeat(EVENT_BUDGET_BYTES - 20)}),
+            json!({"text": r"a literal \u0000 typed out"}),
+        ];
+        for payload in payloads {
+            let as_is = as_is_json(&payload);
+            let applied = apply(SessionId::new(), 1, payload.clone());
+            if let Some(text) = &as_is {
+                assert!(applied.full.is_none(), "as is, but apply changed it: {}", &text[..text.len().min(60)]);
+                assert_eq!(text, &applied.inline_json);
+            } else if !applied.inline_json.contains(r"\\u0000") {
+                // (A typed-out `\u0000` takes the careful path, which stores it unchanged.)
+                assert!(applied.full.is_some(), "apply kept it as is, but as_is_json refused it");
+            }
+        }
     }
 
     #[test]

@@ -107,6 +107,121 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     Ok(stored)
 }
 
+/// An event whose payload is stored as it is (see [`crate::events::budget::as_is_json`]).
+pub struct AsIsEvent<'a> {
+    /// Its session.
+    pub session_id: SessionId,
+    /// Its type.
+    pub kind: EventKind,
+    /// Its payload's JSON text.
+    pub payload_json: &'a str,
+}
+
+/// What [`append_streamed`] did.
+pub enum Streamed {
+    /// Stored: each event's seq and commit time, in the order given (`None`: its session no
+    /// longer exists, and the event was dropped).
+    Stored(Vec<Option<(Seq, DateTime<Utc>)>>),
+    /// A harness's stored stdout offset was not at its chain's `from`: nothing was stored.
+    OffsetMoved,
+}
+
+/// The streaming path in ONE statement, atomic by itself (no `BEGIN`/`COMMIT` round trips):
+/// the compare-and-set of every harness's stdout offset ([`super::sandboxes::advance_stdout_offsets`]),
+/// then each session's seqs and the other replicas' notification (as [`append`]), then the
+/// events. Rows are locked in the same order as the transaction's path (sandboxes by agent id,
+/// then sessions by id). If any offset is not at its `from`, nothing is changed.
+pub async fn append_streamed(
+    conn: &mut sqlx::PgConnection,
+    chains: &[super::sandboxes::StdoutChain],
+    events: &[AsIsEvent<'_>],
+) -> sqlx::Result<Streamed> {
+    let chain_agents: Vec<Uuid> = chains.iter().map(|c| c.agent_id.0).collect();
+    let chain_generations: Vec<i64> = chains.iter().map(|c| c.generation).collect();
+    let chain_froms: Vec<i64> = chains.iter().map(|c| c.from).collect();
+    let chain_tos: Vec<i64> = chains.iter().map(|c| c.to).collect();
+    // Per session: how many events, and whether one is a question (the notification says so).
+    let mut counts: BTreeMap<Uuid, (i64, bool)> = BTreeMap::new();
+    let mut ordinals = Vec::with_capacity(events.len());
+    for event in events {
+        let (count, question) = counts.entry(event.session_id.0).or_default();
+        *count += 1;
+        *question |= matches!(event.kind, EventKind::Permission | EventKind::PermissionResolved);
+        ordinals.push(*count);
+    }
+    let (session_ids, (session_counts, questions)): (Vec<Uuid>, (Vec<i64>, Vec<bool>)) = counts.into_iter().unzip();
+    let event_sessions: Vec<Uuid> = events.iter().map(|e| e.session_id.0).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let payloads: Vec<&str> = events.iter().map(|e| e.payload_json).collect();
+    let rows = sqlx::query!(
+        r#"WITH chain AS (
+               SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::int8[], $4::int8[])
+                   AS c(agent_id, generation, from_offset, to_offset)),
+           held AS (
+               SELECT agent_id, harness_generation, harness_stdout_offset FROM sandboxes
+               WHERE agent_id = ANY($1::uuid[]) ORDER BY agent_id FOR UPDATE),
+           verdict AS (
+               SELECT count(*) = cardinality($1::uuid[]) AS ok
+               FROM held h JOIN chain c ON h.agent_id = c.agent_id
+                   AND h.harness_generation = c.generation AND h.harness_stdout_offset = c.from_offset),
+           moved AS (
+               UPDATE sandboxes s SET harness_stdout_offset = c.to_offset
+               FROM chain c, verdict
+               WHERE verdict.ok AND s.agent_id = c.agent_id AND s.harness_generation = c.generation
+                 AND s.harness_stdout_offset = c.from_offset
+               RETURNING s.agent_id),
+           sessions_held AS (
+               SELECT id FROM sessions WHERE id = ANY($5::uuid[]) AND (SELECT ok FROM verdict)
+               ORDER BY id FOR UPDATE),
+           bumped AS (
+               UPDATE sessions s SET last_seq = s.last_seq + v.n
+               FROM UNNEST($5::uuid[], $6::int8[], $7::bool[]) AS v(id, n, q)
+               WHERE s.id = v.id AND s.id IN (SELECT id FROM sessions_held)
+               RETURNING s.id, s.last_seq, v.n, v.q),
+           announced AS (
+               SELECT id, last_seq, n,
+                      pg_notify($9, concat_ws(' ', $8::text, id::text, (last_seq - n + 1)::text, last_seq::text,
+                                              CASE WHEN q THEN 'q' ELSE '-' END))::text AS notified
+               FROM bumped),
+           stored AS (
+               INSERT INTO events (session_id, seq, type, payload, created_at)
+               SELECT e.session_id, b.last_seq - b.n + e.ordinal, e.kind, e.payload::jsonb, now()
+               FROM UNNEST($10::uuid[], $11::int8[], $12::text[], $13::text[]) AS e(session_id, ordinal, kind, payload)
+               JOIN bumped b ON b.id = e.session_id)
+           SELECT verdict.ok AS "ok!", a.id AS "id?", a.last_seq AS "last_seq?", a.n AS "n?", now() AS "now!",
+                  a.notified AS "notified?"
+           FROM verdict LEFT JOIN announced a ON true"#,
+        &chain_agents,
+        &chain_generations,
+        &chain_froms,
+        &chain_tos,
+        &session_ids,
+        &session_counts,
+        &questions,
+        crate::replicas::fanout::sender_tag(),
+        crate::replicas::fanout::CHANNEL,
+        &event_sessions,
+        &ordinals,
+        &kinds as &[&str],
+        &payloads as &[&str],
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if !rows.first().is_some_and(|row| row.ok) {
+        return Ok(Streamed::OffsetMoved);
+    }
+    let first_seqs: HashMap<Uuid, (Seq, DateTime<Utc>)> = rows
+        .iter()
+        .filter_map(|row| Some((row.id?, (row.last_seq? - row.n? + 1, row.now))))
+        .collect();
+    let stored = events
+        .iter()
+        .zip(ordinals)
+        .map(|(event, ordinal)| first_seqs.get(&event.session_id.0).map(|(first, now)| (first + ordinal - 1, *now)))
+        .collect();
+    Ok(Streamed::Stored(stored))
+}
+
 /// Up to `limit` events of a session with seq greater than `after`, in order, encoded as the
 /// API and the stream send them: payloads come from Postgres as JSON text and are not parsed.
 pub async fn after_encoded(

@@ -1,7 +1,8 @@
 //! The appender against a real Postgres with many sessions and harnesses in one transaction:
 //! each session's seqs continue its own log, every harness's stdout offset moves in the one
 //! statement, and a request whose offset chain does not match fails alone while the others of
-//! its batch are stored.
+//! its batch are stored. Streaming batches take the one-statement path, any other the
+//! transaction: both are checked, and against what the API reads back.
 
 use std::sync::Arc;
 
@@ -113,4 +114,30 @@ async fn many_sessions_in_one_batch_keep_their_own_logs_and_offsets() {
     assert_eq!(committed.len(), 1, "only the existing session's event is stored");
     assert_eq!(committed[0].session_id, kept.session_id);
     assert_eq!(committed[0].seq, last_kept + 1);
+
+    // A payload the budget must change (U+0000) sends its batch down the transaction's path;
+    // the next streaming batch takes the one statement again. Both read back as they were sent.
+    let (events, effects) = line(kept, 110, 120, "plain");
+    let plain = appender.submit(events, effects).await;
+    let nul = NewEvent::new(kept.session_id, EventKind::Notice, json!({"code": "TEST", "message": "a\u{0}b"}));
+    let with_nul = appender.submit(vec![nul], vec![SideEffect::StdoutStored { agent_id: kept.agent_id, generation: 1, from: 120, to: 130 }]).await;
+    let (events, effects) = line(kept, 130, 140, "after");
+    let after = appender.submit(events, effects).await;
+    let mut sent = Vec::new();
+    for receiver in [plain, with_nul, after] {
+        sent.extend(receiver.await.expect("an answer").expect("stored"));
+    }
+    assert_eq!(offset(&mut db, kept.agent_id).await, 140, "every offset moved, on either path");
+    let seqs_sent: Vec<i64> = sent.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs_sent, vec![last_kept + 2, last_kept + 3, last_kept + 4], "one log, gapless across the paths");
+    let (status, page) = server.get(&format!("/api/v1/sessions/{}/events?after={}", kept.session_id, last_kept + 1)).await;
+    assert_eq!(status, 200, "{page}");
+    let read: Vec<serde_json::Value> = page["events"].as_array().expect("events").clone();
+    assert_eq!(read.len(), 3, "{page}");
+    for (event, stored) in sent.iter().zip(&read) {
+        let live: serde_json::Value = serde_json::from_str(&event.json).expect("the live event is JSON");
+        assert_eq!(&live, stored, "watchers get what the log keeps");
+    }
+    assert_eq!(read[1]["payload"]["nul_replaced"], json!(true));
+    assert_eq!(read[1]["payload"]["message"], json!("a\u{2400}b"));
 }
