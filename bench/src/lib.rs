@@ -12,6 +12,7 @@ pub mod api;
 pub mod approval;
 pub mod burst;
 pub mod config;
+pub mod floor;
 pub mod load;
 pub mod many;
 pub mod metrics_scrape;

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::api::Api;
 use crate::config::Config;
+use crate::floor::{self, Floor};
 use crate::multi::{self, Load, Multi};
 use crate::stats::round;
 use crate::{burst, progress, startup, throughput};
@@ -30,6 +31,8 @@ pub struct ManyAgents {
     pub big: Option<Multi>,
     /// Every warm session the loads used (the large load's, else `multi`'s).
     pub sessions: Vec<String>,
+    /// What forwarding alone costs at the flood's and `multi`'s shapes (`None` if it failed).
+    pub floor: Option<Floor>,
 }
 
 /// Runs `multi` on the first [`MULTI_AGENTS`] of `sessions` (warm agents), then tops the agents
@@ -41,6 +44,20 @@ pub async fn measure(
     tag: &str,
     agents: &mut Vec<String>,
 ) -> Result<ManyAgents> {
+    progress("floor: forwarding alone, at the flood's and multi's shapes");
+    let floor = match floor::measure(config.watchers, MULTI_AGENTS, LOAD).await {
+        Ok(floor) => {
+            progress(&format!(
+                "  {:.1} ms CPU per 1,000 lines flooding, {:.1} at multi's shape",
+                floor.flood_cpu_ms_per_1k, floor.multi_cpu_ms_per_1k
+            ));
+            Some(floor)
+        }
+        Err(error) => {
+            progress(&format!("  the floor was not measured: {error:#}"));
+            None
+        }
+    };
     let count = sessions.len().min(MULTI_AGENTS);
     let multi = run(config, api, &sessions[..count]).await.context("multi")?;
     let mut all = sessions.to_vec();
@@ -56,7 +73,7 @@ pub async fn measure(
     } else {
         None
     };
-    Ok(ManyAgents { multi, big, sessions: all })
+    Ok(ManyAgents { multi, big, sessions: all, floor })
 }
 
 async fn run(config: &Config, api: &Api, sessions: &[String]) -> Result<Multi> {
@@ -111,16 +128,22 @@ pub fn figures(many: &ManyAgents, report: &mut Map<String, Value>) {
         report.insert("multi_100_p99_ms".to_owned(), json!(round(big.p99_ms, 1)));
         report.insert("multi_100_cpu_ms_per_1k_events".to_owned(), json!(big.cpu_ms_per_1k.map(|v| round(v, 1))));
     }
+    if let Some(floor) = &many.floor {
+        report.insert("floor_flood_cpu_ms_per_1k_lines".to_owned(), json!(round(floor.flood_cpu_ms_per_1k, 1)));
+        report.insert("floor_multi_cpu_ms_per_1k_lines".to_owned(), json!(round(floor.multi_cpu_ms_per_1k, 1)));
+    }
 }
 
 /// The targets, beside the single flood's CPU per 1,000 events of the same run.
 pub fn targets(many: &ManyAgents, flood_cpu_ms_per_1k: Option<f64>, targets: &mut Map<String, Value>) {
     if let (Some(multi_cpu), Some(flood_cpu)) = (many.multi.cpu_ms_per_1k, flood_cpu_ms_per_1k) {
         let limit = MULTI_CPU_FACTOR * flood_cpu;
-        targets.insert(
-            "multi_cpu_ms_per_1k_events".to_owned(),
-            json!({"target": format!("<= {MULTI_CPU_FACTOR} * flood_cpu_ms_per_1k_events"), "limit": round(limit, 1), "value": round(multi_cpu, 1), "pass": multi_cpu <= limit}),
-        );
+        let mut target = json!({"target": format!("<= {MULTI_CPU_FACTOR} * flood_cpu_ms_per_1k_events"), "limit": round(limit, 1), "value": round(multi_cpu, 1), "pass": multi_cpu <= limit});
+        // Beside it, what a server that only forwards the lines costs at the same shape.
+        if let Some(floor) = &many.floor {
+            target["floor_at_this_shape"] = json!(round(floor.multi_cpu_ms_per_1k, 1));
+        }
+        targets.insert("multi_cpu_ms_per_1k_events".to_owned(), target);
     }
     let p99 = many.multi.p99_ms;
     targets.insert(
