@@ -29,21 +29,20 @@ async fn main() -> std::io::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     println!("{}", listener.local_addr()?.port());
     let channels: Watchers = Arc::default();
-    let accept = async {
-        loop {
-            let (socket, _) = listener.accept().await?;
-            tokio::spawn(serve(socket, channels.clone()));
-        }
-        #[allow(unreachable_code)]
-        Ok::<(), std::io::Error>(())
-    };
     let stdin_closed = async {
         let _ =
             tokio::task::spawn_blocking(|| std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new())).await;
     };
     tokio::select! {
-        result = accept => result,
+        result = accept(listener, channels) => result,
         () = stdin_closed => Ok(()),
+    }
+}
+
+async fn accept(listener: TcpListener, channels: Watchers) -> std::io::Result<()> {
+    loop {
+        let (socket, _) = listener.accept().await?;
+        tokio::spawn(serve(socket, channels.clone()));
     }
 }
 

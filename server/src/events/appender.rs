@@ -375,7 +375,11 @@ async fn write_streamed(
         .iter()
         .flat_map(|r| r.events.iter())
         .zip(&payloads)
-        .map(|(event, json)| store::events::AsIsEvent { session_id: event.session_id, kind: event.kind, payload_json: json })
+        .map(|(event, json)| store::events::AsIsEvent {
+            session_id: event.session_id,
+            kind: event.kind,
+            payload_json: json,
+        })
         .collect();
     let stored = match store::events::append_streamed(connection, &chains, &events).await? {
         store::events::Streamed::Stored(stored) => stored,

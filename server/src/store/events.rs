@@ -210,10 +210,8 @@ pub async fn append_streamed(
     if !rows.first().is_some_and(|row| row.ok) {
         return Ok(Streamed::OffsetMoved);
     }
-    let first_seqs: HashMap<Uuid, (Seq, DateTime<Utc>)> = rows
-        .iter()
-        .filter_map(|row| Some((row.id?, (row.last_seq? - row.n? + 1, row.now))))
-        .collect();
+    let first_seqs: HashMap<Uuid, (Seq, DateTime<Utc>)> =
+        rows.iter().filter_map(|row| Some((row.id?, (row.last_seq? - row.n? + 1, row.now)))).collect();
     let stored = events
         .iter()
         .zip(ordinals)

@@ -120,7 +120,12 @@ async fn many_sessions_in_one_batch_keep_their_own_logs_and_offsets() {
     let (events, effects) = line(kept, 110, 120, "plain");
     let plain = appender.submit(events, effects).await;
     let nul = NewEvent::new(kept.session_id, EventKind::Notice, json!({"code": "TEST", "message": "a\u{0}b"}));
-    let with_nul = appender.submit(vec![nul], vec![SideEffect::StdoutStored { agent_id: kept.agent_id, generation: 1, from: 120, to: 130 }]).await;
+    let with_nul = appender
+        .submit(
+            vec![nul],
+            vec![SideEffect::StdoutStored { agent_id: kept.agent_id, generation: 1, from: 120, to: 130 }],
+        )
+        .await;
     let (events, effects) = line(kept, 130, 140, "after");
     let after = appender.submit(events, effects).await;
     let mut sent = Vec::new();
@@ -130,7 +135,8 @@ async fn many_sessions_in_one_batch_keep_their_own_logs_and_offsets() {
     assert_eq!(offset(&mut db, kept.agent_id).await, 140, "every offset moved, on either path");
     let seqs_sent: Vec<i64> = sent.iter().map(|event| event.seq).collect();
     assert_eq!(seqs_sent, vec![last_kept + 2, last_kept + 3, last_kept + 4], "one log, gapless across the paths");
-    let (status, page) = server.get(&format!("/api/v1/sessions/{}/events?after={}", kept.session_id, last_kept + 1)).await;
+    let (status, page) =
+        server.get(&format!("/api/v1/sessions/{}/events?after={}", kept.session_id, last_kept + 1)).await;
     assert_eq!(status, 200, "{page}");
     let read: Vec<serde_json::Value> = page["events"].as_array().expect("events").clone();
     assert_eq!(read.len(), 3, "{page}");
