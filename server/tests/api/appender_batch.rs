@@ -147,3 +147,45 @@ async fn many_sessions_in_one_batch_keep_their_own_logs_and_offsets() {
     assert_eq!(read[1]["payload"]["nul_replaced"], json!(true));
     assert_eq!(read[1]["payload"]["message"], json!("a\u{2400}b"));
 }
+
+/// Two appenders on their own connections (as two replicas have) write to the same sessions at
+/// once, each with its own harness's stdout chain: the one statement's row locks order them, so
+/// every session's seqs stay unique and gapless and each chain lands whole.
+#[tokio::test]
+async fn two_appenders_writing_the_same_sessions_at_once_keep_one_gapless_log() {
+    let server = TestServer::start().await;
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("connecting");
+    let harnesses = harnesses(&server, &mut db, 2).await;
+    let shared = [harnesses[0].session_id, harnesses[1].session_id];
+    let mut appenders = Vec::new();
+    for _ in 0..2 {
+        let pool = sqlx::PgPool::connect(&server.database_url).await.expect("pool");
+        appenders.push(Appender::spawn(pool, Arc::new(Hub::default())));
+    }
+    const LINES: u64 = 200;
+    let writers = appenders.iter().zip(&harnesses).map(|((appender, _), harness)| async move {
+        let mut pending = Vec::new();
+        for n in 0..LINES {
+            // Each line: one event in each shared session, its harness's offset moving by 10.
+            let events = shared
+                .iter()
+                .map(|session| NewEvent::new(*session, EventKind::Notice, json!({"code": "TEST", "message": n})))
+                .collect();
+            let effect =
+                SideEffect::StdoutStored { agent_id: harness.agent_id, generation: 1, from: n * 10, to: n * 10 + 10 };
+            pending.push(appender.submit(events, vec![effect]).await);
+        }
+        for receiver in pending {
+            assert_eq!(receiver.await.expect("an answer").expect("stored").len(), 2);
+        }
+    });
+    futures_util::future::join_all(writers).await;
+    for harness in &harnesses {
+        assert_eq!(offset(&mut db, harness.agent_id).await, (LINES * 10) as i64, "each chain landed whole");
+    }
+    for session in shared {
+        let stored = seqs(&mut db, session).await;
+        assert_eq!(stored.len(), 2 * LINES as usize, "both writers' events, each once");
+        assert!(stored.windows(2).all(|w| w[1] == w[0] + 1), "gapless: {stored:?}");
+    }
+}
