@@ -18,8 +18,7 @@ fn a_changed_environment_restarts_the_harness_only_once_no_turn_runs() {
     assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))), "{effects:?}");
     assert!(persists(&effects).is_empty(), "{effects:?}");
     // The turn ends; once its end is stored, the idle harness is cleared, then killed.
-    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
-    let effects = sim.stdout(offset, &done);
+    let effects = sim.stdout(offset, END_TURN);
     assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))));
     let mut retired = Vec::new();
     for (id, _, _) in persists(&effects) {
@@ -42,8 +41,7 @@ fn a_changed_environment_restarts_the_harness_only_once_no_turn_runs() {
 fn a_turn_that_arrives_after_a_change_waits_for_the_harness_with_the_new_environment() {
     let mut sim = Sim::new();
     let offset = sim.run_until_prompt_sent();
-    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
-    let ending = sim.stdout(offset, &done);
+    let ending = sim.stdout(offset, END_TURN);
     // A secret is attached and the next prompt arrives while the first turn's end is still being
     // stored (the race a second replica's forwarded change made visible).
     let effects = sim.input(Input::EnvironmentChanged);
@@ -117,8 +115,7 @@ fn a_change_before_the_harness_starts_needs_no_restart() {
     let mut sim = Sim::new();
     sim.input(Input::EnvironmentChanged);
     let offset = sim.run_until_prompt_sent();
-    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
-    let effects = sim.stdout(offset, &done);
+    let effects = sim.stdout(offset, END_TURN);
     let mut after = Vec::new();
     for (id, _, _) in persists(&effects) {
         after.extend(sim.ok(id));

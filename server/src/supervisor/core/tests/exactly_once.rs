@@ -164,8 +164,7 @@ fn a_stale_read_of_open_turns_never_brings_an_ended_turn_back() {
     // the turn must not be prompted again (the harness would answer it twice).
     let mut sim = Sim::new();
     let offset = sim.run_until_prompt_sent();
-    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
-    let effects = sim.stdout(offset, &done);
+    let effects = sim.stdout(offset, END_TURN);
     for (id, _, _) in persists(&effects) {
         sim.ok(id);
     }

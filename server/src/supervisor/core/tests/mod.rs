@@ -69,6 +69,9 @@ fn turn_row() -> TurnRow {
     }
 }
 
+/// The harness's answer that ends the prompt [`Sim::run_until_prompt_sent`] sent (`end_turn`).
+const END_TURN: &str = concat!(r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#, "\n");
+
 impl Sim {
     /// The simulated agent's id.
     fn core_agent(&self) -> uuid::Uuid {
@@ -262,8 +265,7 @@ fn stored_range(side: &[SideEffect]) -> Option<(u64, u64)> {
 fn a_turn_runs_with_record_then_send_and_acks_after_commits() {
     let mut sim = Sim::new();
     let offset = sim.run_until_prompt_sent();
-    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
-    let effects = sim.stdout(offset, &format!("{}{done}", update("hello")));
+    let effects = sim.stdout(offset, &format!("{}{END_TURN}", update("hello")));
     let stored = persists(&effects);
     assert_eq!(stored.len(), 2);
     assert!(acks(&effects).is_empty(), "no ack before the commit");
@@ -272,7 +274,7 @@ fn a_turn_runs_with_record_then_send_and_acks_after_commits() {
     let effects = sim.ok(second);
     assert!(acks(&effects).is_empty(), "a later commit does not ack past an earlier line");
     let effects = sim.ok(first);
-    let end = offset + (update("hello").len() + done.len()) as u64;
+    let end = offset + (update("hello").len() + END_TURN.len()) as u64;
     assert_eq!(acks(&effects), vec![end]);
 }
 
@@ -470,15 +472,14 @@ fn a_takeover_resumes_from_the_furthest_of_stored_and_acked_and_resends_unaccept
 fn a_duplicate_prompt_response_ends_the_turn_once() {
     let mut sim = Sim::new();
     let offset = sim.run_until_prompt_sent();
-    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#.to_owned() + "\n";
-    let effects = sim.stdout(offset, &format!("{done}{done}"));
+    let effects = sim.stdout(offset, &format!("{END_TURN}{END_TURN}"));
     let stored = persists(&effects);
     assert_eq!(stored.len(), 1, "the second answer matches nothing");
     sim.ok(stored[0].0);
     // A reload while the end is being stored does not bring the turn back.
     let mut sim = Sim::new();
     let offset = sim.run_until_prompt_sent();
-    let effects = sim.stdout(offset, &done);
+    let effects = sim.stdout(offset, END_TURN);
     let end = persists(&effects)[0].0;
     let mut row = sim.turn.clone();
     row.state = "running".to_owned();

@@ -95,8 +95,7 @@ fn a_question_gives_the_slot_back_and_its_answer_takes_it_again() {
     for (id, _, _) in persists(&effects) {
         sim.ok(id);
     }
-    let done = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn"}}"#;
-    let effects = sim.stdout(offset, &format!("{done}\n"));
+    let effects = sim.stdout(offset, END_TURN);
     assert_eq!(slot_changes(&effects), vec![SlotChange::Release(turn_id)], "the ended turn gives it back");
 }
 
