@@ -3,4 +3,5 @@
 
 pub mod daemon;
 pub mod fakeagent;
+pub mod hold;
 pub mod protocol;

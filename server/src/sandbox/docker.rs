@@ -12,7 +12,9 @@
 //! [`SandboxStatus::Stale`], to be recreated around the same home.
 //!
 //! Networks (one per agent, subnets from agenthold's own pool, a few kept ready) are
-//! [`super::docker_networks`]. With confined egress (the default) each agent's network is
+//! [`super::docker_networks`]; the sandbox does not attach to its network itself but joins the
+//! namespace of the agent's network holder ([`super::docker_netns`]), which lives as long as the
+//! agent, so a wake skips the network's setup. With confined egress (the default) each agent's network is
 //! `internal` (Docker forwards nothing out of it) with a bridge named for [`super::firewall`],
 //! whose host rules let the sandbox reach only the tunnel and the egress proxy;
 //! `host.docker.internal` names the network's own gateway, the one host address the sandbox has
@@ -33,6 +35,7 @@ use futures_util::future::BoxFuture;
 use sha2::Digest;
 use tokio::sync::OnceCell;
 
+use super::docker_netns::{self as netns, HolderState};
 use super::docker_networks::Networks;
 use super::{DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
 use crate::ids::AgentId;
@@ -56,7 +59,7 @@ pub const TOOLS_LABEL: &str = "agenthold.tools";
 pub const SPEC_LABEL: &str = "agenthold.spec";
 /// The version of the container settings made by [`DockerDriver::create`]: bumped whenever they
 /// change, so that containers made before are recreated.
-pub const SPEC_VERSION: &str = "2";
+pub const SPEC_VERSION: &str = "3";
 /// The label naming the egress proxy's CA a container trusts (a short hash; absent when none).
 pub const PROXY_CA_LABEL: &str = "agenthold.proxy-ca";
 /// The label saying whether a container's network is confined (`confined` or `open`).
@@ -212,6 +215,10 @@ impl DockerDriver {
         self.networks.name(agent_id)
     }
 
+    fn holder(&self, agent_id: AgentId) -> String {
+        netns::holder_name(&self.instance, agent_id)
+    }
+
     fn labels(&self, agent_id: AgentId) -> HashMap<String, String> {
         agent_labels(&self.instance, agent_id)
     }
@@ -331,13 +338,29 @@ impl DockerDriver {
 
     async fn create_inner(&self, spec: SandboxSpec) -> Result<String, DriverError> {
         let agent_id = spec.agent_id;
-        let network = self.network(agent_id);
+        let holder = self.holder(agent_id);
+        // A holder made for the other egress setting goes with its network (made again below).
+        if let HolderState::Present { confined, .. } = netns::inspect(&self.docker, &holder).await?
+            && confined != self.networks.confined
+        {
+            netns::remove(&self.docker, &holder).await?;
+        }
         // Independent engine calls, at once: they are most of a cold start's overhead.
         let (gateway, (), tools) = tokio::try_join!(
             self.networks.ensure(agent_id),
             self.ensure_home(agent_id),
             self.tools_volume(&spec.image)
         )?;
+        let holder_spec = netns::HolderSpec {
+            image: spec.image.clone(),
+            tools: tools.clone(),
+            network: self.network(agent_id),
+            gateway,
+            confined: self.networks.confined,
+            ready: false,
+        };
+        let (holder_id, _) =
+            netns::ensure_running(&self.docker, &holder, &holder_spec, self.labels(agent_id), TOOLS_DIR).await?;
         let memory = i64::from(spec.memory_mib) * 1024 * 1024;
         let host_config = HostConfig {
             mounts: Some(vec![
@@ -368,12 +391,8 @@ impl DockerDriver {
             cap_drop: Some(vec!["ALL".to_owned()]),
             cap_add: Some(CAP_ADD.iter().map(|c| (*c).to_owned()).collect()),
             security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
-            network_mode: Some(network),
-            // On a confined network the host is reachable only at the network's gateway.
-            extra_hosts: Some(vec![match (&gateway, self.networks.confined) {
-                (Some(gateway), true) => format!("host.docker.internal:{gateway}"),
-                _ => "host.docker.internal:host-gateway".to_owned(),
-            }]),
+            // The holder's namespace: its address, DNS and hosts (`host.docker.internal`).
+            network_mode: Some(netns::joined(&holder_id)),
             ..Default::default()
         };
         let body = ContainerCreateBody {
@@ -422,10 +441,11 @@ impl SandboxDriver for DockerDriver {
 
     fn prepare<'a>(&'a self, image: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            self.networks.prepare().await;
-            if let Err(error) = self.tools_volume(image).await {
-                tracing::warn!(%error, image, "preparing the tools volume (it is retried on first use)");
+            match self.tools_volume(image).await {
+                Ok(tools) => self.networks.hold_ready_with(image, &tools, TOOLS_DIR),
+                Err(error) => tracing::warn!(%error, image, "preparing the tools volume (it is retried on first use)"),
             }
+            self.networks.prepare().await;
         }
         .boxed()
     }
@@ -452,7 +472,18 @@ impl SandboxDriver for DockerDriver {
 
     fn start(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
         async move {
-            match self.docker.start_container(&self.container(agent_id), None).await {
+            let container = self.container(agent_id);
+            // The holder first: a sandbox cannot start without the namespace it joins.
+            if let HolderState::Present { id, running: false, .. } =
+                netns::inspect(&self.docker, &self.holder(agent_id)).await?
+            {
+                netns::start(&self.docker, &id).await?;
+                // A sandbox still running in the namespace of the holder that stopped has only a
+                // loopback left: it starts again in the new one.
+                let options = bollard::query_parameters::RestartContainerOptions { t: Some(1), ..Default::default() };
+                return self.docker.restart_container(&container, Some(options)).await.map_err(engine);
+            }
+            match self.docker.start_container(&container, None).await {
                 Ok(()) => Ok(()),
                 Err(error) if status_of(&error) == Some(304) => Ok(()),
                 Err(error) => Err(engine(error)),
@@ -476,6 +507,7 @@ impl SandboxDriver for DockerDriver {
     fn destroy(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
         async move {
             self.remove_container(agent_id).await?;
+            netns::remove(&self.docker, &self.holder(agent_id)).await?;
             match self
                 .docker
                 .remove_volume(&self.volume(agent_id), None::<bollard::query_parameters::RemoveVolumeOptions>)
@@ -492,10 +524,20 @@ impl SandboxDriver for DockerDriver {
 
     fn status(&self, agent_id: AgentId) -> BoxFuture<'_, Result<SandboxStatus, DriverError>> {
         async move {
-            let info = match self.docker.inspect_container(&self.container(agent_id), None).await {
+            let (container, holder) = (self.container(agent_id), self.holder(agent_id));
+            let (info, holder) =
+                tokio::join!(self.docker.inspect_container(&container, None), netns::inspect(&self.docker, &holder));
+            let info = match info {
                 Ok(info) => info,
                 Err(error) if status_of(&error) == Some(404) => return Ok(SandboxStatus::Missing),
                 Err(error) => return Err(engine(error)),
+            };
+            // The holder the sandbox joined (the engine keeps its id): gone, the sandbox cannot
+            // start any more and is made again; stopped, the sandbox has no network.
+            let joined = info.host_config.as_ref().and_then(|h| h.network_mode.clone());
+            let holder_running = match holder? {
+                HolderState::Present { id, running, .. } if joined == Some(netns::joined(&id)) => running,
+                _ => return Ok(SandboxStatus::Stale),
             };
             let labels = info.config.and_then(|c| c.labels).unwrap_or_default();
             let tools = self.tools_name().await?;
@@ -506,7 +548,7 @@ impl SandboxDriver for DockerDriver {
             {
                 return Ok(SandboxStatus::Stale);
             }
-            let running = info.state.and_then(|s| s.running).unwrap_or(false);
+            let running = info.state.and_then(|s| s.running).unwrap_or(false) && holder_running;
             Ok(if running { SandboxStatus::Running } else { SandboxStatus::Stopped })
         }
         .boxed()
@@ -536,7 +578,8 @@ impl SandboxDriver for DockerDriver {
             if let Some(addr) = self.proxy_source_addr {
                 return Ok(Some(addr));
             }
-            let info = match self.docker.inspect_container(&self.container(agent_id), None).await {
+            // The holder's: the sandbox joined its namespace.
+            let info = match self.docker.inspect_container(&self.holder(agent_id), None).await {
                 Ok(info) => info,
                 Err(error) if status_of(&error) == Some(404) => return Ok(None),
                 Err(error) => return Err(engine(error)),
@@ -568,6 +611,10 @@ impl SandboxDriver for DockerDriver {
             };
             for container in self.docker.list_containers(Some(options)).await.map_err(engine)? {
                 let (Some(agent_id), Some(id)) = (agent_of(container.labels.as_ref()), container.id) else { continue };
+                // A ready network's holder goes with it.
+                if self.networks.is_ready(agent_id) {
+                    continue;
+                }
                 let created = container.created.and_then(|s| chrono::DateTime::from_timestamp(s, 0));
                 found.push(Labelled { kind: ObjectKind::Container, name: id, agent_id, created, engine: None });
             }

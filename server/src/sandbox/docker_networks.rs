@@ -5,11 +5,14 @@
 //! which a first prompt would otherwise wait for).
 //!
 //! Ready networks: at most [`READY_NETWORKS`] exist or are being made, whatever the burst (refills
-//! in flight are counted); those no agent took are removed at the next start.
+//! in flight are counted); those no agent took are removed at the next start. Once the driver
+//! knows the default image and tools ([`Networks::hold_ready_with`]), each ready network also gets
+//! its agent's network holder ([`super::docker_netns`]), so a new agent's sandbox starts like a
+//! woken one.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bollard::Docker;
 use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
@@ -43,6 +46,16 @@ pub struct Networks {
     ready: Arc<Mutex<Vec<AgentId>>>,
     /// Ready networks being made.
     refilling: Arc<AtomicUsize>,
+    /// The image and tools volume ready networks' holders are made from (once known).
+    holders: Arc<OnceLock<ReadyHolders>>,
+}
+
+/// What ready networks' holders are made from.
+#[derive(Debug, Clone)]
+struct ReadyHolders {
+    image: String,
+    tools: String,
+    tools_dir: String,
 }
 
 /// The subnet allocator and whether it has read the engine's networks yet.
@@ -66,10 +79,27 @@ impl Networks {
     pub fn new(docker: Docker, instance: String) -> Self {
         let pool = super::subnets::SubnetPool::new(super::subnets::DEFAULT_POOL, super::subnets::DEFAULT_BLOCK_PREFIX)
             .expect("the default pool is valid");
-        let mut networks =
-            Self { docker, instance, confined: true, subnets: None, ready: Arc::default(), refilling: Arc::default() };
+        let mut networks = Self {
+            docker,
+            instance,
+            confined: true,
+            subnets: None,
+            ready: Arc::default(),
+            refilling: Arc::default(),
+            holders: Arc::default(),
+        };
         networks.set_pool(Some(pool));
         networks
+    }
+
+    /// Ready networks made from now on get a network holder made from `image`, running
+    /// `sandboxd` from the `tools` volume mounted at `tools_dir` (the first call decides).
+    pub fn hold_ready_with(&self, image: &str, tools: &str, tools_dir: &str) {
+        let _ = self.holders.set(ReadyHolders {
+            image: image.to_owned(),
+            tools: tools.to_owned(),
+            tools_dir: tools_dir.to_owned(),
+        });
     }
 
     /// Where subnets come from from now on (`None`: the engine's own pools).
@@ -118,6 +148,12 @@ impl Networks {
     /// network an agent took but has no container yet is made again when the agent wakes), reads
     /// which subnets are taken, and makes ready networks.
     pub async fn prepare(&self) {
+        // Their holders first: a network with a container on it is not removed.
+        match super::docker_netns::remove_untaken_ready(&self.docker, &self.instance).await {
+            Ok(0) => {}
+            Ok(count) => tracing::info!(count, "removed the holders of ready networks left by an earlier run"),
+            Err(error) => tracing::warn!(%error, "removing the holders of stale ready networks"),
+        }
         let labels = vec![format!("agenthold.instance={}", self.instance), format!("{READY_LABEL}=true")];
         let options = bollard::query_parameters::PruneNetworksOptions {
             filters: Some(HashMap::from([("label".to_owned(), labels)])),
@@ -150,13 +186,14 @@ impl Networks {
             missing
         };
         for _ in 0..missing {
-            let (docker, instance, ready, confined, refilling, subnets) = (
+            let (docker, instance, ready, confined, refilling, subnets, holders) = (
                 self.docker.clone(),
                 self.instance.clone(),
                 Arc::clone(&self.ready),
                 self.confined,
                 Arc::clone(&self.refilling),
                 self.subnets.clone(),
+                Arc::clone(&self.holders),
             );
             runtime.spawn(async move {
                 // Not while the sandbox that took the last one is starting: the engine does
@@ -164,6 +201,13 @@ impl Networks {
                 tokio::time::sleep(REFILL_DELAY).await;
                 let agent_id = AgentId::new();
                 let made = make(&docker, &instance, agent_id, confined, subnets.as_deref(), true).await;
+                if made.is_ok()
+                    && let Some(holders) = holders.get()
+                    && let Err(error) = make_ready_holder(&docker, &instance, agent_id, confined, holders).await
+                {
+                    // The agent's sandbox makes it then.
+                    tracing::warn!(%error, "preparing a network holder for the next agent");
+                }
                 let mut ready = lock(&ready);
                 refilling.fetch_sub(1, Ordering::SeqCst);
                 match made {
@@ -221,6 +265,32 @@ impl Networks {
         }
         result
     }
+}
+
+/// Makes and starts the holder of a ready network.
+async fn make_ready_holder(
+    docker: &Docker,
+    instance: &str,
+    agent_id: AgentId,
+    confined: bool,
+    holders: &ReadyHolders,
+) -> Result<(), DriverError> {
+    let network = network_name(instance, agent_id);
+    let found = docker
+        .inspect_network(&network, None::<bollard::query_parameters::InspectNetworkOptions>)
+        .await
+        .map_err(engine)?;
+    let spec = super::docker_netns::HolderSpec {
+        image: holders.image.clone(),
+        tools: holders.tools.clone(),
+        network,
+        gateway: gateway(&found),
+        confined,
+        ready: true,
+    };
+    let name = super::docker_netns::holder_name(instance, agent_id);
+    let labels = super::docker::agent_labels(instance, agent_id);
+    super::docker_netns::ensure_running(docker, &name, &spec, labels, &holders.tools_dir).await.map(|_| ())
 }
 
 /// Reads the engine's networks into the allocator once.

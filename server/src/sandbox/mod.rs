@@ -6,6 +6,7 @@
 pub mod deletion;
 pub mod docker;
 mod docker_events;
+mod docker_netns;
 mod docker_networks;
 pub use docker_networks::READY_NETWORKS;
 mod docker_oom;

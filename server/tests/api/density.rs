@@ -149,15 +149,23 @@ async fn the_orphan_sweep_removes_objects_of_agents_that_no_longer_exist_and_no_
     args.extend(labels);
     args.push(&network);
     assert!(docker(&args).0, "docker network create");
+    // And its network holder, on that network (the network goes only once the holder has).
+    let holder = format!("{}-netns-{ghost}", server.instance);
+    let image = std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned());
+    let mut args = vec!["run", "-d", "--name", &holder, "--network", &network, "--label", "agenthold.role=netns"];
+    args.extend(labels);
+    args.extend(["--entrypoint", "sleep", &image, "infinity"]);
+    assert!(docker(&args).0, "docker run the holder");
     let exists = |kind: &str, name: &str| docker(&[kind, "inspect", name]).0;
     wait_for(Duration::from_secs(30), "the orphans to be swept", || async {
-        (!exists("volume", &volume) && !exists("network", &network)).then_some(())
+        (!exists("volume", &volume) && !exists("network", &network) && !exists("container", &holder)).then_some(())
     })
     .await;
     eprintln!("orphans swept {:?} after they were made", made.elapsed());
     assert!(exists("container", &server.container(&live)), "a live agent's container stays");
     assert!(exists("volume", &format!("{}-home-{live}", server.instance)), "and its home");
     assert!(exists("network", &format!("{}-net-{live}", server.instance)), "and its network");
+    assert!(exists("container", &server.network_holder(&live)), "and its network holder");
     assert!(server.log().contains("removed an orphaned sandbox object"), "the sweep says what it removed");
     // The live agent still works.
     server.prompt(&session, "text still").await;

@@ -175,10 +175,25 @@ async fn networks_kept_ready_for_new_agents_do_not_pile_up_across_restarts() {
         server.restart().await;
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while ready_networks(&server) != ready {
-        assert!(std::time::Instant::now() < deadline, "{} ready networks after restarts", ready_networks(&server));
+    while ready_networks(&server) != ready || ready_holders(&server) != ready {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} ready networks and {} ready holders after restarts",
+            ready_networks(&server),
+            ready_holders(&server)
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The network holders of this server's ready networks (Docker driver): no agent took them.
+fn ready_holders(server: &TestServer) -> usize {
+    let output = std::process::Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter", &format!("label=agenthold.instance={}", server.instance)])
+        .args(["--filter", "label=agenthold.ready=true", "--filter", "label=agenthold.role=netns"])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&output.stdout).lines().count()
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ mod density;
 mod driver_delete;
 mod driver_events;
 mod driver_hardening;
+mod driver_netns;
 mod driver_oom;
 mod driver_stale;
 mod driver_subnets;

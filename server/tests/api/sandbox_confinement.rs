@@ -234,7 +234,7 @@ async fn a_confined_sandbox_reaches_the_tunnel_and_the_proxy_and_nothing_else() 
     server.wait_turns(&other_session, 1, TURN).await;
     let other_container = server.container(&other_agent);
     let other_listener = NamespaceListener::start(&other_container);
-    let other_ip = container_ip(&other_container);
+    let other_ip = container_ip(&server.network_holder(&other_agent));
 
     // Each listener is reachable from the host: a closed port below is the sandbox's confinement.
     assert!(reachable_from_host(&outside_ip, INSIDE_PORT), "the outside listener from the host");
@@ -271,15 +271,20 @@ async fn a_confined_sandbox_reaches_the_tunnel_and_the_proxy_and_nothing_else() 
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(outside_listener.accepted().len(), before.0, "the outside listener was reached");
     assert_eq!(other_listener.accepted().len(), before.1, "the other sandbox was reached");
-    let prober = container_ip(&server.container(&agent));
+    let prober = container_ip(&server.network_holder(&agent));
     assert_eq!(host.accepted_from(&prober), 0, "the host listener was reached from the sandbox ({prober})");
 
-    // The container's network is internal and its bridge is one the firewall covers.
+    // The sandbox has its holder's network namespace; that network is internal and its bridge
+    // is one the firewall covers.
+    let (ok, holder_id) = docker(&["inspect", "--format", "{{.Id}}", &server.network_holder(&agent)]);
+    assert!(ok, "inspect the holder");
+    let (ok, mode) = docker(&["inspect", "--format", "{{.HostConfig.NetworkMode}}", &server.container(&agent)]);
+    assert!(ok && mode.trim() == format!("container:{}", holder_id.trim()), "{mode}");
     let (ok, network) = docker(&[
         "inspect",
         "--format",
         "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}}{{end}}",
-        &server.container(&agent),
+        &server.network_holder(&agent),
     ]);
     assert!(ok, "inspect");
     let (ok, settings) = docker(&[
@@ -310,7 +315,7 @@ async fn an_open_sandbox_reaches_the_hosts_services_so_the_probe_sees_an_open_po
     server.prompt(&session, &probe_script(&[("host-service", "host.docker.internal".to_owned(), host.port)])).await;
     let output = run_output(&server, &session, 1).await;
     assert_eq!(state_of(&output, "host-service"), Some("open"), "{output}");
-    let sandbox = container_ip(&server.container(&agent));
+    let sandbox = container_ip(&server.network_holder(&agent));
     assert!(host.accepted_from(&sandbox) >= 1, "the host listener saw the sandbox ({sandbox})");
     let (ok, internal) =
         docker(&["network", "inspect", "--format", "{{.Internal}}", &format!("{}-net-{agent}", server.instance)]);

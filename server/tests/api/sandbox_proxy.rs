@@ -264,12 +264,12 @@ async fn a_sandboxs_proxy_credentials_work_from_its_own_address_only() {
     server.prompt(&session_a, &raw_connect_script(port, &user, &password)).await;
     let from_a = last_run_output(&server.wait_turns(&session_a, 1, TURN).await);
     assert!(from_a.trim().starts_with("HTTP/1.1 200"), "{from_a}\n{}", proxy.log());
-    // The proxy's file names A's container address as its only source.
+    // The proxy's file names A's address (its network holder's) as its only source.
     let (ok, a_ip) = crate::driver_support::docker(&[
         "inspect",
         "--format",
         "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-        &server.container(&a),
+        &server.network_holder(&a),
     ]);
     assert!(ok, "inspect");
     let file: Value = serde_json::from_slice(&std::fs::read(&config).expect("read")).expect("json");

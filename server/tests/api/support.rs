@@ -454,6 +454,12 @@ impl TestServer {
     pub fn container(&self, agent_id: &str) -> String {
         format!("{}-{agent_id}", self.instance)
     }
+
+    /// The agent's network holder (Docker driver): the container whose network namespace, and
+    /// so whose address, the sandbox has.
+    pub fn network_holder(&self, agent_id: &str) -> String {
+        format!("{}-netns-{agent_id}", self.instance)
+    }
 }
 
 /// One stream connection.

@@ -11,13 +11,20 @@ use serde_json::json;
 
 use crate::support::{TestServer, driver, of_type};
 
-/// Running containers of the instance (`docker ps` names).
+/// Running sandboxes of the instance (`docker ps` names; not the network holders).
 fn running(instance: &str) -> Vec<String> {
     let out = Command::new("docker")
-        .args(["ps", "--filter", &format!("label=agenthold.instance={instance}"), "--format", "{{.Names}}"])
+        .args(["ps", "--filter", &format!("label=agenthold.instance={instance}")])
+        .args(["--format", "{{.Names}} {{.Label \"agenthold.role\"}}"])
         .output()
         .expect("docker ps");
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    let listed = String::from_utf8_lossy(&out.stdout);
+    listed
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, role)| role.is_empty())
+        .map(|(n, _)| n.to_owned())
+        .collect()
 }
 
 /// Waits until exactly `count` containers of the instance run and `check` holds; returns them.
