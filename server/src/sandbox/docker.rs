@@ -359,8 +359,8 @@ impl DockerDriver {
             confined: self.networks.confined,
             ready: false,
         };
-        let (holder_id, _) =
-            netns::ensure_running(&self.docker, &holder, &holder_spec, self.labels(agent_id), TOOLS_DIR).await?;
+        let (holder_id, holder_running) =
+            netns::ensure_made(&self.docker, &holder, &holder_spec, self.labels(agent_id), TOOLS_DIR).await?;
         let memory = i64::from(spec.memory_mib) * 1024 * 1024;
         let host_config = HostConfig {
             mounts: Some(vec![
@@ -417,12 +417,17 @@ impl DockerDriver {
             ..Default::default()
         };
         let options = CreateContainerOptions { name: Some(self.container(agent_id)), ..Default::default() };
-        let created = match self.docker.create_container(Some(options), body).await {
-            Ok(created) => created,
-            Err(error) if status_of(&error) == Some(404) => return Err(DriverError::ImageNotFound(spec.image)),
-            Err(error) => return Err(engine(error)),
+        // A holder made just now starts while the sandbox is made (each takes the engine a while).
+        let start_holder = async { if holder_running { Ok(()) } else { netns::start(&self.docker, &holder_id).await } };
+        let create = async {
+            match self.docker.create_container(Some(options), body).await {
+                Ok(created) => Ok(created.id),
+                Err(error) if status_of(&error) == Some(404) => Err(DriverError::ImageNotFound(spec.image.clone())),
+                Err(error) => Err(engine(error)),
+            }
         };
-        Ok(created.id)
+        let ((), id) = tokio::try_join!(start_holder, create)?;
+        Ok(id)
     }
 }
 

@@ -138,36 +138,46 @@ pub async fn inspect(docker: &Docker, name: &str) -> Result<HolderState, DriverE
     }
 }
 
-/// The holder runs; returns its id and whether this call started it (a sandbox running in its
-/// namespace before then has lost its network and must be restarted).
-pub async fn ensure_running(
+/// The holder exists (made if missing); returns its id and whether it runs. A sandbox may be
+/// made to join it before it runs, but starts only once it does.
+pub async fn ensure_made(
     docker: &Docker,
     name: &str,
     spec: &HolderSpec,
     labels: HashMap<String, String>,
     tools_dir: &str,
 ) -> Result<(String, bool), DriverError> {
-    let id = match inspect(docker, name).await? {
-        HolderState::Present { id, running: true, .. } => return Ok((id, false)),
-        HolderState::Present { id, running: false, .. } => id,
+    match inspect(docker, name).await? {
+        HolderState::Present { id, running, .. } => Ok((id, running)),
         HolderState::Missing => {
             let options = CreateContainerOptions { name: Some(name.to_owned()), ..Default::default() };
             match docker.create_container(Some(options), holder_body(spec, labels, tools_dir)).await {
-                Ok(created) => created.id,
-                Err(error) if status_of(&error) == Some(404) => {
-                    return Err(DriverError::ImageNotFound(spec.image.clone()));
-                }
+                Ok(created) => Ok((created.id, false)),
+                Err(error) if status_of(&error) == Some(404) => Err(DriverError::ImageNotFound(spec.image.clone())),
                 // Made meanwhile (a wake and a sweep, two replicas): take that one.
                 Err(error) if status_of(&error) == Some(409) => match inspect(docker, name).await? {
-                    HolderState::Present { id, .. } => id,
-                    HolderState::Missing => return Err(engine(error)),
+                    HolderState::Present { id, running, .. } => Ok((id, running)),
+                    HolderState::Missing => Err(engine(error)),
                 },
-                Err(error) => return Err(engine(error)),
+                Err(error) => Err(engine(error)),
             }
         }
-    };
-    start(docker, &id).await?;
-    Ok((id, true))
+    }
+}
+
+/// The holder exists and runs; returns its id.
+pub async fn ensure_running(
+    docker: &Docker,
+    name: &str,
+    spec: &HolderSpec,
+    labels: HashMap<String, String>,
+    tools_dir: &str,
+) -> Result<String, DriverError> {
+    let (id, running) = ensure_made(docker, name, spec, labels, tools_dir).await?;
+    if !running {
+        start(docker, &id).await?;
+    }
+    Ok(id)
 }
 
 /// Starts the holder `id` (running already is fine).

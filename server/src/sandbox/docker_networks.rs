@@ -11,7 +11,7 @@
 //! woken one.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bollard::Docker;
@@ -48,6 +48,9 @@ pub struct Networks {
     refilling: Arc<AtomicUsize>,
     /// The image and tools volume ready networks' holders are made from (once known).
     holders: Arc<OnceLock<ReadyHolders>>,
+    /// Whether [`Self::prepare`] ran: until then nothing is made ready (it removes what an
+    /// earlier run left first, then fills the list at once).
+    prepared: AtomicBool,
 }
 
 /// What ready networks' holders are made from.
@@ -87,6 +90,7 @@ impl Networks {
             ready: Arc::default(),
             refilling: Arc::default(),
             holders: Arc::default(),
+            prepared: AtomicBool::new(false),
         };
         networks.set_pool(Some(pool));
         networks
@@ -116,7 +120,7 @@ impl Networks {
     /// The id for a new agent: one whose network is ready, if any (and more are made).
     pub fn next_agent_id(&self) -> AgentId {
         let ready = lock(&self.ready).pop();
-        self.refill();
+        self.refill(REFILL_DELAY);
         ready.unwrap_or_default()
     }
 
@@ -172,12 +176,18 @@ impl Networks {
         {
             tracing::warn!(%error, "reading the engine's networks (retried on first use)");
         }
-        self.refill();
+        // At once: no sandbox that took one is starting yet.
+        self.prepared.store(true, Ordering::SeqCst);
+        self.refill(std::time::Duration::ZERO);
     }
 
-    /// Creates networks in the background until [`READY_NETWORKS`] are ready or being made.
-    fn refill(&self) {
+    /// Creates networks in the background, after `delay`, until [`READY_NETWORKS`] are ready or
+    /// being made.
+    fn refill(&self, delay: std::time::Duration) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if !self.prepared.load(Ordering::SeqCst) {
+            return;
+        }
         // Under the list's lock, so that concurrent callers agree on what is missing.
         let missing = {
             let ready = lock(&self.ready);
@@ -198,7 +208,7 @@ impl Networks {
             runtime.spawn(async move {
                 // Not while the sandbox that took the last one is starting: the engine does
                 // one thing at a time, and the first prompt is waiting for that start.
-                tokio::time::sleep(REFILL_DELAY).await;
+                tokio::time::sleep(delay).await;
                 let agent_id = AgentId::new();
                 let made = make(&docker, &instance, agent_id, confined, subnets.as_deref(), true).await;
                 if made.is_ok()
