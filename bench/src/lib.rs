@@ -194,6 +194,17 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     progress(&format!("  VmRSS {} KiB, VmHWM {} KiB", rss.rss_kib, rss.hwm_kib));
     let idle_agent_kib = startup::container_rss_kib(&container).await?;
     progress(&format!("  the whole idle agent (sandboxd + fakeagent): {idle_agent_kib} KiB"));
+    let holder = format!("{}-netns-{}", config.instance, main_agent.agent_id);
+    let holder_kib = match startup::holder_pss_kib(&holder).await {
+        Ok(kib) => {
+            progress(&format!("  its network holder (what it keeps while asleep): {kib} KiB proportional"));
+            Some(kib)
+        }
+        Err(error) => {
+            progress(&format!("  its network holder: not measured ({error:#})"));
+            None
+        }
+    };
 
     let harness = startup::harness_starts(api, &main_agent, repeats).await?;
 
@@ -406,6 +417,7 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
         "metrics_samples": scrape.as_ref().map(|s| s.samples),
         "sandboxd_rss_kib": rss.rss_kib,
         "fake_idle_agent_rss_mib": round(idle_agent_kib as f64 / 1024.0, 1),
+        "sleeping_agent_holder_kib": holder_kib,
         "server_rss_idle_kib": server_idle.map(|m| m.rss_kib),
         "server_rss_flood_kib": server_flood.map(|m| m.rss_kib),
         "targets": targets,

@@ -309,6 +309,39 @@ pub async fn container_rss_kib(container: &str) -> Result<u64> {
     Ok(total)
 }
 
+/// What an agent's network holder costs the host, KiB: the proportional set size (shared pages
+/// split among their users) of its process and of the `containerd-shim` that is its parent,
+/// read from the host's `/proc` (the benchmark runs on the engine's host).
+pub async fn holder_pss_kib(holder: &str) -> Result<u64> {
+    let output = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}", holder])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("docker inspect")?;
+    let pid: u32 =
+        String::from_utf8_lossy(&output.stdout).trim().parse().with_context(|| format!("no pid of {holder}"))?;
+    if pid == 0 {
+        bail!("{holder} does not run");
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading the holder's stat")?;
+    // The parent's pid is the second field after the command's closing parenthesis.
+    let shim: u32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .context("no parent in the holder's stat")?;
+    let pss = |pid: u32| -> Result<u64> {
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).context("reading smaps_rollup")?;
+        rollup
+            .lines()
+            .find_map(|l| l.strip_prefix("Pss:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .context("no Pss in smaps_rollup")
+    };
+    Ok(pss(pid)? + pss(shim)?)
+}
+
 /// Logs a step's result.
 pub fn report(what: &str, value_ms: f64) {
     progress(&format!("{what}: {value_ms:.1} ms"));

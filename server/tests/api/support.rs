@@ -604,14 +604,27 @@ pub fn assert_gap_free(events: &[Value]) {
 }
 
 /// Removes every container, volume and network labelled with this instance name, and the
-/// instance's sandbox firewall.
+/// instance's sandbox firewall. A server stopped while it was making something (a ready network
+/// and its holder, made at start) may have the engine finish that after the first pass: passes
+/// repeat until one finds nothing (at most five, 300 ms apart).
 pub fn remove_docker_objects(instance: &str) {
     agenthold_server::sandbox::firewall::remove(&agenthold_server::sandbox::firewall::Rules::new(instance, []));
     let label = format!("label=agenthold.instance={instance}");
     let script = format!(
-        "docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null 2>&1; \
+        "found=$( (docker ps -aq --filter {label}; docker volume ls -q --filter {label}; \
+                   docker network ls -q --filter {label}) 2>/dev/null | wc -l); \
+         docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null 2>&1; \
          docker volume ls -q --filter {label} | xargs -r docker volume rm -f >/dev/null 2>&1; \
-         docker network ls -q --filter {label} | xargs -r docker network rm >/dev/null 2>&1; true"
+         docker network ls -q --filter {label} | xargs -r docker network rm >/dev/null 2>&1; \
+         [ \"$found\" -eq 0 ]"
     );
-    let _ = Command::new("sh").arg("-c").arg(script).status();
+    for pass in 0..5 {
+        if pass > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        let nothing_found = Command::new("sh").arg("-c").arg(&script).status().is_ok_and(|s| s.success());
+        if nothing_found {
+            break;
+        }
+    }
 }
