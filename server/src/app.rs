@@ -153,16 +153,23 @@ pub async fn run(
     let proxy_feed_settings = proxy_feed_settings(&config, listeners.api.local_addr()?)?;
     let sandbox_proxy_ca = sandbox_proxy_ca(&config)?;
     let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
+    let replica_id = crate::replicas::replica_id(config.replica_id, &config.data_dir)?;
     let driver: Arc<dyn SandboxDriver> = match (config.driver, &engines) {
         (DriverKind::Docker, None) => Arc::new(docker_driver(
             &config,
             DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir()).context("connecting to Docker")?,
             sandbox_proxy_ca.clone(),
             subnet_pool,
+            replica_id,
         )),
-        (DriverKind::Docker, Some(engines)) => {
-            Arc::new(multi_engine_driver(&config, engines, pool.clone(), sandbox_proxy_ca.as_ref(), subnet_pool)?)
-        }
+        (DriverKind::Docker, Some(engines)) => Arc::new(multi_engine_driver(
+            &config,
+            engines,
+            pool.clone(),
+            sandbox_proxy_ca.as_ref(),
+            subnet_pool,
+            replica_id,
+        )?),
         (DriverKind::Local, _) => Arc::new(LocalDriver::new(
             std::path::absolute(&config.data_dir).context("resolving the data directory")?,
             config.sandbox_bin_dir(),
@@ -203,9 +210,8 @@ pub async fn run(
     let tunnel_port = listeners.tunnel.local_addr()?.port();
     install_sandbox_firewall(&config, tunnel_port).await?;
     let replicas = {
-        let id = crate::replicas::replica_id(config.replica_id, &config.data_dir)?;
         let me = store::replicas::ReplicaRow {
-            id,
+            id: replica_id,
             tunnel_url: config.replica_tunnel_url(tunnel_port),
             internal_url: config.replica_url(listeners.api.local_addr()?),
         };
@@ -416,8 +422,10 @@ fn docker_driver(
     driver: DockerDriver,
     proxy_ca: Option<String>,
     subnet_pool: Option<crate::sandbox::subnets::SubnetPool>,
+    replica_id: uuid::Uuid,
 ) -> DockerDriver {
     driver
+        .with_replica(replica_id)
         .with_nofile_limit(config.sandbox_nofile)
         .with_proxy_ca(proxy_ca)
         .with_confined_egress(config.sandbox_egress == Egress::Confined)
@@ -434,6 +442,7 @@ fn multi_engine_driver(
     pool: PgPool,
     proxy_ca: Option<&String>,
     subnet_pool: Option<crate::sandbox::subnets::SubnetPool>,
+    replica_id: uuid::Uuid,
 ) -> anyhow::Result<crate::sandbox::multi::MultiEngineDriver> {
     use crate::sandbox::multi::{Engine, MultiEngineDriver};
     let mut specs = specs.to_vec();
@@ -471,7 +480,7 @@ fn multi_engine_driver(
                     .with_context(|| format!("the subnet pool of the Docker engine {}", spec.name))?,
             ),
         };
-        let driver = docker_driver(config, driver, proxy_ca.cloned(), pool)
+        let driver = docker_driver(config, driver, proxy_ca.cloned(), pool, replica_id)
             .with_tunnel_url(spec.tunnel_url.clone())
             .with_proxy_source_addr(spec.proxy_source_addr);
         tracing::info!(engine = %spec.name, host = spec.host.as_deref().unwrap_or("local"), capacity = spec.capacity, "Docker engine configured");

@@ -14,11 +14,11 @@
 //! Networks (one per agent, subnets from agenthold's own pool, a few kept ready) are
 //! [`super::docker_networks`]; the sandbox does not attach to its network itself but joins the
 //! namespace of the agent's network holder ([`super::docker_netns`]), which lives as long as the
-//! agent, so a wake skips the network's setup. With confined egress (the default) each agent's network is
-//! `internal` (Docker forwards nothing out of it) with a bridge named for [`super::firewall`],
-//! whose host rules let the sandbox reach only the tunnel and the egress proxy;
-//! `host.docker.internal` names the network's own gateway, the one host address the sandbox has
-//! a path to.
+//! agent, so a wake skips the network's setup. With confined egress (the default) each agent's
+//! network is `internal` (Docker forwards nothing out of it) with a bridge named for
+//! [`super::firewall`], whose host rules let the sandbox reach only the tunnel and the egress
+//! proxy; `host.docker.internal` names the network's own gateway, the one host address the
+//! sandbox has a path to.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -164,6 +164,14 @@ impl DockerDriver {
     #[must_use]
     pub fn with_confined_egress(mut self, confined: bool) -> Self {
         self.networks.confined = confined;
+        self
+    }
+
+    /// The replica this driver's server is: its ready networks and their holders are labelled
+    /// with it, so that at start it removes only what it left, never another live replica's.
+    #[must_use]
+    pub fn with_replica(mut self, replica: uuid::Uuid) -> Self {
+        self.networks.set_replica(replica.to_string());
         self
     }
 
@@ -357,7 +365,6 @@ impl DockerDriver {
             network: self.network(agent_id),
             gateway,
             confined: self.networks.confined,
-            ready: false,
         };
         let (holder_id, holder_running) =
             netns::ensure_made(&self.docker, &holder, &holder_spec, self.labels(agent_id), TOOLS_DIR).await?;
@@ -741,7 +748,7 @@ fn build_tools_tar(bin_dir: &std::path::Path) -> Result<Bytes, DriverError> {
     Ok(Bytes::from(archive))
 }
 
-fn status_of(error: &BollardError) -> Option<u16> {
+pub(super) fn status_of(error: &BollardError) -> Option<u16> {
     match error {
         BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,
@@ -763,6 +770,6 @@ fn describe(error: &BollardError) -> String {
     text
 }
 
-fn engine(error: BollardError) -> DriverError {
+pub(super) fn engine(error: BollardError) -> DriverError {
     DriverError::Engine(describe(&error))
 }

@@ -22,6 +22,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions, RemoveContainerOptions};
 
 use super::DriverError;
+use super::docker::{engine, status_of};
 use crate::ids::AgentId;
 
 /// The label saying what a container of an agent is for ([`NETNS_ROLE`]; sandboxes have none).
@@ -48,8 +49,6 @@ pub struct HolderSpec {
     pub gateway: Option<String>,
     /// Whether the network is confined (egress only through the proxy).
     pub confined: bool,
-    /// Whether it is made ahead for an agent not created yet.
-    pub ready: bool,
 }
 
 /// A holder as the engine has it.
@@ -80,14 +79,13 @@ pub fn joined(id: &str) -> String {
     format!("container:{id}")
 }
 
-/// The container a holder is: `sandboxd hold` on the agent's network, with nothing it does not need.
+/// The container a holder is: `sandboxd hold` on the agent's network, with nothing it does not
+/// need; `labels` (the agent's, and [`super::docker_networks::ready_labels`] for a ready one) get
+/// its role, tools and egress added.
 pub fn holder_body(spec: &HolderSpec, mut labels: HashMap<String, String>, tools_dir: &str) -> ContainerCreateBody {
     labels.insert(ROLE_LABEL.to_owned(), NETNS_ROLE.to_owned());
     labels.insert(super::docker::TOOLS_LABEL.to_owned(), spec.tools.clone());
     labels.insert(super::docker::EGRESS_LABEL.to_owned(), if spec.confined { "confined" } else { "open" }.to_owned());
-    if spec.ready {
-        labels.insert(super::docker_networks::READY_LABEL.to_owned(), "true".to_owned());
-    }
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         entrypoint: Some(vec![format!("{tools_dir}/sandboxd"), "hold".to_owned()]),
@@ -199,10 +197,16 @@ pub async fn remove(docker: &Docker, name: &str) -> Result<(), DriverError> {
     }
 }
 
-/// At start: removes the holders an earlier server process made ready for agents that have no
-/// sandbox (none took them, or the sandbox was never made: it is made again with a holder when
-/// the agent wakes), so that their ready networks can go too. Returns how many went.
-pub async fn remove_untaken_ready(docker: &Docker, instance: &str) -> Result<usize, DriverError> {
+/// At start: removes the holders an earlier process of this replica (`replica`, or one made before
+/// ready holders were labelled with theirs) made ready for agents that have no sandbox (none took
+/// them, or the sandbox was never made: it is made again with a holder when the agent wakes), so
+/// that their ready networks can go too. Another replica's are its own: one of its agents may be
+/// being made on one now. Returns how many went.
+pub async fn remove_untaken_ready(
+    docker: &Docker,
+    instance: &str,
+    replica: Option<&str>,
+) -> Result<usize, DriverError> {
     let options = ListContainersOptions {
         all: true,
         filters: Some(HashMap::from([(
@@ -217,8 +221,12 @@ pub async fn remove_untaken_ready(docker: &Docker, instance: &str) -> Result<usi
     };
     let mut removed = 0;
     for holder in docker.list_containers(Some(options)).await.map_err(engine)? {
-        let agent =
-            holder.labels.as_ref().and_then(|l| l.get("agenthold.agent")).and_then(|a| a.parse::<AgentId>().ok());
+        let labels = holder.labels.unwrap_or_default();
+        let maker = labels.get(super::docker_networks::REPLICA_LABEL).map(String::as_str);
+        if maker.is_some_and(|maker| Some(maker) != replica) {
+            continue;
+        }
+        let agent = labels.get("agenthold.agent").and_then(|a| a.parse::<AgentId>().ok());
         let (Some(agent_id), Some(id)) = (agent, holder.id) else { continue };
         let sandbox = format!("{instance}-{agent_id}");
         match docker.inspect_container(&sandbox, None).await {
@@ -232,35 +240,23 @@ pub async fn remove_untaken_ready(docker: &Docker, instance: &str) -> Result<usi
     Ok(removed)
 }
 
-fn status_of(error: &bollard::errors::Error) -> Option<u16> {
-    match error {
-        bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
-        _ => None,
-    }
-}
-
-fn engine(error: bollard::errors::Error) -> DriverError {
-    DriverError::Engine(error.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn spec(confined: bool, ready: bool) -> HolderSpec {
+    fn spec(confined: bool) -> HolderSpec {
         HolderSpec {
             image: "agenthold/test:latest".to_owned(),
             tools: "ah-tools-0123".to_owned(),
             network: "ah-net-x".to_owned(),
             gateway: Some("10.213.0.1".to_owned()),
             confined,
-            ready,
         }
     }
 
     #[test]
     fn a_holder_runs_sandboxd_hold_as_nobody_with_nothing_it_does_not_need() {
-        let body = holder_body(&spec(true, false), HashMap::new(), "/opt/agenthold");
+        let body = holder_body(&spec(true), HashMap::new(), "/opt/agenthold");
         assert_eq!(body.entrypoint, Some(vec!["/opt/agenthold/sandboxd".to_owned(), "hold".to_owned()]));
         assert_eq!(body.user.as_deref(), Some("65534:65534"));
         assert_eq!(body.env, Some(vec![]), "no environment: no token, no secret");
@@ -283,13 +279,16 @@ mod tests {
     #[test]
     fn a_holders_labels_say_its_role_tools_egress_and_whether_it_is_ready() {
         let agent = HashMap::from([("agenthold.agent".to_owned(), "a".to_owned())]);
-        let labels = holder_body(&spec(false, true), agent.clone(), "/t").labels.expect("labels");
+        let mut ready = agent.clone();
+        ready.extend(super::super::docker_networks::ready_labels(Some("r1")));
+        let labels = holder_body(&spec(false), ready, "/t").labels.expect("labels");
         assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some(NETNS_ROLE));
         assert_eq!(labels.get("agenthold.agent").map(String::as_str), Some("a"));
         assert_eq!(labels.get(super::super::docker::TOOLS_LABEL).map(String::as_str), Some("ah-tools-0123"));
         assert_eq!(labels.get(super::super::docker::EGRESS_LABEL).map(String::as_str), Some("open"));
         assert_eq!(labels.get(super::super::docker_networks::READY_LABEL).map(String::as_str), Some("true"));
-        let labels = holder_body(&spec(true, false), agent, "/t").labels.expect("labels");
+        assert_eq!(labels.get(super::super::docker_networks::REPLICA_LABEL).map(String::as_str), Some("r1"));
+        let labels = holder_body(&spec(true), agent, "/t").labels.expect("labels");
         assert_eq!(labels.get(super::super::docker::EGRESS_LABEL).map(String::as_str), Some("confined"));
         assert!(!labels.contains_key(super::super::docker_networks::READY_LABEL));
     }

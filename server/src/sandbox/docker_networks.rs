@@ -33,6 +33,9 @@ const OVERLAP_RETRIES: usize = 16;
 const BRIDGE_NAME_OPTION: &str = "com.docker.network.bridge.name";
 /// The label of ready networks.
 pub const READY_LABEL: &str = "agenthold.ready";
+/// The label naming the replica that made a ready network and its holder: at start a server
+/// removes only what it (an earlier process of it) left, never another live replica's.
+pub const REPLICA_LABEL: &str = "agenthold.replica";
 
 /// The driver's networks.
 pub struct Networks {
@@ -51,6 +54,8 @@ pub struct Networks {
     /// Whether [`Self::prepare`] ran: until then nothing is made ready (it removes what an
     /// earlier run left first, then fills the list at once).
     prepared: AtomicBool,
+    /// The replica whose ready networks these are ([`REPLICA_LABEL`]; `None`: unlabelled).
+    replica: Option<String>,
 }
 
 /// What ready networks' holders are made from.
@@ -91,6 +96,7 @@ impl Networks {
             refilling: Arc::default(),
             holders: Arc::default(),
             prepared: AtomicBool::new(false),
+            replica: None,
         };
         networks.set_pool(Some(pool));
         networks
@@ -104,6 +110,11 @@ impl Networks {
             tools: tools.to_owned(),
             tools_dir: tools_dir.to_owned(),
         });
+    }
+
+    /// Ready networks (and their holders) are labelled as this replica's from now on.
+    pub fn set_replica(&mut self, replica: String) {
+        self.replica = Some(replica);
     }
 
     /// Where subnets come from from now on (`None`: the engine's own pools).
@@ -152,24 +163,41 @@ impl Networks {
     /// network an agent took but has no container yet is made again when the agent wakes), reads
     /// which subnets are taken, and makes ready networks.
     pub async fn prepare(&self) {
-        // Their holders first: a network with a container on it is not removed.
-        match super::docker_netns::remove_untaken_ready(&self.docker, &self.instance).await {
+        // Their holders first: a network with a container on it is not removed. This replica's
+        // only (and those made before ready networks were labelled with their replica).
+        let replica = self.replica.as_deref();
+        match super::docker_netns::remove_untaken_ready(&self.docker, &self.instance, replica).await {
             Ok(0) => {}
             Ok(count) => tracing::info!(count, "removed the holders of ready networks left by an earlier run"),
             Err(error) => tracing::warn!(%error, "removing the holders of stale ready networks"),
         }
-        let labels = vec![format!("agenthold.instance={}", self.instance), format!("{READY_LABEL}=true")];
-        let options = bollard::query_parameters::PruneNetworksOptions {
-            filters: Some(HashMap::from([("label".to_owned(), labels)])),
-        };
-        match self.docker.prune_networks(Some(options)).await {
-            Ok(pruned) => {
-                let count = pruned.networks_deleted.map_or(0, |n| n.len());
-                if count > 0 {
-                    tracing::info!(count, "removed ready networks left by an earlier run");
-                }
+        let base = || vec![format!("agenthold.instance={}", self.instance), format!("{READY_LABEL}=true")];
+        let prunes: Vec<HashMap<String, Vec<String>>> = match replica {
+            Some(replica) => {
+                let mut mine = base();
+                mine.push(format!("{REPLICA_LABEL}={replica}"));
+                vec![
+                    HashMap::from([("label".to_owned(), mine)]),
+                    // Made before ready networks were labelled with their replica.
+                    HashMap::from([
+                        ("label".to_owned(), base()),
+                        ("label!".to_owned(), vec![REPLICA_LABEL.to_owned()]),
+                    ]),
+                ]
             }
-            Err(error) => tracing::warn!(%error, "removing stale ready networks"),
+            None => vec![HashMap::from([("label".to_owned(), base())])],
+        };
+        for filters in prunes {
+            let options = bollard::query_parameters::PruneNetworksOptions { filters: Some(filters) };
+            match self.docker.prune_networks(Some(options)).await {
+                Ok(pruned) => {
+                    let count = pruned.networks_deleted.map_or(0, |n| n.len());
+                    if count > 0 {
+                        tracing::info!(count, "removed ready networks left by an earlier run");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "removing stale ready networks"),
+            }
         }
         if let Some(subnets) = &self.subnets
             && let Err(error) = sync(&self.docker, subnets).await
@@ -196,7 +224,7 @@ impl Networks {
             missing
         };
         for _ in 0..missing {
-            let (docker, instance, ready, confined, refilling, subnets, holders) = (
+            let (docker, instance, ready, confined, refilling, subnets, holders, replica) = (
                 self.docker.clone(),
                 self.instance.clone(),
                 Arc::clone(&self.ready),
@@ -204,16 +232,19 @@ impl Networks {
                 Arc::clone(&self.refilling),
                 self.subnets.clone(),
                 Arc::clone(&self.holders),
+                self.replica.clone(),
             );
             runtime.spawn(async move {
                 // Not while the sandbox that took the last one is starting: the engine does
                 // one thing at a time, and the first prompt is waiting for that start.
                 tokio::time::sleep(delay).await;
                 let agent_id = AgentId::new();
-                let made = make(&docker, &instance, agent_id, confined, subnets.as_deref(), true).await;
+                let labels = ready_labels(replica.as_deref());
+                let made = make(&docker, &instance, agent_id, confined, subnets.as_deref(), &labels).await;
                 if made.is_ok()
                     && let Some(holders) = holders.get()
-                    && let Err(error) = make_ready_holder(&docker, &instance, agent_id, confined, holders).await
+                    && let Err(error) =
+                        make_ready_holder(&docker, &instance, agent_id, confined, holders, &labels).await
                 {
                     // The agent's sandbox makes it then.
                     tracing::warn!(%error, "preparing a network holder for the next agent");
@@ -242,9 +273,8 @@ impl Networks {
                 Ok(found) if found.internal.unwrap_or(false) == self.confined => return Ok(gateway(&found)),
                 Ok(_) => self.remove(agent_id).await?,
                 Err(error) if status_of(&error) == Some(404) => {
-                    match make(&self.docker, &self.instance, agent_id, self.confined, self.subnets.as_deref(), false)
-                        .await
-                    {
+                    let (subnets, none) = (self.subnets.as_deref(), HashMap::new());
+                    match make(&self.docker, &self.instance, agent_id, self.confined, subnets, &none).await {
                         Ok(()) | Err(MakeError::Conflict) => {}
                         Err(MakeError::Failed(error)) => return Err(error),
                         Err(MakeError::Full) => {
@@ -277,6 +307,13 @@ impl Networks {
     }
 }
 
+/// The labels of a ready network and its holder: ready, and the replica that made it.
+pub fn ready_labels(replica: Option<&str>) -> HashMap<String, String> {
+    let mut labels = HashMap::from([(READY_LABEL.to_owned(), "true".to_owned())]);
+    labels.extend(replica.map(|replica| (REPLICA_LABEL.to_owned(), replica.to_owned())));
+    labels
+}
+
 /// Makes and starts the holder of a ready network.
 async fn make_ready_holder(
     docker: &Docker,
@@ -284,6 +321,7 @@ async fn make_ready_holder(
     agent_id: AgentId,
     confined: bool,
     holders: &ReadyHolders,
+    ready_labels: &HashMap<String, String>,
 ) -> Result<(), DriverError> {
     let network = network_name(instance, agent_id);
     let found = docker
@@ -296,10 +334,10 @@ async fn make_ready_holder(
         network,
         gateway: gateway(&found),
         confined,
-        ready: true,
     };
     let name = super::docker_netns::holder_name(instance, agent_id);
-    let labels = super::docker::agent_labels(instance, agent_id);
+    let mut labels = super::docker::agent_labels(instance, agent_id);
+    labels.extend(ready_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     super::docker_netns::ensure_running(docker, &name, &spec, labels, &holders.tools_dir).await.map(|_| ())
 }
 
@@ -326,19 +364,20 @@ async fn sync(docker: &Docker, subnets: &Subnets) -> Result<(), DriverError> {
     Ok(())
 }
 
-/// Makes the agent's network; with a pool, on a block of its own (the next free one when the
-/// engine says a block overlaps a network made meanwhile).
+/// Makes the agent's network, with `extra_labels` besides the agent's ([`ready_labels`] for a
+/// ready one); with a pool, on a block of its own (the next free one when the engine says a block
+/// overlaps a network made meanwhile).
 async fn make(
     docker: &Docker,
     instance: &str,
     agent_id: AgentId,
     confined: bool,
     subnets: Option<&Subnets>,
-    ready: bool,
+    extra_labels: &HashMap<String, String>,
 ) -> Result<(), MakeError> {
     let mut request = network_request(instance, agent_id, confined);
-    if ready && let Some(labels) = request.labels.as_mut() {
-        labels.insert(READY_LABEL.to_owned(), "true".to_owned());
+    if let Some(labels) = request.labels.as_mut() {
+        labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     let failed = |error: bollard::errors::Error| match status_of(&error) {
         Some(409) => MakeError::Conflict,

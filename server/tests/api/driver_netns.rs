@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::driver_support::docker;
-use crate::support::{TestServer, driver};
+use crate::support::{TestServer, driver, last_run_output};
 
 const TURN: Duration = Duration::from_secs(90);
 
@@ -22,11 +22,6 @@ fn inspect(name: &str, format: &str) -> String {
 
 fn address(container: &str) -> String {
     inspect(container, "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
-}
-
-/// What the agent's `run` commands printed.
-fn run_output(events: &[serde_json::Value]) -> String {
-    events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect::<Vec<_>>().join("")
 }
 
 /// Asserts that the agent's sandbox runs in the namespace of the holder `id`.
@@ -46,7 +41,7 @@ async fn a_sleeping_agent_keeps_its_holder_and_wakes_into_the_same_namespace() {
     let session = server.create_session(&agent).await;
     server.prompt(&session, "write kept.txt held\nrun getent hosts host.docker.internal").await;
     let events = server.wait_turns(&session, 1, TURN).await;
-    assert!(run_output(&events).contains("host.docker.internal"), "the holder's hosts: {events:#?}");
+    assert!(last_run_output(&events).contains("host.docker.internal"), "the holder's hosts: {events:#?}");
 
     let holder = server.network_holder(&agent);
     let id = inspect(&holder, "{{.Id}}");
@@ -66,7 +61,7 @@ async fn a_sleeping_agent_keeps_its_holder_and_wakes_into_the_same_namespace() {
 
     server.prompt(&session, "run cat kept.txt").await;
     let events = server.wait_turns(&session, 2, TURN).await;
-    assert!(run_output(&events).contains("held"), "the woken sandbox has its home: {events:#?}");
+    assert!(last_run_output(&events).contains("held"), "the woken sandbox has its home: {events:#?}");
     assert_eq!(inspect(&holder, "{{.Id}}"), id, "the same holder");
     assert_eq!(address(&holder), addr, "the same address");
     joined(&server, &agent, &id);
@@ -78,11 +73,7 @@ async fn a_holder_killed_under_a_running_turn_ends_it_and_the_next_prompt_starts
         return;
     }
     let server = TestServer::start().await;
-    let agent = server.create_agent(json!({})).await;
-    let session = server.create_session(&agent).await;
-    server.prompt(&session, "write kept.txt survives\ntext started\nsleep 60000").await;
-    let mut watcher = server.watch(&session, "0").await;
-    while watcher.next(Duration::from_secs(60)).await.is_some_and(|e| e["payload"]["content"]["text"] != "started") {}
+    let (agent, session) = crate::lifecycle::mid_turn(&server).await;
 
     let killed_at = Instant::now();
     let holder = server.network_holder(&agent);
@@ -98,7 +89,7 @@ async fn a_holder_killed_under_a_running_turn_ends_it_and_the_next_prompt_starts
     // The sandbox (still running, but with only a loopback) and its holder both start again.
     server.prompt(&session, "run cat kept.txt").await;
     let events = server.wait_turns(&session, 2, TURN).await;
-    assert!(run_output(&events).contains("survives"), "{events:#?}");
+    assert!(last_run_output(&events).contains("survives"), "{events:#?}");
     assert_eq!(inspect(&holder, "{{.State.Running}}"), "true");
     joined(&server, &agent, &inspect(&holder, "{{.Id}}"));
 }
@@ -122,8 +113,61 @@ async fn a_holder_removed_behind_the_servers_back_is_made_again_around_the_same_
     // The sandbox cannot start without the namespace it joined: made again, same home.
     server.prompt(&session, "run cat kept.txt").await;
     let events = server.wait_turns(&session, 2, TURN).await;
-    assert!(run_output(&events).contains("survives"), "{events:#?}");
+    assert!(last_run_output(&events).contains("survives"), "{events:#?}");
     let after = inspect(&holder, "{{.Id}}");
     assert_ne!(after, before, "a new holder");
     joined(&server, &agent, &after);
+}
+
+/// The ids of the instance's ready network holders (made for agents not created yet).
+fn ready_holders(instance: &str) -> Vec<String> {
+    let (ok, out) = docker(&[
+        "ps",
+        "-aq",
+        "--no-trunc",
+        "--filter",
+        &format!("label=agenthold.instance={instance}"),
+        "--filter",
+        "label=agenthold.ready=true",
+        "--filter",
+        "label=agenthold.role=netns",
+    ]);
+    assert!(ok, "docker ps: {out}");
+    out.lines().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn a_second_replica_keeps_its_hands_off_the_first_replicas_ready_holders() {
+    if driver() != "docker" {
+        return;
+    }
+    // One host firewall chain per instance, whose tunnel port the second replica's would replace.
+    let a = TestServer::start_with(&[("AGENTHOLD_SANDBOX_FIREWALL", "external")]).await;
+    let ready = agenthold_server::sandbox::READY_NETWORKS;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ready_holders(&a.instance).len() < ready {
+        assert!(Instant::now() < deadline, "A made no ready holders");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let of_a = ready_holders(&a.instance);
+
+    // B starts on the same instance: it removes what an earlier process of itself left, and
+    // makes its own; A's (one of which A may be making an agent's sandbox on) stay.
+    let b = a.replica(&[]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ready_holders(&b.instance).len() < 2 * ready {
+        assert!(Instant::now() < deadline, "B made no ready holders: {:?}", ready_holders(&b.instance));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let now = ready_holders(&b.instance);
+    assert!(of_a.iter().all(|id| now.contains(id)), "A's ready holders {of_a:?} stay: {now:?}");
+    for id in &of_a {
+        assert_eq!(inspect(id, "{{.State.Running}}"), "true");
+    }
+    // And A's next agent starts on one of them.
+    let agent = a.create_agent(json!({})).await;
+    let session = a.create_session(&agent).await;
+    a.prompt(&session, "text on a ready holder").await;
+    a.wait_turns(&session, 1, TURN).await;
+    assert!(of_a.contains(&inspect(&a.network_holder(&agent), "{{.Id}}")), "A's agent took one of A's");
 }

@@ -118,6 +118,17 @@ async fn deleting_an_agent_removes_its_sandbox_and_sessions() {
     }
 }
 
+/// A new agent mid-turn: it wrote `kept.txt` ("survives") in its home, said "started" and sleeps
+/// for a minute. Returns the agent and the session.
+pub(crate) async fn mid_turn(server: &TestServer) -> (String, String) {
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "write kept.txt survives\ntext started\nsleep 60000").await;
+    let mut watcher = server.watch(&session, "0").await;
+    while watcher.next(Duration::from_secs(60)).await.is_some_and(|e| e["payload"]["content"]["text"] != "started") {}
+    (agent, session)
+}
+
 #[tokio::test]
 async fn a_sandbox_deleted_mid_turn_fails_the_turn_and_the_next_prompt_recreates_it() {
     if crate::support::driver() != "docker" {
@@ -125,11 +136,7 @@ async fn a_sandbox_deleted_mid_turn_fails_the_turn_and_the_next_prompt_recreates
     }
     // The default reconnect grace (60 s): the engine's `die` event ends the turn long before it.
     let server = TestServer::start().await;
-    let agent = server.create_agent(json!({})).await;
-    let session = server.create_session(&agent).await;
-    server.prompt(&session, "write kept.txt survives\ntext started\nsleep 60000").await;
-    let mut watcher = server.watch(&session, "0").await;
-    while watcher.next(Duration::from_secs(60)).await.is_some_and(|e| e["payload"]["content"]["text"] != "started") {}
+    let (agent, session) = mid_turn(&server).await;
 
     let removed_at = std::time::Instant::now();
     let removed =
