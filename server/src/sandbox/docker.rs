@@ -612,6 +612,10 @@ impl SandboxDriver for DockerDriver {
             let agent_of = |labels: Option<&HashMap<String, String>>| {
                 labels.and_then(|l| l.get("agenthold.agent")).and_then(|a| a.parse::<AgentId>().ok())
             };
+            // The replica that made a ready network or holder.
+            let made_by = |labels: Option<&HashMap<String, String>>| {
+                labels.and_then(|l| l.get(super::docker_networks::REPLICA_LABEL)).and_then(|r| r.parse().ok())
+            };
             let date = |text: Option<&String>| {
                 text.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|d| d.with_timezone(&chrono::Utc))
             };
@@ -628,14 +632,23 @@ impl SandboxDriver for DockerDriver {
                     continue;
                 }
                 let created = container.created.and_then(|s| chrono::DateTime::from_timestamp(s, 0));
-                found.push(Labelled { kind: ObjectKind::Container, name: id, agent_id, created, engine: None });
+                let made_by = made_by(container.labels.as_ref());
+                found.push(Labelled {
+                    kind: ObjectKind::Container,
+                    name: id,
+                    agent_id,
+                    created,
+                    engine: None,
+                    made_by,
+                });
             }
             let options = bollard::query_parameters::ListVolumesOptions { filters: filters() };
             let volumes = self.docker.list_volumes(Some(options)).await.map_err(engine)?.volumes.unwrap_or_default();
             for volume in volumes {
                 let Some(agent_id) = agent_of(Some(&volume.labels)) else { continue };
                 let created = date(volume.created_at.as_ref());
-                found.push(Labelled { kind: ObjectKind::Volume, name: volume.name, agent_id, created, engine: None });
+                let (name, made_by) = (volume.name, None);
+                found.push(Labelled { kind: ObjectKind::Volume, name, agent_id, created, engine: None, made_by });
             }
             let options = bollard::query_parameters::ListNetworksOptions { filters: filters() };
             for network in self.docker.list_networks(Some(options)).await.map_err(engine)? {
@@ -644,7 +657,8 @@ impl SandboxDriver for DockerDriver {
                     continue;
                 }
                 let created = date(network.created.as_ref());
-                found.push(Labelled { kind: ObjectKind::Network, name, agent_id, created, engine: None });
+                let made_by = made_by(network.labels.as_ref());
+                found.push(Labelled { kind: ObjectKind::Network, name, agent_id, created, engine: None, made_by });
             }
             Ok(found)
         }

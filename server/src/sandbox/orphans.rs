@@ -55,13 +55,18 @@ pub struct Labelled {
     pub created: Option<DateTime<Utc>>,
     /// The engine it is on, when the driver has several (`None`: the driver's only one).
     pub engine: Option<String>,
+    /// The replica that made it ahead for an agent not created yet (a ready network and its
+    /// holder): another replica's to hand out while that replica is alive, never swept then.
+    pub made_by: Option<uuid::Uuid>,
 }
 
-/// The objects to remove: those whose agent is not in `agents` and that are older than `grace`;
-/// containers first (a volume or network in use by one cannot be removed).
+/// The objects to remove: those whose agent is not in `agents`, not made ready by a replica in
+/// `alive`, and older than `grace`; containers first (a volume or network in use by one cannot be
+/// removed).
 pub fn orphans<'a>(
     objects: &'a [Labelled],
     agents: &HashSet<AgentId>,
+    alive: &HashSet<uuid::Uuid>,
     now: DateTime<Utc>,
     grace: Duration,
 ) -> Vec<&'a Labelled> {
@@ -69,6 +74,7 @@ pub fn orphans<'a>(
     let mut found: Vec<&Labelled> = objects
         .iter()
         .filter(|o| !agents.contains(&o.agent_id))
+        .filter(|o| !o.made_by.is_some_and(|replica| alive.contains(&replica)))
         .filter(|o| o.created.is_some_and(|at| now - at >= grace))
         .collect();
     found.sort_by_key(|o| (o.kind != ObjectKind::Container, o.kind as u8, o.name.clone()));
@@ -101,8 +107,10 @@ pub async fn sweep(driver: &dyn SandboxDriver, pool: &sqlx::PgPool, grace: Durat
     let mut agents: HashSet<AgentId> = crate::store::agents::existing(pool, &ids).await?.into_iter().collect();
     // Pooled sandboxes (the warm pool) belong to agents not created yet.
     agents.extend(crate::store::warm_pool::all(pool).await?);
+    // Ready networks (and holders) of live replicas are theirs to hand out.
+    let alive: HashSet<uuid::Uuid> = crate::store::replicas::alive(pool).await?.into_iter().collect();
     let mut removed = 0;
-    for object in orphans(&objects, &agents, Utc::now(), grace) {
+    for object in orphans(&objects, &agents, &alive, Utc::now(), grace) {
         let (kind, name, agent) = (object.kind.as_str(), &object.name, object.agent_id);
         match driver.remove_object(object).await {
             Ok(()) => {
@@ -132,6 +140,7 @@ mod tests {
             agent_id,
             created: age_secs.map(|s| now - chrono::Duration::seconds(s)),
             engine: None,
+            made_by: None,
         };
         let objects = vec![
             object(ObjectKind::Volume, gone, Some(700)),
@@ -142,10 +151,35 @@ mod tests {
             object(ObjectKind::Network, AgentId::new(), None),    // age unknown
         ];
         let agents = HashSet::from([live]);
-        let found = orphans(&objects, &agents, now, Duration::from_secs(600));
+        let none = HashSet::new();
+        let found = orphans(&objects, &agents, &none, now, Duration::from_secs(600));
         let kinds: Vec<ObjectKind> = found.iter().map(|o| o.kind).collect();
         assert_eq!(kinds, vec![ObjectKind::Container, ObjectKind::Volume, ObjectKind::Network]);
         assert!(found.iter().all(|o| o.agent_id == gone));
-        assert_eq!(orphans(&objects, &agents, now, Duration::ZERO).len(), 4);
+        assert_eq!(orphans(&objects, &agents, &none, now, Duration::ZERO).len(), 4);
+    }
+
+    #[test]
+    fn a_live_replicas_ready_objects_stay_and_a_dead_ones_go() {
+        let now = Utc::now();
+        let (live_replica, dead_replica) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let ready = |kind, made_by| Labelled {
+            kind,
+            name: format!("{kind:?}-{made_by}"),
+            agent_id: AgentId::new(),
+            created: Some(now - chrono::Duration::seconds(3600)),
+            engine: None,
+            made_by: Some(made_by),
+        };
+        let objects = vec![
+            ready(ObjectKind::Container, live_replica),
+            ready(ObjectKind::Network, live_replica),
+            ready(ObjectKind::Container, dead_replica),
+            ready(ObjectKind::Network, dead_replica),
+        ];
+        let alive = HashSet::from([live_replica]);
+        let found = orphans(&objects, &HashSet::new(), &alive, now, Duration::from_secs(600));
+        assert_eq!(found.len(), 2);
+        assert!(found.iter().all(|o| o.made_by == Some(dead_replica)), "{found:?}");
     }
 }

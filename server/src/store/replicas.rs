@@ -35,6 +35,11 @@ pub async fn heartbeat(pool: &PgPool, me: &ReplicaRow, ttl_secs: f64) -> sqlx::R
     Ok(())
 }
 
+/// The replicas alive now (their row has not expired).
+pub async fn alive(pool: &PgPool) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar!(r#"SELECT id FROM replicas WHERE expires_at > now()"#).fetch_all(pool).await
+}
+
 /// Ends this replica: its leases go at once (a graceful stop), so others take its agents over
 /// without waiting for the expiry.
 pub async fn retire(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {

@@ -145,17 +145,25 @@ async fn the_orphan_sweep_removes_objects_of_agents_that_no_longer_exist_and_no_
     args.extend(labels);
     args.push(&volume);
     assert!(docker(&args).0, "docker volume create");
-    let mut args = vec!["network", "create", "--internal"];
-    args.extend(labels);
-    args.push(&network);
-    assert!(docker(&args).0, "docker network create");
-    // And its network holder, on that network (the network goes only once the holder has).
+    // And its network holder, on that network (the network goes only once the holder has). The
+    // sweep (every second, no grace) may take the network before the holder is on it: again then.
     let holder = format!("{}-netns-{ghost}", server.instance);
     let image = std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned());
-    let mut args = vec!["run", "-d", "--name", &holder, "--network", &network, "--label", "agenthold.role=netns"];
-    args.extend(labels);
-    args.extend(["--entrypoint", "sleep", &image, "infinity"]);
-    assert!(docker(&args).0, "docker run the holder");
+    for attempt in 1.. {
+        let mut args = vec!["network", "create", "--internal"];
+        args.extend(labels);
+        args.push(&network);
+        assert!(docker(&args).0, "docker network create");
+        let mut args = vec!["run", "-d", "--name", &holder, "--network", &network, "--label", "agenthold.role=netns"];
+        args.extend(labels);
+        args.extend(["--entrypoint", "sleep", &image, "infinity"]);
+        if docker(&args).0 {
+            break;
+        }
+        assert!(attempt < 5, "docker run the holder");
+        let _ = docker(&["rm", "-f", &holder]);
+        let _ = docker(&["network", "rm", &network]);
+    }
     let exists = |kind: &str, name: &str| docker(&[kind, "inspect", name]).0;
     wait_for(Duration::from_secs(30), "the orphans to be swept", || async {
         (!exists("volume", &volume) && !exists("network", &network) && !exists("container", &holder)).then_some(())

@@ -356,7 +356,7 @@ fn labelled(kind: ObjectKind, meta: &k8s_openapi::apimachinery::pkg::apis::meta:
     let created = meta.creation_timestamp.as_ref().and_then(|t| {
         chrono::DateTime::from_timestamp(t.0.as_second(), u32::try_from(t.0.subsec_nanosecond()).unwrap_or(0))
     });
-    Some(Labelled { kind, name: meta.name.clone()?, agent_id, created, engine: None })
+    Some(Labelled { kind, name: meta.name.clone()?, agent_id, created, engine: None, made_by: None })
 }
 
 impl SandboxDriver for KubeDriver {
