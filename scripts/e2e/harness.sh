@@ -150,7 +150,7 @@ jq_true "$WORK/turn.jsonl" 'any(.[]; .type == "permission") and any(.[]; .type =
     || fail "no permission question and answer in the turn: the harness did not ask the gate" "$WORK/turn.jsonl"
 log "permission asked: $(jq -s -c '[.[] | select(.type == "permission") | .payload.tool_call | {kind, title}]' "$WORK/turn.jsonl")"
 ok "the harness asked the permission gate before writing, and got its answer"
-container=$(docker ps -q --filter "label=agenthold.agent=$agent" | head -n 1)
+container=$(sandbox_container "$agent")
 [[ -n $container ]] || fail "no container for agent $agent"
 written=$(docker exec -u agent "$container" cat /home/agent/hello.txt 2>/dev/null || true)
 [[ $written == hi ]] || fail "hello.txt in the sandbox holds '$written', not 'hi'" "$WORK/turn.jsonl" "$WORK/record.jsonl"

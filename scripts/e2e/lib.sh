@@ -47,3 +47,11 @@ sandbox_dump() {
             >>"$file" 2>/dev/null || true
     done
 }
+
+# sandbox_container AGENT — the id of the agent's running sandbox container (not its network
+# holder, the other container labelled for the agent, whose namespace the sandbox joins); empty
+# when the sandbox does not run.
+sandbox_container() {
+    docker ps --filter "label=agenthold.agent=$1" --format '{{.ID}} {{.Label "agenthold.role"}}' \
+        | awk '$2 == "" { print $1; exit }'
+}

@@ -158,7 +158,7 @@ prompt 'run env'
 placeholder=$(jq -s -r '[.[] | select(.payload.rawOutput.exitCode != null)] | last | .payload.content[0].content.text' "$WORK/turn.jsonl" \
     | sed -n 's/^ANTHROPIC_API_KEY=//p')
 [[ $placeholder == agenthold-login-* ]] || fail "ANTHROPIC_API_KEY in the sandbox is not a login placeholder" "$WORK/turn.jsonl"
-container=$(docker ps -q --filter "label=agenthold.agent=$agent" | head -n 1)
+container=$(sandbox_container "$agent")
 [[ -n $container ]] || fail "no container for agent $agent"
 sandbox_dump "$container" "$WORK/dump"
 grep -qaF "ANTHROPIC_API_KEY=$placeholder" "$WORK/dump" || fail "the sandbox dump does not show the harness's environment"

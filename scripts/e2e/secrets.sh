@@ -151,7 +151,7 @@ placeholder=$(jq -s -r '[.[] | select(.payload.rawOutput.exitCode != null)] | la
     | sed -n 's/^ANTHROPIC_API_KEY=//p')
 [[ -n $placeholder && $placeholder != "$value" ]] || fail "ANTHROPIC_API_KEY in the sandbox is missing or the value" "$WORK/turn.jsonl"
 grep -qF "$value" "$WORK/turn.jsonl" && fail "the value is in the sandbox's environment"
-container=$(docker ps -q --filter "label=agenthold.agent=$agent" | head -n 1)
+container=$(sandbox_container "$agent")
 [[ -n $container ]] || fail "no container for agent $agent"
 sandbox_dump "$container" "$WORK/dump"
 # The search reads what the harness holds (the placeholder is there), so an absent value means absent.

@@ -209,7 +209,7 @@ sleep_agent() {
     ctl agents sleep "$agent" >"$WORK/agent.json"
     [[ $(jq -r .desired_state "$WORK/agent.json") == asleep ]] || fail "agents sleep: desired_state is not asleep" "$WORK/agent.json"
     if (( HAVE_DOCKER )); then
-        running=$(docker ps -q --filter "label=agenthold.agent=$agent")
+        running=$(sandbox_container "$agent")
         [[ -z $running ]] || fail "agents sleep: the agent's container $running still runs"
     fi
 }
