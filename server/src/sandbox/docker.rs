@@ -348,10 +348,12 @@ impl DockerDriver {
         let agent_id = spec.agent_id;
         let holder = self.holder(agent_id);
         // A holder made for the other egress setting goes with its network (made again below).
-        if let HolderState::Present { confined, .. } = netns::inspect(&self.docker, &holder).await?
+        let mut known = netns::inspect(&self.docker, &holder).await?;
+        if let HolderState::Present { confined, .. } = known
             && confined != self.networks.confined
         {
-            netns::remove(&self.docker, &holder).await?;
+            remove_container(&self.docker, &holder).await?;
+            known = HolderState::Missing;
         }
         // Independent engine calls, at once: they are most of a cold start's overhead.
         let (gateway, (), tools) = tokio::try_join!(
@@ -367,7 +369,7 @@ impl DockerDriver {
             confined: self.networks.confined,
         };
         let (holder_id, holder_running) =
-            netns::ensure_made(&self.docker, &holder, &holder_spec, self.labels(agent_id), TOOLS_DIR).await?;
+            netns::ensure_made(&self.docker, &holder, known, &holder_spec, self.labels(agent_id), TOOLS_DIR).await?;
         let memory = i64::from(spec.memory_mib) * 1024 * 1024;
         let host_config = HostConfig {
             mounts: Some(vec![
@@ -425,7 +427,8 @@ impl DockerDriver {
         };
         let options = CreateContainerOptions { name: Some(self.container(agent_id)), ..Default::default() };
         // A holder made just now starts while the sandbox is made (each takes the engine a while).
-        let start_holder = async { if holder_running { Ok(()) } else { netns::start(&self.docker, &holder_id).await } };
+        let start_holder =
+            async { if holder_running { Ok(()) } else { start_container(&self.docker, &holder_id).await } };
         let create = async {
             match self.docker.create_container(Some(options), body).await {
                 Ok(created) => Ok(created.id),
@@ -489,17 +492,13 @@ impl SandboxDriver for DockerDriver {
             if let HolderState::Present { id, running: false, .. } =
                 netns::inspect(&self.docker, &self.holder(agent_id)).await?
             {
-                netns::start(&self.docker, &id).await?;
+                start_container(&self.docker, &id).await?;
                 // A sandbox still running in the namespace of the holder that stopped has only a
                 // loopback left: it starts again in the new one.
                 let options = bollard::query_parameters::RestartContainerOptions { t: Some(1), ..Default::default() };
                 return self.docker.restart_container(&container, Some(options)).await.map_err(engine);
             }
-            match self.docker.start_container(&container, None).await {
-                Ok(()) => Ok(()),
-                Err(error) if status_of(&error) == Some(304) => Ok(()),
-                Err(error) => Err(engine(error)),
-            }
+            start_container(&self.docker, &container).await
         }
         .boxed()
     }
@@ -519,7 +518,7 @@ impl SandboxDriver for DockerDriver {
     fn destroy(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
         async move {
             self.remove_container(agent_id).await?;
-            netns::remove(&self.docker, &self.holder(agent_id)).await?;
+            remove_container(&self.docker, &self.holder(agent_id)).await?;
             match self
                 .docker
                 .remove_volume(&self.volume(agent_id), None::<bollard::query_parameters::RemoveVolumeOptions>)
@@ -567,15 +566,7 @@ impl SandboxDriver for DockerDriver {
     }
 
     fn remove_container(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
-        async move {
-            let options = RemoveContainerOptions { force: true, v: false, ..Default::default() };
-            match self.docker.remove_container(&self.container(agent_id), Some(options)).await {
-                Ok(()) => Ok(()),
-                Err(error) if status_of(&error) == Some(404) => Ok(()),
-                Err(error) => Err(engine(error)),
-            }
-        }
-        .boxed()
+        async move { remove_container(&self.docker, &self.container(agent_id)).await }.boxed()
     }
 
     fn follow_exits(
@@ -674,10 +665,7 @@ impl SandboxDriver for DockerDriver {
                 Err(error) => Err(engine(error)),
             };
             match object.kind {
-                ObjectKind::Container => {
-                    let options = RemoveContainerOptions { force: true, ..Default::default() };
-                    gone(self.docker.remove_container(&object.name, Some(options)).await)
-                }
+                ObjectKind::Container => remove_container(&self.docker, &object.name).await,
                 ObjectKind::Volume => gone(
                     self.docker
                         .remove_volume(&object.name, None::<bollard::query_parameters::RemoveVolumeOptions>)
@@ -760,6 +748,25 @@ fn build_tools_tar(bin_dir: &std::path::Path) -> Result<Bytes, DriverError> {
     }
     let archive = builder.into_inner().map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
     Ok(Bytes::from(archive))
+}
+
+/// Starts the container `name` (running already is fine).
+pub(super) async fn start_container(docker: &Docker, name: &str) -> Result<(), DriverError> {
+    match docker.start_container(name, None).await {
+        Ok(()) => Ok(()),
+        Err(error) if status_of(&error) == Some(304) => Ok(()),
+        Err(error) => Err(engine(error)),
+    }
+}
+
+/// Removes the container `name`, stopping it, keeping its volumes (gone already is fine).
+pub(super) async fn remove_container(docker: &Docker, name: &str) -> Result<(), DriverError> {
+    let options = RemoveContainerOptions { force: true, v: false, ..Default::default() };
+    match docker.remove_container(name, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(error) if status_of(&error) == Some(404) => Ok(()),
+        Err(error) => Err(engine(error)),
+    }
 }
 
 pub(super) fn status_of(error: &BollardError) -> Option<u16> {

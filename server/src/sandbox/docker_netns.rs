@@ -19,10 +19,10 @@ use std::collections::HashMap;
 
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
-use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions, RemoveContainerOptions};
+use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions};
 
 use super::DriverError;
-use super::docker::{engine, status_of};
+use super::docker::{engine, remove_container, start_container, status_of};
 use crate::ids::AgentId;
 
 /// The label saying what a container of an agent is for ([`NETNS_ROLE`]; sandboxes have none).
@@ -136,16 +136,17 @@ pub async fn inspect(docker: &Docker, name: &str) -> Result<HolderState, DriverE
     }
 }
 
-/// The holder exists (made if missing); returns its id and whether it runs. A sandbox may be
-/// made to join it before it runs, but starts only once it does.
+/// The holder exists (made if `known`, what [`inspect`] said, is missing); returns its id and
+/// whether it runs. A sandbox may be made to join it before it runs, but starts only once it does.
 pub async fn ensure_made(
     docker: &Docker,
     name: &str,
+    known: HolderState,
     spec: &HolderSpec,
     labels: HashMap<String, String>,
     tools_dir: &str,
 ) -> Result<(String, bool), DriverError> {
-    match inspect(docker, name).await? {
+    match known {
         HolderState::Present { id, running, .. } => Ok((id, running)),
         HolderState::Missing => {
             let options = CreateContainerOptions { name: Some(name.to_owned()), ..Default::default() };
@@ -171,30 +172,12 @@ pub async fn ensure_running(
     labels: HashMap<String, String>,
     tools_dir: &str,
 ) -> Result<String, DriverError> {
-    let (id, running) = ensure_made(docker, name, spec, labels, tools_dir).await?;
+    let known = inspect(docker, name).await?;
+    let (id, running) = ensure_made(docker, name, known, spec, labels, tools_dir).await?;
     if !running {
-        start(docker, &id).await?;
+        start_container(docker, &id).await?;
     }
     Ok(id)
-}
-
-/// Starts the holder `id` (running already is fine).
-pub async fn start(docker: &Docker, id: &str) -> Result<(), DriverError> {
-    match docker.start_container(id, None).await {
-        Ok(()) => Ok(()),
-        Err(error) if status_of(&error) == Some(304) => Ok(()),
-        Err(error) => Err(engine(error)),
-    }
-}
-
-/// Removes the holder `name` (gone already is fine).
-pub async fn remove(docker: &Docker, name: &str) -> Result<(), DriverError> {
-    let options = RemoveContainerOptions { force: true, ..Default::default() };
-    match docker.remove_container(name, Some(options)).await {
-        Ok(()) => Ok(()),
-        Err(error) if status_of(&error) == Some(404) => Ok(()),
-        Err(error) => Err(engine(error)),
-    }
 }
 
 /// At start: removes the holders an earlier process of this replica (`replica`, or one made before
@@ -234,7 +217,7 @@ pub async fn remove_untaken_ready(
             Err(error) if status_of(&error) == Some(404) => {}
             Err(error) => return Err(engine(error)),
         }
-        remove(docker, &id).await?;
+        remove_container(docker, &id).await?;
         removed += 1;
     }
     Ok(removed)
