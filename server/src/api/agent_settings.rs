@@ -200,6 +200,8 @@ pub struct Change {
     pub fields: serde_json::Map<String, Value>,
     /// The harness must restart (once no turn runs) to take it.
     pub restarts_harness: bool,
+    /// The posture or policy changed: the running harness's gate takes it at once.
+    pub gate_changed: bool,
     /// The container must be made again (`rebuild`) to take it.
     pub needs_rebuild: bool,
 }
@@ -274,12 +276,13 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     if settings.model != agent.model {
         changed("model", json!(settings.model), true, false);
     }
+    // The posture and policy need no restart: the running harness's gate takes them at once (its
+    // next request, and its questions still waiting); the harness's own mode does not change.
     if settings.policy != agent.policy {
-        changed("policy", json!(settings.policy), true, false);
+        changed("policy", json!(settings.policy), false, false);
     }
     if settings.posture != agent.posture {
-        // The running harness answers by the new posture from its next request on.
-        changed("posture", json!(settings.posture), true, false);
+        changed("posture", json!(settings.posture), false, false);
     }
     let sorted = |env: &[(String, String)]| env.iter().cloned().collect::<BTreeMap<_, _>>();
     if sorted(&settings.env) != sorted(&agent.env) {
@@ -299,5 +302,6 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     if settings.auto_sleep_secs != agent.auto_sleep_secs {
         changed("auto_sleep_secs", json!(settings.auto_sleep_secs), false, false);
     }
+    change.gate_changed = settings.policy != agent.policy || settings.posture != agent.posture;
     Ok((settings, change))
 }

@@ -54,8 +54,9 @@ pub struct Agent {
     engine: String,
     /// Whether its sandbox is confined to its own network.
     isolated: bool,
-    /// The stored permission policy name.
-    permission_policy: String,
+    /// The permission posture in effect, as `posture` (kept for clients that read this name;
+    /// it once always read `auto-approve`).
+    permission_policy: &'static str,
     /// The permission posture in effect (its own or the server's).
     posture: &'static str,
     /// Its own posture (`null`: the server's default).
@@ -201,6 +202,7 @@ pub fn agent_view(
     let credentials_inside_sandbox =
         agent.env.iter().any(|(name, _)| validate::looks_like_credential(name)) || agent.sandbox_login_at.is_some();
     let (observed, state_reason) = observed_state(state.supervisors.observed(agent.id));
+    let posture = state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden");
     Agent {
         id: agent.id,
         workspace_id: agent.workspace_id,
@@ -214,8 +216,8 @@ pub fn agent_view(
         driver: agent.driver.clone(),
         engine: agent.engine.clone(),
         isolated: agent.driver != "local" && state.driver.isolated(),
-        permission_policy: agent.permission_policy.clone(),
-        posture: state.postures().of(agent).map(|p| p.as_str()).unwrap_or("forbidden"),
+        permission_policy: posture,
+        posture,
         own_posture: agent.posture.clone(),
         policy: agent.policy.clone(),
         limits: AgentLimits {

@@ -302,7 +302,9 @@ pub async fn show(
 }
 
 /// Changes an agent (agent admins; the role is checked before the body is read): `egress`
-/// replaces the allow-list (the proxy follows within seconds); harness, command, model and env
+/// replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at
+/// once, to the running turn's next permission request and to its questions still waiting (each
+/// one the new rules settle is answered, with `"redecided": true`); harness, command, model and env
 /// restart the harness once no turn runs (its sessions are loaded again, or start anew with a
 /// `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when
 /// the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as
@@ -363,6 +365,9 @@ pub async fn update(
         }
         if change.restarts_harness {
             state.supervisors.send(id, Command::EnvironmentChanged).await;
+        }
+        if change.gate_changed {
+            state.supervisors.send(id, Command::GateChanged).await;
         }
         let record = AuditRecord {
             workspace_id: agent.workspace_id,

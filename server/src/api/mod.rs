@@ -6,6 +6,7 @@ mod agent_view;
 mod agents;
 pub mod error;
 mod extract;
+mod grants;
 mod health;
 mod hooks;
 mod internal;
@@ -96,6 +97,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
         .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))
+        .route("/api/v1/sessions/{id}/grants", get(grants::list))
+        .route("/api/v1/sessions/{id}/grants/{grant_id}", delete(grants::revoke))
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
         .route("/api/v1/sessions/{id}/stream", get(stream::stream))

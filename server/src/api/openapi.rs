@@ -115,6 +115,8 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         super::sessions::show,
         super::sessions::prompt,
         super::sessions::cancel,
+        super::grants::list,
+        super::grants::revoke,
         super::sessions::events,
         super::sessions::full_payload,
         super::stream::stream,

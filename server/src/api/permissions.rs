@@ -16,6 +16,7 @@ use crate::auth::Principal;
 use crate::ids::AgentId;
 use crate::permissions::Choice;
 use crate::store;
+use crate::store::audit::AuditRecord;
 use crate::store::permissions::Listed;
 use crate::store::users::Role;
 use crate::supervisor::Command;
@@ -33,15 +34,18 @@ pub struct ListQuery {
 }
 
 /// `POST /api/v1/permissions/{id}/answer`: a permission question takes
-/// `{"decision": "allow" | "deny"}` or `{"option_id"}`; the harness's own question (`kind:
-/// "elicitation"`) takes `{"content": {<field>: <value>, …}}` (checked against its schema),
-/// `{"text": "…"}` (a one-field question) or `{"decision": "decline"}`.
+/// `{"decision": "allow" | "allow_for_session" | "deny"}` or `{"option_id"}` (one the harness
+/// offered: its kind says allow or deny, and the harness gets a once-answer whatever the option —
+/// its "always" options are never passed on); the harness's own question (`kind: "elicitation"`)
+/// takes `{"content": {<field>: <value>, …}}` (checked against its schema), `{"text": "…"}` (a
+/// one-field question) or `{"decision": "decline"}`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Answer {
-    /// `allow`, `deny` (a permission question), `decline` (an elicitation).
+    /// `allow`, `allow_for_session` (agenthold approves the same call in this session without
+    /// asking again, until revoked), `deny` (a permission question); `decline` (an elicitation).
     decision: Option<String>,
-    /// One of the options the harness offered.
+    /// One of the options the harness offered (answered once, allow or deny by its kind).
     option_id: Option<String>,
     /// An elicitation's fields.
     #[schema(value_type = Option<Object>)]
@@ -136,6 +140,7 @@ pub async fn answer(
     let body: Answer = parse_json(&body)?;
     let choice = match (body.decision.as_deref(), body.option_id, body.content, body.text) {
         (Some("allow"), None, None, None) => Choice::Allow,
+        (Some("allow_for_session"), None, None, None) => Choice::AllowForSession,
         (Some("deny"), None, None, None) => Choice::Deny,
         (Some("decline"), None, None, None) => Choice::Decline,
         (None, Some(option), None, None) => Choice::Option(option),
@@ -144,7 +149,7 @@ pub async fn answer(
         _ => {
             return Err(ApiError::bad_request(
                 "INVALID_ANSWER",
-                "answer with {\"decision\": \"allow\" | \"deny\"} or {\"option_id\": \"<one the harness offered>\"}; \
+                "answer with {\"decision\": \"allow\" | \"allow_for_session\" | \"deny\"} or {\"option_id\": \"<one the harness offered>\"}; \
                  the harness's own question (kind elicitation) with {\"content\": {…}}, {\"text\": \"…\"} or \
                  {\"decision\": \"decline\"}",
             ));
@@ -153,6 +158,7 @@ pub async fn answer(
     if question.outcome.is_some() {
         return Err(already_answered());
     }
+    let for_session = choice == Choice::AllowForSession;
     let by = json!({"user_id": principal.user_id});
     let agent_id = AgentId(question.agent_id);
     let outcome = state
@@ -173,6 +179,21 @@ pub async fn answer(
         }
     }
     let question = store::permissions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("permission"))?;
+    if for_session {
+        let record = AuditRecord {
+            workspace_id: question.workspace_id,
+            actor_user_id: Some(principal.user_id),
+            action: "permission.granted_for_session",
+            resource_type: "permission",
+            resource_id: id.to_string(),
+            detail: json!({
+                "agent": question.agent_name,
+                "session_id": question.session_id,
+                "call": crate::permissions::grant_key(&question.tool_call, &state.driver.home_dir(agent_id)),
+            }),
+        };
+        store::audit::append(&state.pool, record).await?;
+    }
     Ok(Json(question))
 }
 

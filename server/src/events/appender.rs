@@ -27,6 +27,20 @@ const MAX_BATCH_EVENTS: usize = 4096;
 /// Requests that may wait for the appender before writers are slowed down.
 const QUEUE_DEPTH: usize = 8192;
 
+/// The grant an answer opens (`crate::supervisor::core` grants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantScope {
+    /// None.
+    None,
+    /// A one-shot grant: the parked turn's retried call is allowed once more.
+    Once,
+    /// A session grant: agenthold answers the same call in the session itself until revoked.
+    Session {
+        /// Who granted it.
+        granted_by: Option<uuid::Uuid>,
+    },
+}
+
 /// State changes stored in the same transaction as a request's events.
 #[derive(Debug, Clone)]
 pub enum SideEffect {
@@ -113,8 +127,15 @@ pub enum SideEffect {
         permission_id: uuid::Uuid,
         /// The outcome sent to the harness.
         outcome: serde_json::Value,
-        /// The answer opens a one-shot grant (an approval for a parked turn).
-        grant: bool,
+        /// The grant the answer opens, if any.
+        grant: GrantScope,
+    },
+    /// A session grant revoked: agenthold no longer answers with it.
+    GrantRevoked {
+        /// The question whose answer made it.
+        permission_id: uuid::Uuid,
+        /// Who revoked it.
+        revoked_by: Option<uuid::Uuid>,
     },
     /// A one-shot grant allowed its call: closed.
     GrantUsed {
@@ -486,6 +507,10 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
         }
         SideEffect::PermissionResolved { permission_id, outcome, grant } => {
             store::permissions::resolve(tx, *permission_id, outcome, *grant).await?;
+            Ok(true)
+        }
+        SideEffect::GrantRevoked { permission_id, revoked_by } => {
+            store::permissions::revoke_grant(tx, *permission_id, *revoked_by).await?;
             Ok(true)
         }
         SideEffect::GrantUsed { permission_id } => {

@@ -78,7 +78,7 @@ pub fn resolve(
         Choice::Reply(text) => json!({"action": "accept", "content": content_from_reply(schema()?, text)?}),
         Choice::Deny | Choice::Decline => json!({"action": "decline"}),
         Choice::Cancelled => json!({"action": "cancel"}),
-        Choice::Allow | Choice::Option(_) => {
+        Choice::Allow | Choice::AllowForSession | Choice::Option(_) => {
             return Err(ChoiceError(
                 "this is the agent's own question: answer it with content (or decline it)".to_owned(),
             ));

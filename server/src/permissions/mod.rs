@@ -6,6 +6,12 @@
 //! Postures (seed 001, ARCHITECTURE §7): `autonomous` (alias `auto-approve`) approves with the
 //! harness's one-time allow option; `approval` (alias `ask`) asks a person every time;
 //! `guarded` answers by a policy (docs/permissions.md). Options are always chosen by kind.
+//!
+//! agenthold owns every standing decision: the harness only ever receives a once-answer
+//! (`allow_once` / `reject_once`, else `cancelled`). Its `allow_always` / `reject_always` options
+//! are never chosen, not even when a person picks one by id — later calls must keep reaching the
+//! gate, where the server owner's rules are checked first. A person's "approve for this session"
+//! is agenthold's own grant (`Choice::AllowForSession`), kept and applied by the supervisor.
 
 pub mod call;
 pub mod decision;
@@ -25,6 +31,12 @@ use serde_json::{Value, json};
 use crate::acp::messages;
 pub use posture::Posture;
 
+/// The only option kind an approval chooses: never `allow_always`, which would make the
+/// harness stop asking (a harness offering no one-time allow gets `cancelled`).
+const ALLOW_ONCE: PermissionOptionKind = PermissionOptionKind::AllowOnce;
+/// The only option kind a refusal chooses (else `cancelled`, which refuses too).
+const REJECT_ONCE: PermissionOptionKind = PermissionOptionKind::RejectOnce;
+
 /// What a permission request gets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -34,6 +46,9 @@ pub enum Verdict {
     Ask {
         /// The `permission` event's payload.
         asked: Value,
+        /// Whether a person's earlier "approve for this session" may answer it instead: not when
+        /// a server owner's rule asks (those bind every call, before any grant).
+        grantable: bool,
     },
 }
 
@@ -81,6 +96,40 @@ impl Gate {
         (self.posture == Posture::Guarded || !self.server_rules.is_empty())
             .then(|| payloads::policy_applied(self.posture, &self.server_rules, self.policy.as_deref()))
     }
+
+    /// What this gate decides for `tool_call` (a guarded agent without a policy asks a person).
+    fn decide(&self, call: &call::Call) -> decision::Decision {
+        decision::decide(self.posture, &self.server_rules, self.policy.as_deref(), call, &self.workdir)
+            .unwrap_or(decision::Decision { answer: policy::Answer::Ask, by: decision::DecidedBy::PersonRequired })
+    }
+
+    /// The answer, the `permission_resolved` payload and any `policy_denied` payload of a call
+    /// this gate settles (`None`: it asks a person).
+    fn settle(
+        &self,
+        decided: &decision::Decision,
+        call: &call::Call,
+        options: &[PermissionOption],
+        request_id: &Value,
+        permission_id: uuid::Uuid,
+    ) -> Option<(Value, Value, Option<Value>)> {
+        let wanted = match decided.answer {
+            policy::Answer::Ask => return None,
+            policy::Answer::Allow => ALLOW_ONCE,
+            policy::Answer::Deny => REJECT_ONCE,
+        };
+        let (answer, chosen) = messages::choose_by_kind(options, &[wanted]);
+        let resolved = json!({
+            "request_id": request_id,
+            "permission_id": permission_id,
+            "outcome": answer.get("outcome"),
+            "option_kind": chosen.map(|option| option.kind),
+            "by": decided.by.label(),
+            "posture": self.posture.as_str(),
+        });
+        let denied = payloads::policy_denied(decided, call, &self.server_rules, self.policy.as_deref());
+        Some((answer, resolved, denied))
+    }
 }
 
 /// Judges a permission request `request_id` (as the harness sent it) at `gate`; `permission_id`
@@ -95,9 +144,7 @@ pub fn judge(
 ) -> Verdict {
     let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
     let call = call::Call::derive(&tool_call, &gate.workdir);
-    // A decision that cannot be made (a guarded agent without a policy) asks a person.
-    let decided = decision::decide(gate.posture, &gate.server_rules, gate.policy.as_deref(), &call, &gate.workdir)
-        .unwrap_or(decision::Decision { answer: policy::Answer::Ask, by: decision::DecidedBy::PersonRequired });
+    let decided = gate.decide(&call);
     let asked = json!({
         "request_id": request_id,
         "permission_id": permission_id,
@@ -106,22 +153,30 @@ pub fn judge(
         "posture": gate.posture.as_str(),
         "call": call,
     });
-    let wanted = match decided.answer {
-        policy::Answer::Ask => return Verdict::Ask { asked },
-        policy::Answer::Allow => [PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways],
-        policy::Answer::Deny => [PermissionOptionKind::RejectOnce, PermissionOptionKind::RejectAlways],
-    };
-    let (answer, chosen) = messages::choose_by_kind(&request.options, &wanted);
-    let resolved = json!({
-        "request_id": request_id,
-        "permission_id": permission_id,
-        "outcome": answer.get("outcome"),
-        "option_kind": chosen.map(|option| option.kind),
-        "by": decided.by.label(),
-        "posture": gate.posture.as_str(),
-    });
-    let denied = payloads::policy_denied(&decided, &call, &gate.server_rules, gate.policy.as_deref());
-    Verdict::Answer(Box::new(Decision { answer, asked, resolved, denied }))
+    match gate.settle(&decided, &call, &request.options, request_id, permission_id) {
+        Some((answer, resolved, denied)) => Verdict::Answer(Box::new(Decision { answer, asked, resolved, denied })),
+        None => {
+            let by_server = matches!(decided.by, decision::DecidedBy::Policy { origin: decision::Origin::Server, .. });
+            Verdict::Ask { asked, grantable: !by_server }
+        }
+    }
+}
+
+/// A waiting question decided again at a changed `gate` (a posture or policy change): the answer,
+/// the `permission_resolved` payload (`"redecided": true`) and any `policy_denied` payload, or
+/// `None` when the new gate asks a person too (the question keeps waiting).
+pub fn redecide(
+    gate: &Gate,
+    request_id: &Value,
+    tool_call: &Value,
+    options: &[PermissionOption],
+    permission_id: uuid::Uuid,
+) -> Option<(Value, Value, Option<Value>)> {
+    let call = call::Call::derive(tool_call, &gate.workdir);
+    let decided = gate.decide(&call);
+    let (answer, mut resolved, denied) = gate.settle(&decided, &call, options, request_id, permission_id)?;
+    resolved["redecided"] = json!(true);
+    Some((answer, resolved, denied))
 }
 
 /// A person's (or a cancel's) answer to a question. (Serialized only between replicas: a
@@ -129,11 +184,15 @@ pub fn judge(
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Choice {
-    /// Allow once (the harness's one-time allow option, else its always-allow one).
+    /// Allow once (the harness's one-time allow option).
     Allow,
-    /// Deny once (its one-time reject option, else its always-reject one).
+    /// Allow once, and let agenthold allow the same call again in this session without asking
+    /// (a session grant; the harness still gets a once-answer).
+    AllowForSession,
+    /// Deny once (its one-time reject option).
     Deny,
-    /// This option of the harness's (it must be one it offered).
+    /// This option of the harness's (it must be one it offered): its kind says allow or deny,
+    /// answered once whatever its kind.
     Option(String),
     /// No answer: the turn was cancelled.
     Cancelled,
@@ -169,21 +228,17 @@ pub fn resolve(
         }
         other => other,
     };
-    let (answer, kind) = match choice {
-        Choice::Allow => {
-            let (answer, chosen) = messages::choose_by_kind(
-                options,
-                &[PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways],
-            );
-            (answer, chosen.map(|o| o.kind))
-        }
-        Choice::Deny => {
-            let (answer, chosen) = messages::choose_by_kind(
-                options,
-                &[PermissionOptionKind::RejectOnce, PermissionOptionKind::RejectAlways],
-            );
-            (answer, chosen.map(|o| o.kind))
-        }
+    let allow = |picked: Option<&PermissionOption>| {
+        let (answer, chosen) = messages::choose_by_kind(options, &[ALLOW_ONCE]);
+        (answer, chosen.map(|o| o.kind), picked.cloned())
+    };
+    let deny = |picked: Option<&PermissionOption>| {
+        let (answer, chosen) = messages::choose_by_kind(options, &[REJECT_ONCE]);
+        (answer, chosen.map(|o| o.kind), picked.cloned())
+    };
+    let (answer, kind, picked) = match choice {
+        Choice::Allow | Choice::AllowForSession => allow(None),
+        Choice::Deny => deny(None),
         Choice::Option(id) => {
             let Some(option) = options.iter().find(|o| o.option_id.0.as_ref() == id.as_str()) else {
                 let offered: Vec<String> = options.iter().map(|o| o.option_id.0.to_string()).collect();
@@ -192,17 +247,30 @@ pub fn resolve(
                     offered.join(", ")
                 )));
             };
-            (messages::choose_option(id), Some(option.kind))
+            // Whatever the option, the harness gets a once-answer: "always" stays agenthold's.
+            match option.kind {
+                PermissionOptionKind::AllowOnce | PermissionOptionKind::AllowAlways => allow(Some(option)),
+                _ => deny(Some(option)),
+            }
         }
-        Choice::Cancelled | Choice::Decline | Choice::Reply(_) | Choice::Content(_) => (messages::cancelled(), None),
+        Choice::Cancelled | Choice::Decline | Choice::Reply(_) | Choice::Content(_) => {
+            (messages::cancelled(), None, None)
+        }
     };
-    let resolved = json!({
+    let mut resolved = json!({
         "request_id": request_id,
         "permission_id": permission_id,
         "outcome": answer.get("outcome"),
         "option_kind": kind,
         "by": by,
     });
+    if let Some(picked) = picked {
+        // What the person picked, beside the once-answer the harness got.
+        resolved["picked"] = json!({"option_id": picked.option_id.0.as_ref(), "kind": picked.kind});
+    }
+    if matches!(choice, Choice::AllowForSession) && kind.is_some() {
+        resolved["scope"] = json!("session");
+    }
     Ok((answer, resolved))
 }
 
@@ -304,7 +372,8 @@ mod tests {
             // Guarded without a policy cannot decide: a person does.
             let gate = Gate { posture, ..Gate::autonomous("/home/agent") };
             let verdict = judge(&gate, &json!("r1"), &params, &request, uuid::Uuid::nil());
-            let Verdict::Ask { asked } = verdict else { panic!("{posture:?} asks") };
+            let Verdict::Ask { asked, grantable } = verdict else { panic!("{posture:?} asks") };
+            assert!(grantable, "no server rule asked");
             assert_eq!(asked["posture"], json!(posture.as_str()));
             assert_eq!(asked["options"], params["options"]);
         }
@@ -320,10 +389,12 @@ mod tests {
         // Deny picks the reject option, even though its id reads "allow".
         let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Deny, json!("x")).expect("deny");
         assert_eq!(answer["outcome"]["optionId"], json!("allow"));
+        // The harness's "always" picked by id: the harness gets its one-time allow.
         let (answer, resolved) =
             resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Option("z".into()), json!("x")).expect("z");
-        assert_eq!(answer["outcome"]["optionId"], json!("z"));
-        assert_eq!(resolved["option_kind"], json!("allow_always"));
+        assert_eq!(answer["outcome"]["optionId"], json!("y"));
+        assert_eq!(resolved["option_kind"], json!("allow_once"));
+        assert_eq!(resolved["picked"], json!({"option_id": "z", "kind": "allow_always"}));
         let refused = resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Option("nope".into()), json!("x"));
         assert!(refused.expect_err("not offered").0.contains("not one the harness offered"));
         let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options, &Choice::Cancelled, json!("x")).expect("c");
@@ -331,6 +402,128 @@ mod tests {
         // Nothing to deny with: cancelled.
         let (answer, _) = resolve(&json!(1), uuid::Uuid::nil(), &options[1..], &Choice::Deny, json!("x")).expect("d");
         assert_eq!(answer["outcome"]["outcome"], json!("cancelled"));
+    }
+
+    #[test]
+    fn the_harness_never_gets_an_always_answer() {
+        let always_only = json!({
+            "sessionId": "s",
+            "toolCall": {"toolCallId": "t1"},
+            "options": [
+                {"optionId": "aa", "name": "Always allow", "kind": "allow_always"},
+                {"optionId": "ra", "name": "Always reject", "kind": "reject_always"},
+            ],
+        });
+        let request = messages::parse_permission_request(&always_only).expect("parses");
+        let options = request.options.clone();
+        // Autonomous and a policy's deny: no once option, so cancelled (the call does not run).
+        let gate = Gate::autonomous("/home/agent");
+        let Verdict::Answer(decision) = judge(&gate, &json!(1), &always_only, &request, uuid::Uuid::nil()) else {
+            panic!("autonomous answers")
+        };
+        assert_eq!(decision.answer["outcome"]["outcome"], json!("cancelled"));
+        assert_eq!(decision.resolved["option_kind"], Value::Null);
+        // A person's every choice, including each "always" option by id.
+        for choice in [
+            Choice::Allow,
+            Choice::AllowForSession,
+            Choice::Deny,
+            Choice::Option("aa".into()),
+            Choice::Option("ra".into()),
+            Choice::Reply("yes".into()),
+        ] {
+            let (answer, resolved) = resolve(&json!(1), uuid::Uuid::nil(), &options, &choice, json!("u")).expect("ok");
+            assert_eq!(answer["outcome"]["outcome"], json!("cancelled"), "{choice:?}");
+            assert_eq!(resolved["option_kind"], Value::Null, "{choice:?}");
+            assert_eq!(resolved.get("scope"), None, "{choice:?}: no grant without an approval");
+        }
+        // With every kind offered, each choice maps to a once-kind.
+        let all = options_of_every_kind();
+        for (choice, kind) in [
+            (Choice::Allow, "allow_once"),
+            (Choice::AllowForSession, "allow_once"),
+            (Choice::Deny, "reject_once"),
+            (Choice::Option("aa".into()), "allow_once"),
+            (Choice::Option("ao".into()), "allow_once"),
+            (Choice::Option("ra".into()), "reject_once"),
+            (Choice::Option("ro".into()), "reject_once"),
+        ] {
+            let (_, resolved) = resolve(&json!(1), uuid::Uuid::nil(), &all, &choice, json!("u")).expect("ok");
+            assert_eq!(resolved["option_kind"], json!(kind), "{choice:?}");
+        }
+        let (_, resolved) =
+            resolve(&json!(1), uuid::Uuid::nil(), &all, &Choice::AllowForSession, json!("u")).expect("ok");
+        assert_eq!(resolved["scope"], json!("session"));
+        let refused = resolve(&json!(1), uuid::Uuid::nil(), &all, &Choice::Content(serde_json::Map::new()), json!("u"));
+        assert!(refused.is_err(), "content is for the agent's own questions");
+    }
+
+    fn write_request(path: &str) -> Value {
+        json!({
+            "sessionId": "s",
+            "toolCall": {"toolCallId": "t1", "kind": "edit", "title": "Write", "locations": [{"path": path}]},
+            "options": [
+                {"optionId": "a", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "r", "name": "Reject", "kind": "reject_once"},
+            ],
+        })
+    }
+
+    #[test]
+    fn a_server_rule_that_asks_cannot_be_answered_by_a_grant() {
+        let server =
+            policy::parse_rules(&json!([{"effect": "write", "path": "/etc/**", "answer": "ask"}])).expect("rules");
+        let gate = Gate { posture: Posture::Approval, server_rules: server.into(), ..Gate::autonomous("/home/agent") };
+        for (path, grantable) in [("/etc/passwd", false), ("/home/agent/a.txt", true)] {
+            let params = write_request(path);
+            let request = messages::parse_permission_request(&params).expect("parses");
+            let Verdict::Ask { grantable: got, .. } = judge(&gate, &json!(1), &params, &request, uuid::Uuid::nil())
+            else {
+                panic!("approval asks")
+            };
+            assert_eq!(got, grantable, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_changed_gate_settles_a_waiting_question_or_leaves_it() {
+        let params = write_request("/home/agent/secret/key");
+        let options = messages::parse_permission_request(&params).expect("parses").options;
+        let tool_call = &params["toolCall"];
+        let approval = Gate { posture: Posture::Approval, ..Gate::autonomous("/home/agent") };
+        assert_eq!(redecide(&approval, &json!(1), tool_call, &options, uuid::Uuid::nil()), None);
+        let (answer, resolved, denied) =
+            redecide(&Gate::autonomous("/home/agent"), &json!(1), tool_call, &options, uuid::Uuid::nil())
+                .expect("settled");
+        assert_eq!(answer["outcome"]["optionId"], json!("a"));
+        assert_eq!((resolved["by"].clone(), resolved["redecided"].clone()), (json!("auto"), json!(true)));
+        assert_eq!(denied, None);
+        let policy = policy::Policy::parse(&json!({
+            "rules": [{"effect": "write", "path": "/home/agent/secret/**", "answer": "deny"}],
+            "default": "ask",
+        }))
+        .expect("policy");
+        let guarded =
+            Gate { posture: Posture::Guarded, policy: Some(policy.into()), ..Gate::autonomous("/home/agent") };
+        let (answer, resolved, denied) =
+            redecide(&guarded, &json!(1), tool_call, &options, uuid::Uuid::nil()).expect("settled");
+        assert_eq!(answer["outcome"]["optionId"], json!("r"));
+        assert_eq!(resolved["by"], json!("policy:agent:0"));
+        assert_eq!(denied.expect("policy_denied")["by"], json!("policy:agent:0"));
+    }
+
+    fn options_of_every_kind() -> Vec<PermissionOption> {
+        let params = json!({
+            "sessionId": "s",
+            "toolCall": {"toolCallId": "t1"},
+            "options": [
+                {"optionId": "aa", "name": "Always allow", "kind": "allow_always"},
+                {"optionId": "ao", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "ra", "name": "Never", "kind": "reject_always"},
+                {"optionId": "ro", "name": "Reject", "kind": "reject_once"},
+            ],
+        });
+        messages::parse_permission_request(&params).expect("parses").options
     }
 
     #[test]

@@ -63,6 +63,17 @@ pub enum Forwarded {
     Wake,
     /// [`Command::Destroy`].
     Destroy,
+    /// [`Command::GateChanged`].
+    GateChanged,
+    /// [`Command::RevokeGrant`].
+    RevokeGrant {
+        /// The question whose answer made it.
+        permission_id: Uuid,
+        /// Its session.
+        session_id: Uuid,
+        /// Who revokes it.
+        by: serde_json::Value,
+    },
     /// [`Command::AnswerPermission`].
     AnswerPermission {
         /// The question.
@@ -184,6 +195,10 @@ pub fn split(command: Command) -> Result<(Forwarded, Waiting), Stays> {
         Command::AnswerPermission { permission_id, choice, by, reply } => {
             (Forwarded::AnswerPermission { permission_id, choice, by }, Waiting::Answer(reply))
         }
+        Command::GateChanged => (Forwarded::GateChanged, Waiting::Nobody),
+        Command::RevokeGrant { permission_id, session_id, by, reply } => {
+            (Forwarded::RevokeGrant { permission_id, session_id: session_id.0, by }, Waiting::Answer(reply))
+        }
         Command::Attach { .. } => return Err(Stays::Attach),
         Command::Terminal { reply } => return Err(Stays::Terminal(reply)),
         Command::SandboxExited(_) => return Err(Stays::SandboxExited),
@@ -214,6 +229,15 @@ pub fn join(forwarded: Forwarded) -> (Command, oneshot::Receiver<Answer>) {
             let (reply, answer) = oneshot::channel::<Result<(), AnswerError>>();
             relay(answer, answer_tx, |result| Answer::Answered { error: result.err().as_ref().map(WireError::from) });
             Command::AnswerPermission { permission_id, choice, by, reply }
+        }
+        Forwarded::GateChanged => {
+            let _ = answer_tx.send(Answer::Done);
+            Command::GateChanged
+        }
+        Forwarded::RevokeGrant { permission_id, session_id, by } => {
+            let (reply, answer) = oneshot::channel::<Result<(), AnswerError>>();
+            relay(answer, answer_tx, |result| Answer::Answered { error: result.err().as_ref().map(WireError::from) });
+            Command::RevokeGrant { permission_id, session_id: SessionId(session_id), by, reply }
         }
     };
     (command, answer_rx)
@@ -319,6 +343,13 @@ mod tests {
                 by: serde_json::json!({"user_id": "u"}),
             },
             Forwarded::AnswerPermission { permission_id, choice: Choice::Deny, by: serde_json::Value::Null },
+            Forwarded::AnswerPermission { permission_id, choice: Choice::AllowForSession, by: serde_json::Value::Null },
+            Forwarded::GateChanged,
+            Forwarded::RevokeGrant {
+                permission_id,
+                session_id: Uuid::new_v4(),
+                by: serde_json::json!({"user_id": "u"}),
+            },
         ] {
             let text = serde_json::to_string(&command).expect("encodes");
             assert_eq!(serde_json::from_str::<Forwarded>(&text).expect("decodes"), command, "{text}");

@@ -6,6 +6,7 @@
 use sqlx::PgPool;
 
 use super::sessions::Question;
+use crate::events::appender::GrantScope;
 use crate::ids::{AgentId, SessionId, TurnId};
 
 /// Records a question (and its outcome, when answered at once).
@@ -37,20 +38,47 @@ pub async fn record(
     Ok(())
 }
 
-/// Records the answer to a waiting question (a question answered already keeps its answer);
-/// `grant`: the answer opens a one-shot grant (an approval given to a parked turn's question).
+/// Records the answer to a waiting question (a question answered already keeps its answer),
+/// with the grant it opens: a one-shot grant (an approval given to a parked turn's question) or a
+/// session grant ("approve for this session").
 pub async fn resolve(
     tx: &mut sqlx::PgConnection,
     permission_id: uuid::Uuid,
     outcome: &serde_json::Value,
-    grant: bool,
+    grant: GrantScope,
 ) -> sqlx::Result<()> {
+    let (once, session, granted_by) = match grant {
+        GrantScope::None => (false, false, None),
+        GrantScope::Once => (true, false, None),
+        GrantScope::Session { granted_by } => (false, true, granted_by),
+    };
     sqlx::query!(
-        r#"UPDATE permission_requests SET outcome = $2, resolved_at = now(), grant_open = $3
+        r#"UPDATE permission_requests SET outcome = $2, resolved_at = now(), grant_open = $3,
+                  session_grant = $4, granted_by = (SELECT id FROM users WHERE id = $5)
            WHERE id = $1 AND outcome IS NULL"#,
         permission_id,
         outcome,
-        grant
+        once,
+        session,
+        granted_by
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Revokes a session grant (one revoked already keeps its first revocation).
+pub async fn revoke_grant(
+    tx: &mut sqlx::PgConnection,
+    permission_id: uuid::Uuid,
+    revoked_by: Option<uuid::Uuid>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE permission_requests SET grant_revoked_at = now(),
+                  grant_revoked_by = (SELECT id FROM users WHERE id = $2)
+           WHERE id = $1 AND session_grant AND grant_revoked_at IS NULL"#,
+        permission_id,
+        revoked_by
     )
     .execute(&mut *tx)
     .await?;
@@ -101,7 +129,8 @@ pub async fn of_open_turns(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec
         .collect())
 }
 
-/// An open one-shot grant: the call a person approved while its turn was parked.
+/// An open grant: the call a person approved while its turn was parked (one-shot), or chose to
+/// approve for the rest of the session (a session grant, until revoked).
 #[derive(Debug, Clone)]
 pub struct Grant {
     /// The question whose approval it is.
@@ -110,14 +139,16 @@ pub struct Grant {
     pub session_id: SessionId,
     /// The call, as the harness described it then.
     pub tool_call: serde_json::Value,
+    /// A session grant (else one-shot).
+    pub session_grant: bool,
 }
 
-/// The agent's open one-shot grants.
+/// The agent's open grants (one-shot, and session grants not revoked), oldest first.
 pub async fn open_grants(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<Grant>> {
     let rows = sqlx::query!(
-        r#"SELECT p.id, p.session_id, p.tool_call
+        r#"SELECT p.id, p.session_id, p.tool_call, p.session_grant
            FROM permission_requests p JOIN sessions s ON s.id = p.session_id
-           WHERE s.agent_id = $1 AND p.grant_open
+           WHERE s.agent_id = $1 AND (p.grant_open OR (p.session_grant AND p.grant_revoked_at IS NULL))
            ORDER BY p.resolved_at, p.id"#,
         agent_id.0
     )
@@ -125,7 +156,73 @@ pub async fn open_grants(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<G
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| Grant { permission_id: r.id, session_id: SessionId(r.session_id), tool_call: r.tool_call })
+        .map(|r| Grant {
+            permission_id: r.id,
+            session_id: SessionId(r.session_id),
+            tool_call: r.tool_call,
+            session_grant: r.session_grant,
+        })
+        .collect())
+}
+
+/// A session grant as the API shows it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = SessionGrant)]
+pub struct SessionGrant {
+    /// Its id (the id of the question whose answer made it).
+    pub id: uuid::Uuid,
+    /// The session.
+    pub session_id: uuid::Uuid,
+    /// The call it answers: what the server derived of it (`effect`, `paths`, `command`, `url`,
+    /// `title`).
+    pub call: serde_json::Value,
+    /// The tool call, as the harness described it when the person approved it.
+    pub tool_call: serde_json::Value,
+    /// Who granted it.
+    #[schema(required = true)]
+    pub created_by: Option<uuid::Uuid>,
+    /// When.
+    #[schema(required = true)]
+    pub created_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When it was revoked (`null`: it answers).
+    #[schema(required = true)]
+    pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Who revoked it.
+    #[schema(required = true)]
+    pub revoked_by: Option<uuid::Uuid>,
+}
+
+/// A session's grants, newest first (at most `limit`); only those not revoked when `active`.
+pub async fn session_grants(
+    pool: &PgPool,
+    session_id: SessionId,
+    active: bool,
+    limit: i64,
+) -> sqlx::Result<Vec<SessionGrant>> {
+    let rows = sqlx::query!(
+        r#"SELECT id, session_id, tool_call, granted_by, resolved_at, grant_revoked_at, grant_revoked_by
+           FROM permission_requests
+           WHERE session_id = $1 AND session_grant AND (NOT $2 OR grant_revoked_at IS NULL)
+           ORDER BY resolved_at DESC, id
+           LIMIT $3"#,
+        session_id.0,
+        active,
+        limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| SessionGrant {
+            id: r.id,
+            session_id: r.session_id,
+            call: serde_json::Value::Null,
+            tool_call: r.tool_call,
+            created_by: r.granted_by,
+            created_at: r.resolved_at,
+            revoked_at: r.grant_revoked_at,
+            revoked_by: r.grant_revoked_by,
+        })
         .collect())
 }
 

@@ -207,6 +207,20 @@ pub enum Command {
         /// The outcome.
         reply: oneshot::Sender<Result<(), core::AnswerError>>,
     },
+    /// The agent's posture or policy changed: the running harness's next requests, and its
+    /// questions still waiting, are decided by the new one (no restart).
+    GateChanged,
+    /// Revoke a session grant ("approve for this session").
+    RevokeGrant {
+        /// The question whose answer made it.
+        permission_id: uuid::Uuid,
+        /// Its session.
+        session_id: SessionId,
+        /// Who revokes it.
+        by: serde_json::Value,
+        /// The outcome.
+        reply: oneshot::Sender<Result<(), core::AnswerError>>,
+    },
     /// The sandbox's container stopped on its own (killed, crashed, out of memory) at this time.
     SandboxExited(chrono::DateTime<chrono::Utc>),
     /// Wake the sandbox if needed and hand out a terminal channel.

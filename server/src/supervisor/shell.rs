@@ -246,6 +246,14 @@ impl Shell {
             Command::AnswerPermission { permission_id, choice, by, reply } => {
                 Input::AnswerPermission { permission_id, choice, by, reply: self.waiter(Waiter::Answer(reply)) }
             }
+            Command::RevokeGrant { permission_id, session_id, by, reply } => {
+                Input::RevokeGrant { permission_id, session_id, by, reply: self.waiter(Waiter::Answer(reply)) }
+            }
+            Command::GateChanged => {
+                let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
+                self.tasks.push(Box::pin(async move { changed_gate(&deps, agent_id).await }));
+                return None;
+            }
         })
     }
 
@@ -653,6 +661,25 @@ async fn record_source_addr(deps: &Deps, agent_id: AgentId) -> Result<(), sqlx::
         tracing::warn!(agent.id = %agent_id, "the proxy feed has not written the sandbox's address yet; starting anyway");
     }
     Ok(())
+}
+
+/// The agent's gate as it is now stored, for a running harness; when it cannot be made (the
+/// agent is gone, or its posture cannot run), the harness restarts instead, which says why.
+async fn changed_gate(deps: &Deps, agent_id: AgentId) -> Option<Input> {
+    let agent = match store::agents::get(&deps.pool, agent_id).await {
+        Ok(agent) => agent?,
+        Err(error) => {
+            tracing::error!(%error, agent.id = %agent_id, "reading the agent's changed posture; restarting its harness");
+            return Some(Input::EnvironmentChanged);
+        }
+    };
+    match deps.postures.gate(&agent, &deps.driver.home_dir(agent_id)) {
+        Ok(gate) => Some(Input::GateChanged(Box::new(gate))),
+        Err(message) => {
+            tracing::warn!(agent.id = %agent_id, message, "the agent's new posture cannot run; restarting its harness");
+            Some(Input::EnvironmentChanged)
+        }
+    }
 }
 
 /// Loads the agent, computes the adapter's launch, allocates the channel and generation.

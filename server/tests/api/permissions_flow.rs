@@ -265,3 +265,102 @@ async fn a_reply_posted_while_a_question_waits_answers_it_and_only_a_clear_yes_a
         assert_eq!(events.iter().filter(|e| e["type"] == "prompt").count(), turns, "{events:?}");
     }
 }
+
+/// The `permission_resolved` events of a session.
+fn resolved_events(events: &[Value]) -> Vec<&Value> {
+    events.iter().filter(|e| e["type"] == "permission_resolved").collect()
+}
+
+#[tokio::test]
+async fn always_stays_agenthold_s_a_session_grant_answers_the_same_call_until_revoked() {
+    let server = TestServer::start().await;
+    let viewer = make_user(&server, "gv").await;
+    let (_, team) = admin(&server, "POST", "/api/v1/workspaces", json!({"name": "grants"})).await;
+    let ws = team["id"].as_str().expect("id").to_owned();
+    let path = format!("/api/v1/workspaces/{ws}/members/{}", viewer.id);
+    assert_eq!(admin(&server, "PUT", &path, json!({"role": "viewer"})).await.0, 204);
+    let agent = server.create_agent(json!({"workspace_id": ws, "posture": "approval"})).await;
+    let (_, view) = server.get(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!(view["permission_policy"], "approval", "the real posture: {view}");
+    let session = server.create_session(&agent).await;
+    let token = server.token.clone();
+    let answer = |id: &str| format!("/api/v1/permissions/{id}/answer");
+
+    // The harness's own "always" option, picked by id: the harness gets its one-time allow.
+    server.prompt(&session, "ask execute make deploy").await;
+    let id = question(&server, &session, 0).await;
+    let (status, answered) = call(&server, "POST", &answer(&id), &token, json!({"option_id": "allow-always"})).await;
+    assert_eq!((status, &answered["outcome"]["optionId"]), (200, &json!("allow-once")), "{answered}");
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert!(texts(&events).iter().any(|t| t == "permission: allow-once"), "{events:?}");
+    let picked = resolved_events(&events)[0]["payload"].clone();
+    assert_eq!((picked["option_kind"].clone(), picked["picked"]["kind"].clone()), (json!("allow_once"), json!("allow_always")));
+
+    // So the same call asks again; this time "approve for this session".
+    let seen = events.len();
+    server.prompt(&session, "ask execute make deploy").await;
+    let granted = question(&server, &session, seen).await;
+    let (status, answered) =
+        call(&server, "POST", &answer(&granted), &token, json!({"decision": "allow_for_session"})).await;
+    assert_eq!((status, &answered["outcome"]["optionId"]), (200, &json!("allow-once")), "{answered}");
+    let events = server.wait_turns(&session, 2, TURN).await;
+    assert_eq!(resolved_events(&events).last().expect("resolved")["payload"]["scope"], "session");
+    let grants = format!("/api/v1/sessions/{session}/grants");
+    let (status, listed) = call(&server, "GET", &grants, &viewer.token, json!({})).await;
+    assert_eq!(status, 200, "{listed}");
+    let grant = &listed["grants"][0];
+    assert_eq!((grant["id"].as_str(), &grant["call"]["title"]), (Some(granted.as_str()), &json!("make deploy")), "{listed}");
+    assert_eq!(grant["revoked_at"], Value::Null);
+
+    // The third time agenthold answers itself — once, naming the grant — and nobody is asked.
+    let seen = events.len();
+    server.prompt(&session, "ask execute make deploy").await;
+    let events = server.wait_turns(&session, 3, TURN).await;
+    let third = resolved_events(&events[seen..]);
+    assert_eq!(third.len(), 1, "{events:?}");
+    assert_eq!(third[0]["payload"]["by"], json!({"grant": granted, "scope": "session"}));
+    assert_eq!(third[0]["payload"]["option_kind"], "allow_once");
+    assert!(texts(&events[seen..]).iter().any(|t| t == "permission: allow-once"), "{events:?}");
+    // Another call still asks (and is cancelled below).
+
+    // Revoked by an operator (a viewer cannot): the same call asks again.
+    let revoke = format!("{grants}/{granted}");
+    assert_eq!(call(&server, "DELETE", &revoke, &viewer.token, json!({})).await.0, 403);
+    assert_eq!(call(&server, "DELETE", &revoke, &token, json!({})).await.0, 204);
+    assert_eq!(call(&server, "DELETE", &revoke, &token, json!({})).await.0, 404, "revoked already");
+    let (_, listed) = call(&server, "GET", &grants, &token, json!({})).await;
+    assert_eq!(listed["grants"], json!([]), "{listed}");
+    let (_, all) = call(&server, "GET", &format!("{grants}?state=all"), &token, json!({})).await;
+    assert!(all["grants"][0]["revoked_at"].is_string(), "{all}");
+    let seen = server.events(&session).await.len();
+    server.prompt(&session, "ask execute make deploy").await;
+    let again = question(&server, &session, seen).await;
+    assert_ne!(again, granted);
+    let (_, audit) = call(&server, "GET", &format!("/api/v1/workspaces/{ws}/audit"), &token, json!({})).await;
+    let actions: Vec<&str> = audit["records"].as_array().into_iter().flatten().filter_map(|r| r["action"].as_str()).collect();
+    assert!(
+        actions.contains(&"permission.granted_for_session") && actions.contains(&"permission.grant_revoked"),
+        "{audit}"
+    );
+}
+
+#[tokio::test]
+async fn a_posture_change_decides_the_question_a_running_turn_waits_on() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({"posture": "approval"})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "ask execute make deploy\nask execute make release").await;
+    let first = question(&server, &session, 0).await;
+    let (status, _) = admin(&server, "PATCH", &format!("/api/v1/agents/{agent}"), json!({"posture": "autonomous"})).await;
+    assert_eq!(status, 200);
+    // The waiting question is answered by the new posture, and the turn's next one at once.
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let resolved = resolved_events(&events);
+    assert_eq!(resolved.len(), 2, "{events:?}");
+    assert_eq!(resolved[0]["payload"]["permission_id"], first.as_str());
+    assert_eq!((resolved[0]["payload"]["redecided"].clone(), resolved[0]["payload"]["by"].clone()), (json!(true), json!("auto")));
+    assert_eq!(resolved[1]["payload"]["by"], "auto");
+    assert_eq!(texts(&events).iter().filter(|t| *t == "permission: allow-once").count(), 2, "{events:?}");
+    // No restart: the harness that asked is the one that finished.
+    assert!(events.iter().all(|e| e["payload"]["code"] != "CONTEXT_RESET"), "{events:?}");
+}

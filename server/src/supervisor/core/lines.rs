@@ -199,16 +199,23 @@ impl Core {
                 }
                 out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, decision.resolved));
             }
-            Verdict::Ask { asked } => {
-                if let Some(grant) = self.take_grant(session_id, &record.tool_call) {
-                    // Approved while its turn was parked: allowed once more, nobody asked twice.
-                    let by = serde_json::json!({ "grant": grant });
+            Verdict::Ask { asked, grantable } => {
+                if let Some((grant, standing)) = self.take_grant(session_id, &record.tool_call, grantable) {
+                    // A session grant, or an approval given while its turn was parked: agenthold
+                    // answers (once) without asking anyone again.
+                    let by = if standing {
+                        serde_json::json!({ "grant": grant, "scope": "session" })
+                    } else {
+                        serde_json::json!({ "grant": grant })
+                    };
                     if let Ok((answer, resolved)) =
                         permissions::resolve(&id, permission_id, &request.options, &permissions::Choice::Allow, by)
                     {
                         record.outcome = Some(answer.get("outcome").cloned().unwrap_or(Value::Null));
                         out.side.push(SideEffect::PermissionAnswered(Box::new(record)));
-                        out.side.push(SideEffect::GrantUsed { permission_id: grant });
+                        if !standing {
+                            out.side.push(SideEffect::GrantUsed { permission_id: grant });
+                        }
                         out.frames.push(wire::response(&id, &answer));
                         out.events.push(NewEvent::new(session_id, EventKind::Permission, asked));
                         out.events.push(NewEvent::new(session_id, EventKind::PermissionResolved, resolved));

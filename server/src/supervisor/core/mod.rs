@@ -12,6 +12,7 @@
 //!
 //! The shell (`supervisor::shell`) performs the effects and feeds the results back as inputs.
 
+mod grants;
 mod harness;
 mod lifecycle;
 mod lines;
@@ -34,9 +35,10 @@ use std::time::Instant;
 use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState};
 use bytes::Bytes;
 
+pub use grants::Grant;
 pub use harness::{Harness, Phase, Question, QuestionKind, SessionPhase};
 pub use observed::Observed;
-pub use parking::{Grant, Parked};
+pub use parking::Parked;
 pub use takeover::{OpenWork, Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
@@ -114,9 +116,10 @@ pub struct Core {
     orphaned: Vec<Question>,
     /// The running turns' questions as last read (used when no harness was taken over).
     stored_questions: Vec<Question>,
-    /// Open one-shot grants (approvals given to parked turns' calls).
+    /// Open grants: one-shot (approvals given to parked turns' calls) and session grants.
     grants: Vec<Grant>,
-    /// Grants used by this core (a reload must not bring them back before the use commits).
+    /// Grants used (one-shot) or revoked by this core (a reload must not bring them back before
+    /// that commits).
     used_grants: std::collections::HashSet<uuid::Uuid>,
     /// Whether the open work was read once (answers before that wait for it).
     loaded: bool,
@@ -250,6 +253,12 @@ impl Core {
                     self.deferred_answers.push((permission_id, choice, by, reply));
                 } else {
                     self.on_answer(permission_id, &choice, by, reply, now);
+                }
+            }
+            Input::GateChanged(gate) => self.change_gate(*gate, now),
+            Input::RevokeGrant { permission_id, session_id, by, reply } => {
+                if let Err(error) = self.revoke_grant(permission_id, session_id, by, reply) {
+                    self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Answered(Err(error)) });
                 }
             }
             Input::Attached { link, processes } => self.on_attached(link, processes, now),

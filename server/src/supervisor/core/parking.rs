@@ -18,10 +18,10 @@ use super::harness::{Question, QuestionKind};
 use super::turns::{self, Turn, TurnState};
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, Harness, OpenWork, Purpose};
-use crate::events::appender::SideEffect;
+use crate::events::appender::{GrantScope, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
-use crate::permissions::{self, Choice};
+use crate::permissions::Choice;
 
 /// The longest tool call title quoted in the prompt that resumes a turn.
 const MAX_TITLE_CHARS: usize = 200;
@@ -35,17 +35,6 @@ pub struct Parked {
     pub questions: Vec<Question>,
     /// The answers given so far, as the resuming prompt tells them.
     pub answers: Vec<String>,
-}
-
-/// An approval given to a parked turn's call: that call is allowed once more.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Grant {
-    /// The question it answered.
-    pub permission_id: uuid::Uuid,
-    /// Its session.
-    pub session_id: SessionId,
-    /// What a later request must match (`permissions::grant_key`).
-    pub key: Value,
 }
 
 impl Core {
@@ -125,12 +114,25 @@ impl Core {
         let approved = !elicited && resolved["option_kind"].as_str().is_some_and(|kind| kind.starts_with("allow"));
         resolved["parked"] = json!(true);
         let outcome = super::questions::outcome_of(&question, &answer);
+        // An approval opens a grant for the retried call: a session grant when the person chose
+        // so, else (or when the session can hold no more) a one-shot one.
+        let grant = if approved {
+            let (session_id, tool_call) = (question.session_id, &question.tool_call);
+            match self.open_grant(
+                permission_id,
+                session_id,
+                tool_call,
+                resolved.get("scope").is_some(),
+                &by_of(&resolved),
+            ) {
+                GrantScope::None => self.open_grant(permission_id, session_id, tool_call, false, &Value::Null),
+                grant => grant,
+            }
+        } else {
+            GrantScope::None
+        };
         let mut events = vec![NewEvent::new(question.session_id, EventKind::PermissionResolved, resolved)];
-        let mut side = vec![SideEffect::PermissionResolved { permission_id, outcome, grant: approved }];
-        if approved {
-            let key = permissions::grant_key(&question.tool_call, &self.home_dir);
-            self.grants.push(Grant { permission_id, session_id: question.session_id, key });
-        }
+        let mut side = vec![SideEffect::PermissionResolved { permission_id, outcome, grant }];
         let Some(parked) = self.parked.get_mut(&turn_id) else { return Err(AnswerError::NotPending) };
         parked.questions.retain(|q| q.permission_id != permission_id);
         parked.answers.push(if elicited {
@@ -173,7 +175,11 @@ impl Core {
                 super::questions::resolve(question, question.permission_id, &Choice::Cancelled, json!("cancel"));
             let Ok((answer, resolved)) = cancelled else { continue };
             let outcome = super::questions::outcome_of(question, &answer);
-            side.push(SideEffect::PermissionResolved { permission_id: question.permission_id, outcome, grant: false });
+            side.push(SideEffect::PermissionResolved {
+                permission_id: question.permission_id,
+                outcome,
+                grant: GrantScope::None,
+            });
             events.push(NewEvent::new(session_id, EventKind::PermissionResolved, resolved));
         }
         let (event, effect) = turns::ending(&parked.turn, "cancelled", None, now.wall);
@@ -181,18 +187,6 @@ impl Core {
         side.push(effect);
         self.end_turns(vec![turn_id], events, side);
         true
-    }
-
-    /// Uses the session's one-shot grant matching `tool_call`, if there is one: its question's id.
-    pub(super) fn take_grant(&mut self, session_id: SessionId, tool_call: &Value) -> Option<uuid::Uuid> {
-        if self.grants.is_empty() {
-            return None;
-        }
-        let key = permissions::grant_key(tool_call, &self.home_dir);
-        let index = self.grants.iter().position(|g| g.session_id == session_id && g.key == key)?;
-        let grant = self.grants.remove(index);
-        self.used_grants.insert(grant.permission_id);
-        Some(grant.permission_id)
     }
 
     /// Parked turns and grants as stored, merged with what memory knows (memory wins: this core
@@ -225,14 +219,13 @@ impl Core {
             .filter(|p| self.turns.iter().any(|t| t.id == p.turn_id))
             .map(|p| question_of(&p.waiting))
             .collect();
-        for grant in &work.grants {
-            let known = self.grants.iter().any(|g| g.permission_id == grant.permission_id);
-            if !known && !self.used_grants.contains(&grant.permission_id) {
-                let key = permissions::grant_key(&grant.tool_call, &self.home_dir);
-                self.grants.push(Grant { permission_id: grant.permission_id, session_id: grant.session_id, key });
-            }
-        }
+        self.merge_grants(&work.grants);
     }
+}
+
+/// Who answered, as a `permission_resolved` payload says.
+fn by_of(resolved: &Value) -> Value {
+    resolved.get("by").cloned().unwrap_or(Value::Null)
 }
 
 fn question_of(waiting: &crate::store::permissions::Waiting) -> Question {

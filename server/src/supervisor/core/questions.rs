@@ -11,7 +11,7 @@ use super::lines::LineOut;
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, Purpose};
 use crate::acp::wire::{self, RpcId};
-use crate::events::appender::{AnsweredPermission, SideEffect};
+use crate::events::appender::{AnsweredPermission, GrantScope, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::SessionId;
 use crate::permissions::{self, Choice, elicitation};
@@ -112,11 +112,74 @@ impl Core {
         let id = self.next_persist;
         let mut side = self.queue_frames(id, vec![frame]);
         let outcome = outcome_of(&question, &answer);
-        side.push(SideEffect::PermissionResolved { permission_id, outcome, grant: false });
+        let grant = if resolved.get("scope").is_some() {
+            let by = resolved.get("by").cloned().unwrap_or(Value::Null);
+            self.open_grant(permission_id, question.session_id, &question.tool_call, true, &by)
+        } else {
+            GrantScope::None
+        };
+        side.push(SideEffect::PermissionResolved { permission_id, outcome, grant });
         side.extend(self.resume_turn_clock(question.session_id, now));
         let event = NewEvent::new(question.session_id, EventKind::PermissionResolved, resolved);
         self.persist(Purpose::Answer { generation, reply }, vec![event], side);
         Ok(())
+    }
+
+    /// The agent's posture or policy changed: `gate` answers the harness's next requests, and
+    /// each waiting permission question it settles is answered now (recorded as
+    /// `"redecided": true`, with `policy_denied` where a rule refused it); those it would ask
+    /// about keep waiting. Sessions with a running turn get the new `policy_applied`.
+    pub(super) fn change_gate(&mut self, gate: permissions::Gate, now: Now) {
+        let Some(harness) = self.harness.as_mut() else { return };
+        harness.gate = gate;
+        // In a fixed order (by JSON-RPC id, as text), so that a replay answers them alike.
+        let mut waiting: Vec<Question> =
+            harness.questions.values().filter(|q| q.kind == QuestionKind::Permission).cloned().collect();
+        waiting.sort_by_key(|q| q.request_id.to_string());
+        let applied = harness.gate.applied();
+        let generation = harness.generation;
+        let mut sessions: Vec<SessionId> =
+            self.turns.iter().filter(|t| t.request_id().is_some()).map(|t| t.session_id).collect();
+        sessions.sort_by_key(|s| s.0);
+        sessions.dedup();
+        if let Some(applied) = applied {
+            let events = sessions
+                .iter()
+                .map(|s| NewEvent::new(*s, EventKind::PolicyApplied, applied.clone()))
+                .collect::<Vec<_>>();
+            if !events.is_empty() {
+                self.persist(Purpose::Other, events, Vec::new());
+            }
+        }
+        for question in waiting {
+            let Some(harness) = self.harness.as_mut() else { return };
+            let options: Vec<PermissionOption> = serde_json::from_value(question.options.clone()).unwrap_or_default();
+            let settled = permissions::redecide(
+                &harness.gate,
+                &question.request_id,
+                &question.tool_call,
+                &options,
+                question.permission_id,
+            );
+            let Some((answer, resolved, denied)) = settled else { continue };
+            harness.questions.remove(&question.permission_id);
+            let frame = wire::response(&question.request_id, &answer);
+            let id = self.next_persist;
+            let mut side = self.queue_frames(id, vec![frame]);
+            let outcome = outcome_of(&question, &answer);
+            side.push(SideEffect::PermissionResolved {
+                permission_id: question.permission_id,
+                outcome,
+                grant: GrantScope::None,
+            });
+            side.extend(self.resume_turn_clock(question.session_id, now));
+            let mut events = Vec::new();
+            if let Some(denied) = denied {
+                events.push(NewEvent::new(question.session_id, EventKind::PolicyDenied, denied));
+            }
+            events.push(NewEvent::new(question.session_id, EventKind::PermissionResolved, resolved));
+            self.persist(Purpose::Answer { generation, reply: None }, events, side);
+        }
     }
 
     /// Answers every waiting question of a session `cancelled` (its turn is being cancelled).

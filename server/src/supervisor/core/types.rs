@@ -129,6 +129,20 @@ pub enum Input {
         /// Who waits.
         reply: ReplyId,
     },
+    /// The agent's posture or policy changed: this gate decides from now on, waiting questions
+    /// included.
+    GateChanged(Box<crate::permissions::Gate>),
+    /// Revoke a session grant.
+    RevokeGrant {
+        /// The question whose answer made it.
+        permission_id: uuid::Uuid,
+        /// Its session.
+        session_id: SessionId,
+        /// Who revokes it.
+        by: serde_json::Value,
+        /// Who waits.
+        reply: ReplyId,
+    },
     /// sandboxd connected and said hello.
     Attached {
         /// The connection.

@@ -6,6 +6,7 @@
 mod ack_delay;
 mod changes;
 mod exactly_once;
+mod gate;
 mod mcp;
 mod outage;
 mod parking;

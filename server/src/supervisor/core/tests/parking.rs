@@ -4,6 +4,7 @@
 //! one-shot grant — a second identical call asks a person again. A parked turn can be cancelled.
 
 use super::*;
+use crate::events::appender::GrantScope;
 
 const ASK: &str = r#"{"jsonrpc":"2.0","id":"fa-req-1","method":"session/request_permission","params":{"sessionId":"acp-1","toolCall":{"toolCallId":"t1","title":"make deploy","kind":"execute"},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}]}}"#;
 
@@ -52,7 +53,10 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
     let text = resumed.payload["prompt"][0]["text"].as_str().expect("prompt text").to_owned();
     assert!(text.starts_with("[agenthold]") && text.contains("\"make deploy\" was approved"), "{text}");
     let side = sides(&effects);
-    assert!(side.iter().any(|s| matches!(s, SideEffect::PermissionResolved { grant: true, .. })), "{side:?}");
+    assert!(
+        side.iter().any(|s| matches!(s, SideEffect::PermissionResolved { grant: GrantScope::Once, .. })),
+        "{side:?}"
+    );
     assert!(side.iter().any(|s| matches!(s, SideEffect::UnparkTurn { .. })), "{side:?}");
     assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "the resumed turn wakes the sandbox");
     for (id, ..) in persists(&effects) {
@@ -138,7 +142,9 @@ fn a_denied_parked_call_resumes_the_turn_without_a_grant() {
     let mut sim = Sim::new();
     let permission_id = parked_turn(&mut sim);
     let effects = answer(&mut sim, permission_id, crate::permissions::Choice::Deny);
-    assert!(sides(&effects).iter().any(|s| matches!(s, SideEffect::PermissionResolved { grant: false, .. })));
+    assert!(
+        sides(&effects).iter().any(|s| matches!(s, SideEffect::PermissionResolved { grant: GrantScope::None, .. }))
+    );
     let resumed = events(&effects).into_iter().find(|e| e.payload["code"] == "TURN_RESUMED").expect("resumed");
     assert!(resumed.payload["prompt"][0]["text"].as_str().is_some_and(|t| t.contains("was denied")), "{resumed:?}");
 }
