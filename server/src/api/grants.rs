@@ -84,7 +84,8 @@ pub async fn list(
 }
 
 /// Revokes a session grant (operators of its agent): agenthold asks about that call again from
-/// the next one on. 404 when the session has no such grant or it is revoked already.
+/// the next one on. `204` also when it was revoked already; 404 when the session has no such
+/// grant.
 #[utoipa::path(
     delete,
     path = "/api/v1/sessions/{id}/grants/{grant_id}",
@@ -96,14 +97,18 @@ pub async fn list(
 pub async fn revoke(
     State(state): State<AppState>,
     principal: Principal,
+    super::extract::Id(id): super::extract::Id<SessionId>,
     path: Result<axum::extract::Path<GrantPath>, axum::extract::rejection::PathRejection>,
 ) -> Result<StatusCode, ApiError> {
+    // The role first: a caller without it learns nothing from the grant's id.
+    let session = visible_session(&state, &principal, id, Role::Operator).await?;
     let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("grant"))?;
-    let session = visible_session(&state, &principal, path.id, Role::Operator).await?;
-    let active = store::permissions::session_grants(&state.pool, path.id, true, MAX_LISTED).await?;
-    let Some(grant) = active.into_iter().find(|g| g.id == path.grant_id) else {
+    let Some(grant) = store::permissions::session_grant(&state.pool, path.id, path.grant_id).await? else {
         return Err(ApiError::NotFound("grant"));
     };
+    if grant.revoked_at.is_some() {
+        return Ok(StatusCode::NO_CONTENT);
+    }
     let by = json!({"user_id": principal.user_id});
     let (permission_id, session_id) = (grant.id, path.id);
     let outcome = state

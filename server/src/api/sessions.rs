@@ -108,9 +108,19 @@ pub async fn visible_session(
     id: SessionId,
     needed: Role,
 ) -> Result<SessionRow, ApiError> {
+    session_in_workspace(state, principal, id, needed).await.map(|(session, _)| session)
+}
+
+/// [`visible_session`], with the workspace it belongs to (what an open stream re-checks).
+pub async fn session_in_workspace(
+    state: &AppState,
+    principal: &Principal,
+    id: SessionId,
+    needed: Role,
+) -> Result<(SessionRow, uuid::Uuid), ApiError> {
     let session = store::sessions::get(&state.pool, id).await?.ok_or(ApiError::NotFound("session"))?;
     match visible_agent(state, principal, session.agent_id, needed).await {
-        Ok(_) => Ok(session),
+        Ok(agent) => Ok((session, agent.workspace_id)),
         Err(ApiError::NotFound(_)) => Err(ApiError::NotFound("session")),
         Err(other) => Err(other),
     }

@@ -14,10 +14,10 @@ use serde::Deserialize;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Id, Query, Upgrade};
 use super::openapi::Access;
-use super::sessions::{cursor, visible_session};
+use super::sessions::{cursor, session_in_workspace};
 use super::ws;
 use crate::app::AppState;
-use crate::auth::Principal;
+use crate::auth::{Principal, Standing};
 use crate::events::stream::Follower;
 use crate::ids::{Seq, SessionId};
 use crate::store::users::Role;
@@ -51,7 +51,7 @@ pub async fn stream(
     Query(query): Query<StreamQuery>,
     Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
-    let session = visible_session(&state, &principal, id, Role::Viewer).await?;
+    let (session, workspace_id) = session_in_workspace(&state, &principal, id, Role::Viewer).await?;
     // A cursor beyond the end of the log (a stale client, a reset database) means "from now
     // on": nothing stored is sent, and live events follow.
     let after = cursor(query.after)?.min(session.last_seq);
@@ -67,7 +67,8 @@ pub async fn stream(
     Ok(upgrade.max_message_size(64 << 10).read_buffer_size(ws::READ_BUFFER_BYTES).on_upgrade(
         move |socket| async move {
             let _watching = watching;
-            follow(socket, follower, principal, pool, send_timeout, stopping).await;
+            let access = SocketAccess { principal, workspace_id };
+            follow(socket, follower, access, pool, send_timeout, stopping).await;
         },
     ))
 }
@@ -88,8 +89,34 @@ impl Drop for WatcherGauge {
     }
 }
 
-/// How often an open stream checks that its token or session was not revoked.
-pub const CREDENTIAL_CHECK: Duration = Duration::from_secs(2);
+/// How often an open stream (and inbox, and terminal) checks that its token or session was not
+/// revoked and that its user still has the role it needs: with the shared answers' freshness
+/// ([`crate::auth::recheck::FRESH`]) a revocation or removal closes it within 2 s.
+pub const CREDENTIAL_CHECK: Duration = Duration::from_secs(1);
+
+/// Who watches a stream, and where their role is re-checked.
+pub struct SocketAccess {
+    /// The caller.
+    pub principal: Principal,
+    /// The workspace of the session's agent.
+    pub workspace_id: uuid::Uuid,
+}
+
+/// Closes `sink` when the caller's credential or role no longer holds (`needed` in the
+/// workspace); whether it did.
+pub async fn closed_for_access(sink: &mut ws::Sink, access: &SocketAccess, pool: &sqlx::PgPool, needed: Role) -> bool {
+    match access.principal.still_holds(pool, access.workspace_id, needed).await {
+        Standing::Holds => false,
+        Standing::Revoked => {
+            ws::close(sink, ws::CLOSE_REVOKED, "the credential was revoked").await;
+            true
+        }
+        Standing::AccessEnded => {
+            ws::close(sink, ws::CLOSE_ACCESS_ENDED, "your access to this workspace ended").await;
+            true
+        }
+    }
+}
 /// While the log cannot be read (a database outage), the stream waits this long between tries…
 const READ_RETRY: Duration = Duration::from_secs(1);
 /// …and gives up (closing with 1011, the client resumes from its cursor) after this long.
@@ -98,7 +125,7 @@ const READ_RETRY_FOR: Duration = Duration::from_secs(120);
 async fn follow(
     socket: WebSocket,
     mut follower: Follower,
-    principal: Principal,
+    access: SocketAccess,
     pool: sqlx::PgPool,
     send_timeout: Duration,
     mut stopping: tokio::sync::watch::Receiver<bool>,
@@ -115,9 +142,8 @@ async fn follow(
                 return;
             }
             _ = check.tick() => {
-                if !principal.still_valid(&pool).await {
+                if closed_for_access(&mut sink, &access, &pool, Role::Viewer).await {
                     crate::metrics::stream_closed("revoked");
-                    ws::close(&mut sink, ws::CLOSE_REVOKED, "the credential was revoked").await;
                     return;
                 }
             }

@@ -90,7 +90,7 @@ pub async fn open(
     Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
     // The role first: a caller without it learns nothing from the query's validation.
-    visible_agent(&state, &principal, id, Role::Operator).await?;
+    let workspace_id = visible_agent(&state, &principal, id, Role::Operator).await?.workspace_id;
     let Query(query) = query.map_err(|e| ApiError::bad_request("INVALID_QUERY", e.body_text()))?;
     // The sandbox's tunnel is on the replica that owns the agent: the terminal opens there.
     if let crate::replicas::Route::There(owner) = state.supervisors.route(id).await {
@@ -127,7 +127,8 @@ pub async fn open(
     Ok(upgrade.max_message_size(MAX_INPUT_MESSAGE).read_buffer_size(super::ws::READ_BUFFER_BYTES).on_upgrade(
         move |socket| async move {
             host.terminal_opened(id, std::time::Instant::now());
-            pump(socket, access, program, principal, pool, send_timeout, stopping).await;
+            let caller = super::stream::SocketAccess { principal, workspace_id };
+            pump(socket, access, program, caller, pool, send_timeout, stopping).await;
             host.terminal_closed(id, std::time::Instant::now());
         },
     ))
@@ -185,7 +186,7 @@ async fn pump(
     socket: WebSocket,
     access: TerminalAccess,
     program: Program,
-    principal: Principal,
+    caller: super::stream::SocketAccess,
     pool: sqlx::PgPool,
     send_timeout: Duration,
     mut stopping: tokio::sync::watch::Receiver<bool>,
@@ -214,8 +215,8 @@ async fn pump(
                 break;
             }
             _ = check.tick() => {
-                if !principal.still_valid(&pool).await {
-                    ws::close(&mut sink, ws::CLOSE_REVOKED, "the credential was revoked").await;
+                // A member removed or demoted below operator loses the terminal within 2 s.
+                if super::stream::closed_for_access(&mut sink, &caller, &pool, Role::Operator).await {
                     break;
                 }
             }

@@ -161,6 +161,9 @@ async fn change_member(
         }
         Err(MembershipError::Db(error)) => return Err(error.into()),
     }
+    // Their open streams and terminals on this replica see it at their next check (the other
+    // replicas' within the shared answers' freshness).
+    crate::auth::recheck::record_role(path.user_id, path.id, role, std::time::Instant::now());
     if role.is_none() {
         // Their logins leave the workspace's agents with them.
         super::providers::member_left(state, path.id, path.user_id).await?;

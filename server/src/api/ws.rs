@@ -18,6 +18,8 @@ pub type Sink = SplitSink<WebSocket, Message>;
 
 /// The token or browser session was revoked or expired: sign in again.
 pub const CLOSE_REVOKED: u16 = 4401;
+/// The user was removed from the resource's workspace, or lost the role it needs.
+pub const CLOSE_ACCESS_ENDED: u16 = 4403;
 /// The session was deleted.
 pub const CLOSE_DELETED: u16 = 4404;
 /// The client did not take a message within the send timeout: reconnect (a stream resumes from

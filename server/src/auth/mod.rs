@@ -36,6 +36,17 @@ pub enum Credential {
     Session(Uuid),
 }
 
+/// What the re-check of an open socket found ([`Principal::still_holds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// It may go on.
+    Holds,
+    /// The token or session was revoked or expired.
+    Revoked,
+    /// The user left the workspace or no longer has the role the socket needs.
+    AccessEnded,
+}
+
 /// An authenticated caller.
 #[derive(Debug, Clone)]
 pub struct Principal {
@@ -133,6 +144,33 @@ impl Principal {
                 valid
             }
             Ok(Err(_)) | Err(_) => true,
+        }
+    }
+
+    /// Whether an open socket may go on: its credential still valid, and its user still holding
+    /// at least `needed` in `workspace_id` (re-checked at each use, not only when it opened: a
+    /// member removed or demoted a second ago loses the socket). A database hiccup keeps it open.
+    pub async fn still_holds(&self, pool: &sqlx::PgPool, workspace_id: Uuid, needed: Role) -> Standing {
+        if !self.still_valid(pool).await {
+            return Standing::Revoked;
+        }
+        let now = std::time::Instant::now();
+        let role = match recheck::recent_role(self.user_id, workspace_id, now) {
+            Some(role) => role,
+            None => {
+                let read = store::users::role_in(pool, self.user_id, workspace_id);
+                match tokio::time::timeout(std::time::Duration::from_millis(500), read).await {
+                    Ok(Ok(role)) => {
+                        recheck::record_role(self.user_id, workspace_id, role, now);
+                        role
+                    }
+                    Ok(Err(_)) | Err(_) => return Standing::Holds,
+                }
+            }
+        };
+        match role {
+            Some(role) if role >= needed => Standing::Holds,
+            _ => Standing::AccessEnded,
         }
     }
 

@@ -192,6 +192,21 @@ pub struct SessionGrant {
     pub revoked_by: Option<uuid::Uuid>,
 }
 
+/// One of a session's grants (revoked or not).
+pub async fn session_grant(pool: &PgPool, session_id: SessionId, id: uuid::Uuid) -> sqlx::Result<Option<SessionGrant>> {
+    sqlx::query_as!(
+        SessionGrant,
+        r#"SELECT id, session_id, 'null'::jsonb AS "call!", tool_call, granted_by AS created_by,
+                  resolved_at AS created_at, grant_revoked_at AS revoked_at, grant_revoked_by AS revoked_by
+           FROM permission_requests
+           WHERE session_id = $1 AND id = $2 AND session_grant"#,
+        session_id.0,
+        id
+    )
+    .fetch_optional(pool)
+    .await
+}
+
 /// A session's grants, newest first (at most `limit`); only those not revoked when `active`.
 pub async fn session_grants(
     pool: &PgPool,
@@ -199,8 +214,10 @@ pub async fn session_grants(
     active: bool,
     limit: i64,
 ) -> sqlx::Result<Vec<SessionGrant>> {
-    let rows = sqlx::query!(
-        r#"SELECT id, session_id, tool_call, granted_by, resolved_at, grant_revoked_at, grant_revoked_by
+    sqlx::query_as!(
+        SessionGrant,
+        r#"SELECT id, session_id, 'null'::jsonb AS "call!", tool_call, granted_by AS created_by,
+                  resolved_at AS created_at, grant_revoked_at AS revoked_at, grant_revoked_by AS revoked_by
            FROM permission_requests
            WHERE session_id = $1 AND session_grant AND (NOT $2 OR grant_revoked_at IS NULL)
            ORDER BY resolved_at DESC, id
@@ -210,20 +227,7 @@ pub async fn session_grants(
         limit
     )
     .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| SessionGrant {
-            id: r.id,
-            session_id: r.session_id,
-            call: serde_json::Value::Null,
-            tool_call: r.tool_call,
-            created_by: r.granted_by,
-            created_at: r.resolved_at,
-            revoked_at: r.grant_revoked_at,
-            revoked_by: r.grant_revoked_by,
-        })
-        .collect())
+    .await
 }
 
 /// A waiting question, as a takeover needs it.

@@ -59,6 +59,7 @@ mod secrets_support;
 mod stream;
 mod support;
 mod takeover;
+mod tenancy;
 mod triggers_schedules;
 mod triggers_webhooks;
 mod tunnel_tls;

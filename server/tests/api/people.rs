@@ -110,6 +110,29 @@ async fn ws_status(server: &TestServer, path: &str, token: &str) -> u16 {
     }
 }
 
+/// The id of the session's first question still waiting for a person.
+async fn wait_question(server: &TestServer, session: &str) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let events = server.events(session).await;
+        let answered: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "permission_resolved")
+            .filter_map(|e| e["payload"]["permission_id"].as_str())
+            .collect();
+        if let Some(id) = events
+            .iter()
+            .filter(|e| e["type"] == "permission")
+            .filter_map(|e| e["payload"]["permission_id"].as_str())
+            .find(|id| !answered.contains(id))
+        {
+            return id.to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "no question: {events:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     let server = TestServer::start().await;
@@ -144,21 +167,22 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     let session = server.create_session(&agent).await;
     server.prompt(&session, "text hello").await;
     server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+    // A session grant in that session (the grants routes): approved for the session while the
+    // agent asked, then the agent back to its default posture.
+    let posture = format!("/api/v1/agents/{agent}");
+    assert_eq!(server.as_user("PATCH", &posture, &server.token, json!({"posture": "approval"})).await.0, 200);
+    server.prompt(&session, "ask execute make").await;
+    let grant = wait_question(&server, &session).await;
+    let answered =
+        server.post(&format!("/api/v1/permissions/{grant}/answer"), json!({"decision": "allow_for_session"})).await;
+    assert_eq!(answered.0, 200, "{}", answered.1);
+    server.wait_turns(&session, 2, Duration::from_secs(90)).await;
+    assert_eq!(server.as_user("PATCH", &posture, &server.token, json!({"posture": ""})).await.0, 200);
     // A question waiting for a person, in the workspace (an agent asking for approval).
     let asking = server.create_agent(json!({"workspace_id": ws, "posture": "approval"})).await;
     let asking_session = server.create_session(&asking).await;
     server.prompt(&asking_session, "ask execute make").await;
-    let started = std::time::Instant::now();
-    let permission = loop {
-        let events = server.events(&asking_session).await;
-        if let Some(id) =
-            events.iter().find(|e| e["type"] == "permission").and_then(|e| e["payload"]["permission_id"].as_str())
-        {
-            break id.to_owned();
-        }
-        assert!(started.elapsed() < Duration::from_secs(90), "no question: {events:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let permission = wait_question(&server, &asking_session).await;
 
     // A schedule (paused) and a webhook of the agent's.
     let body = json!({"name": "nightly", "cron": "0 3 * * *", "prompt": "text hi", "paused": true});
@@ -192,6 +216,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 .replace("{user_id}", &target.id)
                 .replace("{target_id}", &prompted)
                 .replace("{secret_id}", &doomed)
+                .replace("{grant_id}", &grant)
                 .replace("{env_name}", "ANTHROPIC_API_KEY")
                 .replace("{seq}", "1");
             let status = if template.ends_with("/stream") || template.ends_with("/terminal") {

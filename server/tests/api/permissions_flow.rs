@@ -294,7 +294,10 @@ async fn always_stays_agenthold_s_a_session_grant_answers_the_same_call_until_re
     let events = server.wait_turns(&session, 1, TURN).await;
     assert!(texts(&events).iter().any(|t| t == "permission: allow-once"), "{events:?}");
     let picked = resolved_events(&events)[0]["payload"].clone();
-    assert_eq!((picked["option_kind"].clone(), picked["picked"]["kind"].clone()), (json!("allow_once"), json!("allow_always")));
+    assert_eq!(
+        (picked["option_kind"].clone(), picked["picked"]["kind"].clone()),
+        (json!("allow_once"), json!("allow_always"))
+    );
 
     // So the same call asks again; this time "approve for this session".
     let seen = events.len();
@@ -309,7 +312,11 @@ async fn always_stays_agenthold_s_a_session_grant_answers_the_same_call_until_re
     let (status, listed) = call(&server, "GET", &grants, &viewer.token, json!({})).await;
     assert_eq!(status, 200, "{listed}");
     let grant = &listed["grants"][0];
-    assert_eq!((grant["id"].as_str(), &grant["call"]["title"]), (Some(granted.as_str()), &json!("make deploy")), "{listed}");
+    assert_eq!(
+        (grant["id"].as_str(), &grant["call"]["title"]),
+        (Some(granted.as_str()), &json!("make deploy")),
+        "{listed}"
+    );
     assert_eq!(grant["revoked_at"], Value::Null);
 
     // The third time agenthold answers itself — once, naming the grant — and nobody is asked.
@@ -327,7 +334,9 @@ async fn always_stays_agenthold_s_a_session_grant_answers_the_same_call_until_re
     let revoke = format!("{grants}/{granted}");
     assert_eq!(call(&server, "DELETE", &revoke, &viewer.token, json!({})).await.0, 403);
     assert_eq!(call(&server, "DELETE", &revoke, &token, json!({})).await.0, 204);
-    assert_eq!(call(&server, "DELETE", &revoke, &token, json!({})).await.0, 404, "revoked already");
+    assert_eq!(call(&server, "DELETE", &revoke, &token, json!({})).await.0, 204, "revoked already: done");
+    let unknown = format!("{grants}/{}", uuid::Uuid::new_v4());
+    assert_eq!(call(&server, "DELETE", &unknown, &token, json!({})).await.0, 404, "no such grant");
     let (_, listed) = call(&server, "GET", &grants, &token, json!({})).await;
     assert_eq!(listed["grants"], json!([]), "{listed}");
     let (_, all) = call(&server, "GET", &format!("{grants}?state=all"), &token, json!({})).await;
@@ -337,7 +346,8 @@ async fn always_stays_agenthold_s_a_session_grant_answers_the_same_call_until_re
     let again = question(&server, &session, seen).await;
     assert_ne!(again, granted);
     let (_, audit) = call(&server, "GET", &format!("/api/v1/workspaces/{ws}/audit"), &token, json!({})).await;
-    let actions: Vec<&str> = audit["records"].as_array().into_iter().flatten().filter_map(|r| r["action"].as_str()).collect();
+    let actions: Vec<&str> =
+        audit["records"].as_array().into_iter().flatten().filter_map(|r| r["action"].as_str()).collect();
     assert!(
         actions.contains(&"permission.granted_for_session") && actions.contains(&"permission.grant_revoked"),
         "{audit}"
@@ -351,14 +361,18 @@ async fn a_posture_change_decides_the_question_a_running_turn_waits_on() {
     let session = server.create_session(&agent).await;
     server.prompt(&session, "ask execute make deploy\nask execute make release").await;
     let first = question(&server, &session, 0).await;
-    let (status, _) = admin(&server, "PATCH", &format!("/api/v1/agents/{agent}"), json!({"posture": "autonomous"})).await;
+    let (status, _) =
+        admin(&server, "PATCH", &format!("/api/v1/agents/{agent}"), json!({"posture": "autonomous"})).await;
     assert_eq!(status, 200);
     // The waiting question is answered by the new posture, and the turn's next one at once.
     let events = server.wait_turns(&session, 1, TURN).await;
     let resolved = resolved_events(&events);
     assert_eq!(resolved.len(), 2, "{events:?}");
     assert_eq!(resolved[0]["payload"]["permission_id"], first.as_str());
-    assert_eq!((resolved[0]["payload"]["redecided"].clone(), resolved[0]["payload"]["by"].clone()), (json!(true), json!("auto")));
+    assert_eq!(
+        (resolved[0]["payload"]["redecided"].clone(), resolved[0]["payload"]["by"].clone()),
+        (json!(true), json!("auto"))
+    );
     assert_eq!(resolved[1]["payload"]["by"], "auto");
     assert_eq!(texts(&events).iter().filter(|t| *t == "permission: allow-once").count(), 2, "{events:?}");
     // No restart: the harness that asked is the one that finished.
