@@ -41,17 +41,19 @@ pub struct Delivered {
     tag = "triggers",
     request_body(content = Object, description = "Any JSON, signed with the webhook's secret"),
     params(
-        ("X-Hub-Signature-256" = String, Header, description = "`sha256=` and the lowercase hex HMAC-SHA256 of the body under the webhook's secret"),
-        ("X-GitHub-Delivery" = Option<String>, Header, description = "The delivery's id (or `X-Gitea-Delivery`, `X-Gogs-Delivery`, `Webhook-Id`, `X-Delivery-Id`): an id accepted once is refused after"),
+        ("webhook-signature" = Option<String>, Header, description = "Standard Webhooks: `v1,<base64 HMAC-SHA256 of {webhook-id}.{webhook-timestamp}.{body}>` (space-separated, any may match), with `webhook-id` and `webhook-timestamp` (Unix seconds, within five minutes of the server's clock); checked instead of `X-Hub-Signature-256` when present"),
+        ("X-Hub-Signature-256" = Option<String>, Header, description = "GitHub's scheme: `sha256=` and the lowercase hex HMAC-SHA256 of the body under the webhook's secret; a signature accepted once is refused after, under any delivery id"),
+        ("X-GitHub-Delivery" = Option<String>, Header, description = "The delivery's id (or `X-Gitea-Delivery`, `X-Gogs-Delivery`, `Webhook-Id`, `X-Delivery-Id`): an id accepted once is refused after (for 30 days)"),
     ),
     responses(
         (status = 202, description = "A turn started", body = Delivered),
         (status = 400, description = "`DELIVERY_ID_MISSING`, `INVALID_BODY` (not JSON)", body = ErrorBody),
-        (status = 401, description = "`SIGNATURE_MISSING`, `SIGNATURE_INVALID`", body = ErrorBody),
+        (status = 401, description = "`SIGNATURE_MISSING`, `SIGNATURE_INVALID`, `SIGNATURE_EXPIRED` (a Standard Webhooks timestamp over five minutes from the server's clock)", body = ErrorBody),
         (status = 404, description = "`NOT_FOUND`: no such webhook", body = ErrorBody),
         (status = 409, description = "`REPLAYED`: the delivery id was accepted before; `TURN_IN_PROGRESS`: the \
             webhook's session has a turn in progress", body = ErrorBody),
         (status = 413, description = "`PAYLOAD_TOO_LARGE`: over `AGENTHOLD_WEBHOOK_MAX_BODY_BYTES`", body = ErrorBody),
+        (status = 429, description = "`TOO_MANY_REFUSALS`: over 60 deliveries to this webhook were refused in the last minute (counted, not recorded)", body = ErrorBody),
         (status = 422, description = "`TEMPLATE_FIELD_MISSING` (the message names the field), `PROMPT_TOO_LONG`, \
             `NUL_CHARACTER`", body = ErrorBody),
         (status = 503, description = "`SECRET_UNAVAILABLE`: the webhook's secret does not open under this \
@@ -77,7 +79,12 @@ pub async fn deliver(
         match axum::body::to_bytes(body, max).await {
             Err(_) => delivery::refuse(&state, &webhook, delivery_id, Refusal::too_large(limit)).await?,
             Ok(bytes) => {
-                let request = Request { signature: text(signature::HEADER), delivery_id, body: &bytes };
+                let standard = text(signature::STANDARD_SIGNATURE).map(|signature| signature::Standard {
+                    id: text(signature::STANDARD_ID),
+                    timestamp: text(signature::STANDARD_TIMESTAMP),
+                    signature,
+                });
+                let request = Request { signature: text(signature::HEADER), standard, delivery_id, body: &bytes };
                 delivery::deliver(&state, &webhook, request).await?
             }
         }

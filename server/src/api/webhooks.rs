@@ -96,6 +96,9 @@ pub struct CreatedWebhook {
     /// The signing secret: senders sign each body with HMAC-SHA256 under it
     /// (`X-Hub-Signature-256: sha256=<hex>`). Not shown again.
     secret: String,
+    /// The same key as Standard Webhooks libraries take it (`whsec_` and the key's bytes in
+    /// base64): they sign `webhook-id`, `webhook-timestamp` and the body. Not shown again.
+    standard_secret: String,
 }
 
 /// An agent's webhooks.
@@ -243,7 +246,12 @@ pub async fn create(
     }
     let row = store::webhooks::get(&state.pool, id).await?.ok_or(ApiError::NotFound("webhook"))?;
     audit(&state, &principal, &agent, &row, "webhook.created").await?;
-    let created = CreatedWebhook { webhook: Webhook::of(&row, &state), secret: secret.expose().to_owned() };
+    let standard_secret = {
+        use base64::Engine;
+        format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(secret.expose().as_bytes()))
+    };
+    let created =
+        CreatedWebhook { webhook: Webhook::of(&row, &state), secret: secret.expose().to_owned(), standard_secret };
     Ok((StatusCode::CREATED, Json(created)))
 }
 

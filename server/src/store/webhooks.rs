@@ -184,20 +184,62 @@ pub async fn refuse(pool: &PgPool, webhook_id: Uuid, d: &DeliveryRow) -> sqlx::R
     prune(pool, webhook_id).await
 }
 
-/// Deliveries kept per webhook.
+/// Deliveries kept per webhook, of each outcome: refused ones never push accepted ones out.
 pub const KEPT_DELIVERIES: i64 = 200;
 
-/// Keeps the newest deliveries only.
+/// Keeps the newest deliveries of each outcome only.
 pub async fn prune(pool: &PgPool, webhook_id: Uuid) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id NOT IN
-             (SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY received_at DESC LIMIT $2)"#,
+        r#"DELETE FROM webhook_deliveries WHERE id IN
+             (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY outcome ORDER BY received_at DESC, id) AS n
+                              FROM webhook_deliveries WHERE webhook_id = $1) ranked
+              WHERE n > $2)"#,
         webhook_id,
         KEPT_DELIVERIES
     )
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// Remembers an accepted delivery by `keys` (`crate::triggers::signature::replay_keys`), first
+/// forgetting what is older than `window`; `false` when any key was seen within it (a replay:
+/// roll the transaction back).
+pub async fn remember(
+    tx: &mut sqlx::PgConnection,
+    webhook_id: Uuid,
+    keys: &[Vec<u8>],
+    window: std::time::Duration,
+) -> sqlx::Result<bool> {
+    let window_secs = f64::from(u32::try_from(window.as_secs()).unwrap_or(u32::MAX));
+    sqlx::query!(
+        r#"DELETE FROM webhook_seen WHERE webhook_id = $1 AND seen_at < now() - make_interval(secs => $2)"#,
+        webhook_id,
+        window_secs
+    )
+    .execute(&mut *tx)
+    .await?;
+    let inserted = sqlx::query!(
+        r#"INSERT INTO webhook_seen (webhook_id, key) SELECT $1, k FROM unnest($2::bytea[]) AS k
+           ON CONFLICT DO NOTHING"#,
+        webhook_id,
+        keys
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(inserted.rows_affected() == keys.len() as u64)
+}
+
+/// How many deliveries to the webhook were refused in the last minute.
+pub async fn refused_last_minute(pool: &PgPool, webhook_id: Uuid) -> sqlx::Result<i64> {
+    let count = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM webhook_deliveries
+           WHERE webhook_id = $1 AND outcome = 'refused' AND received_at > now() - interval '1 minute'"#,
+        webhook_id
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(count)
 }
 
 /// A webhook's newest deliveries, newest first.

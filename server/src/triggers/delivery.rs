@@ -1,8 +1,12 @@
 //! One webhook delivery, from the signed request to the turn: size (checked by the caller
-//! before the body is read), signature, delivery id, JSON body, template, replay guard, turn.
-//! Every delivery of a known webhook is recorded with its outcome — accepted (its session and
-//! turn) or refused (a code and why) — and nothing starts unless it is accepted. A refusal's
-//! reason never quotes the body.
+//! before the body is read), signature (Standard Webhooks, or GitHub's), delivery id, JSON body,
+//! template, replay guard, turn. Every delivery of a known webhook is recorded with its outcome —
+//! accepted (its session and turn) or refused (a code and why) — and nothing starts unless it is
+//! accepted. A refusal's reason never quotes the body. Refusals are recorded at most
+//! [`MAX_REFUSALS_PER_MINUTE`] a minute per webhook (past that they are answered `429` and only
+//! counted), and never push an accepted delivery out of the history; an accepted one is
+//! remembered for [`REPLAY_WINDOW`] by its delivery id and its GitHub signature, apart from the
+//! history, so neither can be accepted twice.
 
 use axum::http::StatusCode;
 use chrono::Utc;
@@ -24,6 +28,12 @@ pub const DELIVERY_HEADERS: [&str; 5] =
     ["x-github-delivery", "x-gitea-delivery", "x-gogs-delivery", "webhook-id", "x-delivery-id"];
 /// Longest delivery id accepted.
 const MAX_DELIVERY_ID: usize = 200;
+/// How long an accepted delivery's id and signature are remembered (a replay within it is
+/// refused; GitHub keeps redelivery of a failed delivery within three days).
+pub const REPLAY_WINDOW: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+/// Refused deliveries recorded per webhook per minute; past it they are answered `429
+/// TOO_MANY_REFUSALS` and counted (`agenthold_webhook_refusals_dropped_total`), not recorded.
+pub const MAX_REFUSALS_PER_MINUTE: i64 = 60;
 
 /// The row identity a webhook's secret is sealed under: its agent and its own id (random ids,
 /// so no secret value's ciphertext opens as a webhook's, nor the other way round).
@@ -78,6 +88,8 @@ pub enum Outcome {
 pub struct Request<'a> {
     /// `X-Hub-Signature-256`.
     pub signature: Option<&'a str>,
+    /// The Standard Webhooks headers, when it carries `webhook-signature` (checked instead).
+    pub standard: Option<signature::Standard<'a>>,
     /// The delivery id header's value.
     pub delivery_id: Option<&'a str>,
     /// The raw body, exactly as signed.
@@ -91,6 +103,14 @@ pub async fn refuse(
     delivery_id: Option<&str>,
     refusal: Refusal,
 ) -> sqlx::Result<Outcome> {
+    if store::webhooks::refused_last_minute(&state.pool, webhook.id).await? >= MAX_REFUSALS_PER_MINUTE {
+        metrics::counter!("agenthold_webhook_refusals_dropped_total").increment(1);
+        return Ok(Outcome::Refused(Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TOO_MANY_REFUSALS",
+            format!("over {MAX_REFUSALS_PER_MINUTE} deliveries to this webhook were refused in the last minute"),
+        )));
+    }
     let row = DeliveryRow {
         id: Uuid::new_v4(),
         delivery_id: delivery_id.map(|id| id.chars().take(MAX_DELIVERY_ID).collect()),
@@ -111,15 +131,25 @@ pub async fn refuse(
 
 /// Checks and runs a delivery to `webhook`; records its outcome.
 pub async fn deliver(state: &AppState, webhook: &WebhookRow, request: Request<'_>) -> anyhow::Result<Outcome> {
-    match check(state, webhook, &request) {
-        Err(refusal) => Ok(refuse(state, webhook, request.delivery_id, refusal).await?),
-        Ok((delivery_id, prompt)) => start(state, webhook, delivery_id, &prompt).await,
+    let delivery_id = request.standard.and_then(|s| s.id).or(request.delivery_id);
+    match check(state, webhook, &request, Utc::now().timestamp()) {
+        Err(refusal) => Ok(refuse(state, webhook, delivery_id, refusal).await?),
+        Ok((delivery_id, prompt)) => {
+            let github = if request.standard.is_some() { None } else { request.signature };
+            let keys = signature::replay_keys(delivery_id, github);
+            start(state, webhook, delivery_id, &keys, &prompt).await
+        }
     }
 }
 
-/// Everything that needs no database: the signature, the delivery id, the body, the template.
-/// The delivery id and the prompt.
-fn check<'a>(state: &AppState, webhook: &WebhookRow, request: &Request<'a>) -> Result<(&'a str, String), Refusal> {
+/// Everything that needs no database: the signature, the delivery id, the body, the template,
+/// at `now` (Unix seconds). The delivery id and the prompt.
+fn check<'a>(
+    state: &AppState,
+    webhook: &WebhookRow,
+    request: &Request<'a>,
+    now: i64,
+) -> Result<(&'a str, String), Refusal> {
     let row = secret_row(webhook.agent_id, webhook.id);
     let secret = cipher::open(&state.master_key, row, &webhook.secret).map_err(|error| {
         tracing::warn!(webhook.id = %webhook.id, error = %error, "a webhook's secret does not open");
@@ -129,14 +159,23 @@ fn check<'a>(state: &AppState, webhook: &WebhookRow, request: &Request<'a>) -> R
             "the webhook's secret cannot be opened on this server (master key)",
         )
     })?;
-    signature::verify(secret.expose().as_bytes(), request.body, request.signature).map_err(|error| {
+    let refused = |error: SignatureError| {
         let code = match error {
             SignatureError::Missing => "SIGNATURE_MISSING",
-            SignatureError::Malformed | SignatureError::Wrong => "SIGNATURE_INVALID",
+            SignatureError::Stale => "SIGNATURE_EXPIRED",
+            SignatureError::Malformed | SignatureError::Wrong | SignatureError::Incomplete => "SIGNATURE_INVALID",
         };
         Refusal::new(StatusCode::UNAUTHORIZED, code, error.to_string())
-    })?;
-    let delivery_id = request.delivery_id.filter(|id| !id.trim().is_empty()).ok_or_else(|| {
+    };
+    let key = secret.expose().as_bytes();
+    let delivery_id = match request.standard {
+        Some(standard) => Some(signature::verify_standard(key, standard, request.body, now).map_err(refused)?),
+        None => {
+            signature::verify(key, request.body, request.signature).map_err(refused)?;
+            request.delivery_id
+        }
+    };
+    let delivery_id = delivery_id.filter(|id| !id.trim().is_empty()).ok_or_else(|| {
         Refusal::new(
             StatusCode::BAD_REQUEST,
             "DELIVERY_ID_MISSING",
@@ -173,7 +212,13 @@ fn check<'a>(state: &AppState, webhook: &WebhookRow, request: &Request<'a>) -> R
 }
 
 /// The replay guard and the turn, in one transaction.
-async fn start(state: &AppState, webhook: &WebhookRow, delivery_id: &str, prompt: &str) -> anyhow::Result<Outcome> {
+async fn start(
+    state: &AppState,
+    webhook: &WebhookRow,
+    delivery_id: &str,
+    replay_keys: &[Vec<u8>],
+    prompt: &str,
+) -> anyhow::Result<Outcome> {
     let id = Uuid::new_v4();
     let mut tx = state.pool.begin().await?;
     let session_id = match webhook.session_id {
@@ -196,11 +241,16 @@ async fn start(state: &AppState, webhook: &WebhookRow, delivery_id: &str, prompt
         session_id: Some(session_id),
         turn_id: Some(turn_id),
     };
-    // The replay guard first: a delivery accepted before is refused as such, whatever else.
-    if !store::webhooks::accept(&mut tx, webhook.id, &row).await? {
+    // The replay guard first: a delivery accepted before (its id, or its GitHub signature under
+    // another id) is refused as such, whatever else.
+    let fresh = store::webhooks::remember(&mut tx, webhook.id, replay_keys, REPLAY_WINDOW).await?;
+    if !fresh || !store::webhooks::accept(&mut tx, webhook.id, &row).await? {
         drop(tx);
-        let refusal =
-            Refusal::new(StatusCode::CONFLICT, "REPLAYED", format!("delivery {delivery_id:?} was accepted before"));
+        let refusal = Refusal::new(
+            StatusCode::CONFLICT,
+            "REPLAYED",
+            format!("delivery {delivery_id:?} (or its signed body) was accepted before"),
+        );
         return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
     }
     let origin = Origin::webhook(webhook.id, id);

@@ -311,3 +311,89 @@ async fn a_triggered_turn_is_gated_by_the_agent_s_posture() {
     let resolved = of_type(&events, "permission_resolved");
     assert_eq!(resolved[0]["payload"]["option_kind"], "reject_once", "{resolved:?}");
 }
+
+/// Posts a Standard Webhooks delivery: `id`, `timestamp` and `signature` headers.
+async fn deliver_standard(
+    server: &TestServer,
+    hook: &str,
+    body: &Value,
+    id: &str,
+    at: i64,
+    signature: &str,
+) -> (u16, Value) {
+    let headers = vec![
+        ("webhook-id", id.to_owned()),
+        ("webhook-timestamp", at.to_string()),
+        ("webhook-signature", signature.to_owned()),
+    ];
+    let (status, _, answer) = server.raw_with_headers("POST", hook, None, &headers, body.clone()).await;
+    (status, answer)
+}
+
+#[tokio::test]
+async fn deliveries_cannot_be_replayed_and_refusals_cannot_wipe_the_history() {
+    use agenthold_server::triggers::signature::sign_standard;
+    use base64::Engine;
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let (status, created) = server
+        .post(&format!("/api/v1/agents/{agent}/webhooks"), json!({"name": "ci", "template": "text {{ n }}"}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let secret = created["secret"].as_str().expect("secret").to_owned();
+    let id = created["webhook"]["id"].as_str().expect("id").to_owned();
+    let hook = created["webhook"]["path"].as_str().expect("path").to_owned();
+
+    // GitHub's scheme signs the body only: the same body and signature under a new delivery id is
+    // a replay.
+    let body = json!({"n": 1});
+    let signed = sign(secret.as_bytes(), body.to_string().as_bytes());
+    let (status, accepted) = deliver(&server, &hook, &body, Some(&signed), Some("g-1")).await;
+    assert_eq!(status, 202, "{accepted}");
+    let session = accepted["session_id"].as_str().expect("session").to_owned();
+    server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+    let (status, answer) = deliver(&server, &hook, &body, Some(&signed), Some("g-2-new-id")).await;
+    assert_eq!((status, code(&answer)), (409, Some("REPLAYED")), "{answer}");
+
+    // A flood of unsigned posts: recorded up to the per-minute cap, then 429 and only counted; the
+    // accepted delivery stays in the history and its id stays refused.
+    let mut statuses = std::collections::BTreeMap::new();
+    for n in 0..200 {
+        let (status, _) = deliver(&server, &hook, &json!({"n": n}), None, Some(&format!("flood-{n}"))).await;
+        *statuses.entry(status).or_insert(0) += 1;
+    }
+    assert_eq!(statuses.get(&401), Some(&59), "{statuses:?}"); // the replay above was the first refusal
+    assert_eq!(statuses.get(&429), Some(&141), "{statuses:?}");
+    let (status, answer) = deliver(&server, &hook, &body, Some(&signed), Some("g-1")).await;
+    assert_eq!((status, code(&answer)), (429, Some("TOO_MANY_REFUSALS")), "still capped: {answer}");
+    let (_, list) = server.get(&format!("/api/v1/webhooks/{id}/deliveries")).await;
+    let deliveries = list["deliveries"].as_array().expect("deliveries");
+    assert!(deliveries.iter().any(|d| d["outcome"] == "accepted" && d["delivery_id"] == "g-1"), "{list}");
+    assert_eq!(deliveries.iter().filter(|d| d["outcome"] == "refused").count(), 60, "{list}");
+
+    // Standard Webhooks (on a second webhook: the first is capped for this minute): id,
+    // timestamp and body signed together; a replay, another id, or a stale time is refused.
+    let (_, created) = server
+        .post(&format!("/api/v1/agents/{agent}/webhooks"), json!({"name": "std", "template": "text {{ n }}"}))
+        .await;
+    let standard = created["standard_secret"].as_str().expect("standard secret").to_owned();
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(standard.strip_prefix("whsec_").expect("whsec_"))
+        .expect("base64");
+    let hook = created["webhook"]["path"].as_str().expect("path").to_owned();
+    let now = chrono::Utc::now().timestamp();
+    let body = json!({"n": 2});
+    let signature = sign_standard(&key, "msg_1", now, body.to_string().as_bytes());
+    let (status, accepted) = deliver_standard(&server, &hook, &body, "msg_1", now, &signature).await;
+    assert_eq!(status, 202, "{accepted}");
+    let session = accepted["session_id"].as_str().expect("session").to_owned();
+    server.wait_turns(&session, 1, Duration::from_secs(90)).await;
+    let (status, answer) = deliver_standard(&server, &hook, &body, "msg_1", now, &signature).await;
+    assert_eq!((status, code(&answer)), (409, Some("REPLAYED")), "{answer}");
+    let (status, answer) = deliver_standard(&server, &hook, &body, "msg_2", now, &signature).await;
+    assert_eq!((status, code(&answer)), (401, Some("SIGNATURE_INVALID")), "another id: {answer}");
+    let old = now - 360;
+    let stale = sign_standard(&key, "msg_3", old, body.to_string().as_bytes());
+    let (status, answer) = deliver_standard(&server, &hook, &body, "msg_3", old, &stale).await;
+    assert_eq!((status, code(&answer)), (401, Some("SIGNATURE_EXPIRED")), "{answer}");
+}
