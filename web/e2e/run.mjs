@@ -315,7 +315,7 @@ if (REAL)
     const shown = await write.innerText();
     assert(/\+hi|Wrote file successfully/.test(shown), `the write shows its diff or its result: ${shown}`);
     assert((await page.locator('.question.resolved').count()) === count('permission'), 'every question shows answered');
-    assert(/auto-approved/.test(await page.locator('.question.resolved .resolution').first().innerText()), 'who answered');
+    assert(/^Approved by the autonomous posture$/.test(await page.locator('.question.resolved .resolution').first().innerText()), 'who answered');
     if (count('update', (p) => p.sessionUpdate === 'agent_thought_chunk')) {
       const thought = page.locator('details.thought').first();
       assert((await thought.getAttribute('open')) === null, 'a thought is collapsed');
@@ -418,8 +418,8 @@ check('a permission question: inline and from the inbox, the first answer wins a
   await prompt(pa, 'ask execute rm -rf build/\nask edit src/main.rs\ntext finished');
 
   // 1. Both browsers answer the first question at once: exactly one answer is stored.
-  const inline = pa.locator('.question.pending .answer[data-kind="allow_once"]');
-  const inbox = pb.locator('.inbox .answer[data-kind="reject_once"]');
+  const inline = pa.locator('.question.pending .answer[data-decision="allow"]');
+  const inbox = pb.locator('.inbox .answer[data-decision="deny"]');
   await inline.waitFor({ timeout: 60000 });
   await inbox.waitFor();
   await pa.waitForFunction(() => !document.querySelector('.question.pending .answer')?.disabled);
@@ -434,9 +434,13 @@ check('a permission question: inline and from the inbox, the first answer wins a
   await Promise.all([answer(inlineButton), answer(inboxButton)]);
   await pa.locator('.question.resolved').first().waitFor({ timeout: 30000 });
   // 2. The second question, answered from the inbox only; the session shows who answered.
-  const second = pb.locator('.inbox .answer[data-kind="allow_once"]');
+  const second = pb.locator('.inbox .answer[data-decision="allow"]');
   await second.waitFor({ timeout: 60000 });
   await pb.waitForFunction(() => !document.querySelector('.inbox .answer')?.disabled);
+  // Exactly agenthold's three answers, though the fake harness offers its "always" options too.
+  const labels = await pb.locator('.inbox li').first().locator('.answers button').allInnerTexts();
+  assert(JSON.stringify(labels) === JSON.stringify(['Approve', 'Approve for this session', 'Deny']), `the inbox's answers: ${labels}`);
+  assert((await pb.locator('.inbox li').first().locator('.offered').innerText()).includes('Always allow'), "the harness's options are named, not buttons");
   await second.click();
   await pa.locator('.item-turn_end').waitFor({ timeout: 60000 });
   await pb.locator('.empty-inbox').waitFor();
@@ -446,7 +450,7 @@ check('a permission question: inline and from the inbox, the first answer wins a
   assert(asked.length === 2 && resolved.length === 2, `two questions, two answers: ${asked.length}/${resolved.length}`);
   assert(new Set(resolved.map((e) => e.payload.permission_id)).size === 2, 'one answer per question');
   const resolutions = await pa.locator('.question.resolved .resolution').allInnerTexts();
-  assert(resolutions.length === 2 && resolutions.every((t) => /you/.test(t)), `who answered: ${resolutions}`);
+  assert(resolutions.length === 2 && resolutions.every((t) => /^(Approved|Denied) by you$/.test(t)), `who answered: ${resolutions}`);
   assert((await pa.locator('.item-message', { hasText: 'permission: allow-once' }).count()) >= 1, 'the harness got the answer');
   await a.close();
   await b.close();
@@ -462,7 +466,7 @@ check('a reply answers a waiting question', async () => {
   await page.getByRole('textbox', { name: 'Reply to the question' }).waitFor();
   await prompt(page, 'yes');
   await page.locator('.question.resolved').waitFor({ timeout: 30000 });
-  assert(/by a reply/.test(await page.locator('.question.resolved .resolution').innerText()), 'answered by a reply');
+  assert(/^Approved by you, in a reply$/.test(await page.locator('.question.resolved .resolution').innerText()), 'answered by a reply');
   await page.locator('.item-turn_end').waitFor({ timeout: 30000 });
   await context.close();
 });
@@ -474,11 +478,139 @@ check("the harness's own question (an elicitation) is answered inline", async ()
   await page.locator('[data-status="live"]').waitFor();
   await prompt(page, 'elicit What is your name?');
   await page.locator('.question.pending', { hasText: 'What is your name?' }).waitFor({ timeout: 60000 });
-  await page.getByLabel('Your answer').fill('Ada');
+  await page.locator('.elicit [data-field="answer"] input').fill('Ada');
   await page.getByRole('button', { name: 'Answer', exact: true }).click();
   await page.locator('.item-message', { hasText: 'elicitation: accept' }).waitFor({ timeout: 30000 });
   assert(/Ada/.test(await page.locator('.item-message', { hasText: 'elicitation: accept' }).innerText()), 'the harness got the answer');
   await page.locator('.question.resolved').waitFor();
+  await context.close();
+});
+
+check('Approve for this session: a session grant answers the same call, listed on the session page, revoked; a viewer sees it without Revoke', async () => {
+  const vera = await makeUser('vera');
+  // A tall window: every item of the session is on screen (the list renders only what is).
+  const { context, page } = await signedIn(state.alice, { viewport: { width: 1280, height: 1800 } });
+  const ws = await pageApi(page, 'POST', '/api/v1/workspaces', { name: `grants-${run}` });
+  await pageApi(page, 'PUT', `/api/v1/workspaces/${ws.id}/members/${vera.id}`, { role: 'viewer' });
+  const { agent, session } = await newAgentWithSession(page, 'granter', { posture: 'approval', workspace_id: ws.id });
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  const turnEnds = async (n) => {
+    for (const deadline = Date.now() + 60000; Date.now() < deadline; await page.waitForTimeout(250)) {
+      const log = await events(page, session.id);
+      if (log.filter((e) => e.type === 'turn_end').length >= n) {
+        await page.waitForFunction((seq) => Number(document.querySelector('.log')?.dataset.cursor) >= seq, log[log.length - 1].seq);
+        return;
+      }
+    }
+    throw new Error(`turn ${n} did not end`);
+  };
+  // 1. The question: Approve for this session.
+  await prompt(page, 'ask execute make deploy\ntext first done');
+  const forSession = page.locator('.question.pending .answer[data-decision="allow_for_session"]');
+  await forSession.waitFor({ timeout: 60000 });
+  await page.waitForFunction(() => !document.querySelector('.question.pending .answer')?.disabled);
+  await forSession.click();
+  await turnEnds(1);
+  const first = page.locator('.question.resolved .resolution').first();
+  assert((await first.innerText()) === 'Approved for this session by you', `the answer reads: ${await first.innerText()}`);
+  assert((await first.getAttribute('data-decision')) === 'allow_for_session', 'data-decision');
+  assert((await page.locator('.item-message', { hasText: 'permission: allow-once' }).count()) === 1, 'the harness got a once-answer');
+  // The session's grants panel lists it.
+  const panel = page.locator('details.grants');
+  await panel.waitFor({ timeout: 30000 });
+  assert(/Approved for this session \(1\)/.test(await panel.locator('summary').innerText()), 'one grant');
+  // 2. The same call again: the grant answers it, nobody is asked.
+  await prompt(page, 'ask execute make deploy\ntext second done');
+  await turnEnds(2);
+  const resolutions = await page.locator('.question.resolved .resolution').allInnerTexts();
+  assert(resolutions[1] === 'Approved by a session grant', `the second call: ${resolutions}`);
+  assert((await page.locator('.question.pending').count()) === 0, 'no question waits');
+  // A viewer sees the grant but cannot revoke it.
+  const { context: vc, page: vp } = await signedIn(vera);
+  await vp.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await vp.locator('details.grants').waitFor({ timeout: 30000 });
+  await vp.locator('details.grants summary').click();
+  await vp.locator('details.grants li[data-grant]').waitFor();
+  assert((await vp.locator('details.grants button').count()) === 0, 'no Revoke for a viewer');
+  await shot(vp, 'session-grants-viewer');
+  await vc.close();
+  // 3. Revoke: the panel goes, and the same call asks again.
+  await panel.locator('summary').click();
+  const row = panel.locator('li[data-grant]');
+  assert(/exec/.test(await row.innerText()) && /make deploy/.test(await row.innerText()), `the grant says what it allows: ${await row.innerText()}`);
+  await shot(page, 'session-grants');
+  await row.getByRole('button', { name: 'Revoke' }).click();
+  await panel.waitFor({ state: 'detached', timeout: 30000 });
+  const left = await pageApi(page, 'GET', `/api/v1/sessions/${session.id}/grants`);
+  assert(left.grants.every((g) => g.revoked_at), `no active grant: ${JSON.stringify(left.grants)}`);
+  await prompt(page, 'ask execute make deploy\ntext third done');
+  const deny = page.locator('.question.pending .answer[data-decision="deny"]');
+  await deny.waitFor({ timeout: 60000 });
+  await page.waitForFunction(() => !document.querySelector('.question.pending .answer')?.disabled);
+  await deny.click();
+  await turnEnds(3);
+  const last = (await page.locator('.question.resolved .resolution').allInnerTexts()).pop();
+  assert(last === 'Denied by you', `the third call: ${last}`);
+  assert((await page.locator('.item-message', { hasText: 'permission: reject-once' }).count()) === 1, 'the harness got a once-refusal');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
+// A harness whose question offers choices (`enum`, `oneOf`), a checkbox and a number. The fake
+// harness asks only a one-field text question, so this is a tiny ACP agent in bash (the `command`
+// harness, in the test image): it asks on every prompt and says what came back.
+const CHOICES_AGENT = String.raw`
+sid=choices-1; pid=
+out() { printf '%s\n' "$1"; }
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | grep -o '"id":\("[^"]*"\|[0-9][0-9]*\)' | head -n 1 | cut -d: -f2-)
+  case "$line" in
+    *'"method":"initialize"'*) out '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[]}}' ;;
+    *'"method":"session/new"'*) out '{"jsonrpc":"2.0","id":'"$id"',"result":{"sessionId":"'"$sid"'"}}' ;;
+    *'"method":"session/prompt"'*)
+      pid=$id
+      out '{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{"sessionId":"'"$sid"'","mode":"form","message":"Which release should I ship?","requestedSchema":{"type":"object","properties":{"release":{"type":"string","title":"Release","enum":["stable","beta"]},"channel":{"type":"string","title":"Channel","oneOf":[{"const":"ch-1","title":"Channel one"},{"const":"ch-2","title":"Channel two"}]},"notify":{"type":"boolean","title":"Tell the team"},"copies":{"type":"integer","title":"Copies","minimum":1,"maximum":5}},"required":["release","channel"]}}}' ;;
+    *'"id":"q1"'*)
+      action=$(printf '%s' "$line" | grep -o '"action":"[a-z]*"' | head -n 1 | cut -d'"' -f4)
+      content=$(printf '%s' "$line" | grep -o '"content":{[^}]*}' | head -n 1 | cut -c11- | tr -d '"{}')
+      out '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'"$sid"'","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"elicitation: '"$action $content"'"}}}}'
+      out '{"jsonrpc":"2.0","id":'"$pid"',"result":{"stopReason":"end_turn"}}' ;;
+    *'"method":'*) [ -n "$id" ] && out '{"jsonrpc":"2.0","id":'"$id"',"error":{"code":-32601,"message":"not here"}}' ;;
+  esac
+done`;
+
+check("the agent's own question with choices (an elicitation with enum and oneOf) is answered by choosing", async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'chooser', { harness: 'command', command: ['bash', '-c', CHOICES_AGENT] });
+  await page.goto(`/agents/${agent.id}/sessions/${session.id}`);
+  await page.locator('[data-status="live"]').waitFor();
+  await prompt(page, 'ship it');
+  const form = page.locator('.question.pending .elicit');
+  await form.waitFor({ timeout: 60000 });
+  // Choices, not text boxes: radio buttons with the titles.
+  const release = form.locator('[data-field="release"]');
+  assert((await release.locator('input[type="radio"]').count()) === 2, 'release: two radio buttons');
+  assert((await form.locator('[data-field="channel"] label').allInnerTexts()).map((t) => t.trim()).join('|') === 'Channel one|Channel two', 'channel: the oneOf titles');
+  assert((await form.locator('[data-field="release"] input[type="text"], [data-field="channel"] input[type="text"]').count()) === 0, 'no free text for a choice');
+  assert((await form.locator('[data-field="notify"] input[type="checkbox"]').count()) === 1, 'a checkbox');
+  assert((await form.locator('[data-field="copies"] input[type="number"]').count()) === 1, 'a number box');
+  await shot(page, 'session-elicitation-choices');
+  // Nothing chosen: it says so and does not post.
+  await form.getByRole('button', { name: 'Answer', exact: true }).click();
+  await form.locator('[role="alert"]', { hasText: 'Release: choose one' }).waitFor();
+  await release.getByLabel('beta').check();
+  await form.locator('[data-field="channel"]').getByLabel('Channel two').check();
+  await form.locator('[data-field="notify"] input').check();
+  await form.locator('[data-field="copies"] input').fill('3');
+  await form.getByRole('button', { name: 'Answer', exact: true }).click();
+  const said = page.locator('.item-message', { hasText: 'elicitation: accept' });
+  await said.waitFor({ timeout: 30000 });
+  const text = await said.innerText();
+  for (const part of ['release:beta', 'channel:ch-2', 'notify:true', 'copies:3']) assert(text.includes(part), `the harness got ${part}: ${text}`);
+  const resolution = await page.locator('.question.resolved .resolution').innerText();
+  assert(/^Answered by you: /.test(resolution) && resolution.includes('channel: ch-2'), `the answer reads: ${resolution}`);
+  assert(page.problems.length === 0, page.problems.join('\n'));
   await context.close();
 });
 

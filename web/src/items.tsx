@@ -8,7 +8,8 @@ import { api, ApiError, errorText } from './api';
 import { parseAnsi } from './ansi';
 import { renderMarkdown } from './markdown';
 import type { Item, MessageItem, NoticeItem, PolicyItem, QuestionItem, ThoughtItem, ToolItem, Truncation, TurnEndItem } from './reducer';
-import { answeredBy, blockText } from './reducer';
+import { blockText, describeResolution } from './reducer';
+import { contentOf, fieldsOf, initialValues, type Field, type Values } from './elicitation';
 
 export interface ItemContext {
   meId: string | null;
@@ -330,10 +331,28 @@ function ToolCard({ item, waiting }: { item: ToolItem; waiting: boolean }) {
   );
 }
 
-/** The options of a question, or an elicitation's form: what the inline card and the inbox share. */
+/** What a person may answer to a permission question, whatever the harness offered: agenthold's
+ * gate keeps the decision, so the harness's own "always" options are never sent. */
+export const DECISIONS = [
+  { decision: 'allow', label: 'Approve', tone: 'allow', hint: 'Allow this call once.' },
+  {
+    decision: 'allow_for_session',
+    label: 'Approve for this session',
+    tone: 'allow',
+    hint: 'Allow this call, and let agenthold approve calls like it in this session without asking (revocable on the session page).',
+  },
+  { decision: 'deny', label: 'Deny', tone: 'reject', hint: 'Refuse this call.' },
+] as const;
+
+function answerError(e: unknown) {
+  return e instanceof ApiError && e.code === 'ALREADY_ANSWERED' ? 'Someone answered it first.' : errorText(e);
+}
+
+/** A permission question's three answers: what the inline card, the session's earlier questions and the inbox share. */
 export function AnswerButtons(props: {
   permissionId: string;
-  options: { optionId: string; name: string; kind: string }[];
+  /** The harness's options: named in a muted line, never buttons. */
+  options?: { optionId: string; name: string; kind: string }[];
   disabled?: boolean;
   onAnswered?: () => void;
 }) {
@@ -346,61 +365,181 @@ export function AnswerButtons(props: {
     const t = setTimeout(() => setArmed(true), 600);
     return () => clearTimeout(t);
   }, []);
+  const offered = (props.options ?? []).map((o) => o?.name).filter((n) => typeof n === 'string' && n);
   return (
-    <div class="answers" role="group" aria-label="Answer">
-      {props.options.map((o) => (
-        <button
-          type="button"
-          class={`answer ${o.kind.startsWith('allow') ? 'allow' : o.kind.startsWith('reject') ? 'reject' : ''}`}
-          data-kind={o.kind}
-          data-option={o.optionId}
-          disabled={!armed || busy || props.disabled}
-          onClick={async () => {
-            setBusy(true);
-            setError(null);
-            try {
-              await api('POST', `/api/v1/permissions/${props.permissionId}/answer`, { option_id: o.optionId });
-              props.onAnswered?.();
-            } catch (e) {
-              setError(e instanceof ApiError && e.code === 'ALREADY_ANSWERED' ? 'Someone answered it first.' : errorText(e));
-            } finally {
-              setBusy(false);
-            }
-          }}
-        >
-          {o.name}
-        </button>
-      ))}
-      {error ? <span class="error" role="alert">{error}</span> : null}
-    </div>
+    <>
+      <div class="answers" role="group" aria-label="Answer">
+        {DECISIONS.map((d) => (
+          <button
+            type="button"
+            class={`answer ${d.tone}`}
+            data-decision={d.decision}
+            title={d.hint}
+            disabled={!armed || busy || props.disabled}
+            onClick={async () => {
+              setBusy(true);
+              setError(null);
+              try {
+                await api('POST', `/api/v1/permissions/${props.permissionId}/answer`, { decision: d.decision });
+                props.onAnswered?.();
+              } catch (e) {
+                setError(answerError(e));
+              } finally {
+                setBusy(false);
+              }
+            }}
+          >
+            {d.label}
+          </button>
+        ))}
+        {error ? <span class="error" role="alert">{error}</span> : null}
+      </div>
+      {offered.length ? <p class="muted offered">The harness offered: {offered.join(' · ')}</p> : null}
+    </>
   );
 }
 
-export function ElicitationForm({ permissionId, disabled }: { permissionId: string; disabled?: boolean }) {
-  const [text, setText] = useState('');
+/** The harness's own question: a control per field of its schema (choices, a checkbox, numbers, text), Answer and Decline. */
+export function ElicitationForm({ permissionId, schema, disabled }: { permissionId: string; schema?: unknown; disabled?: boolean }) {
+  const fields = useMemo(() => fieldsOf(schema), [schema]);
+  const [values, setValues] = useState<Values>(() => initialValues(fields ?? []));
+  const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const set = (name: string, v: Values[string]) => setValues((old) => ({ ...old, [name]: v }));
   const send = async (body: unknown) => {
+    setBusy(true);
     setError(null);
     try {
       await api('POST', `/api/v1/permissions/${permissionId}/answer`, body);
     } catch (e) {
-      setError(e instanceof ApiError && e.code === 'ALREADY_ANSWERED' ? 'Someone answered it first.' : errorText(e));
+      setError(answerError(e));
+    } finally {
+      setBusy(false);
     }
   };
+  const off = disabled || busy;
   return (
     <form
       class="elicit"
       onSubmit={(e) => {
         e.preventDefault();
-        send({ text });
+        if (!fields) return send({ text: String(values.__text ?? '') });
+        const r = contentOf(fields, values);
+        if ('error' in r) setError(r.error);
+        else send({ content: r.content });
       }}
     >
-      <input aria-label="Your answer" value={text} disabled={disabled} onInput={(e) => setText(e.currentTarget.value)} />
-      <button type="submit" class="allow" disabled={disabled}>Answer</button>
-      <button type="button" class="reject" disabled={disabled} onClick={() => send({ decision: 'decline' })}>Decline</button>
-      {error ? <span class="error" role="alert">{error}</span> : null}
+      {fields ? (
+        fields.map((f) => <FieldInput key={f.name} field={f} value={values[f.name]} disabled={off} set={(v) => set(f.name, v)} />)
+      ) : (
+        <label class="field">
+          <span>Your answer</span>
+          <input value={String(values.__text ?? '')} disabled={off} onInput={(e) => set('__text', e.currentTarget.value)} />
+        </label>
+      )}
+      <div class="elicit-buttons">
+        <button type="submit" class="allow" disabled={off}>Answer</button>
+        <button type="button" class="reject" disabled={off} onClick={() => send({ decision: 'decline' })}>Decline</button>
+        {error ? <span class="error" role="alert">{error}</span> : null}
+      </div>
     </form>
   );
+}
+
+const FORMAT_HINT: Record<string, string> = { email: 'an email address', uri: 'a URL', date: 'YYYY-MM-DD', 'date-time': 'YYYY-MM-DDThh:mm:ssZ' };
+
+/** Choices up to this many are radio buttons; more are a select. */
+const RADIO_MAX = 6;
+
+function FieldInput({ field: f, value, disabled, set }: { field: Field; value: Values[string]; disabled: boolean; set: (v: Values[string]) => void }) {
+  const hint = f.description ? <span class="muted hint">{f.description}</span> : null;
+  const mark = f.required ? <span class="muted"> (required)</span> : null;
+  switch (f.kind) {
+    case 'choice':
+      if (f.choices.length > RADIO_MAX)
+        return (
+          <label class="field" data-field={f.name}>
+            <span>{f.label}{mark}</span>
+            <select value={String(value ?? '')} disabled={disabled} onChange={(e) => set(e.currentTarget.value)}>
+              <option value="">choose…</option>
+              {f.choices.map((c) => (
+                <option value={c.value}>{c.title}</option>
+              ))}
+            </select>
+            {hint}
+          </label>
+        );
+      return (
+        <fieldset class="field choices" data-field={f.name}>
+          <legend>{f.label}{mark}</legend>
+          {f.choices.map((c) => (
+            <label class="choice">
+              <input type="radio" name={f.name} value={c.value} checked={value === c.value} disabled={disabled} onChange={() => set(c.value)} /> {c.title}
+            </label>
+          ))}
+          {hint}
+        </fieldset>
+      );
+    case 'multi': {
+      const picked = Array.isArray(value) ? value : [];
+      return (
+        <fieldset class="field choices" data-field={f.name}>
+          <legend>{f.label}{mark}</legend>
+          {f.choices.map((c) => (
+            <label class="choice">
+              <input
+                type="checkbox"
+                value={c.value}
+                checked={picked.includes(c.value)}
+                disabled={disabled}
+                onChange={(e) => set(e.currentTarget.checked ? [...picked, c.value] : picked.filter((x) => x !== c.value))}
+              />{' '}
+              {c.title}
+            </label>
+          ))}
+          {hint}
+        </fieldset>
+      );
+    }
+    case 'boolean':
+      return (
+        <label class="field checkbox" data-field={f.name}>
+          <input type="checkbox" checked={value === true} disabled={disabled} onChange={(e) => set(e.currentTarget.checked)} /> <span>{f.label}</span>
+          {hint}
+        </label>
+      );
+    case 'number':
+      return (
+        <label class="field" data-field={f.name}>
+          <span>{f.label}{mark}</span>
+          <input
+            type="number"
+            step={f.integer ? 1 : 'any'}
+            min={f.min ?? undefined}
+            max={f.max ?? undefined}
+            value={String(value ?? '')}
+            disabled={disabled}
+            onInput={(e) => set(e.currentTarget.value)}
+          />
+          {hint}
+        </label>
+      );
+    case 'text':
+      return (
+        <label class="field" data-field={f.name}>
+          <span>{f.label}{mark}</span>
+          <input
+            placeholder={f.format ? FORMAT_HINT[f.format] ?? f.format : undefined}
+            minLength={f.minLength ?? undefined}
+            maxLength={f.maxLength ?? undefined}
+            value={String(value ?? '')}
+            disabled={disabled}
+            onInput={(e) => set(e.currentTarget.value)}
+          />
+          {hint}
+        </label>
+      );
+  }
 }
 
 export function callSummary(call: { command?: string; paths?: string[]; url?: string; effect?: string } | null) {
@@ -415,9 +554,18 @@ export function callSummary(call: { command?: string; paths?: string[]; url?: st
   );
 }
 
+/** An accepted elicitation's content, in words (`field: value`). */
+function contentText(content: unknown): string {
+  if (!content || typeof content !== 'object') return '';
+  return Object.entries(content as Record<string, unknown>)
+    .map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(', ') : String(v)}`)
+    .join(' · ');
+}
+
 function Question({ item, ctx }: { item: QuestionItem; ctx: ItemContext }) {
   const r = item.resolved;
-  const chosen = r ? item.options.find((o) => o.optionId === r.optionId)?.name ?? r.optionKind ?? r.action ?? r.outcome : null;
+  const said = r ? describeResolution(r, item, ctx.meId) : null;
+  const answer = r?.action === 'accept' ? contentText(r.content) : '';
   return (
     <section class={`question ${r ? 'resolved' : 'pending'}`} aria-label="Permission question" data-permission={item.permissionId ?? ''}>
       <header>
@@ -427,13 +575,14 @@ function Question({ item, ctx }: { item: QuestionItem; ctx: ItemContext }) {
       </header>
       {item.elicitation ? <p>{item.message}</p> : null}
       {callSummary(item.call)}
-      {r ? (
-        <p class="resolution">
-          {chosen ? <strong>{chosen}</strong> : null} — {answeredBy(r.by, ctx.meId)}
+      {said ? (
+        <p class="resolution" data-decision={said.decision}>
+          <strong>{said.label}</strong> {said.detail}
+          {answer ? <span class="answered-content">: {answer}</span> : null}
         </p>
       ) : item.permissionId && ctx.canAnswer ? (
         item.elicitation ? (
-          <ElicitationForm permissionId={item.permissionId} />
+          <ElicitationForm permissionId={item.permissionId} schema={item.requestedSchema} />
         ) : (
           <AnswerButtons permissionId={item.permissionId} options={item.options} />
         )

@@ -77,11 +77,20 @@ export interface ToolItem extends Base {
 }
 export interface Resolution {
   outcome: string | null;
+  /** `allow_once` / `reject_once` (older logs: also `allow_always` / `reject_always`), or null. */
   optionKind: string | null;
   optionId: string | null;
-  // `auto`, `cancel`, `policy:…`, `default`, {user_id, via?}, {grant}
+  // `auto`, `cancel`, `policy:…`, `default`, `person`, {user_id, via?}, {grant, scope?}
   by: unknown;
+  /** `session`: a person chose Approve for this session (a session grant answers the like later). */
+  scope: string | null;
+  /** A posture or policy change settled the question while it waited. */
+  redecided: boolean;
+  /** The harness's option a person picked by id (through the API), when that was how it was answered: the harness got a once-answer all the same. */
+  picked?: { optionId: string; kind: string } | null;
+  /** An elicitation's action (`accept`, `decline`, `cancel`) and the content accepted. */
   action?: string;
+  content?: unknown;
 }
 export interface QuestionItem extends Base {
   kind: 'question';
@@ -437,7 +446,11 @@ function applyResolved(view: SessionView, ev: StoredEvent, p: any) {
     optionKind: p.option_kind ?? null,
     optionId: typeof outcome === 'object' && outcome ? (outcome.optionId ?? null) : null,
     by: p.by ?? null,
+    scope: typeof p.scope === 'string' ? p.scope : null,
+    redecided: p.redecided === true,
+    picked: p.picked && typeof p.picked === 'object' ? { optionId: String(p.picked.option_id ?? ''), kind: String(p.picked.kind ?? '') } : null,
     action: p.action,
+    content: p.content ?? undefined,
   };
   if (!q) {
     // Answered before this page's view began (it started mid-log): a note is enough.
@@ -477,19 +490,68 @@ export function promptOrigin(origin: unknown): string | null {
   }
 }
 
-/** Who answered a question, in words (`you` for the reader). */
+/** Who or what answered a question, in words (`you` for the reader). */
 export function answeredBy(by: unknown, me: string | null): string {
-  if (by === 'auto') return 'auto-approved (autonomous posture)';
-  if (by === 'cancel') return 'cancelled';
+  if (by === 'auto') return 'the autonomous posture';
+  if (by === 'cancel') return 'a cancel';
   if (by === 'default') return "the policy's default";
-  if (typeof by === 'string') return by.startsWith('policy:') ? `rule ${by.slice(7)}` : by;
+  if (by === 'person') return 'a person';
+  if (by === 'truncated') return 'a person (the call was too long to judge by rule)';
+  if (typeof by === 'string') {
+    const m = /^policy:(server|agent):(\d+)$/.exec(by);
+    if (m) return m[1] === 'server' ? `the server's rule ${m[2]}` : `the agent's rule ${m[2]}`;
+    return by.startsWith('policy:') ? `rule ${by.slice(7)}` : by;
+  }
   if (by && typeof by === 'object') {
     const b = by as any;
-    if (b.grant) return 'a one-shot grant';
+    if (b.grant) return b.scope === 'session' ? 'a session grant' : 'a one-shot grant';
     if (b.user_id) {
       const who = me && b.user_id === me ? 'you' : `user ${String(b.user_id).slice(0, 8)}`;
-      return b.via === 'reply' ? `${who}, by a reply` : who;
+      return b.via === 'reply' ? `${who}, in a reply` : who;
     }
   }
   return 'unknown';
+}
+
+/** What an answered question says: its decision (a stable word for tests and styles), a label and who or what decided. */
+export interface ResolutionText {
+  decision: 'allow' | 'allow_for_session' | 'deny' | 'cancelled' | 'answered' | 'declined' | 'unknown';
+  label: string;
+  /** Who or what decided: "by …", "— decided by …" or "(the turn was cancelled)". */
+  detail: string;
+}
+
+/** How an answered question reads: "Approved by you", "Approved for this session by you", "Denied by the agent's rule 2", "Approved by a session grant", "Approved — decided by the new posture". */
+export function describeResolution(
+  r: Resolution,
+  q: { elicitation: boolean; options: { optionId: string; kind: string; name?: string }[] },
+  me: string | null,
+): ResolutionText {
+  const who = answeredBy(r.by, me);
+  if (r.by === 'cancel' || r.outcome === 'cancelled' || r.action === 'cancel')
+    return { decision: 'cancelled', label: 'Cancelled', detail: r.by === 'cancel' ? '(the turn was cancelled)' : `by ${who}` };
+  if (q.elicitation) {
+    if (r.action === 'accept') return { decision: 'answered', label: 'Answered', detail: `by ${who}` };
+    if (r.action === 'decline') return { decision: 'declined', label: 'Declined', detail: `by ${who}` };
+    return { decision: 'unknown', label: r.action ?? 'Answered', detail: `by ${who}` };
+  }
+  // The kind of the option sent; an older event without it names the option.
+  const kind = r.optionKind ?? q.options.find((o) => o.optionId === r.optionId)?.kind ?? '';
+  const allowed = kind.startsWith('allow');
+  if (!allowed && !kind.startsWith('reject')) return { decision: 'unknown', label: r.outcome ?? 'Answered', detail: `by ${who}` };
+  // Older logs: the harness's own "always" options, chosen before agenthold kept to its own three.
+  const always = kind.endsWith('_always') ? ' (the harness’s “always” option)' : '';
+  if (r.redecided) {
+    const what = r.by === 'auto' || r.by === 'person' ? 'the new posture' : `the new policy (${who})`;
+    return { decision: allowed ? 'allow' : 'deny', label: allowed ? 'Approved' : 'Denied', detail: `— decided by ${what}` };
+  }
+  if (r.picked?.kind.endsWith('_always')) {
+    // Picked the harness's "always" option by id: agenthold answered once and keeps asking.
+    const name = q.options.find((o) => o.optionId === r.picked!.optionId)?.name ?? r.picked.optionId;
+    return { decision: allowed ? 'allow' : 'deny', label: allowed ? 'Approved' : 'Denied', detail: `by ${who} (picked “${name}”; answered once)` };
+  }
+  // A grant's own answer carries the scope of the grant, not a new "for this session".
+  const byGrant = !!r.by && typeof r.by === 'object' && !!(r.by as any).grant;
+  if (allowed && r.scope === 'session' && !byGrant) return { decision: 'allow_for_session', label: 'Approved for this session', detail: `by ${who}` };
+  return { decision: allowed ? 'allow' : 'deny', label: (allowed ? 'Approved' : 'Denied') + always, detail: `by ${who}` };
 }

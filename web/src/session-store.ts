@@ -27,6 +27,11 @@ export function turnStateOf(events: StoredEvent[]): { running: boolean; turnId: 
   return null;
 }
 
+/** Whether an event changes the session's grants: a question answered "for this session", or a grant revoked (its notice). */
+export function grantsChanged(ev: StoredEvent): boolean {
+  return (ev.type === 'permission_resolved' && ev.payload?.scope === 'session') || (ev.type === 'notice' && ev.payload?.code === 'GRANT_REVOKED');
+}
+
 export class SessionStore {
   view: SessionView = createView();
   tick: Signal<number> = signal(0);
@@ -34,6 +39,8 @@ export class SessionStore {
   loadError: Signal<string | null> = signal(null);
   /** Questions of this session that wait but were asked before the loaded part of the log. */
   earlier: Signal<Permission[]> = signal([]);
+  /** Bumped when the session's grants changed (an answer "for this session", a revocation). */
+  grantsRev: Signal<number> = signal(0);
   loadingOlder = false;
   socket: Reconnecting | null = null;
   /** The loaded part of the log: events after `start`. */
@@ -180,6 +187,7 @@ export class SessionStore {
         changed = true;
         if (ev.type === 'permission_resolved' && this.earlier.value.length)
           this.earlier.value = this.earlier.value.filter((p) => p.id !== ev.payload?.permission_id);
+        if (grantsChanged(ev)) this.grantsRev.value++;
       } else if (result === 'gap') {
         // The feed skipped something (it never should): read again from the cursor.
         this.socket?.now(true);

@@ -50,3 +50,19 @@ export interface Permission {
 }
 
 export const HARNESSES = ['fake', 'claude-code', 'codex', 'opencode', 'command'];
+
+/** An "Approve for this session" answer: agenthold approves calls like `call` in the session until it is revoked. */
+export interface SessionGrant {
+  id: string;
+  session_id: string;
+  call: {
+    effect: 'write' | 'exec' | 'read' | 'network' | null;
+    paths: string[];
+    command: string | null;
+    url: string | null;
+    title: string | null;
+  };
+  created_by: string | null;
+  created_at: string | null;
+  revoked_at: string | null;
+}

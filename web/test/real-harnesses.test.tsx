@@ -69,14 +69,15 @@ describe('Claude Code (claude-agent-acp 0.101.0)', () => {
     expect(text(h)).toContain('File created successfully at: /home/agent/hello.txt'); // raw output on demand
   });
 
-  it("the permission question shows the harness's own option names and who answered", () => {
+  it('the permission question says what was decided and by what', () => {
     const [q] = of(view, 'question');
     expect(q.options.map((o) => o.name)).toEqual(['Yes', 'Yes, allow all edits during this session', 'No']);
     const h = text(html(q));
     expect(h).toContain('Permission askedWrite hello.txtedit');
     expect(h).toContain('Effectwrite');
     expect(h).toContain('/home/agent/hello.txt');
-    expect(h).toContain('Yes — auto-approved (autonomous posture)'); // the option chosen, by name
+    expect(h).toContain('Approved by the autonomous posture');
+    expect(html(q)).toContain('data-decision="allow"');
     expect(q.resolved?.optionId).toBe('allow-once');
   });
 
@@ -133,7 +134,7 @@ describe('Codex (codex-acp, code mode)', () => {
     const h = text(html(q));
     expect(h).toContain('Permission askedEdit filesedit');
     expect(q.options.map((o) => o.name)).toEqual(['Yes, proceed', "Yes, and don't ask again for these files", 'No, and tell Codex what to do differently']);
-    expect(h).toContain('Yes, proceed — auto-approved (autonomous posture)');
+    expect(h).toContain('Approved by the autonomous posture');
   });
 
   it('the reasoning summary is one thought (its leading blank chunk merged in)', () => {

@@ -203,8 +203,12 @@ describe('turns and questions', () => {
     expect(v.pending).toHaveLength(0);
     expect(q.resolved).toMatchObject({ outcome: 'selected', optionKind: 'allow_once', optionId: 'allow-once' });
     expect(answeredBy(q.resolved!.by, 'u1')).toBe('you');
-    expect(answeredBy({ user_id: 'u2', via: 'reply' }, 'u1')).toBe('user u2, by a reply');
-    expect(answeredBy('auto', null)).toMatch(/auto/);
+    expect(answeredBy({ user_id: 'u2', via: 'reply' }, 'u1')).toBe('user u2, in a reply');
+    expect(answeredBy('auto', null)).toBe('the autonomous posture');
+    expect(answeredBy('policy:server:0', null)).toBe("the server's rule 0");
+    expect(answeredBy('policy:agent:2', null)).toBe("the agent's rule 2");
+    expect(answeredBy({ grant: 'g1', scope: 'session' }, null)).toBe('a session grant');
+    expect(answeredBy({ grant: 'g1' }, null)).toBe('a one-shot grant');
   });
 
   it('elicitations are questions too', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { turnStateOf } from '../src/session-store';
+import { grantsChanged, turnStateOf } from '../src/session-store';
 
 const e = (seq: number, type: string, payload: unknown = {}) => ({ seq, type, payload });
 
@@ -13,5 +13,14 @@ describe('the turn state of a tail of the log', () => {
   });
   it('no boundary: unknown', () => {
     expect(turnStateOf([e(5, 'update'), e(6, 'notice')])).toBeNull();
+  });
+});
+
+describe("what changes the session's grants", () => {
+  it('an answer for this session, or a revocation', () => {
+    expect(grantsChanged(e(1, 'permission_resolved', { scope: 'session', by: { user_id: 'u' } }))).toBe(true);
+    expect(grantsChanged(e(2, 'notice', { code: 'GRANT_REVOKED', grant: 'g' }))).toBe(true);
+    expect(grantsChanged(e(3, 'permission_resolved', { by: { user_id: 'u' } }))).toBe(false);
+    expect(grantsChanged(e(4, 'notice', { code: 'TURN_PARKED' }))).toBe(false);
   });
 });

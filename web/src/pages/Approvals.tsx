@@ -66,7 +66,7 @@ export function ApprovalsPage() {
             {p.kind === 'elicitation' ? (
               <>
                 <p>{p.tool_call?.message}</p>
-                <ElicitationForm permissionId={p.id} />
+                <ElicitationForm permissionId={p.id} schema={p.tool_call?.requestedSchema} />
               </>
             ) : (
               <>

@@ -2,6 +2,7 @@ import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/ho
 import { api, ApiError, atLeast, errorText, me, roleIn } from '../api';
 import { type LinkStatus } from '../socket';
 import { AnswerButtons, ElicitationForm, ItemView, type ItemContext } from '../items';
+import { SessionGrants } from '../grants';
 import { SessionStore } from '../session-store';
 import { elementScroll, measureElement, observeElementOffset, observeElementRect, Virtualizer } from '@tanstack/virtual-core';
 import type { Agent } from '../types';
@@ -129,6 +130,7 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
           </ol>
         </details>
       ) : null}
+      <SessionGrants sessionId={sessionId} canRevoke={canOperate} meId={me.value?.id ?? null} rev={store.grantsRev.value} />
       {store.hasOlder ? (
         <button type="button" class="older" onClick={loadOlder}>
           Load earlier events (before {items[0]?.seq ?? view.cursor})
@@ -141,7 +143,7 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
             <div class="earlier-question" data-permission={p.id}>
               <span class="badge">{p.tool_call?.kind ?? p.kind}</span> {p.tool_call?.title ?? p.tool_call?.message ?? ''}
               {canOperate ? (
-                p.kind === 'elicitation' ? <ElicitationForm permissionId={p.id} /> : <AnswerButtons permissionId={p.id} options={p.options} />
+                p.kind === 'elicitation' ? <ElicitationForm permissionId={p.id} schema={p.tool_call?.requestedSchema} /> : <AnswerButtons permissionId={p.id} options={p.options} />
               ) : null}
             </div>
           ))}
@@ -197,7 +199,13 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
         </button>
       ) : null}
       {agent.data === undefined ? null : canOperate ? (
-        <Composer sessionId={sessionId} running={view.running} waiting={view.pending.length + earlier.length} />
+        <Composer
+          sessionId={sessionId}
+          running={view.running}
+          waiting={view.pending.length + earlier.length}
+          // A reply answers the oldest waiting question (the earlier ones are listed newest first).
+          asks={earlier.length ? earlier[earlier.length - 1].kind === 'elicitation' : !!view.pending[0]?.elicitation}
+        />
       ) : (
         <p class="muted viewer-note">You can read this session; operators of its workspace can prompt it.</p>
       )}
@@ -205,7 +213,8 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   );
 }
 
-function Composer({ sessionId, running, waiting }: { sessionId: string; running: boolean; waiting: number }) {
+/** `asks`: the question a reply would answer is the agent's own (an elicitation), not a permission. */
+function Composer({ sessionId, running, waiting, asks }: { sessionId: string; running: boolean; waiting: number; asks: boolean }) {
   const [text, setText] = useState('');
   const [busy, setBusy] = useState(false);
   const [note, setNote] = useState<string | null>(null);
@@ -221,7 +230,8 @@ function Composer({ sessionId, running, waiting }: { sessionId: string; running:
     try {
       const r = await api<{ answered?: string; decision?: string }>('POST', `/api/v1/sessions/${sessionId}/prompt`, { text });
       setText('');
-      if (r?.answered) setNote(`Your reply answered the waiting question: ${r.decision === 'allow' ? 'allowed' : 'denied'}.`);
+      if (r?.answered)
+        setNote(`Your reply answered the waiting question${r.decision === 'allow' ? ': approved' : r.decision === 'deny' ? ': denied' : ''}.`);
     } catch (e) {
       setError(e instanceof ApiError && e.code === 'TURN_IN_PROGRESS' ? 'A turn is running: wait for it to end, or cancel it.' : errorText(e));
     } finally {
@@ -238,7 +248,7 @@ function Composer({ sessionId, running, waiting }: { sessionId: string; running:
     >
       {waiting ? (
         <p class="hint warn" id="composer-hint">
-          A question waits: your reply answers it — “yes” approves, anything else denies.
+          {asks ? 'The agent asks a question: your reply answers it.' : 'A question waits: your reply answers it — “yes” approves, anything else denies.'}
         </p>
       ) : reason ? (
         <p class="hint" id="composer-hint">{reason}</p>
@@ -247,7 +257,7 @@ function Composer({ sessionId, running, waiting }: { sessionId: string; running:
         <textarea
           aria-label={waiting ? 'Reply to the question' : 'Prompt'}
           aria-describedby={waiting || reason ? 'composer-hint' : undefined}
-          placeholder={waiting ? 'Reply (yes approves)' : blocked ? 'Wait for the turn to end' : 'Prompt the agent (Enter sends, Shift+Enter for a new line)'}
+          placeholder={waiting ? (asks ? 'Reply to the agent' : 'Reply (yes approves)') : blocked ? 'Wait for the turn to end' : 'Prompt the agent (Enter sends, Shift+Enter for a new line)'}
           rows={3}
           value={text}
           disabled={blocked}
