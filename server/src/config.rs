@@ -258,6 +258,11 @@ pub struct Config {
     /// the browser connected to (`http://` or `https://` followed by the `Host` header).
     #[arg(long, env = "AGENTHOLD_PUBLIC_URL", value_parser = crate::auth::origin::parse_public_url)]
     pub public_url: Option<String>,
+    /// Reverse proxies in front of the server whose `X-Forwarded-For` is believed (addresses or
+    /// networks, comma-separated): the login throttle counts the client address they name.
+    /// Unset: the header is ignored and the connection's peer counts.
+    #[arg(long, env = "AGENTHOLD_TRUSTED_PROXIES", value_delimiter = ',', value_parser = crate::auth::client_address::parse_trusted)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The built browser UI (`web/dist`, made by `npm run build` in `web/`), served at `/`.
     /// Unset: the checkout's `web/dist` (where this binary was built from).
     #[arg(long, env = "AGENTHOLD_WEB_DIR")]

@@ -17,9 +17,12 @@ pub enum ApiError {
     /// A cookie-authenticated WebSocket upgrade from a page of another origin.
     #[error("this WebSocket must be opened from the server's own origin (or with a bearer token)")]
     OriginRejected,
-    /// Too many failed logins.
-    #[error("too many failed logins; try again later")]
-    TooManyAttempts,
+    /// Too many failed logins from this address: try again after this long.
+    #[error("too many failed logins from this address; try again in {retry_after_secs} s")]
+    TooManyAttempts {
+        /// `Retry-After`.
+        retry_after_secs: u32,
+    },
     /// Too many password checks at once; try again shortly.
     #[error("the server is busy checking passwords; try again shortly")]
     LoginBusy,
@@ -111,8 +114,6 @@ impl ApiError {
     }
 }
 
-/// Seconds a throttled login is told to wait (`Retry-After`).
-pub const LOGIN_RETRY_AFTER_SECS: u32 = 60;
 /// Seconds a login refused because every password check slot was busy is told to wait.
 pub const BUSY_RETRY_AFTER_SECS: u32 = 1;
 /// Seconds a caller is told to wait while the database is unavailable.
@@ -121,7 +122,7 @@ pub const DATABASE_RETRY_AFTER_SECS: u32 = 2;
 impl ApiError {
     fn retry_after_secs(&self) -> Option<u32> {
         match self {
-            Self::TooManyAttempts => Some(LOGIN_RETRY_AFTER_SECS),
+            Self::TooManyAttempts { retry_after_secs } => Some(*retry_after_secs),
             Self::LoginBusy | Self::ServerBusy => Some(BUSY_RETRY_AFTER_SECS),
             Self::DatabaseUnavailable => Some(DATABASE_RETRY_AFTER_SECS),
             _ => None,
@@ -135,7 +136,7 @@ impl IntoResponse for ApiError {
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
             Self::CsrfRejected => (StatusCode::FORBIDDEN, "CSRF_REJECTED"),
             Self::OriginRejected => (StatusCode::FORBIDDEN, "ORIGIN_REJECTED"),
-            Self::TooManyAttempts => (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"),
+            Self::TooManyAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"),
             Self::LoginBusy => (StatusCode::SERVICE_UNAVAILABLE, "LOGIN_BUSY"),
             Self::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, *code),
             Self::Forbidden { .. } => (StatusCode::FORBIDDEN, "FORBIDDEN"),

@@ -22,23 +22,17 @@ use super::extract::Body;
 use super::openapi::Access;
 use crate::app::AppState;
 use crate::auth::passwords::{self, PasswordError};
-use crate::auth::{Credential, Principal, SESSION_COOKIE};
+use crate::auth::throttle;
+use crate::auth::{Credential, Principal, session_cookie};
 use crate::store;
 use crate::store::audit::AuditRecord;
-use crate::store::browser_sessions::FailureLimits;
 
-/// Failed logins per account within the window before further attempts get 429.
-const MAX_FAILURES_PER_ACCOUNT: i64 = 10;
-/// Failed logins per address within the window.
-const MAX_FAILURES_PER_ADDRESS: i64 = 50;
-/// The throttling window.
-const WINDOW_MINUTES: i32 = 15;
-/// The limits, together.
-const LIMITS: FailureLimits = FailureLimits {
-    minutes: WINDOW_MINUTES,
-    per_account: MAX_FAILURES_PER_ACCOUNT,
-    per_address: MAX_FAILURES_PER_ADDRESS,
-};
+/// How failed logins are throttled ([`crate::auth::throttle`]): each counts for 15 minutes; a
+/// (account, address) pair waits longer after each failure past five; an account with 20
+/// failures lets only addresses that have not failed on it through; an address with 50 failures
+/// (any accounts) waits for the window.
+const LIMITS: throttle::Limits =
+    throttle::Limits { window: std::time::Duration::from_secs(15 * 60), per_account: 20, per_address: 50 };
 
 /// `POST /api/v1/auth/login`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -84,7 +78,7 @@ fn random_hex(bytes: usize) -> String {
     request_body = Login,
     responses(
         (status = 200, description = "Signed in; `Set-Cookie` holds the session", body = LoggedIn,
-            headers(("Set-Cookie" = String, description = "The session cookie (HttpOnly, SameSite=Strict)"))),
+            headers(("Set-Cookie" = String, description = "The session cookie (HttpOnly, SameSite=Strict; named `__Host-agenthold_session` and Secure when AGENTHOLD_PUBLIC_URL is https)"))),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`", body = ErrorBody),
         (status = 401, description = "`UNAUTHORIZED`: wrong username or password", body = ErrorBody),
         (status = 429, description = "`TOO_MANY_ATTEMPTS` (with `Retry-After`)", body = ErrorBody),
@@ -95,15 +89,20 @@ fn random_hex(bytes: usize) -> String {
 pub async fn login(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request_headers: HeaderMap,
     Body(body): Body<Login>,
 ) -> Result<impl IntoResponse, ApiError> {
     let username = body.username.trim().to_lowercase();
-    let address = peer.ip().to_string();
+    let address =
+        crate::auth::client_address::of(peer.ip(), &request_headers, &state.config.trusted_proxies).to_string();
     // Counted as a failure until the password is shown to match.
-    let Some(attempt) = store::browser_sessions::reserve_attempt(&state.pool, &username, &address, LIMITS).await?
-    else {
-        crate::metrics::login_failed("throttled");
-        return Err(ApiError::TooManyAttempts);
+    let attempt = match store::browser_sessions::reserve_attempt(&state.pool, &username, &address, LIMITS).await? {
+        Ok(attempt) => attempt,
+        Err(wait) => {
+            crate::metrics::login_failed("throttled");
+            let retry_after_secs = u32::try_from(wait.as_secs_f64().ceil() as u64).unwrap_or(u32::MAX).max(1);
+            return Err(ApiError::TooManyAttempts { retry_after_secs });
+        }
     };
     let user = store::users::by_username(&state.pool, &username).await?;
     let matches = match passwords::verify(body.password, user.as_ref().map(|u| u.password_hash.clone())).await {
@@ -137,7 +136,8 @@ pub async fn login(
         };
         store::audit::append(&state.pool, record).await?;
     }
-    let cookie = format!("{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={ttl}");
+    let (name, attributes) = session_cookie(state.config.public_url.as_deref());
+    let cookie = format!("{name}={token}; {attributes}; Max-Age={ttl}");
     let mut headers = HeaderMap::new();
     headers.insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(|e| ApiError::Internal(e.into()))?);
     let body = LoggedIn { user: LoginUser { id: user.id, username: user.username }, csrf_token, expires_at };
@@ -158,7 +158,8 @@ pub async fn logout(State(state): State<AppState>, principal: Principal) -> Resu
         store::browser_sessions::delete(&state.pool, id).await?;
         crate::auth::recheck::record(principal.credential, false, std::time::Instant::now());
     }
-    let cookie = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    let (name, attributes) = session_cookie(state.config.public_url.as_deref());
+    let cookie = format!("{name}=; {attributes}; Max-Age=0");
     let mut headers = HeaderMap::new();
     headers.insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(|e| ApiError::Internal(e.into()))?);
     Ok((StatusCode::NO_CONTENT, headers))

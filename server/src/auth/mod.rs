@@ -8,9 +8,11 @@
 //! own origin ([`origin`]).
 
 pub mod bootstrap;
+pub mod client_address;
 pub mod origin;
 pub mod passwords;
 pub mod recheck;
+pub mod throttle;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -22,8 +24,21 @@ use crate::app::AppState;
 use crate::store;
 use crate::store::users::Role;
 
-/// Name of the browser session cookie.
+/// Name of the browser session cookie (on a plain-HTTP server).
 pub const SESSION_COOKIE: &str = "agenthold_session";
+/// Its name when the public URL is `https://`: the `__Host-` prefix makes browsers accept it
+/// only with `Secure`, `Path=/` and no `Domain`, so neither a plain-HTTP page nor a sibling
+/// subdomain can set or overwrite it.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-agenthold_session";
+
+/// The session cookie's name and attributes for a server whose public URL is `public_url`.
+pub fn session_cookie(public_url: Option<&str>) -> (&'static str, &'static str) {
+    if public_url.is_some_and(|url| url.starts_with("https://")) {
+        (SECURE_SESSION_COOKIE, "HttpOnly; Secure; SameSite=Strict; Path=/")
+    } else {
+        (SESSION_COOKIE, "HttpOnly; SameSite=Strict; Path=/")
+    }
+}
 /// Header a cookie-authenticated state-changing request must carry (the session's CSRF token).
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -87,7 +102,8 @@ impl FromRequestParts<AppState> for Principal {
                 None => Err(ApiError::Unauthorized),
             };
         }
-        let token = cookie(parts, SESSION_COOKIE).ok_or(ApiError::Unauthorized)?;
+        let (name, _) = session_cookie(state.config.public_url.as_deref());
+        let token = cookie(parts, name).ok_or(ApiError::Unauthorized)?;
         let session = store::browser_sessions::find(&state.pool, token).await?.ok_or(ApiError::Unauthorized)?;
         if origin::is_websocket_upgrade(parts)
             && !origin::is_own_origin(&parts.headers, state.config.public_url.as_deref())

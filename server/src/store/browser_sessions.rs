@@ -2,6 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
+
+use crate::auth::throttle;
 use uuid::Uuid;
 
 use super::tokens::hash_token;
@@ -64,27 +66,17 @@ pub async fn is_valid(pool: &PgPool, id: Uuid) -> sqlx::Result<bool> {
     Ok(found.is_some())
 }
 
-/// Limits on failed logins within a window.
-#[derive(Debug, Clone, Copy)]
-pub struct FailureLimits {
-    /// The window, in minutes.
-    pub minutes: i32,
-    /// Failures per account within it.
-    pub per_account: i64,
-    /// Failures per address within it.
-    pub per_address: i64,
-}
-
 /// Counts a login attempt before its password is checked: under a lock on the account and one
-/// on the address (so concurrent attempts are counted one after the other), records a failure
-/// if both are below their limits and returns its id — the caller removes it with
-/// [`forgive`] if the password matches. `None`: throttled, nothing recorded.
+/// on the address (so concurrent attempts are counted one after the other), reads the failures
+/// that bear on it and, when [`throttle::decide`] lets it go on, records a failure and returns its
+/// id — the caller removes it with [`forgive`] if the password matches. `Err(wait)`: throttled,
+/// nothing recorded.
 pub async fn reserve_attempt(
     pool: &PgPool,
     username: &str,
     address: &str,
-    limits: FailureLimits,
-) -> sqlx::Result<Option<i64>> {
+    limits: throttle::Limits,
+) -> sqlx::Result<Result<i64, std::time::Duration>> {
     let mut tx = pool.begin().await?;
     // Always the account's lock first, then the address's: no two attempts wait on each other
     // in a cycle.
@@ -94,22 +86,43 @@ pub async fn reserve_attempt(
     sqlx::query!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(2, hashtext($1))"#, address)
         .fetch_one(&mut *tx)
         .await?;
-    let id = sqlx::query_scalar!(
-        r#"INSERT INTO login_failures (username, address)
-           SELECT $1, $2
-           WHERE (SELECT count(*) FROM login_failures WHERE username = $1 AND at > now() - make_interval(mins => $3)) < $4
-             AND (SELECT count(*) FROM login_failures WHERE address = $2 AND at > now() - make_interval(mins => $3)) < $5
-           RETURNING id"#,
+    let window_secs = limits.window.as_secs_f64();
+    let row = sqlx::query!(
+        r#"SELECT count(*) FILTER (WHERE username = $1 AND address = $2) AS "pair!",
+                  extract(epoch FROM now() - max(at) FILTER (WHERE username = $1 AND address = $2))::float8 AS pair_latest_ago,
+                  extract(epoch FROM now() - min(at) FILTER (WHERE username = $1 AND address = $2))::float8 AS pair_oldest_ago,
+                  count(*) FILTER (WHERE username = $1) AS "account!",
+                  count(*) FILTER (WHERE address = $2) AS "address!",
+                  extract(epoch FROM now() - min(at) FILTER (WHERE address = $2))::float8 AS address_oldest_ago
+           FROM login_failures
+           WHERE (username = $1 OR address = $2) AND at > now() - make_interval(secs => $3)"#,
         username,
         address,
-        limits.minutes,
-        limits.per_account,
-        limits.per_address
+        window_secs
     )
-    .fetch_optional(&mut *tx)
+    .fetch_one(&mut *tx)
+    .await?;
+    let ago = |secs: Option<f64>| secs.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
+    let failures = throttle::Failures {
+        pair: row.pair,
+        pair_latest_ago: ago(row.pair_latest_ago),
+        pair_oldest_ago: ago(row.pair_oldest_ago),
+        account: row.account,
+        address: row.address,
+        address_oldest_ago: ago(row.address_oldest_ago),
+    };
+    if let throttle::Decision::Wait(wait) = throttle::decide(failures, limits) {
+        return Ok(Err(wait));
+    }
+    let id = sqlx::query_scalar!(
+        r#"INSERT INTO login_failures (username, address) VALUES ($1, $2) RETURNING id"#,
+        username,
+        address
+    )
+    .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(id)
+    Ok(Ok(id))
 }
 
 /// Removes a failure recorded by [`reserve_attempt`] (the password matched, or it was never

@@ -457,7 +457,7 @@ impl TestServer {
         .await
     }
 
-    async fn with_cookie(
+    pub(crate) async fn with_cookie(
         &self,
         method: &str,
         path: &str,

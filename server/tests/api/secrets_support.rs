@@ -6,7 +6,7 @@ use sqlx::{Connection, Row};
 
 use crate::support::TestServer;
 
-const PASSWORD: &str = "a long enough password";
+pub const PASSWORD: &str = "a long enough password";
 
 /// A user of the test with an API token.
 pub struct User {

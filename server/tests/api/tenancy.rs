@@ -50,3 +50,70 @@ async fn a_demoted_member_loses_the_terminal_and_a_removed_one_every_stream_with
     let (status, _) = call(&server, "GET", &format!("/api/v1/sessions/{session}"), &member.token, json!({})).await;
     assert_eq!(status, 404, "a former member cannot see the session");
 }
+
+/// A login of `name` with `password` whose `X-Forwarded-For` names `client`.
+async fn login_from(server: &TestServer, client: &str, name: &str, password: &str) -> (u16, String) {
+    let headers = [("x-forwarded-for", client.to_owned())];
+    let body = json!({"username": name, "password": password});
+    let (status, cookie, _) = server.raw_with_headers("POST", "/api/v1/auth/login", None, &headers, body).await;
+    (status, cookie)
+}
+
+#[tokio::test]
+async fn failing_logins_cannot_lock_anyone_out_and_a_forged_address_is_not_believed() {
+    use crate::secrets_support::PASSWORD;
+    // Behind a trusted reverse proxy (the test client, on loopback): its X-Forwarded-For counts.
+    let server = TestServer::start_with(&[("AGENTHOLD_TRUSTED_PROXIES", "127.0.0.0/8")]).await;
+    make_user(&server, "victim").await;
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(login_from(&server, "203.0.113.2", "victim", "wrong wrong wrong").await.0);
+    }
+    assert_eq!(&statuses[..5], &[401; 5], "{statuses:?}");
+    assert!(statuses[5..].iter().all(|s| *s == 429), "the failing address waits: {statuses:?}");
+    // The right password from the failing address waits too; from another one it signs in.
+    assert_eq!(login_from(&server, "203.0.113.2", "victim", PASSWORD).await.0, 429);
+    let (status, cookie) = login_from(&server, "203.0.113.3", "victim", PASSWORD).await;
+    assert_eq!(status, 200, "the owner is not locked out by someone else's failures");
+    assert!(cookie.starts_with("agenthold_session=") && !cookie.contains("Secure"), "plain http: {cookie}");
+    // The wait grows and is said: Retry-After.
+    let (status, _, answer) = server
+        .raw_with_headers(
+            "POST",
+            "/api/v1/auth/login",
+            None,
+            &[("x-forwarded-for", "203.0.113.2".to_owned())],
+            json!({"username": "victim", "password": "nope nope nope"}),
+        )
+        .await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (429, Some("TOO_MANY_ATTEMPTS")), "{answer}");
+
+    // Without trusted proxies the header is anyone's writing: failures count against the peer,
+    // and a forged address does not get a failing client through.
+    let direct = TestServer::start().await;
+    make_user(&direct, "victim").await;
+    for n in 0..6 {
+        login_from(&direct, &format!("198.51.100.{n}"), "victim", "wrong wrong wrong").await;
+    }
+    assert_eq!(login_from(&direct, "198.51.100.77", "victim", PASSWORD).await.0, 429, "the peer is what counts");
+}
+
+#[tokio::test]
+async fn over_https_the_session_cookie_is_host_only_and_secure() {
+    use crate::secrets_support::PASSWORD;
+    let server = TestServer::start_with(&[("AGENTHOLD_PUBLIC_URL", "https://agenthold.test")]).await;
+    make_user(&server, "secure").await;
+    let body = json!({"username": "secure", "password": PASSWORD});
+    let (status, cookie, _) = server.raw_with_headers("POST", "/api/v1/auth/login", None, &[], body).await;
+    assert_eq!(status, 200);
+    assert!(cookie.starts_with("__Host-agenthold_session="), "{cookie}");
+    for attribute in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.split("; ").any(|a| a == attribute), "{attribute} in {cookie}");
+    }
+    assert!(!cookie.contains("Domain"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap_or_default().to_owned();
+    assert_eq!(server.with_cookie("GET", "/api/v1/me", &pair, None, json!({})).await.0, 200);
+    // The plain name is not the session there.
+    let plain = pair.replacen("__Host-", "", 1);
+    assert_eq!(server.with_cookie("GET", "/api/v1/me", &plain, None, json!({})).await.0, 401);
+}
