@@ -153,6 +153,12 @@ pub struct Config {
     /// Refuse the `autonomous` posture: an agent that would run with it fails to start its harness.
     #[arg(long, env = "AGENTHOLD_FORBID_AUTONOMOUS", default_value_t = false, action = clap::ArgAction::Set)]
     pub forbid_autonomous: bool,
+    /// Images agents may use besides `AGENTHOLD_IMAGE` and `AGENTHOLD_BASE_IMAGE` (always
+    /// allowed), comma-separated: an exact reference (`registry.example.com/team/agent:1.4`) or a
+    /// prefix ending in `*` (`registry.example.com/team/*`). Any other image is refused
+    /// (`400 IMAGE_NOT_ALLOWED`): images on the engine may be other tenants' or the operator's.
+    #[arg(long, env = "AGENTHOLD_ALLOWED_IMAGES", value_delimiter = ',', value_parser = parse_image_pattern)]
+    pub allowed_images: Vec<String>,
     /// The default image of agents running a harness the base image carries (claude-code,
     /// codex, opencode): `make base-image` builds it.
     #[arg(long, env = "AGENTHOLD_BASE_IMAGE", default_value = "agenthold/base:latest")]
@@ -384,6 +390,16 @@ fn lease_ttl(value: &str) -> Result<f64, String> {
 /// in the same Pod).
 pub const KUBE_SERVER_LABELS: &str = "app.kubernetes.io/name=agenthold,app.kubernetes.io/component=server";
 
+/// One `AGENTHOLD_ALLOWED_IMAGES` entry: a reference, or a prefix ending in `*` (the only `*`).
+fn parse_image_pattern(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let body = text.strip_suffix('*').unwrap_or(text);
+    if text.is_empty() || text.len() > 512 || body.contains('*') || text.chars().any(char::is_whitespace) {
+        return Err(format!("{text:?}: an image reference, or a prefix ending in a single `*`"));
+    }
+    Ok(text.to_owned())
+}
+
 fn parse_posture(value: &str) -> Result<crate::permissions::Posture, String> {
     crate::permissions::Posture::parse(value).map_err(|e| e.to_string())
 }
@@ -401,6 +417,16 @@ fn parse_overrides(raw: &str) -> Result<UpstreamOverrides, String> {
 }
 
 impl Config {
+    /// Whether agents may use `image`: the default and base images, and the operator's list.
+    pub fn image_allowed(&self, image: &str) -> bool {
+        image == self.image
+            || image == self.base_image
+            || self.allowed_images.iter().any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => image.starts_with(prefix),
+                None => image == pattern,
+            })
+    }
+
     /// The subnet pool of agent networks (`None`: the engine picks); an error saying what is
     /// wrong with the two settings.
     pub fn subnet_pool(&self) -> Result<Option<crate::sandbox::subnets::SubnetPool>, String> {
@@ -545,6 +571,27 @@ mod tests {
     fn parse(args: &[&str]) -> Result<Config, clap::Error> {
         let base = ["agenthold", "--database-url", "postgres://x", "--driver", "local"];
         Config::try_parse_from(base.iter().chain(args))
+    }
+
+    #[test]
+    fn images_are_allowed_by_name_or_prefix_and_the_defaults_always() {
+        let mut config =
+            parse(&["--allowed-images", "registry.example.com/team/*, ghcr.io/me/agent:1.4"]).expect("parses");
+        config.image = "agenthold/test:latest".to_owned(); // whatever the environment has
+        config.base_image = "agenthold/base:latest".to_owned();
+        for allowed in
+            ["agenthold/test:latest", "agenthold/base:latest", "registry.example.com/team/x:2", "ghcr.io/me/agent:1.4"]
+        {
+            assert!(config.image_allowed(allowed), "{allowed}");
+        }
+        for refused in
+            ["agenthold/test:other", "ghcr.io/me/agent:1.5", "registry.example.com/teammate:1", "busybox", ""]
+        {
+            assert!(!config.image_allowed(refused), "{refused}");
+        }
+        for bad in ["a*b", "**", "two words"] {
+            assert!(parse(&["--allowed-images", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -169,9 +169,15 @@ pub fn check_auto_sleep(secs: Option<i32>) -> Result<Option<i32>, ApiError> {
 }
 
 /// A Docker image reference (no whitespace, at most 512 bytes).
-pub fn check_image(image: &str) -> Result<(), ApiError> {
+pub fn check_image(state: &AppState, image: &str) -> Result<(), ApiError> {
     if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
         return Err(ApiError::bad_request("INVALID_IMAGE", "image must be a Docker image reference"));
+    }
+    if !state.config.image_allowed(image) {
+        return Err(ApiError::bad_request(
+            "IMAGE_NOT_ALLOWED",
+            "this server does not allow that image; its operator lists the images agents may use (AGENTHOLD_ALLOWED_IMAGES)",
+        ));
     }
     Ok(())
 }
@@ -235,7 +241,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         None => agent.env.clone(),
     };
     let image = patch.image.unwrap_or_else(|| agent.image.clone());
-    check_image(&image)?;
+    check_image(state, &image)?;
     let limits = patch.limits.unwrap_or_default();
     let cpus = limits.cpus.unwrap_or(agent.cpus);
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);

@@ -111,7 +111,7 @@ const MAX_PLACEMENTS: u32 = 3;
         (status = 201, description = "The agent", body = Agent),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, \
             `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, \
-            `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`", body = ErrorBody),
+            `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
         (status = 404, description = "`NOT_FOUND`: no such workspace of the caller's", body = ErrorBody),
         (status = 409, description = "`NAME_TAKEN`", body = ErrorBody),
         (status = 503, description = "`CAPACITY`: the host holds as many agents as it may", body = ErrorBody),
@@ -147,7 +147,7 @@ pub async fn create(
     let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs.flatten())?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
-    check_image(&image)?;
+    check_image(&state, &image)?;
     let mut agent = NewAgent {
         id: AgentId::new(), // placed below
         workspace_id,
@@ -319,7 +319,7 @@ pub async fn show(
         (status = 200, description = "The agent as changed", body = AgentDetail),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
             `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
-            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`", body = ErrorBody),
+            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]

@@ -166,6 +166,8 @@ impl TestServer {
             .env("AGENTHOLD_SANDBOX_BIN_DIR", &bin_dir)
             .env("AGENTHOLD_INSTANCE", &self.instance)
             .env("AGENTHOLD_DEFAULT_MEMORY_MIB", "512")
+            // The images the tests build and tag (a test may name its own list).
+            .env("AGENTHOLD_ALLOWED_IMAGES", "agenthold/*,agenthold-test/*")
             // No warm pool unless a test asks for one (tests/api/warm_pool.rs).
             .env("AGENTHOLD_WARM_POOL_SIZE", "0")
             // A master key is made in the data dir (tests that need production mode override it).

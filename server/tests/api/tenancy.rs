@@ -117,3 +117,27 @@ async fn over_https_the_session_cookie_is_host_only_and_secure() {
     let plain = pair.replacen("__Host-", "", 1);
     assert_eq!(server.with_cookie("GET", "/api/v1/me", &plain, None, json!({})).await.0, 401);
 }
+
+#[tokio::test]
+async fn only_the_images_the_operator_allows_can_be_chosen() {
+    let server = TestServer::start_with(&[("AGENTHOLD_ALLOWED_IMAGES", "registry.example.com/team/*")]).await;
+    let member = make_user(&server, "imager").await;
+    let (_, me) = call(&server, "GET", "/api/v1/me", &member.token, json!({})).await;
+    let own = me["workspaces"][0]["workspace_id"].as_str().expect("workspace").to_owned();
+    let create = |image: &str| json!({"name": format!("img-{}", uuid::Uuid::new_v4().simple()), "harness": "fake", "workspace_id": own, "image": image});
+    for refused in ["busybox:latest", "agenthold/tools:latest", "registry.example.com/teammate/x:1"] {
+        let (status, body) = call(&server, "POST", "/api/v1/agents", &member.token, create(refused)).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("IMAGE_NOT_ALLOWED")), "{refused}: {body}");
+    }
+    let (status, agent) =
+        call(&server, "POST", "/api/v1/agents", &member.token, create("registry.example.com/team/a:1")).await;
+    assert_eq!(status, 201, "a listed prefix: {agent}");
+    let id = agent["id"].as_str().expect("id");
+    let (status, body) =
+        call(&server, "PATCH", &format!("/api/v1/agents/{id}"), &member.token, json!({"image": "other/image:1"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("IMAGE_NOT_ALLOWED")), "{body}");
+    let default = std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned());
+    let (status, body) =
+        call(&server, "PATCH", &format!("/api/v1/agents/{id}"), &member.token, json!({"image": default})).await;
+    assert_eq!(status, 200, "the server's own image is always allowed: {body}");
+}
