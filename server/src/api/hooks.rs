@@ -50,7 +50,7 @@ pub struct Delivered {
         (status = 400, description = "`DELIVERY_ID_MISSING`, `INVALID_BODY` (not JSON)", body = ErrorBody),
         (status = 401, description = "`SIGNATURE_MISSING`, `SIGNATURE_INVALID`, `SIGNATURE_EXPIRED` (a Standard Webhooks timestamp over five minutes from the server's clock)", body = ErrorBody),
         (status = 404, description = "`NOT_FOUND`: no such webhook", body = ErrorBody),
-        (status = 409, description = "`REPLAYED`: the delivery id was accepted before; `TURN_IN_PROGRESS`: the \
+        (status = 409, description = "`REPLAYED`: the delivery id was accepted before; `WEBHOOK_PAUSED`: the webhook is paused (or its maker left the workspace); `TURN_IN_PROGRESS`: the \
             webhook's session has a turn in progress", body = ErrorBody),
         (status = 413, description = "`PAYLOAD_TOO_LARGE`: over `AGENTHOLD_WEBHOOK_MAX_BODY_BYTES`", body = ErrorBody),
         (status = 429, description = "`TOO_MANY_REFUSALS`: over 60 deliveries to this webhook were refused in the last minute (counted, not recorded)", body = ErrorBody),

@@ -85,7 +85,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/schedules/{id}", get(schedules::show).patch(schedules::update).delete(schedules::delete))
         .route("/api/v1/schedules/{id}/runs", get(schedules::runs))
         .route("/api/v1/agents/{id}/webhooks", post(webhooks::create).get(webhooks::list))
-        .route("/api/v1/webhooks/{id}", get(webhooks::show).delete(webhooks::delete))
+        .route("/api/v1/webhooks/{id}", get(webhooks::show).patch(webhooks::update).delete(webhooks::delete))
         .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .route("/api/v1/hooks/{id}", post(hooks::deliver))
         .route("/api/v1/agents/{id}/prompt-targets", get(prompt_targets::list))

@@ -130,6 +130,7 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         super::webhooks::list,
         super::webhooks::show,
         super::webhooks::deliveries,
+        super::webhooks::update,
         super::webhooks::delete,
         super::hooks::deliver,
         super::prompt_targets::list,

@@ -86,6 +86,10 @@ pub struct Schedule {
     session_id: Option<SessionId>,
     /// Paused: not run.
     paused: bool,
+    /// Why, when not by a person: `creator_left` (its maker left the workspace or lost the
+    /// operator role; an admin resumes it).
+    #[schema(required = true)]
+    paused_reason: Option<String>,
     /// When it runs next (`null` while paused).
     #[schema(required = true)]
     next_run_at: Option<DateTime<Utc>>,
@@ -110,6 +114,7 @@ impl From<&ScheduleRow> for Schedule {
             prompt: row.prompt.clone(),
             session_id: row.session_id,
             paused: row.paused,
+            paused_reason: row.paused_reason.clone(),
             next_run_at: (!row.paused).then_some(row.next_run_at),
             last_run_at: row.last_run_at,
             created_by: row.created_by,
@@ -352,7 +357,8 @@ pub async fn runs(
 }
 
 /// Changes a schedule: its expression, zone or prompt; `paused` pauses or resumes it (the
-/// agent's operators; the role is checked before the body is read). A new expression or zone, or
+/// agent's operators; the role is checked before the body is read; a schedule paused because its
+/// maker left is resumed by an admin, who then stands behind it). A new expression or zone, or
 /// a resume, runs next at the first slot after now. Audited as `schedule.changed` (or
 /// `schedule.paused`, `schedule.resumed`).
 #[utoipa::path(
@@ -383,6 +389,11 @@ pub async fn update(
         check_prompt(prompt)?;
     }
     let resumed = body.paused == Some(false) && schedule.paused;
+    // One paused because its maker left acts on behalf of whoever resumes it: an admin.
+    let maker_left = schedule.paused_reason.as_deref() == Some("creator_left");
+    if resumed && maker_left {
+        principal.require(&state, agent.workspace_id, Role::Admin, "schedule").await?;
+    }
     let respec = body.cron.is_some() || body.time_zone.is_some();
     let next_run_at = if resumed || respec { Some(next_after_now(&spec, cron)?) } else { None };
     let change = Change {
@@ -391,6 +402,7 @@ pub async fn update(
         prompt: body.prompt.as_deref(),
         paused: body.paused,
         next_run_at,
+        resumed_by: (resumed && maker_left).then_some(principal.user_id),
     };
     if !store::schedules::update(&state.pool, id, &change).await? {
         return Err(ApiError::NotFound("schedule"));

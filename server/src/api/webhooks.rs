@@ -64,11 +64,17 @@ pub struct Webhook {
     /// The session each delivery appends to (`null`: a new session per delivery).
     #[schema(required = true)]
     session_id: Option<SessionId>,
-    /// Who set it up.
+    /// Who set it up (and stands behind its deliveries).
     #[schema(required = true)]
     created_by: Option<Uuid>,
     /// When.
     created_at: DateTime<Utc>,
+    /// Paused: deliveries are refused (`409 WEBHOOK_PAUSED`).
+    paused: bool,
+    /// Why, when not by a person: `creator_left` (its maker left the workspace or lost the
+    /// operator role; an admin resumes it).
+    #[schema(required = true)]
+    paused_reason: Option<String>,
 }
 
 impl Webhook {
@@ -84,6 +90,8 @@ impl Webhook {
             session_id: row.session_id,
             created_by: row.created_by,
             created_at: row.created_at,
+            paused: row.paused || !row.maker_stands,
+            paused_reason: row.paused_reason.clone().or_else(|| (!row.maker_stands).then(|| "creator_left".to_owned())),
         }
     }
 }
@@ -332,4 +340,55 @@ pub async fn delete(
     }
     audit(&state, &principal, &agent, &webhook, "webhook.deleted").await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `PATCH /api/v1/webhooks/{id}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateWebhook {
+    /// `true` pauses it (deliveries refused), `false` resumes it.
+    paused: bool,
+}
+
+/// Pauses or resumes a webhook (the agent's operators; the role is checked before the body is
+/// read). A webhook paused because its maker left the workspace is resumed by an admin, who then
+/// stands behind it. Audited as `webhook.paused` / `webhook.resumed`.
+#[utoipa::path(
+    patch,
+    path = "/api/v1/webhooks/{id}",
+    operation_id = "update_webhook",
+    tag = "triggers",
+    request_body = UpdateWebhook,
+    responses(
+        (status = 200, description = "The webhook as changed", body = Webhook),
+        (status = 400, description = "`INVALID_BODY`", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
+pub async fn update(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<Uuid>,
+    RawBody(body): RawBody,
+) -> Result<Json<Webhook>, ApiError> {
+    let (webhook, agent) = visible_webhook(&state, &principal, id, Role::Operator).await?;
+    let body: UpdateWebhook = parse_json(&body)?;
+    let was_paused = webhook.paused || !webhook.maker_stands;
+    let maker_left = webhook.paused_reason.as_deref() == Some("creator_left") || !webhook.maker_stands;
+    let resumed_by = if !body.paused && maker_left {
+        principal.require(&state, agent.workspace_id, Role::Admin, "webhook").await?;
+        Some(principal.user_id)
+    } else {
+        None
+    };
+    let reason = if body.paused && was_paused { webhook.paused_reason.as_deref() } else { None };
+    if !store::webhooks::set_paused(&state.pool, id, body.paused, reason, resumed_by).await? {
+        return Err(ApiError::NotFound("webhook"));
+    }
+    if body.paused != was_paused {
+        let action = if body.paused { "webhook.paused" } else { "webhook.resumed" };
+        audit(&state, &principal, &agent, &webhook, action).await?;
+    }
+    let row = store::webhooks::get(&state.pool, id).await?.ok_or(ApiError::NotFound("webhook"))?;
+    Ok(Json(Webhook::of(&row, &state)))
 }

@@ -168,6 +168,15 @@ async fn change_member(
         // Their logins leave the workspace's agents with them.
         super::providers::member_left(state, path.id, path.user_id).await?;
     }
+    // What they made to act on their behalf stops with their standing: paused until an admin
+    // resumes it.
+    if role.is_none_or(|role| role < Role::Operator) {
+        let (schedules, webhooks) = store::schedules::pause_made_by(&state.pool, path.user_id, path.id).await?;
+        if !schedules.is_empty() || !webhooks.is_empty() {
+            let detail = json!({"schedules": schedules, "webhooks": webhooks, "reason": "creator_left"});
+            audit(state, principal, path.id, "triggers.paused", "member", path.user_id.to_string(), detail).await?;
+        }
+    }
     let action = match (before, role) {
         (None, Some(_)) => "member.added",
         (Some(_), Some(_)) => "member.role_changed",

@@ -27,6 +27,9 @@ pub struct ScheduleRow {
     pub session_id: Option<SessionId>,
     /// Paused: not run.
     pub paused: bool,
+    /// Why, when not by a person: `creator_left` (its maker left the workspace or lost the
+    /// operator role).
+    pub paused_reason: Option<String>,
     /// When it is due next.
     pub next_run_at: DateTime<Utc>,
     /// When it last ran (or was skipped).
@@ -115,6 +118,7 @@ macro_rules! row {
             prompt: $r.prompt,
             session_id: $r.session_id.map(SessionId),
             paused: $r.paused,
+            paused_reason: $r.paused_reason,
             next_run_at: $r.next_run_at,
             last_run_at: $r.last_run_at,
             last_turn_id: $r.last_turn_id.map(TurnId),
@@ -127,7 +131,7 @@ macro_rules! row {
 /// One schedule (of an agent not being deleted).
 pub async fn get(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<ScheduleRow>> {
     let row = sqlx::query!(
-        r#"SELECT s.id, s.agent_id, s.name, s.cron, s.time_zone, s.prompt, s.session_id, s.paused, s.next_run_at,
+        r#"SELECT s.id, s.agent_id, s.name, s.cron, s.time_zone, s.prompt, s.session_id, s.paused, s.paused_reason, s.next_run_at,
                   s.last_run_at, s.last_turn_id, s.created_by, s.created_at
            FROM schedules s JOIN agents a ON a.id = s.agent_id
            WHERE s.id = $1 AND a.deleting_at IS NULL"#,
@@ -141,7 +145,7 @@ pub async fn get(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<ScheduleRow>> {
 /// An agent's schedules, by name.
 pub async fn list(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<ScheduleRow>> {
     let rows = sqlx::query!(
-        r#"SELECT id, agent_id, name, cron, time_zone, prompt, session_id, paused, next_run_at,
+        r#"SELECT id, agent_id, name, cron, time_zone, prompt, session_id, paused, paused_reason, next_run_at,
                   last_run_at, last_turn_id, created_by, created_at
            FROM schedules WHERE agent_id = $1 ORDER BY name"#,
         agent_id.0
@@ -164,6 +168,8 @@ pub struct Change<'a> {
     pub paused: Option<bool>,
     /// When it is due next (computed again whenever expression, zone or pause change).
     pub next_run_at: Option<DateTime<Utc>>,
+    /// Resumed by this user, who stands behind it from now on.
+    pub resumed_by: Option<Uuid>,
 }
 
 /// Changes a schedule; `false` when it is gone.
@@ -171,14 +177,16 @@ pub async fn update(pool: &PgPool, id: Uuid, change: &Change<'_>) -> sqlx::Resul
     let updated = sqlx::query!(
         r#"UPDATE schedules SET cron = COALESCE($2, cron), time_zone = COALESCE($3, time_zone),
                   prompt = COALESCE($4, prompt), paused = COALESCE($5, paused),
-                  next_run_at = COALESCE($6, next_run_at)
+                  paused_reason = CASE WHEN $5 IS NULL THEN paused_reason ELSE NULL END,
+                  next_run_at = COALESCE($6, next_run_at), created_by = COALESCE($7, created_by)
            WHERE id = $1"#,
         id,
         change.cron,
         change.time_zone,
         change.prompt,
         change.paused,
-        change.next_run_at
+        change.next_run_at,
+        change.resumed_by
     )
     .execute(pool)
     .await?;
@@ -192,11 +200,15 @@ pub async fn delete(pool: &PgPool, id: Uuid) -> sqlx::Result<bool> {
 }
 
 /// Claims the schedule due longest ago (not paused, its agent not being deleted), locking its
-/// row until `tx` ends; rows another replica holds are skipped.
-pub async fn claim_due(tx: &mut sqlx::PgConnection, now: DateTime<Utc>) -> sqlx::Result<Option<ScheduleRow>> {
+/// row until `tx` ends; rows another replica holds are skipped. With it, whether its maker is
+/// still an operator (or admin) of the agent's workspace.
+pub async fn claim_due(tx: &mut sqlx::PgConnection, now: DateTime<Utc>) -> sqlx::Result<Option<(ScheduleRow, bool)>> {
     let row = sqlx::query!(
-        r#"SELECT s.id, s.agent_id, s.name, s.cron, s.time_zone, s.prompt, s.session_id, s.paused, s.next_run_at,
-                  s.last_run_at, s.last_turn_id, s.created_by, s.created_at
+        r#"SELECT s.id, s.agent_id, s.name, s.cron, s.time_zone, s.prompt, s.session_id, s.paused, s.paused_reason,
+                  s.next_run_at, s.last_run_at, s.last_turn_id, s.created_by, s.created_at,
+                  EXISTS (SELECT 1 FROM memberships m JOIN agents a ON a.workspace_id = m.workspace_id
+                          WHERE a.id = s.agent_id AND m.user_id = s.created_by
+                            AND m.role IN ('operator', 'admin')) AS "maker_stands!"
            FROM schedules s
            WHERE NOT s.paused AND s.next_run_at <= $1
              AND EXISTS (SELECT 1 FROM agents a WHERE a.id = s.agent_id AND a.deleting_at IS NULL)
@@ -207,7 +219,44 @@ pub async fn claim_due(tx: &mut sqlx::PgConnection, now: DateTime<Utc>) -> sqlx:
     )
     .fetch_optional(&mut *tx)
     .await?;
-    Ok(row.map(|r| row!(r)))
+    Ok(row.map(|r| {
+        let stands = r.maker_stands;
+        (row!(r), stands)
+    }))
+}
+
+/// Pauses a schedule whose maker no longer stands behind it (`creator_left`).
+pub async fn pause_for_maker(tx: &mut sqlx::PgConnection, id: Uuid) -> sqlx::Result<()> {
+    sqlx::query!(r#"UPDATE schedules SET paused = true, paused_reason = 'creator_left' WHERE id = $1"#, id)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// Pauses the schedules and webhooks `user` made for the agents of `workspace_id` (they left it,
+/// or lost the operator role there); the ids of each that was running.
+pub async fn pause_made_by(pool: &PgPool, user: Uuid, workspace_id: Uuid) -> sqlx::Result<(Vec<Uuid>, Vec<Uuid>)> {
+    let mut tx = pool.begin().await?;
+    let schedules = sqlx::query_scalar!(
+        r#"UPDATE schedules SET paused = true, paused_reason = 'creator_left'
+           WHERE created_by = $1 AND NOT paused AND agent_id IN (SELECT id FROM agents WHERE workspace_id = $2)
+           RETURNING id"#,
+        user,
+        workspace_id
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let webhooks = sqlx::query_scalar!(
+        r#"UPDATE webhooks SET paused = true, paused_reason = 'creator_left'
+           WHERE created_by = $1 AND NOT paused AND agent_id IN (SELECT id FROM agents WHERE workspace_id = $2)
+           RETURNING id"#,
+        user,
+        workspace_id
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok((schedules, webhooks))
 }
 
 /// Whether a turn is unfinished.

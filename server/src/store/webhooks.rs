@@ -27,10 +27,16 @@ pub struct WebhookRow {
     pub session_id: Option<SessionId>,
     /// Its secret, sealed.
     pub secret: Sealed,
-    /// Who set it up.
+    /// Who set it up (and stands behind its deliveries).
     pub created_by: Option<Uuid>,
     /// When.
     pub created_at: DateTime<Utc>,
+    /// Paused: deliveries are refused (`WEBHOOK_PAUSED`).
+    pub paused: bool,
+    /// Why, when not by a person: `creator_left`.
+    pub paused_reason: Option<String>,
+    /// Whether its maker is still an operator (or admin) of its agent's workspace.
+    pub maker_stands: bool,
 }
 
 /// A new webhook.
@@ -85,6 +91,9 @@ macro_rules! row {
             secret: Sealed { key_id: $r.secret_key_id, nonce: $r.secret_nonce, ciphertext: $r.secret_sealed },
             created_by: $r.created_by,
             created_at: $r.created_at,
+            paused: $r.paused,
+            paused_reason: $r.paused_reason,
+            maker_stands: $r.maker_stands,
         }
     };
 }
@@ -93,7 +102,9 @@ macro_rules! row {
 pub async fn get(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WebhookRow>> {
     let row = sqlx::query!(
         r#"SELECT w.id, w.agent_id, a.workspace_id AS "workspace_id!", w.name, w.template, w.session_id, w.secret_key_id,
-                  w.secret_nonce, w.secret_sealed, w.created_by, w.created_at
+                  w.secret_nonce, w.secret_sealed, w.created_by, w.created_at, w.paused, w.paused_reason,
+                  EXISTS (SELECT 1 FROM memberships m WHERE m.workspace_id = a.workspace_id AND m.user_id = w.created_by
+                            AND m.role IN ('operator', 'admin')) AS "maker_stands!"
            FROM webhooks w JOIN agents a ON a.id = w.agent_id
            WHERE w.id = $1 AND a.deleting_at IS NULL"#,
         id
@@ -107,7 +118,9 @@ pub async fn get(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WebhookRow>> {
 pub async fn list(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<WebhookRow>> {
     let rows = sqlx::query!(
         r#"SELECT w.id, w.agent_id, a.workspace_id AS "workspace_id!", w.name, w.template, w.session_id, w.secret_key_id,
-                  w.secret_nonce, w.secret_sealed, w.created_by, w.created_at
+                  w.secret_nonce, w.secret_sealed, w.created_by, w.created_at, w.paused, w.paused_reason,
+                  EXISTS (SELECT 1 FROM memberships m WHERE m.workspace_id = a.workspace_id AND m.user_id = w.created_by
+                            AND m.role IN ('operator', 'admin')) AS "maker_stands!"
            FROM webhooks w JOIN agents a ON a.id = w.agent_id
            WHERE w.agent_id = $1 ORDER BY w.name"#,
         agent_id.0
@@ -115,6 +128,27 @@ pub async fn list(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<WebhookR
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(|r| row!(r)).collect())
+}
+
+/// Pauses (`reason`: why, when not a person) or resumes a webhook; a resume by `resumed_by`
+/// makes them the one who stands behind it. `false` when it is gone.
+pub async fn set_paused(
+    pool: &PgPool,
+    id: Uuid,
+    paused: bool,
+    reason: Option<&str>,
+    resumed_by: Option<Uuid>,
+) -> sqlx::Result<bool> {
+    let updated = sqlx::query!(
+        r#"UPDATE webhooks SET paused = $2, paused_reason = $3, created_by = COALESCE($4, created_by) WHERE id = $1"#,
+        id,
+        paused,
+        reason,
+        resumed_by
+    )
+    .execute(pool)
+    .await?;
+    Ok(updated.rows_affected() == 1)
 }
 
 /// Deletes a webhook (and its deliveries); `false` when it was gone.

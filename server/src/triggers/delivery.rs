@@ -132,6 +132,20 @@ pub async fn refuse(
 /// Checks and runs a delivery to `webhook`; records its outcome.
 pub async fn deliver(state: &AppState, webhook: &WebhookRow, request: Request<'_>) -> anyhow::Result<Outcome> {
     let delivery_id = request.standard.and_then(|s| s.id).or(request.delivery_id);
+    // It acts on behalf of its maker: once they left the workspace (or lost the operator role)
+    // it is paused until an admin resumes it.
+    if !webhook.paused && !webhook.maker_stands {
+        store::webhooks::set_paused(&state.pool, webhook.id, true, Some("creator_left"), None).await?;
+        tracing::info!(webhook.id = %webhook.id, "a webhook's maker left its workspace (or lost the operator role): paused");
+    }
+    if webhook.paused || !webhook.maker_stands {
+        let refusal = Refusal::new(
+            StatusCode::CONFLICT,
+            "WEBHOOK_PAUSED",
+            "the webhook is paused (an operator resumes it; one whose maker left, an admin)",
+        );
+        return Ok(refuse(state, webhook, delivery_id, refusal).await?);
+    }
     match check(state, webhook, &request, Utc::now().timestamp()) {
         Err(refusal) => Ok(refuse(state, webhook, delivery_id, refusal).await?),
         Ok((delivery_id, prompt)) => {

@@ -3,7 +3,9 @@
 //! run the same slot), records the run and advances `next_run_at` in that same transaction, and
 //! only then hands its turn over. A run that finds the schedule's previous turn unfinished (or
 //! its session busy) is skipped with a `notice` in that session, never stacked. Slots missed
-//! while no server ran make one run ([`super::cron::due`]).
+//! while no server ran make one run ([`super::cron::due`]). A schedule acts on behalf of the member
+//! who made it: one whose maker is no longer an operator of the agent's workspace is paused
+//! (`creator_left`) instead of run, until an admin resumes it.
 
 use std::time::Duration;
 
@@ -64,9 +66,16 @@ enum Done {
 async fn run_one(state: &AppState) -> anyhow::Result<bool> {
     let mut tx = state.pool.begin().await?;
     let now = Utc::now();
-    let Some(schedule) = store::schedules::claim_due(&mut tx, now).await? else {
+    let Some((schedule, maker_stands)) = store::schedules::claim_due(&mut tx, now).await? else {
         return Ok(false);
     };
+    if !maker_stands {
+        store::schedules::pause_for_maker(&mut tx, schedule.id).await?;
+        tx.commit().await?;
+        metrics::counter!("agenthold_schedule_runs_total", "outcome" => "paused").increment(1);
+        tracing::info!(schedule.id = %schedule.id, "a schedule's maker left its workspace (or lost the operator role): paused");
+        return Ok(true);
+    }
     let next = match Spec::parse(&schedule.cron, &schedule.time_zone) {
         Ok(spec) => cron::due(&spec, schedule.next_run_at, now).and_then(|due| due.next),
         // Checked when stored; should a zone vanish from a later build's database, this run

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use sqlx::Connection;
 
 use crate::secrets_support::{admin, call, make_user};
 use crate::support::TestServer;
@@ -140,4 +141,107 @@ async fn only_the_images_the_operator_allows_can_be_chosen() {
     let (status, body) =
         call(&server, "PATCH", &format!("/api/v1/agents/{id}"), &member.token, json!({"image": default})).await;
     assert_eq!(status, 200, "the server's own image is always allowed: {body}");
+}
+
+#[tokio::test]
+async fn what_a_member_made_stops_acting_for_them_when_they_leave_until_an_admin_resumes_it() {
+    use agenthold_server::triggers::signature::sign;
+    let server = TestServer::start().await;
+    let maker = make_user(&server, "trigger-maker").await;
+    let operator = make_user(&server, "trigger-op").await;
+    let (_, team) = admin(&server, "POST", "/api/v1/workspaces", json!({"name": "triggers"})).await;
+    let ws = team["id"].as_str().expect("id").to_owned();
+    for (user, role) in [(&maker, "operator"), (&operator, "operator")] {
+        let path = format!("/api/v1/workspaces/{ws}/members/{}", user.id);
+        assert_eq!(admin(&server, "PUT", &path, json!({"role": role})).await.0, 204);
+    }
+    let agent = server.create_agent(json!({"workspace_id": ws})).await;
+    let body = json!({"name": "nightly", "cron": "0 3 * * *", "prompt": "text hi"});
+    let (status, schedule) =
+        call(&server, "POST", &format!("/api/v1/agents/{agent}/schedules"), &maker.token, body).await;
+    assert_eq!(status, 201, "{schedule}");
+    let schedule = schedule["id"].as_str().expect("id").to_owned();
+    let body = json!({"name": "hook", "template": "text {{ n }}"});
+    let (status, created) =
+        call(&server, "POST", &format!("/api/v1/agents/{agent}/webhooks"), &maker.token, body).await;
+    assert_eq!(status, 201, "{created}");
+    let (webhook, secret) =
+        (created["webhook"]["id"].as_str().expect("id").to_owned(), created["secret"].as_str().expect("s").to_owned());
+    let deliver = |n: u32| {
+        let body = json!({"n": n});
+        let headers = vec![
+            ("x-hub-signature-256", sign(secret.as_bytes(), body.to_string().as_bytes())),
+            ("x-delivery-id", format!("d-{n}")),
+        ];
+        let hook = format!("/api/v1/hooks/{webhook}");
+        let server = &server;
+        async move { server.raw_with_headers("POST", &hook, None, &headers, body).await }
+    };
+    assert_eq!(deliver(1).await.0, 202, "the maker's webhook acts while they are a member");
+
+    // The maker leaves: both are paused at once, said in the audit log, listed for the admins.
+    assert_eq!(
+        admin(&server, "DELETE", &format!("/api/v1/workspaces/{ws}/members/{}", maker.id), json!({})).await.0,
+        204
+    );
+    let (_, shown) = server.get(&format!("/api/v1/schedules/{schedule}")).await;
+    assert_eq!(
+        (shown["paused"].clone(), shown["paused_reason"].clone()),
+        (json!(true), json!("creator_left")),
+        "{shown}"
+    );
+    let (_, shown) = server.get(&format!("/api/v1/webhooks/{webhook}")).await;
+    assert_eq!(
+        (shown["paused"].clone(), shown["paused_reason"].clone()),
+        (json!(true), json!("creator_left")),
+        "{shown}"
+    );
+    let (status, _, refused) = deliver(2).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("WEBHOOK_PAUSED")), "{refused}");
+    let (_, audit) = server.get(&format!("/api/v1/workspaces/{ws}/audit")).await;
+    assert!(audit["records"].as_array().expect("records").iter().any(|r| r["action"] == "triggers.paused"), "{audit}");
+
+    // An operator cannot take them over; an admin can, and then stands behind them.
+    let resume = json!({"paused": false});
+    let (status, _) =
+        call(&server, "PATCH", &format!("/api/v1/webhooks/{webhook}"), &operator.token, resume.clone()).await;
+    assert_eq!(status, 403);
+    let (status, _) =
+        call(&server, "PATCH", &format!("/api/v1/schedules/{schedule}"), &operator.token, resume.clone()).await;
+    assert_eq!(status, 403);
+    let (_, me) = server.get("/api/v1/me").await;
+    for path in [format!("/api/v1/webhooks/{webhook}"), format!("/api/v1/schedules/{schedule}")] {
+        let (status, resumed) = admin(&server, "PATCH", &path, resume.clone()).await;
+        assert_eq!(status, 200, "{resumed}");
+        assert_eq!(
+            (resumed["paused"].clone(), resumed["created_by"].clone()),
+            (json!(false), me["id"].clone()),
+            "{resumed}"
+        );
+    }
+    assert_eq!(deliver(3).await.0, 202, "resumed by an admin, on their behalf");
+
+    // Checked at each delivery too: the operator's own webhook, their membership gone behind the
+    // API's back (a replica's race, a restore), is paused at its next delivery.
+    let body = json!({"name": "op-hook", "template": "text {{ n }}"});
+    let (_, created) = call(&server, "POST", &format!("/api/v1/agents/{agent}/webhooks"), &operator.token, body).await;
+    let own = created["webhook"]["id"].as_str().expect("id").to_owned();
+    let own_secret = created["secret"].as_str().expect("secret").to_owned();
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("db");
+    sqlx::query("DELETE FROM memberships WHERE user_id = $1::uuid AND workspace_id = $2::uuid")
+        .bind(&operator.id)
+        .bind(&ws)
+        .execute(&mut db)
+        .await
+        .expect("delete");
+    let body = json!({"n": 9});
+    let headers = [
+        ("x-hub-signature-256", sign(own_secret.as_bytes(), body.to_string().as_bytes())),
+        ("x-delivery-id", "own-1".to_owned()),
+    ];
+    let (status, _, refused) =
+        server.raw_with_headers("POST", &format!("/api/v1/hooks/{own}"), None, &headers, body).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("WEBHOOK_PAUSED")), "{refused}");
+    let (_, shown) = server.get(&format!("/api/v1/webhooks/{own}")).await;
+    assert_eq!(shown["paused_reason"], "creator_left", "{shown}");
 }

@@ -233,13 +233,13 @@ async fn two_replicas_never_claim_the_same_due_schedule() {
     let (mut one, mut two) = (pool.begin().await.expect("tx"), pool.begin().await.expect("tx"));
     let now = Utc::now();
     let claimed = agenthold_server::store::schedules::claim_due(&mut one, now).await.expect("claim");
-    assert_eq!(claimed.as_ref().map(|s| s.id), Some(id));
+    assert_eq!(claimed.as_ref().map(|s| s.0.id), Some(id));
     let other = agenthold_server::store::schedules::claim_due(&mut two, now).await.expect("claim");
     assert!(other.is_none(), "a row another replica holds is skipped, not waited for nor run twice");
     // The first records its run and moves the schedule on in the same transaction…
     let run = agenthold_server::store::schedules::RunRow {
         id: uuid::Uuid::new_v4(),
-        due_at: claimed.expect("claimed").next_run_at,
+        due_at: claimed.expect("claimed").0.next_run_at,
         ran_at: now,
         outcome: "skipped".to_owned(),
         reason: Some("test".to_owned()),
