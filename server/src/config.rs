@@ -223,6 +223,14 @@ pub struct Config {
     /// `REQUEST_TIMEOUT`.
     #[arg(long, env = "AGENTHOLD_REQUEST_TIMEOUT_SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_secs: u64,
+    /// Calls one agent may make to agenthold's MCP tools per minute (per replica); past it a call
+    /// is a tool error `RATE_LIMITED` (docs/triggers.md).
+    #[arg(long, env = "AGENTHOLD_MCP_CALLS_PER_MINUTE", default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub mcp_calls_per_minute: u32,
+    /// Turns one agent may start in other agents per hour through the MCP tools; past it
+    /// `prompt_agent` is a tool error `BUDGET_EXHAUSTED` (docs/triggers.md).
+    #[arg(long, env = "AGENTHOLD_AGENT_PROMPTS_PER_HOUR", default_value_t = 120, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub agent_prompts_per_hour: i64,
     /// The largest request body accepted (bytes); beyond: 413.
     #[arg(long, env = "AGENTHOLD_MAX_BODY_BYTES", default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_body_bytes: u64,

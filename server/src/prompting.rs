@@ -132,8 +132,8 @@ pub async fn record(
     let payload = json!({"turn_id": turn_id, "prompt": blocks, "origin": origin});
     let event = NewEvent::new(session_id, EventKind::Prompt, payload);
     let stored = store::events::append(tx, vec![event]).await?;
-    if let Some(depth) = origin.depth.filter(|d| *d > 0) {
-        store::agent_prompts::set_depth(tx, turn_id, depth).await?;
+    if origin.kind == OriginKind::Agent {
+        store::agent_prompts::set_origin(tx, turn_id, origin.depth.unwrap_or(1), origin.id).await?;
     }
     Ok(Recorded { turn_id, agent_id, stored })
 }

@@ -89,6 +89,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .route("/api/v1/hooks/{id}", post(hooks::deliver))
         .route("/api/v1/agents/{id}/prompt-targets", get(prompt_targets::list))
+        .route("/api/v1/agents/{id}/prompted-by", get(prompt_targets::incoming))
+        .route("/api/v1/agents/{id}/prompted-by/{source_id}", delete(prompt_targets::revoke_incoming))
         .route(
             "/api/v1/agents/{id}/prompt-targets/{target_id}",
             axum::routing::put(prompt_targets::add).delete(prompt_targets::remove),

@@ -136,6 +136,8 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         super::prompt_targets::list,
         super::prompt_targets::add,
         super::prompt_targets::remove,
+        super::prompt_targets::incoming,
+        super::prompt_targets::revoke_incoming,
         super::mcp::call,
         super::terminal::open,
     ),

@@ -173,3 +173,72 @@ pub async fn remove(
     }
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// The agents that may prompt this one.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IncomingLinks {
+    /// By name; `holds: false` for a link whose maker is no longer an admin of both workspaces
+    /// (it answers nothing, and is dropped when that member leaves or is demoted).
+    links: Vec<store::agent_prompts::IncomingRow>,
+}
+
+/// The agents that may prompt this agent through agenthold's MCP server (its admins): links made
+/// from any workspace by someone who administers both.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agents/{id}/prompted-by",
+    operation_id = "list_incoming_prompt_links",
+    tag = "triggers",
+    responses((status = 200, description = "The links", body = IncomingLinks)),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
+pub async fn incoming(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(agent_id): Id<AgentId>,
+) -> Result<Json<IncomingLinks>, ApiError> {
+    visible_agent(&state, &principal, agent_id, Role::Admin).await?;
+    Ok(Json(IncomingLinks { links: store::agent_prompts::incoming(&state.pool, agent_id).await? }))
+}
+
+/// `{id}` and `{source_id}`.
+#[derive(Debug, Deserialize)]
+pub struct SourcePath {
+    id: AgentId,
+    source_id: AgentId,
+}
+
+/// Revokes the link that lets `source_id` prompt this agent (this agent's admins; idempotent:
+/// 204 also when there was none). Audited as `agent.prompt_link_revoked` in this agent's
+/// workspace.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/agents/{id}/prompted-by/{source_id}",
+    operation_id = "revoke_incoming_prompt_link",
+    tag = "triggers",
+    params(("source_id" = Uuid, Path, description = "The agent that may no longer prompt this one")),
+    responses((status = 204, description = "It may not (any more)")),
+    extensions(("x-agenthold-access" = json!(Access::Admin))),
+)]
+pub async fn revoke_incoming(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(agent_id): Id<AgentId>,
+    path: Result<Path<SourcePath>, axum::extract::rejection::PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    // The role first: a caller without it learns nothing from the source's id.
+    let agent = visible_agent(&state, &principal, agent_id, Role::Admin).await?;
+    let Path(path) = path.map_err(|_| ApiError::NotFound("agent"))?;
+    if store::agent_prompts::remove(&state.pool, path.source_id, path.id).await? {
+        let record = AuditRecord {
+            workspace_id: agent.workspace_id,
+            actor_user_id: Some(principal.user_id),
+            action: "agent.prompt_link_revoked",
+            resource_type: "agent",
+            resource_id: agent.id.to_string(),
+            detail: json!({"name": agent.name, "source_agent_id": path.source_id}),
+        };
+        store::audit::append(&state.pool, record).await?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -168,6 +168,24 @@ async fn change_member(
         // Their logins leave the workspace's agents with them.
         super::providers::member_left(state, path.id, path.user_id).await?;
     }
+    // Links between agents stand on someone who administers both sides: no longer an admin here,
+    // theirs that touch this workspace's agents are dropped.
+    if role != Some(Role::Admin) {
+        let dropped = store::agent_prompts::drop_made_by(&state.pool, path.user_id, path.id).await?;
+        if !dropped.is_empty() {
+            let links: Vec<Value> = dropped.iter().map(|(a, t)| json!({"agent_id": a, "target_agent_id": t})).collect();
+            audit(
+                state,
+                principal,
+                path.id,
+                "agent.prompt_links_dropped",
+                "member",
+                path.user_id.to_string(),
+                json!({"links": links}),
+            )
+            .await?;
+        }
+    }
     // What they made to act on their behalf stops with their standing: paused until an admin
     // resumes it.
     if role.is_none_or(|role| role < Role::Operator) {

@@ -1,7 +1,14 @@
-//! What each tool does for the calling agent: only agents on its allow-list are seen, prompted,
-//! waited for or read; a prompt is recorded with origin `agent` (the caller's id and the chain
-//! depth, one more than the caller's running turn's) through [`crate::prompting`], the path
-//! every prompt takes; every call is audited in the caller's workspace with the caller as actor.
+//! What each tool does for the calling agent: only agents on its allow-list (links whose maker is
+//! still an admin of both sides) are seen, prompted, waited for or read — and of those, only the
+//! turns and sessions the caller prompted; a prompt is recorded with origin `agent` (the caller's
+//! id and the chain depth, one more than the caller's running turn's) through
+//! [`crate::prompting`], the path every prompt takes; every call is audited in the caller's
+//! workspace with the caller as actor.
+//!
+//! A call is taken only from an agent with a turn in progress, so the depth of a chain is always
+//! that of a prompt: a background process calling between turns cannot start a chain afresh.
+//! Calls are rate-limited per agent ([`super::rate`]) and the turns an agent starts in others
+//! have an hourly budget; a loop is stopped at the depth limit and reported with its chain.
 
 use std::time::{Duration, Instant};
 
@@ -27,19 +34,28 @@ const MAX_PAGE_BYTES: i64 = 256 * 1024;
 
 /// Runs `call` for `caller`: the tool's answer or refusal (an `Err` is a server failure).
 pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Result<Result<Value, ToolError>> {
-    let targets = store::agent_prompts::targets(&state.pool, caller.id).await?;
-    let (outcome, target) = match call {
-        Call::ListAgents => (Ok(list(&targets)), None),
-        Call::PromptAgent { agent, text, session_id } => match resolve(&targets, agent) {
-            Ok(target) => (prompt(state, caller, target, text, *session_id).await?, Some(target.agent_id)),
-            Err(error) => (Err(error), None),
-        },
-        Call::WaitTurn { turn_id, timeout_secs } => {
-            // Within the server's request timeout, whatever was asked.
-            let limit = state.config.request_timeout_secs.saturating_sub(5).max(1);
-            wait(state, &targets, *turn_id, (*timeout_secs).min(limit)).await?
+    let (outcome, target) = match admit(state, caller).await? {
+        Err(refusal) => (Err(refusal), None),
+        Ok(depth) => {
+            let targets = store::agent_prompts::targets(&state.pool, caller.id).await?;
+            match call {
+                Call::ListAgents => (Ok(list(&targets)), None),
+                Call::PromptAgent { agent, text, session_id } => match resolve(&targets, agent) {
+                    Ok(target) => {
+                        (prompt(state, caller, depth, target, text, *session_id).await?, Some(target.agent_id))
+                    }
+                    Err(error) => (Err(error), None),
+                },
+                Call::WaitTurn { turn_id, timeout_secs } => {
+                    // Within the server's request timeout, whatever was asked.
+                    let limit = state.config.request_timeout_secs.saturating_sub(5).max(1);
+                    wait(state, caller, &targets, *turn_id, (*timeout_secs).min(limit)).await?
+                }
+                Call::ReadEvents { session_id, after, limit } => {
+                    read(state, caller, &targets, *session_id, *after, *limit).await?
+                }
+            }
         }
-        Call::ReadEvents { session_id, after, limit } => read(state, &targets, *session_id, *after, *limit).await?,
     };
     let detail = json!({
         "name": caller.name,
@@ -62,6 +78,39 @@ pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Re
     };
     metrics::counter!("agenthold_mcp_calls_total", "tool" => call.name(), "outcome" => code).increment(1);
     Ok(outcome)
+}
+
+/// Whether `caller` may call at all now: under its rate, and with a turn in progress (whose
+/// depth is the chain's). The caller's running depth.
+async fn admit(state: &AppState, caller: &AgentRow) -> anyhow::Result<Result<i32, ToolError>> {
+    if let Err(wait) = super::rate::take(caller.id, state.config.mcp_calls_per_minute, Instant::now()) {
+        let message = format!(
+            "this agent called agenthold's tools {} times this minute; try again in {} s",
+            state.config.mcp_calls_per_minute,
+            wait.as_secs().max(1)
+        );
+        return Ok(Err(ToolError::new("RATE_LIMITED", message)));
+    }
+    match store::agent_prompts::running_depth(&state.pool, caller.id).await? {
+        Some(depth) => Ok(Ok(depth)),
+        None => Ok(Err(ToolError::new(
+            "NO_RUNNING_TURN",
+            "agenthold's tools answer an agent during one of its turns only (a chain's depth is its prompt's)",
+        ))),
+    }
+}
+
+/// The chain of agents above `caller`'s turn at depth `depth` (nearest first): each step the
+/// agent that prompted the turn one level up. What a loop is reported with.
+async fn chain_above(state: &AppState, caller: AgentId, depth: i32) -> anyhow::Result<Vec<uuid::Uuid>> {
+    let mut chain = Vec::new();
+    let (mut current, mut depth) = (caller, depth.clamp(0, MAX_CHAIN_DEPTH + 1));
+    while depth > 0 {
+        let Some(up) = store::agent_prompts::prompted_by(&state.pool, current, depth).await? else { break };
+        chain.push(up);
+        (current, depth) = (AgentId(up), depth - 1);
+    }
+    Ok(chain)
 }
 
 fn list(targets: &[TargetRow]) -> Value {
@@ -92,18 +141,37 @@ fn resolve<'a>(targets: &'a [TargetRow], agent: &str) -> Result<&'a TargetRow, T
 async fn prompt(
     state: &AppState,
     caller: &AgentRow,
+    running_depth: i32,
     target: &TargetRow,
     text: &str,
     session_id: Option<SessionId>,
 ) -> anyhow::Result<Result<Value, ToolError>> {
-    let depth = store::agent_prompts::running_depth(&state.pool, caller.id).await? + 1;
+    let depth = running_depth + 1;
     if depth > MAX_CHAIN_DEPTH {
-        return Ok(Err(ToolError::new(
+        let chain = chain_above(state, caller.id, running_depth).await?;
+        let path: Vec<String> = chain
+            .iter()
+            .rev()
+            .map(ToString::to_string)
+            .chain([caller.id.to_string(), target.agent_id.to_string()])
+            .collect();
+        tracing::warn!(agent.id = %caller.id, chain = ?path, "a chain of agents prompting agents reached the depth limit");
+        let mut refusal = ToolError::new(
             "CHAIN_TOO_DEEP",
             format!(
-                "this turn is already {} deep in a chain of agents prompting agents; the limit is {MAX_CHAIN_DEPTH}",
-                depth - 1
+                "this turn is already {} deep in a chain of agents prompting agents; the limit is {MAX_CHAIN_DEPTH} (chain: {})",
+                depth - 1,
+                path.join(" → ")
             ),
+        );
+        refusal.chain = Some(path);
+        return Ok(Err(refusal));
+    }
+    let budget = state.config.agent_prompts_per_hour;
+    if store::agent_prompts::prompted_last_hour(&state.pool, caller.id).await? >= budget {
+        return Ok(Err(ToolError::new(
+            "BUDGET_EXHAUSTED",
+            format!("this agent started {budget} turns in other agents in the last hour, its budget"),
         )));
     }
     if let Some(id) = session_id {
@@ -149,10 +217,18 @@ async fn prompt(
 
 type Outcome = (Result<Value, ToolError>, Option<AgentId>);
 
-async fn wait(state: &AppState, targets: &[TargetRow], turn_id: TurnId, timeout_secs: u64) -> anyhow::Result<Outcome> {
+async fn wait(
+    state: &AppState,
+    caller: &AgentRow,
+    targets: &[TargetRow],
+    turn_id: TurnId,
+    timeout_secs: u64,
+) -> anyhow::Result<Outcome> {
     let deadline = Instant::now() + Duration::from_secs(timeout_secs);
     loop {
         let turn = store::agent_prompts::turn(&state.pool, turn_id).await?;
+        // A turn the caller prompted, of an agent it may still prompt.
+        let turn = turn.filter(|t| t.origin_agent_id == Some(caller.id.0));
         let Some(turn) = turn.filter(|t| targets.iter().any(|a| a.agent_id == t.agent_id)) else {
             return Ok((Err(not_allowed(&format!("the agent of turn {turn_id}"))), None));
         };
@@ -182,6 +258,7 @@ async fn wait(state: &AppState, targets: &[TargetRow], turn_id: TurnId, timeout_
 
 async fn read(
     state: &AppState,
+    caller: &AgentRow,
     targets: &[TargetRow],
     session_id: SessionId,
     after: i64,
@@ -191,6 +268,13 @@ async fn read(
     let Some(session) = session.filter(|s| targets.iter().any(|a| a.agent_id == s.agent_id)) else {
         return Ok((Err(not_allowed(&format!("the agent of session {session_id}"))), None));
     };
+    // Only sessions the caller prompted in: the prompted agent's other sessions are its own.
+    if !store::agent_prompts::prompted_in(&state.pool, caller.id, session_id).await? {
+        return Ok((
+            Err(ToolError::new("NOT_ALLOWED", format!("this agent did not prompt in session {session_id}"))),
+            Some(session.agent_id),
+        ));
+    }
     let page = store::events::page_encoded(&state.pool, session_id, after, limit, MAX_PAGE_BYTES).await?;
     let next_after = page.events.last().map_or(after, |e| e.seq);
     let events: Vec<Value> = page.events.iter().filter_map(|e| serde_json::from_str(&e.json).ok()).collect();

@@ -12,6 +12,7 @@
 
 pub mod calls;
 pub mod credential;
+pub mod rate;
 pub mod rpc;
 pub mod servers;
 pub mod tools;

@@ -210,23 +210,29 @@ fn truncate(s: &str, max: usize) -> &str {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
     /// `NOT_ALLOWED`, `CHAIN_TOO_DEEP`, `TURN_IN_PROGRESS`, `NOT_FOUND`, `INVALID_SESSION`,
-    /// `AMBIGUOUS_AGENT`.
+    /// `AMBIGUOUS_AGENT`, `NO_RUNNING_TURN`, `RATE_LIMITED`, `BUDGET_EXHAUSTED`.
     pub code: &'static str,
     /// What went wrong.
     pub message: String,
+    /// `CHAIN_TOO_DEEP`: the agents of the chain, from its top to the agent it would have prompted.
+    pub chain: Option<Vec<String>>,
 }
 
 impl ToolError {
     /// A refusal.
     pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self { code, message: message.into(), chain: None }
     }
 
     /// The `tools/call` result.
     pub fn result(&self) -> Value {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(chain) = &self.chain {
+            error["chain"] = json!(chain);
+        }
         json!({
             "content": [{"type": "text", "text": format!("{}: {}", self.code, self.message)}],
-            "structuredContent": {"error": {"code": self.code, "message": self.message}},
+            "structuredContent": {"error": error},
             "isError": true
         })
     }

@@ -125,10 +125,13 @@ async fn a_fake_agent_prompts_another_through_the_mcp_tools_and_reports_its_answ
     assert_eq!(status, 204);
     let (status, _) = server.delete(&format!("/api/v1/agents/{asker}/prompt-targets/{helper}")).await;
     assert_eq!(status, 204, "idempotent");
+    server.prompt(&session, &format!("mcp prompt_agent {}", json!({"agent": "helper", "text": "text again"}))).await;
+    let said = text_of(&server.wait_turns(&session, 2, TURN).await);
+    assert!(said.contains("mcp prompt_agent: NOT_ALLOWED:"), "off the list: {said}");
+    // And between the asker's turns nothing answers at all.
     let token = credential(&server, &asker);
-    let refused = call(&server, &token, "prompt_agent", json!({"agent": "helper", "text": "text again"})).await;
-    assert_eq!(refused["result"]["isError"], true, "{refused}");
-    assert_eq!(refused["result"]["structuredContent"]["error"]["code"], "NOT_ALLOWED");
+    let refused = call(&server, &token, "list_agents", json!({})).await;
+    assert_eq!(refused["result"]["structuredContent"]["error"]["code"], "NO_RUNNING_TURN", "{refused}");
 }
 
 #[tokio::test]
@@ -155,7 +158,6 @@ async fn a_chain_of_agents_prompting_agents_stops_at_the_depth_limit() {
     let session = server.create_session(&ping).await;
     server.prompt(&session, &script).await;
     server.wait_turns(&session, 1, TURN * 2).await;
-
     // Depths 1, 2, 3 started; the call at depth 3 was refused with a clear tool error.
     let (_, agent) = server.get(&format!("/api/v1/agents/{ping}")).await;
     let workspace = agent["workspace_id"].as_str().expect("workspace").to_owned();
@@ -179,6 +181,9 @@ async fn a_chain_of_agents_prompting_agents_stops_at_the_depth_limit() {
                 let said = text_of(&events);
                 if e["payload"]["origin"]["depth"] == 3 {
                     assert!(said.contains("CHAIN_TOO_DEEP"), "the deepest turn reports the refusal: {said}");
+                    // Reported with its chain: ping → pong → ping → pong, and the one it would prompt.
+                    let chain = format!("(chain: {ping} → {pong} → {ping} → {pong} → {ping})");
+                    assert!(said.contains(&chain), "{chain} in {said}");
                 }
             }
         }
@@ -246,8 +251,15 @@ async fn the_mcp_route_refuses_bad_credentials_and_bad_messages_without_starting
     let (status, _, body) = server.raw_with_headers("POST", "/api/v1/mcp", Some(&token), &close, big).await;
     assert_eq!((status, body["error"]["code"].as_str()), (413, Some("PAYLOAD_TOO_LARGE")));
 
-    // Tools on what is not on the list: the asker's own session, a turn that does not exist.
+    // Between the asker's turns no tool answers (a chain's depth is its prompt's: a background
+    // process calling between turns must not start one afresh).
+    let refused = call(&server, &token, "list_agents", json!({})).await;
+    assert_eq!(refused["result"]["structuredContent"]["error"]["code"], "NO_RUNNING_TURN", "{refused}");
+    // The asker's own turn runs (the calls below stand for its harness's).
     let own = server.create_session(&asker).await;
+    server.prompt(&own, "sleep 120000").await;
+
+    // Tools on what is not on the list: the asker's own session, a turn that does not exist.
     let refused = call(&server, &token, "read_events", json!({"session_id": own})).await;
     assert_eq!(refused["result"]["structuredContent"]["error"]["code"], "NOT_ALLOWED", "{refused}");
     let refused = call(&server, &token, "wait_turn", json!({"turn_id": uuid::Uuid::new_v4(), "timeout_secs": 0})).await;
@@ -280,7 +292,7 @@ async fn the_mcp_route_refuses_bad_credentials_and_bad_messages_without_starting
     assert_eq!(page["events"][0]["type"], "prompt");
     assert_eq!(page["more"], true);
     assert_eq!(page["next_after"], page["events"][1]["seq"]);
-    // The route's own prompt records the asker (no running turn of the asker's: depth 1).
+    // The route's own prompt records the asker (its running turn is depth 0: this one is 1).
     assert_eq!(page["events"][0]["payload"]["origin"], json!({"kind": "agent", "id": asker, "depth": 1}));
 
     // The same session again while its turn runs: a tool error, not a queue.
@@ -289,6 +301,10 @@ async fn the_mcp_route_refuses_bad_credentials_and_bad_messages_without_starting
     assert_eq!(started["result"]["isError"], false, "{started}");
     let refused = call(&server, &token, "prompt_agent", busy).await;
     assert_eq!(refused["result"]["structuredContent"]["error"]["code"], "TURN_IN_PROGRESS", "{refused}");
+    // The helper's other sessions are its own: the asker reads only where it prompted.
+    let private = server.create_session(&helper).await;
+    let refused = call(&server, &token, "read_events", json!({"session_id": private})).await;
+    assert_eq!(refused["result"]["structuredContent"]["error"]["code"], "NOT_ALLOWED", "{refused}");
 }
 
 #[tokio::test]

@@ -217,6 +217,7 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
                 .replace("{target_id}", &prompted)
                 .replace("{secret_id}", &doomed)
                 .replace("{grant_id}", &grant)
+                .replace("{source_id}", &prompted)
                 .replace("{env_name}", "ANTHROPIC_API_KEY")
                 .replace("{seq}", "1");
             let status = if template.ends_with("/stream") || template.ends_with("/terminal") {

@@ -245,3 +245,77 @@ async fn what_a_member_made_stops_acting_for_them_when_they_leave_until_an_admin
     let (_, shown) = server.get(&format!("/api/v1/webhooks/{own}")).await;
     assert_eq!(shown["paused_reason"], "creator_left", "{shown}");
 }
+
+/// The agent's MCP credential, as the server derives it (what the proxy would put in).
+fn mcp_credential(server: &TestServer, agent: &str) -> String {
+    let key = agenthold_server::secrets::master_key::MasterKey::from_file(&server.data_dir.join("master.key"))
+        .expect("the server's master key");
+    let id = agenthold_server::ids::AgentId(agent.parse().expect("uuid"));
+    agenthold_server::mcp::credential::token(&key, id).expose().to_owned()
+}
+
+async fn mcp(server: &TestServer, bearer: &str, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
+    let message =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+    let (status, _, body) = server.raw_with_headers("POST", "/api/v1/mcp", Some(bearer), &[], message).await;
+    assert_eq!(status, 200, "{body}");
+    body["result"]["structuredContent"].clone()
+}
+
+#[tokio::test]
+async fn a_link_between_agents_holds_only_while_its_maker_administers_both_sides() {
+    let server = TestServer::start_with(&[("AGENTHOLD_DRIVER", "local")]).await;
+    let linker = make_user(&server, "linker").await;
+    let mut workspaces = Vec::new();
+    for name in ["w1", "w2"] {
+        let (_, ws) = admin(&server, "POST", "/api/v1/workspaces", json!({"name": name})).await;
+        let ws = ws["id"].as_str().expect("id").to_owned();
+        let path = format!("/api/v1/workspaces/{ws}/members/{}", linker.id);
+        assert_eq!(admin(&server, "PUT", &path, json!({"role": "admin"})).await.0, 204);
+        workspaces.push(ws);
+    }
+    let a = server.create_agent(json!({"name": "a", "workspace_id": workspaces[0]})).await;
+    let b = server.create_agent(json!({"name": "b", "workspace_id": workspaces[1]})).await;
+    let (status, _) =
+        call(&server, "PUT", &format!("/api/v1/agents/{a}/prompt-targets/{b}"), &linker.token, json!({})).await;
+    assert_eq!(status, 200);
+    // b's admins (the server admin administers w2) see the incoming link.
+    let (status, incoming) = server.get(&format!("/api/v1/agents/{b}/prompted-by")).await;
+    assert_eq!(status, 200, "{incoming}");
+    assert_eq!(
+        (incoming["links"][0]["agent_id"].as_str(), &incoming["links"][0]["holds"]),
+        (Some(a.as_str()), &json!(true))
+    );
+
+    // a, during a turn of its own, prompts b; it reads only the sessions it prompted in.
+    let a_session = server.create_session(&a).await;
+    server.prompt(&a_session, "sleep 120000").await;
+    let token = mcp_credential(&server, &a);
+    let started = mcp(&server, &token, "prompt_agent", json!({"agent": "b", "text": "text pong"})).await;
+    assert!(started["turn_id"].is_string(), "{started}");
+    let private = server.create_session(&b).await;
+    let refused = mcp(&server, &token, "read_events", json!({"session_id": private})).await;
+    assert_eq!(refused["error"]["code"], "NOT_ALLOWED", "b's other sessions are b's: {refused}");
+
+    // The linker leaves w2: the link is gone at once, for a's tools and in b's list.
+    let path = format!("/api/v1/workspaces/{}/members/{}", workspaces[1], linker.id);
+    assert_eq!(admin(&server, "DELETE", &path, json!({})).await.0, 204);
+    let refused = mcp(&server, &token, "prompt_agent", json!({"agent": b, "text": "text again"})).await;
+    assert_eq!(refused["error"]["code"], "NOT_ALLOWED", "{refused}");
+    let listed = mcp(&server, &token, "list_agents", json!({})).await;
+    assert_eq!(listed["agents"], json!([]), "{listed}");
+    let (_, incoming) = server.get(&format!("/api/v1/agents/{b}/prompted-by")).await;
+    assert_eq!(incoming["links"], json!([]), "{incoming}");
+
+    // Made again by the server admin (admin of both), then revoked by b's side alone.
+    for ws in &workspaces {
+        let (_, me) = server.get("/api/v1/me").await;
+        let path = format!("/api/v1/workspaces/{ws}/members/{}", me["id"].as_str().expect("id"));
+        assert_eq!(admin(&server, "PUT", &path, json!({"role": "admin"})).await.0, 204);
+    }
+    assert_eq!(admin(&server, "PUT", &format!("/api/v1/agents/{a}/prompt-targets/{b}"), json!({})).await.0, 200);
+    assert_eq!(mcp(&server, &token, "list_agents", json!({})).await["agents"][0]["name"], "b");
+    assert_eq!(admin(&server, "DELETE", &format!("/api/v1/agents/{b}/prompted-by/{a}"), json!({})).await.0, 204);
+    assert_eq!(mcp(&server, &token, "list_agents", json!({})).await["agents"], json!([]));
+    server.post(&format!("/api/v1/sessions/{a_session}/cancel"), json!({})).await;
+}
