@@ -131,6 +131,18 @@ for script in secrets provider-logins claude-harness codex opencode; do
             bash "scripts/e2e/$script.sh"
     )
 done
+# The permission gate on each real harness: approval (deny and allow), the harness's own "always"
+# option, approve for this session, a parked turn, a posture change while a question waits, and
+# a guarded policy (scripts/e2e/gate.sh).
+for harness in claude-code codex opencode; do
+    step "end to end: scripts/e2e/gate.sh $harness (the permission gate on the real harness)"
+    (
+        set -a
+        . "$DEV_DIR/env"
+        set +a
+        bash scripts/e2e/gate.sh "$harness"
+    )
+done
 
 step "end to end: the UI in a real browser (web/e2e/run.mjs: playwright-core + Chromium)"
 scripts/dev/ui-browser.sh

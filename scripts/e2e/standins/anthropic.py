@@ -19,6 +19,8 @@ skipped):
     OpenCode's `todowrite` with those steps (the first in progress; the harness's `plan` update);
   - `think THOUGHT` → a `thinking` block with THOUGHT (and a signature), then the text "thought";
   - a `tool_result` came after the latest user text → the text "done", stop_reason end_turn;
+  - agenthold's prompt resuming a parked turn ("[agenthold] … was approved …") → the earlier
+    user text again (the model tries the approved call again);
   - anything else → the text "echo: <text>".
 """
 
@@ -130,6 +132,9 @@ def plan(body):
             break
     if result_after:
         return ("text", "done")
+    if text.lstrip().startswith(common.RESUMING_PREFIX):
+        # agenthold resumed a parked turn: an approved call is tried again
+        text = common.acted_on([t for m in messages if m.get("role") == "user" for t in user_texts(m)])
     if text.startswith("[SUGGESTION MODE"):
         return ("text", "")  # Claude Code's next-prompt suggestion after a turn: suggest nothing
     offered = tool_names(body)

@@ -49,6 +49,27 @@ def parse_write(text):
     return m.group(1), m.group(2).strip()
 
 
+# The prompt agenthold sends to resume a parked turn (server/src/supervisor/core/parking.rs,
+# `resuming_prompt`): "[agenthold] The sandbox stopped … "<title>" was approved (it is allowed once
+# when you try it again) … Continue the task where you left off."
+RESUMING_PREFIX = "[agenthold]"
+
+
+def acted_on(texts):
+    """The user text to act on, of a conversation's user texts in order: the latest, except that
+    agenthold's resuming prompt with an approval tries the interrupted request again (the latest
+    earlier text that is not agenthold's), as a model continuing the task would. A resuming prompt
+    that approved nothing (a denial) is acted on as it is: an echo."""
+    if not texts:
+        return ""
+    text = texts[-1]
+    if text.lstrip().startswith(RESUMING_PREFIX) and "was approved" in text:
+        for earlier in reversed(texts[:-1]):
+            if not earlier.lstrip().startswith(RESUMING_PREFIX):
+                return earlier
+    return text
+
+
 def new_id(prefix):
     return prefix + uuid.uuid4().hex[:24]
 

@@ -21,6 +21,8 @@ The conversation is scripted by the latest user text (Codex's own context messag
     client about first;
   - `think THOUGHT` → a `reasoning` item whose summary is THOUGHT, then the text "thought";
   - a tool call's output came after the latest user text → the text "done";
+  - agenthold's prompt resuming a parked turn ("[agenthold] … was approved …") → the earlier
+    user text again (the model tries the approved call again);
   - anything else → the text "echo: <text>".
 """
 
@@ -155,8 +157,8 @@ def plan(body):
     if fmt.get("type") == "json_schema":
         # structured output (e.g. Codex's session title): a value of the schema, never a tool call
         return ("text", json.dumps(from_schema(fmt.get("schema"), "Stand-in")))
-    texts = user_texts(items)
-    text = texts[-1] if texts else ""
+    # agenthold's prompt resuming a parked turn: an approved call is tried again.
+    text = common.acted_on(user_texts(items))
     run = re.match(r"\s*run(-escalated)?\s+(.+)", text, re.S)
     if run:
         call = run_call(tools(body), run.group(2).strip(), escalated=bool(run.group(1)))

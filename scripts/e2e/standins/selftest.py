@@ -146,6 +146,17 @@ def anthropic(work):
         msg = json.loads(c.post("/v1/messages", {"model": "m", "messages": [{"role": "user", "content": "think quietly"}]}, h)[2])
         check([b["type"] for b in msg["content"]] == ["thinking", "text"], "anthropic: think, not streamed")
 
+        # agenthold's prompt resuming a parked turn: an approved call is tried again.
+        resumed = [user, {"role": "assistant", "content": [dict(start_block, input={})]},
+                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": start_block["id"], "content": "interrupted", "is_error": True},
+                                                {"type": "text", "text": '[agenthold] The sandbox stopped … "Write hello.txt" was approved (it is allowed once when you try it again). Continue the task where you left off.'}]}]
+        events = sse(c.post("/v1/messages", dict(body, messages=resumed), h)[2])
+        partial = "".join(d["delta"].get("partial_json", "") for e, d in events if e == "content_block_delta")
+        check(partial and json.loads(partial) == {"file_path": "/work/x/hello.txt", "content": "hi there"}, "anthropic: a resumed turn's approval → the interrupted write again")
+        resumed[-1]["content"][1]["text"] = '[agenthold] The sandbox stopped … "Write hello.txt" was denied (do not try it again). Continue …'
+        msg = json.loads(c.post("/v1/messages", {"model": "m", "tools": [{"name": "Write"}], "messages": resumed}, h)[2])
+        check(msg["content"][0]["text"].startswith("echo: [agenthold]"), "anthropic: a resumed turn's denial → no call")
+
         check(c.get("/v1/models")[0] == 200, "anthropic: GET /v1/models")
         check(c.get("/api/whatever")[0] == 404, "anthropic: unknown path 404")
         lines = [json.loads(l) for l in open(record)]
@@ -211,6 +222,11 @@ def openai(work):
         summary = "".join(d["delta"] for _, d in events if d["type"] == "response.reasoning_summary_text.delta")
         check([i["type"] for i in items] == ["reasoning", "message"] and summary == "Which file first?" and items[1]["content"][0]["text"] == "thought", "openai: think → a reasoning summary, then the text")
         check([i["type"] for i in events[-1][1]["response"]["output"]] == ["reasoning", "message"], "openai: think, both items in response.completed")
+
+        resume = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": '[agenthold] The sandbox stopped … "Edit files" was approved (it is allowed once when you try it again). Continue …'}]}
+        events = sse(c.post("/v1/responses", {"model": "gpt", "stream": True, "input": [user, resume], "tools": [{"type": "custom", "name": "apply_patch"}]}, h)[2])
+        item = next(d["item"] for _, d in events if d["type"] == "response.output_item.done")
+        check(item["type"] == "custom_tool_call" and "*** Add File: hello.txt" in item["input"], "openai: a resumed turn's approval → the interrupted write again")
 
         body["input"].append({"type": "configuration_update", "reasoning": {"effort": "low"}})
         events = sse(c.post("/v1/responses", body, h)[2])
