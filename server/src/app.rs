@@ -1,4 +1,5 @@
-//! Wiring: the shared state, the two listeners (API and tunnel), start-up and graceful shutdown.
+//! Wiring: the shared state, the three listeners (API, tunnel, the replicas' internal one),
+//! start-up and graceful shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -83,6 +84,8 @@ pub struct Listeners {
     pub api: TcpListener,
     /// The tunnel.
     pub tunnel: TcpListener,
+    /// The replicas' own (`AGENTHOLD_INTERNAL_LISTEN`).
+    pub internal: TcpListener,
 }
 
 impl Listeners {
@@ -92,7 +95,10 @@ impl Listeners {
         let tunnel = TcpListener::bind(config.tunnel_listen)
             .await
             .with_context(|| format!("binding {}", config.tunnel_listen))?;
-        Ok(Self { api, tunnel })
+        let internal = TcpListener::bind(config.internal_listen)
+            .await
+            .with_context(|| format!("binding {}", config.internal_listen))?;
+        Ok(Self { api, tunnel, internal })
     }
 
     /// The API's bound address.
@@ -213,7 +219,7 @@ pub async fn run(
         let me = store::replicas::ReplicaRow {
             id: replica_id,
             tunnel_url: config.replica_tunnel_url(tunnel_port),
-            internal_url: config.replica_url(listeners.api.local_addr()?),
+            internal_url: config.replica_url(listeners.internal.local_addr()?),
         };
         let ttl = std::time::Duration::from_secs_f64(config.lease_ttl_secs);
         Arc::new(crate::replicas::Replicas::register(pool.clone(), me, ttl, &master_key).await?)
@@ -351,6 +357,14 @@ pub async fn run(
     });
     let api = axum::serve(api_listener, api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let internal_listener = listeners.internal.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let internal = axum::serve(
+        internal_listener,
+        api::internal_router(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(wait_for(stop_rx.clone()));
     let tunnel_router = tunnel::router(state);
     let tunnel: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> = match tunnel_tls {
         Some(acceptor) => {
@@ -373,7 +387,7 @@ pub async fn run(
         }
     }
     tracing::info!("agenthold is serving");
-    let servers = async { tokio::try_join!(async { api.await }, tunnel) };
+    let servers = async { tokio::try_join!(async { api.await }, async { internal.await }, tunnel) };
     tokio::pin!(servers);
     tokio::select! {
         result = &mut servers => { result.context("serving")?; }

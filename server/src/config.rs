@@ -327,8 +327,15 @@ pub struct Config {
     /// replica's own tunnel port, ignoring `AGENTHOLD_TUNNEL_URL`.
     #[arg(long, env = "AGENTHOLD_REPLICA_TUNNEL_URL")]
     pub replica_tunnel_url: Option<String>,
-    /// Where the other replicas reach this one's API (`http://host:port`, the replicas' own
-    /// network); unset: `http://` and the API's listen address (127.0.0.1 for 0.0.0.0).
+    /// Where this replica serves the calls of the other replicas (forwarded commands, relayed
+    /// terminals): its own listener, on the replicas' network — never the public API's. Default:
+    /// loopback, any free port (replicas on one host); give an address of the replicas' network
+    /// when they run on several.
+    #[arg(long, env = "AGENTHOLD_INTERNAL_LISTEN", default_value = "127.0.0.1:0")]
+    pub internal_listen: SocketAddr,
+    /// Where the other replicas reach this one's internal listener (`http://host:port`, the
+    /// replicas' own network); unset: `http://` and `AGENTHOLD_INTERNAL_LISTEN`'s bound address
+    /// (127.0.0.1 for 0.0.0.0).
     #[arg(long, env = "AGENTHOLD_REPLICA_URL")]
     pub replica_url: Option<String>,
     /// How long (seconds) an agent stays owned by a replica that stopped heartbeating; another
@@ -516,12 +523,12 @@ impl Config {
         }
     }
 
-    /// Where the other replicas reach this one's API.
-    pub fn replica_url(&self, api: SocketAddr) -> String {
+    /// Where the other replicas reach this one's internal listener (bound at `internal`).
+    pub fn replica_url(&self, internal: SocketAddr) -> String {
         match &self.replica_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
-            None if api.ip().is_unspecified() => format!("http://127.0.0.1:{}", api.port()),
-            None => format!("http://{api}"),
+            None if internal.ip().is_unspecified() => format!("http://127.0.0.1:{}", internal.port()),
+            None => format!("http://{internal}"),
         }
     }
 

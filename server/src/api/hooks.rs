@@ -53,7 +53,7 @@ pub struct Delivered {
         (status = 409, description = "`REPLAYED`: the delivery id was accepted before; `WEBHOOK_PAUSED`: the webhook is paused (or its maker left the workspace); `TURN_IN_PROGRESS`: the \
             webhook's session has a turn in progress", body = ErrorBody),
         (status = 413, description = "`PAYLOAD_TOO_LARGE`: over `AGENTHOLD_WEBHOOK_MAX_BODY_BYTES`", body = ErrorBody),
-        (status = 429, description = "`TOO_MANY_REFUSALS`: over 60 deliveries to this webhook were refused in the last minute (counted, not recorded)", body = ErrorBody),
+        (status = 429, description = "`TOO_MANY_REFUSALS`: over 60 unsigned deliveries to this webhook were refused in the last minute (counted, not recorded)", body = ErrorBody),
         (status = 422, description = "`TEMPLATE_FIELD_MISSING` (the message names the field), `PROMPT_TOO_LONG`, \
             `NUL_CHARACTER`", body = ErrorBody),
         (status = 503, description = "`SECRET_UNAVAILABLE`: the webhook's secret does not open under this \

@@ -1,11 +1,14 @@
 //! Calls between replicas (docs/replicas.md): `POST /internal/v1/agents/{id}/commands` runs a
 //! command another replica forwarded to the supervisor of an agent this one owns
-//! ([`crate::replicas::forward`]). Authenticated by the replicas' shared credential (derived from
-//! the master key), compared in constant time; never forwarded again (an agent this replica does
-//! not own answers 421 with its owner).
+//! ([`crate::replicas::forward`]). Served on the replicas' own listener only
+//! (`AGENTHOLD_INTERNAL_LISTEN`, never the public API's); each request signed with the replicas'
+//! key over its time, path and body, taken once within a short window
+//! ([`crate::replicas::signing`]); never forwarded again (an agent this replica does not own
+//! answers 421 with its owner). A `destroy` is run only for an agent the database marks as being
+//! deleted.
 
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
@@ -13,6 +16,7 @@ use crate::app::AppState;
 use crate::ids::AgentId;
 use crate::replicas::Route;
 use crate::replicas::forward::Forwarded;
+use crate::replicas::signing;
 
 /// The routes replicas call on each other. Outside `/api/v1` and the OpenAPI document: no
 /// person or script calls them, and none of the API's credentials opens them.
@@ -24,16 +28,22 @@ pub fn router() -> axum::Router<AppState> {
 pub async fn command(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if !same(presented.as_bytes(), state.supervisors.replicas().call_token().as_bytes()) {
-        return (StatusCode::UNAUTHORIZED, "a replica credential is required").into_response();
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let checked = state.supervisors.replicas().call_key().verify(
+        text(signing::TIMESTAMP_HEADER),
+        text(signing::SIGNATURE_HEADER),
+        uri.path(),
+        &body,
+        chrono::Utc::now().timestamp(),
+        std::time::Instant::now(),
+    );
+    if let Err(why) = checked {
+        tracing::warn!(why, "a replica call was refused");
+        return (StatusCode::UNAUTHORIZED, why).into_response();
     }
     let Ok(agent_id) = id.parse::<Uuid>().map(AgentId) else {
         return (StatusCode::BAD_REQUEST, "not an agent id").into_response();
@@ -44,6 +54,17 @@ pub async fn command(
             return (StatusCode::UNPROCESSABLE_ENTITY, format!("not a forwarded command: {error}")).into_response();
         }
     };
+    if forwarded == Forwarded::Destroy {
+        // Only what the database says is being deleted: a signed call cannot destroy a live agent.
+        match crate::store::agents::is_deleting(&state.pool, agent_id).await {
+            Ok(true) => {}
+            Ok(false) => return (StatusCode::CONFLICT, "the agent is not being deleted").into_response(),
+            Err(error) => {
+                tracing::error!(%error, "reading whether an agent is being deleted");
+                return StatusCode::SERVICE_UNAVAILABLE.into_response();
+            }
+        }
+    }
     match state.supervisors.run_forwarded(agent_id, forwarded).await {
         Ok(answer) => axum::Json(answer).into_response(),
         Err(Route::NoAgent) => (StatusCode::NOT_FOUND, "no such agent").into_response(),
@@ -51,21 +72,5 @@ pub async fn command(
             (StatusCode::MISDIRECTED_REQUEST, format!("replica {} owns this agent", owner.id)).into_response()
         }
         Err(Route::Here) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-/// Whether two byte strings are equal, in time that depends on their length only.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn compares_whole_strings() {
-        assert!(super::same(b"abc", b"abc"));
-        assert!(!super::same(b"abc", b"abd"));
-        assert!(!super::same(b"abc", b"ab"));
-        assert!(!super::same(b"", b"a"));
     }
 }

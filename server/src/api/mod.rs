@@ -38,15 +38,26 @@ use tower_http::trace::TraceLayer;
 
 use crate::app::AppState;
 
-/// Every route of the API.
+/// Every route of the API (the public listener).
 pub fn router(state: AppState) -> Router {
+    routes(state, false)
+}
+
+/// The replicas' own listener (`AGENTHOLD_INTERNAL_LISTEN`): the API — a terminal relayed from
+/// another replica opens here with the caller's own credentials — plus the calls between
+/// replicas, which the public listener does not serve (docs/replicas.md).
+pub fn internal_router(state: AppState) -> Router {
+    routes(state, true)
+}
+
+fn routes(state: AppState, internal: bool) -> Router {
     let limits = limits::RequestLimits::new(
         state.config.max_concurrent_requests as usize,
         std::time::Duration::from_secs(state.config.request_timeout_secs),
         Some(state.availability.clone()),
     );
     let body_limit = usize::try_from(state.config.max_body_bytes).unwrap_or(usize::MAX);
-    Router::new()
+    let routes = Router::new()
         .route("/", get(web::serve))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -103,9 +114,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/grants/{grant_id}", delete(grants::revoke))
         .route("/api/v1/sessions/{id}/events", get(sessions::events))
         .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
-        .route("/api/v1/sessions/{id}/stream", get(stream::stream))
-        // Calls between replicas: their own credential, not the API's (docs/replicas.md).
-        .merge(internal::router())
+        .route("/api/v1/sessions/{id}/stream", get(stream::stream));
+    let routes = if internal { routes.merge(internal::router()) } else { routes };
+    routes
         .fallback(web::serve)
         .layer(axum::middleware::from_fn_with_state(limits, limits::enforce))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))

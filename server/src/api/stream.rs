@@ -103,9 +103,22 @@ pub struct SocketAccess {
 }
 
 /// Closes `sink` when the caller's credential or role no longer holds (`needed` in the
-/// workspace); whether it did.
-pub async fn closed_for_access(sink: &mut ws::Sink, access: &SocketAccess, pool: &sqlx::PgPool, needed: Role) -> bool {
-    match access.principal.still_holds(pool, access.workspace_id, needed).await {
+/// workspace) — or, should the server start stopping while it checks, with 1012; whether it did.
+pub async fn closed_for_access(
+    sink: &mut ws::Sink,
+    access: &SocketAccess,
+    pool: &sqlx::PgPool,
+    needed: Role,
+    stopping: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    let standing = tokio::select! {
+        standing = access.principal.still_holds(pool, access.workspace_id, needed) => standing,
+        () = ws::server_stopping(stopping) => {
+            ws::close(sink, ws::CLOSE_RESTARTING, "the server is restarting; reconnect with your cursor").await;
+            return true;
+        }
+    };
+    match standing {
         Standing::Holds => false,
         Standing::Revoked => {
             ws::close(sink, ws::CLOSE_REVOKED, "the credential was revoked").await;
@@ -142,7 +155,7 @@ async fn follow(
                 return;
             }
             _ = check.tick() => {
-                if closed_for_access(&mut sink, &access, &pool, Role::Viewer).await {
+                if closed_for_access(&mut sink, &access, &pool, Role::Viewer, &mut stopping).await {
                     crate::metrics::stream_closed("revoked");
                     return;
                 }

@@ -216,7 +216,7 @@ async fn pump(
             }
             _ = check.tick() => {
                 // A member removed or demoted below operator loses the terminal within 2 s.
-                if super::stream::closed_for_access(&mut sink, &caller, &pool, Role::Operator).await {
+                if super::stream::closed_for_access(&mut sink, &caller, &pool, Role::Operator, &mut stopping).await {
                     break;
                 }
             }

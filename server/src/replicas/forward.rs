@@ -1,8 +1,9 @@
 //! Commands for an agent whose supervisor runs on another replica: sent to that replica's
 //! `POST /internal/v1/agents/{id}/commands` ([`crate::api::internal`]) and its answer handed
-//! back to the waiting handler, so an API request for any agent works on any replica. The
-//! replicas authenticate each other with a bearer credential derived from the master key they
-//! share ([`call_token`]); the call is plain HTTP on the replicas' own network (docs/replicas.md).
+//! back to the waiting handler, so an API request for any agent works on any replica. Each call
+//! is signed with a key derived from the master key the replicas share ([`super::signing`]):
+//! its time, path and body, taken once within a short window; the call is plain HTTP to the
+//! other replica's own internal listener, on the replicas' network (docs/replicas.md).
 //!
 //! What cannot travel: a sandbox's connection (the tunnel redirects it instead) and a terminal
 //! (it needs the sandbox's connection: it opens on the owning replica).
@@ -36,12 +37,6 @@ pub fn path_template() -> String {
 /// The path of a forwarded command.
 pub fn path(agent_id: AgentId) -> String {
     path_template().replace("{id}", &agent_id.0.to_string())
-}
-
-/// The bearer credential of calls between replicas: an HMAC of a fixed purpose under the master
-/// key, hex-encoded.
-pub fn call_token(master_key: &crate::secrets::master_key::MasterKey) -> String {
-    master_key.derive(b"agenthold replica calls v1").iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A command as it travels between replicas.
@@ -279,15 +274,20 @@ pub fn deliver(waiting: Waiting, answer: Answer) {
 }
 
 /// Sends a command to the replica that owns the agent and waits for its answer.
-pub async fn call(owner: &ReplicaRow, token: &str, agent_id: AgentId, command: &Forwarded) -> Result<Answer, String> {
+pub async fn call(
+    owner: &ReplicaRow,
+    key: &super::signing::CallKey,
+    agent_id: AgentId,
+    command: &Forwarded,
+) -> Result<Answer, String> {
     let body = serde_json::to_vec(command).map_err(|e| e.to_string())?;
-    tokio::time::timeout(CALL_TIMEOUT, post(&owner.internal_url, &path(agent_id), token, body))
+    tokio::time::timeout(CALL_TIMEOUT, post(&owner.internal_url, &path(agent_id), key, body))
         .await
         .map_err(|_| format!("replica {} did not answer in time", owner.id))?
 }
 
 /// One HTTP/1.1 POST of JSON to `base` (`http://host:port`).
-async fn post(base: &str, path: &str, token: &str, body: Vec<u8>) -> Result<Answer, String> {
+async fn post(base: &str, path: &str, key: &super::signing::CallKey, body: Vec<u8>) -> Result<Answer, String> {
     let authority = base
         .strip_prefix("http://")
         .map(|rest| rest.trim_end_matches('/'))
@@ -301,9 +301,11 @@ async fn post(base: &str, path: &str, token: &str, body: Vec<u8>) -> Result<Answ
         .await
         .map_err(|e| format!("HTTP to {authority}: {e}"))?;
     let driver = tokio::spawn(connection);
+    let timestamp = chrono::Utc::now().timestamp();
     let request = hyper::Request::post(path)
         .header(hyper::header::HOST, authority)
-        .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(super::signing::TIMESTAMP_HEADER, timestamp.to_string())
+        .header(super::signing::SIGNATURE_HEADER, key.sign(timestamp, path, &body))
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| e.to_string())?;

@@ -14,6 +14,7 @@
 pub mod fanout;
 pub mod forward;
 pub mod heartbeat;
+pub mod signing;
 
 use std::time::Duration;
 
@@ -39,9 +40,9 @@ pub struct Replicas {
     pool: PgPool,
     me: ReplicaRow,
     ttl: Duration,
-    /// The bearer credential replicas present to each other (derived from the master key, which
+    /// The key replicas sign their calls to each other with (derived from the master key, which
     /// every replica shares; never stored).
-    call_token: String,
+    call_key: signing::CallKey,
 }
 
 impl Replicas {
@@ -57,7 +58,7 @@ impl Replicas {
         crate::store::replicas::heartbeat(&pool, &me, ttl.as_secs_f64()).await.context("registering the replica")?;
         fanout::set_sender(me.id);
         tracing::info!(replica.id = %me.id, tunnel_url = %me.tunnel_url, internal_url = %me.internal_url, "replica registered");
-        Ok(Self { pool, me, ttl, call_token: forward::call_token(master_key) })
+        Ok(Self { pool, me, ttl, call_key: signing::CallKey::derive(master_key) })
     }
 
     /// This replica's id.
@@ -75,9 +76,9 @@ impl Replicas {
         self.ttl
     }
 
-    /// The credential of calls between replicas.
-    pub(crate) fn call_token(&self) -> &str {
-        &self.call_token
+    /// The key of calls between replicas.
+    pub(crate) fn call_key(&self) -> &signing::CallKey {
+        &self.call_key
     }
 
     /// Where the agent's supervisor runs, taking its lease if no live replica holds it. When the

@@ -324,6 +324,16 @@ pub async fn mark_deleting(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
     Ok(done.rows_affected() > 0)
 }
 
+/// Whether the agent's deletion was started (and not finished).
+pub async fn is_deleting(pool: &PgPool, id: AgentId) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND deleting_at IS NOT NULL) AS "deleting!""#,
+        id.0
+    )
+    .fetch_one(pool)
+    .await
+}
+
 /// The agents whose deletion was started and not finished, oldest first.
 pub async fn deleting(pool: &PgPool) -> sqlx::Result<Vec<AgentId>> {
     let rows = sqlx::query_scalar!(r#"SELECT id FROM agents WHERE deleting_at IS NOT NULL ORDER BY deleting_at, id"#)

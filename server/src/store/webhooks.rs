@@ -264,11 +264,12 @@ pub async fn remember(
     Ok(inserted.rows_affected() == keys.len() as u64)
 }
 
-/// How many deliveries to the webhook were refused in the last minute.
-pub async fn refused_last_minute(pool: &PgPool, webhook_id: Uuid) -> sqlx::Result<i64> {
+/// How many deliveries to the webhook were refused for their signature in the last minute.
+pub async fn unsigned_last_minute(pool: &PgPool, webhook_id: Uuid) -> sqlx::Result<i64> {
     let count = sqlx::query_scalar!(
         r#"SELECT count(*) AS "count!" FROM webhook_deliveries
-           WHERE webhook_id = $1 AND outcome = 'refused' AND received_at > now() - interval '1 minute'"#,
+           WHERE webhook_id = $1 AND outcome = 'refused' AND code LIKE 'SIGNATURE%'
+             AND received_at > now() - interval '1 minute'"#,
         webhook_id
     )
     .fetch_one(pool)

@@ -358,8 +358,8 @@ impl Supervisors {
             Route::NoAgent => false,
             Route::There(owner) => match forward::split(command) {
                 Ok((forwarded, waiting)) => {
-                    let token = self.deps.replicas.call_token();
-                    match forward::call(&owner, token, agent_id, &forwarded).await {
+                    let key = self.deps.replicas.call_key();
+                    match forward::call(&owner, key, agent_id, &forwarded).await {
                         Ok(answer) => {
                             forward::deliver(waiting, answer);
                             true

@@ -2,9 +2,10 @@
 //! before the body is read), signature (Standard Webhooks, or GitHub's), delivery id, JSON body,
 //! template, replay guard, turn. Every delivery of a known webhook is recorded with its outcome —
 //! accepted (its session and turn) or refused (a code and why) — and nothing starts unless it is
-//! accepted. A refusal's reason never quotes the body. Refusals are recorded at most
-//! [`MAX_REFUSALS_PER_MINUTE`] a minute per webhook (past that they are answered `429` and only
-//! counted), and never push an accepted delivery out of the history; an accepted one is
+//! accepted. A refusal's reason never quotes the body. Refusals for want of a valid signature
+//! (anyone's to send) are recorded at most [`MAX_REFUSALS_PER_MINUTE`] a minute per webhook (past
+//! that they are answered `429` and only counted); no refusal pushes an accepted delivery out of
+//! the history; an accepted one is
 //! remembered for [`REPLAY_WINDOW`] by its delivery id and its GitHub signature, apart from the
 //! history, so neither can be accepted twice.
 
@@ -31,8 +32,9 @@ const MAX_DELIVERY_ID: usize = 200;
 /// How long an accepted delivery's id and signature are remembered (a replay within it is
 /// refused; GitHub keeps redelivery of a failed delivery within three days).
 pub const REPLAY_WINDOW: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
-/// Refused deliveries recorded per webhook per minute; past it they are answered `429
-/// TOO_MANY_REFUSALS` and counted (`agenthold_webhook_refusals_dropped_total`), not recorded.
+/// Deliveries refused for their signature recorded per webhook per minute; past it they are
+/// answered `429 TOO_MANY_REFUSALS` and counted (`agenthold_webhook_refusals_dropped_total`), not
+/// recorded.
 pub const MAX_REFUSALS_PER_MINUTE: i64 = 60;
 
 /// The row identity a webhook's secret is sealed under: its agent and its own id (random ids,
@@ -103,12 +105,15 @@ pub async fn refuse(
     delivery_id: Option<&str>,
     refusal: Refusal,
 ) -> sqlx::Result<Outcome> {
-    if store::webhooks::refused_last_minute(&state.pool, webhook.id).await? >= MAX_REFUSALS_PER_MINUTE {
+    let unsigned = refusal.code.starts_with("SIGNATURE");
+    if unsigned && store::webhooks::unsigned_last_minute(&state.pool, webhook.id).await? >= MAX_REFUSALS_PER_MINUTE {
         metrics::counter!("agenthold_webhook_refusals_dropped_total").increment(1);
         return Ok(Outcome::Refused(Refusal::new(
             StatusCode::TOO_MANY_REQUESTS,
             "TOO_MANY_REFUSALS",
-            format!("over {MAX_REFUSALS_PER_MINUTE} deliveries to this webhook were refused in the last minute"),
+            format!(
+                "over {MAX_REFUSALS_PER_MINUTE} unsigned deliveries to this webhook were refused in the last minute"
+            ),
         )));
     }
     let row = DeliveryRow {

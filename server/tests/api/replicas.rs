@@ -426,31 +426,52 @@ async fn follow_until_turn_end(
 }
 
 #[tokio::test]
-async fn the_replica_route_takes_only_the_replica_credential_and_well_formed_commands() {
+async fn the_replica_route_is_on_its_own_listener_and_takes_only_signed_fresh_commands() {
+    use agenthold_server::replicas::signing::{CallKey, SIGNATURE_HEADER, TIMESTAMP_HEADER};
     let server = TestServer::start().await;
     let agent = server.create_agent(json!({})).await;
     let path = format!("/internal/v1/agents/{agent}/commands");
     let prompt = json!({"command": "prompt"});
-    // Not the API's credentials, and nothing without one.
-    assert_eq!(server.raw_with_headers("POST", &path, None, &[], prompt.clone()).await.0, 401);
-    assert_eq!(server.raw_with_headers("POST", &path, Some(&server.token), &[], prompt.clone()).await.0, 401);
+    let internal = format!("http://127.0.0.1:{}", server.internal_port);
+    // Not on the public API's listener at all.
     let key = std::fs::read(server.data_dir.join("master.key")).expect("the master key file");
-    let key = agenthold_server::secrets::master_key::MasterKey::parse(&key).expect("a master key");
-    let credential = agenthold_server::replicas::forward::call_token(&key);
-    // The credential with its last character changed (to another one whatever it was).
-    let last = if credential.ends_with('0') { '1' } else { '0' };
-    let wrong = format!("{}{last}", &credential[..credential.len() - 1]);
-    assert_ne!(wrong, credential);
-    assert_eq!(server.raw_with_headers("POST", &path, Some(&wrong), &[], prompt.clone()).await.0, 401);
-    // With it: bad commands are refused, an unknown agent is 404, a good command runs here.
+    let key = CallKey::derive(&agenthold_server::secrets::master_key::MasterKey::parse(&key).expect("a master key"));
+    let signed = |path: &str, body: &serde_json::Value, at: i64| {
+        vec![(TIMESTAMP_HEADER, at.to_string()), (SIGNATURE_HEADER, key.sign(at, path, body.to_string().as_bytes()))]
+    };
+    let now = chrono::Utc::now().timestamp();
     let (status, _, _) =
-        server.raw_with_headers("POST", &path, Some(&credential), &[], json!({"command": "attach"})).await;
-    assert_eq!(status, 422, "a command that cannot travel");
+        server.raw_with_headers("POST", &path, None, &signed(&path, &prompt, now), prompt.clone()).await;
+    assert_ne!(status, 200, "the public listener does not serve replica calls");
+    // Unsigned, with the API's credentials, tampered, stale, or replayed: refused.
+    let post = |headers: Vec<(&'static str, String)>, path: String, body: serde_json::Value| {
+        let (server, internal) = (&server, internal.clone());
+        async move { server.raw_at(&internal, "POST", &path, None, &headers, body).await.0 }
+    };
+    assert_eq!(post(vec![], path.clone(), prompt.clone()).await, 401);
+    assert_eq!(
+        post(vec![("authorization", format!("Bearer {}", server.token))], path.clone(), prompt.clone()).await,
+        401
+    );
+    let mut tampered = signed(&path, &prompt, now);
+    tampered[0].1 = (now + 1).to_string();
+    assert_eq!(post(tampered, path.clone(), prompt.clone()).await, 401);
+    assert_eq!(post(signed(&path, &prompt, now - 120), path.clone(), prompt.clone()).await, 401, "too old");
+    // Signed and fresh: bad commands are refused, an unknown agent is 404, a good command runs
+    // here — once.
+    let attach = json!({"command": "attach"});
+    assert_eq!(post(signed(&path, &attach, now), path.clone(), attach).await, 422, "a command that cannot travel");
     let unknown = format!("/internal/v1/agents/{}/commands", uuid::Uuid::new_v4());
-    assert_eq!(server.raw_with_headers("POST", &unknown, Some(&credential), &[], prompt.clone()).await.0, 404);
-    let (status, _, answer) = server.raw_with_headers("POST", &path, Some(&credential), &[], prompt).await;
+    assert_eq!(post(signed(&unknown, &prompt, now), unknown.clone(), prompt.clone()).await, 404);
+    let headers = signed(&path, &prompt, now);
+    let (status, _, answer) = server.raw_at(&internal, "POST", &path, None, &headers, prompt.clone()).await;
     assert_eq!((status, answer), (200, json!({"outcome": "done"})));
-    let (status, _, answer) =
-        server.raw_with_headers("POST", &path, Some(&credential), &[], json!({"command": "sleep"})).await;
+    assert_eq!(post(headers, path.clone(), prompt.clone()).await, 401, "the same request again: a replay");
+    let sleep = json!({"command": "sleep"});
+    let (status, _, answer) = server.raw_at(&internal, "POST", &path, None, &signed(&path, &sleep, now), sleep).await;
     assert_eq!((status, answer), (200, json!({"outcome": "lifecycle", "error": null})), "the sleep ran here");
+    // A signed destroy of an agent that is not being deleted is refused; it lives on.
+    let destroy = json!({"command": "destroy"});
+    assert_eq!(post(signed(&path, &destroy, now), path.clone(), destroy).await, 409);
+    assert_eq!(server.get(&format!("/api/v1/agents/{agent}")).await.0, 200);
 }

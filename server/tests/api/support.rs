@@ -34,6 +34,8 @@ pub struct TestServer {
     pub data_dir: PathBuf,
     api_port: u16,
     tunnel_port: u16,
+    /// The replicas' own listener (`AGENTHOLD_INTERNAL_LISTEN`).
+    pub internal_port: u16,
     env: Vec<(String, String)>,
     child: Option<Child>,
     http: Http,
@@ -97,6 +99,7 @@ impl TestServer {
             data_dir,
             api_port: free_port("127.0.0.1"),
             tunnel_port: free_port("0.0.0.0"),
+            internal_port: free_port("127.0.0.1"),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             child: None,
             http: Client::builder(TokioExecutor::new()).build_http(),
@@ -130,6 +133,7 @@ impl TestServer {
             data_dir,
             api_port: free_port("127.0.0.1"),
             tunnel_port: free_port("0.0.0.0"),
+            internal_port: free_port("127.0.0.1"),
             env: own_env,
             child: None,
             http: Client::builder(TokioExecutor::new()).build_http(),
@@ -155,6 +159,7 @@ impl TestServer {
         command
             .env("DATABASE_URL", self.server_database_url.as_ref().unwrap_or(&self.database_url))
             .env("AGENTHOLD_LISTEN", format!("127.0.0.1:{}", self.api_port))
+            .env("AGENTHOLD_INTERNAL_LISTEN", format!("127.0.0.1:{}", self.internal_port))
             .env("AGENTHOLD_TUNNEL_LISTEN", format!("0.0.0.0:{}", self.tunnel_port))
             .env("AGENTHOLD_DRIVER", driver())
             .env(
@@ -283,9 +288,22 @@ impl TestServer {
         headers: &[(&str, String)],
         body: Value,
     ) -> (u16, String, Value) {
+        self.raw_at(&self.url, method, path, bearer, headers, body).await
+    }
+
+    /// [`Self::raw_with_headers`] to another of the server's listeners (`base`: `http://host:port`).
+    pub async fn raw_at(
+        &self,
+        base: &str,
+        method: &str,
+        path: &str,
+        bearer: Option<&str>,
+        headers: &[(&str, String)],
+        body: Value,
+    ) -> (u16, String, Value) {
         let mut request = hyper::Request::builder()
             .method(method)
-            .uri(format!("{}{path}", self.url))
+            .uri(format!("{base}{path}"))
             .header("content-type", "application/json");
         if let Some(token) = bearer {
             request = request.header("authorization", format!("Bearer {token}"));
