@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod events;
 pub mod harness;
+pub mod hex;
 pub mod housekeeping;
 pub mod ids;
 pub mod logins;

@@ -41,7 +41,7 @@ impl CallKey {
 
     /// The signature of a request to `path` with `body` at `timestamp`.
     pub fn sign(&self, timestamp: i64, path: &str, body: &[u8]) -> String {
-        self.mac(timestamp, path, body).finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+        crate::hex::encode(&self.mac(timestamp, path, body).finalize().into_bytes())
     }
 
     /// Checks a request at `now` (Unix seconds; `seen_at` the monotonic clock for the replay
@@ -62,7 +62,7 @@ impl CallKey {
         if now.abs_diff(timestamp) > WINDOW.as_secs() {
             return Err("the request's time is too far from this replica's clock");
         }
-        let expected = decode_hex(signature.trim()).ok_or("the signature is not 64 hex digits")?;
+        let expected = crate::hex::decode_32(signature.trim()).ok_or("the signature is not 64 hex digits")?;
         self.mac(timestamp, path, body).verify_slice(&expected).map_err(|_| "the signature does not match")?;
         if !first_sight(&expected, seen_at) {
             return Err("the request was seen before (a replay)");
@@ -84,13 +84,6 @@ fn first_sight(signature: &[u8], now: Instant) -> bool {
         seen.remove(&oldest);
     }
     seen.insert(signature.to_vec(), now).is_none()
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect()
 }
 
 #[cfg(test)]

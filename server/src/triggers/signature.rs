@@ -120,27 +120,17 @@ fn mac(secret: &[u8]) -> Hmac<Sha256> {
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac = mac(secret);
     mac.update(body);
-    let digest = mac.finalize().into_bytes();
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256={hex}")
+    format!("sha256={}", crate::hex::encode(&mac.finalize().into_bytes()))
 }
 
 /// Checks the header value (`None`: absent) against `body` under `secret`.
 pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> Result<(), SignatureError> {
     let header = header.ok_or(SignatureError::Missing)?;
     let hex = header.trim().strip_prefix("sha256=").ok_or(SignatureError::Malformed)?;
-    let expected = decode_hex(hex).ok_or(SignatureError::Malformed)?;
+    let expected = crate::hex::decode_32(hex).ok_or(SignatureError::Malformed)?;
     let mut mac = mac(secret);
     mac.update(body);
     mac.verify_slice(&expected).map_err(|_| SignatureError::Wrong)
-}
-
-/// 64 hex digits (either case) as 32 bytes.
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect()
 }
 
 #[cfg(test)]
