@@ -103,6 +103,9 @@ step "the API tests again on the local driver (sandboxd as a child process, no D
 AGENTHOLD_TEST_DRIVER=local nextest_or_test -p agenthold-server --test api
 
 step "end to end: make up"
+# The end-to-end scripts and the browser flows make many agents as the admin, on a dev stack
+# that may hold earlier runs' agents: above the default per-user and per-workspace quotas.
+export AGENTHOLD_MAX_AGENTS_PER_WORKSPACE=100000 AGENTHOLD_MAX_AGENTS_PER_USER=100000
 E2E_BEFORE=$(e2e_agents)
 E2E_STARTED=1
 "$MAKE" --no-print-directory up

@@ -267,6 +267,25 @@ pub struct Config {
     /// Default process limit per agent.
     #[arg(long, env = "AGENTHOLD_DEFAULT_PIDS", default_value_t = 512)]
     pub default_pids_limit: i32,
+    /// The most CPUs an agent may be given; unset: the host's cores.
+    #[arg(long, env = "AGENTHOLD_MAX_CPUS")]
+    pub max_cpus: Option<f64>,
+    /// The most memory an agent may be given (MiB); unset: half the host's memory.
+    #[arg(long, env = "AGENTHOLD_MAX_MEMORY_MIB")]
+    pub max_memory_mib: Option<i32>,
+    /// The most processes an agent may run.
+    #[arg(long, env = "AGENTHOLD_MAX_PIDS", default_value_t = 4096)]
+    pub max_pids: i32,
+    /// The most agents one workspace may hold.
+    #[arg(long, env = "AGENTHOLD_MAX_AGENTS_PER_WORKSPACE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
+    pub max_agents_per_workspace: i64,
+    /// The most agents one user may create (across workspaces).
+    #[arg(long, env = "AGENTHOLD_MAX_AGENTS_PER_USER", default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
+    pub max_agents_per_user: i64,
+    /// The shortest time between two runs of a schedule, in seconds (a six-field expression
+    /// firing every second is refused).
+    #[arg(long, env = "AGENTHOLD_SCHEDULE_MIN_INTERVAL_SECS", default_value_t = 60, value_parser = clap::value_parser!(i64).range(1..=86_400))]
+    pub schedule_min_interval_secs: i64,
     /// The origin browsers use to reach the API (`https://agenthold.example.com`); a
     /// cookie-authenticated WebSocket upgrade must come from it. Unset: the origin of the `Host`
     /// the browser connected to (`http://` or `https://` followed by the `Host` header).
@@ -405,6 +424,14 @@ fn lease_ttl(value: &str) -> Result<f64, String> {
 /// in the same Pod).
 pub const KUBE_SERVER_LABELS: &str = "app.kubernetes.io/name=agenthold,app.kubernetes.io/component=server";
 
+/// The host's memory (MiB), from `/proc/meminfo`.
+fn host_memory_mib() -> Option<i32> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: i64 =
+        text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    i32::try_from(kib / 1024).ok()
+}
+
 /// One `AGENTHOLD_ALLOWED_IMAGES` entry: a reference, or a prefix ending in `*` (the only `*`).
 fn parse_image_pattern(text: &str) -> Result<String, String> {
     let text = text.trim();
@@ -432,6 +459,14 @@ fn parse_overrides(raw: &str) -> Result<UpstreamOverrides, String> {
 }
 
 impl Config {
+    /// The ceilings of an agent's limits: CPUs, memory (MiB), processes.
+    pub fn limit_ceilings(&self) -> (f64, i32, i32) {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let cpus = self.max_cpus.unwrap_or(cores as f64);
+        let memory = self.max_memory_mib.unwrap_or_else(|| host_memory_mib().map_or(8192, |mib| (mib / 2).max(64)));
+        (cpus, memory, self.max_pids)
+    }
+
     /// Whether agents may use `image`: the default and base images, and the operator's list.
     pub fn image_allowed(&self, image: &str) -> bool {
         image == self.image

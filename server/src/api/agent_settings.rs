@@ -147,12 +147,28 @@ pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
 }
 
 /// Limits within range: cpus 0.05–256, memory 64 MiB–1 TiB, 16–1,048,576 processes.
-pub fn check_limits(cpus: f64, memory_mib: i32, pids_limit: i32) -> Result<(), ApiError> {
+pub fn check_limits(state: &AppState, cpus: f64, memory_mib: i32, pids_limit: i32) -> Result<(), ApiError> {
     if !(0.05..=256.0).contains(&cpus) || !(64..=1 << 20).contains(&memory_mib) || !(16..=1 << 20).contains(&pids_limit)
     {
         return Err(ApiError::bad_request(
             "INVALID_LIMITS",
             "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576",
+        ));
+    }
+    // The server's ceilings: one agent must not take the host (a fork bomb, a memory hog).
+    let (max_cpus, max_memory, max_pids) = state.config.limit_ceilings();
+    let over: Vec<String> = [
+        (cpus > max_cpus).then(|| format!("cpus at most {max_cpus}")),
+        (memory_mib > max_memory).then(|| format!("memory_mib at most {max_memory}")),
+        (pids_limit > max_pids).then(|| format!("pids at most {max_pids}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !over.is_empty() {
+        return Err(ApiError::bad_request(
+            "LIMIT_TOO_HIGH",
+            format!("over this server's maximum: {} (AGENTHOLD_MAX_CPUS, _MAX_MEMORY_MIB, _MAX_PIDS)", over.join(", ")),
         ));
     }
     Ok(())
@@ -246,7 +262,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let cpus = limits.cpus.unwrap_or(agent.cpus);
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
-    check_limits(cpus, memory_mib, pids_limit)?;
+    check_limits(state, cpus, memory_mib, pids_limit)?;
     let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, agent.turn_timeout_secs)?;
     let auto_sleep_secs = match limits.auto_sleep_secs {
         Some(secs) => check_auto_sleep(secs)?,

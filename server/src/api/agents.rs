@@ -111,9 +111,9 @@ const MAX_PLACEMENTS: u32 = 3;
         (status = 201, description = "The agent", body = Agent),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, \
             `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, \
-            `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
+            `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
         (status = 404, description = "`NOT_FOUND`: no such workspace of the caller's", body = ErrorBody),
-        (status = 409, description = "`NAME_TAKEN`", body = ErrorBody),
+        (status = 409, description = "`NAME_TAKEN`, `QUOTA_EXCEEDED` (agents per workspace or per user)", body = ErrorBody),
         (status = 503, description = "`CAPACITY`: the host holds as many agents as it may", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::SignedIn))),
@@ -142,7 +142,7 @@ pub async fn create(
     let cpus = limits.cpus.unwrap_or(state.config.default_cpus);
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
-    check_limits(cpus, memory_mib, pids_limit)?;
+    check_limits(&state, cpus, memory_mib, pids_limit)?;
     let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, None)?;
     let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs.flatten())?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
@@ -188,7 +188,11 @@ pub async fn create(
             .as_ref()
             .map_or_else(|| state.driver.next_agent_id_on(&placement.engine), |claimed| claimed.agent_id);
         agent.engine = (placement.engine, placement.capacity.map(i64::from));
-        let inserted = store::agents::insert(&state.pool, &agent, &placeholder, max_agents).await;
+        let quota = store::agents::AgentQuota {
+            per_workspace: state.config.max_agents_per_workspace,
+            per_user: state.config.max_agents_per_user,
+        };
+        let inserted = store::agents::insert(&state.pool, &agent, &placeholder, max_agents, quota).await;
         let claimed = match (inserted.is_ok(), claimed, &state.warm_pool) {
             (false, Some(claimed), Some(pool)) => {
                 pool.give_back(claimed);
@@ -205,6 +209,9 @@ pub async fn create(
             }
             Err(full @ (InsertError::Full(_) | InsertError::EngineFull(_))) => {
                 return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
+            }
+            Err(quota @ InsertError::Quota(_)) => {
+                return Err(ApiError::conflict("QUOTA_EXCEEDED", quota.to_string()));
             }
             Err(InsertError::NameTaken) => {
                 return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
@@ -319,7 +326,7 @@ pub async fn show(
         (status = 200, description = "The agent as changed", body = AgentDetail),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
             `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
-            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
+            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]

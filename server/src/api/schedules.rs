@@ -174,12 +174,30 @@ pub struct ScheduleRuns {
     runs: Vec<ScheduleRun>,
 }
 
-/// The expression and zone checked: the spec, or a 400 naming the bad one.
-fn check_spec(cron: &str, zone: &str) -> Result<Spec, ApiError> {
-    Spec::parse(cron, zone).map_err(|error| match error {
+/// Runs looked at for the shortest gap between two (a year of a daily schedule's, two days of
+/// an hourly one's: enough to see an uneven expression's tightest pair).
+const GAP_RUNS: usize = 400;
+
+/// The expression and zone checked: the spec, or a 400 naming the bad one; one that would run
+/// twice within the server's minimum interval is `400 INTERVAL_TOO_SHORT`.
+fn check_spec(state: &AppState, cron: &str, zone: &str) -> Result<Spec, ApiError> {
+    let spec = Spec::parse(cron, zone).map_err(|error| match error {
         SpecError::Cron { .. } => ApiError::bad_request("INVALID_CRON", error.to_string()),
         SpecError::TimeZone(_) => ApiError::bad_request("INVALID_TIME_ZONE", error.to_string()),
-    })
+    })?;
+    let minimum = state.config.schedule_min_interval_secs;
+    if let Some(gap) = spec.shortest_gap(Utc::now(), GAP_RUNS)
+        && gap.num_seconds() < minimum
+    {
+        return Err(ApiError::bad_request(
+            "INTERVAL_TOO_SHORT",
+            format!(
+                "{cron:?} runs {} s apart; this server allows runs at least {minimum} s apart (AGENTHOLD_SCHEDULE_MIN_INTERVAL_SECS)",
+                gap.num_seconds()
+            ),
+        ));
+    }
+    Ok(spec)
 }
 
 fn check_prompt(prompt: &str) -> Result<(), ApiError> {
@@ -271,7 +289,7 @@ pub async fn create(
     let body: CreateSchedule = parse_json(&body)?;
     let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
     let time_zone = body.time_zone.unwrap_or_else(|| "UTC".to_owned());
-    let spec = check_spec(&body.cron, &time_zone)?;
+    let spec = check_spec(&state, &body.cron, &time_zone)?;
     check_prompt(&body.prompt)?;
     check_session(&state, &agent, body.session_id).await?;
     let new = NewSchedule {
@@ -384,7 +402,7 @@ pub async fn update(
     let body: UpdateSchedule = parse_json(&body)?;
     let cron = body.cron.as_deref().map(str::trim).unwrap_or(&schedule.cron);
     let time_zone = body.time_zone.as_deref().unwrap_or(&schedule.time_zone);
-    let spec = check_spec(cron, time_zone)?;
+    let spec = check_spec(&state, cron, time_zone)?;
     if let Some(prompt) = &body.prompt {
         check_prompt(prompt)?;
     }

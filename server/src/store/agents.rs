@@ -112,6 +112,9 @@ pub enum InsertError {
     /// The engine the agent was placed on filled up meanwhile (another creation took its room).
     #[error("the Docker engine {0} holds as many agents as it may (its capacity)")]
     EngineFull(String),
+    /// The workspace, or the user creating it, holds as many agents as the server allows.
+    #[error("{0}")]
+    Quota(String),
     /// The database failed.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -139,13 +142,57 @@ fn command_from_json(value: Option<serde_json::Value>) -> Option<Vec<String>> {
 /// (`agent.engine`, docs/engines.md) (each counted under a transaction-scoped advisory lock —
 /// class 3; 1 and 2 are the login throttle's — so concurrent creations, on any replica, cannot
 /// overshoot).
+/// The most agents a workspace, and a user, may hold (checked when one is created).
+#[derive(Debug, Clone, Copy)]
+pub struct AgentQuota {
+    /// Per workspace.
+    pub per_workspace: i64,
+    /// Per user who creates them.
+    pub per_user: i64,
+}
+
 pub async fn insert(
     pool: &PgPool,
     agent: &NewAgent,
     token_hash: &[u8],
     max_agents: Option<i64>,
+    quota: AgentQuota,
 ) -> Result<(), InsertError> {
     let mut tx = pool.begin().await?;
+    // The quotas, counted under locks on the workspace, then the user (always in that order), so
+    // concurrent creations cannot both pass.
+    sqlx::query_scalar!(
+        r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(4, hashtext($1::uuid::text))"#,
+        agent.workspace_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query_scalar!(
+        r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(5, hashtext($1::uuid::text))"#,
+        agent.created_by
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let counts = sqlx::query!(
+        r#"SELECT count(*) FILTER (WHERE workspace_id = $1) AS "workspace!", count(*) FILTER (WHERE created_by = $2) AS "user!"
+           FROM agents WHERE (workspace_id = $1 OR created_by = $2) AND deleting_at IS NULL"#,
+        agent.workspace_id,
+        agent.created_by
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if counts.workspace >= quota.per_workspace {
+        return Err(InsertError::Quota(format!(
+            "the workspace holds {} agents, as many as this server allows (AGENTHOLD_MAX_AGENTS_PER_WORKSPACE)",
+            counts.workspace
+        )));
+    }
+    if counts.user >= quota.per_user {
+        return Err(InsertError::Quota(format!(
+            "you created {} agents, as many as this server allows one person (AGENTHOLD_MAX_AGENTS_PER_USER)",
+            counts.user
+        )));
+    }
     let (engine, capacity) = (&agent.engine.0, agent.engine.1);
     if max_agents.is_some() || capacity.is_some() {
         sqlx::query_scalar!(r#"SELECT 1 AS "locked!" FROM pg_advisory_xact_lock(3, hashtext('agents.insert'))"#)

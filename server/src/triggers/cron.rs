@@ -54,6 +54,20 @@ impl Spec {
         Ok(spec)
     }
 
+    /// The shortest gap between two consecutive runs among the next `runs` after `from` (`None`
+    /// when it runs fewer than twice): what a server's minimum interval is checked against.
+    pub fn shortest_gap(&self, from: DateTime<Utc>, runs: usize) -> Option<chrono::Duration> {
+        let mut previous = self.next_after(from)?;
+        let mut shortest: Option<chrono::Duration> = None;
+        for _ in 1..runs {
+            let Some(next) = self.next_after(previous) else { break };
+            let gap = next - previous;
+            shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+            previous = next;
+        }
+        shortest
+    }
+
     /// The first time strictly after `at` the expression is due, or `None` if never again.
     pub fn next_after(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let local = at.with_timezone(&self.zone);
@@ -81,6 +95,16 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
+
+    #[test]
+    fn the_shortest_gap_between_runs_is_found_in_uneven_expressions() {
+        let at = DateTime::parse_from_rfc3339("2026-12-04T10:00:00Z").expect("time").with_timezone(&Utc);
+        let gap = |expr: &str| Spec::parse(expr, "UTC").expect("spec").shortest_gap(at, 50).map(|g| g.num_seconds());
+        assert_eq!(gap("* * * * * *"), Some(1), "every second");
+        assert_eq!(gap("*/5 * * * *"), Some(300));
+        assert_eq!(gap("0,1 3 * * *"), Some(60), "two runs a minute apart, once a day");
+        assert_eq!(gap("0 3 * * *"), Some(86_400));
+    }
 
     fn utc(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).expect("time")

@@ -173,6 +173,11 @@ impl TestServer {
             .env("AGENTHOLD_DEFAULT_MEMORY_MIB", "512")
             // The images the tests build and tag (a test may name its own list).
             .env("AGENTHOLD_ALLOWED_IMAGES", "agenthold/*,agenthold-test/*")
+            // Density tests make hundreds of agents as one user (a test may set its own quotas).
+            .env("AGENTHOLD_MAX_AGENTS_PER_WORKSPACE", "100000")
+            .env("AGENTHOLD_MAX_AGENTS_PER_USER", "100000")
+            // The schedule tests run every second or two.
+            .env("AGENTHOLD_SCHEDULE_MIN_INTERVAL_SECS", "1")
             // No warm pool unless a test asks for one (tests/api/warm_pool.rs).
             .env("AGENTHOLD_WARM_POOL_SIZE", "0")
             // A master key is made in the data dir (tests that need production mode override it).

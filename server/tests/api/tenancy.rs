@@ -319,3 +319,52 @@ async fn a_link_between_agents_holds_only_while_its_maker_administers_both_sides
     assert_eq!(mcp(&server, &token, "list_agents", json!({})).await["agents"], json!([]));
     server.post(&format!("/api/v1/sessions/{a_session}/cancel"), json!({})).await;
 }
+
+#[tokio::test]
+async fn one_tenant_cannot_take_the_host_s_limits_nor_make_agents_without_end() {
+    let server = TestServer::start_with(&[
+        ("AGENTHOLD_MAX_CPUS", "2"),
+        ("AGENTHOLD_MAX_MEMORY_MIB", "4096"),
+        ("AGENTHOLD_MAX_PIDS", "1024"),
+        ("AGENTHOLD_MAX_AGENTS_PER_USER", "2"),
+        ("AGENTHOLD_MAX_AGENTS_PER_WORKSPACE", "3"),
+        ("AGENTHOLD_SCHEDULE_MIN_INTERVAL_SECS", "60"),
+    ])
+    .await;
+    let member = make_user(&server, "greedy").await;
+    let (_, me) = call(&server, "GET", "/api/v1/me", &member.token, json!({})).await;
+    let own = me["workspaces"][0]["workspace_id"].as_str().expect("workspace").to_owned();
+    let agent = |name: &str, extra: serde_json::Value| {
+        let mut body = json!({"name": name, "harness": "fake", "workspace_id": own});
+        body.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
+        body
+    };
+    // The probe: limits far above the host's.
+    let huge = json!({"limits": {"memory_mib": 1_048_576, "pids": 1_048_576, "cpus": 256}});
+    let (status, body) = call(&server, "POST", "/api/v1/agents", &member.token, agent("hog", huge)).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("LIMIT_TOO_HIGH")), "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    for named in ["cpus at most 2", "memory_mib at most 4096", "pids at most 1024"] {
+        assert!(message.contains(named), "{named} in {message}");
+    }
+    let (status, first) = call(&server, "POST", "/api/v1/agents", &member.token, agent("a1", json!({}))).await;
+    assert_eq!(status, 201, "{first}");
+    let id = first["id"].as_str().expect("id").to_owned();
+    let (status, body) =
+        call(&server, "PATCH", &format!("/api/v1/agents/{id}"), &member.token, json!({"limits": {"pids": 5000}})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("LIMIT_TOO_HIGH")), "a change too: {body}");
+    // Agents per user: the second is the last.
+    assert_eq!(call(&server, "POST", "/api/v1/agents", &member.token, agent("a2", json!({}))).await.0, 201);
+    let (status, body) = call(&server, "POST", "/api/v1/agents", &member.token, agent("a3", json!({}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("QUOTA_EXCEEDED")), "{body}");
+    // A schedule firing every second is refused; every five minutes is fine.
+    let path = format!("/api/v1/agents/{id}/schedules");
+    let (status, body) =
+        call(&server, "POST", &path, &member.token, json!({"name": "spam", "cron": "* * * * * *", "prompt": "text x"}))
+            .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INTERVAL_TOO_SHORT")), "{body}");
+    let (status, body) =
+        call(&server, "POST", &path, &member.token, json!({"name": "ok", "cron": "*/5 * * * *", "prompt": "text x"}))
+            .await;
+    assert_eq!(status, 201, "{body}");
+}
