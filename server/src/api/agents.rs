@@ -139,9 +139,11 @@ pub async fn create(
     let egress =
         body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
     let limits = body.limits.unwrap_or_default();
-    let cpus = limits.cpus.unwrap_or(state.config.default_cpus);
-    let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib);
-    let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit);
+    // The server's defaults, within its ceilings (a small host's ceilings may be below them).
+    let (max_cpus, max_memory, max_pids) = state.config.limit_ceilings();
+    let cpus = limits.cpus.unwrap_or(state.config.default_cpus.min(max_cpus));
+    let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib.min(max_memory));
+    let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit.min(max_pids));
     check_limits(&state, cpus, memory_mib, pids_limit)?;
     let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, None)?;
     let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs.flatten())?;
