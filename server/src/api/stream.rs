@@ -182,16 +182,27 @@ async fn follow(
                     }
                 };
                 failing_since = None;
-                let mut sent = Ok(());
-                for event in batch {
-                    sent = ws::feed(&mut sink, Message::Text(event.json.as_ref().into()), send_timeout).await;
-                    if sent.is_err() {
-                        break;
+                // The client's frames are read while a batch goes out: a Close mid-flood is
+                // answered at once, not after the batch (or the send timeout).
+                let send = async {
+                    for event in batch {
+                        ws::feed(&mut sink, Message::Text(event.json.as_ref().into()), send_timeout).await?;
                     }
-                }
-                if sent.is_ok() {
-                    sent = ws::flush(&mut sink, send_timeout).await;
-                }
+                    ws::flush(&mut sink, send_timeout).await
+                };
+                let sent = tokio::select! {
+                    sent = send => Some(sent),
+                    message = incoming.next() => match message {
+                        None | Some(Err(_)) => return,
+                        Some(Ok(Message::Close(_))) => None,
+                        Some(Ok(_)) => Some(Ok(())),
+                    },
+                };
+                let Some(sent) = sent else {
+                    crate::metrics::stream_closed("client");
+                    ws::answer_close(&mut sink).await;
+                    return;
+                };
                 match sent {
                     Ok(()) => {}
                     Err(ws::SendError::Gone) => return,
@@ -203,7 +214,13 @@ async fn follow(
                 }
             }
             message = incoming.next() => match message {
-                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                None | Some(Err(_)) => return,
+                // Answered, so the client's close handshake completes.
+                Some(Ok(Message::Close(_))) => {
+                    crate::metrics::stream_closed("client");
+                    ws::answer_close(&mut sink).await;
+                    return;
+                }
                 Some(Ok(_)) => {}
             },
         }

@@ -77,6 +77,16 @@ pub async fn close(sink: &mut Sink, code: u16, reason: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(frame)))).await;
 }
 
+/// Completes the close handshake a client began: its Close was read, and the reply the protocol
+/// queued for it is flushed (at most a second) before the socket goes.
+pub async fn answer_close(sink: &mut Sink) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = sink.flush().await;
+        let _ = sink.close().await;
+    })
+    .await;
+}
+
 /// Closes a client that did not keep up (after a [`SendError::TooSlow`]); logs it.
 pub async fn close_too_slow(sink: &mut Sink, what: &'static str) {
     tracing::info!(socket = what, "closing a WebSocket whose client did not read in time");

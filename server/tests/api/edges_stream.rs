@@ -59,3 +59,44 @@ async fn a_watcher_that_stops_reading_is_closed_and_large_logs_catch_up_whole() 
     let caught_up = late.until("turn_end", Duration::from_secs(30)).await;
     assert_eq!(seqs(&caught_up), seqs(&live), "the same events, none lost or repeated");
 }
+
+#[tokio::test]
+async fn a_close_mid_flood_is_answered_at_once() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let server = TestServer::start().await;
+    let agent = server.create_agent(serde_json::json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "flood 20000 0").await;
+    let url = format!("{}/api/v1/sessions/{session}/stream?after=0", server.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {}", server.token).parse().expect("header"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("the stream");
+    let mut read = 0;
+    while read < 200 {
+        match tokio::time::timeout(std::time::Duration::from_secs(60), socket.next()).await {
+            Ok(Some(Ok(Message::Text(_)))) => read += 1,
+            Ok(Some(Ok(_))) => {}
+            other => panic!("the flood stopped after {read} events: {other:?}"),
+        }
+    }
+    let asked = std::time::Instant::now();
+    let normal = tokio_tungstenite::tungstenite::protocol::CloseFrame {
+        code: tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Normal,
+        reason: "enough".into(),
+    };
+    socket.send(Message::Close(Some(normal))).await.expect("sending the close");
+    // Events already in flight come first; the server's Close follows at once.
+    let answered = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), socket.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => break frame.map(|f| u16::from(f.code)),
+            Ok(Some(Ok(_))) => {}
+            other => panic!("no Close came back within 10 s: {other:?}"),
+        }
+    };
+    let took = asked.elapsed();
+    eprintln!("the server answered the client's Close mid-flood in {took:?}");
+    assert_eq!(answered, Some(1000));
+    assert!(took < std::time::Duration::from_secs(2), "answered in {took:?}");
+}
