@@ -32,6 +32,9 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   // looks at in place when older events come in above or an item above grows.
   const logRef = useRef<HTMLDivElement>(null);
   const [atBottom, setAtBottom] = useState(true);
+  // The same, as the last scroll event left it — read at once, where the state may not have been
+  // rendered yet (an item arriving between a scroll and its re-render must not pull the log down).
+  const atBottomNow = useRef(true);
   const [, rerender] = useState(0);
   const items = view.items;
   const virtualizer = useMemo(
@@ -58,7 +61,7 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
     const el = logRef.current;
     return !!el && virtualizer.scrollOffset !== null && el.scrollTop < virtualizer.scrollOffset - 4;
   };
-  const readerLeft = scrolledUp();
+  const readerLeft = scrolledUp() || !atBottomNow.current;
   virtualizer.setOptions({
     ...virtualizer.options,
     followOnAppend: !readerLeft,
@@ -71,13 +74,14 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
   });
   // A streamed token grows the last item: while the reader is at the bottom, stay there.
   useLayoutEffect(() => {
-    if (readerLeft) setAtBottom(false);
+    if (readerLeft || scrolledUp() || !atBottomNow.current) setAtBottom(false);
     else if (atBottom && items.length) virtualizer.scrollToEnd();
   }, [tick]);
   const onScroll = () => {
     const el = logRef.current;
     if (!el) return;
     const bottom = el.scrollHeight - el.scrollTop - el.clientHeight < 48;
+    atBottomNow.current = bottom;
     if (bottom !== atBottom) setAtBottom(bottom);
     if (el.scrollTop < 300 && store.hasOlder && !store.loadingOlder) loadOlder();
   };
