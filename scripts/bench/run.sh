@@ -144,6 +144,9 @@ start_server() {
         # The loads run 100 turns at once: above the default limit of 64 they would run in two
         # waves (half the offered rate, each flood twice as long).
         export AGENTHOLD_MAX_RUNNING_TURNS=256
+        # …of one user's agents in one workspace: the per-workspace and per-user limits stay on
+        # (the same checks run), at the load's size.
+        export AGENTHOLD_MAX_RUNNING_TURNS_PER_WORKSPACE=256 AGENTHOLD_MAX_RUNNING_TURNS_PER_USER=256
         # The density loads make hundreds of agents as one user: above the default quotas.
         export AGENTHOLD_MAX_AGENTS_PER_WORKSPACE=1000000 AGENTHOLD_MAX_AGENTS_PER_USER=1000000
         unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE

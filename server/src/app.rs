@@ -251,7 +251,11 @@ pub async fn run(
             ack_delay: crate::supervisor::ACK_DELAY,
         },
         postures: postures.clone(),
-        turn_slots: crate::supervisor::slots::TurnSlots::new(config.max_running_turns),
+        turn_slots: crate::supervisor::slots::TurnSlots::new(crate::supervisor::slots::SlotLimits {
+            server: config.max_running_turns,
+            per_workspace: config.max_running_turns_per_workspace,
+            per_user: config.max_running_turns_per_user,
+        }),
         database: availability.clone(),
         replicas: Arc::clone(&replicas),
         host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),

@@ -192,11 +192,22 @@ pub struct Config {
     /// not count); an agent's `limits.turn_seconds` overrides it.
     #[arg(long, env = "AGENTHOLD_TURN_TIMEOUT_SECS", default_value_t = 3600)]
     pub turn_timeout_secs: u64,
+    /// The longest turn time limit an agent may set (`limits.turn_seconds`; over it:
+    /// `LIMIT_TOO_HIGH`).
+    #[arg(long, env = "AGENTHOLD_MAX_TURN_SECS", default_value_t = 86_400, value_parser = clap::value_parser!(i64).range(1..=2_592_000))]
+    pub max_turn_secs: i64,
     /// Turns running at once on this server, all agents together (0: no limit). A prompt
-    /// beyond it waits, first come first served, with a `TURN_QUEUED` notice in its session; a
-    /// turn waiting for a person's answer does not hold a slot.
+    /// beyond it waits with a `TURN_QUEUED` notice in its session; a freed slot goes to the
+    /// waiting turn whose workspace runs the fewest turns; a turn waiting for a person's answer
+    /// does not hold a slot.
     #[arg(long, env = "AGENTHOLD_MAX_RUNNING_TURNS", default_value_t = 64)]
     pub max_running_turns: usize,
+    /// Turns the agents of one workspace may run at once on this server (0: no limit).
+    #[arg(long, env = "AGENTHOLD_MAX_RUNNING_TURNS_PER_WORKSPACE", default_value_t = 32)]
+    pub max_running_turns_per_workspace: usize,
+    /// Turns the agents one user made may run at once on this server (0: no limit).
+    #[arg(long, env = "AGENTHOLD_MAX_RUNNING_TURNS_PER_USER", default_value_t = 16)]
+    pub max_running_turns_per_user: usize,
     /// Where Prometheus scrapes `GET /metrics` (a listener of its own; unset: no metrics).
     #[arg(long, env = "AGENTHOLD_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -286,6 +297,23 @@ pub struct Config {
     /// firing every second is refused).
     #[arg(long, env = "AGENTHOLD_SCHEDULE_MIN_INTERVAL_SECS", default_value_t = 60, value_parser = clap::value_parser!(i64).range(1..=86_400))]
     pub schedule_min_interval_secs: i64,
+    /// Sessions one agent may hold (`409 QUOTA_EXCEEDED` beyond; a trigger's run that would open
+    /// one more is skipped, saying why).
+    #[arg(long, env = "AGENTHOLD_MAX_SESSIONS_PER_AGENT", default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..=10_000_000))]
+    pub max_sessions_per_agent: i64,
+    /// Bytes of events the sessions of one agent may store: at or over it no new turn starts
+    /// (`409 QUOTA_EXCEEDED`) until sessions are deleted; a running turn finishes.
+    #[arg(long, env = "AGENTHOLD_MAX_EVENT_BYTES_PER_AGENT", default_value_t = 1 << 30, value_parser = clap::value_parser!(i64).range(4096..=1 << 40))]
+    pub max_event_bytes_per_agent: i64,
+    /// Schedules the agents of one workspace may hold.
+    #[arg(long, env = "AGENTHOLD_MAX_SCHEDULES_PER_WORKSPACE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub max_schedules_per_workspace: i64,
+    /// Webhooks the agents of one workspace may hold.
+    #[arg(long, env = "AGENTHOLD_MAX_WEBHOOKS_PER_WORKSPACE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub max_webhooks_per_workspace: i64,
+    /// API tokens one user may hold.
+    #[arg(long, env = "AGENTHOLD_MAX_TOKENS_PER_USER", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub max_tokens_per_user: i64,
     /// The origin browsers use to reach the API (`https://agenthold.example.com`); a
     /// cookie-authenticated WebSocket upgrade must come from it. Unset: the origin of the `Host`
     /// the browser connected to (`http://` or `https://` followed by the `Host` header).

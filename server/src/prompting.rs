@@ -119,7 +119,8 @@ pub struct Recorded {
 }
 
 /// Stores a pending turn and its `prompt` event inside `tx`: [`TurnError::InProgress`] when the
-/// session has an unfinished turn (nothing is written then).
+/// session has an unfinished turn, [`TurnError::Quota`] when the agent's sessions store
+/// `max_event_bytes` of events already (nothing is written then).
 pub async fn record(
     tx: &mut sqlx::PgConnection,
     turn_id: TurnId,
@@ -127,7 +128,13 @@ pub async fn record(
     agent_id: AgentId,
     blocks: &Value,
     origin: &Origin,
+    max_event_bytes: i64,
 ) -> Result<Recorded, TurnError> {
+    match store::quotas::event_bytes_within(tx, agent_id, max_event_bytes).await {
+        Ok(()) => {}
+        Err(store::quotas::QuotaError::Exceeded(message)) => return Err(TurnError::Quota(message)),
+        Err(store::quotas::QuotaError::Db(error)) => return Err(error.into()),
+    }
     store::sessions::insert_turn(tx, turn_id, session_id, agent_id, blocks).await?;
     let payload = json!({"turn_id": turn_id, "prompt": blocks, "origin": origin});
     let event = NewEvent::new(session_id, EventKind::Prompt, payload);

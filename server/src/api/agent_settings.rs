@@ -43,11 +43,21 @@ fn present_or_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
 /// The longest turn time limit an agent may set (30 days).
 const MAX_TURN_SECONDS: i64 = 30 * 24 * 3600;
 
-/// A turn time limit: `None` (absent) keeps `current`, `0` is the server's, else 1 s – 30 days.
-pub fn check_turn_seconds(requested: Option<i64>, current: Option<i32>) -> Result<Option<i32>, ApiError> {
+/// A turn time limit: `None` (absent) keeps `current`, `0` is the server's, else 1 s – 30 days
+/// and at most the server's maximum (`AGENTHOLD_MAX_TURN_SECS`).
+pub fn check_turn_seconds(
+    state: &AppState,
+    requested: Option<i64>,
+    current: Option<i32>,
+) -> Result<Option<i32>, ApiError> {
+    let max = state.config.max_turn_secs;
     match requested {
         None => Ok(current),
         Some(0) => Ok(None),
+        Some(seconds) if (1..=MAX_TURN_SECONDS).contains(&seconds) && seconds > max => Err(ApiError::bad_request(
+            "LIMIT_TOO_HIGH",
+            format!("limits.turn_seconds: at most {max} on this server (AGENTHOLD_MAX_TURN_SECS)"),
+        )),
         Some(seconds) if (1..=MAX_TURN_SECONDS).contains(&seconds) => Ok(i32::try_from(seconds).ok()),
         Some(_) => Err(ApiError::bad_request(
             "INVALID_LIMITS",
@@ -263,7 +273,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
     check_limits(state, cpus, memory_mib, pids_limit)?;
-    let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, agent.turn_timeout_secs)?;
+    let turn_timeout_secs = check_turn_seconds(state, limits.turn_seconds, agent.turn_timeout_secs)?;
     let auto_sleep_secs = match limits.auto_sleep_secs {
         Some(secs) => check_auto_sleep(secs)?,
         None => agent.auto_sleep_secs,

@@ -145,7 +145,7 @@ pub async fn create(
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib.min(max_memory));
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit.min(max_pids));
     check_limits(&state, cpus, memory_mib, pids_limit)?;
-    let turn_timeout_secs = check_turn_seconds(limits.turn_seconds, None)?;
+    let turn_timeout_secs = check_turn_seconds(&state, limits.turn_seconds, None)?;
     let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs.flatten())?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());

@@ -102,6 +102,15 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
+impl From<crate::store::quotas::QuotaError> for ApiError {
+    fn from(error: crate::store::quotas::QuotaError) -> Self {
+        match error {
+            crate::store::quotas::QuotaError::Exceeded(message) => Self::conflict("QUOTA_EXCEEDED", message),
+            crate::store::quotas::QuotaError::Db(error) => error.into(),
+        }
+    }
+}
+
 impl ApiError {
     /// A 400 with a code.
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {

@@ -109,6 +109,7 @@ async fn audit_token(
     responses(
         (status = 201, description = "The token", body = CreatedToken),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`", body = ErrorBody),
+        (status = 409, description = "`QUOTA_EXCEEDED` (tokens per user)", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::SignedIn))),
 )]
@@ -124,7 +125,8 @@ pub async fn create_token(
     let mut bytes = [0u8; 24];
     rand::rng().fill_bytes(&mut bytes);
     let token = format!("ah_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
-    let id = store::tokens::create(&state.pool, principal.user_id, name, &token).await?;
+    let id =
+        store::tokens::create(&state.pool, principal.user_id, name, &token, state.config.max_tokens_per_user).await?;
     audit_token(&state, &principal, "token.created", id).await?;
     Ok((StatusCode::CREATED, Json(CreatedToken { id, name: name.to_owned(), token })))
 }

@@ -107,7 +107,7 @@ fn routes(state: AppState, internal: bool) -> Router {
             axum::routing::put(prompt_targets::add).delete(prompt_targets::remove),
         )
         .route("/api/v1/mcp", post(mcp::call))
-        .route("/api/v1/sessions/{id}", get(sessions::show))
+        .route("/api/v1/sessions/{id}", get(sessions::show).delete(sessions::delete))
         .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
         .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))
         .route("/api/v1/sessions/{id}/grants", get(grants::list))

@@ -113,6 +113,7 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         super::sessions::create,
         super::sessions::list,
         super::sessions::show,
+        super::sessions::delete,
         super::sessions::prompt,
         super::sessions::cancel,
         super::grants::list,

@@ -304,8 +304,9 @@ pub async fn create(
         next_run_at: next_after_now(&spec, &body.cron)?,
         created_by: principal.user_id,
     };
-    match store::schedules::insert(&state.pool, &new).await {
+    match store::schedules::insert(&state.pool, &new, state.config.max_schedules_per_workspace).await {
         Ok(()) => {}
+        Err(InsertError::Quota(message)) => return Err(ApiError::conflict("QUOTA_EXCEEDED", message)),
         Err(InsertError::NameTaken) => {
             return Err(ApiError::conflict("NAME_TAKEN", format!("the agent has a schedule named {:?}", new.name)));
         }

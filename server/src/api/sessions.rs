@@ -136,6 +136,7 @@ pub async fn session_in_workspace(
     responses(
         (status = 201, description = "The session", body = Session),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`", body = ErrorBody),
+        (status = 409, description = "`QUOTA_EXCEEDED` (sessions per agent)", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Operator))),
 )]
@@ -149,7 +150,8 @@ pub async fn create(
         super::extract::parse_json::<CreateSession>(&body)?;
     }
     visible_agent(&state, &principal, agent_id, Role::Operator).await?;
-    let session = store::sessions::create(&state.pool, SessionId::new(), agent_id).await?;
+    let session =
+        store::sessions::create(&state.pool, SessionId::new(), agent_id, state.config.max_sessions_per_agent).await?;
     Ok((StatusCode::CREATED, Json(Session::from(&session))))
 }
 
@@ -188,6 +190,49 @@ pub async fn show(
 ) -> Result<Json<Session>, ApiError> {
     let session = visible_session(&state, &principal, id, Role::Viewer).await?;
     Ok(Json(Session::from(&session)))
+}
+
+/// Deletes a session with its turns, events and questions (what frees an agent's stored event
+/// bytes, `AGENTHOLD_MAX_EVENT_BYTES_PER_AGENT`). Refused while a turn of it runs, or while a
+/// schedule or webhook prompts into it. Audited.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/sessions/{id}",
+    operation_id = "delete_session",
+    tag = "sessions",
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 409, description = "`TURN_IN_PROGRESS`, `SESSION_IN_USE` (a schedule or webhook prompts into it)", body = ErrorBody),
+    ),
+    extensions(("x-agenthold-access" = json!(Access::Operator))),
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<SessionId>,
+) -> Result<StatusCode, ApiError> {
+    let (session, workspace_id) = session_in_workspace(&state, &principal, id, Role::Operator).await?;
+    match store::sessions::delete(&state.pool, id).await {
+        Ok(true) => {}
+        Ok(false) => return Err(ApiError::NotFound("session")),
+        Err(store::sessions::DeleteError::TurnOpen) => {
+            return Err(ApiError::conflict("TURN_IN_PROGRESS", "the session has a turn in progress; cancel it first"));
+        }
+        Err(error @ store::sessions::DeleteError::InUse(_)) => {
+            return Err(ApiError::conflict("SESSION_IN_USE", error.to_string()));
+        }
+        Err(store::sessions::DeleteError::Db(error)) => return Err(error.into()),
+    }
+    let record = store::audit::AuditRecord {
+        workspace_id,
+        actor_user_id: Some(principal.user_id),
+        action: "session.deleted",
+        resource_type: "session",
+        resource_id: id.to_string(),
+        detail: json!({"agent_id": session.agent_id, "last_seq": session.last_seq}),
+    };
+    store::audit::append(&state.pool, record).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/v1/sessions/{id}/prompt`: plain text, or ACP content blocks (one of the two).
@@ -257,21 +302,24 @@ pub async fn prompt(
     }
     let origin = crate::prompting::Origin::of(&principal);
     let mut tx = state.pool.begin().await?;
-    let recorded = match crate::prompting::record(&mut tx, TurnId::new(), id, session.agent_id, &blocks, &origin).await
-    {
-        Ok(recorded) => recorded,
-        Err(TurnError::InProgress) => {
-            return Err(ApiError::conflict(
-                "TURN_IN_PROGRESS",
-                "the session has a turn in progress; cancel it or wait",
-            ));
-        }
-        // The session's agent was deleted since it was looked up (a prompt racing a delete).
-        Err(TurnError::Db(sqlx::Error::Database(error))) if error.is_foreign_key_violation() => {
-            return Err(ApiError::NotFound("session"));
-        }
-        Err(TurnError::Db(error)) => return Err(error.into()),
-    };
+    let max_bytes = state.config.max_event_bytes_per_agent;
+    let recorded =
+        match crate::prompting::record(&mut tx, TurnId::new(), id, session.agent_id, &blocks, &origin, max_bytes).await
+        {
+            Ok(recorded) => recorded,
+            Err(TurnError::InProgress) => {
+                return Err(ApiError::conflict(
+                    "TURN_IN_PROGRESS",
+                    "the session has a turn in progress; cancel it or wait",
+                ));
+            }
+            Err(TurnError::Quota(message)) => return Err(ApiError::conflict("QUOTA_EXCEEDED", message)),
+            // The session's agent was deleted since it was looked up (a prompt racing a delete).
+            Err(TurnError::Db(sqlx::Error::Database(error))) if error.is_foreign_key_violation() => {
+                return Err(ApiError::NotFound("session"));
+            }
+            Err(TurnError::Db(error)) => return Err(error.into()),
+        };
     tx.commit().await?;
     let seq = crate::prompting::hand_over(&state, &recorded).await?;
     let turn_id = recorded.turn_id;

@@ -249,7 +249,7 @@ pub async fn create(
         secret: &sealed,
         created_by: principal.user_id,
     };
-    if !store::webhooks::insert(&state.pool, &new).await? {
+    if !store::webhooks::insert(&state.pool, &new, state.config.max_webhooks_per_workspace).await? {
         return Err(ApiError::conflict("NAME_TAKEN", format!("the agent has a webhook named {:?}", new.name)));
     }
     let row = store::webhooks::get(&state.pool, id).await?.ok_or(ApiError::NotFound("webhook"))?;

@@ -190,20 +190,30 @@ async fn prompt(
         Some(id) => id,
         None => {
             let id = SessionId::new();
-            store::schedules::create_session(&mut tx, id, target.agent_id).await?;
-            id
+            match store::schedules::create_session(&mut tx, id, target.agent_id, state.config.max_sessions_per_agent)
+                .await
+            {
+                Ok(()) => id,
+                Err(store::quotas::QuotaError::Exceeded(message)) => {
+                    return Ok(Err(ToolError::new("QUOTA_EXCEEDED", message)));
+                }
+                Err(store::quotas::QuotaError::Db(error)) => return Err(error.into()),
+            }
         }
     };
     let origin = Origin::agent(caller.id, depth);
     let blocks = prompting::text_blocks(text);
-    let recorded = match prompting::record(&mut tx, TurnId::new(), session_id, target.agent_id, &blocks, &origin).await
-    {
-        Ok(recorded) => recorded,
-        Err(TurnError::InProgress) => {
-            return Ok(Err(ToolError::new("TURN_IN_PROGRESS", "the session has a turn in progress; wait for it")));
-        }
-        Err(TurnError::Db(error)) => return Err(error.into()),
-    };
+    let max_bytes = state.config.max_event_bytes_per_agent;
+    let recorded =
+        match prompting::record(&mut tx, TurnId::new(), session_id, target.agent_id, &blocks, &origin, max_bytes).await
+        {
+            Ok(recorded) => recorded,
+            Err(TurnError::Quota(message)) => return Ok(Err(ToolError::new("QUOTA_EXCEEDED", message))),
+            Err(TurnError::InProgress) => {
+                return Ok(Err(ToolError::new("TURN_IN_PROGRESS", "the session has a turn in progress; wait for it")));
+            }
+            Err(TurnError::Db(error)) => return Err(error.into()),
+        };
     tx.commit().await?;
     tracing::info!(agent.id = %caller.id, target.id = %target.agent_id, turn.id = %recorded.turn_id, depth, "an agent prompted an agent");
     prompting::hand_over(state, &recorded).await?;

@@ -137,11 +137,6 @@ fn command_from_json(value: Option<serde_json::Value>) -> Option<Vec<String>> {
     value.and_then(|v| serde_json::from_value(v).ok())
 }
 
-/// Stores a new agent and its sandbox row (with the hash of its first sandbox token); refused
-/// when the server already has `max_agents`, or its engine as many agents as its capacity
-/// (`agent.engine`, docs/engines.md) (each counted under a transaction-scoped advisory lock —
-/// class 3; 1 and 2 are the login throttle's — so concurrent creations, on any replica, cannot
-/// overshoot).
 /// The most agents a workspace, and a user, may hold (checked when one is created).
 #[derive(Debug, Clone, Copy)]
 pub struct AgentQuota {
@@ -151,6 +146,11 @@ pub struct AgentQuota {
     pub per_user: i64,
 }
 
+/// Stores a new agent and its sandbox row (with the hash of its first sandbox token); refused
+/// when the server already has `max_agents`, or its engine as many agents as its capacity
+/// (`agent.engine`, docs/engines.md) (each counted under a transaction-scoped advisory lock —
+/// class 3; 1 and 2 are the login throttle's — so concurrent creations, on any replica, cannot
+/// overshoot), or when its workspace or maker holds `quota` agents (classes 4 and 5).
 pub async fn insert(
     pool: &PgPool,
     agent: &NewAgent,

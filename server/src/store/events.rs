@@ -78,18 +78,32 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
         };
         stored.push((stored_event, budgeted.inline_json));
     }
+    // The bytes each session now stores (its agent's quota, `AGENTHOLD_MAX_EVENT_BYTES_PER_AGENT`).
+    let mut bytes: BTreeMap<Uuid, i64> = BTreeMap::new();
+    for (id, payload) in ids.iter().zip(&payloads) {
+        *bytes.entry(*id).or_default() += i64::try_from(payload.len()).unwrap_or(i64::MAX);
+    }
+    for (id, payload) in side_ids.iter().zip(&side_payloads) {
+        *bytes.entry(*id).or_default() += i64::try_from(payload.len()).unwrap_or(i64::MAX);
+    }
+    let (byte_sessions, byte_counts): (Vec<Uuid>, Vec<i64>) = bytes.into_iter().unzip();
     if ids.is_empty() {
         return Ok(stored);
     }
     sqlx::query!(
-        r#"INSERT INTO events (session_id, seq, type, payload, created_at)
+        r#"WITH counted AS (
+               UPDATE sessions s SET stored_bytes = s.stored_bytes + b.bytes
+               FROM UNNEST($6::uuid[], $7::int8[]) AS b(id, bytes) WHERE s.id = b.id)
+           INSERT INTO events (session_id, seq, type, payload, created_at)
            SELECT id, seq, kind, payload::jsonb, at
            FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::timestamptz[]) AS t(id, seq, kind, payload, at)"#,
         &ids,
         &seqs,
         &kinds as &[&str],
         &payloads,
-        &times
+        &times,
+        &byte_sessions,
+        &byte_counts
     )
     .execute(&mut *tx)
     .await?;
@@ -141,15 +155,25 @@ pub async fn append_streamed(
     let chain_froms: Vec<i64> = chains.iter().map(|c| c.from).collect();
     let chain_tos: Vec<i64> = chains.iter().map(|c| c.to).collect();
     // Per session: how many events, and whether one is a question (the notification says so).
-    let mut counts: BTreeMap<Uuid, (i64, bool)> = BTreeMap::new();
+    // Per session: how many events, their bytes, and whether one is a question (the
+    // notification says so).
+    let mut counts: BTreeMap<Uuid, (i64, i64, bool)> = BTreeMap::new();
     let mut ordinals = Vec::with_capacity(events.len());
     for event in events {
-        let (count, question) = counts.entry(event.session_id.0).or_default();
+        let (count, bytes, question) = counts.entry(event.session_id.0).or_default();
         *count += 1;
+        *bytes += i64::try_from(event.payload_json.len()).unwrap_or(i64::MAX);
         *question |= matches!(event.kind, EventKind::Permission | EventKind::PermissionResolved);
         ordinals.push(*count);
     }
-    let (session_ids, (session_counts, questions)): (Vec<Uuid>, (Vec<i64>, Vec<bool>)) = counts.into_iter().unzip();
+    let mut session_ids = Vec::with_capacity(counts.len());
+    let (mut session_counts, mut session_bytes, mut questions) = (vec![], vec![], vec![]);
+    for (id, (count, bytes, question)) in counts {
+        session_ids.push(id);
+        session_counts.push(count);
+        session_bytes.push(bytes);
+        questions.push(question);
+    }
     let event_sessions: Vec<Uuid> = events.iter().map(|e| e.session_id.0).collect();
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     let payloads: Vec<&str> = events.iter().map(|e| e.payload_json).collect();
@@ -174,8 +198,8 @@ pub async fn append_streamed(
                SELECT id FROM sessions WHERE id = ANY($5::uuid[]) AND (SELECT ok FROM verdict)
                ORDER BY id FOR UPDATE),
            bumped AS (
-               UPDATE sessions s SET last_seq = s.last_seq + v.n
-               FROM UNNEST($5::uuid[], $6::int8[], $7::bool[]) AS v(id, n, q)
+               UPDATE sessions s SET last_seq = s.last_seq + v.n, stored_bytes = s.stored_bytes + v.b
+               FROM UNNEST($5::uuid[], $6::int8[], $7::bool[], $14::int8[]) AS v(id, n, q, b)
                WHERE s.id = v.id AND s.id IN (SELECT id FROM sessions_held)
                RETURNING s.id, s.last_seq, v.n, v.q),
            announced AS (
@@ -204,6 +228,7 @@ pub async fn append_streamed(
         &ordinals,
         &kinds as &[&str],
         &payloads as &[&str],
+        &session_bytes,
     )
     .fetch_all(&mut *conn)
     .await?;

@@ -10,6 +10,7 @@ pub mod events;
 pub mod permissions;
 pub mod provider_logins;
 pub mod proxy_identities;
+pub mod quotas;
 pub mod replicas;
 pub mod sandboxes;
 pub mod schedules;

@@ -73,6 +73,9 @@ pub enum InsertError {
     /// Another schedule of the agent has the name.
     #[error("the name is taken")]
     NameTaken,
+    /// The workspace holds as many schedules as the server allows.
+    #[error("{0}")]
+    Quota(String),
     /// The database failed.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -85,8 +88,14 @@ fn map_insert(error: sqlx::Error) -> InsertError {
     }
 }
 
-/// Inserts a schedule.
-pub async fn insert(pool: &PgPool, s: &NewSchedule<'_>) -> Result<(), InsertError> {
+/// Inserts a schedule, unless the agent's workspace holds `max` already.
+pub async fn insert(pool: &PgPool, s: &NewSchedule<'_>, max: i64) -> Result<(), InsertError> {
+    let mut tx = pool.begin().await?;
+    match super::quotas::schedules_of_workspace(&mut tx, s.agent_id, max).await {
+        Ok(()) => {}
+        Err(super::quotas::QuotaError::Exceeded(message)) => return Err(InsertError::Quota(message)),
+        Err(super::quotas::QuotaError::Db(error)) => return Err(error.into()),
+    }
     sqlx::query!(
         r#"INSERT INTO schedules (id, agent_id, name, cron, time_zone, prompt, session_id, paused, next_run_at, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
@@ -101,9 +110,10 @@ pub async fn insert(pool: &PgPool, s: &NewSchedule<'_>) -> Result<(), InsertErro
         s.next_run_at,
         s.created_by
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await
     .map_err(map_insert)?;
+    tx.commit().await?;
     Ok(())
 }
 
@@ -267,8 +277,15 @@ pub async fn turn_is_open(tx: &mut sqlx::PgConnection, turn_id: TurnId) -> sqlx:
     Ok(session.map(SessionId))
 }
 
-/// Creates a session inside `tx` (a run that opens a new one).
-pub async fn create_session(tx: &mut sqlx::PgConnection, id: SessionId, agent_id: AgentId) -> sqlx::Result<()> {
+/// Creates a session inside `tx` (a run that opens a new one), unless the agent holds
+/// `max_sessions` already.
+pub async fn create_session(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    agent_id: AgentId,
+    max_sessions: i64,
+) -> Result<(), super::quotas::QuotaError> {
+    super::quotas::sessions_of_agent(tx, agent_id, max_sessions).await?;
     sqlx::query!(r#"INSERT INTO sessions (id, agent_id) VALUES ($1, $2)"#, id.0, agent_id.0).execute(&mut *tx).await?;
     Ok(())
 }

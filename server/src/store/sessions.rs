@@ -47,13 +47,67 @@ pub struct TurnRow {
     pub time_limit_secs: Option<i32>,
 }
 
-/// Creates a session.
-pub async fn create(pool: &PgPool, id: SessionId, agent_id: AgentId) -> sqlx::Result<SessionRow> {
+/// Creates a session, unless the agent holds `max_sessions` already.
+pub async fn create(
+    pool: &PgPool,
+    id: SessionId,
+    agent_id: AgentId,
+    max_sessions: i64,
+) -> Result<SessionRow, super::quotas::QuotaError> {
+    let mut tx = pool.begin().await?;
+    super::quotas::sessions_of_agent(&mut tx, agent_id, max_sessions).await?;
     let row =
         sqlx::query!(r#"INSERT INTO sessions (id, agent_id) VALUES ($1, $2) RETURNING created_at"#, id.0, agent_id.0)
-            .fetch_one(pool)
+            .fetch_one(&mut *tx)
             .await?;
+    tx.commit().await?;
     Ok(SessionRow { id, agent_id, acp_session_id: None, last_seq: 0, created_at: row.created_at })
+}
+
+/// Why a session was not deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    /// It has a turn that has not ended.
+    #[error("the session has a turn in progress; cancel it first")]
+    TurnOpen,
+    /// A schedule or webhook prompts into it.
+    #[error("a schedule or webhook prompts into this session ({0}); change or delete it first")]
+    InUse(String),
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+/// Deletes a session with its turns, events and questions (`false`: it was gone already).
+pub async fn delete(pool: &PgPool, id: SessionId) -> Result<bool, DeleteError> {
+    let mut tx = pool.begin().await?;
+    // The row lock orders this after any append or prompt in flight on the session.
+    let found = sqlx::query_scalar!(r#"SELECT id FROM sessions WHERE id = $1 FOR UPDATE"#, id.0)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if found.is_none() {
+        return Ok(false);
+    }
+    let open =
+        sqlx::query_scalar!(r#"SELECT 1 AS "x!" FROM turns WHERE session_id = $1 AND state <> 'ended' LIMIT 1"#, id.0)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if open.is_some() {
+        return Err(DeleteError::TurnOpen);
+    }
+    let users = sqlx::query_scalar!(
+        r#"SELECT 'schedule ' || name AS "name!" FROM schedules WHERE session_id = $1
+           UNION ALL SELECT 'webhook ' || name FROM webhooks WHERE session_id = $1 LIMIT 5"#,
+        id.0
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if !users.is_empty() {
+        return Err(DeleteError::InUse(users.join(", ")));
+    }
+    sqlx::query!(r#"DELETE FROM sessions WHERE id = $1"#, id.0).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// One session.
@@ -108,6 +162,9 @@ pub enum TurnError {
     /// The session has an unfinished turn.
     #[error("a turn is in progress")]
     InProgress,
+    /// The agent's sessions store as many bytes of events as the server allows.
+    #[error("{0}")]
+    Quota(String),
     /// The database failed.
     #[error(transparent)]
     Db(#[from] sqlx::Error),

@@ -74,9 +74,17 @@ pub async fn replace_named(pool: &PgPool, name: &str, token: &str, user_id: Uuid
     tx.commit().await
 }
 
-/// Creates a token for a user; returns its id.
-pub async fn create(pool: &PgPool, user_id: Uuid, name: &str, token: &str) -> sqlx::Result<Uuid> {
+/// Creates a token for a user, unless they hold `max` already; returns its id.
+pub async fn create(
+    pool: &PgPool,
+    user_id: Uuid,
+    name: &str,
+    token: &str,
+    max: i64,
+) -> Result<Uuid, super::quotas::QuotaError> {
     let id = Uuid::new_v4();
+    let mut tx = pool.begin().await?;
+    super::quotas::tokens_of_user(&mut tx, user_id, max).await?;
     sqlx::query!(
         r#"INSERT INTO api_tokens (id, name, token_hash, user_id) VALUES ($1, $2, $3, $4)"#,
         id,
@@ -84,8 +92,9 @@ pub async fn create(pool: &PgPool, user_id: Uuid, name: &str, token: &str) -> sq
         hash_token(token),
         user_id
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(id)
 }
 

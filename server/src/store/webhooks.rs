@@ -58,8 +58,11 @@ pub struct NewWebhook<'a> {
     pub created_by: Uuid,
 }
 
-/// Inserts a webhook; `false` when the name is taken on the agent.
-pub async fn insert(pool: &PgPool, w: &NewWebhook<'_>) -> sqlx::Result<bool> {
+/// Inserts a webhook, unless the agent's workspace holds `max` already; `false` when the name
+/// is taken on the agent.
+pub async fn insert(pool: &PgPool, w: &NewWebhook<'_>, max: i64) -> Result<bool, super::quotas::QuotaError> {
+    let mut tx = pool.begin().await?;
+    super::quotas::webhooks_of_workspace(&mut tx, w.agent_id, max).await?;
     let inserted = sqlx::query!(
         r#"INSERT INTO webhooks (id, agent_id, name, template, session_id, secret_key_id, secret_nonce, secret_sealed, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -74,8 +77,9 @@ pub async fn insert(pool: &PgPool, w: &NewWebhook<'_>) -> sqlx::Result<bool> {
         w.secret.ciphertext,
         w.created_by
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(inserted.rows_affected() == 1)
 }
 

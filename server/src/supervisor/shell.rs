@@ -19,7 +19,7 @@ use super::core::{
     Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ReplyId, SlotChange, StoreFailure,
 };
 use super::observed::Observations;
-use super::slots::Slot;
+use super::slots::{Claimant, Slot};
 use super::{Command, Deps, LifecycleError, TerminalAccess};
 use crate::ids::{AgentId, TurnId};
 use crate::sandbox::{SandboxSpec, SandboxStatus};
@@ -55,7 +55,9 @@ struct Shell {
     /// The read of the open turns in flight (retried until it succeeds). One at a time: a read that
     /// started earlier could otherwise be merged after a later one and drop the turns it
     /// predates.
-    turn_load: Option<BoxFuture<'static, OpenWork>>,
+    turn_load: Option<BoxFuture<'static, (OpenWork, Option<Claimant>)>>,
+    /// Whose turns these are under the limits on running turns (as of the last read).
+    claimant: Claimant,
     /// Another read was asked for while one ran: it starts when that one is done.
     reload_turns: bool,
 }
@@ -91,6 +93,7 @@ pub async fn run(
         tickets: FuturesUnordered::new(),
         turn_load: None,
         reload_turns: false,
+        claimant: Claimant::default(),
     };
     shell.load_turns();
     let mut database = shell.deps.database.subscribe();
@@ -143,8 +146,11 @@ pub async fn run(
                     core.handle(Input::SlotGranted { turn_id }, now());
                 }
             }
-            work = next_load(&mut shell.turn_load) => {
+            (work, claimant) = next_load(&mut shell.turn_load) => {
                 shell.turn_load = None;
+                if let Some(claimant) = claimant {
+                    shell.claimant = claimant;
+                }
                 if std::mem::take(&mut shell.reload_turns) {
                     shell.load_turns();
                 }
@@ -173,7 +179,9 @@ impl Drop for Published {
 }
 
 /// The read of the open turns in flight, when it is done; never without one.
-async fn next_load(load: &mut Option<BoxFuture<'static, OpenWork>>) -> OpenWork {
+async fn next_load(
+    load: &mut Option<BoxFuture<'static, (OpenWork, Option<Claimant>)>>,
+) -> (OpenWork, Option<Claimant>) {
     match load {
         Some(read) => read.await,
         None => std::future::pending().await,
@@ -293,8 +301,14 @@ impl Shell {
             // A failed read is tried again: a turn it would have brought must not stay unsent
             // until the next command happens to read again.
             loop {
-                match super::reads::open_work(&pool, agent_id).await {
-                    Ok(work) => return work,
+                let read = async {
+                    let work = super::reads::open_work(&pool, agent_id).await?;
+                    let agent = store::agents::get(&pool, agent_id).await?;
+                    let claimant = agent.map(|a| Claimant { workspace: a.workspace_id, user: a.created_by });
+                    Ok::<_, sqlx::Error>((work, claimant))
+                };
+                match read.await {
+                    Ok(read) => return read,
                     Err(error) => {
                         tracing::error!(%error, agent.id = %agent_id, "loading open turns; trying again in 1 s");
                         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -370,22 +384,23 @@ impl Shell {
     fn slot(&mut self, change: SlotChange) {
         let slots = &self.deps.turn_slots;
         match change {
-            SlotChange::Ask(turn_id) => match slots.take() {
+            SlotChange::Ask(turn_id) => match slots.take(self.claimant) {
                 Ok(slot) => {
                     self.slots.insert(turn_id, slot);
                     self.tasks.push(Box::pin(async move { Some(Input::SlotGranted { turn_id }) }));
                 }
                 Err(queued) => {
-                    let (running, ahead, limit) = (queued.running, queued.ahead, queued.limit);
+                    let (running, ahead, limit, scope) = (queued.running, queued.ahead, queued.limit, queued.scope);
                     let (ticket, abort) = futures_util::future::abortable(queued.ticket);
                     self.queued.insert(turn_id, abort);
                     self.tickets.push(Box::pin(async move { (turn_id, ticket.await.ok().and_then(Result::ok)) }));
-                    self.tasks
-                        .push(Box::pin(async move { Some(Input::SlotQueued { turn_id, running, ahead, limit }) }));
+                    self.tasks.push(Box::pin(async move {
+                        Some(Input::SlotQueued { turn_id, running, ahead, limit, scope })
+                    }));
                 }
             },
             SlotChange::Take(turn_id) => {
-                let slot = slots.force();
+                let slot = slots.force(self.claimant);
                 self.slots.insert(turn_id, slot);
             }
             SlotChange::Release(turn_id) => {

@@ -244,7 +244,16 @@ async fn start(
         Some(session_id) => session_id,
         None => {
             let session_id = SessionId::new();
-            store::schedules::create_session(&mut tx, session_id, webhook.agent_id).await?;
+            let max = state.config.max_sessions_per_agent;
+            match store::schedules::create_session(&mut tx, session_id, webhook.agent_id, max).await {
+                Ok(()) => {}
+                Err(store::quotas::QuotaError::Exceeded(message)) => {
+                    drop(tx);
+                    let refusal = Refusal::new(StatusCode::CONFLICT, "QUOTA_EXCEEDED", message);
+                    return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
+                }
+                Err(store::quotas::QuotaError::Db(error)) => return Err(error.into()),
+            }
             session_id
         }
     };
@@ -274,8 +283,16 @@ async fn start(
     }
     let origin = Origin::webhook(webhook.id, id);
     let blocks = prompting::text_blocks(prompt);
-    let recorded = match prompting::record(&mut tx, turn_id, session_id, webhook.agent_id, &blocks, &origin).await {
+    let max_bytes = state.config.max_event_bytes_per_agent;
+    let recorded = match prompting::record(&mut tx, turn_id, session_id, webhook.agent_id, &blocks, &origin, max_bytes)
+        .await
+    {
         Ok(recorded) => recorded,
+        Err(TurnError::Quota(message)) => {
+            drop(tx);
+            let refusal = Refusal::new(StatusCode::CONFLICT, "QUOTA_EXCEEDED", message);
+            return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
+        }
         Err(TurnError::InProgress) => {
             drop(tx);
             let refusal =

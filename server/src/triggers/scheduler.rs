@@ -95,7 +95,7 @@ async fn run_one(state: &AppState) -> anyhow::Result<bool> {
         session_id: None,
         turn_id: None,
     };
-    let done = run_schedule(&mut tx, &schedule, &mut run).await?;
+    let done = run_schedule(&mut tx, &schedule, &mut run, Quotas::of(state)).await?;
     store::schedules::record_run(&mut tx, schedule.id, &run, next).await?;
     tx.commit().await?;
     match done {
@@ -113,8 +113,26 @@ async fn run_one(state: &AppState) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// The quotas a run is held to.
+#[derive(Clone, Copy)]
+struct Quotas {
+    sessions: i64,
+    event_bytes: i64,
+}
+
+impl Quotas {
+    fn of(state: &AppState) -> Self {
+        Self { sessions: state.config.max_sessions_per_agent, event_bytes: state.config.max_event_bytes_per_agent }
+    }
+}
+
 /// Starts the run's turn inside `tx`, or skips it with a notice; fills in `run`.
-async fn run_schedule(tx: &mut sqlx::PgConnection, schedule: &ScheduleRow, run: &mut RunRow) -> anyhow::Result<Done> {
+async fn run_schedule(
+    tx: &mut sqlx::PgConnection,
+    schedule: &ScheduleRow,
+    run: &mut RunRow,
+    quotas: Quotas,
+) -> anyhow::Result<Done> {
     // The previous run's turn still going: skipped, told in its session.
     if let Some(last) = schedule.last_turn_id
         && let Some(session_id) = store::schedules::turn_is_open(tx, last).await?
@@ -130,13 +148,26 @@ async fn run_schedule(tx: &mut sqlx::PgConnection, schedule: &ScheduleRow, run: 
         Some(session_id) => session_id,
         None => {
             let session_id = SessionId::new();
-            store::schedules::create_session(tx, session_id, schedule.agent_id).await?;
-            session_id
+            match store::schedules::create_session(tx, session_id, schedule.agent_id, quotas.sessions).await {
+                Ok(()) => session_id,
+                Err(store::quotas::QuotaError::Exceeded(message)) => {
+                    // No session to tell: the run's record says why.
+                    run.outcome = "skipped".to_owned();
+                    run.reason = Some(format!(
+                        "schedule {:?}: the run due at {} was skipped: {message}",
+                        schedule.name,
+                        run.due_at.to_rfc3339()
+                    ));
+                    return Ok(Done::Skipped(Vec::new()));
+                }
+                Err(store::quotas::QuotaError::Db(error)) => return Err(error.into()),
+            }
         }
     };
     let origin = Origin::schedule(schedule.id, run.id);
     let blocks = prompting::text_blocks(&schedule.prompt);
-    match prompting::record(tx, crate::ids::TurnId::new(), session_id, schedule.agent_id, &blocks, &origin).await {
+    let turn_id = crate::ids::TurnId::new();
+    match prompting::record(tx, turn_id, session_id, schedule.agent_id, &blocks, &origin, quotas.event_bytes).await {
         Ok(recorded) => {
             run.outcome = "started".to_owned();
             run.session_id = Some(session_id);
@@ -146,6 +177,14 @@ async fn run_schedule(tx: &mut sqlx::PgConnection, schedule: &ScheduleRow, run: 
         Err(TurnError::InProgress) => {
             let reason = format!(
                 "schedule {:?}: the run due at {} was skipped: the session has a turn in progress",
+                schedule.name,
+                run.due_at.to_rfc3339()
+            );
+            skip(tx, run, session_id, reason).await
+        }
+        Err(TurnError::Quota(message)) => {
+            let reason = format!(
+                "schedule {:?}: the run due at {} was skipped: {message}",
                 schedule.name,
                 run.due_at.to_rfc3339()
             );

@@ -47,6 +47,7 @@ mod provider_logins;
 mod proxy_feed;
 mod proxy_feed_e2e;
 mod proxy_support;
+mod quotas;
 mod remote_engines;
 mod replicas;
 mod restart;

@@ -199,9 +199,10 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     let operations = operations();
     for (method, template, need) in operations.iter().filter(|(_, _, n)| (Need::Viewer..=Need::Admin).contains(n)) {
         let (method, template, need) = (method.as_str(), template.as_str(), *need);
-        let destructive =
-            matches!(template, "/api/v1/agents/{id}" | "/api/v1/schedules/{id}" | "/api/v1/webhooks/{id}")
-                && method == "DELETE";
+        let destructive = matches!(
+            template,
+            "/api/v1/agents/{id}" | "/api/v1/sessions/{id}" | "/api/v1/schedules/{id}" | "/api/v1/webhooks/{id}"
+        ) && method == "DELETE";
         if destructive || template.ends_with("/sleep") {
             continue; // destructive: checked below, after the others
         }
@@ -297,10 +298,13 @@ async fn roles_decide_what_members_may_do_and_other_workspaces_are_invisible() {
     let (_, listed) = server.as_user("GET", "/api/v1/agents", &outsider.token, json!({})).await;
     assert_eq!(listed["agents"], json!([]));
 
-    // Schedules and webhooks: their operators delete them.
-    for (path, kind) in
-        [(format!("/api/v1/schedules/{schedule}"), "schedule"), (format!("/api/v1/webhooks/{webhook}"), "webhook")]
-    {
+    // Sessions, schedules and webhooks: their operators delete them.
+    let spare_session = server.create_session(&agent).await;
+    for (path, kind) in [
+        (format!("/api/v1/schedules/{schedule}"), "schedule"),
+        (format!("/api/v1/webhooks/{webhook}"), "webhook"),
+        (format!("/api/v1/sessions/{spare_session}"), "session"),
+    ] {
         assert_eq!(server.as_user("DELETE", &path, &outsider.token, json!({})).await.0, 404, "{kind}");
         assert_eq!(server.as_user("DELETE", &path, &viewer.token, json!({})).await.0, 403, "{kind}");
         assert_eq!(server.as_user("DELETE", &path, &operator.token, json!({})).await.0, 204, "{kind}");

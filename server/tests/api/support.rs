@@ -176,6 +176,10 @@ impl TestServer {
             // Density tests make hundreds of agents as one user (a test may set its own quotas).
             .env("AGENTHOLD_MAX_AGENTS_PER_WORKSPACE", "100000")
             .env("AGENTHOLD_MAX_AGENTS_PER_USER", "100000")
+            // Density tests run many turns of one user's agents at once (tests/api/turn_limits.rs
+            // sets its own).
+            .env("AGENTHOLD_MAX_RUNNING_TURNS_PER_WORKSPACE", "0")
+            .env("AGENTHOLD_MAX_RUNNING_TURNS_PER_USER", "0")
             // The schedule tests run every second or two.
             .env("AGENTHOLD_SCHEDULE_MIN_INTERVAL_SECS", "1")
             // No warm pool unless a test asks for one (tests/api/warm_pool.rs).

@@ -98,3 +98,58 @@ async fn an_agent_s_own_turn_limit_replaces_the_server_s() {
     let events = server.wait_turns(&session, 2, TURN).await;
     assert_eq!(of_type(&events, "turn_end")[1]["payload"]["stop_reason"], "end_turn", "{events:?}");
 }
+
+#[tokio::test]
+async fn a_workspace_at_its_running_turn_limit_waits_without_holding_up_another_workspace() {
+    let server = TestServer::start_with(&[
+        ("AGENTHOLD_MAX_RUNNING_TURNS", "8"),
+        ("AGENTHOLD_MAX_RUNNING_TURNS_PER_WORKSPACE", "1"),
+        ("AGENTHOLD_MAX_RUNNING_TURNS_PER_USER", "0"),
+    ])
+    .await;
+    let (status, other) = server.post("/api/v1/workspaces", json!({"name": "other team"})).await;
+    assert_eq!(status, 201, "{other}");
+    let other = other["id"].as_str().expect("id").to_owned();
+    let busy = server.create_agent(json!({})).await;
+    let same_workspace = server.create_agent(json!({})).await;
+    let other_workspace = server.create_agent(json!({"workspace_id": other})).await;
+    let (busy_s, same_s, other_s) = (
+        server.create_session(&busy).await,
+        server.create_session(&same_workspace).await,
+        server.create_session(&other_workspace).await,
+    );
+    server.prompt(&busy_s, "sleep 4000\ntext long").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    server.prompt(&same_s, "text waits").await;
+    server.prompt(&other_s, "text runs at once").await;
+    // The other workspace's turn ends while the long one still runs.
+    let other_events = server.wait_turns(&other_s, 1, TURN).await;
+    assert!(of_type(&other_events, "notice").is_empty(), "{other_events:?}");
+    let busy_events = server.events(&busy_s).await;
+    assert!(of_type(&busy_events, "turn_end").is_empty(), "the long turn ended first: {busy_events:?}");
+    // The same workspace's waits, says which limit holds it, and runs once the long turn ends.
+    let events = wait_for(&server, &same_s, |e| !of_type(e, "notice").is_empty()).await;
+    let notice = &of_type(&events, "notice")[0]["payload"];
+    assert_eq!(
+        (notice["code"].as_str(), notice["scope"].as_str(), notice["limit"].as_i64()),
+        (Some("TURN_QUEUED"), Some("workspace"), Some(1)),
+        "{notice}"
+    );
+    let same_events = server.wait_turns(&same_s, 1, TURN).await;
+    let busy_events = server.wait_turns(&busy_s, 1, TURN).await;
+    assert!(turn_end_at(&same_events) >= turn_end_at(&busy_events), "it ran past its workspace's limit");
+}
+
+#[tokio::test]
+async fn a_turn_limit_over_the_server_s_maximum_is_refused_naming_it() {
+    let server = TestServer::start_with(&[("AGENTHOLD_MAX_TURN_SECS", "600")]).await;
+    let (status, body) = server
+        .post("/api/v1/agents", json!({"name": "long", "harness": "fake", "limits": {"turn_seconds": 601}}))
+        .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("LIMIT_TOO_HIGH")), "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("600")), "{body}");
+    let agent = server.create_agent(json!({"limits": {"turn_seconds": 600}})).await;
+    let (status, body) =
+        server.raw("PATCH", &format!("/api/v1/agents/{agent}"), r#"{"limits": {"turn_seconds": 700}}"#).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("LIMIT_TOO_HIGH")), "{body}");
+}

@@ -42,7 +42,7 @@ pub use parking::Parked;
 pub use takeover::{OpenWork, Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
-    AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, SlotChange,
+    AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, SlotChange, SlotScope,
     StoreFailure, Timer,
 };
 
@@ -294,8 +294,8 @@ impl Core {
                 self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(outcome) });
             }
             Input::SlotGranted { turn_id } => self.on_slot_granted(turn_id),
-            Input::SlotQueued { turn_id, running, ahead, limit } => {
-                self.on_slot_queued(turn_id, running, ahead, limit, now);
+            Input::SlotQueued { turn_id, running, ahead, limit, scope } => {
+                self.on_slot_queued(turn_id, slots::Queue { running, ahead, limit, scope }, now);
             }
         }
         self.advance(now);

@@ -10,10 +10,19 @@
 //!   nothing.
 //! - A turn that ended gives it back (or leaves the queue).
 
-use super::types::{Effect, Now, SlotChange};
+use super::types::{Effect, Now, SlotChange, SlotScope};
 use super::{Core, Purpose, TurnState};
 use crate::events::NewEvent;
 use crate::ids::TurnId;
+
+/// Where a queued turn stands (from [`super::Input::SlotQueued`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Queue {
+    pub running: usize,
+    pub ahead: usize,
+    pub limit: usize,
+    pub scope: SlotScope,
+}
 
 /// Where a turn stands with its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,19 +83,30 @@ impl Core {
         }
     }
 
-    /// The turn waits for a slot: a `notice` in its session says so.
-    pub(super) fn on_slot_queued(&mut self, turn_id: TurnId, running: usize, ahead: usize, limit: usize, _now: Now) {
+    /// The turn waits for a slot: a `notice` in its session says so, and which limit holds it.
+    pub(super) fn on_slot_queued(&mut self, turn_id: TurnId, queue: Queue, _now: Now) {
         let Some(turn) = self.turns.iter().find(|t| t.id == turn_id) else { return };
-        let message = format!(
-            "the server runs {running} turns, its limit (AGENTHOLD_MAX_RUNNING_TURNS={limit}); this prompt waits \
-             for one to end ({ahead} ahead of it)"
-        );
+        let Queue { running, ahead, limit, scope } = queue;
+        let whose = match scope {
+            SlotScope::Server => {
+                format!("the server runs {running} turns, its limit (AGENTHOLD_MAX_RUNNING_TURNS={limit})")
+            }
+            SlotScope::Workspace => format!(
+                "this workspace's agents run {running} turns, its limit (AGENTHOLD_MAX_RUNNING_TURNS_PER_WORKSPACE={limit})"
+            ),
+            SlotScope::User => format!(
+                "the agents of this agent's maker run {running} turns, the limit per user \
+                 (AGENTHOLD_MAX_RUNNING_TURNS_PER_USER={limit})"
+            ),
+        };
+        let message = format!("{whose}; this prompt waits for one to end ({ahead} queued before it)");
         let mut event = NewEvent::notice(turn.session_id, "TURN_QUEUED", message);
         if let Some(payload) = event.payload.as_object_mut() {
             payload.insert("turn_id".to_owned(), serde_json::json!(turn_id));
             payload.insert("running".to_owned(), serde_json::json!(running));
             payload.insert("ahead".to_owned(), serde_json::json!(ahead));
             payload.insert("limit".to_owned(), serde_json::json!(limit));
+            payload.insert("scope".to_owned(), serde_json::json!(scope.as_str()));
         }
         self.persist(Purpose::Other, vec![event], Vec::new());
     }

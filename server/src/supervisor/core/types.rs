@@ -212,12 +212,14 @@ pub enum Input {
     SlotQueued {
         /// The turn.
         turn_id: TurnId,
-        /// Turns running.
+        /// Turns running under the limit it waits for.
         running: usize,
         /// Turns queued ahead of it.
         ahead: usize,
-        /// The server's limit.
+        /// That limit.
         limit: usize,
+        /// Which limit: the server's, its workspace's or its user's.
+        scope: SlotScope,
     },
     /// The stop job finished.
     Stopped {
@@ -348,6 +350,28 @@ pub enum Effect {
         /// What.
         outcome: Outcome,
     },
+}
+
+/// Which limit on running turns a queued turn waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotScope {
+    /// The server's (`AGENTHOLD_MAX_RUNNING_TURNS`).
+    Server,
+    /// Its agent's workspace's (`AGENTHOLD_MAX_RUNNING_TURNS_PER_WORKSPACE`).
+    Workspace,
+    /// Its agent's maker's (`AGENTHOLD_MAX_RUNNING_TURNS_PER_USER`).
+    User,
+}
+
+impl SlotScope {
+    /// How the `TURN_QUEUED` notice names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Server => "server",
+            Self::Workspace => "workspace",
+            Self::User => "user",
+        }
+    }
 }
 
 /// A turn's slot under the server's limit on running turns (`supervisor::slots`).

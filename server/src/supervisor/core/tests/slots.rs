@@ -42,11 +42,13 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
     let effects = sim.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
     sim.ok(persists(&effects)[0].0);
     // The server's limit is reached: the turn is queued, and its session says so.
-    let effects = sim.input(Input::SlotQueued { turn_id, running: 4, ahead: 1, limit: 4 });
+    let effects = sim.input(Input::SlotQueued { turn_id, running: 4, ahead: 1, limit: 4, scope: SlotScope::Workspace });
     let stored = persists(&effects);
     let notice = stored.iter().flat_map(|p| p.1.iter()).find(|e| e.kind == EventKind::Notice).expect("a notice");
     assert_eq!(notice.payload["code"], "TURN_QUEUED");
     assert_eq!((notice.payload["limit"].clone(), notice.payload["ahead"].clone()), (json!(4), json!(1)));
+    assert_eq!(notice.payload["scope"], "workspace");
+    assert!(notice.payload["message"].as_str().is_some_and(|m| m.contains("PER_WORKSPACE=4")), "{notice:?}");
     sim.ok(stored[0].0);
     let init =
         r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#;
