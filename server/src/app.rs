@@ -342,6 +342,9 @@ pub async fn run(
     });
     // Expired browser sessions and old login failures are purged (AGENTHOLD_HOUSEKEEPING_SECS).
     let housekeeping = crate::housekeeping::spawn(pool.clone(), state.config.housekeeping_secs);
+    // The read-only MCP tools' calls reach the audit log in aggregate.
+    let read_audit =
+        crate::mcp::read_audit::spawn(pool.clone(), std::time::Duration::from_secs(state.config.mcp_read_audit_secs));
     // Schedules run when due (docs/triggers.md).
     let scheduler = crate::triggers::scheduler::spawn(
         state.clone(),
@@ -428,6 +431,8 @@ pub async fn run(
     if let Some(housekeeping) = housekeeping {
         housekeeping.abort();
     }
+    read_audit.abort();
+    crate::mcp::read_audit::flush(&pool).await;
     monitor.abort();
     appender_task.abort();
     pool.close().await;

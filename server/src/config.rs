@@ -238,6 +238,11 @@ pub struct Config {
     /// is a tool error `RATE_LIMITED` (docs/triggers.md).
     #[arg(long, env = "AGENTHOLD_MCP_CALLS_PER_MINUTE", default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub mcp_calls_per_minute: u32,
+    /// How often the read-only MCP tools' calls (`list_agents`, `wait_turn`, `read_events`) are
+    /// written to the audit log: one `agent.mcp_reads` row per calling agent per period, with
+    /// the counts per tool and outcome (`prompt_agent` is audited per call).
+    #[arg(long, env = "AGENTHOLD_MCP_READ_AUDIT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub mcp_read_audit_secs: u64,
     /// Turns one agent may start in other agents per hour through the MCP tools; past it
     /// `prompt_agent` is a tool error `BUDGET_EXHAUSTED` (docs/triggers.md).
     #[arg(long, env = "AGENTHOLD_AGENT_PROMPTS_PER_HOUR", default_value_t = 120, value_parser = clap::value_parser!(i64).range(1..=100_000))]
@@ -287,6 +292,18 @@ pub struct Config {
     /// The most processes an agent may run.
     #[arg(long, env = "AGENTHOLD_MAX_PIDS", default_value_t = 4096)]
     pub max_pids: i32,
+    /// Default disk space of an agent's sandbox (MiB): its home and its writable layer (the files
+    /// outside the home) may each hold this much, where the engine can limit them
+    /// (docs/security.md, "Disk"); an agent's `limits.disk_mib` overrides it.
+    #[arg(long, env = "AGENTHOLD_SANDBOX_DISK_MIB", default_value_t = 10_240, value_parser = clap::value_parser!(i32).range(64..=(1 << 24)))]
+    pub sandbox_disk_mib: i32,
+    /// The most disk space an agent may be given (MiB).
+    #[arg(long, env = "AGENTHOLD_MAX_DISK_MIB", default_value_t = 102_400, value_parser = clap::value_parser!(i32).range(64..=(1 << 24)))]
+    pub max_disk_mib: i32,
+    /// Disk limits of Docker sandboxes: `auto` (where the engine can enforce them; a warning
+    /// says where it cannot), `required` (no sandbox starts on an engine that cannot) or `off`.
+    #[arg(long, env = "AGENTHOLD_SANDBOX_DISK_LIMITS", value_enum, default_value = "auto")]
+    pub sandbox_disk_limits: crate::sandbox::DiskLimits,
     /// The most agents one workspace may hold.
     #[arg(long, env = "AGENTHOLD_MAX_AGENTS_PER_WORKSPACE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
     pub max_agents_per_workspace: i64,
@@ -493,6 +510,11 @@ impl Config {
         let cpus = self.max_cpus.unwrap_or(cores as f64);
         let memory = self.max_memory_mib.unwrap_or_else(|| host_memory_mib().map_or(8192, |mib| (mib / 2).max(64)));
         (cpus, memory, self.max_pids)
+    }
+
+    /// The disk space (MiB) of an agent that names none: the default, within the ceiling.
+    pub fn default_disk_mib(&self) -> i32 {
+        self.sandbox_disk_mib.min(self.max_disk_mib)
     }
 
     /// Whether agents may use `image`: the default and base images, and the operator's list.

@@ -3,7 +3,7 @@
 //! turns and sessions the caller prompted; a prompt is recorded with origin `agent` (the caller's
 //! id and the chain depth, one more than the caller's running turn's) through
 //! [`crate::prompting`], the path every prompt takes; every call is audited in the caller's
-//! workspace with the caller as actor.
+//! workspace with the caller as actor (the read-only tools in aggregate, [`super::read_audit`]).
 //!
 //! A call is taken only from an agent with a turn in progress, so the depth of a chain is always
 //! that of a prompt: a background process calling between turns cannot start a chain afresh.
@@ -57,25 +57,24 @@ pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Re
             }
         }
     };
-    let detail = json!({
-        "name": caller.name,
-        "tool": call.name(),
-        "target_agent_id": target,
-        "outcome": match &outcome { Ok(_) => "ok", Err(error) => error.code },
-    });
-    let record = AuditRecord {
-        workspace_id: caller.workspace_id,
-        actor_user_id: None,
-        action: "agent.mcp_call",
-        resource_type: "agent",
-        resource_id: caller.id.to_string(),
-        detail,
-    };
-    store::audit::append(&state.pool, record).await?;
     let code = match &outcome {
         Ok(_) => "ok",
         Err(error) => error.code,
     };
+    if call.is_read_only() {
+        super::read_audit::count(caller.id, caller.workspace_id, &caller.name, call.name(), code);
+    } else {
+        let detail = json!({"name": caller.name, "tool": call.name(), "target_agent_id": target, "outcome": code});
+        let record = AuditRecord {
+            workspace_id: caller.workspace_id,
+            actor_user_id: None,
+            action: "agent.mcp_call",
+            resource_type: "agent",
+            resource_id: caller.id.to_string(),
+            detail,
+        };
+        store::audit::append(&state.pool, record).await?;
+    }
     metrics::counter!("agenthold_mcp_calls_total", "tool" => call.name(), "outcome" => code).increment(1);
     Ok(outcome)
 }

@@ -13,6 +13,7 @@
 pub mod calls;
 pub mod credential;
 pub mod rate;
+pub mod read_audit;
 pub mod rpc;
 pub mod servers;
 pub mod tools;

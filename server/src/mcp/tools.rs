@@ -143,6 +143,11 @@ impl Call {
         }
     }
 
+    /// Whether the tool only reads (audited in aggregate, [`super::read_audit`]).
+    pub fn is_read_only(&self) -> bool {
+        !matches!(self, Self::PromptAgent { .. })
+    }
+
     /// Checks `tools/call`'s params (`{"name", "arguments"}`).
     pub fn parse(params: &Value) -> Result<Self, RpcError> {
         let name =

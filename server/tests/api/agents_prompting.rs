@@ -18,7 +18,7 @@ use crate::support::TestServer;
 const TURN: Duration = Duration::from_secs(90);
 
 async fn local_server() -> TestServer {
-    TestServer::start_with(&[("AGENTHOLD_DRIVER", "local")]).await
+    TestServer::start_with(&[("AGENTHOLD_DRIVER", "local"), ("AGENTHOLD_MCP_READ_AUDIT_SECS", "1")]).await
 }
 
 async fn agent_named(server: &TestServer, name: &str) -> String {
@@ -99,11 +99,35 @@ async fn a_fake_agent_prompts_another_through_the_mcp_tools_and_reports_its_answ
     assert_eq!(prompt["payload"]["origin"], json!({"kind": "agent", "id": asker, "depth": 1}));
     assert_eq!(prompt["payload"]["turn_id"], answer["turn_id"]);
 
-    // Audited: who set the list, and each call with the calling agent.
+    // Audited: who set the list, each prompt with the calling agent, and the read-only calls in
+    // aggregate (one row per agent per period, here 1 s).
     let (_, agent) = server.get(&format!("/api/v1/agents/{asker}")).await;
     let workspace = agent["workspace_id"].as_str().expect("workspace").to_owned();
-    let (_, audit) = server.get(&format!("/api/v1/workspaces/{workspace}/audit")).await;
+    let started = std::time::Instant::now();
+    let audit = loop {
+        let (_, audit) = server.get(&format!("/api/v1/workspaces/{workspace}/audit")).await;
+        let records = audit["records"].as_array().cloned().unwrap_or_default();
+        if records.iter().any(|r| r["action"] == "agent.mcp_reads") {
+            break audit;
+        }
+        assert!(started.elapsed() < TURN, "no aggregated row: {audit}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
     let records = audit["records"].as_array().expect("records");
+    let reads: Vec<&Value> = records.iter().filter(|r| r["action"] == "agent.mcp_reads").collect();
+    assert_eq!(reads.len(), 1, "one row for the period: {audit}");
+    assert_eq!(reads[0]["resource_id"], json!(asker));
+    let counted: Vec<(String, String, u64)> = reads[0]["detail"]["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| {
+            let text = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            (text("tool"), text("outcome"), c["count"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    assert!(counted.contains(&("list_agents".to_owned(), "ok".to_owned(), 1)), "{counted:?}");
+    assert!(counted.contains(&("wait_turn".to_owned(), "ok".to_owned(), 1)), "{counted:?}");
     let added: Vec<&Value> = records.iter().filter(|r| r["action"] == "agent.prompt_target_added").collect();
     assert_eq!(added.len(), 1, "{audit}");
     assert!(added[0]["actor_user_id"].is_string(), "{}", added[0]);
@@ -112,11 +136,10 @@ async fn a_fake_agent_prompts_another_through_the_mcp_tools_and_reports_its_answ
         .iter()
         .map(|r| (r["detail"]["tool"].as_str().unwrap_or(""), r["detail"]["outcome"].as_str().unwrap_or("")))
         .collect();
-    for expected in
-        [("list_agents", "ok"), ("prompt_agent", "ok"), ("wait_turn", "ok"), ("prompt_agent", "NOT_ALLOWED")]
-    {
+    for expected in [("prompt_agent", "ok"), ("prompt_agent", "NOT_ALLOWED")] {
         assert!(outcomes.contains(&expected), "{expected:?} in {outcomes:?}");
     }
+    assert!(outcomes.iter().all(|(tool, _)| *tool == "prompt_agent"), "reads are not audited per call: {outcomes:?}");
     assert!(calls.iter().all(|r| r["resource_id"] == json!(asker)), "the calling agent is recorded");
     assert!(!server.log().contains("ahmcp1."), "no credential in the server's log");
 
