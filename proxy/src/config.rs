@@ -29,9 +29,25 @@ pub struct ConfigFile {
     /// Seconds a pass-through tunnel may stay idle before it is closed. Default 600.
     #[serde(default)]
     pub tunnel_idle_timeout_secs: Option<u64>,
-    /// Tunnels (and in-flight plain requests) one sandbox may hold open at once. Default 256.
+    /// Client connections one sandbox may hold open at once once they have authenticated
+    /// (tunnels, and plain-HTTP connections until their last response body ends). Default 256.
     #[serde(default)]
     pub max_connections_per_sandbox: Option<usize>,
+    /// Connections from one client address that have not authenticated yet (per sandbox bound to
+    /// the address, when several share it). Default 64.
+    #[serde(default)]
+    pub max_unauthenticated_per_source: Option<usize>,
+    /// Unauthenticated connections from addresses no sandbox is bound to, all together. Default
+    /// 1024. Sandboxes' own addresses do not draw from it.
+    #[serde(default)]
+    pub max_unauthenticated: Option<usize>,
+    /// Seconds a connection has to send a complete, authenticated request head. Default 5.
+    #[serde(default)]
+    pub auth_timeout_secs: Option<u64>,
+    /// Seconds between two readings of the host's interface addresses (refused as
+    /// destinations). Default 30.
+    #[serde(default)]
+    pub host_addrs_refresh_secs: Option<u64>,
     /// One entry per sandbox.
     #[serde(default)]
     pub sandboxes: Vec<SandboxConfig>,
@@ -68,9 +84,14 @@ pub struct SandboxConfig {
     pub username: String,
     /// Proxy password.
     pub password: Secret,
-    /// When non-empty, the client address must be one of these too.
+    /// The client address must be one of these too. Empty: no address is admitted, unless
+    /// `any_source` says so.
     #[serde(default)]
     pub source_addrs: Vec<IpAddr>,
+    /// Admit these credentials from any client address (credentials alone identify the
+    /// sandbox). Only with an empty `source_addrs`; never implied by one.
+    #[serde(default)]
+    pub any_source: bool,
     /// `host`, `host:port`, `*.domain`, `*.domain:port`, or an address literal.
     #[serde(default)]
     pub allow: Vec<String>,

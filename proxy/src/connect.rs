@@ -1,6 +1,7 @@
 //! CONNECT: authenticate, normalise the target, decide (refuse, byte tunnel, or intercept),
 //! resolve and check the destination before answering 200, then hand the upgraded connection to
-//! [`crate::tunnel`] or [`crate::mitm`].
+//! [`crate::tunnel`] (after [`crate::passthrough`] has checked the client's first bytes) or
+//! [`crate::mitm`].
 
 use std::sync::Arc;
 
@@ -42,9 +43,7 @@ pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> 
         tracing::info!(sandbox = %sandbox_id, %target, decision = "intercept", "CONNECT");
         let on_upgrade = hyper::upgrade::on(&mut req);
         let session = Arc::new(crate::mitm::Session::new(ctx.clone(), auth.credentials, sandbox_id, target, pinned));
-        let slot = auth.slot;
         ctx.then(Box::pin(async move {
-            let _slot = slot;
             if let Ok(client) = on_upgrade.await {
                 crate::mitm::intercept(client, session).await;
             }
@@ -74,12 +73,19 @@ pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> 
             };
             tracing::info!(sandbox = %sandbox_id, %target, decision = "tunnel", "CONNECT");
             let idle = auth.policy.tunnel_idle;
-            let revoked = crate::tunnel::revoked(ctx.clone(), auth.credentials, target, Decision::Tunnel);
-            let slot = auth.slot;
+            let revoked = crate::tunnel::revoked(ctx.clone(), auth.credentials, target.clone(), Decision::Tunnel);
             ctx.then(Box::pin(async move {
-                let _slot = slot;
                 if let Ok(client) = on_upgrade.await {
-                    crate::tunnel::pipe(TokioIo::new(client), upstream, idle, revoked).await;
+                    let check = move |mut client_read| async move {
+                        match crate::passthrough::inspect(&mut client_read, &target).await {
+                            Ok(first) => Some((client_read, first)),
+                            Err(refusal) => {
+                                tracing::info!(sandbox = %sandbox_id, %target, decision = refusal.as_str(), "tunnel closed before any byte was forwarded");
+                                None
+                            }
+                        }
+                    };
+                    crate::tunnel::pipe_after(TokioIo::new(client), upstream, idle, revoked, check).await;
                 }
             }));
         }
@@ -87,9 +93,7 @@ pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> 
             tracing::info!(sandbox = %sandbox_id, %target, decision = "intercept", "CONNECT");
             let session =
                 Arc::new(crate::mitm::Session::new(ctx.clone(), auth.credentials, sandbox_id, target, pinned));
-            let slot = auth.slot;
             ctx.then(Box::pin(async move {
-                let _slot = slot;
                 if let Ok(client) = on_upgrade.await {
                     crate::mitm::intercept(client, session).await;
                 }

@@ -7,16 +7,21 @@
 //! `docs/proxy.md` describes the behaviour and the configuration file.
 
 pub mod addr;
+pub mod admission;
 pub mod ca;
+pub mod clienthello;
 pub mod config;
 pub mod connect;
 pub mod forward;
 pub mod headers;
 pub mod host;
+pub mod hostaddrs;
 pub mod inject;
 pub mod limits;
 pub mod mitm;
 pub mod net;
+pub mod passthrough;
+pub mod path;
 pub mod policy;
 pub mod reload;
 pub mod respond;

@@ -1,8 +1,10 @@
 //! Intercepted tunnels (hosts that carry secrets): the client's TLS is terminated with a leaf
 //! for the CONNECT host (the SNI must name it), HTTP/1.1 is served inside, and each request is
-//! re-checked (authority = CONNECT target, still allowed, no nested CONNECT, only WebSocket
-//! upgrades), has its placeholder swapped per [`crate::inject`], and is sent to the pinned
-//! upstream over verified TLS. Responses stream back with their headers scrubbed.
+//! re-checked (authority = CONNECT target, still allowed, no nested CONNECT, no TRACE/TRACK,
+//! only WebSocket upgrades, a path that is canonical per [`crate::path`]), has its placeholder
+//! swapped per [`crate::inject`] (matched on the canonical path, which is also what is sent),
+//! and is sent to the pinned upstream over verified TLS. Responses stream back with their
+//! headers scrubbed.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -127,21 +129,16 @@ fn authority_matches(req: &Request<Incoming>, target: &Target) -> Result<(), Res
     Ok(())
 }
 
-/// Whether the path has `.`/`..` segments (plain or percent-encoded), which could move it out
-/// of a rule's prefix once the upstream normalises it.
-fn has_dot_segments(path: &str) -> bool {
-    path.split('/').any(|segment| {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        decoded == "." || decoded == ".."
-    }) || path.to_ascii_lowercase().contains("%2f")
-}
-
 async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body> {
     let target = &session.target;
     let id = &session.sandbox_id;
     if req.method() == Method::CONNECT {
         tracing::info!(sandbox = %id, %target, decision = "nested-connect", "refused");
         return respond::text(StatusCode::FORBIDDEN, "CONNECT inside an intercepted tunnel is refused");
+    }
+    if crate::server::refused_method(req.method()) {
+        tracing::info!(sandbox = %id, %target, method = %req.method(), decision = "method-refused", "refused");
+        return crate::server::method_refused();
     }
     if let Err(response) = authority_matches(&req, target) {
         tracing::info!(sandbox = %id, %target, decision = "authority-mismatch", "refused");
@@ -158,10 +155,13 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
     if req.headers().contains_key(hyper::header::UPGRADE) && !websocket {
         return respond::text(StatusCode::FORBIDDEN, "only WebSocket upgrades are allowed");
     }
-    let path = req.uri().path().to_owned();
-    if has_dot_segments(&path) {
-        return respond::text(StatusCode::BAD_REQUEST, "paths with dot segments or encoded slashes are refused");
-    }
+    let path = match crate::path::canonical(req.uri().path()) {
+        Ok(path) => path,
+        Err(refusal) => {
+            tracing::info!(sandbox = %id, %target, method = %req.method(), decision = "path-refused", reason = %refusal, "refused");
+            return respond::text(StatusCode::BAD_REQUEST, refusal.to_string());
+        }
+    };
     let method = req.method().clone();
     let route = state.policy().and_then(|p| p.server_route_for(target).cloned());
     // A tunnel to agenthold's service stays one: if the route went (or moved) since the CONNECT,
@@ -199,7 +199,11 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
         return respond::text(StatusCode::BAD_REQUEST, "bad host");
     };
     parts.headers.insert(HOST, host_value);
-    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "/".to_owned());
+    // The canonical path (what the rules were matched on), the query as sent.
+    let path_and_query = match parts.uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.clone(),
+    };
     let Ok(uri) = path_and_query.parse() else {
         return respond::text(StatusCode::BAD_REQUEST, "bad request target");
     };
@@ -269,19 +273,4 @@ async fn take_sender(session: &Session) -> Result<SendRequest<Body>, Response<Bo
         tracing::info!(sandbox = %session.sandbox_id, target = %session.target, %error, "upstream unreachable");
         respond::text(StatusCode::BAD_GATEWAY, format!("{} {error}", session.target))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::has_dot_segments;
-
-    #[test]
-    fn dot_segments() {
-        assert!(has_dot_segments("/v1/../admin"));
-        assert!(has_dot_segments("/v1/%2E%2e/admin"));
-        assert!(has_dot_segments("/v1/./x"));
-        assert!(has_dot_segments("/v1%2fadmin"));
-        assert!(!has_dot_segments("/v1/messages"));
-        assert!(!has_dot_segments("/v1/file.name/..x"));
-    }
 }

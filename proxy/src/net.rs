@@ -1,6 +1,7 @@
 //! Reaching a destination: resolve once, check every address (see [`crate::addr`]), and connect
-//! to exactly an address that was checked (pinned; no second lookup). The resolver and the
-//! socket are behind [`Network`] so tests can see every dial and never leave loopback.
+//! to exactly an address that was checked (pinned; no second lookup). The resolver, the socket
+//! and the host's own addresses are behind [`Network`] so tests can see every dial, never leave
+//! loopback, and give the proxy addresses of their own.
 
 use std::future::Future;
 use std::io;
@@ -25,6 +26,11 @@ pub trait Network: Send + Sync + 'static {
     fn resolve<'a>(&'a self, host: &'a str, port: u16) -> BoxFuture<'a, io::Result<Vec<IpAddr>>>;
     /// A TCP connection to `addr`.
     fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>>;
+    /// Every address of the proxy's own host (refused as destinations): by default its
+    /// interfaces' addresses ([`crate::hostaddrs::read`]).
+    fn host_addrs(&self) -> BoxFuture<'_, io::Result<Vec<IpAddr>>> {
+        Box::pin(async { tokio::task::spawn_blocking(crate::hostaddrs::read).await.map_err(io::Error::other)? })
+    }
 }
 
 /// The system resolver and real sockets.

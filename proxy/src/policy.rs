@@ -14,9 +14,11 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
 use crate::addr::canonical;
+use crate::admission::Allowance;
 use crate::ca::{Ca, CaError};
 use crate::config::{ConfigFile, Format, SandboxConfig};
 use crate::host::{Host, Target, parse_authority, parse_host};
+use crate::limits::{ConnectionLimits, HOST_ADDRS_REFRESH_SECS, TUNNEL_IDLE_SECS};
 use crate::secret::Secret;
 
 /// Why a configuration was refused. Messages name sandboxes, hosts and fields, never values.
@@ -115,6 +117,7 @@ pub struct Sandbox {
     username: String,
     password: Secret,
     source_addrs: Vec<IpAddr>,
+    any_source: bool,
     allow: Vec<AllowPattern>,
     /// Its injection rules.
     pub rules: Vec<Rule>,
@@ -151,11 +154,11 @@ pub enum Decision {
 }
 
 impl Sandbox {
-    /// Whether these credentials (and client address) are this sandbox's.
+    /// Whether these credentials (and client address) are this sandbox's. The address must be
+    /// one of `source_addrs`; an empty list admits no address unless `any_source` says so.
     fn authenticates(&self, password: &[u8], peer: IpAddr) -> bool {
         let password_ok = self.password.matches(password);
-        let source_ok =
-            self.source_addrs.is_empty() || self.source_addrs.iter().any(|a| canonical(*a) == canonical(peer));
+        let source_ok = self.any_source || self.source_addrs.iter().any(|a| canonical(*a) == canonical(peer));
         password_ok && source_ok
     }
 
@@ -234,8 +237,10 @@ pub struct Policy {
     pub own_addrs: Vec<IpAddr>,
     /// Idle timeout of pass-through tunnels.
     pub tunnel_idle: Duration,
-    /// Open tunnels per sandbox.
-    pub max_per_sandbox: usize,
+    /// How many connections may be held, and how long one has to authenticate.
+    pub limits: ConnectionLimits,
+    /// How often the host's interface addresses are read again.
+    pub host_addrs_refresh: Duration,
     /// The CA.
     pub ca: Arc<Ca>,
     /// Upstream TLS for everything not overridden.
@@ -245,6 +250,8 @@ pub struct Policy {
     /// agenthold's own service.
     pub server_route: Option<ServerRoute>,
     by_username: HashMap<String, Arc<Sandbox>>,
+    /// How many sandboxes are bound to each source address (canonical form).
+    bound_sources: HashMap<IpAddr, usize>,
 }
 
 impl Policy {
@@ -256,6 +263,7 @@ impl Policy {
         let mut ids = HashSet::new();
         let mut placeholder_owner: HashMap<String, String> = HashMap::new();
         let mut inject_hosts = HashSet::new();
+        let mut bound_sources: HashMap<IpAddr, usize> = HashMap::new();
         for sandbox in file.sandboxes {
             let compiled = compile_sandbox(sandbox)?;
             let fail =
@@ -278,6 +286,10 @@ impl Policy {
             }
             if by_username.contains_key(&compiled.username) {
                 return Err(fail("duplicate proxy username"));
+            }
+            let sources: HashSet<IpAddr> = compiled.source_addrs.iter().map(|a| canonical(*a)).collect();
+            for source in sources {
+                *bound_sources.entry(source).or_insert(0) += 1;
             }
             by_username.insert(compiled.username.clone(), Arc::new(compiled));
         }
@@ -330,14 +342,27 @@ impl Policy {
             version: file.version,
             deny_private: file.deny_private,
             own_addrs: file.own_addrs,
-            tunnel_idle: Duration::from_secs(file.tunnel_idle_timeout_secs.unwrap_or(600).clamp(1, 86_400)),
-            max_per_sandbox: file.max_connections_per_sandbox.unwrap_or(256).clamp(1, 65_536),
+            tunnel_idle: Duration::from_secs(TUNNEL_IDLE_SECS.take(file.tunnel_idle_timeout_secs)),
+            limits: ConnectionLimits::from_file(
+                file.max_connections_per_sandbox,
+                file.max_unauthenticated_per_source,
+                file.max_unauthenticated,
+                file.auth_timeout_secs,
+            ),
+            host_addrs_refresh: Duration::from_secs(HOST_ADDRS_REFRESH_SECS.take(file.host_addrs_refresh_secs)),
             ca,
             public_tls: Arc::new(public_tls),
             overrides,
             server_route,
             by_username,
+            bound_sources,
         })
+    }
+
+    /// What a new connection from `peer` may take before it authenticates: its address's share
+    /// (one share per sandbox bound to it), and the shared pool only when no sandbox is.
+    pub fn allowance(&self, peer: IpAddr) -> Allowance {
+        allowance(&self.limits, self.bound_sources.get(&canonical(peer)).copied().unwrap_or(0))
     }
 
     /// The sandbox these proxy credentials (from this client address) belong to.
@@ -381,6 +406,16 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> 
     Ok(certs)
 }
 
+/// The allowance of an address `bound` sandboxes are bound to, under `limits` (also used, with
+/// the defaults and no bound address, while no valid configuration is loaded).
+pub fn allowance(limits: &ConnectionLimits, bound: usize) -> Allowance {
+    Allowance {
+        per_source: limits.unauthenticated_per_source.saturating_mul(bound.max(1)),
+        bound: bound > 0,
+        shared: limits.unauthenticated,
+    }
+}
+
 /// Header names that carry credentials. On an intercepted host, each may only appear as the
 /// header of a matching rule, with exactly the placeholder.
 pub const CREDENTIAL_HEADERS: &[&str] = &[
@@ -408,6 +443,9 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
     }
     if config.password.expose().is_empty() {
         return Err(fail("the password is empty".into()));
+    }
+    if config.any_source && !config.source_addrs.is_empty() {
+        return Err(fail("any_source and source_addrs exclude each other".into()));
     }
     let mut allow = Vec::new();
     for raw in &config.allow {
@@ -495,6 +533,7 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
         username: config.username,
         password: config.password,
         source_addrs: config.source_addrs,
+        any_source: config.any_source,
         allow,
         rules,
         answers,
@@ -614,6 +653,40 @@ mod tests {
                 assert!(!error.contains(value), "{what}: {error}");
             }
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_empty_source_list_admits_no_address_unless_any_source_says_so() {
+        let dir = std::env::temp_dir().join(format!("agenthold-proxy-policy-{}", rand::random::<u64>()));
+        crate::ca::init(&dir, &["api.anthropic.com".to_owned()]).expect("ca");
+        let policy = compile_json(
+            &dir,
+            serde_json::json!([
+                { "id": "cleared", "username": "cleared", "password": "pw-1" },
+                { "id": "any", "username": "any", "password": "pw-2", "any_source": true },
+                { "id": "bound", "username": "bound", "password": "pw-3", "source_addrs": ["172.30.0.2"] },
+                { "id": "shares", "username": "shares", "password": "pw-4", "source_addrs": ["::ffff:172.30.0.2"] }
+            ]),
+            serde_json::json!({}),
+        )
+        .expect("compiles");
+        let peer: IpAddr = "172.30.0.2".parse().expect("addr");
+        let other: IpAddr = "172.30.0.9".parse().expect("addr");
+        assert!(policy.authenticate("cleared", b"pw-1", peer).is_none(), "no address, no any_source: nobody");
+        assert!(policy.authenticate("any", b"pw-2", other).is_some());
+        assert!(policy.authenticate("bound", b"pw-3", peer).is_some());
+        assert!(policy.authenticate("bound", b"pw-3", other).is_none());
+        assert!(policy.authenticate("bound", b"pw-x", peer).is_none());
+        assert_eq!(policy.allowance(peer), allowance(&policy.limits, 2), "two sandboxes share the address");
+        assert!(policy.allowance(peer).bound && !policy.allowance(other).bound);
+        let both = compile_json(
+            &dir,
+            serde_json::json!([{ "id": "both", "username": "both", "password": "pw",
+                                 "any_source": true, "source_addrs": ["172.30.0.2"] }]),
+            serde_json::json!({}),
+        );
+        assert!(both.expect_err("exclusive").to_string().contains("any_source"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1,6 +1,9 @@
-//! The listener: accepts connections (at most [`MAX_CONNECTIONS`] at once), serves HTTP/1.1 on
-//! each, authenticates the sandbox and routes: CONNECT to [`crate::connect`], absolute-form
-//! `http://` to [`crate::forward`], anything else is answered locally.
+//! The listener: admits connections (per client address, [`crate::admission`]), serves HTTP/1.1
+//! on each, closes one that has not authenticated within `auth_timeout_secs`, binds an
+//! authenticated connection to its sandbox (one of the sandbox's slots, [`crate::limits`], for
+//! the connection's whole life) and routes: CONNECT to [`crate::connect`], absolute-form
+//! `http://` to [`crate::forward`], anything else is answered locally. It also keeps the host's
+//! own addresses ([`crate::hostaddrs`]) fresh.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,18 +19,20 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::admission::{Admission, Full, Ticket};
+use crate::hostaddrs::HostAddrs;
+use crate::limits::{ConnectionLimits, HOST_ADDRS_REFRESH_SECS, Slot};
 use crate::net::{BoxFuture, Network};
 use crate::policy::{Policy, Sandbox};
 use crate::reload::PolicyState;
 use crate::respond::{self, Body};
 use crate::secret::Secret;
 
-/// Connections served at once; more are closed at accept.
-pub const MAX_CONNECTIONS: usize = 4096;
-/// How long a client may take to send a request head.
+/// How long an authenticated client may take to send a request head (and how long a
+/// keep-alive connection may idle between requests).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request head accepted (bytes).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -42,8 +47,25 @@ pub struct Shared {
     pub network: Arc<dyn Network>,
     /// The listener's address (refused as a destination).
     pub listener: SocketAddr,
-    /// Open tunnels per sandbox.
+    /// Open connections per sandbox.
     pub limits: Arc<crate::limits::SandboxLimits>,
+    /// Unauthenticated connections per client address.
+    pub admission: Arc<Admission>,
+    /// The host's own addresses (refused as destinations).
+    pub host_addrs: Arc<HostAddrs>,
+}
+
+/// Where a connection stands: not authenticated yet (holding its place from accept), or bound
+/// to the sandbox it authenticated as (holding one of that sandbox's slots until it closes:
+/// tunnels, intercepted sessions and plain-HTTP responses, bodies included, all count).
+#[derive(Debug)]
+enum Standing {
+    /// Holds its place from accept (given back on drop).
+    Unauthenticated {
+        _place: Ticket,
+    },
+    Bound(Slot),
+    Closed,
 }
 
 /// Work that continues on a connection after its HTTP exchange upgraded it (a tunnel).
@@ -83,16 +105,55 @@ pub struct ConnCtx {
     pub next: Arc<Mutex<Option<Next>>>,
     /// Tasks of this connection.
     pub owned: Owned,
+    standing: Arc<Mutex<Standing>>,
 }
 
 impl ConnCtx {
-    /// The proxy's own addresses as seen from this connection.
+    /// The proxy's own addresses: the one this connection reached it on, the listener's, and
+    /// every address of its host.
     pub fn own_addrs(&self) -> Vec<IpAddr> {
-        let mut own = vec![self.local.ip()];
+        let host = self.shared.host_addrs.get();
+        let mut own = Vec::with_capacity(host.len() + 2);
+        own.push(self.local.ip());
         if !self.shared.listener.ip().is_unspecified() {
             own.push(self.shared.listener.ip());
         }
+        own.extend(host.iter().copied());
         own
+    }
+
+    fn standing(&self) -> std::sync::MutexGuard<'_, Standing> {
+        self.standing.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether the connection has authenticated.
+    fn is_bound(&self) -> bool {
+        matches!(*self.standing(), Standing::Bound(_))
+    }
+
+    /// Binds the connection to `sandbox` on its first authenticated request (giving back its
+    /// place from accept and taking one of the sandbox's slots); later requests must be the same
+    /// sandbox's.
+    #[expect(clippy::result_large_err, reason = "the error is the response to send")]
+    fn bind(&self, sandbox: &Sandbox, limits: &ConnectionLimits) -> Result<(), Response<Body>> {
+        let mut standing = self.standing();
+        match &*standing {
+            Standing::Bound(slot) if slot.sandbox() == sandbox.id => Ok(()),
+            Standing::Bound(_) | Standing::Closed => {
+                tracing::info!(sandbox = %sandbox.id, client = %self.peer, "credentials of another sandbox on a bound connection");
+                Err(respond::text(StatusCode::FORBIDDEN, "this connection belongs to another sandbox"))
+            }
+            Standing::Unauthenticated { .. } => match self.shared.limits.try_acquire(&sandbox.id, limits.per_sandbox) {
+                Some(slot) => {
+                    *standing = Standing::Bound(slot);
+                    Ok(())
+                }
+                None => {
+                    tracing::warn!(sandbox = %sandbox.id, "connection limit of the sandbox reached");
+                    Err(respond::text(StatusCode::TOO_MANY_REQUESTS, "too many open connections for this sandbox"))
+                }
+            },
+        }
     }
 
     /// Sets what runs after the upgrade.
@@ -121,10 +182,8 @@ impl Credentials {
     }
 }
 
-/// An authenticated request's context (holding one of the sandbox's connection slots).
+/// An authenticated request's context (its connection holds one of the sandbox's slots).
 pub struct Authenticated {
-    /// The slot, released when the request (or its tunnel) ends.
-    pub slot: crate::limits::Slot,
     /// The policy it was decided under.
     pub policy: Arc<Policy>,
     /// The sandbox.
@@ -156,11 +215,8 @@ pub async fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Auth
         return Err(respond::auth_required());
     };
     let credentials = credentials.ok_or_else(respond::auth_required)?;
-    let Some(slot) = ctx.shared.limits.try_acquire(&sandbox.id, policy.max_per_sandbox) else {
-        tracing::warn!(sandbox = %sandbox.id, "connection limit of the sandbox reached");
-        return Err(respond::text(StatusCode::TOO_MANY_REQUESTS, "too many open connections for this sandbox"));
-    };
-    Ok(Authenticated { slot, policy, sandbox, credentials })
+    ctx.bind(&sandbox, &policy.limits)?;
+    Ok(Authenticated { policy, sandbox, credentials })
 }
 
 fn parse_basic(req: &Request<Incoming>) -> Option<Credentials> {
@@ -180,7 +236,22 @@ fn parse_basic(req: &Request<Incoming>) -> Option<Credentials> {
     Some(Credentials { username: username.to_owned(), password: Secret::new(password) })
 }
 
+/// Whether `method` is refused everywhere: `TRACE` and `TRACK` echo the request (headers
+/// included) back to whoever can read the response.
+pub fn refused_method(method: &Method) -> bool {
+    method.as_str().eq_ignore_ascii_case("TRACE") || method.as_str().eq_ignore_ascii_case("TRACK")
+}
+
+/// The answer to a refused method.
+pub fn method_refused() -> Response<Body> {
+    respond::text(StatusCode::METHOD_NOT_ALLOWED, "TRACE and TRACK are refused")
+}
+
 async fn route(req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
+    if refused_method(req.method()) {
+        tracing::info!(client = %ctx.peer, method = %req.method(), decision = "method-refused", "request refused");
+        return method_refused();
+    }
     if req.method() == Method::CONNECT {
         return crate::connect::handle(req, ctx).await;
     }
@@ -195,29 +266,119 @@ async fn route(req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
     }
 }
 
-async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+/// Resolves `timeout` after it starts if the connection has not authenticated by then; never
+/// otherwise.
+async fn unauthenticated_after(ctx: &ConnCtx, timeout: Duration) {
+    tokio::time::sleep(timeout).await;
+    if ctx.is_bound() {
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, ticket: Ticket) {
     let Ok(local) = stream.local_addr() else { return };
     let _ = stream.set_nodelay(true);
-    let ctx = ConnCtx { shared, peer, local, next: Arc::new(Mutex::new(None)), owned: Owned::default() };
+    let auth_timeout = shared.policy.borrow().policy().map(|p| p.limits).unwrap_or_default().auth_timeout;
+    let ctx = ConnCtx {
+        shared,
+        peer,
+        local,
+        next: Arc::new(Mutex::new(None)),
+        owned: Owned::default(),
+        standing: Arc::new(Mutex::new(Standing::Unauthenticated { _place: ticket })),
+    };
     let service_ctx = ctx.clone();
     let service = service_fn(move |req| {
         let ctx = service_ctx.clone();
         async move { Ok::<_, Infallible>(route(req, ctx).await) }
     });
-    let result = http1::Builder::new()
+    let served = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), service)
-        .with_upgrades()
-        .await;
-    let next = ctx.next.lock().ok().and_then(|mut slot| slot.take());
-    if result.is_ok()
-        && let Some(next) = next
-    {
-        next.await;
+        .with_upgrades();
+    let result = tokio::select! {
+        result = served => Some(result),
+        () = unauthenticated_after(&ctx, auth_timeout) => None,
+    };
+    match result {
+        None => tracing::info!(client = %peer, "closed: no authenticated request within {} s", auth_timeout.as_secs()),
+        Some(result) => {
+            let next = ctx.next.lock().ok().and_then(|mut slot| slot.take());
+            if result.is_ok()
+                && let Some(next) = next
+            {
+                next.await;
+            }
+        }
     }
     ctx.owned.abort_all();
+    // Give the place (or the sandbox's slot) back now, not when the last clone goes.
+    *ctx.standing() = Standing::Closed;
+}
+
+/// Reads the host's addresses every `host_addrs_refresh_secs` (of the policy in force); a
+/// failed reading keeps the last one.
+async fn refresh_host_addrs(
+    network: Arc<dyn Network>,
+    addrs: Arc<HostAddrs>,
+    policy: watch::Receiver<Arc<PolicyState>>,
+) {
+    loop {
+        let every = policy
+            .borrow()
+            .policy()
+            .map(|p| p.host_addrs_refresh)
+            .unwrap_or(Duration::from_secs(HOST_ADDRS_REFRESH_SECS.default));
+        tokio::time::sleep(every).await;
+        read_host_addrs(network.as_ref(), &addrs).await;
+    }
+}
+
+async fn read_host_addrs(network: &dyn Network, addrs: &HostAddrs) {
+    match network.host_addrs().await {
+        Ok(found) => {
+            let count = found.len();
+            if addrs.set(found) {
+                tracing::info!(count, "the host's own addresses (refused as destinations) changed");
+                tracing::debug!(addrs = ?addrs.get(), "the host's own addresses");
+            }
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot read the host's own addresses; the last reading stays refused")
+        }
+    }
+}
+
+/// Counts connections refused at accept and logs them at most every few seconds (a flood must
+/// not flood the log).
+#[derive(Default)]
+struct RefusedAtAccept {
+    source: u64,
+    shared: u64,
+    last: Option<std::time::Instant>,
+}
+
+impl RefusedAtAccept {
+    const EVERY: Duration = Duration::from_secs(10);
+
+    fn note(&mut self, full: Full, peer: SocketAddr) {
+        match full {
+            Full::Source => self.source += 1,
+            Full::Shared => self.shared += 1,
+        }
+        if self.last.is_some_and(|last| last.elapsed() < Self::EVERY) {
+            return;
+        }
+        tracing::warn!(
+            client = %peer,
+            per_address = self.source,
+            shared_pool = self.shared,
+            "connections closed at accept: too many unauthenticated connections (max_unauthenticated_per_source, max_unauthenticated)"
+        );
+        *self = Self { last: Some(std::time::Instant::now()), ..Self::default() };
+    }
 }
 
 /// Serves the proxy on `listener` with the configuration at `config` (followed for changes)
@@ -231,10 +392,21 @@ pub async fn run_with(
     let listener_addr = listener.local_addr()?;
     let (policy, follower, poller) =
         tokio::task::spawn_blocking(move || crate::reload::follow(config)).await.map_err(std::io::Error::other)?;
-    let shared = Arc::new(Shared { policy, follower, network, listener: listener_addr, limits: Arc::default() });
-    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let host_addrs = Arc::new(HostAddrs::default());
+    read_host_addrs(network.as_ref(), &host_addrs).await;
+    let shared = Arc::new(Shared {
+        policy,
+        follower,
+        network: network.clone(),
+        listener: listener_addr,
+        limits: Arc::default(),
+        admission: Arc::default(),
+        host_addrs: host_addrs.clone(),
+    });
     let mut tasks = JoinSet::new();
     tasks.spawn(poller);
+    tasks.spawn(refresh_host_addrs(network, host_addrs, shared.policy.clone()));
+    let mut refused = RefusedAtAccept::default();
     tracing::info!(listen = %listener_addr, "agenthold-proxy listening");
     tokio::pin!(shutdown);
     loop {
@@ -250,15 +422,18 @@ pub async fn run_with(
                         continue;
                     }
                 };
-                let Ok(permit) = limit.clone().try_acquire_owned() else {
-                    tracing::warn!(client = %peer, "connection limit reached; closing");
-                    continue;
+                let allowance = match shared.policy.borrow().policy() {
+                    Some(policy) => policy.allowance(peer.ip()),
+                    None => crate::policy::allowance(&ConnectionLimits::default(), 0),
                 };
-                let shared = shared.clone();
-                tasks.spawn(async move {
-                    serve_connection(stream, peer, shared).await;
-                    drop(permit);
-                });
+                let ticket = match shared.admission.admit(peer.ip(), allowance) {
+                    Ok(ticket) => ticket,
+                    Err(full) => {
+                        refused.note(full, peer);
+                        continue;
+                    }
+                };
+                tasks.spawn(serve_connection(stream, peer, shared.clone(), ticket));
             }
         }
     }

@@ -1,12 +1,14 @@
 //! Byte pipes: a pass-through tunnel (or an upgraded WebSocket) copied both ways until both
-//! sides close, the pipe is idle for too long, or the configuration no longer allows it.
+//! sides close, the pipe is idle for too long, or the configuration no longer allows it. A
+//! pass-through tunnel's first client bytes go through a check ([`crate::passthrough`]) before
+//! anything reaches the upstream.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf};
 
 use crate::host::Target;
 use crate::policy::Decision;
@@ -47,11 +49,38 @@ where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
+    pipe_after(a, b, idle, stop, |a_read| async move { Some((a_read, Vec::new())) }).await;
+}
+
+/// Like [`pipe`], but nothing goes from `a` to `b` until `check` has looked at `a`'s first
+/// bytes: it gives back the read half and the bytes it read (sent first), or `None` to close
+/// the whole pipe. `b` ⇄ `a` flows from the start (a server may speak first).
+pub async fn pipe_after<A, B, C, F>(a: A, b: B, idle: Duration, stop: impl Future<Output = ()>, check: C)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+    C: FnOnce(ReadHalf<A>) -> F,
+    F: Future<Output = Option<(ReadHalf<A>, Vec<u8>)>>,
+{
     let start = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
-    let (mut a_read, mut a_write) = tokio::io::split(a);
+    let (a_read, mut a_write) = tokio::io::split(a);
     let (mut b_read, mut b_write) = tokio::io::split(b);
-    let up = copy(&mut a_read, &mut b_write, &last, start);
+    let refused = tokio::sync::Notify::new();
+    let up = async {
+        let Some((mut a_read, first)) = check(a_read).await else {
+            refused.notify_one();
+            return;
+        };
+        if !first.is_empty() {
+            if b_write.write_all(&first).await.is_err() {
+                let _ = b_write.shutdown().await;
+                return;
+            }
+            last.store(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
+        copy(&mut a_read, &mut b_write, &last, start).await;
+    };
     let down = copy(&mut b_read, &mut a_write, &last, start);
     let watchdog = async {
         loop {
@@ -67,6 +96,7 @@ where
         _ = async { tokio::join!(up, down) } => {}
         () = watchdog => {}
         () = stop => {}
+        () = refused.notified() => {}
     }
 }
 

@@ -31,6 +31,8 @@ const REQUESTS: usize = 500;
 const STREAM_BYTES: usize = 256 << 20;
 const CHUNK: usize = 64 << 10;
 const HOST: &str = "api.anthropic.com";
+/// A pass-through host served by the same stand-in (its SNI must name it: the proxy checks).
+const TUNNEL_HOST: &str = "bulk.example";
 const PLACEHOLDER: &str = "agenthold-bench-placeholder-0123456789";
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
@@ -58,7 +60,7 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
     std::fs::write(&root_path, root_cert.pem())?;
     let issuer = Issuer::new(root_params, root_key);
     let leaf_key = KeyPair::generate()?;
-    let leaf = CertificateParams::new(vec![HOST.to_owned()])?.signed_by(&leaf_key, &issuer)?;
+    let leaf = CertificateParams::new(vec![HOST.to_owned(), TUNNEL_HOST.to_owned()])?.signed_by(&leaf_key, &issuer)?;
     let mut server_config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
@@ -95,7 +97,8 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
         "ca": { "cert": dir.join("ca.pem"), "key": dir.join("ca-key.pem") },
         "sandboxes": [{
             "id": "bench", "username": "bench", "password": "bench-password",
-            "allow": ["bulk.example"],
+            "source_addrs": ["127.0.0.1"],
+            "allow": [TUNNEL_HOST],
             "inject": [{ "host": HOST, "path_prefix": "/v1/", "header": "x-api-key", "format": "raw",
                          "placeholder": PLACEHOLDER, "value": "sk-bench-real-value" }]
         }],
@@ -114,10 +117,10 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
     }));
 
     let root_pem = std::fs::read_to_string(&root_path)?;
-    let mut direct = client(TcpStream::connect(upstream_addr).await?, &root_pem).await?;
-    let mut proxied = client(connect(proxy_addr, HOST).await?, &ca_pem).await?;
+    let mut direct = client(TcpStream::connect(upstream_addr).await?, &root_pem, HOST).await?;
+    let mut proxied = client(connect(proxy_addr, HOST).await?, &ca_pem, HOST).await?;
     // A pass-through tunnel to the same server (end-to-end TLS, the proxy copies bytes).
-    let mut tunneled = client(connect(proxy_addr, "bulk.example").await?, &root_pem).await?;
+    let mut tunneled = client(connect(proxy_addr, TUNNEL_HOST).await?, &root_pem, TUNNEL_HOST).await?;
 
     let direct_ms = latencies(&mut direct).await?;
     let proxied_ms = latencies(&mut proxied).await?;
@@ -164,7 +167,7 @@ async fn connect(proxy: std::net::SocketAddr, host: &str) -> anyhow::Result<TcpS
     Ok(stream)
 }
 
-async fn client(stream: TcpStream, ca_pem: &str) -> anyhow::Result<Sender> {
+async fn client(stream: TcpStream, ca_pem: &str, sni: &str) -> anyhow::Result<Sender> {
     stream.set_nodelay(true)?;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).context("ca")?)?;
@@ -173,7 +176,9 @@ async fn client(stream: TcpStream, ca_pem: &str) -> anyhow::Result<Sender> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(ServerName::try_from(HOST)?, stream).await?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(sni.to_owned())?, stream)
+        .await?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
     tokio::spawn(conn);
     Ok(sender)

@@ -32,10 +32,8 @@ async fn missing_or_wrong_credentials_get_407() {
 #[tokio::test]
 async fn the_source_address_must_match_when_configured() {
     let setup = Setup::new();
-    let mut a = sandbox_a(&[]);
-    a["source_addrs"] = json!(["10.9.9.9"]);
-    let mut b = sandbox_b();
-    b["source_addrs"] = json!(["127.0.0.1"]);
+    let a = bound_to(sandbox_a(&[]), "10.9.9.9");
+    let b = bound_to(sandbox_b(), "127.0.0.1");
     let config = json!({ "ca": setup.ca(), "sandboxes": [a, b] });
     let proxy = TestProxy::start(setup, &config).await;
     let refused = connect(proxy.addr, "api.anthropic.com:443", Some((A_USER, A_PASS))).await.expect_err("wrong source");

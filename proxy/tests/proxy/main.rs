@@ -3,6 +3,7 @@
 mod support;
 
 mod attacks;
+mod edges;
 mod injection;
 mod logs;
 mod reload;

@@ -17,7 +17,7 @@ async fn a_bad_reload_denies_everything_until_a_good_one_arrives() {
     });
     let without_rules = json!({
         "ca": setup.ca(),
-        "sandboxes": [{ "id": "sandbox-a", "username": A_USER, "password": A_PASS, "allow": ["registry.example"] }],
+        "sandboxes": [{ "id": "sandbox-a", "username": A_USER, "password": A_PASS, "any_source": true, "allow": ["registry.example"] }],
         "upstream_overrides": { "api.anthropic.com:443": setup.over(&si), "registry.example:443": setup.over(&si) }
     });
     let proxy = TestProxy::start(setup, &good).await;

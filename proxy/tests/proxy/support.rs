@@ -230,11 +230,13 @@ async fn stand_in_handle(
 }
 
 /// A network for the proxy that resolves only names the test maps, records every dial, and
-/// connects only to loopback (anything else fails without leaving the machine).
+/// connects only to loopback (anything else fails without leaving the machine). The host's own
+/// addresses are the ones the test gives it (none by default).
 #[derive(Default)]
 pub struct TestNetwork {
     pub names: Mutex<HashMap<String, Vec<IpAddr>>>,
     pub dials: Mutex<Vec<SocketAddr>>,
+    pub host: Mutex<Vec<IpAddr>>,
 }
 
 impl TestNetwork {
@@ -244,6 +246,10 @@ impl TestNetwork {
     }
     pub fn dials(&self) -> Vec<SocketAddr> {
         self.dials.lock().expect("dials").clone()
+    }
+    /// Sets what the proxy reads as its host's addresses (at start and on each refresh).
+    pub fn set_host_addrs(&self, ips: &[&str]) {
+        *self.host.lock().expect("host") = ips.iter().map(|ip| ip.parse().expect("test ip")).collect();
     }
 }
 
@@ -260,6 +266,10 @@ impl Network for TestNetwork {
             }
             TcpStream::connect(addr).await
         })
+    }
+    fn host_addrs(&self) -> BoxFuture<'_, io::Result<Vec<IpAddr>>> {
+        let host = self.host.lock().expect("host").clone();
+        Box::pin(async move { Ok(host) })
     }
 }
 
@@ -339,11 +349,15 @@ pub struct TestProxy {
 impl TestProxy {
     /// Starts a proxy with `config`.
     pub async fn start(setup: Setup, config: &Value) -> Self {
+        Self::start_with(setup, config, Arc::new(TestNetwork::default())).await
+    }
+
+    /// Starts a proxy with `config` on `network` (prepared by the test: names, host addresses).
+    pub async fn start_with(setup: Setup, config: &Value, network: Arc<TestNetwork>) -> Self {
         let config_path = setup.dir.join("proxy.json");
         std::fs::write(&config_path, serde_json::to_vec(config).expect("json")).expect("write config");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("addr");
-        let network = Arc::new(TestNetwork::default());
         let (tx, rx) = oneshot::channel();
         let net: Arc<dyn Network> = network.clone();
         let path = config_path.clone();
@@ -376,10 +390,11 @@ impl TestProxy {
     }
 }
 
-/// Sandbox A: x-api-key for api.anthropic.com/v1/, bearer for api.openai.com/v1/.
+/// Sandbox A: x-api-key for api.anthropic.com/v1/, bearer for api.openai.com/v1/; its
+/// credentials count from any address.
 pub fn sandbox_a(allow: &[&str]) -> Value {
     json!({
-        "id": "sandbox-a", "username": A_USER, "password": A_PASS,
+        "id": "sandbox-a", "username": A_USER, "password": A_PASS, "any_source": true,
         "allow": allow,
         "inject": [
             { "host": "api.anthropic.com", "path_prefix": "/v1/", "header": "x-api-key", "format": "raw",
@@ -390,10 +405,10 @@ pub fn sandbox_a(allow: &[&str]) -> Value {
     })
 }
 
-/// Sandbox B: its own x-api-key for api.anthropic.com.
+/// Sandbox B: its own x-api-key for api.anthropic.com; its credentials count from any address.
 pub fn sandbox_b() -> Value {
     json!({
-        "id": "sandbox-b", "username": B_USER, "password": B_PASS,
+        "id": "sandbox-b", "username": B_USER, "password": B_PASS, "any_source": true,
         "inject": [
             { "host": "api.anthropic.com", "path_prefix": "/v1/", "header": "x-api-key", "format": "raw",
               "placeholder": B_PLACEHOLDER, "value": B_SECRET },
@@ -413,26 +428,63 @@ fn basic(user: &str, pass: &str) -> String {
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}")))
 }
 
+/// Binds `sandbox` to `addr` only (no longer from any address).
+pub fn bound_to(mut sandbox: Value, addr: &str) -> Value {
+    sandbox.as_object_mut().expect("object").remove("any_source");
+    sandbox["source_addrs"] = json!([addr]);
+    sandbox
+}
+
+/// A TCP connection to the proxy from `from` (a loopback address such as 127.0.0.2: every
+/// 127/8 address is the machine's own, so tests can be several clients).
+pub async fn dial_from(proxy: SocketAddr, from: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(from.parse().expect("from"), 0)).expect("bind the client address");
+    tokio::time::timeout(DEADLINE, socket.connect(proxy)).await.expect("connected in time").expect("connect to proxy")
+}
+
 /// Sends `CONNECT authority` with these credentials (None: no header).
 pub async fn connect(proxy: SocketAddr, authority: &str, creds: Option<(&str, &str)>) -> Result<TcpStream, Refused> {
-    let mut stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+    let stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+    connect_on(stream, authority, creds).await
+}
+
+/// Sends `CONNECT authority` from the client address `from`.
+pub async fn connect_from(
+    proxy: SocketAddr,
+    from: &str,
+    authority: &str,
+    creds: Option<(&str, &str)>,
+) -> Result<TcpStream, Refused> {
+    connect_on(dial_from(proxy, from).await, authority, creds).await
+}
+
+/// Sends `CONNECT authority` on an open connection to the proxy.
+pub async fn connect_on(
+    mut stream: TcpStream,
+    authority: &str,
+    creds: Option<(&str, &str)>,
+) -> Result<TcpStream, Refused> {
     let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
     if let Some((user, pass)) = creds {
         head.push_str(&format!("Proxy-Authorization: {}\r\n", basic(user, pass)));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.expect("write CONNECT");
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return Err(Refused { status: 0, headers: String::new(), body: "closed before the CONNECT".into() });
+    }
     let (status, headers, body) = read_response(&mut stream).await;
     if status == 200 { Ok(stream) } else { Err(Refused { status, headers, body }) }
 }
 
 /// Reads one response head (and a Content-Length body) from a raw stream, byte by byte.
-pub async fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
+pub async fn read_response<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> (u16, String, String) {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     tokio::time::timeout(DEADLINE, async {
         while !head.ends_with(b"\r\n\r\n") {
-            if stream.read(&mut byte).await.expect("read head") == 0 {
+            // Closed (or reset): no response.
+            if !matches!(stream.read(&mut byte).await, Ok(1)) {
                 break;
             }
             head.push(byte[0]);

@@ -75,7 +75,8 @@ impl LoginKind {
         }
     }
 
-    /// Where the proxy puts the value: these hosts, paths and headers only.
+    /// Where the proxy puts the value: these hosts, paths and headers only (each path prefix as
+    /// narrow as the harness's calls allow).
     pub fn rules(self) -> Vec<InjectionRule> {
         let rule = |host: &str, path_prefix: &str, header: &str, format: &str| InjectionRule {
             host: host.to_owned(),
@@ -90,7 +91,10 @@ impl LoginKind {
             Self::ChatgptLogin => vec![rule("chatgpt.com", "/backend-api/", "authorization", "Bearer {secret}")],
             Self::ChatgptAccessToken => vec![
                 rule("chatgpt.com", "/backend-api/", "authorization", "Bearer {secret}"),
-                rule("auth.openai.com", "/", "authorization", "Bearer {secret}"),
+                // The one identity-provider call Codex makes with an `at-` token: what account
+                // it belongs to (codex-rs/login, `personal_access_token.rs`). Never the rest of
+                // auth.openai.com (token minting, device and OAuth flows).
+                rule("auth.openai.com", CHATGPT_WHOAMI_PATH, "authorization", "Bearer {secret}"),
             ],
             Self::OpenaiApiKey => vec![rule("api.openai.com", "/v1/", "authorization", "Bearer {secret}")],
         }
@@ -125,9 +129,26 @@ impl LoginKind {
     }
 }
 
+/// Where Codex asks, with a ChatGPT access token (`at-…`), which account the token belongs to.
+pub const CHATGPT_WHOAMI_PATH: &str = "/api/accounts/v1/user-auth-credential/whoami";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_rule_covers_a_whole_host() {
+        for kind in ALL {
+            for rule in kind.rules() {
+                assert!(rule.path_prefix.len() > 1, "{kind:?} injects into every path of {}", rule.host);
+            }
+        }
+        let token_rules = LoginKind::ChatgptAccessToken.rules();
+        let auth: Vec<_> = token_rules.iter().filter(|r| r.host == "auth.openai.com").collect();
+        assert_eq!(auth.len(), 1);
+        assert_eq!(auth[0].path_prefix, CHATGPT_WHOAMI_PATH);
+        assert!(!crate::logins::chatgpt::TOKEN_PATH.starts_with(&auth[0].path_prefix), "never the token endpoint");
+    }
 
     #[test]
     fn names_round_trip_and_unknown_is_none() {

@@ -37,8 +37,10 @@ pub struct AgentInput {
     pub agent_id: AgentId,
     /// Its proxy credentials.
     pub identity: Identity,
-    /// Its sandbox's addresses, when known (empty: credentials alone identify it).
+    /// The addresses its credentials are admitted from ([`super::sources`]).
     pub source_addrs: Vec<IpAddr>,
+    /// Admitted from any address (only without addresses; [`super::sources`]).
+    pub any_source: bool,
     /// Its allow-list.
     pub egress: EgressRow,
     /// The hosts its harness talks to (its provider's API), allowed as pass-through.
@@ -129,6 +131,7 @@ fn sandbox(agent: &AgentInput, route: Option<&ServerRouteEntry>, skipped: &mut V
         username: agent.identity.username.clone(),
         password: agent.identity.password.clone(),
         source_addrs: agent.source_addrs.clone(),
+        any_source: agent.any_source && agent.source_addrs.is_empty(),
         allow: allow.into_iter().collect(),
         inject,
         answer: agent.answers.clone(),
@@ -192,6 +195,7 @@ mod tests {
                 password: Secret::new("pw-0123456789"),
             },
             source_addrs: Vec::new(),
+            any_source: false,
             egress,
             provider_hosts: Vec::new(),
             secrets,
@@ -239,6 +243,7 @@ mod tests {
         assert_eq!(sandbox["username"], a.identity.username);
         assert_eq!(sandbox["password"], "pw-0123456789");
         assert!(sandbox.get("source_addrs").is_none());
+        assert!(sandbox.get("any_source").is_none(), "never implied by an empty list");
         let allow: Vec<&str> = sandbox["allow"].as_array().expect("allow").iter().filter_map(|x| x.as_str()).collect();
         for host in ["example.com:8443", "pypi.org", "registry.npmjs.org", "crates.io", "api.example-provider.com"] {
             assert!(allow.contains(&host), "{host} in {allow:?}");
@@ -336,12 +341,16 @@ mod tests {
         );
         let mut b = b;
         b.mcp_credential = Some(Secret::new("ahmcp1.b.credential"));
-        let mut i = inputs(vec![a.clone(), b.clone()]);
+        let mut a = a;
+        a.source_addrs = vec!["10.0.0.1".parse().expect("ip")];
+        let mut c = agent(SecretsInput::Attached(Vec::new()), EgressRow::default());
+        c.any_source = true;
+        let mut i = inputs(vec![a.clone(), b.clone(), c.clone()]);
         i.ca = ca;
         i.server_route = Some(ServerRouteEntry::mcp("127.0.0.1:8080".parse().expect("addr")));
         let bytes = build_config(&i).0.to_bytes().expect("serializes");
         let parsed: agenthold_proxy::config::ConfigFile = serde_json::from_slice(&bytes).expect("the proxy parses it");
-        assert_eq!(parsed.sandboxes.len(), 2);
+        assert_eq!(parsed.sandboxes.len(), 3);
         assert_eq!(parsed.sandboxes[0].inject[1].format, agenthold_proxy::config::Format::Bearer);
         assert_eq!(parsed.sandboxes[0].inject.len(), 2, "no MCP rule without a credential");
         let mcp = parsed.sandboxes[1].inject.last().expect("the MCP rule");
@@ -353,8 +362,12 @@ mod tests {
         assert_eq!(mcp.value.expose(), "ahmcp1.b.credential");
         assert!(parsed.server_route.is_some());
         let policy = agenthold_proxy::policy::Policy::compile(parsed, None).expect("the proxy accepts it");
-        assert_eq!(policy.sandbox_count(), 2);
-        assert!(policy.authenticate(&a.identity.username, b"pw-0123456789", "10.0.0.1".parse().expect("ip")).is_some());
+        assert_eq!(policy.sandbox_count(), 3);
+        let (here, elsewhere) = ("10.0.0.1".parse().expect("ip"), "10.0.0.2".parse().expect("ip"));
+        assert!(policy.authenticate(&a.identity.username, b"pw-0123456789", here).is_some());
+        assert!(policy.authenticate(&a.identity.username, b"pw-0123456789", elsewhere).is_none());
+        assert!(policy.authenticate(&b.identity.username, b"pw-0123456789", here).is_none(), "no address: nowhere");
+        assert!(policy.authenticate(&c.identity.username, b"pw-0123456789", elsewhere).is_some(), "any_source");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -114,6 +114,7 @@ mod tests {
             username: format!("sbx-{id}"),
             password: Secret::new("pw-0123456789"),
             source_addrs: Vec::new(),
+            any_source: true,
             allow: allow.iter().map(|a| (*a).to_owned()).collect(),
             inject,
             answer: Vec::new(),

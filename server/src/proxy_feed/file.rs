@@ -80,9 +80,13 @@ pub struct SandboxEntry {
     /// Its proxy password.
     #[serde(serialize_with = "expose")]
     pub password: Secret,
-    /// Its addresses, when known (empty: credentials alone).
+    /// The addresses its credentials are admitted from (empty: from none, unless `any_source`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub source_addrs: Vec<IpAddr>,
+    /// Its credentials are admitted from any address: only for an agent that never had an
+    /// address where no sandbox holds proxy credentials ([`super::sources`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub any_source: bool,
     /// `host[:port]` / `*.domain[:port]`, sorted.
     pub allow: Vec<String>,
     /// Placeholder swaps.

@@ -3,7 +3,7 @@
 //! per agent, with the agent's proxy identity ([`identity`]), its allow-list ([`egress`]) and the
 //! injection rules of its attached secrets. [`build::build_config`] is the pure mapping,
 //! [`file`] the file's shape, [`check`] the check against the proxy's own policy, [`write`] the atomic 0600 write, [`task`] the loop that rebuilds
-//! on every change. [`identity::sandbox_proxy_env`] gives a harness the environment that sends
+//! on every change, [`sources`] the addresses each agent is admitted from. [`identity::sandbox_proxy_env`] gives a harness the environment that sends
 //! its traffic through the proxy.
 
 pub mod build;
@@ -11,6 +11,7 @@ pub mod check;
 pub mod egress;
 pub mod file;
 pub mod identity;
+pub mod sources;
 pub mod task;
 pub mod write;
 

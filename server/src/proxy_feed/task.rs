@@ -4,7 +4,8 @@
 //! allow-list or identity written — triggers of migration 0006), debounced, and every
 //! [`RESYNC`] in case a notification was lost with the listening connection; each build goes
 //! through [`super::check`] before it is written. A failure to read the database keeps the last
-//! file: the feed never writes a file it could not build from a complete read.
+//! file: the feed never writes a file it could not build from a complete read. Each agent's
+//! source addresses come through [`super::sources`] (an empty reading keeps the last address).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -22,6 +23,7 @@ use super::build::{AgentInput, Inputs, SecretsInput, build_config};
 use super::check::check_and_write;
 use super::file::{CaPaths, UpstreamOverride};
 use super::identity::{self, IdentityError};
+use super::sources::Sources;
 use crate::secrets::master_key::MasterKey;
 use crate::secrets::{self, ForAgentError};
 use crate::store;
@@ -72,7 +74,18 @@ pub fn spawn(
     written: watch::Sender<Written>,
     stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    tokio::spawn(run(Feed { pool, key, settings, last_digest: None, last_version: 0, written }, stop))
+    tokio::spawn(async move {
+        // The addresses of the file last written (before a restart) are the last ones known.
+        let path = settings.config_file.clone();
+        let sources = tokio::task::spawn_blocking(move || {
+            let mut sources = Sources::default();
+            sources.seed_from_file(&path);
+            sources
+        })
+        .await
+        .unwrap_or_default();
+        run(Feed { pool, key, settings, last_digest: None, last_version: 0, written, sources }, stop).await
+    })
 }
 
 struct Feed {
@@ -82,6 +95,7 @@ struct Feed {
     last_digest: Option<[u8; 32]>,
     last_version: u64,
     written: watch::Sender<Written>,
+    sources: Sources,
 }
 
 enum Wake {
@@ -156,7 +170,7 @@ async fn next(listener: &mut Option<PgListener>) -> Wake {
 impl Feed {
     /// Reads, builds, checks and (when changed) writes. Every failure keeps the last file.
     async fn rebuild(&mut self) {
-        let inputs = match tokio::time::timeout(READ_DEADLINE, self.gather()).await {
+        let mut inputs = match tokio::time::timeout(READ_DEADLINE, self.gather()).await {
             Ok(Ok(inputs)) => inputs,
             Ok(Err(error)) => {
                 tracing::warn!(%error, "the proxy feed could not read the database; the proxy keeps its last configuration");
@@ -167,6 +181,7 @@ impl Feed {
                 return;
             }
         };
+        self.admit_sources(&mut inputs);
         let addrs: Written = Arc::new(inputs.agents.iter().map(|a| (a.agent_id, a.source_addrs.clone())).collect());
         let (mut file, skipped) = build_config(&inputs);
         for skip in &skipped {
@@ -190,6 +205,21 @@ impl Feed {
                 tracing::error!(error = %format!("{error:#}"), "the proxy configuration could not be written")
             }
             Err(error) => tracing::error!(%error, "the proxy configuration task failed"),
+        }
+    }
+
+    /// Replaces each agent's address as read by what the proxy admits it from: the last one
+    /// known when the reading is empty ([`super::sources`]).
+    fn admit_sources(&mut self, inputs: &mut Inputs) {
+        // The server route is offered exactly when sandboxes use the proxy (`AGENTHOLD_PROXY_ADDR`
+        // set, a driver other than the local one): then sandboxes hold proxy credentials.
+        let sandboxes_use_proxy = self.settings.server_route.is_some();
+        self.sources.retain(&inputs.agents.iter().map(|a| a.agent_id).collect());
+        for agent in &mut inputs.agents {
+            let reading = agent.source_addrs.first().copied();
+            let admitted = self.sources.admit(agent.agent_id, reading, sandboxes_use_proxy);
+            agent.source_addrs = admitted.source_addrs;
+            agent.any_source = admitted.any_source;
         }
     }
 
@@ -239,7 +269,9 @@ impl Feed {
             agents.push(AgentInput {
                 agent_id: row.agent_id,
                 identity,
+                // As read; [`Self::admit_sources`] decides what is written.
                 source_addrs: row.source_addr.into_iter().collect(),
+                any_source: false,
                 egress: row.egress,
                 // The hosts its harness talks to (its providers' APIs), as its adapter names them.
                 provider_hosts: crate::harness::adapter(&row.harness)
