@@ -26,7 +26,7 @@ ifneq ($(origin EXTRA_CA_CERTS),undefined)
 export AGENTHOLD_EXTRA_CA_CERTS := $(EXTRA_CA_CERTS)
 endif
 
-.PHONY: help build web web-test postgres docker images base-image up dev down test e2e bench chaos lint sqlx-prepare
+.PHONY: help build web web-test web-types postgres docker images base-image up dev down test e2e bench chaos lint sqlx-prepare
 
 help:
 	@sed -n '1,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed -n 's/^# \{0,1\}//p'
@@ -48,9 +48,15 @@ web/dist/index.html: web/node_modules/.package-lock.json $(WEB_SRC)
 
 web: web/dist/index.html
 
-# The UI's unit tests (vitest: the stream reducer, markdown, ANSI).
+# The UI's unit tests (vitest: the stream reducer, markdown, ANSI, forms, usage, cron, policy).
 web-test: web/node_modules/.package-lock.json
 	cd web && npm test --silent
+
+# The UI's generated API types (web/src/api-types.ts) against the running server's OpenAPI
+# document (AGENTHOLD_URL, as .dev/env sets it after `make up`; or OPENAPI_JSON=<file>): fails
+# when they differ. `cd web && npm run gen-types` regenerates them.
+web-types: web/node_modules/.package-lock.json
+	cd web && npm run --silent check-types
 
 postgres:
 	@scripts/dev/postgres.sh >/dev/null

@@ -9,7 +9,8 @@
 #                                                 the Docker driver, then again on
 #                                                 the local driver
 #   5. end to end: make up, scripts/e2e/sessions.sh (if present), the other
-#      e2e scripts, the UI in Chromium (web/e2e/run.mjs), make down
+#      e2e scripts, the UI in Chromium (web/e2e/run.mjs), the UI's generated types against the
+#      server's OpenAPI document, a new user's whole flow (web/e2e/tests, @playwright/test), make down
 #
 # Whatever happens, the server is stopped at the end, the sandboxes the end-to-end part made
 # are removed (the dev stack's others are left alone), and so is the private Postgres cluster
@@ -154,6 +155,22 @@ scripts/dev/ui-browser.sh
     . "$DEV_DIR/env"
     set +a
     AGENTHOLD_UI_RESTART=1 node web/e2e/run.mjs
+)
+
+step "the UI's types match the server's OpenAPI document (web: npm run check-types)"
+(
+    set -a
+    . "$DEV_DIR/env"
+    set +a
+    cd web && npm run --silent check-types
+)
+
+step "end to end: a new user's whole flow in Chromium (web/e2e/tests: @playwright/test, axe)"
+(
+    set -a
+    . "$DEV_DIR/env"
+    set +a
+    cd web && SCREENSHOTS="$DEV_DIR/ui-screenshots" npx playwright test
 )
 
 step "end to end: make down"

@@ -168,8 +168,8 @@ check('sign in, the agents list, sign out and in again keeps working after a rel
 
 check('create an agent from the agents page', async () => {
   const { context, page } = await signedIn(state.alice);
-  await page.getByText('Create an agent').click();
-  await page.getByLabel('Name').fill('ui-made');
+  await page.getByRole('link', { name: 'Create an agent' }).click();
+  await page.getByLabel('Name', { exact: true }).fill('ui-made');
   await page.getByLabel('Harness').selectOption('fake');
   await page.getByRole('button', { name: 'Create', exact: true }).click();
   await page.getByRole('heading', { name: /ui-made/ }).waitFor();
@@ -202,7 +202,7 @@ check('prompt a fake agent and watch the turn render', async () => {
   await prompt(page, script);
   await page.locator('.item-turn_end').waitFor({ timeout: 60000 });
   const endText = await page.locator('.item-turn_end').innerText();
-  assert(/100 in \/ 20 out/.test(endText), `turn_end shows tokens: ${endText}`);
+  assert(/100 in · 20 out/.test(endText), `turn_end shows tokens: ${endText}`);
   assert(/\d+\.\d s/.test(endText), `turn_end shows the duration: ${endText}`);
   assert((await page.locator('.item-tool').count()) === 4, 'four tool cards (read, two edits, run), one per call');
   const who = await page.locator('.bubble.prompt .who').first().innerText();

@@ -118,9 +118,46 @@ export function contentOf(fields: Field[], values: Values): { content: Record<st
           if (f.required) return { error: f.kind === 'choice' ? `${f.label}: choose one` : `${f.label}: an answer is needed` };
           break;
         }
+        if (f.kind === 'choice' && !f.choices.some((c) => c.value === text)) return { error: `${f.label}: choose one of the choices` };
+        if (f.kind === 'text') {
+          const wrong = textError(f, text);
+          if (wrong) return { error: `${f.label}: ${wrong}` };
+        }
         content[f.name] = text;
       }
     }
   }
   return { content };
+}
+
+const FORMATS: Record<string, [RegExp, string]> = {
+  email: [/^[^\s@]+@[^\s@]+\.[^\s@]+$/, 'an email address'],
+  uri: [/^[a-z][a-z0-9+.-]*:[^\s]+$/i, 'a URL (https://…)'],
+  date: [/^\d{4}-\d{2}-\d{2}$/, 'a date, YYYY-MM-DD'],
+  'date-time': [/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/, 'a date and time, YYYY-MM-DDThh:mm:ssZ'],
+};
+
+/** What is wrong with a text answer against its field's schema (lengths, format), or null. */
+export function textError(f: { minLength: number | null; maxLength: number | null; format: string | null }, text: string): string | null {
+  const length = [...text].length;
+  if (f.minLength !== null && length < f.minLength) return `at least ${f.minLength} characters`;
+  if (f.maxLength !== null && length > f.maxLength) return `at most ${f.maxLength} characters`;
+  const format = f.format ? FORMATS[f.format] : undefined;
+  if (format && !format[0].test(text)) return `${format[1]} is needed`;
+  if (f.format === 'date' || f.format === 'date-time') {
+    if (Number.isNaN(Date.parse(text))) return `${format![1]} is needed`;
+  }
+  return null;
+}
+
+/**
+ * The choices to offer as one-click answer buttons: when the question is a single choice (one
+ * field of choices, none other required) with at most `max` of them. Otherwise null: the form.
+ */
+export function quickChoices(fields: Field[] | null, max = 6): { field: string; choices: Choice[] } | null {
+  if (!fields) return null;
+  const choice = fields.filter((f) => f.kind === 'choice');
+  if (choice.length !== 1 || fields.some((f) => f !== choice[0] && f.required)) return null;
+  const f = choice[0] as Extract<Field, { kind: 'choice' }>;
+  return f.choices.length <= max ? { field: f.name, choices: f.choices } : null;
 }

@@ -9,7 +9,8 @@ import { parseAnsi } from './ansi';
 import { renderMarkdown } from './markdown';
 import type { Item, MessageItem, NoticeItem, PolicyItem, QuestionItem, ThoughtItem, ToolItem, Truncation, TurnEndItem } from './reducer';
 import { blockText, describeResolution } from './reducer';
-import { contentOf, fieldsOf, initialValues, type Field, type Values } from './elicitation';
+import { usageLine } from './usage';
+import { contentOf, fieldsOf, initialValues, quickChoices, type Field, type Values } from './elicitation';
 
 export interface ItemContext {
   meId: string | null;
@@ -418,6 +419,7 @@ export function ElicitationForm({ permissionId, schema, disabled }: { permission
     }
   };
   const off = disabled || busy;
+  const quick = quickChoices(fields);
   return (
     <form
       class="elicit"
@@ -429,8 +431,18 @@ export function ElicitationForm({ permissionId, schema, disabled }: { permission
         else send({ content: r.content });
       }}
     >
+      {quick ? (
+        // One choice to make: each choice is a button that answers at once.
+        <div class="choices quick" role="group" aria-label={fields!.find((f) => f.name === quick.field)!.label}>
+          {quick.choices.map((c) => (
+            <button type="button" class="allow" data-choice={c.value} disabled={off} onClick={() => send({ content: { ...contentOrEmpty(fields!, values), [quick.field]: c.value } })}>
+              {c.title}
+            </button>
+          ))}
+        </div>
+      ) : null}
       {fields ? (
-        fields.map((f) => <FieldInput key={f.name} field={f} value={values[f.name]} disabled={off} set={(v) => set(f.name, v)} />)
+        fields.filter((f) => !quick || f.name !== quick.field).map((f) => <FieldInput key={f.name} field={f} value={values[f.name]} disabled={off} set={(v) => set(f.name, v)} />)
       ) : (
         <label class="field">
           <span>Your answer</span>
@@ -438,12 +450,18 @@ export function ElicitationForm({ permissionId, schema, disabled }: { permission
         </label>
       )}
       <div class="elicit-buttons">
-        <button type="submit" class="allow" disabled={off}>Answer</button>
+        {quick ? null : <button type="submit" class="allow" disabled={off}>Answer</button>}
         <button type="button" class="reject" disabled={off} onClick={() => send({ decision: 'decline' })}>Decline</button>
         {error ? <span class="error" role="alert">{error}</span> : null}
       </div>
     </form>
   );
+}
+
+/** The other fields' content (optional ones left out when empty), for a one-click choice. */
+function contentOrEmpty(fields: Field[], values: Values): Record<string, unknown> {
+  const r = contentOf(fields.filter((f) => f.kind !== 'choice'), values);
+  return 'content' in r ? r.content : {};
 }
 
 const FORMAT_HINT: Record<string, string> = { email: 'an email address', uri: 'a URL', date: 'YYYY-MM-DD', 'date-time': 'YYYY-MM-DDThh:mm:ssZ' };
@@ -623,12 +641,12 @@ function Policy({ item }: { item: PolicyItem }) {
 }
 
 function TurnEnd({ item }: { item: TurnEndItem }) {
-  const u = item.usage;
+  const line = item.turn ? usageLine(item.turn) : '';
   return (
-    <div class={`turn-end ${item.stopReason}`}>
+    <div class={`turn-end ${item.stopReason}`} data-usage={line || undefined}>
       Turn ended · <code>{item.stopReason}</code>
       {item.durationMs !== null ? ` · ${(item.durationMs / 1000).toFixed(1)} s` : ''}
-      {u ? ` · ${u.inputTokens ?? '?'} in / ${u.outputTokens ?? '?'} out tokens` : ''}
+      {line ? <> · <span class="usage" title="tokens as the harness counts them; cost as it reports it">{line}</span></> : ''}
     </div>
   );
 }

@@ -12,6 +12,8 @@ import { SessionPage } from './pages/Session';
 import { ApprovalsPage } from './pages/Approvals';
 import { SettingsPage } from './pages/Settings';
 import { TerminalPage } from './pages/Terminal';
+import { AgentFormPage } from './pages/AgentForm';
+import { TriggersPage } from './pages/Triggers';
 
 type Theme = 'system' | 'light' | 'dark';
 const theme = signal<Theme>((localStorage.getItem('agenthold.theme') as Theme) || 'system');
@@ -79,7 +81,10 @@ function Shell() {
 function Routes({ p }: { p: string }) {
   let m: Record<string, string> | null;
   if (p === '/') return <AgentsPage />;
+  if (p === '/agents/new') return <AgentFormPage id={null} />;
   if ((m = match('/agents/:id', p))) return <AgentPage id={m.id} />;
+  if ((m = match('/agents/:id/edit', p))) return <AgentFormPage id={m.id} />;
+  if ((m = match('/agents/:id/triggers', p))) return <TriggersPage agentId={m.id} />;
   if ((m = match('/agents/:id/sessions/:sid', p))) return <SessionPage agentId={m.id} sessionId={m.sid} />;
   if ((m = match('/agents/:id/terminal', p))) return <TerminalPage agentId={m.id} />;
   if (p === '/approvals') return <ApprovalsPage />;

@@ -13,6 +13,8 @@
 // - Whether a turn runs and which questions wait come from the log, never from a live flag.
 // - Every item changed by an event gets a new `rev`, so the view re-renders only those.
 
+import { UsageTracker, type TurnUsage } from './usage';
+
 export interface StoredEvent {
   session_id?: string;
   seq: number;
@@ -127,6 +129,8 @@ export interface TurnEndItem extends Base {
   stopReason: string;
   durationMs: number | null;
   usage: { inputTokens?: number; outputTokens?: number; totalTokens?: number; [k: string]: unknown } | null;
+  /** The turn's usage normalised across harnesses, with its own cost (src/usage.ts). */
+  turn: TurnUsage | null;
 }
 export interface OtherItem extends Base {
   kind: 'other';
@@ -159,6 +163,8 @@ export interface SessionView {
   plan: PlanEntry[] | null;
   planRev: number;
   usage: Record<string, unknown> | null;
+  /** Each ended turn's normalised usage, in order (the session's totals sum these). */
+  usageTracker: UsageTracker;
   /** The turn that runs: from its `prompt` to its `turn_end` (or an `error` ending it). */
   runningTurn: string | null;
   running: boolean;
@@ -181,6 +187,7 @@ export function createView(after = 0): SessionView {
     plan: null,
     planRev: 0,
     usage: null,
+    usageTracker: new UsageTracker(),
     runningTurn: null,
     running: false,
     pending: [],
@@ -248,6 +255,7 @@ export function apply(view: SessionView, ev: StoredEvent): ApplyResult {
   view.cursor = ev.seq;
   view.applied++;
   const p = ev.payload ?? {};
+  const turnUsage = view.usageTracker.apply(ev);
   const trunc = truncationOf(ev, p);
   switch (ev.type) {
     case 'prompt': {
@@ -275,6 +283,7 @@ export function apply(view: SessionView, ev: StoredEvent): ApplyResult {
         stopReason: p.stop_reason ?? 'end_turn',
         durationMs: typeof p.duration_ms === 'number' ? p.duration_ms : null,
         usage: p.usage && typeof p.usage === 'object' ? p.usage : null,
+        turn: turnUsage,
       });
       endTurn(view);
       break;

@@ -1,60 +1,39 @@
-// The shapes of the API's answers the pages use (docs/api.md).
-export interface Agent {
-  id: string;
-  workspace_id: string;
-  created_by: string | null;
-  name: string;
-  harness: string;
-  command: string[] | null;
-  model: string | null;
-  env: Record<string, string>;
-  image: string;
-  driver: string;
-  isolated: boolean;
-  posture: string;
-  own_posture: string | null;
-  policy: unknown;
-  limits: { cpus: number; memory_mib: number; pids: number; turn_seconds: number | null; auto_sleep_secs: number | null };
-  login_user_id: string | null;
-  sandbox_login_at: string | null;
-  desired_state: string;
-  /** What its sandbox is doing, as the server observes it. */
-  state: AgentState;
-  /** Why it is in `error`. */
-  state_reason: string | null;
-  created_at: string;
-  secrets: { env_name: string; secret_id: string; secret_name: string; preset: string }[];
-  credentials_inside_sandbox: boolean;
-  egress: { allow: string[]; presets: string[] };
-  login_methods?: { id: string; name?: string; description?: string }[];
-  logins?: { user_id: string; delivered: string[]; connect_again: string[] } | null;
-  advertised?: unknown;
-}
+// The API's shapes as the pages use them: the generated types (src/api-types.ts, from the server's
+// OpenAPI document; `npm run check-types`) with the few fields the document leaves open
+// (`unknown`: a harness's own JSON) narrowed to what the pages read.
+import type { components } from './api-types';
+
+export type Schemas = components['schemas'];
+
+/** One agent, as `GET /api/v1/agents/{id}` answers (the list's entries lack the detail fields). */
+export type Agent = Schemas['Agent'] & Partial<Pick<Schemas['AgentDetail'], 'login_methods' | 'logins' | 'advertised'>>;
+export type AgentDetail = Schemas['AgentDetail'];
 
 /** An agent's sandbox as observed (docs/api.md, "Agent states"). */
-export type AgentState = 'starting' | 'awake' | 'stopping' | 'asleep' | 'error';
+export type AgentState = Schemas['AgentState'];
 
-export interface Permission {
-  id: string;
-  agent_id: string;
-  agent_name: string;
-  workspace_id: string;
-  session_id: string;
-  turn_id: string | null;
+export type Permission = Omit<Schemas['Permission'], 'kind' | 'tool_call' | 'options'> & {
   kind: 'permission' | 'elicitation';
   tool_call: any;
   options: { optionId: string; name: string; kind: string }[];
-  outcome: unknown;
-  created_at: string;
-  resolved_at: string | null;
-}
+};
 
-export const HARNESSES = ['fake', 'claude-code', 'codex', 'opencode', 'command'];
+export type Schedule = Schemas['Schedule'];
+export type ScheduleRun = Schemas['ScheduleRun'];
+export type Webhook = Schemas['Webhook'];
+export type CreatedWebhook = Schemas['CreatedWebhook'];
+export type Delivery = Schemas['Delivery'];
+export type PromptTargets = Schemas['PromptTargets'];
+export type IncomingLinks = Schemas['IncomingLinks'];
+export type Secret = Schemas['Secret'];
+export type ProviderLoginList = Schemas['ProviderLoginList'];
+export type CreateAgent = Schemas['CreateAgent'];
+export type UpdateAgent = Schemas['UpdateAgent'];
+
+export const HARNESSES = ['claude-code', 'codex', 'opencode', 'command', 'fake'];
 
 /** An "Approve for this session" answer: agenthold approves calls like `call` in the session until it is revoked. */
-export interface SessionGrant {
-  id: string;
-  session_id: string;
+export type SessionGrant = Omit<Schemas['SessionGrant'], 'call'> & {
   call: {
     effect: 'write' | 'exec' | 'read' | 'network' | null;
     paths: string[];
@@ -62,7 +41,4 @@ export interface SessionGrant {
     url: string | null;
     title: string | null;
   };
-  created_by: string | null;
-  created_at: string | null;
-  revoked_at: string | null;
-}
+};

@@ -323,6 +323,8 @@ describe("the agent's own question (an elicitation): its schema as a form", () =
 const grant = (id: string, over: Partial<SessionGrant> = {}): SessionGrant => ({
   id,
   session_id: 's1',
+  tool_call: null,
+  revoked_by: null,
   call: { effect: 'exec', paths: [], command: 'make deploy', url: null, title: 'make deploy' },
   created_by: 'me-1',
   created_at: '2026-12-01T10:00:00Z',

@@ -4,6 +4,8 @@ import { navigate } from '../router';
 import type { Agent } from '../types';
 import { Action, Badge, ErrorLine, Json, Link, useLoad, when } from '../ui';
 import { StateBadge, marks } from './Agents';
+import { UsageChart, UsageTotalsLine, loadAgentUsage } from '../usage-view';
+import { totals } from '../usage';
 
 interface AuditRecord {
   id: string;
@@ -49,6 +51,8 @@ export function AgentPage({ id }: { id: string }) {
           {a.name} {marks(a).map((m) => <Badge tone={m.tone}><span title={m.title}>{m.text}</span></Badge>)}
         </h1>
         <div class="actions">
+          {admin ? <Link href={`/agents/${a.id}/edit`} class="button">Edit</Link> : null}
+          <Link href={`/agents/${a.id}/triggers`} class="button">Triggers</Link>
           {operator ? <Link href={`/agents/${a.id}/terminal`} class="button">Terminal</Link> : null}
           {admin ? (
             <>
@@ -94,6 +98,8 @@ export function AgentPage({ id }: { id: string }) {
         ) : null}
       </section>
 
+      <AgentUsage sessions={sessions.data?.sessions ?? null} />
+
       <section class="card">
         <h2>Overview</h2>
         <dl class="facts">
@@ -114,8 +120,8 @@ export function AgentPage({ id }: { id: string }) {
           <dd>{a.secrets.length ? a.secrets.map((s) => <span class="badge"><code>{s.env_name}</code> ← {s.secret_name} ({s.preset})</span>) : 'none attached'}</dd>
           <dt>Egress</dt>
           <dd>
-            {a.egress.allow.length || a.egress.presets.length
-              ? [...a.egress.presets.map((p) => `preset ${p}`), ...a.egress.allow].map((x) => <code>{x} </code>)
+            {a.egress.allow?.length || a.egress.presets?.length
+              ? [...(a.egress.presets ?? []).map((p) => `preset ${p}`), ...(a.egress.allow ?? [])].map((x) => <code>{x} </code>)
               : 'only the hosts of its secrets and logins'}
           </dd>
           <dt>Created</dt><dd>{when(a.created_at)}</dd>
@@ -174,5 +180,23 @@ export function AgentPage({ id }: { id: string }) {
         </section>
       ) : null}
     </main>
+  );
+}
+
+/** Tokens and cost of the agent's turns, summed over its newest sessions, with a chart. */
+function AgentUsage({ sessions }: { sessions: string[] | null }) {
+  const usage = useLoad(async () => (sessions ? loadAgentUsage(sessions) : null), [sessions?.length]);
+  const u = usage.data;
+  return (
+    <section class="card" aria-labelledby="usage-h">
+      <h2 id="usage-h">Usage</h2>
+      <ErrorLine error={usage.error} />
+      {!u ? <p class="muted">Loading…</p> : !u.turns.length ? <p class="muted">No turns yet.</p> : (
+        <>
+          <p><UsageTotalsLine t={totals(u.turns)} />{u.capped ? <span class="muted"> (the newest {u.sessionsRead} sessions)</span> : null}</p>
+          <UsageChart turns={u.turns} />
+        </>
+      )}
+    </section>
   );
 }

@@ -1,8 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, atLeast, me, roleIn } from '../api';
-import { navigate } from '../router';
+import { api, me } from '../api';
 import type { Agent, Permission } from '../types';
-import { HARNESSES } from '../types';
 import { Badge, ErrorLine, Link, useLoad } from '../ui';
 
 export function marks(a: Agent): { text: string; tone: string; title: string }[] {
@@ -118,69 +116,7 @@ export function AgentsPage() {
           </section>
         );
       })}
-      {canCreate ? <CreateAgent onDone={reload} /> : null}
+      {canCreate ? <p><Link href="/agents/new" class="button primary">Create an agent</Link></p> : null}
     </main>
-  );
-}
-
-function CreateAgent({ onDone }: { onDone: () => void }) {
-  const admin = (me.value?.workspaces ?? []).filter((w) => atLeast(roleIn(w.workspace_id), 'admin'));
-  const [name, setName] = useState('');
-  const [harness, setHarness] = useState('fake');
-  const [workspace, setWorkspace] = useState(admin.find((w) => w.personal)?.workspace_id ?? admin[0]?.workspace_id ?? '');
-  const [posture, setPosture] = useState('');
-  const [model, setModel] = useState('');
-  const [command, setCommand] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  return (
-    <details class="card create">
-      <summary>Create an agent</summary>
-      <form
-        class="grid-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setBusy(true);
-          setError(null);
-          try {
-            const body: Record<string, unknown> = { name: name.trim(), harness, workspace_id: workspace };
-            if (posture) body.posture = posture;
-            if (model.trim()) body.model = model.trim();
-            if (harness === 'command') body.command = command.trim().split(/\s+/);
-            const agent = await api<Agent>('POST', '/api/v1/agents', body);
-            onDone();
-            navigate(`/agents/${agent.id}`);
-          } catch (err) {
-            setError(err);
-          } finally {
-            setBusy(false);
-          }
-        }}
-      >
-        <label>Name<input name="name" required pattern="[a-z0-9][a-z0-9._\-]{0,63}" title="1–64 of a-z 0-9 - _ ., starting with a letter or digit" value={name} onInput={(e) => setName(e.currentTarget.value)} /></label>
-        <label>Harness
-          <select name="harness" value={harness} onChange={(e) => setHarness(e.currentTarget.value)}>
-            {HARNESSES.map((h) => <option value={h}>{h}</option>)}
-          </select>
-        </label>
-        {harness === 'command' ? <label>Command<input name="command" required value={command} onInput={(e) => setCommand(e.currentTarget.value)} placeholder="my-acp-agent --stdio" /></label> : null}
-        <label>Workspace
-          <select name="workspace" value={workspace} onChange={(e) => setWorkspace(e.currentTarget.value)}>
-            {admin.map((w) => <option value={w.workspace_id}>{w.name}</option>)}
-          </select>
-        </label>
-        <label>Posture
-          <select name="posture" value={posture} onChange={(e) => setPosture(e.currentTarget.value)}>
-            <option value="">the server's default</option>
-            <option value="autonomous">autonomous</option>
-            <option value="guarded">guarded (needs a policy)</option>
-            <option value="approval">approval (ask a person)</option>
-          </select>
-        </label>
-        <label>Model<input name="model" value={model} onInput={(e) => setModel(e.currentTarget.value)} placeholder="the harness's default" /></label>
-        <div><button class="primary" type="submit" disabled={busy}>{busy ? 'Creating…' : 'Create'}</button></div>
-        <ErrorLine error={error} />
-      </form>
-    </details>
   );
 }

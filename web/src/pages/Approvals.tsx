@@ -4,6 +4,7 @@ import { AnswerButtons, callSummary, ElicitationForm } from '../items';
 import { Reconnecting } from '../socket';
 import type { Permission } from '../types';
 import { Link, when } from '../ui';
+import { briefOfQuestion } from '../brief';
 
 /** What a tool call would do, from what the harness sent: its command, paths, URL. */
 // The harness's tool call is free-form JSON.
@@ -62,6 +63,7 @@ export function ApprovalsPage() {
               <span class="muted">
                 {' '}· <Link href={`/agents/${p.agent_id}/sessions/${p.session_id}`}>session {p.session_id.slice(0, 8)}</Link> · {when(p.created_at)}
               </span>
+              <p class="brief" data-brief>{briefOfQuestion(p.kind, p.tool_call)}</p>
             </header>
             {p.kind === 'elicitation' ? (
               <>

@@ -1,0 +1,167 @@
+// A new user sets up and runs an agent end to end in the browser, without curl: signs in, stores
+// a provider key (a workspace secret), creates an agent in the guarded posture with a policy and
+// the key attached, prompts it (keyboard only), approves its question, reads the turn's usage,
+// edits its limits (seeing what the change restarts), adds a schedule and a webhook and sees
+// their runs and deliveries, and reads the agent's usage. Every page passes axe (no serious or
+// critical violation) and is photographed.
+//
+// The harness: E2E_HARNESS (default `fake`, whose prompt is a script: docs/fakeagent.md). With
+// `claude-code`, the dev stack's stand-in provider answers through the real proxy (scripts/e2e/
+// real-harness.sh sets it up; E2E_SECRET_VALUE is the stand-in's key, E2E_PROMPT a prompt the
+// stand-in answers with a tool call that asks).
+import { createHmac, randomUUID } from 'node:crypto';
+import { checkPage, expect, signIn, test } from './fixtures';
+
+const HARNESS = process.env.E2E_HARNESS ?? 'fake';
+const fake = HARNESS === 'fake';
+const PROMPT = process.env.E2E_PROMPT ?? (fake ? 'ask execute git push\ntext Pushed.\nusage 1200 340' : 'please write hello.txt hi');
+const SECRET_VALUE = process.env.E2E_SECRET_VALUE ?? 'sk-ant-test-0000000000000000';
+const TRIGGER_PROMPT = fake ? 'text From a trigger.\nusage 10 5' : 'say hi';
+
+test('a new user sets up and runs a guarded agent end to end', async ({ page, user, problems, baseURL }) => {
+  void problems;
+  await test.step('signs in', async () => {
+    await signIn(page, user);
+    await expect(page.getByText('No agents yet.')).toBeVisible();
+    await checkPage(page, 'flow-01-agents-empty');
+  });
+
+  await test.step('stores a provider key as a workspace secret', async () => {
+    await page.goto('/settings/secrets');
+    await page.getByLabel('Name', { exact: true }).fill('anthropic-key');
+    await page.getByLabel('Preset').selectOption('anthropic');
+    await page.getByLabel('Value (write-only)').fill(SECRET_VALUE);
+    await page.getByRole('button', { name: 'Add secret' }).click();
+    await expect(page.getByText('anthropic-key')).toBeVisible();
+    await checkPage(page, 'flow-02-secrets');
+  });
+
+  const name = `guarded-${Date.now().toString(36)}`;
+  await test.step('creates a guarded agent with a policy and the key attached', async () => {
+    await page.goto('/');
+    await page.getByRole('link', { name: 'Create an agent' }).click();
+    const form = page.locator('form.settings-form');
+    await expect(form).toBeVisible();
+    // Defaults that work: the workspace holds an Anthropic key, so Claude Code, with it attached.
+    await expect(page.getByLabel('Harness')).toHaveValue('claude-code');
+    await expect(page.getByLabel('Secret 1: variable')).toHaveValue('ANTHROPIC_API_KEY');
+    await page.getByLabel('Name', { exact: true }).fill(name);
+    if (HARNESS !== 'claude-code') await page.getByLabel('Harness').selectOption(HARNESS);
+    await page.getByLabel('Posture').selectOption('guarded');
+    await page.getByLabel('Start from').selectOption({ label: 'Read freely, ask for the rest' });
+    await expect(page.getByLabel('Rule 0: effect')).toHaveValue('read');
+    // A mistake is shown at its field before anything is sent.
+    await page.getByRole('button', { name: 'Add a rule' }).click();
+    await page.getByLabel('Rule 1: path glob').fill('relative/path');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await expect(page.locator('#app').getByText('`path` must be absolute')).toBeVisible();
+    await page.getByRole('button', { name: 'Remove rule 1' }).click();
+    await checkPage(page, 'flow-03-create-agent');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await expect(page.getByRole('heading', { name })).toBeVisible();
+    await expect(page.getByText('ANTHROPIC_API_KEY', { exact: true })).toBeVisible();
+    await expect(page.getByText('guarded', { exact: true })).toBeVisible();
+  });
+  const agentUrl = page.url();
+
+  await test.step('prompts it with the keyboard and approves its question', async () => {
+    await page.getByRole('button', { name: 'New session' }).click();
+    const box = page.getByLabel('Prompt', { exact: true });
+    await box.focus();
+    await page.keyboard.type(PROMPT.split('\n')[0]);
+    for (const line of PROMPT.split('\n').slice(1)) {
+      await page.keyboard.press('Shift+Enter');
+      await page.keyboard.type(line);
+    }
+    await page.keyboard.press('Enter');
+    const approve = page.locator('button[data-decision="allow"]').first();
+    await expect(approve).toBeEnabled({ timeout: 60_000 });
+    await approve.focus();
+    await page.keyboard.press('Enter');
+    await expect(page.locator('.resolution[data-decision="allow"]').first()).toBeVisible();
+  });
+
+  await test.step('reads the turn’s usage', async () => {
+    const end = page.locator('.turn-end').first();
+    await expect(end).toBeVisible({ timeout: 60_000 });
+    await expect(end).toHaveAttribute('data-usage', /\d+(\.\d+)?k? in · \d+(\.\d+)?k? out/);
+    if (fake) await expect(end).toContainText('1.2k in · 340 out');
+    await expect(page.locator('[data-usage-totals]')).toContainText('1 turn');
+    await checkPage(page, 'flow-04-session');
+  });
+
+  await test.step('edits its limits, seeing what the change restarts', async () => {
+    await page.goto(agentUrl);
+    const started = Date.now();
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await expect(page.getByLabel('Memory (MiB)')).toBeVisible();
+    const openMs = Date.now() - started;
+    test.info().annotations.push({ type: 'edit form open (ms)', description: String(openMs) });
+    console.log(`edit form open: ${openMs} ms`);
+    await page.getByLabel('Memory (MiB)').fill('1024');
+    await page.getByLabel('Turn time limit (s; 0: the server’s)').fill('900');
+    await expect(page.locator('[data-impact^="limits"]')).toContainText('applies when the sandbox is rebuilt');
+    await expect(page.locator('[data-impact="turn time limit"]')).toContainText('applies from the next prompt');
+    await checkPage(page, 'flow-05-edit-agent');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect(page.getByRole('status').filter({ hasText: 'Saved.' })).toBeVisible();
+    await expect(page.getByRole('button', { name: 'Rebuild now' })).toBeVisible();
+    await page.goto(agentUrl);
+    await expect(page.getByText(/1024 MiB/)).toBeVisible();
+  });
+
+  let hook = { url: '', secret: '' };
+  await test.step('adds a schedule (previewed) and a webhook (secret shown once)', async () => {
+    await page.getByRole('link', { name: 'Triggers' }).click();
+    await page.getByText('Add a schedule').click();
+    const schedule = page.locator('section[aria-labelledby="schedules-h"] form');
+    await schedule.getByLabel('Name', { exact: true }).fill('every-minute');
+    await schedule.getByLabel(/^Cron/).fill('* * * * *');
+    await schedule.getByLabel('Time zone').fill('UTC');
+    await expect(schedule.locator('[data-preview] li')).toHaveCount(5);
+    await schedule.getByLabel('Prompt').fill(TRIGGER_PROMPT);
+    await schedule.getByRole('button', { name: 'Add the schedule' }).click();
+    await expect(page.locator('[data-schedule="every-minute"]')).toBeVisible();
+
+    await page.getByText('Add a webhook').click();
+    const webhook = page.locator('section[aria-labelledby="webhooks-h"] form');
+    await webhook.getByLabel('Name', { exact: true }).fill('on-push');
+    await webhook.getByLabel(/^Template/).fill('{{ prompt }}');
+    await webhook.getByLabel(/^Try it/).fill(JSON.stringify({ prompt: TRIGGER_PROMPT }));
+    await expect(webhook.locator('[data-template-result] pre')).toHaveText(TRIGGER_PROMPT);
+    await webhook.getByRole('button', { name: 'Add the webhook' }).click();
+    const shown = page.locator('[data-created-webhook]');
+    await expect(shown).toBeVisible();
+    hook = { url: (await shown.locator('[data-webhook-url]').innerText()).trim(), secret: (await shown.locator('[data-webhook-secret]').innerText()).trim() };
+    await checkPage(page, 'flow-06-triggers');
+    await shown.getByRole('button', { name: 'I have copied it' }).click();
+    await expect(shown).toHaveCount(0);
+  });
+
+  await test.step('a signed delivery is accepted and listed; the schedule runs', async () => {
+    const body = JSON.stringify({ prompt: TRIGGER_PROMPT });
+    const path = new URL(hook.url, baseURL).pathname;
+    const r = await page.request.post(path, {
+      data: body,
+      headers: { 'content-type': 'application/json', 'x-github-delivery': randomUUID(), 'x-hub-signature-256': `sha256=${createHmac('sha256', hook.secret).update(body).digest('hex')}` },
+    });
+    expect(r.status(), await r.text()).toBe(202);
+    await page.reload();
+    await page.locator('[data-webhook="on-push"] summary', { hasText: 'Deliveries' }).click();
+    await expect(page.locator('[data-webhook="on-push"] tr[data-outcome="accepted"]')).toHaveCount(1);
+    // A schedule runs on the minute: wait for its first run (at most ~70 s).
+    await expect(async () => {
+      await page.reload();
+      await page.locator('[data-schedule="every-minute"] summary', { hasText: 'Runs' }).click();
+      await expect(page.locator('[data-schedule="every-minute"] tr[data-outcome]').first()).toBeVisible({ timeout: 2_000 });
+    }).toPass({ timeout: 90_000, intervals: [5_000] });
+    await checkPage(page, 'flow-07-trigger-runs');
+  });
+
+  await test.step('reads the agent’s usage over its sessions', async () => {
+    await page.goto(agentUrl);
+    await expect(page.locator('section[aria-labelledby="usage-h"] [data-usage-totals]')).toContainText(/\d+ turns?/);
+    await expect(page.locator('.usage-chart svg rect.bar').first()).toBeVisible();
+    await checkPage(page, 'flow-08-agent-overview');
+  });
+});

@@ -1,0 +1,340 @@
+// Create an agent (`/agents/new`) or change one (`/agents/{id}/edit`): every setting the API has —
+// harness (with its models and the logins it takes), command, model, image, posture and policy,
+// whose logins, attached secrets by variable, plain env, limits, egress — checked in the page
+// first (src/agent-settings.ts), each server error shown at its field, and, when editing, what
+// each change restarts before it is saved. The logic lives in src/agent-settings.ts (tested).
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { ApiError, api, atLeast, me, roleIn } from '../api';
+import { navigate } from '../router';
+import type { Agent, ProviderLoginList, Secret } from '../types';
+import { Link } from '../ui';
+import { PolicyEditor } from '../policy-editor';
+import {
+  EGRESS_PRESETS,
+  HARNESS_INFO,
+  POSTURES,
+  blankForm,
+  checkForm,
+  createBody,
+  defaultHarness,
+  fieldOfError,
+  formFromAgent,
+  impactsOf,
+  needsRebuild,
+  patchBody,
+  secretChanges,
+  suggestedSecrets,
+  type AgentForm,
+  type FieldErrors,
+} from '../agent-settings';
+
+interface Loaded {
+  agent: Agent | null;
+  logins: ProviderLoginList;
+  secrets: Secret[];
+}
+
+const secretsOf = (ws: string | null | undefined) =>
+  ws ? api<{ secrets: Secret[] }>('GET', `/api/v1/workspaces/${ws}/secrets`).then((r) => r.secrets, () => [] as Secret[]) : Promise.resolve([] as Secret[]);
+
+/**
+ * Everything the form needs. Editing, the form shows as soon as the agent and the logins are in;
+ * the workspace's secrets (a second round trip: the workspace comes with the agent) follow
+ * through `later`, so opening the form costs one round trip.
+ */
+async function load(id: string | null, workspaceId: string | null, later?: (secrets: Secret[]) => void): Promise<Loaded> {
+  const agentP = id ? api<Agent>('GET', `/api/v1/agents/${id}`) : Promise.resolve(null);
+  const loginsP = api<ProviderLoginList>('GET', '/api/v1/me/providers').catch(() => ({ logins: [], kinds: [] }) as ProviderLoginList);
+  const secretsP = id ? null : secretsOf(workspaceId);
+  const [agent, logins] = await Promise.all([agentP, loginsP]);
+  if (!secretsP && later) {
+    secretsOf(agent?.workspace_id).then(later);
+    return { agent, logins, secrets: [] };
+  }
+  return { agent, logins, secrets: await (secretsP ?? secretsOf(agent?.workspace_id)) };
+}
+
+/** `id` null: create. */
+export function AgentFormPage({ id }: { id: string | null }) {
+  const admins = (me.value?.workspaces ?? []).filter((w) => atLeast(roleIn(w.workspace_id), 'admin'));
+  const firstWs = admins.find((w) => w.personal)?.workspace_id ?? admins[0]?.workspace_id ?? '';
+  const [workspaceId, setWorkspaceId] = useState(firstWs);
+  const [loaded, setLoaded] = useState<Loaded | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [form, setForm] = useState<AgentForm | null>(null);
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const [busy, setBusy] = useState(false);
+  const [saved, setSaved] = useState<string | null>(null);
+  const [rebuild, setRebuild] = useState(false);
+
+  useEffect(() => {
+    let live = true;
+    load(id, workspaceId, (secrets) => live && setLoaded((l) => (l ? { ...l, secrets } : l))).then(
+      (l) => {
+        if (!live) return;
+        setLoaded(l);
+        setForm((old) => {
+          if (l.agent) return formFromAgent(l.agent, me.value?.id);
+          const harness = old?.harness ?? defaultHarness(l.logins.logins, l.secrets);
+          const f = old ? { ...old, workspaceId } : blankForm(workspaceId, harness);
+          if (!old) f.secrets = suggestedSecrets(harness, l.secrets);
+          f.useMyLogins = old?.useMyLogins ?? HARNESS_INFO[harness]?.loginKinds.some((k) => l.logins.logins.some((x) => x.kind === k && x.state === 'ok')) ?? false;
+          return f;
+        });
+      },
+      (e) => live && setLoadError(e),
+    );
+    return () => {
+      live = false;
+    };
+  }, [id, workspaceId]);
+
+  const creating = id === null;
+  const patch = useMemo(() => (form && loaded?.agent ? patchBody(loaded.agent, form) : null), [form, loaded]);
+  const impacts = patch ? impactsOf(patch) : [];
+
+  if (loadError) return <main class="page"><p class="error" role="alert">{loadError instanceof Error ? loadError.message : String(loadError)}</p><Link href="/">Back to the agents</Link></main>;
+  if (!form || !loaded) return <main class="page"><h1>{creating ? 'Create an agent' : 'Edit'}</h1><p class="muted">Loading…</p></main>;
+  if (creating && !admins.length) return <main class="page"><h1>Create an agent</h1><p>You are not an admin of any workspace.</p></main>;
+
+  const set = (over: Partial<AgentForm>) => {
+    setSaved(null);
+    setForm({ ...form, ...over });
+  };
+  const info = HARNESS_INFO[form.harness];
+  const myKinds = new Set(loaded.logins.logins.filter((l) => l.state === 'ok').map((l) => l.kind));
+  const usable = info?.loginKinds.filter((k) => myKinds.has(k)) ?? [];
+  const secretsChange = secretChanges(loaded.agent?.secrets ?? [], form.secrets);
+  const wantsLogins = form.useMyLogins !== (loaded.agent ? loaded.agent.login_user_id === me.value?.id : false);
+  const nothingToSave = !creating && patch && !Object.keys(patch).length && !secretsChange.attach.length && !secretsChange.detach.length && !wantsLogins;
+  const invalid = (k: string) => (errors[k] ? { 'aria-invalid': true, 'aria-describedby': `err-${k.replace(/\./g, '-')}` } : {});
+  const FieldError = ({ k }: { k: string }) => (errors[k] ? <span class="field-error" id={`err-${k.replace(/\./g, '-')}`} role="alert">{errors[k]}</span> : null);
+
+  async function submit(e: Event) {
+    e.preventDefault();
+    if (!form || !loaded) return;
+    const found = checkForm(form, creating);
+    setErrors(found);
+    if (Object.keys(found).length) {
+      document.querySelector<HTMLElement>('[aria-invalid="true"]')?.focus();
+      return;
+    }
+    setBusy(true);
+    let agentId = loaded.agent?.id ?? null;
+    try {
+      if (creating) {
+        const made = await api<Agent>('POST', '/api/v1/agents', createBody(form));
+        agentId = made.id;
+      } else if (patch && Object.keys(patch).length) {
+        await api<Agent>('PATCH', `/api/v1/agents/${agentId}`, patch);
+      }
+      for (const env of secretsChange.detach) await api('DELETE', `/api/v1/agents/${agentId}/secrets/${encodeURIComponent(env)}`);
+      for (const s of secretsChange.attach) await api('PUT', `/api/v1/agents/${agentId}/secrets/${encodeURIComponent(s.env)}`, { secret_id: s.secretId });
+      if (wantsLogins || (creating && form.useMyLogins)) await api(form.useMyLogins ? 'PUT' : 'DELETE', `/api/v1/agents/${agentId}/logins`);
+      if (creating) {
+        navigate(`/agents/${agentId}`);
+        return;
+      }
+      const fresh = await load(agentId, null);
+      setLoaded(fresh);
+      setForm(formFromAgent(fresh.agent!, me.value?.id));
+      setRebuild(!!patch && needsRebuild(patch));
+      setSaved(impacts.length ? `Saved. ${impacts.map((i) => `${i.field}: ${i.impact}`).join('; ')}.` : 'Saved.');
+    } catch (error) {
+      if (error instanceof ApiError) {
+        const field = fieldOfError(error.code, error.message);
+        setErrors({ [field]: `${error.message} (${error.code})` });
+        if (creating && agentId) navigate(`/agents/${agentId}/edit`); // made, but a secret or login failed: fix it there
+      } else setErrors({ form: String(error) });
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  const title = creating ? 'Create an agent' : `Edit ${loaded.agent!.name}`;
+  return (
+    <main class="page agent-form">
+      <div class="title-row">
+        <h1>{title}</h1>
+        {!creating ? <Link href={`/agents/${id}`}>Back to the overview</Link> : null}
+      </div>
+      <form class="settings-form" onSubmit={submit} noValidate>
+        <fieldset>
+          <legend>Harness</legend>
+          {creating ? (
+            <>
+              <label>Name<input name="name" value={form.name} autoComplete="off" {...invalid('name')} onInput={(e) => set({ name: e.currentTarget.value })} /></label>
+              <FieldError k="name" />
+              {admins.length > 1 ? (
+                <label>Workspace
+                  <select name="workspace" value={workspaceId} onChange={(e) => setWorkspaceId(e.currentTarget.value)}>
+                    {admins.map((w) => <option value={w.workspace_id}>{w.name}</option>)}
+                  </select>
+                </label>
+              ) : null}
+            </>
+          ) : null}
+          <label>Harness
+            <select
+              name="harness"
+              value={form.harness}
+              {...invalid('harness')}
+              onChange={(e) => {
+                const harness = e.currentTarget.value;
+                set({ harness, secrets: creating && !form.secrets.length ? suggestedSecrets(harness, loaded.secrets) : form.secrets });
+              }}
+            >
+              {Object.entries(HARNESS_INFO).map(([name, h]) => <option value={name}>{h.label}</option>)}
+            </select>
+          </label>
+          <FieldError k="harness" />
+          {info?.real ? (
+            <p class="muted hint" data-hint="logins">
+              {info.loginKinds.length ? <>Takes the logins {info.loginKinds.map((k) => <code>{k} </code>)}{usable.length ? <>— you have <strong>{usable.join(', ')}</strong>.</> : <>— you have none: <Link href="/settings/providers">connect one</Link>, or attach a secret.</>}</> : null}{' '}
+              {info.secretPresets.length ? <>Reads secrets as {info.secretPresets.map((p) => <code>{p.env} </code>)}.</> : null}
+            </p>
+          ) : form.harness === 'fake' ? (
+            <p class="muted hint">The scripted test agent: refused by a production server.</p>
+          ) : null}
+          {form.harness === 'command' ? (
+            <>
+              <label>Command<input name="command" value={form.command} placeholder="my-acp-agent --stdio" {...invalid('command')} onInput={(e) => set({ command: e.currentTarget.value })} /></label>
+              <FieldError k="command" />
+            </>
+          ) : null}
+          <label>Model
+            <input name="model" list="models" value={form.model} placeholder="the harness’s default" {...invalid('model')} onInput={(e) => set({ model: e.currentTarget.value })} />
+          </label>
+          <datalist id="models">{(info?.models ?? []).map((m) => <option value={m} />)}</datalist>
+          <FieldError k="model" />
+          <label>Image<input name="image" value={form.image} placeholder="the server’s default" {...invalid('image')} onInput={(e) => set({ image: e.currentTarget.value })} /></label>
+          <FieldError k="image" />
+        </fieldset>
+
+        <fieldset>
+          <legend>Permissions</legend>
+          <label>Posture
+            <select name="posture" value={form.posture} {...invalid('posture')} onChange={(e) => set({ posture: e.currentTarget.value })}>
+              {POSTURES.map(([v, l]) => <option value={v}>{l}</option>)}
+            </select>
+          </label>
+          <FieldError k="posture" />
+          {form.posture === 'guarded' || form.policyRows.length ? (
+            <PolicyEditor rows={form.policyRows} default={form.policyDefault} errors={errors} onChange={(policyRows, policyDefault) => set({ policyRows, policyDefault })} />
+          ) : null}
+        </fieldset>
+
+        <fieldset>
+          <legend>Credentials</legend>
+          <label class="check">
+            <input type="checkbox" name="use-my-logins" checked={form.useMyLogins} onChange={(e) => set({ useMyLogins: e.currentTarget.checked })} />
+            Use my provider logins{loaded.agent?.login_user_id && loaded.agent.login_user_id !== me.value?.id ? ' (instead of another user’s)' : ''}
+          </label>
+          <p class="muted hint">Secrets of the workspace, each given to the sandbox as a variable holding a placeholder (the proxy puts the value in). <Link href="/settings/secrets">Manage secrets</Link></p>
+          {form.secrets.map((s, i) => (
+            <div class="pair" data-secret={i}>
+              <input aria-label={`Secret ${i + 1}: variable`} value={s.env} placeholder="ANTHROPIC_API_KEY" {...invalid(`secrets.${i}`)} onInput={(e) => set({ secrets: form.secrets.map((x, j) => (j === i ? { ...x, env: e.currentTarget.value } : x)) })} />
+              <select aria-label={`Secret ${i + 1}: secret`} value={s.secretId} onChange={(e) => set({ secrets: form.secrets.map((x, j) => (j === i ? { ...x, secretId: e.currentTarget.value } : x)) })}>
+                <option value="">choose…</option>
+                {loaded.secrets.map((x) => <option value={x.id}>{x.name} ({x.preset})</option>)}
+              </select>
+              <button type="button" aria-label={`Detach secret ${i + 1}`} onClick={() => set({ secrets: form.secrets.filter((_, j) => j !== i) })}>✕</button>
+              <FieldError k={`secrets.${i}`} />
+            </div>
+          ))}
+          <button type="button" disabled={!loaded.secrets.length} onClick={() => set({ secrets: [...form.secrets, { env: info?.secretPresets[0]?.env ?? '', secretId: '' }] })}>Attach a secret</button>
+          {!loaded.secrets.length ? <span class="muted"> The workspace has no secrets.</span> : null}
+          <FieldError k="secrets" />
+        </fieldset>
+
+        <fieldset>
+          <legend>Environment</legend>
+          {form.env.map((r, i) => (
+            <div class="pair" data-env={i}>
+              <input aria-label={`Variable ${i + 1}: name`} value={r.name} placeholder="NAME" {...invalid(`env.${i}`)} onInput={(e) => set({ env: form.env.map((x, j) => (j === i ? { ...x, name: e.currentTarget.value } : x)) })} />
+              <input aria-label={`Variable ${i + 1}: value`} value={r.value} onInput={(e) => set({ env: form.env.map((x, j) => (j === i ? { ...x, value: e.currentTarget.value } : x)) })} />
+              <button type="button" aria-label={`Remove variable ${i + 1}`} onClick={() => set({ env: form.env.filter((_, j) => j !== i) })}>✕</button>
+              <FieldError k={`env.${i}`} />
+            </div>
+          ))}
+          <button type="button" onClick={() => set({ env: [...form.env, { name: '', value: '' }] })}>Add a variable</button>
+          <FieldError k="env" />
+        </fieldset>
+
+        <fieldset class="limits">
+          <legend>Limits</legend>
+          <p class="muted hint">Empty: the server’s default. The server’s maxima (AGENTHOLD_MAX_*) are checked when saving.</p>
+          {(
+            [
+              ['cpus', 'CPUs', '0.5'],
+              ['memory_mib', 'Memory (MiB)', '1'],
+              ['pids', 'Processes', '1'],
+              ['disk_mib', 'Disk (MiB)', '1'],
+              ['turn_seconds', 'Turn time limit (s; 0: the server’s)', '1'],
+              ['auto_sleep_secs', 'Auto-sleep after idle (s; 0: never)', '1'],
+            ] as const
+          ).map(([key, label, step]) => (
+            <label data-limit={key}>
+              {label}
+              <input name={`limits.${key}`} type="number" min="0" step={step} value={form.limits[key]} {...invalid(`limits.${key}`)} onInput={(e) => set({ limits: { ...form.limits, [key]: e.currentTarget.value } })} />
+              <FieldError k={`limits.${key}`} />
+            </label>
+          ))}
+          <FieldError k="limits" />
+        </fieldset>
+
+        <fieldset>
+          <legend>Network</legend>
+          <label>Also allow (one host, host:port or *.domain per line)
+            <textarea name="egress" rows={3} value={form.egressAllow} {...invalid('egress')} onInput={(e) => set({ egressAllow: e.currentTarget.value })} />
+          </label>
+          <FieldError k="egress" />
+          {EGRESS_PRESETS.map(([name, label]) => (
+            <label class="check">
+              <input type="checkbox" checked={form.egressPresets.includes(name)} onChange={(e) => set({ egressPresets: e.currentTarget.checked ? [...form.egressPresets, name] : form.egressPresets.filter((p) => p !== name) })} />
+              {label}
+            </label>
+          ))}
+        </fieldset>
+
+        {!creating ? (
+          <section class="changes" aria-live="polite">
+            <h2>What saving changes</h2>
+            {impacts.length || secretsChange.attach.length || secretsChange.detach.length || wantsLogins ? (
+              <ul>
+                {impacts.map((i) => <li data-impact={i.field}><strong>{i.field}</strong>: {i.impact}</li>)}
+                {secretsChange.attach.map((s) => <li><strong>secret {s.env}</strong>: attached; the proxy takes it within seconds</li>)}
+                {secretsChange.detach.map((s) => <li><strong>secret {s}</strong>: detached</li>)}
+                {wantsLogins ? <li><strong>logins</strong>: {form.useMyLogins ? 'yours, from the next harness start' : 'nobody’s'}</li> : null}
+              </ul>
+            ) : (
+              <p class="muted">Nothing yet.</p>
+            )}
+          </section>
+        ) : null}
+        {errors.form ? <p class="error" role="alert">{errors.form}</p> : null}
+        {Object.keys(errors).length && !errors.form ? <p class="error" role="alert">Fix the marked fields.</p> : null}
+        {saved ? <p class="ok" role="status">{saved}</p> : null}
+        <div class="actions">
+          <button class="primary" type="submit" disabled={busy || !!nothingToSave}>{busy ? 'Saving…' : creating ? 'Create' : 'Save'}</button>
+          {rebuild ? (
+            <button
+              type="button"
+              onClick={async () => {
+                try {
+                  await api('POST', `/api/v1/agents/${id}/rebuild`);
+                  setRebuild(false);
+                  setSaved('Rebuilt: the sandbox was made again with the new image and limits.');
+                } catch (e) {
+                  setErrors({ form: e instanceof ApiError ? `${e.message} (${e.code})` : String(e) });
+                }
+              }}
+            >
+              Rebuild now
+            </button>
+          ) : null}
+        </div>
+      </form>
+    </main>
+  );
+}
