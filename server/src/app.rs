@@ -453,6 +453,7 @@ fn docker_driver(
         .with_proxy_ca(proxy_ca)
         .with_confined_egress(config.sandbox_egress == Egress::Confined)
         .with_subnet_pool(subnet_pool)
+        .with_disk_limits(config.sandbox_disk_limits, config.default_disk_mib())
 }
 
 /// The driver over the engines of `AGENTHOLD_DOCKER_ENGINES` (docs/engines.md): one Docker driver

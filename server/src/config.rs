@@ -230,6 +230,22 @@ pub struct Config {
     /// Requests handled at once per listener (API, tunnel); beyond it: 503 `SERVER_BUSY`.
     #[arg(long, env = "AGENTHOLD_MAX_CONCURRENT_REQUESTS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_concurrent_requests: u64,
+    /// Of those, how many requests without credentials (logins, webhook deliveries, anything
+    /// anonymous) may be handled at once: the rest is kept for signed-in callers.
+    #[arg(long, env = "AGENTHOLD_MAX_ANONYMOUS_REQUESTS", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_anonymous_requests: u64,
+    /// Requests one caller (one API token, browser session or agent credential) may have in
+    /// flight at once; beyond: 429 `TOO_MANY_REQUESTS`.
+    #[arg(long, env = "AGENTHOLD_MAX_REQUESTS_PER_CALLER", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_requests_per_caller: u64,
+    /// Requests one agent may have in flight on the MCP route (`wait_turn` holds one).
+    #[arg(long, env = "AGENTHOLD_MAX_MCP_REQUESTS_PER_AGENT", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub max_mcp_requests_per_agent: u64,
+    /// Seconds a request's body may take to arrive (plus one per 64 KiB it declares), apart from
+    /// the handler's time; beyond: 408 `BODY_READ_TIMEOUT`. The body is read before the request
+    /// takes a slot.
+    #[arg(long, env = "AGENTHOLD_BODY_READ_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub body_read_secs: u64,
     /// Seconds one request may take (WebSockets: until they are upgraded); beyond: 503
     /// `REQUEST_TIMEOUT`.
     #[arg(long, env = "AGENTHOLD_REQUEST_TIMEOUT_SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
@@ -504,6 +520,14 @@ fn parse_overrides(raw: &str) -> Result<UpstreamOverrides, String> {
 }
 
 impl Config {
+    /// How many requests one caller may have in flight (docs/operations.md, "Limits").
+    pub fn caller_caps(&self) -> crate::api::limits::CallerCaps {
+        crate::api::limits::CallerCaps {
+            per_caller: usize::try_from(self.max_requests_per_caller).unwrap_or(usize::MAX),
+            per_agent_mcp: usize::try_from(self.max_mcp_requests_per_agent).unwrap_or(usize::MAX),
+        }
+    }
+
     /// The ceilings of an agent's limits: CPUs, memory (MiB), processes.
     pub fn limit_ceilings(&self) -> (f64, i32, i32) {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
@@ -653,6 +677,7 @@ impl Config {
             home_size: self.kube_home_size.clone(),
             server_labels,
             tunnel_port,
+            proxy_addr: proxy.as_ref().and(self.proxy_addr.clone()),
             proxy,
             proxy_ca,
         })

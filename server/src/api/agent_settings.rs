@@ -26,6 +26,11 @@ pub struct Limits {
     pub(super) memory_mib: Option<i32>,
     /// Processes.
     pub(super) pids: Option<i32>,
+    /// Disk space, MiB: the sandbox's home and its writable layer (the files outside the home)
+    /// may each hold this much, where the engine can enforce it (docs/security.md, "Disk").
+    /// Applies when the container is made again (`rebuild`); a home keeps the size it was made
+    /// with.
+    pub(super) disk_mib: Option<i32>,
     /// Seconds of activity a turn may take (the time it waits in the queue or for a person does
     /// not count); `0` returns to the server's limit.
     pub(super) turn_seconds: Option<i64>,
@@ -156,13 +161,23 @@ pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Limits within range: cpus 0.05–256, memory 64 MiB–1 TiB, 16–1,048,576 processes.
-pub fn check_limits(state: &AppState, cpus: f64, memory_mib: i32, pids_limit: i32) -> Result<(), ApiError> {
-    if !(0.05..=256.0).contains(&cpus) || !(64..=1 << 20).contains(&memory_mib) || !(16..=1 << 20).contains(&pids_limit)
+/// Limits within range: cpus 0.05–256, memory 64 MiB–1 TiB, 16–1,048,576 processes, disk
+/// 64 MiB–16 TiB.
+pub fn check_limits(
+    state: &AppState,
+    cpus: f64,
+    memory_mib: i32,
+    pids_limit: i32,
+    disk_mib: i32,
+) -> Result<(), ApiError> {
+    if !(0.05..=256.0).contains(&cpus)
+        || !(64..=1 << 20).contains(&memory_mib)
+        || !(16..=1 << 20).contains(&pids_limit)
+        || !(64..=1 << 24).contains(&disk_mib)
     {
         return Err(ApiError::bad_request(
             "INVALID_LIMITS",
-            "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576",
+            "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576, disk_mib 64-16777216",
         ));
     }
     // The server's ceilings: one agent must not take the host (a fork bomb, a memory hog).
@@ -171,6 +186,7 @@ pub fn check_limits(state: &AppState, cpus: f64, memory_mib: i32, pids_limit: i3
         (cpus > max_cpus).then(|| format!("cpus at most {max_cpus}")),
         (memory_mib > max_memory).then(|| format!("memory_mib at most {max_memory}")),
         (pids_limit > max_pids).then(|| format!("pids at most {max_pids}")),
+        (disk_mib > state.config.max_disk_mib).then(|| format!("disk_mib at most {}", state.config.max_disk_mib)),
     ]
     .into_iter()
     .flatten()
@@ -178,7 +194,10 @@ pub fn check_limits(state: &AppState, cpus: f64, memory_mib: i32, pids_limit: i3
     if !over.is_empty() {
         return Err(ApiError::bad_request(
             "LIMIT_TOO_HIGH",
-            format!("over this server's maximum: {} (AGENTHOLD_MAX_CPUS, _MAX_MEMORY_MIB, _MAX_PIDS)", over.join(", ")),
+            format!(
+                "over this server's maximum: {} (AGENTHOLD_MAX_CPUS, _MAX_MEMORY_MIB, _MAX_PIDS, _MAX_DISK_MIB)",
+                over.join(", ")
+            ),
         ));
     }
     Ok(())
@@ -272,7 +291,8 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     let cpus = limits.cpus.unwrap_or(agent.cpus);
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
     let pids_limit = limits.pids.unwrap_or(agent.pids_limit);
-    check_limits(state, cpus, memory_mib, pids_limit)?;
+    let disk_mib = limits.disk_mib.or(agent.disk_mib);
+    check_limits(state, cpus, memory_mib, pids_limit, disk_mib.unwrap_or_else(|| state.config.default_disk_mib()))?;
     let turn_timeout_secs = check_turn_seconds(state, limits.turn_seconds, agent.turn_timeout_secs)?;
     let auto_sleep_secs = match limits.auto_sleep_secs {
         Some(secs) => check_auto_sleep(secs)?,
@@ -289,6 +309,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         cpus,
         memory_mib,
         pids_limit,
+        disk_mib,
         turn_timeout_secs,
         auto_sleep_secs,
     };
@@ -323,8 +344,11 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     if settings.image != agent.image {
         changed("image", json!(settings.image), false, true);
     }
-    if (settings.cpus, settings.memory_mib, settings.pids_limit) != (agent.cpus, agent.memory_mib, agent.pids_limit) {
-        let limits = json!({"cpus": settings.cpus, "memory_mib": settings.memory_mib, "pids": settings.pids_limit});
+    if (settings.cpus, settings.memory_mib, settings.pids_limit, settings.disk_mib)
+        != (agent.cpus, agent.memory_mib, agent.pids_limit, agent.disk_mib)
+    {
+        let limits = json!({"cpus": settings.cpus, "memory_mib": settings.memory_mib, "pids": settings.pids_limit,
+            "disk_mib": settings.disk_mib.unwrap_or_else(|| state.config.default_disk_mib())});
         changed("limits", limits, false, true);
     }
     if settings.turn_timeout_secs != agent.turn_timeout_secs {

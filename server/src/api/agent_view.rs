@@ -127,12 +127,30 @@ pub struct AgentLimits {
     memory_mib: i32,
     /// Processes.
     pids: i32,
+    /// Disk space, MiB, of the sandbox's home and of its writable layer, each (its own, or the
+    /// server's default).
+    disk_mib: i32,
+    /// Which of those its engine enforces (`null`: not known yet, the engine was not asked).
+    #[schema(required = true)]
+    disk_enforced: Option<DiskEnforced>,
     /// Seconds of activity a turn may take (`null`: the server's limit).
     #[schema(required = true)]
     turn_seconds: Option<i32>,
     /// Seconds idle before it is put to sleep (0: never; `null`: the server's setting).
     #[schema(required = true)]
     auto_sleep_secs: Option<i32>,
+}
+
+/// Which disk limits an agent's engine enforces (docs/security.md, "Disk").
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DiskEnforced {
+    /// The home's size.
+    home: bool,
+    /// The writable layer's size (the files outside the home).
+    writable_layer: bool,
+    /// Why one is not enforced (`null` when both are).
+    #[schema(required = true)]
+    note: Option<String>,
 }
 
 /// A secret attached to an agent (never its value or placeholder).
@@ -224,6 +242,12 @@ pub fn agent_view(
             cpus: agent.cpus,
             memory_mib: agent.memory_mib,
             pids: agent.pids_limit,
+            disk_mib: agent.disk_mib.unwrap_or_else(|| state.config.default_disk_mib()),
+            disk_enforced: state.driver.disk_enforcement(&agent.engine).map(|e| DiskEnforced {
+                home: e.home,
+                writable_layer: e.writable_layer,
+                note: e.note,
+            }),
             turn_seconds: agent.turn_timeout_secs,
             auto_sleep_secs: agent.auto_sleep_secs,
         },

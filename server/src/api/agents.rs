@@ -144,7 +144,8 @@ pub async fn create(
     let cpus = limits.cpus.unwrap_or(state.config.default_cpus.min(max_cpus));
     let memory_mib = limits.memory_mib.unwrap_or(state.config.default_memory_mib.min(max_memory));
     let pids_limit = limits.pids.unwrap_or(state.config.default_pids_limit.min(max_pids));
-    check_limits(&state, cpus, memory_mib, pids_limit)?;
+    let disk_mib = limits.disk_mib.unwrap_or_else(|| state.config.default_disk_mib());
+    check_limits(&state, cpus, memory_mib, pids_limit, disk_mib)?;
     let turn_timeout_secs = check_turn_seconds(&state, limits.turn_seconds, None)?;
     let auto_sleep_secs = check_auto_sleep(limits.auto_sleep_secs.flatten())?;
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
@@ -166,6 +167,7 @@ pub async fn create(
         cpus,
         memory_mib,
         pids_limit,
+        disk_mib,
         turn_timeout_secs,
         auto_sleep_secs,
         engine: (crate::sandbox::LOCAL_ENGINE.to_owned(), None),
@@ -182,8 +184,9 @@ pub async fn create(
             other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
         })?;
         placements += 1;
-        // A sandbox started ahead (the warm pool, on the local engine) gives the agent its id.
-        let claimed = (placement.engine == crate::sandbox::LOCAL_ENGINE)
+        // A sandbox started ahead (the warm pool, on the local engine) gives the agent its id;
+        // not to one with a disk size of its own (a sandbox's size is fixed when it is made).
+        let claimed = (placement.engine == crate::sandbox::LOCAL_ENGINE && disk_mib == state.config.default_disk_mib())
             .then(|| state.warm_pool.as_ref().and_then(|pool| pool.claim(&agent.image)))
             .flatten();
         agent.id = claimed

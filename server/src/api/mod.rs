@@ -4,6 +4,7 @@
 mod agent_settings;
 mod agent_view;
 mod agents;
+mod body_read;
 pub mod error;
 mod extract;
 mod grants;
@@ -53,10 +54,16 @@ pub fn internal_router(state: AppState) -> Router {
 fn routes(state: AppState, internal: bool) -> Router {
     let limits = limits::RequestLimits::new(
         state.config.max_concurrent_requests as usize,
+        state.config.max_anonymous_requests as usize,
+        state.config.caller_caps(),
         std::time::Duration::from_secs(state.config.request_timeout_secs),
         Some(state.availability.clone()),
     );
     let body_limit = usize::try_from(state.config.max_body_bytes).unwrap_or(usize::MAX);
+    let body_read = body_read::BodyRead {
+        base: std::time::Duration::from_secs(state.config.body_read_secs),
+        cap: body_limit.max(usize::try_from(state.config.webhook_max_body_bytes).unwrap_or(usize::MAX)),
+    };
     let routes = Router::new()
         .route("/", get(web::serve))
         .route("/healthz", get(health::healthz))
@@ -119,6 +126,7 @@ fn routes(state: AppState, internal: bool) -> Router {
     routes
         .fallback(web::serve)
         .layer(axum::middleware::from_fn_with_state(limits, limits::enforce))
+        .layer(axum::middleware::from_fn_with_state(body_read, body_read::read_first))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(crate::metrics::track_http))
         .layer(

@@ -264,6 +264,11 @@ async fn pump(
                         link.send(&Control::Resize { channel, cols: cols.max(1), rows: rows.max(1) });
                     }
                 }
+                // Answered at once, so the client's close handshake completes (also mid-flood).
+                Some(Ok(Message::Close(_))) => {
+                    ws::answer_close(&mut sink).await;
+                    break;
+                }
                 Some(Ok(_)) => {}
                 None | Some(Err(_)) => break,
             },

@@ -189,7 +189,7 @@ async fn change_member(
     // What they made to act on their behalf stops with their standing: paused until an admin
     // resumes it.
     if role.is_none_or(|role| role < Role::Operator) {
-        let (schedules, webhooks) = store::schedules::pause_made_by(&state.pool, path.user_id, path.id).await?;
+        let (schedules, webhooks) = store::triggers::pause_made_by(&state.pool, path.user_id, path.id).await?;
         if !schedules.is_empty() || !webhooks.is_empty() {
             let detail = json!({"schedules": schedules, "webhooks": webhooks, "reason": "creator_left"});
             audit(state, principal, path.id, "triggers.paused", "member", path.user_id.to_string(), detail).await?;

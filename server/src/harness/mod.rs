@@ -208,6 +208,7 @@ mod tests {
             cpus: 1.0,
             memory_mib: 512,
             pids_limit: 64,
+            disk_mib: None,
             turn_timeout_secs: None,
             login_user_id: None,
             sandbox_login_at: None,

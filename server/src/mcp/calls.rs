@@ -189,9 +189,7 @@ async fn prompt(
         Some(id) => id,
         None => {
             let id = SessionId::new();
-            match store::schedules::create_session(&mut tx, id, target.agent_id, state.config.max_sessions_per_agent)
-                .await
-            {
+            match store::sessions::create_in(&mut tx, id, target.agent_id, state.config.max_sessions_per_agent).await {
                 Ok(()) => id,
                 Err(store::quotas::QuotaError::Exceeded(message)) => {
                     return Ok(Err(ToolError::new("QUOTA_EXCEEDED", message)));

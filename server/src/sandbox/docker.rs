@@ -7,7 +7,8 @@
 //!
 //! Containers are hardened: every capability dropped but the few sandboxd needs to hand the
 //! harness to the `agent` user ([`CAP_ADD`]), `no-new-privileges`, no swap beyond the memory
-//! limit, a file-descriptor limit. Each container is labelled with the tools volume and the
+//! limit, a file-descriptor limit, and a size for the home and the writable layer where the
+//! engine can enforce one ([`super::docker_disk`]). Each container is labelled with the tools volume and the
 //! container settings it was made with; one made by another server version is reported
 //! [`SandboxStatus::Stale`], to be recreated around the same home.
 //!
@@ -35,9 +36,10 @@ use futures_util::future::BoxFuture;
 use sha2::Digest;
 use tokio::sync::OnceCell;
 
+use super::docker_disk::{self as disk, Disk};
 use super::docker_netns::{self as netns, HolderState};
 use super::docker_networks::Networks;
-use super::{DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
+use super::{DiskCheck, DiskEnforcement, DiskLimits, DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
 use crate::ids::AgentId;
 
 /// Where agenthold's tools live inside a container.
@@ -89,6 +91,8 @@ pub struct DockerDriver {
     /// The address the egress proxy sees all its sandboxes' traffic come from (a remote engine
     /// whose traffic reaches the proxy through its host); `None`: each sandbox's own address.
     proxy_source_addr: Option<std::net::IpAddr>,
+    /// Its sandboxes' disk limits, and what the engine can enforce ([`super::docker_disk`]).
+    disk: Disk,
 }
 
 /// How long a remote engine has to answer a ping before it is taken as unavailable.
@@ -131,6 +135,7 @@ impl DockerDriver {
             proxy_ca: None,
             tunnel_url: None,
             proxy_source_addr: None,
+            disk: Disk::new(DiskLimits::Auto, disk::DEFAULT_MIB),
         }
     }
 
@@ -201,6 +206,14 @@ impl DockerDriver {
             let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
             (pem, hash)
         });
+        self
+    }
+
+    /// Sandboxes made from now on get disk limits per `mode`, of `default_mib` (MiB) each for
+    /// the home and the writable layer when their spec names none.
+    #[must_use]
+    pub fn with_disk_limits(mut self, mode: DiskLimits, default_mib: i32) -> Self {
+        self.disk = Disk::new(mode, default_mib);
         self
     }
 
@@ -334,11 +347,13 @@ impl DockerDriver {
         HashMap::from([("agenthold.instance".to_owned(), self.instance.clone())])
     }
 
-    /// The agent's home volume (creating an existing one is a no-op).
-    async fn ensure_home(&self, agent_id: AgentId) -> Result<(), DriverError> {
+    /// The agent's home volume, of `size` (the local driver's option) when it is made (creating
+    /// an existing one is a no-op: it keeps the size it was made with).
+    async fn ensure_home(&self, agent_id: AgentId, size: Option<String>) -> Result<(), DriverError> {
         let volume = VolumeCreateRequest {
             name: Some(self.volume(agent_id)),
             labels: Some(self.labels(agent_id)),
+            driver_opts: size.map(|size| HashMap::from([("size".to_owned(), size)])),
             ..Default::default()
         };
         self.docker.create_volume(volume).await.map(|_| ()).map_err(engine)
@@ -355,10 +370,12 @@ impl DockerDriver {
             remove_container(&self.docker, &holder).await?;
             known = HolderState::Missing;
         }
+        // Asked of the engine once (at start, usually): nothing to wait for here.
+        let disk = self.disk.plan(&self.docker, &self.instance, &spec.image, spec.disk_mib).await?;
         // Independent engine calls, at once: they are most of a cold start's overhead.
         let (gateway, (), tools) = tokio::try_join!(
             self.networks.ensure(agent_id),
-            self.ensure_home(agent_id),
+            self.ensure_home(agent_id, disk.home.clone()),
             self.tools_volume(&spec.image)
         )?;
         let holder_spec = netns::HolderSpec {
@@ -402,8 +419,13 @@ impl DockerDriver {
             security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
             // The holder's namespace: its address, DNS and hosts (`host.docker.internal`).
             network_mode: Some(netns::joined(&holder_id)),
+            storage_opt: disk.writable_layer.map(|size| HashMap::from([("size".to_owned(), size)])),
             ..Default::default()
         };
+        let mut labels = self.labels_with_versions(agent_id, &tools);
+        if let Some(mib) = disk.label {
+            labels.insert(disk::DISK_LABEL.to_owned(), mib);
+        }
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             entrypoint: Some(vec![format!("{TOOLS_DIR}/sandboxd")]),
@@ -421,7 +443,7 @@ impl DockerDriver {
                 .flatten()
                 .collect(),
             ),
-            labels: Some(self.labels_with_versions(agent_id, &tools)),
+            labels: Some(labels),
             host_config: Some(host_config),
             ..Default::default()
         };
@@ -459,6 +481,11 @@ impl SandboxDriver for DockerDriver {
             match self.tools_volume(image).await {
                 Ok(tools) => self.networks.hold_ready_with(image, &tools, TOOLS_DIR),
                 Err(error) => tracing::warn!(%error, image, "preparing the tools volume (it is retried on first use)"),
+            }
+            if self.disk.mode != DiskLimits::Off
+                && let Err(error) = self.disk.support(&self.docker, &self.instance, image).await
+            {
+                tracing::warn!(%error, image, "asking the engine which disk limits it enforces (asked again on first use)");
             }
             self.networks.prepare().await;
         }
@@ -704,6 +731,14 @@ impl SandboxDriver for DockerDriver {
 
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
         async move { super::docker_oom::oom_killed(&self.docker, &self.container(agent_id)).await }.boxed()
+    }
+
+    fn disk_enforcement(&self, _engine: &str) -> Option<DiskEnforcement> {
+        self.disk.enforcement()
+    }
+
+    fn disk_check(&self, agent_id: AgentId) -> BoxFuture<'_, Result<DiskCheck, DriverError>> {
+        async move { disk::check(&self.docker, &self.container(agent_id), &self.volume(agent_id)).await }.boxed()
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod deletion;
 pub mod docker;
+mod docker_disk;
 mod docker_events;
 mod docker_netns;
 mod docker_networks;
@@ -43,6 +44,59 @@ pub struct SandboxSpec {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Disk space (MiB) its home and its writable layer may each hold, where the engine can
+    /// limit them; `None`: the driver's default (`AGENTHOLD_SANDBOX_DISK_MIB`).
+    pub disk_mib: Option<i32>,
+}
+
+/// Whether `text` carries the C library's words for ENOSPC or EDQUOT: a write failed for want of
+/// space (XFS reports a full project quota as ENOSPC, btrfs a full qgroup as EDQUOT).
+pub fn says_disk_full(text: &str) -> bool {
+    ["No space left on device", "Disk quota exceeded"].iter().any(|words| text.contains(words))
+}
+
+/// Whether Docker sandboxes get disk limits (`AGENTHOLD_SANDBOX_DISK_LIMITS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiskLimits {
+    /// Where the engine can enforce them (a warning, once, says where it cannot).
+    #[default]
+    Auto,
+    /// A sandbox is not started on an engine that cannot enforce both.
+    Required,
+    /// None.
+    Off,
+}
+
+/// Which disk limits an engine enforces on its sandboxes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiskEnforcement {
+    /// The home's (a `size` on its volume: the local volume driver on xfs with project quotas).
+    pub home: bool,
+    /// The writable layer's (`StorageOpt size`: overlay2 on xfs with project quotas, btrfs).
+    pub writable_layer: bool,
+    /// Why one is not enforced (`None` when both are).
+    pub note: Option<String>,
+}
+
+/// How full one part of a sandbox's disk is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Fullness {
+    /// A small write succeeds.
+    #[default]
+    Room,
+    /// Writes fail: the part reached its own limit (MiB).
+    AtLimit(i64),
+    /// Writes fail, and the part has no limit of its own: the engine's disk is full.
+    EngineFull,
+}
+
+/// Where a sandbox's writes fail for want of space.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskCheck {
+    /// Its home.
+    pub home: Fullness,
+    /// Its writable layer (the files outside the home).
+    pub writable_layer: Fullness,
 }
 
 /// The engine of the server's own host (`DOCKER_HOST` or the default socket; for the local
@@ -83,6 +137,10 @@ pub enum DriverError {
     /// The host has no room for one more sandbox (the subnet pool is full).
     #[error("{0}")]
     Capacity(String),
+    /// The engine cannot do what the server's settings require (disk limits, when
+    /// `AGENTHOLD_SANDBOX_DISK_LIMITS=required`); the message says what and why.
+    #[error("{0}")]
+    Unsupported(String),
     /// Anything else the engine said.
     #[error("{0}")]
     Engine(String),
@@ -179,4 +237,17 @@ pub trait SandboxDriver: Send + Sync {
     /// Whether the engine killed a process of the sandbox for want of memory (since it last
     /// started). Drivers without memory limits say false.
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>>;
+    /// Which disk limits the engine `engine` enforces (`None`: not known yet, the engine was not
+    /// asked yet). Drivers without disk limits enforce none.
+    fn disk_enforcement(&self, _engine: &str) -> Option<DiskEnforcement> {
+        Some(DiskEnforcement {
+            note: Some(format!("the {} driver has no disk limits", self.kind())),
+            ..Default::default()
+        })
+    }
+    /// Whether writes in the sandbox's home and writable layer fail for want of space now
+    /// (asked when a turn reported ENOSPC or EDQUOT). Drivers that cannot tell say there is room.
+    fn disk_check(&self, _agent_id: AgentId) -> BoxFuture<'_, Result<DiskCheck, DriverError>> {
+        Box::pin(std::future::ready(Ok(DiskCheck::default())))
+    }
 }

@@ -23,7 +23,9 @@ use sqlx::PgPool;
 use super::docker::DockerDriver;
 use super::engines::Load;
 use super::orphans::Labelled;
-use super::{DriverError, LOCAL_ENGINE, Placement, SandboxDriver, SandboxSpec, SandboxStatus};
+use super::{
+    DiskCheck, DiskEnforcement, DriverError, LOCAL_ENGINE, Placement, SandboxDriver, SandboxSpec, SandboxStatus,
+};
 use crate::ids::AgentId;
 
 /// How often an engine that did not answer is asked again, at most.
@@ -322,6 +324,14 @@ impl SandboxDriver for MultiEngineDriver {
 
     fn oom_killed(&self, agent_id: AgentId) -> BoxFuture<'_, Result<bool, DriverError>> {
         async move { self.driver_of(agent_id).await?.oom_killed(agent_id).await }.boxed()
+    }
+
+    fn disk_enforcement(&self, engine: &str) -> Option<DiskEnforcement> {
+        self.engines.iter().find(|e| e.name == engine)?.driver.disk_enforcement(engine)
+    }
+
+    fn disk_check(&self, agent_id: AgentId) -> BoxFuture<'_, Result<DiskCheck, DriverError>> {
+        async move { self.driver_of(agent_id).await?.disk_check(agent_id).await }.boxed()
     }
 }
 

@@ -277,6 +277,8 @@ impl WarmPool {
             cpus: settings.cpus,
             memory_mib: settings.memory_mib,
             pids_limit: settings.pids_limit,
+            // The driver's default: an agent with a size of its own takes no pooled sandbox.
+            disk_mib: None,
         };
         let made = async {
             let handle = driver.create(spec).await?;

@@ -44,6 +44,9 @@ pub struct AgentRow {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Disk space of its home and of its writable layer, each (MiB; `None`, agents made before
+    /// disk limits: the server's default).
+    pub disk_mib: Option<i32>,
     /// Its own turn time limit in seconds of activity (`None`: the server's).
     pub turn_timeout_secs: Option<i32>,
     /// Whose provider logins it uses (`None`: nobody's).
@@ -91,6 +94,8 @@ pub struct NewAgent {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Disk space (MiB).
+    pub disk_mib: i32,
     /// Turn time limit (seconds of activity; `None`: the server's).
     pub turn_timeout_secs: Option<i32>,
     /// Its own auto-sleep time.
@@ -218,8 +223,8 @@ pub async fn insert(
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
                               workspace_id, created_by, model, posture, policy, turn_timeout_secs, login_user_id,
-                              auto_sleep_secs, engine)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12, $17, $18)
+                              auto_sleep_secs, engine, disk_mib)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12, $17, $18, $19)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -239,6 +244,7 @@ pub async fn insert(
         agent.turn_timeout_secs,
         agent.auto_sleep_secs,
         engine.as_str(),
+        agent.disk_mib,
     )
     .execute(&mut *tx)
     .await?;
@@ -271,6 +277,7 @@ struct AgentRecord {
     cpus: f64,
     memory_mib: i32,
     pids_limit: i32,
+    disk_mib: Option<i32>,
     turn_timeout_secs: Option<i32>,
     login_user_id: Option<uuid::Uuid>,
     sandbox_login_at: Option<DateTime<Utc>>,
@@ -299,6 +306,7 @@ impl From<AgentRecord> for AgentRow {
             cpus: r.cpus,
             memory_mib: r.memory_mib,
             pids_limit: r.pids_limit,
+            disk_mib: r.disk_mib,
             turn_timeout_secs: r.turn_timeout_secs,
             login_user_id: r.login_user_id,
             sandbox_login_at: r.sandbox_login_at,
@@ -324,8 +332,8 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
         AgentRecord,
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
                   driver, engine,
-                  permission_policy, cpus, memory_mib, pids_limit, turn_timeout_secs, login_user_id, sandbox_login_at,
-                  auto_sleep_secs, desired_state, created_at
+                  permission_policy, cpus, memory_mib, pids_limit, disk_mib, turn_timeout_secs, login_user_id,
+                  sandbox_login_at, auto_sleep_secs, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
         including_deleting
@@ -341,8 +349,9 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         AgentRecord,
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
-                  a.image, a.driver, a.engine, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.turn_timeout_secs,
-                  a.login_user_id, a.sandbox_login_at, a.auto_sleep_secs, a.desired_state, a.created_at
+                  a.image, a.driver, a.engine, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.disk_mib,
+                  a.turn_timeout_secs, a.login_user_id, a.sandbox_login_at, a.auto_sleep_secs, a.desired_state,
+                  a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#,
@@ -461,6 +470,8 @@ pub struct AgentSettings {
     pub memory_mib: i32,
     /// Process limit.
     pub pids_limit: i32,
+    /// Disk space (MiB; `None`: the server's default).
+    pub disk_mib: Option<i32>,
     /// Turn time limit (seconds of activity; `None`: the server's).
     pub turn_timeout_secs: Option<i32>,
     /// Its own auto-sleep time.
@@ -473,7 +484,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
     let done = sqlx::query!(
         r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
                              memory_mib = $8, pids_limit = $9, posture = $10, policy = $11,
-                             turn_timeout_secs = $12, auto_sleep_secs = $13
+                             turn_timeout_secs = $12, auto_sleep_secs = $13, disk_mib = $14
            WHERE id = $1 AND deleting_at IS NULL"#,
         id.0,
         settings.harness,
@@ -488,6 +499,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
         settings.policy,
         settings.turn_timeout_secs,
         settings.auto_sleep_secs,
+        settings.disk_mib,
     )
     .execute(pool)
     .await?;

@@ -17,6 +17,7 @@ pub mod schedules;
 pub mod secrets;
 pub mod sessions;
 pub mod tokens;
+pub mod triggers;
 pub mod users;
 pub mod warm_pool;
 pub mod webhooks;

@@ -243,51 +243,12 @@ pub async fn pause_for_maker(tx: &mut sqlx::PgConnection, id: Uuid) -> sqlx::Res
     Ok(())
 }
 
-/// Pauses the schedules and webhooks `user` made for the agents of `workspace_id` (they left it,
-/// or lost the operator role there); the ids of each that was running.
-pub async fn pause_made_by(pool: &PgPool, user: Uuid, workspace_id: Uuid) -> sqlx::Result<(Vec<Uuid>, Vec<Uuid>)> {
-    let mut tx = pool.begin().await?;
-    let schedules = sqlx::query_scalar!(
-        r#"UPDATE schedules SET paused = true, paused_reason = 'creator_left'
-           WHERE created_by = $1 AND NOT paused AND agent_id IN (SELECT id FROM agents WHERE workspace_id = $2)
-           RETURNING id"#,
-        user,
-        workspace_id
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    let webhooks = sqlx::query_scalar!(
-        r#"UPDATE webhooks SET paused = true, paused_reason = 'creator_left'
-           WHERE created_by = $1 AND NOT paused AND agent_id IN (SELECT id FROM agents WHERE workspace_id = $2)
-           RETURNING id"#,
-        user,
-        workspace_id
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok((schedules, webhooks))
-}
-
 /// Whether a turn is unfinished.
 pub async fn turn_is_open(tx: &mut sqlx::PgConnection, turn_id: TurnId) -> sqlx::Result<Option<SessionId>> {
     let session = sqlx::query_scalar!(r#"SELECT session_id FROM turns WHERE id = $1 AND state <> 'ended'"#, turn_id.0)
         .fetch_optional(&mut *tx)
         .await?;
     Ok(session.map(SessionId))
-}
-
-/// Creates a session inside `tx` (a run that opens a new one), unless the agent holds
-/// `max_sessions` already.
-pub async fn create_session(
-    tx: &mut sqlx::PgConnection,
-    id: SessionId,
-    agent_id: AgentId,
-    max_sessions: i64,
-) -> Result<(), super::quotas::QuotaError> {
-    super::quotas::sessions_of_agent(tx, agent_id, max_sessions).await?;
-    sqlx::query!(r#"INSERT INTO sessions (id, agent_id) VALUES ($1, $2)"#, id.0, agent_id.0).execute(&mut *tx).await?;
-    Ok(())
 }
 
 /// A run as recorded.

@@ -64,6 +64,19 @@ pub async fn create(
     Ok(SessionRow { id, agent_id, acp_session_id: None, last_seq: 0, created_at: row.created_at })
 }
 
+/// Creates a session inside `tx` (a trigger's run or an agent's prompt that opens a new one), unless the agent holds
+/// `max_sessions` already.
+pub async fn create_in(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    agent_id: AgentId,
+    max_sessions: i64,
+) -> Result<(), super::quotas::QuotaError> {
+    super::quotas::sessions_of_agent(tx, agent_id, max_sessions).await?;
+    sqlx::query!(r#"INSERT INTO sessions (id, agent_id) VALUES ($1, $2)"#, id.0, agent_id.0).execute(&mut *tx).await?;
+    Ok(())
+}
+
 /// Why a session was not deleted.
 #[derive(Debug, thiserror::Error)]
 pub enum DeleteError {

@@ -7,6 +7,7 @@
 
 pub mod auto_sleep;
 pub mod core;
+mod disk;
 pub mod host;
 pub mod observed;
 mod reads;

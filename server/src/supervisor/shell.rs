@@ -457,6 +457,9 @@ impl Shell {
             Job::ExplainKill => self
                 .tasks
                 .push(Box::pin(async move { Some(Input::KillExplained(explain_kill(&deps, agent_id).await)) })),
+            Job::CheckDisk { turns } => self.tasks.push(Box::pin(async move {
+                Some(Input::DiskChecked { turns, finding: super::disk::check(&deps, agent_id).await })
+            })),
             Job::Stop { reply } => {
                 self.link = None;
                 self.inbox = None;
@@ -594,6 +597,8 @@ async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began:
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
         match e {
             crate::sandbox::DriverError::Capacity(message) => format!("CAPACITY: {message}"),
+            // What the server's settings require and the engine cannot do: said as it is.
+            crate::sandbox::DriverError::Unsupported(message) => message,
             _ => "the sandbox could not start (see the server log)".to_owned(),
         }
     };
@@ -626,6 +631,7 @@ async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began:
             cpus: agent.cpus,
             memory_mib: agent.memory_mib,
             pids_limit: agent.pids_limit,
+            disk_mib: agent.disk_mib,
         };
         let handle = driver.create(spec).await.map_err(failed)?;
         store::sandboxes::set_handle(&deps.pool, agent_id, Some(&handle)).await.map_err(database)?;

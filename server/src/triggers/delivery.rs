@@ -245,7 +245,7 @@ async fn start(
         None => {
             let session_id = SessionId::new();
             let max = state.config.max_sessions_per_agent;
-            match store::schedules::create_session(&mut tx, session_id, webhook.agent_id, max).await {
+            match store::sessions::create_in(&mut tx, session_id, webhook.agent_id, max).await {
                 Ok(()) => {}
                 Err(store::quotas::QuotaError::Exceeded(message)) => {
                     drop(tx);

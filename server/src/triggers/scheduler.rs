@@ -148,7 +148,7 @@ async fn run_schedule(
         Some(session_id) => session_id,
         None => {
             let session_id = SessionId::new();
-            match store::schedules::create_session(tx, session_id, schedule.agent_id, quotas.sessions).await {
+            match store::sessions::create_in(tx, session_id, schedule.agent_id, quotas.sessions).await {
                 Ok(()) => session_id,
                 Err(store::quotas::QuotaError::Exceeded(message)) => {
                     // No session to tell: the run's record says why.

@@ -24,6 +24,8 @@ pub fn router(state: AppState) -> Router {
     // The same limits as the API's (docs/operations.md, "Limits"); sandboxd retries a refusal.
     let limits = crate::api::limits::RequestLimits::new(
         state.config.max_concurrent_requests as usize,
+        state.config.max_anonymous_requests as usize,
+        state.config.caller_caps(),
         std::time::Duration::from_secs(state.config.request_timeout_secs),
         None,
     );

@@ -89,6 +89,7 @@ impl DriverUnderTest {
             cpus: 1.0,
             memory_mib,
             pids_limit: 256,
+            disk_mib: None,
         }
     }
 

@@ -93,3 +93,37 @@ async fn a_terminal_that_is_not_read_neither_stalls_the_agent_nor_stays_open() {
         "the server says why it closed the terminal"
     );
 }
+
+#[tokio::test]
+async fn a_terminal_answers_its_client_s_close_at_once_while_output_floods() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let url = format!("{}/api/v1/agents/{agent}/terminal", server.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {}", server.token).parse().expect("header"));
+    let (mut terminal, _) = tokio_tungstenite::connect_async(request).await.expect("opening the terminal");
+    terminal.send(Message::Binary(b"yes\n".to_vec().into())).await.expect("input");
+    // Read some of the flood, then ask to close.
+    let mut read = 0usize;
+    while read < 64 * 1024 {
+        match tokio::time::timeout(Duration::from_secs(60), terminal.next()).await {
+            Ok(Some(Ok(Message::Binary(bytes)))) => read += bytes.len(),
+            Ok(Some(Ok(_))) => {}
+            other => panic!("the output stopped after {read} bytes: {other:?}"),
+        }
+    }
+    let asked = std::time::Instant::now();
+    terminal.send(Message::Close(None)).await.expect("sending the close");
+    let answered = loop {
+        match tokio::time::timeout(Duration::from_secs(10), terminal.next()).await {
+            Ok(Some(Ok(Message::Close(_)))) => break true,
+            Ok(Some(Ok(_))) => {}
+            Ok(None) | Ok(Some(Err(_))) => break false,
+            Err(_) => panic!("no Close came back within 10 s"),
+        }
+    };
+    let took = asked.elapsed();
+    eprintln!("the terminal answered the client's Close mid-flood in {took:?}");
+    assert!(answered, "the socket ended without the server's Close");
+    assert!(took < Duration::from_secs(2), "answered in {took:?}");
+}

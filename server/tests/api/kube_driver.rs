@@ -38,6 +38,8 @@ fn settings(proxy: bool) -> Settings {
         tunnel_port: 7701,
         proxy: proxy.then(|| (parse_labels(agenthold_server::config::KUBE_SERVER_LABELS).expect("labels"), 3128)),
         proxy_ca: proxy.then(|| ("-----BEGIN CERTIFICATE-----\nproxy-ca\n".to_owned(), "0011223344556677".to_owned())),
+        // Resolved by the driver for the Pods' hosts files (the test host resolves `localhost`).
+        proxy_addr: proxy.then(|| "localhost:3128".to_owned()),
     }
 }
 
@@ -51,12 +53,13 @@ fn spec() -> SandboxSpec {
     SandboxSpec {
         agent_id: agent(),
         image: "agenthold/test:latest".to_owned(),
-        tunnel_url: "ws://agenthold:7701/tunnel".to_owned(),
+        tunnel_url: "ws://localhost:7701/tunnel".to_owned(),
         tunnel_ca_pem: None,
         token: Secret::new(TOKEN),
         cpus: 1.5,
         memory_mib: 768,
         pids_limit: 256,
+        disk_mib: None,
     }
 }
 
@@ -116,15 +119,22 @@ async fn create_makes_the_claim_secret_policy_then_the_pod_and_start_leaves_it()
         policy["spec"]["egress"].as_array().expect("egress").iter().map(|rule| rule["ports"].clone()).collect();
     assert_eq!(
         ports,
-        vec![
-            json!([{"protocol": "TCP", "port": 7701}]),
-            json!([{"protocol": "TCP", "port": 3128}]),
-            json!([{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}])
-        ]
+        vec![json!([{"protocol": "TCP", "port": 7701}]), json!([{"protocol": "TCP", "port": 3128}]),],
+        "no DNS: the cluster's resolver forwards any name"
     );
 
     let pod = replay.body("POST", &format!("{CORE}/pods"));
     check_pod(&pod);
+    // The names it needs are in its hosts file; its resolver answers nothing.
+    assert_eq!(pod["spec"]["dnsPolicy"], "None");
+    assert_eq!(pod["spec"]["dnsConfig"]["nameservers"], json!(["127.0.0.1"]));
+    let aliases = pod["spec"]["hostAliases"].as_array().expect("host aliases");
+    assert!(
+        aliases
+            .iter()
+            .any(|a| a["hostnames"] == json!(["localhost"]) && a["ip"].as_str().is_some_and(|ip| !ip.is_empty())),
+        "{aliases:?}"
+    );
     let env = pod["spec"]["containers"][0]["env"].as_array().expect("env").clone();
     assert!(env.iter().any(|e| e["name"] == "AGENTHOLD_PROXY_CA_PEM"), "the proxy CA is handed over");
     assert_eq!(pod["metadata"]["annotations"]["agenthold.proxy-ca"], "0011223344556677");
@@ -139,7 +149,7 @@ async fn create_over_existing_objects_keeps_the_claim_and_replaces_the_rest() {
     let secret = replay.body("PUT", &format!("{CORE}/secrets/agenthold-token-{AGENT}"));
     assert_eq!(secret["data"]["token"], "YS1zYW5kYm94LXRva2VuLTRmMWQ5Yw==", "the new token replaces the old");
     let policy = replay.body("PUT", &format!("{NET}/networkpolicies/agenthold-{AGENT}"));
-    assert_eq!(policy["spec"]["egress"].as_array().map(Vec::len), Some(2), "no proxy rule without a proxy");
+    assert_eq!(policy["spec"]["egress"].as_array().map(Vec::len), Some(1), "no proxy rule without a proxy, no DNS");
     let deleted = replay.body("DELETE", &pod_path());
     assert_eq!(deleted["gracePeriodSeconds"], 0, "the old Pod goes at once");
     let posts: Vec<Value> = replay

@@ -1,6 +1,7 @@
 //! Integration tests against a real `agenthold` process, real Postgres and (by default) a real
 //! Docker engine, with the real sandboxd and fakeagent speaking ACP over the real tunnel.
 
+mod abuse;
 mod agent_changes;
 mod agent_states;
 mod agents_prompting;
@@ -14,6 +15,7 @@ mod db_gate;
 mod db_outage;
 mod density;
 mod driver_delete;
+mod driver_disk;
 mod driver_events;
 mod driver_hardening;
 mod driver_netns;

@@ -119,7 +119,9 @@ impl SecondEngine {
             .arg(format!("--bridge={bridge}"))
             .args(["--iptables=false", "--ip6tables=false", "--ip-masq=false"]);
         let (ok, driver) = crate::driver_support::docker(&["info", "--format", "{{.Driver}}"]);
-        if ok && !driver.is_empty() {
+        // Not btrfs (the main engine's on the disk scripts/dev/docker.sh makes): it needs its
+        // data-root on btrfs, and this one is a directory of the host's (dockerd's own choice).
+        if ok && !driver.is_empty() && driver != "btrfs" {
             command.arg(format!("--storage-driver={driver}"));
         }
         std::os::unix::process::CommandExt::process_group(&mut command, 0);

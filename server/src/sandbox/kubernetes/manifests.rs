@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    ResourceRequirements, SeccompProfile, Secret, SecretKeySelector, SecurityContext, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HostAlias, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodDNSConfig, PodDNSConfigOption,
+    PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, Secret, SecretKeySelector, SecurityContext,
+    Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
@@ -44,7 +44,38 @@ pub const INPUTS_ANNOTATION: &str = "agenthold.sandbox";
 pub const TOKEN_KEY: &str = "token";
 /// The version of the Pod settings [`Manifests::pod`] makes: bumped whenever they change, so that
 /// Pods made before are recreated (their status is [`SandboxStatus::Stale`]).
-pub const SPEC_VERSION: &str = "k1";
+pub const SPEC_VERSION: &str = "k2";
+/// The resolver a sandbox Pod is given: the loopback address, where nothing listens (a lookup
+/// fails at once).
+pub const NO_RESOLVER: &str = "127.0.0.1";
+
+/// The hosts-file entries of a Pod: one per address, with its names.
+fn host_aliases(hosts: &[(std::net::IpAddr, String)]) -> Vec<HostAlias> {
+    let mut by_ip: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (ip, name) in hosts {
+        let names = by_ip.entry(ip.to_string()).or_default();
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    by_ip.into_iter().map(|(ip, hostnames)| HostAlias { ip, hostnames: Some(hostnames) }).collect()
+}
+
+/// The names a sandbox must resolve: the tunnel URL's host and the proxy's (`host:port`), those
+/// that are not addresses already.
+pub fn names_to_resolve(tunnel_url: &str, proxy_addr: Option<&str>) -> Vec<String> {
+    let tunnel_host = tunnel_url.parse::<axum::http::Uri>().ok().and_then(|uri| uri.host().map(str::to_owned));
+    let proxy_host = proxy_addr.and_then(|addr| addr.rsplit_once(':').map(|(host, _)| host.to_owned()));
+    let mut names: Vec<String> = [tunnel_host, proxy_host]
+        .into_iter()
+        .flatten()
+        .map(|host| host.trim_start_matches('[').trim_end_matches(']').to_owned())
+        .filter(|host| !host.is_empty() && host.parse::<std::net::IpAddr>().is_err())
+        .collect();
+    names.dedup();
+    names
+}
+
 /// The sandbox container's name.
 pub const SANDBOX_CONTAINER: &str = "sandbox";
 /// Where the tools image keeps sandboxd and fakeagent (images/tools/Dockerfile).
@@ -73,6 +104,8 @@ pub struct Settings {
     pub proxy: Option<(BTreeMap<String, String>, u16)>,
     /// The egress proxy's CA (PEM) sandboxd installs at start, and its short hash.
     pub proxy_ca: Option<(String, String)>,
+    /// `host:port` sandboxes reach the proxy at (its host goes into their hosts file).
+    pub proxy_addr: Option<String>,
 }
 
 /// What one agent's Pod is made from besides the driver's [`Settings`]: kept in its Secret's
@@ -230,8 +263,10 @@ impl Manifests {
         }
     }
 
-    /// The sandbox's NetworkPolicy: no ingress at all; egress to the server's tunnel port, the
-    /// egress proxy's port (when sandboxes use it) and the cluster DNS, nothing else.
+    /// The sandbox's NetworkPolicy: no ingress at all; egress to the server's tunnel port and the
+    /// egress proxy's port (when sandboxes use it), nothing else — not the cluster DNS, which
+    /// would answer (and forward) any name: the Pod finds the server and the proxy in its hosts
+    /// file ([`Self::pod`]).
     pub fn network_policy(&self, agent_id: AgentId) -> NetworkPolicy {
         let pods = |labels: &BTreeMap<String, String>| NetworkPolicyPeer {
             pod_selector: Some(LabelSelector { match_labels: Some(labels.clone()), ..Default::default() }),
@@ -252,23 +287,6 @@ impl Manifests {
                 ports: Some(vec![port("TCP", *proxy_port)]),
             });
         }
-        egress.push(NetworkPolicyEgressRule {
-            to: Some(vec![NetworkPolicyPeer {
-                namespace_selector: Some(LabelSelector {
-                    match_labels: Some(BTreeMap::from([(
-                        "kubernetes.io/metadata.name".to_owned(),
-                        "kube-system".to_owned(),
-                    )])),
-                    ..Default::default()
-                }),
-                pod_selector: Some(LabelSelector {
-                    match_labels: Some(BTreeMap::from([("k8s-app".to_owned(), "kube-dns".to_owned())])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }]),
-            ports: Some(vec![port("UDP", 53), port("TCP", 53)]),
-        });
         NetworkPolicy {
             metadata: self.meta(self.policy_name(agent_id), agent_id),
             spec: Some(NetworkPolicySpec {
@@ -296,8 +314,12 @@ impl Manifests {
     /// an emptyDir mounted read-only at `/opt/agenthold`; sandboxd runs as root with four
     /// capabilities (the Docker driver's), no privilege escalation, the agent's CPU and memory as
     /// limits, the home claim at `/home/agent`, the token from the Secret. No service account
-    /// token, no service links, never restarted by the kubelet (the server wakes it).
-    pub fn pod(&self, agent_id: AgentId, inputs: &SandboxInputs) -> Pod {
+    /// token, no service links, never restarted by the kubelet (the server wakes it). No DNS: the
+    /// names it needs (`hosts`: the tunnel's and the proxy's, resolved by the driver) are in its
+    /// hosts file, and its resolver points at a local address where nothing answers, so a name
+    /// lookup inside fails at once instead of reaching the cluster DNS (a way out: it forwards
+    /// outside names).
+    pub fn pod(&self, agent_id: AgentId, inputs: &SandboxInputs, hosts: &[(std::net::IpAddr, String)]) -> Pod {
         let mut metadata = self.meta(self.pod_name(agent_id), agent_id);
         let mut annotations = self.version_annotations();
         annotations.insert(PIDS_ANNOTATION.to_owned(), inputs.pids_limit.to_string());
@@ -389,6 +411,17 @@ impl Manifests {
                 init_containers: Some(vec![tools]),
                 containers: vec![sandbox],
                 restart_policy: Some("Never".to_owned()),
+                dns_policy: Some("None".to_owned()),
+                dns_config: Some(PodDNSConfig {
+                    nameservers: Some(vec![NO_RESOLVER.to_owned()]),
+                    searches: Some(Vec::new()),
+                    options: Some(vec![
+                        PodDNSConfigOption { name: Some("ndots".to_owned()), value: Some("1".to_owned()) },
+                        PodDNSConfigOption { name: Some("attempts".to_owned()), value: Some("1".to_owned()) },
+                        PodDNSConfigOption { name: Some("timeout".to_owned()), value: Some("1".to_owned()) },
+                    ]),
+                }),
+                host_aliases: Some(host_aliases(hosts)).filter(|aliases| !aliases.is_empty()),
                 automount_service_account_token: Some(false),
                 enable_service_links: Some(false),
                 termination_grace_period_seconds: Some(5),
@@ -518,6 +551,7 @@ mod tests {
                 tunnel_port: 7701,
                 proxy: proxy.then(|| (parse_labels("app.kubernetes.io/name=agenthold").expect("labels"), 3128)),
                 proxy_ca: proxy.then(|| ("-----BEGIN CERTIFICATE-----".to_owned(), "abcd".to_owned())),
+                proxy_addr: proxy.then(|| "agenthold-proxy:3128".to_owned()),
             },
         }
     }
@@ -539,7 +573,7 @@ mod tests {
 
     #[test]
     fn the_pod_carries_labels_limits_mounts_hardening_and_no_token() {
-        let pod = serde_json::to_value(manifests(true).pod(agent(), &inputs())).expect("json");
+        let pod = serde_json::to_value(manifests(true).pod(agent(), &inputs(), &[])).expect("json");
         assert_eq!(pod["metadata"]["name"], "agenthold-0190a6c2-1234-7abc-8def-0123456789ab");
         assert_eq!(
             pod["metadata"]["labels"],
@@ -607,21 +641,43 @@ mod tests {
     }
 
     #[test]
-    fn the_network_policy_allows_the_tunnel_the_proxy_and_dns_only() {
+    fn the_network_policy_allows_the_tunnel_and_the_proxy_only_not_dns() {
         let policy = serde_json::to_value(manifests(true).network_policy(agent())).expect("json");
         let spec = &policy["spec"];
         assert_eq!(spec["policyTypes"], json!(["Ingress", "Egress"]));
         assert_eq!(spec["ingress"], json!([]));
         assert_eq!(spec["podSelector"]["matchLabels"]["agenthold.agent"], "0190a6c2-1234-7abc-8def-0123456789ab");
         let egress = spec["egress"].as_array().expect("egress");
-        assert_eq!(egress.len(), 3);
+        assert_eq!(egress.len(), 2);
         assert_eq!(egress[0]["ports"], json!([{"protocol": "TCP", "port": 7701}]));
         assert_eq!(egress[0]["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"], "server");
         assert_eq!(egress[1]["ports"], json!([{"protocol": "TCP", "port": 3128}]));
-        assert_eq!(egress[2]["ports"], json!([{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]));
+        assert!(!policy.to_string().contains("53"), "no DNS port: {policy}");
         let without_proxy = serde_json::to_value(manifests(false).network_policy(agent())).expect("json");
-        assert_eq!(without_proxy["spec"]["egress"].as_array().map(Vec::len), Some(2));
+        assert_eq!(without_proxy["spec"]["egress"].as_array().map(Vec::len), Some(1));
         assert!(egress.iter().all(|rule| rule.get("to").is_some()), "no rule allows every destination");
+    }
+
+    #[test]
+    fn a_pod_resolves_only_the_server_and_the_proxy_from_its_hosts_file() {
+        let hosts = [
+            ("10.96.0.10".parse().expect("ip"), "agenthold".to_owned()),
+            ("10.96.0.11".parse().expect("ip"), "agenthold-proxy".to_owned()),
+        ];
+        let pod = serde_json::to_value(manifests(true).pod(agent(), &inputs(), &hosts)).expect("json");
+        let spec = &pod["spec"];
+        assert_eq!(spec["dnsPolicy"], "None");
+        assert_eq!(spec["dnsConfig"]["nameservers"], json!([NO_RESOLVER]));
+        assert_eq!(spec["dnsConfig"]["searches"], json!([]));
+        assert_eq!(
+            spec["hostAliases"],
+            json!([{"ip": "10.96.0.10", "hostnames": ["agenthold"]}, {"ip": "10.96.0.11", "hostnames": ["agenthold-proxy"]}])
+        );
+        assert_eq!(
+            names_to_resolve("ws://agenthold:7701/tunnel", Some("agenthold-proxy.ns.svc:3128")),
+            vec!["agenthold".to_owned(), "agenthold-proxy.ns.svc".to_owned()]
+        );
+        assert_eq!(names_to_resolve("wss://10.0.0.5:7701/tunnel", Some("[fd00::1]:3128")), Vec::<String>::new());
     }
 
     fn pod_from(value: Value) -> Pod {
@@ -633,7 +689,7 @@ mod tests {
         let m = manifests(true);
         assert_eq!(m.status(None, false), SandboxStatus::Missing);
         assert_eq!(m.status(None, true), SandboxStatus::Stopped);
-        let made = serde_json::to_value(m.pod(agent(), &inputs())).expect("json");
+        let made = serde_json::to_value(m.pod(agent(), &inputs(), &[])).expect("json");
         let with_phase = |phase: &str| {
             let mut pod = made.clone();
             pod["status"] = json!({"phase": phase});

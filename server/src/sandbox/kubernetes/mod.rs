@@ -199,7 +199,8 @@ impl KubeDriver {
     /// Makes the agent's Pod from `inputs`. One that exists already is kept when `keep_live` and
     /// it is live; else (ended, being deleted, or made with another token) it is deleted first.
     async fn create_pod(&self, agent_id: AgentId, inputs: &SandboxInputs, keep_live: bool) -> Result<(), DriverError> {
-        let pod = self.manifests.pod(agent_id, inputs);
+        let hosts = self.hosts_file(inputs).await?;
+        let pod = self.manifests.pod(agent_id, inputs, &hosts);
         let api = self.api::<Pod>();
         for attempt in 0..2 {
             match api.create(&PostParams::default(), &pod).await {
@@ -221,6 +222,24 @@ impl KubeDriver {
             }
         }
         Err(DriverError::Engine(format!("the Pod {} exists already", self.manifests.pod_name(agent_id))))
+    }
+
+    /// The addresses of the names a sandbox Pod needs (the tunnel's host, the proxy's), resolved
+    /// here for its hosts file: the Pod itself has no DNS (docs/kubernetes.md, "DNS").
+    async fn hosts_file(&self, inputs: &SandboxInputs) -> Result<Vec<(std::net::IpAddr, String)>, DriverError> {
+        let names = manifests::names_to_resolve(&inputs.tunnel_url, self.manifests.settings.proxy_addr.as_deref());
+        let mut hosts = Vec::with_capacity(names.len());
+        for name in names {
+            let found = tokio::net::lookup_host((name.as_str(), 0)).await.ok().and_then(|mut found| found.next());
+            let Some(address) = found else {
+                return Err(DriverError::Engine(format!(
+                    "cannot resolve {name}: a sandbox Pod has no DNS, so the server resolves the tunnel's and the \
+                     proxy's names for its hosts file"
+                )));
+            };
+            hosts.push((address.ip(), name));
+        }
+        Ok(hosts)
     }
 
     async fn create_inner(&self, spec: SandboxSpec) -> Result<String, DriverError> {

@@ -74,7 +74,10 @@ impl Core {
         let mut out = LineOut::default();
         match message {
             FromHarness::Notification { method, params } if method == method::SESSION_UPDATE => {
-                out.events.extend(self.update_event(&params));
+                if let Some(event) = self.update_event(&params) {
+                    self.watch_update_for_full_disk(event.session_id, &event.payload);
+                    out.events.push(event);
+                }
             }
             FromHarness::Notification { method, .. } => {
                 tracing::debug!(agent.id = %self.agent_id, %method, "ignoring a harness notification");
@@ -342,6 +345,8 @@ impl Core {
             Pending::Prompt { turn_id } => {
                 let Some(index) = self.turns.iter().position(|t| t.id == turn_id) else { return };
                 let turn = self.turns.remove(index);
+                let refusal = outcome.as_ref().err().map(Value::to_string).unwrap_or_default();
+                self.turn_ended_maybe_on_full_disk(turn.id, turn.session_id, &refusal);
                 let (stop_reason, usage) = match outcome {
                     Ok(result) => match messages::parse_prompt(&result) {
                         Ok(parsed) => parsed,

@@ -12,6 +12,7 @@
 //!
 //! The shell (`supervisor::shell`) performs the effects and feeds the results back as inputs.
 
+mod disk;
 mod grants;
 mod harness;
 mod lifecycle;
@@ -141,6 +142,8 @@ pub struct Core {
     environment_changed: bool,
     /// Stopping, and the last failure (what [`Observed`] needs).
     condition: observed::Condition,
+    /// Running turns that reported ENOSPC or EDQUOT: the disk is checked when they end.
+    disk_suspects: std::collections::HashSet<TurnId>,
     effects: VecDeque<Effect>,
 }
 
@@ -184,6 +187,7 @@ impl Core {
             destroyed: false,
             environment_changed: false,
             condition: observed::Condition::default(),
+            disk_suspects: std::collections::HashSet::new(),
             effects: VecDeque::new(),
         }
     }
@@ -272,6 +276,7 @@ impl Core {
                     && let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel)
                 {
                     harness.keep_stderr(&bytes);
+                    self.watch_stderr_for_full_disk(&bytes);
                 }
             }
             Input::Control { link, msg } => {
@@ -285,6 +290,7 @@ impl Core {
             Input::Woken(result) => self.on_woken(result, now),
             Input::Launched(result) => self.on_launched(result, now),
             Input::KillExplained(oom) => self.on_kill_explained(oom, now),
+            Input::DiskChecked { turns, finding } => self.on_disk_checked(turns, finding),
             Input::Stopped { reply, result } => {
                 self.condition.stopping = false;
                 if let Err(message) = &result {
@@ -563,6 +569,9 @@ impl Core {
             return;
         }
         tracing::warn!(agent.id = %self.agent_id, code, message, turns = failed.len(), "turns failed");
+        for turn in &failed {
+            self.turn_ended_maybe_on_full_disk(turn.id, turn.session_id, message);
+        }
         let mut events = Vec::new();
         let mut side = Vec::new();
         for turn in &failed {

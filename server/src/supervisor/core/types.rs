@@ -203,6 +203,14 @@ pub enum Input {
     /// Why a harness killed by SIGKILL died: `Some(message)` when the engine killed it for want
     /// of memory ([`Job::ExplainKill`]).
     KillExplained(Option<String>),
+    /// Whether the sandbox's disk is full, for turns that ended after reporting ENOSPC or EDQUOT
+    /// ([`Job::CheckDisk`]): `Some(message)` when it is.
+    DiskChecked {
+        /// The turns, with their sessions.
+        turns: Vec<(TurnId, SessionId)>,
+        /// What is full, and why.
+        finding: Option<String>,
+    },
     /// The turn got its slot under the server's limit on running turns ([`SlotChange::Ask`]).
     SlotGranted {
         /// The turn.
@@ -269,6 +277,11 @@ pub enum Job {
     CheckSandbox,
     /// Ask the engine whether the sandbox ran out of memory; answers [`Input::KillExplained`].
     ExplainKill,
+    /// Ask the driver whether the sandbox's disk is full; answers [`Input::DiskChecked`].
+    CheckDisk {
+        /// The turns that ended after reporting ENOSPC or EDQUOT, with their sessions.
+        turns: Vec<(TurnId, SessionId)>,
+    },
     /// Read the open turns again; answers [`Input::OpenTurns`]. Asked after a takeover: its
     /// snapshot was read while prompts could still arrive, and merging it drops the turns it
     /// predates (a later read brings them back).

@@ -5,6 +5,7 @@
 
 mod ack_delay;
 mod changes;
+mod disk;
 mod exactly_once;
 mod gate;
 mod mcp;
