@@ -184,16 +184,37 @@ async fn a_chain_of_agents_prompting_agents_stops_at_the_depth_limit() {
     // Depths 1, 2, 3 started; the call at depth 3 was refused with a clear tool error.
     let (_, agent) = server.get(&format!("/api/v1/agents/{ping}")).await;
     let workspace = agent["workspace_id"].as_str().expect("workspace").to_owned();
-    let (_, audit) = server.get(&format!("/api/v1/workspaces/{workspace}/audit")).await;
-    let prompts: Vec<&str> = audit["records"]
-        .as_array()
-        .expect("records")
-        .iter()
-        .filter(|r| r["action"] == "agent.mcp_call" && r["detail"]["tool"] == "prompt_agent")
-        .filter_map(|r| r["detail"]["outcome"].as_str())
-        .collect();
-    assert_eq!(prompts.iter().filter(|o| **o == "ok").count(), 3, "{prompts:?}");
-    assert_eq!(prompts.iter().filter(|o| **o == "CHAIN_TOO_DEEP").count(), 1, "{prompts:?}");
+    let started = std::time::Instant::now();
+    let prompts: Vec<String> = loop {
+        let (_, audit) = server.get(&format!("/api/v1/workspaces/{workspace}/audit")).await;
+        let prompts: Vec<String> = audit["records"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .filter(|r| r["action"] == "agent.mcp_call" && r["detail"]["tool"] == "prompt_agent")
+            .filter_map(|r| r["detail"]["outcome"].as_str().map(str::to_owned))
+            .collect();
+        if prompts.len() >= 4 || started.elapsed() > std::time::Duration::from_secs(10) {
+            break prompts;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    if prompts.len() < 4 {
+        // What each turn of the chain said, to tell why a call is missing.
+        let mut said = String::new();
+        for agent in [&ping, &pong] {
+            let (_, sessions) = server.get(&format!("/api/v1/agents/{agent}/sessions")).await;
+            for s in sessions["sessions"].as_array().expect("sessions") {
+                said.push_str(&format!(
+                    "\n--- {agent} {s}: {}",
+                    text_of(&server.events(s.as_str().expect("id")).await)
+                ));
+            }
+        }
+        panic!("the chain's prompt_agent calls: {prompts:?}{said}\n{}", server.log());
+    }
+    assert_eq!(prompts.iter().filter(|o| *o == "ok").count(), 3, "{prompts:?}");
+    assert_eq!(prompts.iter().filter(|o| *o == "CHAIN_TOO_DEEP").count(), 1, "{prompts:?}");
     let mut depths = Vec::new();
     for agent in [&ping, &pong] {
         let (_, sessions) = server.get(&format!("/api/v1/agents/{agent}/sessions")).await;
