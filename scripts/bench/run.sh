@@ -147,8 +147,14 @@ start_server() {
         # …of one user's agents in one workspace: the per-workspace and per-user limits stay on
         # (the same checks run), at the load's size.
         export AGENTHOLD_MAX_RUNNING_TURNS_PER_WORKSPACE=256 AGENTHOLD_MAX_RUNNING_TURNS_PER_USER=256
+        # …and 300 watchers and their reads with ONE token: past the default 64 requests in
+        # flight per caller (a script that size is told 429 with Retry-After; the load does not
+        # retry), so the cap is sized to the load like the others.
+        export AGENTHOLD_MAX_REQUESTS_PER_CALLER=512
         # The density loads make hundreds of agents as one user: above the default quotas.
         export AGENTHOLD_MAX_AGENTS_PER_WORKSPACE=1000000 AGENTHOLD_MAX_AGENTS_PER_USER=1000000
+        # The loads name the images they build and tag (the burst: an image of its own).
+        export AGENTHOLD_ALLOWED_IMAGES='agenthold/*,agenthold-test/*'
         unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE
         unset AGENTHOLD_PROXY_ADDR AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES
         # The profiling server's sandbox tools are the release build's.
