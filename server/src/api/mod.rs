@@ -1,5 +1,7 @@
-//! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the browser UI (`web/dist`) at `/`. This is the one
-//! place that lists every route; each resource module exposes its handlers.
+//! The REST and WebSocket API under `/api/v1`, plus `/healthz`, `/readyz` and the browser UI
+//! (`web/dist`) at `/`. [`operations`] is the one list of routes: each handler is routed at the
+//! path and method of its own `#[utoipa::path]`, and the OpenAPI document (`openapi`) is made
+//! from the same list. Each resource module exposes its handlers.
 
 mod agent_settings;
 mod agent_view;
@@ -34,8 +36,10 @@ mod workspaces;
 pub(crate) mod ws;
 
 use axum::Router;
-use axum::routing::{delete, get, post};
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::app::AppState;
 
@@ -51,6 +55,63 @@ pub fn internal_router(state: AppState) -> Router {
     routes(state, true)
 }
 
+/// Every operation of the API, grouped by path: the router and the OpenAPI document both come
+/// from this list.
+pub(crate) fn operations() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(web::serve))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(openapi::serve))
+        .routes(routes!(login::login))
+        .routes(routes!(login::logout))
+        .routes(routes!(me::show))
+        .routes(routes!(me::create_token, me::list_tokens))
+        .routes(routes!(me::revoke_token))
+        .routes(routes!(providers::connect, providers::list))
+        .routes(routes!(providers::disconnect))
+        .routes(routes!(providers::use_mine, providers::stop_using))
+        .routes(routes!(users::create))
+        .routes(routes!(workspaces::create, workspaces::list))
+        .routes(routes!(workspaces::set_member, workspaces::remove_member))
+        .routes(routes!(workspaces::members))
+        .routes(routes!(workspaces::audit_log))
+        .routes(routes!(secrets::create, secrets::list))
+        .routes(routes!(secrets::delete))
+        .routes(routes!(secrets::attach, secrets::detach))
+        .routes(routes!(agents::create, agents::list))
+        .routes(routes!(agents::show, agents::update, agents::delete))
+        .routes(routes!(agents::sleep))
+        .routes(routes!(agents::wake))
+        .routes(routes!(agents::rebuild))
+        .routes(routes!(permissions::list))
+        .routes(routes!(permissions::stream))
+        .routes(routes!(permissions::show))
+        .routes(routes!(permissions::answer))
+        .routes(routes!(sessions::create, sessions::list))
+        .routes(routes!(terminal::open))
+        .routes(routes!(schedules::create, schedules::list))
+        .routes(routes!(schedules::show, schedules::update, schedules::delete))
+        .routes(routes!(schedules::runs))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::show, webhooks::update, webhooks::delete))
+        .routes(routes!(webhooks::deliveries))
+        .routes(routes!(hooks::deliver))
+        .routes(routes!(prompt_targets::list))
+        .routes(routes!(prompt_targets::incoming))
+        .routes(routes!(prompt_targets::revoke_incoming))
+        .routes(routes!(prompt_targets::add, prompt_targets::remove))
+        .routes(routes!(mcp::call))
+        .routes(routes!(sessions::show, sessions::delete))
+        .routes(routes!(sessions::prompt))
+        .routes(routes!(sessions::cancel))
+        .routes(routes!(grants::list))
+        .routes(routes!(grants::revoke))
+        .routes(routes!(sessions::events))
+        .routes(routes!(sessions::full_payload))
+        .routes(routes!(stream::stream))
+}
+
 fn routes(state: AppState, internal: bool) -> Router {
     let limits = limits::RequestLimits::new(
         state.config.max_concurrent_requests as usize,
@@ -64,64 +125,7 @@ fn routes(state: AppState, internal: bool) -> Router {
         base: std::time::Duration::from_secs(state.config.body_read_secs),
         cap: body_limit.max(usize::try_from(state.config.webhook_max_body_bytes).unwrap_or(usize::MAX)),
     };
-    let routes = Router::new()
-        .route("/", get(web::serve))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/api/v1/openapi.json", get(openapi::serve))
-        .route("/api/v1/auth/login", post(login::login))
-        .route("/api/v1/auth/logout", post(login::logout))
-        .route("/api/v1/me", get(me::show))
-        .route("/api/v1/tokens", post(me::create_token).get(me::list_tokens))
-        .route("/api/v1/me/providers", post(providers::connect).get(providers::list))
-        .route("/api/v1/me/providers/{id}", delete(providers::disconnect))
-        .route("/api/v1/agents/{id}/logins", axum::routing::put(providers::use_mine).delete(providers::stop_using))
-        .route("/api/v1/tokens/{id}", delete(me::revoke_token))
-        .route("/api/v1/users", post(users::create))
-        .route("/api/v1/workspaces", post(workspaces::create).get(workspaces::list))
-        .route(
-            "/api/v1/workspaces/{id}/members/{user_id}",
-            axum::routing::put(workspaces::set_member).delete(workspaces::remove_member),
-        )
-        .route("/api/v1/workspaces/{id}/members", get(workspaces::members))
-        .route("/api/v1/workspaces/{id}/audit", get(workspaces::audit_log))
-        .route("/api/v1/workspaces/{id}/secrets", post(secrets::create).get(secrets::list))
-        .route("/api/v1/workspaces/{id}/secrets/{secret_id}", delete(secrets::delete))
-        .route("/api/v1/agents", post(agents::create).get(agents::list))
-        .route("/api/v1/agents/{id}", get(agents::show).patch(agents::update).delete(agents::delete))
-        .route("/api/v1/agents/{id}/sleep", post(agents::sleep))
-        .route("/api/v1/agents/{id}/wake", post(agents::wake))
-        .route("/api/v1/agents/{id}/rebuild", post(agents::rebuild))
-        .route("/api/v1/permissions", get(permissions::list))
-        .route("/api/v1/permissions/stream", get(permissions::stream))
-        .route("/api/v1/permissions/{id}", get(permissions::show))
-        .route("/api/v1/permissions/{id}/answer", post(permissions::answer))
-        .route("/api/v1/agents/{id}/sessions", post(sessions::create).get(sessions::list))
-        .route("/api/v1/agents/{id}/terminal", get(terminal::open))
-        .route("/api/v1/agents/{id}/secrets/{env_name}", axum::routing::put(secrets::attach).delete(secrets::detach))
-        .route("/api/v1/agents/{id}/schedules", post(schedules::create).get(schedules::list))
-        .route("/api/v1/schedules/{id}", get(schedules::show).patch(schedules::update).delete(schedules::delete))
-        .route("/api/v1/schedules/{id}/runs", get(schedules::runs))
-        .route("/api/v1/agents/{id}/webhooks", post(webhooks::create).get(webhooks::list))
-        .route("/api/v1/webhooks/{id}", get(webhooks::show).patch(webhooks::update).delete(webhooks::delete))
-        .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
-        .route("/api/v1/hooks/{id}", post(hooks::deliver))
-        .route("/api/v1/agents/{id}/prompt-targets", get(prompt_targets::list))
-        .route("/api/v1/agents/{id}/prompted-by", get(prompt_targets::incoming))
-        .route("/api/v1/agents/{id}/prompted-by/{source_id}", delete(prompt_targets::revoke_incoming))
-        .route(
-            "/api/v1/agents/{id}/prompt-targets/{target_id}",
-            axum::routing::put(prompt_targets::add).delete(prompt_targets::remove),
-        )
-        .route("/api/v1/mcp", post(mcp::call))
-        .route("/api/v1/sessions/{id}", get(sessions::show).delete(sessions::delete))
-        .route("/api/v1/sessions/{id}/prompt", post(sessions::prompt))
-        .route("/api/v1/sessions/{id}/cancel", post(sessions::cancel))
-        .route("/api/v1/sessions/{id}/grants", get(grants::list))
-        .route("/api/v1/sessions/{id}/grants/{grant_id}", delete(grants::revoke))
-        .route("/api/v1/sessions/{id}/events", get(sessions::events))
-        .route("/api/v1/sessions/{id}/events/{seq}/payload", get(sessions::full_payload))
-        .route("/api/v1/sessions/{id}/stream", get(stream::stream));
+    let (routes, _) = operations().split_for_parts();
     let routes = if internal { routes.merge(internal::router()) } else { routes };
     routes
         .fallback(web::serve)

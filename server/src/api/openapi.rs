@@ -1,11 +1,11 @@
 //! `GET /api/v1/openapi.json`: the API's OpenAPI 3.1 document, generated with `utoipa` from the
-//! handlers' own annotations (`#[utoipa::path]`) and their request and response types
+//! route table's handlers' own annotations (`#[utoipa::path]`) and their request and response types
 //! (`ToSchema`). Each operation declares the access it needs as `x-agenthold-access`; from that
 //! one declaration this module derives its security requirements (a bearer token, or the session
 //! cookie — with `X-CSRF-Token` when it changes something) and the error answers every operation
 //! of that access shares (401, 403, 404; with the request limits of `api::limits`, 413 and 503;
-//! 500). The path parameters of each template are filled in here too. The authorization tests read their expectations from the document, and check that
-//! it lists every route the router has.
+//! 500). The path parameters of each template are filled in here too. The authorization tests read their expectations from the document (which lists
+//! exactly the router's routes: both come from `api::operations`).
 
 use serde::Serialize;
 use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn, PathItem};
@@ -61,7 +61,8 @@ impl Access {
 /// The name of the extension that holds an operation's [`Access`].
 pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
 
-/// The document's skeleton: every operation and the schemas they use; [`Derived`] adds the rest.
+/// The document's skeleton (its info, shared schemas and tags): `api::operations` adds every
+/// operation, [`Derived`] the rest.
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -69,78 +70,6 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         description = "Roles are per workspace: viewer < operator < admin. A resource in a workspace the caller \
             does not belong to answers 404; one it can see but not act on answers 403. Every error answer is \
             `{\"error\": {\"code\", \"message\"}}`. Generated from the server's handlers; see docs/api.md.",
-    ),
-    paths(
-        super::web::serve,
-        super::health::healthz,
-        super::health::readyz,
-        serve,
-        super::login::login,
-        super::login::logout,
-        super::me::show,
-        super::me::create_token,
-        super::me::list_tokens,
-        super::me::revoke_token,
-        super::providers::list,
-        super::providers::connect,
-        super::providers::disconnect,
-        super::providers::use_mine,
-        super::providers::stop_using,
-        super::users::create,
-        super::workspaces::create,
-        super::workspaces::list,
-        super::workspaces::members,
-        super::workspaces::set_member,
-        super::workspaces::remove_member,
-        super::workspaces::audit_log,
-        super::secrets::create,
-        super::secrets::list,
-        super::secrets::delete,
-        super::secrets::attach,
-        super::secrets::detach,
-        super::agents::create,
-        super::agents::list,
-        super::agents::show,
-        super::agents::update,
-        super::agents::delete,
-        super::agents::sleep,
-        super::agents::wake,
-        super::agents::rebuild,
-        super::permissions::list,
-        super::permissions::stream,
-        super::permissions::show,
-        super::permissions::answer,
-        super::sessions::create,
-        super::sessions::list,
-        super::sessions::show,
-        super::sessions::delete,
-        super::sessions::prompt,
-        super::sessions::cancel,
-        super::grants::list,
-        super::grants::revoke,
-        super::sessions::events,
-        super::sessions::full_payload,
-        super::stream::stream,
-        super::schedules::create,
-        super::schedules::list,
-        super::schedules::show,
-        super::schedules::runs,
-        super::schedules::update,
-        super::schedules::delete,
-        super::webhooks::create,
-        super::webhooks::list,
-        super::webhooks::show,
-        super::webhooks::deliveries,
-        super::webhooks::update,
-        super::webhooks::delete,
-        super::hooks::deliver,
-        super::prompt_targets::list,
-        super::prompt_targets::add,
-        super::prompt_targets::remove,
-        super::prompt_targets::incoming,
-        super::prompt_targets::revoke_incoming,
-        super::mcp::call,
-        super::terminal::open,
     ),
     components(schemas(super::error::ErrorBody)),
     tags(
@@ -155,9 +84,9 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
         (name = "permissions", description = "Questions waiting for a person (the approvals inbox)"),
         (name = "triggers", description = "Prompts nobody types: schedules, webhooks and agents prompting agents (docs/triggers.md)"),
     ),
-    modifiers(&Derived),
+
 )]
-struct ApiDoc;
+pub(crate) struct ApiDoc;
 
 /// Fills in what follows from each operation's access and path: security requirements, the
 /// shared error answers, path parameters.
@@ -386,7 +315,9 @@ fn path_parameter(name: &str) -> Parameter {
 
 /// The document.
 pub fn document() -> serde_json::Value {
-    serde_json::to_value(ApiDoc::openapi()).unwrap_or_default()
+    let (_, mut document) = super::operations().split_for_parts();
+    Derived.modify(&mut document);
+    serde_json::to_value(document).unwrap_or_default()
 }
 
 /// The document as served: made once.
