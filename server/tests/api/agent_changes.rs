@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::secrets_support::{admin, personal_workspace};
+use crate::support::secrets::{admin, personal_workspace};
 use crate::support::{TestServer, driver, last_run_output, texts};
 
 const TURN: Duration = Duration::from_secs(120);
@@ -115,7 +115,7 @@ async fn rebuild_makes_a_new_container_around_the_same_home() {
     server.prompt(&session, "write kept.txt still here").await;
     server.wait_turns(&session, 1, TURN).await;
     let container_id =
-        |name: String| async move { crate::driver_support::docker(&["inspect", "--format", "{{.Id}}", &name]).1 };
+        |name: String| async move { crate::support::docker::docker(&["inspect", "--format", "{{.Id}}", &name]).1 };
     let before = container_id(server.container(&agent)).await;
     let answer = admin(&server, "POST", &format!("/api/v1/agents/{agent}/rebuild"), json!({})).await;
     assert_eq!(answer.0, 200, "{}", answer.1);

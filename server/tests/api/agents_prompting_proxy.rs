@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::proxy_support::{DEADLINE, Proxy};
+use crate::support::proxy::{DEADLINE, Proxy};
 use crate::support::{TestServer, driver};
 
 const TURN: Duration = Duration::from_secs(120);

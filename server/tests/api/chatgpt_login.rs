@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::login_support::{Providers, jwt};
-use crate::proxy_support::Proxy;
-use crate::secrets_support::{admin, personal_workspace, where_in_database};
+use crate::support::login::{Providers, jwt};
+use crate::support::proxy::Proxy;
+use crate::support::secrets::{admin, personal_workspace, where_in_database};
 use crate::support::{TestServer, driver, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);

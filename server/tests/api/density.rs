@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::driver_support::{docker, wait_for};
+use crate::support::docker::{docker, wait_for};
 use crate::support::{TestServer, of_type, texts};
 
 const TURN: Duration = Duration::from_secs(90);

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::driver_support::{labelled, wait_for};
 use crate::support::TestServer;
+use crate::support::docker::{labelled, wait_for};
 
 const TURN: Duration = Duration::from_secs(90);
 

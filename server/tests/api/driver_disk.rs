@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::driver_support::docker;
+use crate::support::docker::docker;
 use crate::support::{TestServer, driver, of_type};
 
 /// The smallest disk an agent may have, and the one the tests fill.

@@ -7,8 +7,8 @@ use std::time::Duration;
 use agenthold_server::sandbox::docker::{CAP_ADD, SPEC_LABEL, SPEC_VERSION, TOOLS_LABEL, nofile_limit};
 use serde_json::{Value, json};
 
-use crate::driver_support::docker;
 use crate::support::TestServer;
+use crate::support::docker::docker;
 
 fn caps(value: &Value) -> Vec<String> {
     let mut caps: Vec<String> = value

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::driver_support::docker;
+use crate::support::docker::docker;
 use crate::support::{TestServer, driver, last_run_output};
 
 const TURN: Duration = Duration::from_secs(90);

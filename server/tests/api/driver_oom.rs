@@ -7,7 +7,7 @@ use std::time::Duration;
 use agenthold_server::ids::AgentId;
 use agenthold_server::sandbox::SandboxDriver;
 
-use crate::driver_support::{DriverUnderTest, docker, wait_for};
+use crate::support::docker::{DriverUnderTest, docker, wait_for};
 
 #[tokio::test]
 async fn a_memory_hog_is_reported_oom_killed() {

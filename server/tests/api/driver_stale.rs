@@ -10,8 +10,8 @@ use agenthold_server::sandbox::docker::{HOME_DIR, SPEC_LABEL, SPEC_VERSION, TOOL
 use agenthold_server::sandbox::{SandboxDriver, SandboxStatus};
 use serde_json::json;
 
-use crate::driver_support::{DriverUnderTest, docker, test_image, wait_for};
 use crate::support::TestServer;
+use crate::support::docker::{DriverUnderTest, docker, test_image, wait_for};
 
 /// Replaces the agent's container by one an older server would have made: same name, agent
 /// labels and home volume, but `version_labels` (none, or old ones) and `sleep` as its process.

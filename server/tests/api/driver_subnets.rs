@@ -10,7 +10,7 @@ use agenthold_server::sandbox::subnets::{Ipv4Net, SubnetPool};
 use agenthold_server::sandbox::{DriverError, SandboxDriver};
 use futures_util::StreamExt;
 
-use crate::driver_support::{DriverUnderTest, docker};
+use crate::support::docker::{DriverUnderTest, docker};
 
 /// The subnets of the networks labelled with the instance.
 fn subnets(instance: &str) -> Vec<String> {

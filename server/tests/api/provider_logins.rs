@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::login_support::Providers;
-use crate::proxy_support::{DEADLINE, Proxy};
-use crate::secrets_support::{admin, call, make_user, personal_workspace, where_in_database};
+use crate::support::login::Providers;
+use crate::support::proxy::{DEADLINE, Proxy};
+use crate::support::secrets::{admin, call, make_user, personal_workspace, where_in_database};
 use crate::support::{TestServer, driver, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);

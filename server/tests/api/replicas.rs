@@ -161,7 +161,7 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
 
 #[tokio::test]
 async fn a_secret_attached_through_the_other_replica_reaches_the_owners_harness() {
-    use crate::secrets_support::{admin, create_secret, personal_workspace, unique_value};
+    use crate::support::secrets::{admin, create_secret, personal_workspace, unique_value};
     let Some((_balancer, a, b)) = two_replicas().await else { return };
     let agent = a.create_agent(json!({})).await;
     let session = a.create_session(&agent).await;

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::driver_support::docker;
-use crate::proxy_support::Proxy;
+use crate::support::docker::docker;
+use crate::support::proxy::Proxy;
 use crate::support::{TestServer, driver, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);

@@ -26,7 +26,7 @@ pub struct TestServer {
     /// The server's own database.
     pub database_url: String,
     /// The address the server process is given for it, when not `database_url` (through a
-    /// [`crate::db_gate::DbGate`]).
+    /// [`crate::support::db_gate::DbGate`]).
     server_database_url: Option<String>,
     /// Container/volume/network name prefix.
     pub instance: String,
@@ -78,9 +78,9 @@ impl TestServer {
 
     /// Starts a server that reaches its database through a gate the test can shut (a Postgres
     /// outage as the server sees it).
-    pub async fn start_behind_gate(env: &[(&str, &str)]) -> (Self, crate::db_gate::DbGate) {
+    pub async fn start_behind_gate(env: &[(&str, &str)]) -> (Self, crate::support::db_gate::DbGate) {
         let database_url = create_database().await;
-        let gate = crate::db_gate::DbGate::start(&database_url).await;
+        let gate = crate::support::db_gate::DbGate::start(&database_url).await;
         let through_gate = gate.url(&database_url);
         (Self::launch(env, database_url, Some(through_gate)).await, gate)
     }
