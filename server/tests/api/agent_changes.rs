@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::secrets::{admin, personal_workspace};
-use crate::support::{TestServer, driver, last_run_output, texts};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output, texts};
 
 const TURN: Duration = Duration::from_secs(120);
 
@@ -67,8 +68,7 @@ async fn a_patch_is_checked_whole_before_anything_changes() {
 
 #[tokio::test]
 async fn switching_the_harness_between_two_turns_keeps_the_log_and_says_the_context_was_reset() {
-    if driver() != "docker" {
-        println!("skipped: the command harness path below is the Docker sandbox's");
+    if skip_unless_docker("the command harness path below is the Docker sandbox's") {
         return;
     }
     let server = TestServer::start().await;
@@ -105,8 +105,7 @@ async fn switching_the_harness_between_two_turns_keeps_the_log_and_says_the_cont
 
 #[tokio::test]
 async fn rebuild_makes_a_new_container_around_the_same_home() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("a rebuild makes a new container") {
         return;
     }
     let server = TestServer::start().await;

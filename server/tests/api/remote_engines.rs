@@ -7,7 +7,8 @@
 //! engine with its home, and is deleted with its volume. A server holding a client certificate
 //! the engine does not trust marks the engine unavailable and says why.
 //!
-//! Needs root (dockerd); skipped otherwise, and on the local driver.
+//! Needs root (dockerd): skipped otherwise (failed under `AGENTHOLD_SKIPS_FATAL=1`), and on the
+//! local driver.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,7 @@ use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, 
 use serde_json::json;
 use sqlx::Connection;
 
+use crate::support::skip::{skip_unless_docker, skip_unless_root};
 use crate::support::{TestServer, free_port, last_run_output};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -215,14 +217,11 @@ fn host_address() -> std::net::IpAddr {
     socket.local_addr().expect("the socket's address").ip()
 }
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 #[tokio::test]
 async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
-    if crate::support::driver() != "docker" || !is_root() {
-        eprintln!("skipped: needs the Docker driver and root (it starts a dockerd)");
+    if skip_unless_docker("it places agents on a second Docker engine")
+        || skip_unless_root("it starts a second dockerd")
+    {
         return;
     }
     let began = Instant::now();

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_gap_free, driver, of_type, seqs};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, assert_gap_free, of_type, seqs};
 
 const STALL: Duration = Duration::from_secs(90);
 
@@ -75,10 +76,10 @@ fn replica_env(balancer: &Balancer) -> Vec<(String, String)> {
 }
 
 /// Two replicas on one database behind a balancer of their own that tries A first, then B;
-/// `None` (the test does nothing) unless the driver is Docker: sandboxes dial the balancer at
-/// the Docker host's address.
+/// `None` (the test skips, see [`skip_unless_docker`]) unless the driver is Docker: sandboxes
+/// dial the balancer at the Docker host's address.
 async fn two_replicas() -> Option<(Balancer, TestServer, TestServer)> {
-    if driver() != "docker" {
+    if skip_unless_docker("sandboxes dial the replicas' balancer at the Docker host's address") {
         return None;
     }
     let balancer = Balancer::start().await;

@@ -15,7 +15,8 @@ use agenthold_server::secrets::master_key::MasterKey;
 
 use crate::support::proxy::{DEADLINE, Proxy, StandIn};
 use crate::support::secrets::{admin, attach_anthropic_secret, database};
-use crate::support::{TestServer, driver, last_run_output};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);
 /// What the stand-in answers, to recognise its body in the tool output.
@@ -103,8 +104,7 @@ impl Drop for Proxied {
 
 #[tokio::test]
 async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_value() {
-    if driver() != "docker" {
-        println!("skipped: local sandboxes do not use the egress proxy");
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
         return;
     }
     let setup = Proxied::start().await;
@@ -200,8 +200,7 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
 
 #[tokio::test]
 async fn without_a_proxy_address_sandboxes_get_neither_the_ca_nor_the_proxy_environment() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("a Docker sandbox's CA and proxy environment") {
         return;
     }
     let server = TestServer::start().await;
@@ -247,8 +246,7 @@ fn raw_connect_script(proxy_port: u16, user: &str, password: &str) -> String {
 
 #[tokio::test]
 async fn a_sandboxs_proxy_credentials_work_from_its_own_address_only() {
-    if driver() != "docker" {
-        println!("skipped: local sandboxes do not use the egress proxy");
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
         return;
     }
     let setup = Proxied::start().await;

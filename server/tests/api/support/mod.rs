@@ -10,6 +10,7 @@
 //! - [`proxy`]: a stand-in for `api.anthropic.com` and the real `agenthold-proxy` binary.
 //! - [`secrets`]: users with tokens, secrets, and a look through the database for a value.
 //! - [`kube_replay`]: a Kubernetes API server that replays recorded exchanges.
+//! - [`skip`]: a test that cannot run here says so and is counted (`make test` lists the skips).
 
 pub mod db_gate;
 pub mod docker;
@@ -18,6 +19,7 @@ pub mod login;
 pub mod proxy;
 pub mod secrets;
 pub mod server;
+pub mod skip;
 
 pub use server::{
     TestServer, assert_gap_free, driver, free_port, last_run_output, of_type, remove_docker_objects, seqs, texts,
