@@ -98,6 +98,10 @@ impl Listeners {
         let internal = TcpListener::bind(config.internal_listen)
             .await
             .with_context(|| format!("binding {}", config.internal_listen))?;
+        // The bound addresses, for whoever started the server on port 0 (the tests do).
+        println!("agenthold listening on {}", api.local_addr()?);
+        println!("agenthold tunnel listening on {}", tunnel.local_addr()?);
+        println!("agenthold internal listening on {}", internal.local_addr()?);
         Ok(Self { api, tunnel, internal })
     }
 
@@ -385,6 +389,7 @@ pub async fn run(
     // Prometheus metrics, on a listener of their own (docs/operations.md).
     if let Some(addr) = state_metrics_listen {
         let listener = crate::metrics::bind(addr).await?;
+        println!("agenthold metrics listening on {}", listener.local_addr()?);
         match recorder {
             Some(handle) => {
                 tracing::info!(%addr, "metrics at /metrics");

@@ -235,6 +235,7 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     // server's default, which names each network's gateway).
     let pool = format!("10.216.{}.0/24", rand::random::<u8>());
     let host_addr = host_address();
+    // Chosen ahead: the engines file names it before the server starts.
     let tunnel_port = free_port("0.0.0.0");
     let remote_tunnel = format!("ws://{host_addr}:{tunnel_port}/tunnel");
     let engines = write_engines(
@@ -394,8 +395,8 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
         .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
         .env("AGENTHOLD_MODE", "test")
         .env("AGENTHOLD_DATA_DIR", engine.dir.join("bad-data"))
-        .env("AGENTHOLD_LISTEN", format!("127.0.0.1:{}", free_port("127.0.0.1")))
-        .env("AGENTHOLD_TUNNEL_LISTEN", format!("127.0.0.1:{}", free_port("127.0.0.1")))
+        .env("AGENTHOLD_LISTEN", "127.0.0.1:0")
+        .env("AGENTHOLD_TUNNEL_LISTEN", "127.0.0.1:0")
         .env("AGENTHOLD_INSTANCE", format!("ahx{}", &uuid::Uuid::new_v4().simple().to_string()[..8]))
         .output()
         .expect("running agenthold");
