@@ -12,6 +12,11 @@
 #      e2e scripts, the UI in Chromium (web/e2e/run.mjs), the UI's generated types against the
 #      server's OpenAPI document, a new user's whole flow (web/e2e/tests, @playwright/test), make down
 #
+# A test that cannot run here skips saying so (server/tests/api/support/skip.rs): the skips are
+# counted and listed at the end ("N tests skipped:"). With CI=true (AGENTHOLD_SKIPS_FATAL=1) a test
+# that lacks what this script provides (root, the Docker engine) fails instead; one that lacks a
+# kernel or filesystem feature of this machine, or runs on the other driver, still skips.
+#
 # Whatever happens, the server is stopped at the end, the sandboxes the end-to-end part made
 # are removed (the dev stack's others are left alone), and so is the private Postgres cluster
 # if this run started it. dockerd stays up.
@@ -50,6 +55,22 @@ remove_e2e_sandboxes() {
     done
 }
 
+# The tests' skips (server/tests/api/support/skip.rs, sandboxd/tests/tunnel/harness.rs): each
+# appends `SKIPPED <test>: <reason>` to AGENTHOLD_SKIP_LOG (nextest keeps a passing test's output
+# to itself). Set once the tests start.
+SKIP_LOG=
+report_skips() {
+    [[ -n $SKIP_LOG ]] || return 0
+    local skipped
+    skipped=$(sort -u "$SKIP_LOG" 2>/dev/null || true)
+    if [[ -z $skipped ]]; then
+        step "no test skipped"
+    else
+        step "$(wc -l <<<"$skipped") tests skipped:"
+        printf '%s\n' "$skipped" >&2
+    fi
+}
+
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
@@ -57,6 +78,7 @@ cleanup() {
     scripts/dev/server.sh stop || true
     remove_e2e_sandboxes
     if (( pg_started_here )); then env -u DATABASE_URL scripts/dev/postgres.sh stop || true; fi
+    report_skips
     step "done: $([[ $rc == 0 ]] && echo PASSED || echo "FAILED ($rc)") in $(( SECONDS - T0 )) s"
     exit "$rc"
 }
@@ -86,6 +108,10 @@ step "cargo build --workspace --bins (SQLX_OFFLINE=true)"
 cargo build --workspace --bins
 
 export AGENTHOLD_TEST_IMAGE=agenthold/test:latest
+SKIP_LOG="$DEV_DIR/skipped-tests.log"
+: >"$SKIP_LOG"
+export AGENTHOLD_SKIP_LOG=$SKIP_LOG
+if [[ ${CI:-} == true ]]; then export AGENTHOLD_SKIPS_FATAL=${AGENTHOLD_SKIPS_FATAL:-1}; fi
 profile=()
 if cargo nextest --version >/dev/null 2>&1; then
     # A [profile.ci] in .config/nextest.toml (retries, timeouts, JUnit) is used under CI.

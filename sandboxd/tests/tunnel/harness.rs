@@ -388,3 +388,63 @@ pub fn process_table() -> HashMap<u32, (u32, char)> {
     }
     table
 }
+
+/// What a skipped test lacks: it decides whether `AGENTHOLD_SKIPS_FATAL=1` fails it (the rules
+/// of the API tests' `server/tests/api/support/skip.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lacks {
+    /// Something `make test` sets up itself (root): fatal under `AGENTHOLD_SKIPS_FATAL=1`.
+    Setup,
+    /// Something a machine may lack for good (a kernel feature, namespaces a container may not
+    /// make). Never fatal.
+    Feature,
+}
+
+/// Records that the running test skips, and why: `SKIPPED <test>: <reason>` on stderr, and
+/// appended to the file `AGENTHOLD_SKIP_LOG` names (nextest keeps a passing test's output to
+/// itself: that file is how `make test` counts and lists the skips). The caller then returns.
+/// Panics instead when the test lacks a [`Lacks::Setup`] and `AGENTHOLD_SKIPS_FATAL=1`.
+pub fn skip(lacks: Lacks, reason: &str) {
+    use std::io::Write as _;
+    // libtest runs each test on a thread named after it (a `#[tokio::test]` body runs on it).
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("an unnamed test");
+    let line = format!("SKIPPED {}::{} {test}: {reason}", env!("CARGO_PKG_NAME"), env!("CARGO_CRATE_NAME"));
+    assert!(
+        lacks != Lacks::Setup || std::env::var("AGENTHOLD_SKIPS_FATAL").as_deref() != Ok("1"),
+        "{line}\n(AGENTHOLD_SKIPS_FATAL=1: `make test` provides this, so the test must run, not skip)"
+    );
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("AGENTHOLD_SKIP_LOG").filter(|p| !p.is_empty()) {
+        // One append per line: the test processes nextest runs at once interleave whole lines.
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(format!("{line}\n").as_bytes()));
+        if let Err(error) = appended {
+            eprintln!("could not append to AGENTHOLD_SKIP_LOG ({}): {error}", path.to_string_lossy());
+        }
+    }
+}
+
+/// Skips the running test (see [`skip`]) unless `unshare <args> true` works here; whether it
+/// did. New namespaces need root ([`Lacks::Setup`]) and, as root, a kernel and a container that
+/// allow them ([`Lacks::Feature`]).
+pub fn skip_unless_unshare(args: &[&str]) -> bool {
+    if !rustix::process::geteuid().is_root() {
+        skip(Lacks::Setup, &format!("needs root: it runs sandboxd in new namespaces (`unshare {}`)", args.join(" ")));
+        return true;
+    }
+    let works = std::process::Command::new("unshare")
+        .args(args)
+        .arg("true")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        skip(Lacks::Feature, &format!("`unshare {}` does not work here, as root", args.join(" ")));
+    }
+    !works
+}

@@ -4,16 +4,11 @@
 use agenthold_sandboxd::protocol::DataKind;
 use tokio::process::Command;
 
-use crate::harness::{Sandboxd, Server, process_table, until};
+use crate::harness::{Sandboxd, Server, process_table, skip_unless_unshare, until};
 
 #[tokio::test]
 async fn pid_one_reaps_orphans_but_not_its_own_children() {
-    let usable = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !usable {
-        eprintln!("skipped: `unshare --pid --fork --mount-proc` does not work here");
+    if skip_unless_unshare(&["--pid", "--fork", "--mount-proc"]) {
         return;
     }
     let server = Server::start().await;

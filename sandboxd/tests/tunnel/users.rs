@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt as _;
 use agenthold_sandboxd::protocol::{Control, DataKind};
 use tokio::process::Command;
 
-use crate::harness::{Conn, Msg, Sandboxd, Server};
+use crate::harness::{Conn, Msg, Sandboxd, Server, skip_unless_unshare};
 
 const SETUP: &str = "set -e; mount --bind \"$D/passwd\" /etc/passwd; mount --bind \"$D/group\" /etc/group; \
                      mount --bind \"$D/home\" /home; exec \"$0\"";
@@ -34,12 +34,7 @@ async fn run_as(conn: &mut Conn, channel: u32, user: &str, script: &str) -> Stri
 
 #[tokio::test]
 async fn missing_user_is_created_with_its_home_and_processes_run_as_it() {
-    let usable = std::process::Command::new("unshare")
-        .args(["--mount", "--pid", "--fork", "--mount-proc", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !usable || !rustix::process::getuid().is_root() {
-        eprintln!("skipped: needs root and `unshare --mount --pid`");
+    if skip_unless_unshare(&["--mount", "--pid", "--fork", "--mount-proc"]) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("sandboxd-users-test-{}", std::process::id()));

@@ -28,6 +28,10 @@ impl Listeners {
         let internal = TcpListener::bind(config.internal_listen)
             .await
             .with_context(|| format!("binding {}", config.internal_listen))?;
+        // The bound addresses, for whoever started the server on port 0 (the tests do).
+        println!("agenthold listening on {}", api.local_addr()?);
+        println!("agenthold tunnel listening on {}", tunnel.local_addr()?);
+        println!("agenthold internal listening on {}", internal.local_addr()?);
         Ok(Self { api, tunnel, internal })
     }
 

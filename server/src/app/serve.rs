@@ -57,6 +57,7 @@ pub async fn serve(
     let metrics = match app.state.config.metrics_listen {
         Some(addr) => {
             let listener = crate::metrics::bind(addr).await?;
+            println!("agenthold metrics listening on {}", listener.local_addr()?);
             match app.recorder.clone() {
                 Some(handle) => {
                     tracing::info!(%addr, "metrics at /metrics");

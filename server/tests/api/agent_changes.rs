@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::secrets_support::{admin, personal_workspace};
-use crate::support::{TestServer, driver, last_run_output, texts};
+use crate::support::secrets::{admin, personal_workspace};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output, texts};
 
 const TURN: Duration = Duration::from_secs(120);
 
@@ -67,8 +68,7 @@ async fn a_patch_is_checked_whole_before_anything_changes() {
 
 #[tokio::test]
 async fn switching_the_harness_between_two_turns_keeps_the_log_and_says_the_context_was_reset() {
-    if driver() != "docker" {
-        println!("skipped: the command harness path below is the Docker sandbox's");
+    if skip_unless_docker("the command harness path below is the Docker sandbox's") {
         return;
     }
     let server = TestServer::start().await;
@@ -105,8 +105,7 @@ async fn switching_the_harness_between_two_turns_keeps_the_log_and_says_the_cont
 
 #[tokio::test]
 async fn rebuild_makes_a_new_container_around_the_same_home() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("a rebuild makes a new container") {
         return;
     }
     let server = TestServer::start().await;
@@ -115,7 +114,7 @@ async fn rebuild_makes_a_new_container_around_the_same_home() {
     server.prompt(&session, "write kept.txt still here").await;
     server.wait_turns(&session, 1, TURN).await;
     let container_id =
-        |name: String| async move { crate::driver_support::docker(&["inspect", "--format", "{{.Id}}", &name]).1 };
+        |name: String| async move { crate::support::docker::docker(&["inspect", "--format", "{{.Id}}", &name]).1 };
     let before = container_id(server.container(&agent)).await;
     let answer = admin(&server, "POST", &format!("/api/v1/agents/{agent}/rebuild"), json!({})).await;
     assert_eq!(answer.0, 200, "{}", answer.1);

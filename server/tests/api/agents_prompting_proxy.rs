@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::proxy_support::{DEADLINE, Proxy};
-use crate::support::{TestServer, driver};
+use crate::support::TestServer;
+use crate::support::proxy::{DEADLINE, Proxy};
+use crate::support::skip::skip_unless_docker;
 
 const TURN: Duration = Duration::from_secs(120);
 
@@ -25,8 +26,7 @@ fn text_of(events: &[Value]) -> String {
 
 #[tokio::test]
 async fn a_sandboxed_fake_agent_prompts_another_through_the_real_proxy() {
-    if driver() != "docker" {
-        println!("skipped: local sandboxes do not use the egress proxy");
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("agenthold-mcp-proxy-{}", uuid::Uuid::new_v4().simple()));

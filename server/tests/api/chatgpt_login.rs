@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::login_support::{Providers, jwt};
-use crate::proxy_support::Proxy;
-use crate::secrets_support::{admin, personal_workspace, where_in_database};
-use crate::support::{TestServer, driver, last_run_output};
+use crate::support::login::{Providers, jwt};
+use crate::support::proxy::Proxy;
+use crate::support::secrets::{admin, personal_workspace, where_in_database};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);
 
@@ -122,8 +123,7 @@ async fn a_chatgpt_login_is_taken_over_and_refreshed_by_the_server_only() {
 
 #[tokio::test]
 async fn the_sandbox_gets_a_placeholder_auth_json_and_the_proxy_puts_the_current_token_in() {
-    if driver() != "docker" {
-        println!("skipped: local sandboxes do not use the egress proxy");
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
         return;
     }
     let dir = temp_dir("chatgpt-proxy");

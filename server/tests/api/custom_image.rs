@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{TestServer, driver, texts};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, texts};
 
 const TURN: Duration = Duration::from_secs(120);
 
@@ -22,8 +23,7 @@ impl Drop for Image {
 
 #[tokio::test]
 async fn a_harness_from_a_custom_image_runs_a_turn() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("a custom image is a Docker image") {
         return;
     }
     let context = std::env::temp_dir().join(format!("agenthold-custom-{}", uuid::Uuid::new_v4().simple()));

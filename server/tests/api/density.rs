@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::driver_support::{docker, wait_for};
+use crate::support::docker::{docker, wait_for};
+use crate::support::skip::skip_unless_docker;
 use crate::support::{TestServer, of_type, texts};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -125,7 +126,7 @@ async fn an_idle_agent_is_put_to_sleep_and_the_next_prompt_wakes_it() {
 
 #[tokio::test]
 async fn the_orphan_sweep_removes_objects_of_agents_that_no_longer_exist_and_no_others() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("the orphan sweep's Docker objects") {
         return;
     }
     let server =
@@ -182,7 +183,7 @@ async fn the_orphan_sweep_removes_objects_of_agents_that_no_longer_exist_and_no_
 
 #[tokio::test]
 async fn fifty_agents_created_at_once_all_wake_with_subnets_of_their_own() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("agent networks' subnets are the Docker driver's") {
         return;
     }
     let server = TestServer::start().await;

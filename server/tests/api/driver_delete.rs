@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::driver_support::{labelled, wait_for};
 use crate::support::TestServer;
+use crate::support::docker::{labelled, wait_for};
+use crate::support::skip::skip_unless_docker;
 
 const TURN: Duration = Duration::from_secs(90);
 
@@ -49,7 +50,7 @@ async fn mark_deleting(server: &TestServer, agent: &str) {
 
 #[tokio::test]
 async fn deleting_an_agent_while_prompts_arrive_leaves_nothing_behind() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("no container, volume or network may be left") {
         return;
     }
     let server = TestServer::start().await;

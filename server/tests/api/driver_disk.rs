@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::driver_support::docker;
-use crate::support::{TestServer, driver, of_type};
+use crate::support::docker::docker;
+use crate::support::skip::{Lacks, skip, skip_unless_docker};
+use crate::support::{TestServer, of_type};
 
 /// The smallest disk an agent may have, and the one the tests fill.
 const SMALL_MIB: i64 = 64;
@@ -65,7 +66,8 @@ async fn enforced(server: &TestServer, agent: &str) -> Value {
 }
 
 /// Whether the test of `part` runs: the engine enforces it; when it does not, the test fails if
-/// the engine promised it, else it is skipped with the server's reason.
+/// the engine promised it, else it is skipped (a filesystem feature this engine lacks) with the
+/// server's reason.
 async fn runs(server: &TestServer, agent: &str, part: Part) -> bool {
     let enforced = enforced(server, agent).await;
     if enforced[part.key()] == true {
@@ -78,8 +80,7 @@ async fn runs(server: &TestServer, agent: &str, part: Part) -> bool {
          does not enforce it: {note}",
         part.key()
     );
-    // Loud on purpose: nextest shows it with --no-capture, and the reason is the engine's.
-    eprintln!("SKIPPED: this Docker engine cannot limit a sandbox's {}: {note}", part.key());
+    skip(Lacks::Feature, &format!("this Docker engine cannot limit a sandbox's {}: {note}", part.key()));
     false
 }
 
@@ -163,8 +164,7 @@ async fn write_fits(server: &TestServer, agent: &str, path: &str) {
 
 #[tokio::test]
 async fn a_sandbox_filling_its_writable_layer_gets_enospc_and_disk_full_and_others_write_on() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("disk limits are the Docker engine's") {
         return;
     }
     let server = TestServer::start().await;
@@ -185,8 +185,7 @@ async fn a_sandbox_filling_its_writable_layer_gets_enospc_and_disk_full_and_othe
 
 #[tokio::test]
 async fn a_sandbox_filling_its_home_gets_enospc_and_disk_full_and_others_write_on() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("disk limits are the Docker engine's") {
         return;
     }
     let server = TestServer::start().await;
@@ -237,8 +236,7 @@ async fn disk_limits_are_refused_over_the_server_maximum() {
 
 #[tokio::test]
 async fn required_disk_limits_start_no_sandbox_on_an_engine_that_cannot_enforce_them() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("disk limits are the Docker engine's") {
         return;
     }
     let server = TestServer::start_with(&[("AGENTHOLD_SANDBOX_DISK_LIMITS", "required")]).await;
@@ -267,8 +265,7 @@ async fn required_disk_limits_start_no_sandbox_on_an_engine_that_cannot_enforce_
 
 #[tokio::test]
 async fn disk_limits_off_make_sandboxes_without_sizes() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("disk limits are the Docker engine's") {
         return;
     }
     let server = TestServer::start_with(&[("AGENTHOLD_SANDBOX_DISK_LIMITS", "off")]).await;

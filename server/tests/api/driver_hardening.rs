@@ -7,8 +7,9 @@ use std::time::Duration;
 use agenthold_server::sandbox::docker::{CAP_ADD, SPEC_LABEL, SPEC_VERSION, TOOLS_LABEL, nofile_limit};
 use serde_json::{Value, json};
 
-use crate::driver_support::docker;
 use crate::support::TestServer;
+use crate::support::docker::docker;
+use crate::support::skip::skip_unless_docker;
 
 fn caps(value: &Value) -> Vec<String> {
     let mut caps: Vec<String> = value
@@ -21,7 +22,7 @@ fn caps(value: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn sandboxes_are_hardened_and_a_turn_still_works() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("container hardening is the Docker driver's") {
         return;
     }
     let server = TestServer::start().await;
@@ -63,7 +64,7 @@ async fn sandboxes_are_hardened_and_a_turn_still_works() {
 
 #[tokio::test]
 async fn the_open_files_limit_is_a_setting() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("container hardening is the Docker driver's") {
         return;
     }
     let server = TestServer::start_with(&[("AGENTHOLD_SANDBOX_NOFILE", "4096")]).await;

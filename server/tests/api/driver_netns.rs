@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::driver_support::docker;
-use crate::support::{TestServer, driver, last_run_output};
+use crate::support::docker::docker;
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output};
 
 const TURN: Duration = Duration::from_secs(90);
 
@@ -33,7 +34,7 @@ fn joined(server: &TestServer, agent: &str, id: &str) {
 
 #[tokio::test]
 async fn a_sleeping_agent_keeps_its_holder_and_wakes_into_the_same_namespace() {
-    if driver() != "docker" {
+    if skip_unless_docker("network holders are the Docker driver's") {
         return;
     }
     let server = TestServer::start().await;
@@ -69,7 +70,7 @@ async fn a_sleeping_agent_keeps_its_holder_and_wakes_into_the_same_namespace() {
 
 #[tokio::test]
 async fn a_holder_killed_under_a_running_turn_ends_it_and_the_next_prompt_starts_both_again() {
-    if driver() != "docker" {
+    if skip_unless_docker("network holders are the Docker driver's") {
         return;
     }
     let server = TestServer::start().await;
@@ -96,7 +97,7 @@ async fn a_holder_killed_under_a_running_turn_ends_it_and_the_next_prompt_starts
 
 #[tokio::test]
 async fn a_holder_removed_behind_the_servers_back_is_made_again_around_the_same_home() {
-    if driver() != "docker" {
+    if skip_unless_docker("network holders are the Docker driver's") {
         return;
     }
     let server = TestServer::start().await;
@@ -138,7 +139,7 @@ fn ready_holders(instance: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_second_replica_keeps_its_hands_off_the_first_replicas_ready_holders() {
-    if driver() != "docker" {
+    if skip_unless_docker("network holders are the Docker driver's") {
         return;
     }
     // One host firewall chain per instance, whose tunnel port the second replica's would replace.

@@ -7,11 +7,12 @@ use std::time::Duration;
 use agenthold_server::ids::AgentId;
 use agenthold_server::sandbox::SandboxDriver;
 
-use crate::driver_support::{DriverUnderTest, docker, wait_for};
+use crate::support::docker::{DriverUnderTest, docker, wait_for};
+use crate::support::skip::skip_unless_docker;
 
 #[tokio::test]
 async fn a_memory_hog_is_reported_oom_killed() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("it drives the Docker driver (an OOM kill under a container's memory limit)") {
         return;
     }
     let under = DriverUnderTest::new();
@@ -36,7 +37,7 @@ async fn a_memory_hog_is_reported_oom_killed() {
 
 #[tokio::test]
 async fn a_missing_sandbox_was_not_oom_killed() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("it drives the Docker driver (an OOM kill under a container's memory limit)") {
         return;
     }
     let under = DriverUnderTest::new();

@@ -10,8 +10,9 @@ use agenthold_server::sandbox::docker::{HOME_DIR, SPEC_LABEL, SPEC_VERSION, TOOL
 use agenthold_server::sandbox::{SandboxDriver, SandboxStatus};
 use serde_json::json;
 
-use crate::driver_support::{DriverUnderTest, docker, test_image, wait_for};
 use crate::support::TestServer;
+use crate::support::docker::{DriverUnderTest, docker, test_image, wait_for};
+use crate::support::skip::skip_unless_docker;
 
 /// Replaces the agent's container by one an older server would have made: same name, agent
 /// labels and home volume, but `version_labels` (none, or old ones) and `sleep` as its process.
@@ -39,7 +40,7 @@ fn replace_with_old_container(instance: &str, container: &str, agent: &str, home
 
 #[tokio::test]
 async fn a_container_of_another_version_is_stale_and_made_again_around_its_home() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("container versions are the Docker driver's") {
         return;
     }
     let under = DriverUnderTest::new();
@@ -96,7 +97,7 @@ async fn a_container_of_another_version_is_stale_and_made_again_around_its_home(
 /// wake makes the sandbox again around the same home.
 #[tokio::test]
 async fn a_stale_container_is_recreated_on_wake_with_its_home() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("container versions are the Docker driver's") {
         return;
     }
     let server = TestServer::start_with(&[("AGENTHOLD_RECONNECT_GRACE_SECS", "15")]).await;

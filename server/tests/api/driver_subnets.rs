@@ -10,7 +10,8 @@ use agenthold_server::sandbox::subnets::{Ipv4Net, SubnetPool};
 use agenthold_server::sandbox::{DriverError, SandboxDriver};
 use futures_util::StreamExt;
 
-use crate::driver_support::{DriverUnderTest, docker};
+use crate::support::docker::{DriverUnderTest, docker};
+use crate::support::skip::skip_unless_docker;
 
 /// The subnets of the networks labelled with the instance.
 fn subnets(instance: &str) -> Vec<String> {
@@ -33,7 +34,7 @@ fn pool(text: &str) -> SubnetPool {
 
 #[tokio::test]
 async fn three_hundred_agent_networks_fit_on_a_stock_engine_and_survive_a_restart() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("agent networks' subnets are the Docker driver's") {
         return;
     }
     // A pool of its own (512 blocks), so tests running alongside take none of it.
@@ -79,7 +80,7 @@ async fn three_hundred_agent_networks_fit_on_a_stock_engine_and_survive_a_restar
 
 #[tokio::test]
 async fn a_full_subnet_pool_is_a_capacity_error_and_a_removed_network_frees_its_block() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("agent networks' subnets are the Docker driver's") {
         return;
     }
     // Two blocks, somewhere in 10.215.128.0/17 (tests running alongside pick others).

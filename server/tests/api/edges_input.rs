@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use crate::support::TestServer;
+use crate::support::skip::skip_unless_docker;
 
 #[tokio::test]
 async fn a_nul_in_a_prompt_is_a_400_with_a_code() {
@@ -26,8 +27,8 @@ async fn a_nul_in_a_prompt_is_a_400_with_a_code() {
 
 #[tokio::test]
 async fn an_engine_failure_is_answered_with_a_code_and_no_engine_text() {
-    if crate::support::driver() != "docker" {
-        return; // the local driver has no images to fail on
+    if skip_unless_docker("the local driver has no images to fail on") {
+        return;
     }
     let server = TestServer::start().await;
     let image = "agenthold/no-such-image:edges-test";

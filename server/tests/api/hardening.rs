@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::support::skip::skip_unless_docker;
 use crate::support::{TestServer, of_type};
 
 const TURN: Duration = Duration::from_secs(60);
@@ -62,8 +63,8 @@ async fn a_harness_printing_blank_lines_or_one_endless_line_leaves_server_memory
 
 #[tokio::test]
 async fn a_harness_killed_for_want_of_memory_ends_its_turn_with_out_of_memory() {
-    if crate::support::driver() != "docker" {
-        return; // the local driver sets no memory limit
+    if skip_unless_docker("the local driver sets no memory limit") {
+        return;
     }
     let server = TestServer::start().await;
     // `tail` keeps the last 600 MiB of its input before printing any: far past the 64 MiB limit.

@@ -12,7 +12,7 @@ use agenthold_server::sandbox::{SandboxDriver, SandboxSpec, SandboxStatus};
 use agenthold_server::secret::Secret;
 use serde_json::{Value, json};
 
-use crate::kube_replay::Replay;
+use crate::support::kube_replay::Replay;
 
 const NS: &str = "sandboxes";
 const AGENT: &str = "0190a6c2-1234-7abc-8def-0123456789ab";
@@ -268,7 +268,7 @@ async fn the_orphan_sweep_lists_and_removes_the_labelled_objects() {
         .seen()
         .iter()
         .filter(|s| s.method == "GET")
-        .map(|s| crate::kube_replay::pairs(s.query.as_deref()))
+        .map(|s| crate::support::kube_replay::pairs(s.query.as_deref()))
         .collect();
     assert_eq!(lists.len(), 4);
     assert!(

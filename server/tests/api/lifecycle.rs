@@ -9,6 +9,7 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use crate::support::skip::skip_unless_docker;
 use crate::support::{TestServer, texts};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -72,7 +73,7 @@ async fn a_file_written_in_the_terminal_survives_sleep_and_wake() {
 
 #[tokio::test]
 async fn a_deleted_container_is_recreated_with_the_same_home() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("it deletes the container behind the server's back") {
         return;
     }
     let server = TestServer::start().await;
@@ -131,7 +132,7 @@ pub(crate) async fn mid_turn(server: &TestServer) -> (String, String) {
 
 #[tokio::test]
 async fn a_sandbox_deleted_mid_turn_fails_the_turn_and_the_next_prompt_recreates_it() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("it deletes the container behind the server's back") {
         return;
     }
     // The default reconnect grace (60 s): the engine's `die` event ends the turn long before it.
@@ -168,7 +169,7 @@ fn ready_networks(server: &TestServer) -> usize {
 
 #[tokio::test]
 async fn networks_kept_ready_for_new_agents_do_not_pile_up_across_restarts() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("ready networks are the Docker driver's") {
         return;
     }
     let ready = agenthold_server::sandbox::READY_NETWORKS;
@@ -205,7 +206,7 @@ fn ready_holders(server: &TestServer) -> usize {
 
 #[tokio::test]
 async fn a_burst_of_new_agents_leaves_only_the_ready_networks_the_pool_keeps() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("ready networks are the Docker driver's") {
         return;
     }
     let server = TestServer::start().await;

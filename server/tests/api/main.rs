@@ -1,5 +1,8 @@
 //! Integration tests against a real `agenthold` process, real Postgres and (by default) a real
 //! Docker engine, with the real sandboxd and fakeagent speaking ACP over the real tunnel.
+//! `support/` holds what the tests share; every other module is tests.
+
+mod support;
 
 mod abuse;
 mod agent_changes;
@@ -11,7 +14,6 @@ mod bad_input;
 mod chatgpt_login;
 mod cli;
 mod custom_image;
-mod db_gate;
 mod db_outage;
 mod density;
 mod driver_delete;
@@ -22,7 +24,6 @@ mod driver_netns;
 mod driver_oom;
 mod driver_stale;
 mod driver_subnets;
-mod driver_support;
 mod edges_input;
 mod edges_login;
 mod edges_origin;
@@ -32,13 +33,10 @@ mod edges_tunnel;
 mod elicitation;
 mod failures;
 mod hardening;
-mod in_process;
 mod kube_driver;
 mod kube_manifests;
-mod kube_replay;
 mod lifecycle;
 mod limits;
-mod login_support;
 mod members;
 mod metrics;
 mod openapi;
@@ -49,7 +47,6 @@ mod permissions_flow;
 mod provider_logins;
 mod proxy_feed;
 mod proxy_feed_e2e;
-mod proxy_support;
 mod quotas;
 mod remote_engines;
 mod replicas;
@@ -60,9 +57,7 @@ mod sandbox_login;
 mod sandbox_proxy;
 mod secrets_api;
 mod secrets_startup;
-mod secrets_support;
 mod stream;
-mod support;
 mod takeover;
 mod tenancy;
 mod triggers_schedules;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{TestServer, free_port};
+use crate::support::TestServer;
 
 async fn scrape(port: u16) -> String {
     let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("the metrics listener");
@@ -29,8 +29,8 @@ fn value(metrics: &str, prefix: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn metrics_count_requests_by_route_events_harnesses_and_watchers() {
-    let port = free_port("127.0.0.1");
-    let server = TestServer::start_with(&[("AGENTHOLD_METRICS_LISTEN", &format!("127.0.0.1:{port}"))]).await;
+    let server = TestServer::start_with(&[("AGENTHOLD_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    let port = server.metrics_addr().port();
     let agent = server.create_agent(json!({})).await;
     let session = server.create_session(&agent).await;
     server.prompt(&session, "text hello").await;

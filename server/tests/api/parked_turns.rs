@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::skip::skip_unless_docker;
 use crate::support::{TestServer, of_type, texts};
 
 const TURN: Duration = Duration::from_secs(120);
@@ -76,7 +77,7 @@ async fn answer_and_check_resumed(server: &TestServer, session: &str, id: &str) 
 
 #[tokio::test]
 async fn a_turn_whose_sandbox_dies_while_a_question_waits_is_parked_and_resumed_by_the_answer() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("it kills the sandbox's container") {
         return;
     }
     let server = TestServer::start().await;
@@ -91,7 +92,7 @@ async fn a_turn_whose_sandbox_dies_while_a_question_waits_is_parked_and_resumed_
 
 #[tokio::test]
 async fn a_turn_whose_sandbox_died_while_the_server_was_down_is_parked_after_the_restart() {
-    if crate::support::driver() != "docker" {
+    if skip_unless_docker("it kills the sandbox's container") {
         return;
     }
     let mut server = TestServer::start().await;

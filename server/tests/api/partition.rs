@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_gap_free, driver, of_type};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, assert_gap_free, of_type};
 
 const STALL: Duration = Duration::from_secs(120);
 /// sandboxd's buffer in this test: far less than the flood emits during the partition.
@@ -54,8 +55,7 @@ fn partition(container: &str, op: &str) {
 
 #[tokio::test]
 async fn a_sandbox_cut_off_for_20_s_buffers_then_blocks_and_loses_nothing() {
-    // A container's network namespace: the Docker driver only.
-    if driver() != "docker" {
+    if skip_unless_docker("it cuts a container's network namespace") {
         return;
     }
     let image = image_with_small_buffer();

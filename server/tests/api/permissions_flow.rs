@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::secrets_support::{admin, call, make_user};
+use crate::support::secrets::{admin, call, make_user};
 use crate::support::{TestServer, texts};
 
 const TURN: Duration = Duration::from_secs(120);

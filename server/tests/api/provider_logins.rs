@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::login_support::Providers;
-use crate::proxy_support::{DEADLINE, Proxy};
-use crate::secrets_support::{admin, call, make_user, personal_workspace, where_in_database};
-use crate::support::{TestServer, driver, last_run_output};
+use crate::support::login::Providers;
+use crate::support::proxy::{DEADLINE, Proxy};
+use crate::support::secrets::{admin, call, make_user, personal_workspace, where_in_database};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);
 
@@ -152,8 +153,7 @@ async fn whose_logins_an_agent_uses_follows_the_rules() {
 
 #[tokio::test]
 async fn an_account_login_reaches_the_sandbox_as_a_placeholder_and_the_proxy_injects_it() {
-    if driver() != "docker" {
-        println!("skipped: local sandboxes do not use the egress proxy");
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
         return;
     }
     let dir = temp_dir("login-proxy");

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::secrets_support::{admin, create_secret, database, personal_workspace, unique_value};
 use crate::support::TestServer;
+use crate::support::secrets::{admin, create_secret, database, personal_workspace, unique_value};
 
 /// How long the proxy's file may lag behind a change.
 const WITHIN: Duration = Duration::from_secs(5);

@@ -17,9 +17,9 @@ use tokio::net::TcpStream;
 use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::master_key::MasterKey;
 
-use crate::proxy_support::{DEADLINE, Proxy, StandIn, read_head};
-use crate::secrets_support::{admin, attach_anthropic_secret, database};
 use crate::support::TestServer;
+use crate::support::proxy::{DEADLINE, Proxy, StandIn, read_head};
+use crate::support::secrets::{admin, attach_anthropic_secret, database};
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::secrets_support::{call, make_user};
+use crate::support::secrets::{call, make_user};
 use crate::support::{TestServer, of_type};
 
 const TURN: Duration = Duration::from_secs(120);

@@ -7,7 +7,8 @@
 //! engine with its home, and is deleted with its volume. A server holding a client certificate
 //! the engine does not trust marks the engine unavailable and says why.
 //!
-//! Needs root (dockerd); skipped otherwise, and on the local driver.
+//! Needs root (dockerd): skipped otherwise (failed under `AGENTHOLD_SKIPS_FATAL=1`), and on the
+//! local driver.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,7 @@ use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, 
 use serde_json::json;
 use sqlx::Connection;
 
+use crate::support::skip::{skip_unless_docker, skip_unless_root};
 use crate::support::{TestServer, free_port, last_run_output};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -118,7 +120,7 @@ impl SecondEngine {
             // own: the main engine's (and the server's sandbox firewall) are left alone.
             .arg(format!("--bridge={bridge}"))
             .args(["--iptables=false", "--ip6tables=false", "--ip-masq=false"]);
-        let (ok, driver) = crate::driver_support::docker(&["info", "--format", "{{.Driver}}"]);
+        let (ok, driver) = crate::support::docker::docker(&["info", "--format", "{{.Driver}}"]);
         // Not btrfs (the main engine's on the disk scripts/dev/docker.sh makes): it needs its
         // data-root on btrfs, and this one is a directory of the host's (dockerd's own choice).
         if ok && !driver.is_empty() && driver != "btrfs" {
@@ -215,19 +217,16 @@ fn host_address() -> std::net::IpAddr {
     socket.local_addr().expect("the socket's address").ip()
 }
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 #[tokio::test]
 async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
-    if crate::support::driver() != "docker" || !is_root() {
-        eprintln!("skipped: needs the Docker driver and root (it starts a dockerd)");
+    if skip_unless_docker("it places agents on a second Docker engine")
+        || skip_unless_root("it starts a second dockerd")
+    {
         return;
     }
     let began = Instant::now();
     let engine = SecondEngine::start().await;
-    engine.load_image(&crate::driver_support::test_image());
+    engine.load_image(&crate::support::docker::test_image());
     eprintln!("second engine up with the image after {:?}", began.elapsed());
 
     // The remote engine's agent networks come from a range of their own (that engine knows
@@ -236,6 +235,7 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     // server's default, which names each network's gateway).
     let pool = format!("10.216.{}.0/24", rand::random::<u8>());
     let host_addr = host_address();
+    // Chosen ahead: the engines file names it before the server starts.
     let tunnel_port = free_port("0.0.0.0");
     let remote_tunnel = format!("ws://{host_addr}:{tunnel_port}/tunnel");
     let engines = write_engines(
@@ -290,7 +290,7 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     let container = server.container(&agent);
     let (ok, running) = engine.cli(&["inspect", "-f", "{{.State.Running}}", &container]);
     assert_eq!((ok, running.as_str()), (true, "true"), "the sandbox runs on the remote engine");
-    assert!(!crate::driver_support::docker(&["inspect", &container]).0, "and not on the local one");
+    assert!(!crate::support::docker::docker(&["inspect", &container]).0, "and not on the local one");
     let (_, env) = engine.cli(&["inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", &container]);
     assert!(env.lines().any(|l| l == format!("AGENTHOLD_TUNNEL_URL={remote_tunnel}")), "{env}");
 
@@ -310,19 +310,19 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     // A sandbox killed on the remote engine ends its turn at once: that engine's events are
     // followed too (without them the turn would wait for the 60 s reconnect grace).
     server.prompt(&session, "text going\nsleep 60000").await;
-    crate::driver_support::wait_for(TURN, "the long turn to start", || async {
+    crate::support::docker::wait_for(TURN, "the long turn to start", || async {
         crate::support::texts(&server.events(&session).await).contains(&"going".to_owned()).then_some(())
     })
     .await;
     let killed = Instant::now();
     assert!(engine.cli(&["kill", &container]).0, "docker kill on the remote engine");
-    crate::driver_support::wait_for(Duration::from_secs(20), "the turn to end with SANDBOX_EXITED", || async {
+    crate::support::docker::wait_for(Duration::from_secs(20), "the turn to end with SANDBOX_EXITED", || async {
         let events = server.events(&session).await;
         events.iter().any(|e| e["payload"]["code"] == "SANDBOX_EXITED").then_some(())
     })
     .await;
     eprintln!("the kill on the remote engine ended the turn after {:?}", killed.elapsed());
-    crate::driver_support::wait_for(Duration::from_secs(10), "the remote engine's die event", || async {
+    crate::support::docker::wait_for(Duration::from_secs(10), "the remote engine's die event", || async {
         let log = server.log();
         log.lines()
             .any(|l| l.contains("the engine reports the sandbox died") && l.contains(agent.as_str()))
@@ -337,7 +337,7 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
     let agent_label = format!("agenthold.agent={ghost}");
     let made = engine.cli(&["volume", "create", "--label", &instance_label, "--label", &agent_label, &ghost_volume]);
     assert!(made.0, "a ghost volume on the remote engine");
-    crate::driver_support::wait_for(Duration::from_secs(30), "the remote orphan to be swept", || async {
+    crate::support::docker::wait_for(Duration::from_secs(30), "the remote orphan to be swept", || async {
         (!engine.cli(&["volume", "inspect", &ghost_volume]).0).then_some(())
     })
     .await;
@@ -395,8 +395,8 @@ async fn agents_are_placed_on_a_remote_tls_engine_and_stay_there() {
         .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
         .env("AGENTHOLD_MODE", "test")
         .env("AGENTHOLD_DATA_DIR", engine.dir.join("bad-data"))
-        .env("AGENTHOLD_LISTEN", format!("127.0.0.1:{}", free_port("127.0.0.1")))
-        .env("AGENTHOLD_TUNNEL_LISTEN", format!("127.0.0.1:{}", free_port("127.0.0.1")))
+        .env("AGENTHOLD_LISTEN", "127.0.0.1:0")
+        .env("AGENTHOLD_TUNNEL_LISTEN", "127.0.0.1:0")
         .env("AGENTHOLD_INSTANCE", format!("ahx{}", &uuid::Uuid::new_v4().simple().to_string()[..8]))
         .output()
         .expect("running agenthold");

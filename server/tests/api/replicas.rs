@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_gap_free, driver, of_type, seqs};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, assert_gap_free, of_type, seqs};
 
 const STALL: Duration = Duration::from_secs(90);
 
@@ -75,10 +76,10 @@ fn replica_env(balancer: &Balancer) -> Vec<(String, String)> {
 }
 
 /// Two replicas on one database behind a balancer of their own that tries A first, then B;
-/// `None` (the test does nothing) unless the driver is Docker: sandboxes dial the balancer at
-/// the Docker host's address.
+/// `None` (the test skips, see [`skip_unless_docker`]) unless the driver is Docker: sandboxes
+/// dial the balancer at the Docker host's address.
 async fn two_replicas() -> Option<(Balancer, TestServer, TestServer)> {
-    if driver() != "docker" {
+    if skip_unless_docker("sandboxes dial the replicas' balancer at the Docker host's address") {
         return None;
     }
     let balancer = Balancer::start().await;
@@ -161,7 +162,7 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
 
 #[tokio::test]
 async fn a_secret_attached_through_the_other_replica_reaches_the_owners_harness() {
-    use crate::secrets_support::{admin, create_secret, personal_workspace, unique_value};
+    use crate::support::secrets::{admin, create_secret, personal_workspace, unique_value};
     let Some((_balancer, a, b)) = two_replicas().await else { return };
     let agent = a.create_agent(json!({})).await;
     let session = a.create_session(&agent).await;

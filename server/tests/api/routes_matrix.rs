@@ -1,4 +1,4 @@
-//! Every route's refusals, in-process (`in_process`: no server process, a database of its own):
+//! Every route's refusals, in-process (`support::in_process`: no server process, a database of its own):
 //! the authorization matrix generated from the OpenAPI document's access requirements — each
 //! operation for every role (none, i.e. a member of another workspace; viewer; operator; admin)
 //! and without credentials — plus unknown and malformed ids (404) and malformed bodies
@@ -11,7 +11,7 @@ use std::time::Duration;
 use agenthold_server::api::openapi::Access as Need;
 use serde_json::{Value, json};
 
-use crate::in_process::{ADMIN_TOKEN, InProcess};
+use crate::support::in_process::{ADMIN_TOKEN, InProcess};
 
 const PASSWORD: &str = "a long enough password";
 

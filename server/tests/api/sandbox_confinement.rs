@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::driver_support::docker;
-use crate::proxy_support::Proxy;
-use crate::support::{TestServer, driver, last_run_output};
+use crate::support::docker::docker;
+use crate::support::proxy::Proxy;
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);
 /// The port the listeners inside containers use.
@@ -198,8 +199,7 @@ fn network_gateway(network: &str) -> String {
 
 #[tokio::test]
 async fn a_confined_sandbox_reaches_the_tunnel_and_the_proxy_and_nothing_else() {
-    if driver() != "docker" {
-        println!("skipped: the local driver does not confine");
+    if skip_unless_docker("the local driver does not confine") {
         return;
     }
     // The proxy first, on a port of its own choosing, on the file the server will write.
@@ -301,8 +301,7 @@ async fn a_confined_sandbox_reaches_the_tunnel_and_the_proxy_and_nothing_else() 
 
 #[tokio::test]
 async fn an_open_sandbox_reaches_the_hosts_services_so_the_probe_sees_an_open_port() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("what an open Docker sandbox's network reaches") {
         return;
     }
     let server = TestServer::start_with(&[("AGENTHOLD_SANDBOX_EGRESS", "open")]).await;

@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::secrets_support::{admin, call, make_user};
+use crate::support::secrets::{admin, call, make_user};
 use crate::support::{TestServer, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);

@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::master_key::MasterKey;
 
-use crate::proxy_support::{DEADLINE, Proxy, StandIn};
-use crate::secrets_support::{admin, attach_anthropic_secret, database};
-use crate::support::{TestServer, driver, last_run_output};
+use crate::support::proxy::{DEADLINE, Proxy, StandIn};
+use crate::support::secrets::{admin, attach_anthropic_secret, database};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, last_run_output};
 
 const TURN: Duration = Duration::from_secs(120);
 /// What the stand-in answers, to recognise its body in the tool output.
@@ -103,8 +104,7 @@ impl Drop for Proxied {
 
 #[tokio::test]
 async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_value() {
-    if driver() != "docker" {
-        println!("skipped: local sandboxes do not use the egress proxy");
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
         return;
     }
     let setup = Proxied::start().await;
@@ -200,8 +200,7 @@ async fn a_sandbox_fetch_reaches_the_provider_through_the_proxy_with_the_real_va
 
 #[tokio::test]
 async fn without_a_proxy_address_sandboxes_get_neither_the_ca_nor_the_proxy_environment() {
-    if driver() != "docker" {
-        println!("skipped: Docker only");
+    if skip_unless_docker("a Docker sandbox's CA and proxy environment") {
         return;
     }
     let server = TestServer::start().await;
@@ -216,7 +215,7 @@ async fn without_a_proxy_address_sandboxes_get_neither_the_ca_nor_the_proxy_envi
     }
     assert!(!env.contains("agenthold-proxy.crt"), "the CA was installed:\n{env}");
     let container = server.container(&agent);
-    let (ok, container_env) = crate::driver_support::docker(&[
+    let (ok, container_env) = crate::support::docker::docker(&[
         "inspect",
         "--format",
         "{{range .Config.Env}}{{println .}}{{end}}",
@@ -225,7 +224,7 @@ async fn without_a_proxy_address_sandboxes_get_neither_the_ca_nor_the_proxy_envi
     assert!(ok, "docker inspect");
     assert!(container_env.contains("AGENTHOLD_TUNNEL_URL="), "{container_env}");
     assert!(!container_env.contains("AGENTHOLD_PROXY_CA_PEM"), "{container_env}");
-    let (ok, label) = crate::driver_support::docker(&[
+    let (ok, label) = crate::support::docker::docker(&[
         "inspect",
         "--format",
         "{{index .Config.Labels \"agenthold.proxy-ca\"}}",
@@ -247,8 +246,7 @@ fn raw_connect_script(proxy_port: u16, user: &str, password: &str) -> String {
 
 #[tokio::test]
 async fn a_sandboxs_proxy_credentials_work_from_its_own_address_only() {
-    if driver() != "docker" {
-        println!("skipped: local sandboxes do not use the egress proxy");
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
         return;
     }
     let setup = Proxied::start().await;
@@ -265,7 +263,7 @@ async fn a_sandboxs_proxy_credentials_work_from_its_own_address_only() {
     let from_a = last_run_output(&server.wait_turns(&session_a, 1, TURN).await);
     assert!(from_a.trim().starts_with("HTTP/1.1 200"), "{from_a}\n{}", proxy.log());
     // The proxy's file names A's address (its network holder's) as its only source.
-    let (ok, a_ip) = crate::driver_support::docker(&[
+    let (ok, a_ip) = crate::support::docker::docker(&[
         "inspect",
         "--format",
         "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",

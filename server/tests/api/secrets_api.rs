@@ -8,10 +8,10 @@ use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::{self, master_key::MasterKey};
 use serde_json::{Value, json};
 
-use crate::secrets_support::{
+use crate::support::TestServer;
+use crate::support::secrets::{
     admin, call, create_secret, database, make_user, personal_workspace, unique_value, where_in_database,
 };
-use crate::support::TestServer;
 
 fn codes(answer: &(u16, Value)) -> (u16, Option<&str>) {
     (answer.0, answer.1["error"]["code"].as_str())

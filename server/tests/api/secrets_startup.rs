@@ -10,8 +10,8 @@ use agenthold_server::ids::AgentId;
 use agenthold_server::secrets::{self, master_key::MasterKey};
 use serde_json::json;
 
-use crate::secrets_support::{admin, create_secret, database, personal_workspace, unique_value};
 use crate::support::TestServer;
+use crate::support::secrets::{admin, create_secret, database, personal_workspace, unique_value};
 
 fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("agenthold-keys-{}", uuid::Uuid::new_v4().simple()));

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::secrets_support::{admin, call, make_user};
 use crate::support::TestServer;
+use crate::support::secrets::{admin, call, make_user};
 
 const TURN: Duration = Duration::from_secs(120);
 /// The bound the issue states (closed within 2 s), plus the scheduling slack of a loaded machine.
@@ -62,7 +62,7 @@ async fn login_from(server: &TestServer, client: &str, name: &str, password: &st
 
 #[tokio::test]
 async fn failing_logins_cannot_lock_anyone_out_and_a_forged_address_is_not_believed() {
-    use crate::secrets_support::PASSWORD;
+    use crate::support::secrets::PASSWORD;
     // Behind a trusted reverse proxy (the test client, on loopback): its X-Forwarded-For counts.
     let server = TestServer::start_with(&[("AGENTHOLD_TRUSTED_PROXIES", "127.0.0.0/8")]).await;
     make_user(&server, "victim").await;
@@ -101,7 +101,7 @@ async fn failing_logins_cannot_lock_anyone_out_and_a_forged_address_is_not_belie
 
 #[tokio::test]
 async fn over_https_the_session_cookie_is_host_only_and_secure() {
-    use crate::secrets_support::PASSWORD;
+    use crate::support::secrets::PASSWORD;
     let server = TestServer::start_with(&[("AGENTHOLD_PUBLIC_URL", "https://agenthold.test")]).await;
     make_user(&server, "secure").await;
     let body = json!({"username": "secure", "password": PASSWORD});

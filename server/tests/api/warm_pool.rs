@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{TestServer, driver, of_type};
+use crate::support::skip::skip_unless_docker;
+use crate::support::{TestServer, of_type};
 
 /// Running sandboxes of the instance (`docker ps` names; not the network holders).
 fn running(instance: &str) -> Vec<String> {
@@ -51,7 +52,7 @@ async fn wait_connected(server: &TestServer, times: usize) {
 
 #[tokio::test]
 async fn a_new_agent_takes_the_pooled_sandbox_and_the_pool_refills() {
-    if driver() != "docker" {
+    if skip_unless_docker("the warm pool is the Docker driver's") {
         return;
     }
     let mut server =
@@ -108,7 +109,7 @@ async fn a_new_agent_takes_the_pooled_sandbox_and_the_pool_refills() {
 
 #[tokio::test]
 async fn an_agent_of_another_image_or_with_an_empty_pool_starts_the_cold_way() {
-    if driver() != "docker" {
+    if skip_unless_docker("the warm pool is the Docker driver's") {
         return;
     }
     let server = TestServer::start_with(&[("AGENTHOLD_WARM_POOL_SIZE", "1")]).await;
@@ -129,7 +130,7 @@ async fn an_agent_of_another_image_or_with_an_empty_pool_starts_the_cold_way() {
 
 #[tokio::test]
 async fn a_pooled_sandbox_whose_sandboxd_never_connects_is_replaced_and_never_handed_out() {
-    if driver() != "docker" {
+    if skip_unless_docker("the warm pool is the Docker driver's") {
         return;
     }
     // Sandboxes dial a port nothing listens on: no sandboxd ever connects.
@@ -160,7 +161,7 @@ async fn a_pooled_sandbox_whose_sandboxd_never_connects_is_replaced_and_never_ha
 
 #[tokio::test]
 async fn a_second_replica_keeps_its_hands_off_the_first_replicas_pool() {
-    if driver() != "docker" {
+    if skip_unless_docker("the warm pool is the Docker driver's") {
         return;
     }
     let first = TestServer::start_with(&[

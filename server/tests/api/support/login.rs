@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
-use crate::proxy_support::{DEADLINE, read_head};
+use crate::support::proxy::{DEADLINE, read_head};
 
 /// How long the access tokens the stand-in issues live.
 pub const TOKEN_LIFETIME_SECS: i64 = 7200;

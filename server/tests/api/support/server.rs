@@ -1,7 +1,12 @@
 //! The test harness: a real `agenthold` process (so tests can SIGKILL and restart it) on its own
 //! database and ports, with the Docker driver (or `AGENTHOLD_TEST_DRIVER=local`), and small
 //! HTTP and WebSocket clients. Every wait has a deadline.
+//!
+//! The server binds port 0 and says where it listens (`agenthold … listening on <addr>` on its
+//! stdout, the run's log file): no port is picked for it ahead, so none can be taken meanwhile.
+//! A restart binds the ports of the first run again (sandboxes keep dialling the tunnel's).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,15 +31,18 @@ pub struct TestServer {
     /// The server's own database.
     pub database_url: String,
     /// The address the server process is given for it, when not `database_url` (through a
-    /// [`crate::db_gate::DbGate`]).
+    /// [`crate::support::db_gate::DbGate`]).
     server_database_url: Option<String>,
     /// Container/volume/network name prefix.
     pub instance: String,
     /// The data directory (logs are in it).
     pub data_dir: PathBuf,
+    /// The API's port: 0 until the first run has bound one, then that one (a restart binds it
+    /// again).
     api_port: u16,
+    /// The tunnel's, likewise.
     tunnel_port: u16,
-    /// The replicas' own listener (`AGENTHOLD_INTERNAL_LISTEN`).
+    /// The replicas' own listener (`AGENTHOLD_INTERNAL_LISTEN`), likewise.
     pub internal_port: u16,
     env: Vec<(String, String)>,
     child: Option<Child>,
@@ -45,6 +53,8 @@ pub struct TestServer {
     replica: bool,
 }
 
+/// A port free when asked, for what must be named before it listens (a listener of the test's
+/// own is better: it holds the port). Not for the server's: it binds port 0 and says where.
 pub fn free_port(host: &str) -> u16 {
     let listener = std::net::TcpListener::bind((host, 0)).expect("binding an ephemeral port");
     listener.local_addr().expect("local addr").port()
@@ -55,7 +65,7 @@ pub fn driver() -> String {
     std::env::var("AGENTHOLD_TEST_DRIVER").unwrap_or_else(|_| "docker".to_owned())
 }
 
-async fn create_database() -> String {
+pub(crate) async fn create_database() -> String {
     let admin = std::env::var("DATABASE_URL")
         .expect("DATABASE_URL (an admin URL of a Postgres cluster) must be set for the tests");
     let name = format!("agenthold_test_{}", uuid::Uuid::new_v4().simple());
@@ -78,9 +88,9 @@ impl TestServer {
 
     /// Starts a server that reaches its database through a gate the test can shut (a Postgres
     /// outage as the server sees it).
-    pub async fn start_behind_gate(env: &[(&str, &str)]) -> (Self, crate::db_gate::DbGate) {
+    pub async fn start_behind_gate(env: &[(&str, &str)]) -> (Self, crate::support::db_gate::DbGate) {
         let database_url = create_database().await;
-        let gate = crate::db_gate::DbGate::start(&database_url).await;
+        let gate = crate::support::db_gate::DbGate::start(&database_url).await;
         let through_gate = gate.url(&database_url);
         (Self::launch(env, database_url, Some(through_gate)).await, gate)
     }
@@ -97,16 +107,15 @@ impl TestServer {
             server_database_url,
             instance,
             data_dir,
-            api_port: free_port("127.0.0.1"),
-            tunnel_port: free_port("0.0.0.0"),
-            internal_port: free_port("127.0.0.1"),
+            api_port: 0,
+            tunnel_port: 0,
+            internal_port: 0,
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             child: None,
             http: Client::builder(TokioExecutor::new()).build_http(),
             runs: 0,
             replica: false,
         };
-        server.url = format!("http://127.0.0.1:{}", server.api_port);
         server.spawn().await;
         server
     }
@@ -131,16 +140,15 @@ impl TestServer {
             server_database_url: self.server_database_url.clone(),
             instance: self.instance.clone(),
             data_dir,
-            api_port: free_port("127.0.0.1"),
-            tunnel_port: free_port("0.0.0.0"),
-            internal_port: free_port("127.0.0.1"),
+            api_port: 0,
+            tunnel_port: 0,
+            internal_port: 0,
             env: own_env,
             child: None,
             http: Client::builder(TokioExecutor::new()).build_http(),
             runs: 0,
             replica: true,
         };
-        replica.url = format!("http://127.0.0.1:{}", replica.api_port);
         replica.spawn().await;
         replica
     }
@@ -150,9 +158,11 @@ impl TestServer {
         Self::start_with(&[]).await
     }
 
+    /// Starts the process (on the ports of the first run, if there was one) and waits until it
+    /// says where it listens and answers `/readyz`.
     async fn spawn(&mut self) {
         self.runs += 1;
-        let log = std::fs::File::create(self.data_dir.join(format!("server-{}.log", self.runs))).expect("log file");
+        let log = std::fs::File::create(self.run_log()).expect("log file");
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_agenthold"));
         let bin_dir = exe.parent().expect("bin dir").to_owned();
         let mut command = Command::new(&exe);
@@ -197,6 +207,15 @@ impl TestServer {
         }
         self.child = Some(command.spawn().expect("starting agenthold"));
         let deadline = Instant::now() + Duration::from_secs(30);
+        let ports = (self.api_port, self.tunnel_port, self.internal_port);
+        self.api_port = self.bound("", deadline).await.port();
+        self.tunnel_port = self.bound("tunnel ", deadline).await.port();
+        self.internal_port = self.bound("internal ", deadline).await.port();
+        assert!(
+            ports == (0, 0, 0) || ports == (self.api_port, self.tunnel_port, self.internal_port),
+            "a restart binds the first run's ports"
+        );
+        self.url = format!("http://127.0.0.1:{}", self.api_port);
         loop {
             if let Ok((200, _)) = self.try_request("GET", "/readyz", None).await {
                 return;
@@ -204,6 +223,47 @@ impl TestServer {
             assert!(Instant::now() < deadline, "the server did not become ready; log: {}", self.log());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// This run's log file: the process's stdout and stderr.
+    fn run_log(&self) -> PathBuf {
+        self.data_dir.join(format!("server-{}.log", self.runs))
+    }
+
+    /// Where this run's `<which>`listener is bound (`which`: "" for the API, or "tunnel ",
+    /// "internal ", "metrics "), once it said so: `agenthold <which>listening on <addr>`.
+    fn said(&self, which: &str) -> Option<SocketAddr> {
+        let prefix = format!("agenthold {which}listening on ");
+        let log = std::fs::read_to_string(self.run_log()).ok()?;
+        // Whole lines only: a line being written may be read half (`127.0.0.1:4` of `:4321`).
+        let addr = log
+            .split_inclusive('\n')
+            .filter(|line| line.ends_with('\n'))
+            .find_map(|line| line.strip_prefix(&prefix))?;
+        Some(addr.trim().parse().unwrap_or_else(|e| panic!("{prefix}{addr}: {e}")))
+    }
+
+    /// [`Self::said`], waited for until `deadline` (or the process's end).
+    async fn bound(&mut self, which: &str, deadline: Instant) -> SocketAddr {
+        loop {
+            if let Some(addr) = self.said(which) {
+                return addr;
+            }
+            let exited = self.child.as_mut().and_then(|child| child.try_wait().ok().flatten());
+            assert!(exited.is_none(), "the server exited ({exited:?}) before it listened; log: {}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "the server did not say where its {which}listener is; log: {}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Where this run's metrics listener (`AGENTHOLD_METRICS_LISTEN`; port 0 is fine) is bound
+    /// (before the server is ready, so said by now).
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.said("metrics ").unwrap_or_else(|| panic!("no metrics listener; log: {}", self.log()))
     }
 
     /// The server process's pid, while it runs.
@@ -576,7 +636,7 @@ impl Drop for TestServer {
 }
 
 /// Drops a test's database (from a thread of its own: `Drop` is not async).
-fn drop_database(database_url: &str) {
+pub(crate) fn drop_database(database_url: &str) {
     let (Ok(admin), Some(name)) = (std::env::var("DATABASE_URL"), database_url.split('?').next()) else { return };
     let Some(name) = name.rsplit('/').next().filter(|n| n.starts_with("agenthold_test_")).map(str::to_owned) else {
         return;

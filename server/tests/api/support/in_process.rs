@@ -11,7 +11,6 @@ use axum::http::{Method, Request};
 use clap::Parser;
 use http_body_util::BodyExt;
 use serde_json::Value;
-use sqlx::Connection;
 use tower::ServiceExt;
 
 /// The server admin's token.
@@ -45,7 +44,7 @@ pub struct Reply {
 impl InProcess {
     /// Builds a server on a fresh database with the local driver.
     pub async fn start() -> Self {
-        let database_url = create_database().await;
+        let database_url = super::server::create_database().await;
         let data_dir = TempDir::new();
         let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_agenthold"));
         let bin_dir = bin_dir.parent().expect("bin dir").to_owned();
@@ -201,7 +200,7 @@ impl InProcess {
             let _ = stop.send(());
             served.await.expect("the server task").expect("the server stops cleanly");
         }
-        drop_database(&self.database_url).await;
+        super::server::drop_database(&self.database_url);
     }
 }
 
@@ -223,32 +222,5 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn admin_url() -> String {
-    std::env::var("DATABASE_URL").expect("DATABASE_URL (an admin URL of a Postgres cluster) must be set for the tests")
-}
-
-async fn create_database() -> String {
-    let admin = admin_url();
-    let name = format!("agenthold_test_{}", uuid::Uuid::new_v4().simple());
-    let mut connection = sqlx::PgConnection::connect(&admin).await.expect("connecting to DATABASE_URL");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut connection).await.expect("creating the database");
-    let (base, query) = match admin.split_once('?') {
-        Some((base, query)) => (base.to_owned(), format!("?{query}")),
-        None => (admin.clone(), String::new()),
-    };
-    let base = base.rsplit_once('/').map(|(server, _)| server.to_owned()).unwrap_or(base);
-    format!("{base}/{name}{query}")
-}
-
-async fn drop_database(database_url: &str) {
-    let Some(name) = database_url.split('?').next().and_then(|url| url.rsplit_once('/')).map(|(_, n)| n.to_owned())
-    else {
-        return;
-    };
-    if let Ok(mut connection) = sqlx::PgConnection::connect(&admin_url()).await {
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut connection).await;
     }
 }
