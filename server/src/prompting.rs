@@ -114,8 +114,8 @@ pub struct Recorded {
     pub turn_id: TurnId,
     /// Its agent.
     pub agent_id: AgentId,
-    /// Its `prompt` event, as stored.
-    pub stored: Vec<(StoredEvent, String)>,
+    /// Its `prompt` event, as stored (published by [`hand_over`]'s commit).
+    pub stored: store::events::Appended,
 }
 
 /// Stores a pending turn and its `prompt` event inside `tx`: [`TurnError::InProgress`] when the
@@ -145,17 +145,22 @@ pub async fn record(
     Ok(Recorded { turn_id, agent_id, stored })
 }
 
-/// After the transaction that recorded the turn committed: publishes its events to watchers
-/// and hands the turn to the agent's supervisor. The seq of the `prompt` event.
-pub async fn hand_over(state: &AppState, recorded: &Recorded) -> sqlx::Result<Option<Seq>> {
-    let shared = publish(state, &recorded.stored);
+/// Commits the transaction that recorded the turn, then publishes its events to watchers and
+/// hands the turn to the agent's supervisor. The seq of the `prompt` event.
+pub async fn hand_over(
+    state: &AppState,
+    tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    recorded: Recorded,
+) -> sqlx::Result<Option<Seq>> {
+    let shared = recorded.stored.commit(tx, |stored| publish(state, &stored)).await?;
     store::agents::set_desired_state(&state.pool, recorded.agent_id, "awake").await?;
     state.supervisors.send(recorded.agent_id, Command::Prompt).await;
     state.supervisors.host().touch(recorded.agent_id, std::time::Instant::now());
     Ok(shared.first().map(|e| e.seq))
 }
 
-/// Publishes committed events to the session's watchers.
+/// Publishes committed events to the session's watchers (the argument of an
+/// [`store::events::Appended::commit`]).
 pub fn publish(state: &AppState, stored: &[(StoredEvent, String)]) -> Vec<std::sync::Arc<SharedEvent>> {
     let shared: Vec<_> = stored.iter().map(|(event, json)| SharedEvent::from_stored(event, json)).collect();
     state.hub.publish(&shared);

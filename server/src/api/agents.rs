@@ -480,7 +480,7 @@ pub async fn delete(
     store::agents::delete(&state.pool, id).await?;
     state.hub.close(&sessions);
     // Their streams on the other replicas close too.
-    if let Err(error) = crate::replicas::fanout::announce_closed(&state.pool, &sessions).await {
+    if let Err(error) = crate::store::notify::announce_closed(&state.pool, &sessions).await {
         tracing::warn!(%error, "telling the other replicas of deleted sessions");
     }
     audit(&state, &principal, &agent, "agent.deleted").await?;

@@ -320,9 +320,8 @@ pub async fn prompt(
             }
             Err(TurnError::Db(error)) => return Err(error.into()),
         };
-    tx.commit().await?;
-    let seq = crate::prompting::hand_over(&state, &recorded).await?;
     let turn_id = recorded.turn_id;
+    let seq = crate::prompting::hand_over(&state, tx, recorded).await?;
     Ok((StatusCode::ACCEPTED, Json(Prompted { turn_id, seq })).into_response())
 }
 

@@ -349,8 +349,7 @@ async fn write_on(
         sizes.push(request.events.len());
         all.extend(request.events.iter().cloned());
     }
-    let stored = store::events::append(&mut tx, all).await?;
-    tx.commit().await?;
+    let stored = store::events::append(&mut tx, all).await?.commit(tx, |stored| stored).await?;
 
     // Events of deleted sessions were dropped: hand each request the stored ones among its own.
     let mut stored = stored.iter().map(|(event, json)| SharedEvent::from_stored(event, json)).peekable();

@@ -211,13 +211,13 @@ async fn prompt(
             }
             Err(TurnError::Db(error)) => return Err(error.into()),
         };
-    tx.commit().await?;
     tracing::info!(agent.id = %caller.id, target.id = %target.agent_id, turn.id = %recorded.turn_id, depth, "an agent prompted an agent");
-    prompting::hand_over(state, &recorded).await?;
+    let turn_id = recorded.turn_id;
+    prompting::hand_over(state, tx, recorded).await?;
     Ok(Ok(tools::answer(json!({
         "agent_id": target.agent_id,
         "session_id": session_id,
-        "turn_id": recorded.turn_id,
+        "turn_id": turn_id,
         "depth": depth,
     }))))
 }

@@ -56,7 +56,7 @@ impl Replicas {
     ) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         crate::store::replicas::heartbeat(&pool, &me, ttl.as_secs_f64()).await.context("registering the replica")?;
-        fanout::set_sender(me.id);
+        crate::store::notify::set_sender(me.id);
         tracing::info!(replica.id = %me.id, tunnel_url = %me.tunnel_url, internal_url = %me.internal_url, "replica registered");
         Ok(Self { pool, me, ttl, call_key: signing::CallKey::derive(master_key) })
     }

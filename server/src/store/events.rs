@@ -13,11 +13,46 @@ use uuid::Uuid;
 use crate::events::{EventKind, NewEvent, SharedEvent, StoredEvent, budget};
 use crate::ids::{Seq, SessionId};
 
+/// Events appended inside a transaction. Watchers may see them only once it has committed, so
+/// they are reached only through [`Appended::commit`], which commits first: no write path can
+/// publish before its commit, or forget to commit what it publishes.
+#[must_use = "appended events reach watchers only through Appended::commit"]
+#[derive(Debug)]
+pub struct Appended(Vec<(StoredEvent, String)>);
+
+impl Appended {
+    /// Nothing appended.
+    pub fn none() -> Self {
+        Self(Vec::new())
+    }
+
+    /// How many events were stored (those of deleted sessions are not).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Commits `tx`, then hands the stored events — in the order given, each with its payload's
+    /// JSON text — to `publish`.
+    pub async fn commit<R>(
+        self,
+        tx: sqlx::Transaction<'_, sqlx::Postgres>,
+        publish: impl FnOnce(Vec<(StoredEvent, String)>) -> R,
+    ) -> sqlx::Result<R> {
+        tx.commit().await?;
+        Ok(publish(self.0))
+    }
+}
+
 /// Appends `events` inside `tx`, in order. Each session's seqs continue from its `last_seq`
 /// (the row lock taken here orders concurrent writers). Events of sessions that no longer
-/// exist are dropped. Returns the stored events in the order given, each with its payload's
-/// JSON text (encoded once, here).
-pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx::Result<Vec<(StoredEvent, String)>> {
+/// exist are dropped. The stored events (each payload's JSON text encoded once, here) are
+/// [`Appended`]: published by its commit.
+pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx::Result<Appended> {
     let mut counts: BTreeMap<Uuid, (i64, bool)> = BTreeMap::new();
     for event in &events {
         let (count, question) = counts.entry(event.session_id.0).or_default();
@@ -27,7 +62,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     // Next seq and commit time per session, for every session of the batch in one statement;
     // the rows are locked in id order first (concurrent writers lock in the same order). The
     // same statement tells the other replicas, on commit, what each session got
-    // (`crate::replicas::fanout`).
+    // ([`super::notify`]).
     let (session_ids, (session_counts, questions)): (Vec<Uuid>, (Vec<i64>, Vec<bool>)) = counts.into_iter().unzip();
     let rows = sqlx::query!(
         r#"WITH locked AS (SELECT id FROM sessions WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE),
@@ -42,9 +77,9 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
            FROM bumped"#,
         &session_ids,
         &session_counts,
-        crate::replicas::fanout::sender_tag(),
+        super::notify::sender_tag(),
         &questions,
-        crate::replicas::fanout::CHANNEL,
+        super::notify::CHANNEL,
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -88,7 +123,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     }
     let (byte_sessions, byte_counts): (Vec<Uuid>, Vec<i64>) = bytes.into_iter().unzip();
     if ids.is_empty() {
-        return Ok(stored);
+        return Ok(Appended(stored));
     }
     sqlx::query!(
         r#"WITH counted AS (
@@ -118,7 +153,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
         .execute(&mut *tx)
         .await?;
     }
-    Ok(stored)
+    Ok(Appended(stored))
 }
 
 /// An event whose payload is stored as it is (see [`crate::events::budget::as_is_json`]).
@@ -222,8 +257,8 @@ pub async fn append_streamed(
         &session_ids,
         &session_counts,
         &questions,
-        crate::replicas::fanout::sender_tag(),
-        crate::replicas::fanout::CHANNEL,
+        super::notify::sender_tag(),
+        super::notify::CHANNEL,
         &event_sessions,
         &ordinals,
         &kinds as &[&str],

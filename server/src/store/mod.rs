@@ -7,6 +7,7 @@ pub mod audit;
 pub mod availability;
 pub mod browser_sessions;
 pub mod events;
+pub mod notify;
 pub mod permissions;
 pub mod provider_logins;
 pub mod proxy_identities;

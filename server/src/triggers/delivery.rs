@@ -301,10 +301,10 @@ async fn start(
         }
         Err(TurnError::Db(error)) => return Err(error.into()),
     };
-    tx.commit().await?;
+    tracing::info!(webhook.id = %webhook.id, turn.id = %recorded.turn_id, "a webhook delivery started a turn");
+    let turn_id = recorded.turn_id;
+    prompting::hand_over(state, tx, recorded).await?;
     store::webhooks::prune(&state.pool, webhook.id).await?;
     metrics::counter!("agenthold_webhook_deliveries_total", "outcome" => "accepted", "code" => "").increment(1);
-    tracing::info!(webhook.id = %webhook.id, turn.id = %recorded.turn_id, "a webhook delivery started a turn");
-    prompting::hand_over(state, &recorded).await?;
-    Ok(Outcome::Accepted(Accepted { id, session_id, turn_id: recorded.turn_id }))
+    Ok(Outcome::Accepted(Accepted { id, session_id, turn_id }))
 }

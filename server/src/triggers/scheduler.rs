@@ -59,7 +59,7 @@ pub async fn tick(state: &AppState) -> anyhow::Result<usize> {
 /// What one run did, to hand over once committed.
 enum Done {
     Started(Recorded),
-    Skipped(Vec<(crate::events::StoredEvent, String)>),
+    Skipped(store::events::Appended),
 }
 
 /// Claims and runs one due schedule; `false` when none is due.
@@ -97,17 +97,17 @@ async fn run_one(state: &AppState) -> anyhow::Result<bool> {
     };
     let done = run_schedule(&mut tx, &schedule, &mut run, Quotas::of(state)).await?;
     store::schedules::record_run(&mut tx, schedule.id, &run, next).await?;
-    tx.commit().await?;
     match done {
         Done::Started(recorded) => {
+            let turn_id = recorded.turn_id;
+            prompting::hand_over(state, tx, recorded).await?;
             metrics::counter!("agenthold_schedule_runs_total", "outcome" => "started").increment(1);
-            tracing::info!(schedule.id = %schedule.id, turn.id = %recorded.turn_id, "a schedule started a turn");
-            prompting::hand_over(state, &recorded).await?;
+            tracing::info!(schedule.id = %schedule.id, turn.id = %turn_id, "a schedule started a turn");
         }
         Done::Skipped(stored) => {
+            stored.commit(tx, |stored| prompting::publish(state, &stored)).await?;
             metrics::counter!("agenthold_schedule_runs_total", "outcome" => "skipped").increment(1);
             tracing::info!(schedule.id = %schedule.id, reason = run.reason.as_deref().unwrap_or(""), "a schedule's run was skipped");
-            prompting::publish(state, &stored);
         }
     }
     Ok(true)
@@ -158,7 +158,7 @@ async fn run_schedule(
                         schedule.name,
                         run.due_at.to_rfc3339()
                     ));
-                    return Ok(Done::Skipped(Vec::new()));
+                    return Ok(Done::Skipped(store::events::Appended::none()));
                 }
                 Err(store::quotas::QuotaError::Db(error)) => return Err(error.into()),
             }
