@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use agenthold_plumbing::tls;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, GeneralSubtree, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, NameConstraints, SerialNumber,
@@ -182,10 +183,9 @@ impl Ca {
         let leaf_der = self.mint(host)?.1;
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.cert.clone()).map_err(|_| CaError::Invalid("certificate"))?;
-        let verifier =
-            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), crate::tls::provider())
-                .build()
-                .map_err(|_| CaError::Invalid("certificate"))?;
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), tls::provider())
+            .build()
+            .map_err(|_| CaError::Invalid("certificate"))?;
         let name = ServerName::try_from(host.to_owned()).map_err(|_| CaError::DoesNotCover(host.to_owned()))?;
         verifier
             .verify_server_cert(&leaf_der, &[], &name, &[], UnixTime::now())
@@ -227,13 +227,7 @@ impl Ca {
         let cert = params.signed_by(&key, &self.issuer).map_err(|_| CaError::Generate)?;
         let der = cert.der().clone();
         let key_der = PrivateKeyDer::Pkcs8(key.serialize_der().into());
-        let mut config = ServerConfig::builder_with_provider(crate::tls::provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|_| CaError::Generate)?
-            .with_no_client_auth()
-            .with_single_cert(vec![der.clone()], key_der)
-            .map_err(|_| CaError::Generate)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = tls::server_config(vec![der.clone()], key_der, &[tls::HTTP_1_1]).map_err(|_| CaError::Generate)?;
         let config = Arc::new(config);
         if let Ok(mut leaves) = self.leaves.lock() {
             leaves.insert(

@@ -101,7 +101,10 @@ impl Probe {
             }
             None => (format!("{host}:443"), Vec::new()),
         };
-        let config = agenthold_proxy::tls::client_with(&extra).map_err(|_| unreachable("no TLS configuration"))?;
+        let config = agenthold_plumbing::tls::ClientTls::public_roots()
+            .trust("the stand-in's CA", extra)
+            .and_then(|client| client.alpn(&[agenthold_plumbing::tls::HTTP_1_1]).build())
+            .map_err(|_| unreachable("no TLS configuration"))?;
         let tcp = tokio::net::TcpStream::connect(&addr).await.map_err(|_| unreachable("could not connect"))?;
         let name = ServerName::try_from(host.clone()).map_err(|_| unreachable("not a host name"))?;
         let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
