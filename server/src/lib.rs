@@ -16,6 +16,7 @@ pub mod ids;
 pub mod logins;
 pub mod mcp;
 pub mod metrics;
+pub mod outbound;
 pub mod permissions;
 pub mod prompting;
 pub mod proxy_feed;

@@ -358,19 +358,16 @@ impl Supervisors {
             Route::Here => self.handle(agent_id).send(command).await.is_ok(),
             Route::NoAgent => false,
             Route::There(owner) => match forward::split(command) {
-                Ok((forwarded, waiting)) => {
-                    let key = self.deps.replicas.call_key();
-                    match forward::call(&owner, key, agent_id, &forwarded).await {
-                        Ok(answer) => {
-                            forward::deliver(waiting, answer);
-                            true
-                        }
-                        Err(error) => {
-                            tracing::warn!(%error, agent.id = %agent_id, replica.id = %owner.id, "forwarding a command to the agent's replica");
-                            false
-                        }
+                Ok((forwarded, waiting)) => match self.deps.replicas.forward(&owner, agent_id, &forwarded).await {
+                    Ok(answer) => {
+                        forward::deliver(waiting, answer);
+                        true
                     }
-                }
+                    Err(error) => {
+                        tracing::warn!(%error, agent.id = %agent_id, replica.id = %owner.id, "forwarding a command to the agent's replica");
+                        false
+                    }
+                },
                 Err(forward::Stays::Terminal(reply)) => {
                     let message = "the agent's sandbox is connected to another replica: open its terminal there";
                     let _ = reply.send(Err(LifecycleError::Failed(message.to_owned())));
