@@ -10,7 +10,6 @@ pub mod auth;
 pub mod config;
 pub mod events;
 pub mod harness;
-pub mod hex;
 pub mod housekeeping;
 pub mod ids;
 pub mod logins;

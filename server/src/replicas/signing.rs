@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use hex::FromHex as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -41,7 +42,7 @@ impl CallKey {
 
     /// The signature of a request to `path` with `body` at `timestamp`.
     pub fn sign(&self, timestamp: i64, path: &str, body: &[u8]) -> String {
-        crate::hex::encode(&self.mac(timestamp, path, body).finalize().into_bytes())
+        hex::encode(self.mac(timestamp, path, body).finalize().into_bytes())
     }
 
     /// Checks a request at `now` (Unix seconds; `seen_at` the monotonic clock for the replay
@@ -62,7 +63,7 @@ impl CallKey {
         if now.abs_diff(timestamp) > WINDOW.as_secs() {
             return Err("the request's time is too far from this replica's clock");
         }
-        let expected = crate::hex::decode_32(signature.trim()).ok_or("the signature is not 64 hex digits")?;
+        let expected = <[u8; 32]>::from_hex(signature.trim()).map_err(|_| "the signature is not 64 hex digits")?;
         self.mac(timestamp, path, body).verify_slice(&expected).map_err(|_| "the signature does not match")?;
         if !first_sight(&expected, seen_at) {
             return Err("the request was seen before (a replay)");
