@@ -5,11 +5,12 @@
 //! reusable bearer credential.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use hex::FromHex as _;
 use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
 use sha2::Sha256;
 
 /// The header with the request's time (Unix seconds).
@@ -76,7 +77,7 @@ static SEEN: LazyLock<Mutex<HashMap<Vec<u8>, Instant>>> = LazyLock::new(Mutex::d
 
 /// Whether `signature` is new within the window (then remembered).
 fn first_sight(signature: &[u8], now: Instant) -> bool {
-    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut seen = SEEN.lock();
     // Twice the window: a request seen near one end of it cannot come back near the other.
     seen.retain(|_, at| now.duration_since(*at) < WINDOW * 2);
     if seen.len() >= MAX_SEEN
