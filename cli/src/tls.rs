@@ -1,38 +1,22 @@
-//! The client's TLS settings, one rustls configuration (ring provider, the crypto stack already in
-//! the tree) shared by REST (reqwest) and WebSockets (tokio-tungstenite): the Mozilla roots
-//! (`webpki-roots`) plus, with `--ca-file`, the certificates of a PEM file.
+//! The client's TLS settings, one rustls configuration (built by `agenthold-plumbing`) shared by
+//! REST (reqwest) and WebSockets (tokio-tungstenite): the Mozilla roots plus, with `--ca-file`,
+//! the certificates of a PEM file.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::RootCertStore;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject as _;
+use agenthold_plumbing::tls::{self, ClientTls};
 
 use crate::error::Failure;
 
 /// The rustls client configuration: built-in roots, plus every certificate in `ca_file`.
 pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, Failure> {
-    let mut roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let mut client = ClientTls::public_roots();
     if let Some(path) = ca_file {
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| Failure::Usage(format!("--ca-file {}: {e}", path.display())))?;
-        if certs.is_empty() {
-            return Err(Failure::Usage(format!("--ca-file {}: no PEM certificate in the file", path.display())));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| Failure::Usage(format!("--ca-file {}: {e}", path.display())))?;
-        }
+        client = client.trust_pem_file(path).map_err(|e| Failure::Usage(format!("--ca-file {e}")))?;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| anyhow::anyhow!("setting up TLS: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     // HTTP/1.1 only: the WebSocket upgrade needs it, and reqwest is built without HTTP/2.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = client.alpn(&[tls::HTTP_1_1]).build().map_err(|e| anyhow::anyhow!("setting up TLS: {e}"))?;
     Ok(Arc::new(config))
 }
 

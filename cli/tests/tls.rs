@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use agenthold_plumbing::tls::{HTTP_1_1, server_config};
 use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::extract::{Path as UrlPath, Query};
 use axum::http::{HeaderMap, StatusCode};
@@ -62,13 +63,7 @@ fn tls(dir: &Path) -> TlsAcceptor {
         .expect("certificate");
     let chain = vec![CertificateDer::from(cert.der().to_vec())];
     let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(key.serialize_der()));
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .expect("server config");
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = server_config(chain, key, &[HTTP_1_1]).expect("server config");
     TlsAcceptor::from(Arc::new(config))
 }
 

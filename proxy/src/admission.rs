@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::addr::canonical;
 
@@ -55,7 +57,7 @@ impl Admission {
     /// A place for a new connection from `peer`, or why there is none.
     pub fn admit(self: &Arc<Self>, peer: IpAddr, allowance: Allowance) -> Result<Ticket, Full> {
         let source = canonical(peer);
-        let mut counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut counts = self.counts.lock();
         let held = counts.per_source.get(&source).copied().unwrap_or(0);
         if held >= allowance.per_source {
             return Err(Full::Source);
@@ -72,14 +74,14 @@ impl Admission {
 
     /// Unauthenticated connections `peer` holds now.
     pub fn held_by(&self, peer: IpAddr) -> usize {
-        let counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let counts = self.counts.lock();
         counts.per_source.get(&canonical(peer)).copied().unwrap_or(0)
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut counts = self.admission.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut counts = self.admission.counts.lock();
         if !self.bound {
             counts.unbound = counts.unbound.saturating_sub(1);
         }

@@ -5,9 +5,11 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use agenthold_plumbing::tls;
+use parking_lot::Mutex;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, GeneralSubtree, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, NameConstraints, SerialNumber,
@@ -182,10 +184,9 @@ impl Ca {
         let leaf_der = self.mint(host)?.1;
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.cert.clone()).map_err(|_| CaError::Invalid("certificate"))?;
-        let verifier =
-            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), crate::tls::provider())
-                .build()
-                .map_err(|_| CaError::Invalid("certificate"))?;
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), tls::provider())
+            .build()
+            .map_err(|_| CaError::Invalid("certificate"))?;
         let name = ServerName::try_from(host.to_owned()).map_err(|_| CaError::DoesNotCover(host.to_owned()))?;
         verifier
             .verify_server_cert(&leaf_der, &[], &name, &[], UnixTime::now())
@@ -201,15 +202,12 @@ impl Ca {
 
     /// Drops cached leaves for hosts not in `keep`.
     pub fn retain(&self, keep: &dyn Fn(&str) -> bool) {
-        if let Ok(mut leaves) = self.leaves.lock() {
-            leaves.retain(|host, _| keep(host));
-        }
+        self.leaves.lock().retain(|host, _| keep(host));
     }
 
     fn mint(&self, host: &str) -> Result<(Arc<ServerConfig>, CertificateDer<'static>), CaError> {
         let now = SystemTime::now();
-        if let Ok(leaves) = self.leaves.lock()
-            && let Some(leaf) = leaves.get(host)
+        if let Some(leaf) = self.leaves.lock().get(host)
             && leaf.renew_at > now
         {
             return Ok((leaf.config.clone(), leaf.cert.clone()));
@@ -227,20 +225,12 @@ impl Ca {
         let cert = params.signed_by(&key, &self.issuer).map_err(|_| CaError::Generate)?;
         let der = cert.der().clone();
         let key_der = PrivateKeyDer::Pkcs8(key.serialize_der().into());
-        let mut config = ServerConfig::builder_with_provider(crate::tls::provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|_| CaError::Generate)?
-            .with_no_client_auth()
-            .with_single_cert(vec![der.clone()], key_der)
-            .map_err(|_| CaError::Generate)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = tls::server_config(vec![der.clone()], key_der, &[tls::HTTP_1_1]).map_err(|_| CaError::Generate)?;
         let config = Arc::new(config);
-        if let Ok(mut leaves) = self.leaves.lock() {
-            leaves.insert(
-                host.to_owned(),
-                Leaf { config: config.clone(), cert: der.clone(), renew_at: now + LEAF_LIFETIME - LEAF_RENEW_BEFORE },
-            );
-        }
+        self.leaves.lock().insert(
+            host.to_owned(),
+            Leaf { config: config.clone(), cert: der.clone(), renew_at: now + LEAF_LIFETIME - LEAF_RENEW_BEFORE },
+        );
         Ok((config, der))
     }
 }

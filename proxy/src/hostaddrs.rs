@@ -10,7 +10,9 @@
 
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 /// The most bytes read from each file (a host with thousands of interfaces stays well below).
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -24,14 +26,14 @@ pub struct HostAddrs {
 impl HostAddrs {
     /// The addresses as last read.
     pub fn get(&self) -> Arc<Vec<IpAddr>> {
-        self.current.read().map(|c| c.clone()).unwrap_or_default()
+        self.current.read().clone()
     }
 
     /// Replaces them (sorted, without duplicates); says whether they changed.
     pub fn set(&self, mut addrs: Vec<IpAddr>) -> bool {
         addrs.sort_unstable();
         addrs.dedup();
-        let mut current = self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut current = self.current.write();
         if **current == addrs {
             return false;
         }

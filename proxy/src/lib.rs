@@ -27,7 +27,6 @@ pub mod reload;
 pub mod respond;
 pub mod secret;
 pub mod server;
-pub mod tls;
 pub mod tunnel;
 pub mod upstream;
 

@@ -5,8 +5,10 @@
 //! have not authenticated yet is [`crate::admission`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 /// A setting's default and the largest value the configuration may give it (larger values are
 /// lowered to it), and the smallest (0 would lock everyone out).
@@ -104,7 +106,7 @@ impl Slot {
 impl SandboxLimits {
     /// Takes a slot for sandbox `id` unless it already holds `max`.
     pub fn try_acquire(self: &Arc<Self>, id: &str, max: usize) -> Option<Slot> {
-        let mut counts = self.counts.lock().ok()?;
+        let mut counts = self.counts.lock();
         let count = counts.entry(id.to_owned()).or_insert(0);
         if *count >= max {
             return None;
@@ -116,9 +118,8 @@ impl SandboxLimits {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Ok(mut counts) = self.limits.counts.lock()
-            && let Some(count) = counts.get_mut(&self.id)
-        {
+        let mut counts = self.limits.counts.lock();
+        if let Some(count) = counts.get_mut(&self.id) {
             *count = count.saturating_sub(1);
             if *count == 0 {
                 counts.remove(&self.id);

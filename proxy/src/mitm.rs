@@ -42,7 +42,7 @@ pub struct Session {
     pinned: Pinned,
     upstream: tokio::sync::Mutex<Option<SendRequest<Body>>>,
     owned: Owned,
-    next: std::sync::Mutex<Option<crate::server::Next>>,
+    next: parking_lot::Mutex<Option<crate::server::Next>>,
 }
 
 impl Session {
@@ -58,7 +58,7 @@ impl Session {
             pinned,
             upstream: tokio::sync::Mutex::new(None),
             owned: Owned::default(),
-            next: std::sync::Mutex::new(None),
+            next: parking_lot::Mutex::new(None),
         }
     }
 }
@@ -94,7 +94,7 @@ pub async fn intercept(client: Upgraded, session: Arc<Session>) {
         .serve_connection(TokioIo::new(tls), service)
         .with_upgrades()
         .await;
-    let next = session.next.lock().ok().and_then(|mut slot| slot.take());
+    let next = session.next.lock().take();
     if result.is_ok()
         && let Some(next) = next
     {
@@ -250,9 +250,7 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
                 crate::tunnel::pipe(TokioIo::new(client), TokioIo::new(upstream), idle, revoked).await;
             }
         });
-        if let Ok(mut slot) = session.next.lock() {
-            *slot = Some(next);
-        }
+        *session.next.lock() = Some(next);
     }
     response
 }

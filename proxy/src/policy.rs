@@ -8,10 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agenthold_plumbing::tls::{self, ClientTls};
 use hyper::header::{HeaderName, HeaderValue};
 use rustls::ClientConfig;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 
 use crate::addr::canonical;
 use crate::admission::Allowance;
@@ -328,16 +327,11 @@ impl Policy {
                     "upstream_overrides {key}: only loopback stand-ins are allowed (test only)"
                 )));
             }
-            let extra = match &value.ca_cert {
-                Some(path) => read_certs(path)?,
-                None => Vec::new(),
-            };
-            let tls = crate::tls::client_with(&extra)
-                .map_err(|_| ConfigError::Global(format!("upstream_overrides {key}: unusable ca_cert")))?;
+            let tls = upstream_tls(value.ca_cert.as_deref())
+                .map_err(|e| ConfigError::Global(format!("upstream_overrides {key}: ca_cert {e}")))?;
             overrides.insert(target, Override { addr: value.addr, tls: Arc::new(tls) });
         }
-        let public_tls =
-            crate::tls::client_with(&[]).map_err(|_| ConfigError::Global("TLS client setup failed".into()))?;
+        let public_tls = upstream_tls(None).map_err(|e| ConfigError::Global(e.to_string()))?;
         Ok(Self {
             version: file.version,
             deny_private: file.deny_private,
@@ -396,14 +390,14 @@ fn load_ca(cert: &Path, key: &Path, previous: Option<&Arc<Ca>>) -> Result<Arc<Ca
     Ok(Arc::new(Ca::from_pem(cert_pem, key_pem)?))
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
-    let bad = || ConfigError::Global(format!("cannot read the certificates in {}", path.display()));
-    let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path).map_err(|_| bad())?.collect();
-    let certs = certs.map_err(|_| bad())?;
-    if certs.is_empty() {
-        return Err(bad());
+/// The upstream client configuration: the public web roots, never the proxy's own CA, ALPN
+/// `http/1.1`; plus the CAs of `ca_cert` only for a test-only upstream override.
+fn upstream_tls(ca_cert: Option<&Path>) -> Result<ClientConfig, tls::TlsError> {
+    let mut client = ClientTls::public_roots();
+    if let Some(path) = ca_cert {
+        client = client.trust_pem_file(path)?;
     }
-    Ok(certs)
+    client.alpn(&[tls::HTTP_1_1]).build()
 }
 
 /// The allowance of an address `bound` sandboxes are bound to, under `limits` (also used, with

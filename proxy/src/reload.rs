@@ -114,7 +114,7 @@ fn apply(path: &Path, tx: &watch::Sender<Arc<PolicyState>>) {
 /// written the sandbox in: a harness that starts right after must not wait for the next poll).
 pub struct Follower {
     path: PathBuf,
-    last: std::sync::Mutex<Option<Stamp>>,
+    last: parking_lot::Mutex<Option<Stamp>>,
     tx: watch::Sender<Arc<PolicyState>>,
 }
 
@@ -122,7 +122,7 @@ impl Follower {
     /// Applies the file if it changed since it was last seen; says whether it did. Blocking
     /// (a `stat`, and when changed a parse and compile).
     pub fn check(&self) -> bool {
-        let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut last = self.last.lock();
         let now = stamp(&self.path);
         if now == *last {
             return false;
@@ -140,7 +140,7 @@ pub fn follow(
     path: PathBuf,
 ) -> (watch::Receiver<Arc<PolicyState>>, Arc<Follower>, impl std::future::Future<Output = ()> + Send + 'static) {
     let (tx, rx) = watch::channel(Arc::new(PolicyState::Deny));
-    let follower = Arc::new(Follower { last: std::sync::Mutex::new(stamp(&path)), path, tx });
+    let follower = Arc::new(Follower { last: parking_lot::Mutex::new(stamp(&path)), path, tx });
     apply(&follower.path, &follower.tx);
     let polled = Arc::clone(&follower);
     let task = async move {

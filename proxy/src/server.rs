@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -18,6 +18,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -78,17 +79,14 @@ pub struct Owned(Arc<Mutex<JoinSet<()>>>);
 impl Owned {
     /// Runs `task` until it ends or the owner is dropped.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        if let Ok(mut set) = self.0.lock() {
-            while set.try_join_next().is_some() {}
-            set.spawn(task);
-        }
+        let mut set = self.0.lock();
+        while set.try_join_next().is_some() {}
+        set.spawn(task);
     }
 
     /// Aborts every task.
     pub fn abort_all(&self) {
-        if let Ok(mut set) = self.0.lock() {
-            set.abort_all();
-        }
+        self.0.lock().abort_all();
     }
 }
 
@@ -122,13 +120,9 @@ impl ConnCtx {
         own
     }
 
-    fn standing(&self) -> std::sync::MutexGuard<'_, Standing> {
-        self.standing.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Whether the connection has authenticated.
     fn is_bound(&self) -> bool {
-        matches!(*self.standing(), Standing::Bound(_))
+        matches!(*self.standing.lock(), Standing::Bound(_))
     }
 
     /// Binds the connection to `sandbox` on its first authenticated request (giving back its
@@ -136,7 +130,7 @@ impl ConnCtx {
     /// sandbox's.
     #[expect(clippy::result_large_err, reason = "the error is the response to send")]
     fn bind(&self, sandbox: &Sandbox, limits: &ConnectionLimits) -> Result<(), Response<Body>> {
-        let mut standing = self.standing();
+        let mut standing = self.standing.lock();
         match &*standing {
             Standing::Bound(slot) if slot.sandbox() == sandbox.id => Ok(()),
             Standing::Bound(_) | Standing::Closed => {
@@ -158,9 +152,7 @@ impl ConnCtx {
 
     /// Sets what runs after the upgrade.
     pub fn then(&self, next: Next) {
-        if let Ok(mut slot) = self.next.lock() {
-            *slot = Some(next);
-        }
+        *self.next.lock() = Some(next);
     }
 }
 
@@ -305,7 +297,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
     match result {
         None => tracing::info!(client = %peer, "closed: no authenticated request within {} s", auth_timeout.as_secs()),
         Some(result) => {
-            let next = ctx.next.lock().ok().and_then(|mut slot| slot.take());
+            let next = ctx.next.lock().take();
             if result.is_ok()
                 && let Some(next) = next
             {
@@ -315,7 +307,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
     }
     ctx.owned.abort_all();
     // Give the place (or the sandbox's slot) back now, not when the last clone goes.
-    *ctx.standing() = Standing::Closed;
+    *ctx.standing.lock() = Standing::Closed;
 }
 
 /// Reads the host's addresses every `host_addrs_refresh_secs` (of the policy in force); a

@@ -667,8 +667,7 @@ impl Config {
         let proxy_ca = proxy_ca.map(|pem| {
             use sha2::Digest;
             let digest = sha2::Sha256::digest(pem.as_bytes());
-            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-            (pem, hash)
+            (pem, hex::encode(&digest[..8]))
         });
         Ok(crate::sandbox::kubernetes::manifests::Settings {
             instance: self.instance.clone(),

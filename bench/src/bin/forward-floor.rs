@@ -9,8 +9,9 @@
 //! let a watcher miss a line. Exits when stdin closes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -55,10 +56,9 @@ async fn serve(socket: tokio::net::TcpStream, channels: Watchers) {
     }
     let mut words = hello.split_whitespace();
     let (Some(role), Some(Ok(producer))) = (words.next(), words.next().map(str::parse::<u64>)) else { return };
-    let lock = || channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match role {
         "P" => {
-            let watchers = lock().remove(&producer).unwrap_or_default();
+            let watchers = channels.lock().remove(&producer).unwrap_or_default();
             let mut line = Vec::new();
             loop {
                 line.clear();
@@ -75,7 +75,7 @@ async fn serve(socket: tokio::net::TcpStream, channels: Watchers) {
         }
         "W" => {
             let (sender, mut receiver) = mpsc::channel(BACKLOG_LINES);
-            lock().entry(producer).or_default().push(sender);
+            channels.lock().entry(producer).or_default().push(sender);
             let mut socket = reader.into_inner();
             if socket.write_all(b"ok\n").await.is_err() {
                 return;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use agenthold_plumbing::tls::{self, ClientTls};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -21,8 +21,7 @@ use hyper::body::Frame;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls_pki_types::{PrivateKeyDer, ServerName};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -36,10 +35,6 @@ const TUNNEL_HOST: &str = "bulk.example";
 const PLACEHOLDER: &str = "agenthold-bench-placeholder-0123456789";
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -61,11 +56,8 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
     let issuer = Issuer::new(root_params, root_key);
     let leaf_key = KeyPair::generate()?;
     let leaf = CertificateParams::new(vec![HOST.to_owned(), TUNNEL_HOST.to_owned()])?.signed_by(&leaf_key, &issuer)?;
-    let mut server_config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))?;
-    server_config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let leaf_key = PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
+    let server_config = tls::server_config(vec![leaf.der().clone()], leaf_key, &[tls::HTTP_1_1])?;
     let upstream = TcpListener::bind("127.0.0.1:0").await?;
     let upstream_addr = upstream.local_addr()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
@@ -169,13 +161,7 @@ async fn connect(proxy: std::net::SocketAddr, host: &str) -> anyhow::Result<TcpS
 
 async fn client(stream: TcpStream, ca_pem: &str, sni: &str) -> anyhow::Result<Sender> {
     stream.set_nodelay(true)?;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).context("ca")?)?;
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = ClientTls::no_roots().trust_pem("the stand-in's root", ca_pem)?.alpn(&[tls::HTTP_1_1]).build()?;
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from(sni.to_owned())?, stream)
         .await?;

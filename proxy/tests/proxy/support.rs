@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agenthold_plumbing::tls::{self as plumbing, ClientTls};
 use agenthold_proxy::net::{BoxFuture, Network};
 use base64::Engine;
 use bytes::Bytes;
@@ -36,10 +37,6 @@ pub fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("agenthold-proxy-test-{:016x}", rand::random::<u64>()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// A test CA for the stand-ins (plays the role of a public root).
@@ -66,14 +63,8 @@ impl TestCa {
         let params = CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>()).expect("params");
         let key = KeyPair::generate().expect("key");
         let cert = params.signed_by(&key, &self.issuer).expect("sign");
-        let mut config = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], PrivateKeyDer::Pkcs8(key.serialize_der().into()))
-            .expect("cert");
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Arc::new(config)
+        let key = PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        Arc::new(plumbing::server_config(vec![cert.der().clone()], key, &[plumbing::HTTP_1_1]).expect("cert"))
     }
 }
 
@@ -514,15 +505,9 @@ pub async fn tls(
     ca_pem: &str,
     alpn: &[&[u8]],
 ) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("ca pem")).expect("add root");
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let roots = plumbing::pem::parse_certs("the test CA", ca_pem).expect("ca pem");
+    let config =
+        ClientTls::no_roots().trust("the test CA", roots).expect("add root").alpn(alpn).build().expect("config");
     let name = ServerName::try_from(sni.to_owned()).expect("sni");
     tokio::time::timeout(DEADLINE, tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, stream))
         .await
@@ -636,7 +621,7 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAnything {
         Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
     }
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        provider().signature_verification_algorithms.supported_schemes()
+        plumbing::provider().signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -645,7 +630,7 @@ pub async fn tls_unverified(
     stream: TcpStream,
     server_name: &str,
 ) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+    let mut config = rustls::ClientConfig::builder_with_provider(plumbing::provider())
         .with_safe_default_protocol_versions()
         .expect("versions")
         .dangerous()

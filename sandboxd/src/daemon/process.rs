@@ -6,9 +6,10 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::Child;
 use tokio::sync::{Semaphore, mpsc};
@@ -26,9 +27,9 @@ pub const CHUNK_MAX: usize = 64 * 1024;
 /// Pids of the children sandboxd spawned and tokio still waits on; the reaper leaves them alone.
 pub type Children = Arc<Mutex<HashSet<u32>>>;
 
-/// Adds or removes a pid from [`Children`], surviving a poisoned lock.
+/// Adds or removes a pid from [`Children`].
 pub fn track(children: &Children, pid: u32, alive: bool) {
-    let mut set = children.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut set = children.lock();
     if alive {
         set.insert(pid);
     } else {

@@ -60,12 +60,7 @@ pub async fn install_from_env() {
 /// Installs the CA under `root` (`/` in a sandbox). `updater` overrides the
 /// `update-ca-certificates` lookup (tests); `None` looks under the root.
 pub async fn install(root: &Path, pem: &str, updater: Option<PathBuf>) -> Result<Installed, String> {
-    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|err| format!("AGENTHOLD_PROXY_CA_PEM: {err}"))?;
-    if certs.is_empty() {
-        return Err("AGENTHOLD_PROXY_CA_PEM holds no certificate".to_owned());
-    }
+    let certs = agenthold_plumbing::tls::pem::parse_certs("AGENTHOLD_PROXY_CA_PEM", pem).map_err(|e| e.to_string())?;
     let ca_file = root.join(CA_FILE);
     let bundle = root.join(BUNDLE);
     write_ca_file(&ca_file, pem)?;

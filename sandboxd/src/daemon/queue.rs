@@ -8,9 +8,10 @@
 //! [`ITEM_COST`] per non-data item), never a queue slot each.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use bytes::BytesMut;
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 /// What a non-data item (a resize) counts against the bound.
@@ -73,12 +74,6 @@ struct Shared {
     wake: Notify,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// The run loop's end.
 #[derive(Debug)]
 pub struct Sender {
@@ -104,7 +99,7 @@ impl Sender {
         if bytes.is_empty() {
             return Ok(());
         }
-        let mut inner = self.shared.lock();
+        let mut inner = self.shared.inner.lock();
         inner.admit(bytes.len())?;
         inner.held += bytes.len();
         match inner.items.back_mut() {
@@ -118,7 +113,7 @@ impl Sender {
 
     /// Queues a resize (a queued resize not yet taken is replaced: only the last size matters).
     pub fn push_resize(&self, cols: u16, rows: u16) -> Result<(), Refused> {
-        let mut inner = self.shared.lock();
+        let mut inner = self.shared.inner.lock();
         if let Some(Item::Resize { cols: c, rows: r }) = inner.items.back_mut() {
             (*c, *r) = (cols, rows);
             return Ok(());
@@ -133,19 +128,19 @@ impl Sender {
 
     /// No more items: the writer ends once it has written what is queued.
     pub fn close(&self) {
-        self.shared.lock().closed = true;
+        self.shared.inner.lock().closed = true;
         self.shared.wake.notify_one();
     }
 
     /// Bytes (and item costs) accepted but not yet written.
     #[cfg(test)]
     pub fn held(&self) -> usize {
-        self.shared.lock().held
+        self.shared.inner.lock().held
     }
 
     /// Data bytes written so far.
     pub fn written(&self) -> u64 {
-        self.shared.lock().written
+        self.shared.inner.lock().written
     }
 }
 
@@ -173,7 +168,7 @@ impl Receiver {
     pub async fn next(&mut self) -> Option<Item> {
         loop {
             {
-                let mut inner = self.shared.lock();
+                let mut inner = self.shared.inner.lock();
                 if let Some(item) = inner.items.pop_front() {
                     return Some(item);
                 }
@@ -189,7 +184,7 @@ impl Receiver {
     /// The item was written (or given up on): its cost leaves the bound. Returns the total of
     /// data bytes written and whether nothing else is queued.
     pub fn done(&mut self, item: &Item, written: bool) -> (u64, bool) {
-        let mut inner = self.shared.lock();
+        let mut inner = self.shared.inner.lock();
         inner.held = inner.held.saturating_sub(item.cost());
         if written && let Item::Data(bytes) = item {
             inner.written += bytes.len() as u64;
@@ -200,7 +195,7 @@ impl Receiver {
     /// The writer cannot write any more (its pipe broke): further pushes are refused and what
     /// is queued is dropped.
     pub fn fail(&mut self) {
-        let mut inner = self.shared.lock();
+        let mut inner = self.shared.inner.lock();
         inner.broken = true;
         let dropped: usize = inner.items.drain(..).map(|item| item.cost()).sum();
         inner.held = inner.held.saturating_sub(dropped);

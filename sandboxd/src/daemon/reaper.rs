@@ -59,9 +59,7 @@ fn reap_orphans(children: &Children) {
         if state != 'Z' || ppid != me {
             continue;
         }
-        let ours = u32::try_from(pid)
-            .map(|pid| children.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&pid))
-            .unwrap_or(true);
+        let ours = u32::try_from(pid).map(|pid| children.lock().contains(&pid)).unwrap_or(true);
         if ours {
             continue;
         }

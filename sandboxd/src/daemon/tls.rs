@@ -2,49 +2,27 @@
 //! (compiled in, so an image without a CA bundle still works) plus, optionally, the CAs in a PEM
 //! file (`AGENTHOLD_TUNNEL_CA_FILE`) or given inline (`AGENTHOLD_TUNNEL_CA_PEM`, which the
 //! server's drivers set from its `AGENTHOLD_TUNNEL_TLS_CA`) for a server with a private CA or a
-//! self-signed certificate. rustls with the ring provider; TLS 1.2 and 1.3.
+//! self-signed certificate. Built by `agenthold-plumbing` (rustls with ring; TLS 1.2 and 1.3).
 
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject as _;
+use agenthold_plumbing::tls::{ClientTls, TlsError};
 
 /// The client configuration for `wss://` URLs.
 pub fn client_config(ca_file: Option<&Path>, ca_pem: Option<&str>) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    if let Some(pem) = ca_pem {
-        let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| format!("AGENTHOLD_TUNNEL_CA_PEM: {err}"))?;
-        if certs.is_empty() {
-            return Err("AGENTHOLD_TUNNEL_CA_PEM holds no certificate".to_owned());
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|err| format!("a certificate in AGENTHOLD_TUNNEL_CA_PEM: {err}"))?;
-        }
+    trusting(ca_file, ca_pem).and_then(ClientTls::build).map(Arc::new).map_err(|e| format!("the tunnel CA: {e}"))
+}
+
+fn trusting(ca_file: Option<&Path>, ca_pem: Option<&str>) -> Result<ClientTls, TlsError> {
+    let mut client = ClientTls::public_roots();
+    if let Some(text) = ca_pem {
+        client = client.trust_pem("AGENTHOLD_TUNNEL_CA_PEM", text)?;
     }
     if let Some(path) = ca_file {
-        let shown = path.display();
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|err| format!("reading the CA file {shown}: {err}"))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| format!("the CA file {shown}: {err}"))?;
-        if certs.is_empty() {
-            return Err(format!("the CA file {shown} holds no certificate"));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|err| format!("a certificate in {shown}: {err}"))?;
-        }
+        client = client.trust_pem_file(path)?;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|err| format!("TLS setup: {err}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+    Ok(client)
 }
 
 #[cfg(test)]
@@ -58,7 +36,7 @@ mod tests {
         let empty = std::env::temp_dir().join(format!("sandboxd-empty-ca-{}.pem", std::process::id()));
         std::fs::write(&empty, "not a certificate\n").expect("write");
         let err = client_config(Some(&empty), None).expect_err("empty");
-        assert!(err.contains("no certificate"), "{err}");
+        assert!(err.contains("no PEM certificate"), "{err}");
         std::fs::remove_file(empty).ok();
         assert!(client_config(None, None).is_ok());
         assert!(client_config(None, Some("not a certificate")).is_err());

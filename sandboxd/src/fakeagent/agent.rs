@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, MutexGuard};
 
+use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
 use super::config::Config;
@@ -56,11 +57,6 @@ enum Reply {
     Later,
 }
 
-/// Locks a mutex, carrying on with the data if another thread panicked while holding it.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Agent {
     /// A fresh agent writing to `out`.
     pub fn new(config: Config, out: Out) -> Arc<Self> {
@@ -104,20 +100,20 @@ impl Agent {
     pub fn request(&self, method: &str, params: Value, reply: Sender<Value>) -> String {
         let id = json!(format!("fa-req-{}", self.next_request.fetch_add(1, Ordering::Relaxed)));
         let key = id.to_string();
-        lock(&self.pending).insert(key.clone(), reply);
+        self.pending.lock().insert(key.clone(), reply);
         self.out.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         key
     }
 
     /// Stops waiting for the answer to a request; a late answer is then ignored.
     pub fn forget(&self, key: &str) {
-        lock(&self.pending).remove(key);
+        self.pending.lock().remove(key);
     }
 
     /// Marks the turn of `session_id` finished (if `cancel` is still its turn), so the session
     /// takes a new prompt. Called before the prompt is answered.
     pub fn end_turn(&self, session_id: &str, cancel: &Arc<Cancel>) {
-        if let Some(s) = lock(&self.sessions).get_mut(session_id)
+        if let Some(s) = self.sessions.lock().get_mut(session_id)
             && s.turn.as_ref().is_some_and(|t| Arc::ptr_eq(t, cancel))
         {
             s.turn = None;
@@ -156,7 +152,7 @@ impl Agent {
             }
             (Some(_), _) => invalid("method must be a string"),
             (None, Some(id)) if msg.contains_key("result") || msg.contains_key("error") => {
-                let waiter = lock(&self.pending).remove(&id.to_string());
+                let waiter = self.pending.lock().remove(&id.to_string());
                 match waiter {
                     Some(tx) => {
                         let _ = tx.send(Value::Object(msg));
@@ -176,7 +172,7 @@ impl Agent {
             eprintln!("fakeagent: session/cancel without a sessionId, ignoring it");
             return;
         };
-        let turn = lock(&self.sessions).get(session_id).and_then(|s| s.turn.clone());
+        let turn = self.sessions.lock().get(session_id).and_then(|s| s.turn.clone());
         if let Some(cancel) = turn {
             cancel.cancel();
         }
@@ -276,7 +272,7 @@ impl Agent {
             eprintln!("fakeagent: cannot create history {}: {e}", path.display());
         }
         let mcp = super::mcp::servers(params);
-        lock(&self.sessions).insert(session_id.clone(), Session { cwd, turn: None, mcp });
+        self.sessions.lock().insert(session_id.clone(), Session { cwd, turn: None, mcp });
         Ok(json!({"sessionId": session_id}))
     }
 
@@ -287,14 +283,15 @@ impl Agent {
         let path = history::path(&self.config.state_dir, session_id)
             .filter(|p| p.is_file())
             .ok_or_else(|| RpcError::unknown_session(session_id))?;
-        if lock(&self.sessions).get(session_id).is_some_and(|s| s.turn.is_some()) {
+        if self.sessions.lock().get(session_id).is_some_and(|s| s.turn.is_some()) {
             return Err(busy(session_id));
         }
         Ok((session_id.to_owned(), cwd, path))
     }
 
     fn adopt(&self, session_id: String, cwd: PathBuf, mcp: Vec<super::mcp::Server>) {
-        lock(&self.sessions)
+        self.sessions
+            .lock()
             .entry(session_id)
             .and_modify(|s| {
                 s.cwd.clone_from(&cwd);
@@ -305,7 +302,7 @@ impl Agent {
 
     /// The MCP servers offered for a session.
     pub fn mcp_servers(&self, session_id: &str) -> Vec<super::mcp::Server> {
-        lock(&self.sessions).get(session_id).map(|s| s.mcp.clone()).unwrap_or_default()
+        self.sessions.lock().get(session_id).map(|s| s.mcp.clone()).unwrap_or_default()
     }
 
     fn load(&self, params: &Value) -> Result<Value, RpcError> {
@@ -333,7 +330,7 @@ impl Agent {
         };
         let cancel = Arc::new(Cancel::default());
         let cwd = {
-            let mut sessions = lock(&self.sessions);
+            let mut sessions = self.sessions.lock();
             let session = sessions.get_mut(session_id).ok_or_else(|| RpcError::unknown_session(session_id))?;
             if session.turn.is_some() {
                 return Err(busy(session_id));

@@ -5,13 +5,14 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
+use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use parking_lot::{Condvar, Mutex};
 use serde_json::{Value, json};
 
-use super::agent::{Agent, lock};
+use super::agent::Agent;
 use super::fetch;
 use super::history::{self, Recorder};
 use super::script::{self, Command};
@@ -36,18 +37,18 @@ pub struct Cancel {
 impl Cancel {
     /// Sets the flag and wakes every waiter.
     pub fn cancel(&self) {
-        *lock(&self.flag) = true;
+        *self.flag.lock() = true;
         self.changed.notify_all();
     }
 
     /// Whether the prompt was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        *lock(&self.flag)
+        *self.flag.lock()
     }
 
     /// Waits until `deadline` (forever if `None`) or until cancelled; true if cancelled.
     pub fn wait_until(&self, deadline: Option<Instant>) -> bool {
-        let mut cancelled = lock(&self.flag);
+        let mut cancelled = self.flag.lock();
         while !*cancelled {
             let timeout = match deadline {
                 None => Duration::from_secs(3600),
@@ -56,10 +57,7 @@ impl Cancel {
                     _ => return false,
                 },
             };
-            cancelled = match self.changed.wait_timeout(cancelled, timeout) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+            self.changed.wait_for(&mut cancelled, timeout);
         }
         true
     }
@@ -569,7 +567,7 @@ fn run_sh(command: &str, cwd: &Path, cancel: &Cancel) -> std::io::Result<Option<
             if n == 0 {
                 break;
             }
-            let mut out = lock(&sink);
+            let mut out = sink.lock();
             let room = MAX_RUN_OUTPUT.saturating_sub(out.len());
             out.extend_from_slice(&buf[..n.min(room)]);
         }
@@ -599,6 +597,6 @@ fn run_sh(command: &str, cwd: &Path, cancel: &Cancel) -> std::io::Result<Option<
             _ => break,
         }
     }
-    let bytes = std::mem::take(&mut *lock(&output));
+    let bytes = std::mem::take(&mut *output.lock());
     Ok(Some((status.code(), String::from_utf8_lossy(&bytes).into_owned())))
 }

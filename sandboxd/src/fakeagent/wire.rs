@@ -2,8 +2,8 @@
 //! serialised writer every thread sends its stdout lines through.
 
 use std::io::Write;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 /// JSON-RPC error codes fakeagent answers with (ACP §1.7).
@@ -82,10 +82,7 @@ impl Out {
 
     /// Writes `text` plus a newline and flushes. `text` must not contain a newline.
     pub fn line(&self, text: &str) {
-        let mut w = match self.inner.lock() {
-            Ok(w) => w,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut w = self.inner.lock();
         let mut buf = Vec::with_capacity(text.len() + 1);
         buf.extend_from_slice(text.as_bytes());
         buf.push(b'\n');

@@ -7,6 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use agenthold_plumbing::tls::server_config;
 use agenthold_sandboxd::fakeagent::fetch::{self, MAX_BODY};
 use rustls::pki_types::PrivateKeyDer;
 
@@ -23,15 +24,8 @@ fn https_server(body: Vec<u8>) -> (u16, PathBuf, Arc<Mutex<Vec<String>>>) {
         rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
     let file = std::env::temp_dir().join(format!("fakeagent-fetch-root-{}-{}.pem", std::process::id(), body.len()));
     std::fs::write(&file, root.pem()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = Arc::new(
-        rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![leaf.der().clone()], PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))
-            .unwrap(),
-    );
+    let leaf_key = PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
+    let config = Arc::new(server_config(vec![leaf.der().clone()], leaf_key, &[]).unwrap());
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let heads = Arc::new(Mutex::new(Vec::new()));

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use agenthold_plumbing::tls::server_config;
 use agenthold_sandboxd::protocol::DataKind;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::harness::{DEADLINE, Sandboxd, Server};
@@ -38,13 +38,7 @@ impl TestCa {
 
         let chain = vec![CertificateDer::from(cert.der().to_vec())];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .expect("server config");
+        let config = server_config(chain, key, &[]).expect("server config");
         Self { dir, ca_file, acceptor: TlsAcceptor::from(Arc::new(config)) }
     }
 }

@@ -16,13 +16,14 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
 use super::error::ApiError;
@@ -63,7 +64,7 @@ struct Counted {
 
 impl InFlight {
     fn try_take(self: &Arc<Self>, key: u64, cap: usize) -> Option<Counted> {
-        let mut counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts = self.counts.lock();
         let count = counts.entry(key).or_insert(0);
         if *count >= cap {
             return None;
@@ -75,7 +76,7 @@ impl InFlight {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        let mut counts = self.callers.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts = self.callers.counts.lock();
         if let Some(count) = counts.get_mut(&self.key) {
             *count = count.saturating_sub(1);
             if *count == 0 {
@@ -227,7 +228,7 @@ mod tests {
         let _other = callers.try_take(2, 2).expect("another caller");
         drop(first);
         assert!(callers.try_take(1, 2).is_some(), "given back");
-        assert!(callers.counts.lock().expect("lock").len() <= 2, "only callers in flight are kept");
+        assert!(callers.counts.lock().len() <= 2, "only callers in flight are kept");
     }
 
     /// A router whose `/hold` waits until `release` is notified, behind [`enforce`].

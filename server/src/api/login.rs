@@ -11,7 +11,6 @@ use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -60,12 +59,6 @@ pub struct LoginUser {
     id: Uuid,
     /// Its name.
     username: String,
-}
-
-fn random_hex(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    rand::rng().fill_bytes(&mut buffer);
-    buffer.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Checks the password and starts a browser session (an HttpOnly, SameSite=Strict cookie);
@@ -120,8 +113,8 @@ pub async fn login(
         return Err(ApiError::Unauthorized);
     };
     store::browser_sessions::forgive(&state.pool, attempt).await?;
-    let token = random_hex(32);
-    let csrf_token = random_hex(16);
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    let csrf_token = hex::encode(rand::random::<[u8; 16]>());
     let ttl = state.config.session_ttl_secs.clamp(1, 30 * 24 * 3600);
     let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl);
     store::browser_sessions::create(&state.pool, user.id, &token, &csrf_token, expires_at).await?;

@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -122,9 +121,7 @@ pub async fn create_token(
     if name.is_empty() || name.len() > 100 {
         return Err(ApiError::bad_request("INVALID_NAME", "a token's name is 1-100 characters"));
     }
-    let mut bytes = [0u8; 24];
-    rand::rng().fill_bytes(&mut bytes);
-    let token = format!("ah_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let token = format!("ah_{}", hex::encode(rand::random::<[u8; 24]>()));
     let id =
         store::tokens::create(&state.pool, principal.user_id, name, &token, state.config.max_tokens_per_user).await?;
     audit_token(&state, &principal, "token.created", id).await?;

@@ -9,7 +9,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -247,9 +246,7 @@ pub async fn connect(
     let sealed = cipher::seal(&state.master_key, identity, value.expose().as_bytes())
         .map_err(|_| ApiError::bad_request("INVALID_LOGIN", "the value could not be encrypted"))?;
     // A new seed on every connect: the placeholders change with the login.
-    let mut seed = [0u8; 16];
-    rand::rng().fill_bytes(&mut seed);
-    let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    let seed = hex::encode(rand::random::<[u8; 16]>());
     let new = NewLogin {
         id,
         user_id: principal.user_id,

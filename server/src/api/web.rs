@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rand::RngCore;
 
 use super::error::ApiError;
 use crate::app::AppState;
@@ -111,9 +110,7 @@ pub async fn serve(State(state): State<AppState>, request: Request) -> Response 
     if url_path.starts_with("/assets/") {
         return with_headers(StatusCode::NOT_FOUND.into_response(), "no-cache");
     }
-    let mut nonce = [0u8; 16];
-    rand::rng().fill_bytes(&mut nonce);
-    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = hex::encode(rand::random::<[u8; 16]>());
     let page = match tokio::fs::read_to_string(root.join("index.html")).await {
         Ok(html) => html.replace("__CSP_NONCE__", &nonce),
         Err(_) => NOT_BUILT.to_owned(),

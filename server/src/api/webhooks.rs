@@ -8,7 +8,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -231,9 +230,7 @@ pub async fn create(
     Template::parse(&body.template).map_err(|m| ApiError::bad_request("INVALID_TEMPLATE", m))?;
     super::schedules::check_session(&state, &agent, body.session_id).await?;
     let id = Uuid::new_v4();
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    let secret = crate::secret::Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let secret = crate::secret::Secret::new(hex::encode(rand::random::<[u8; 32]>()));
     let sealed = cipher::seal(
         &state.master_key,
         crate::triggers::delivery::secret_row(agent_id, id),

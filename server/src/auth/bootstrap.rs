@@ -6,7 +6,6 @@
 //! generated and written to `<data dir>/admin-token` (0600); `make dev` prints both.
 
 use anyhow::Context;
-use rand::RngCore;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -23,9 +22,7 @@ pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 pub const ADMIN_PASSWORD_FILE: &str = "admin-password";
 
 fn random_secret(prefix: &str) -> String {
-    let mut bytes = [0u8; 24];
-    rand::rng().fill_bytes(&mut bytes);
-    format!("{prefix}{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    format!("{prefix}{}", hex::encode(rand::random::<[u8; 24]>()))
 }
 
 /// Makes sure the admin user and the bootstrap token exist; adopts agents made before

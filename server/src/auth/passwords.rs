@@ -15,6 +15,7 @@ use std::cell::RefCell;
 
 use argon2::password_hash::phc::{Output, ParamsString, PasswordHash, Salt};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
+use parking_lot::Mutex;
 use rand::RngCore;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -33,17 +34,14 @@ type Job = Box<dyn FnOnce() + Send>;
 
 /// The hashing threads' queue (it never holds more jobs than [`slots`]: a job is queued only by
 /// the holder of a slot).
-static HASHERS: LazyLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Job>>>> = LazyLock::new(|| {
+static HASHERS: LazyLock<Option<Mutex<std::sync::mpsc::Sender<Job>>>> = LazyLock::new(|| {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
-    let queue = std::sync::Arc::new(std::sync::Mutex::new(queue));
+    let queue = std::sync::Arc::new(Mutex::new(queue));
     for index in 0..slots() {
         let queue = std::sync::Arc::clone(&queue);
         let spawned = std::thread::Builder::new().name(format!("argon2-{index}")).spawn(move || {
             loop {
-                let job = match queue.lock() {
-                    Ok(queue) => queue.recv(),
-                    Err(poisoned) => poisoned.into_inner().recv(),
-                };
+                let job = queue.lock().recv();
                 match job {
                     Ok(job) => job(),
                     Err(_) => return,
@@ -55,7 +53,7 @@ static HASHERS: LazyLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Job>>>>
             return None;
         }
     }
-    Some(std::sync::Mutex::new(jobs))
+    Some(Mutex::new(jobs))
 });
 
 /// Runs `work` on a hashing thread (the caller holds a slot).
@@ -64,8 +62,7 @@ async fn on_hasher<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static)
     let job: Job = Box::new(move || {
         let _ = done.send(work());
     });
-    let sent =
-        HASHERS.as_ref().map(|jobs| jobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send(job).is_ok());
+    let sent = HASHERS.as_ref().map(|jobs| jobs.lock().send(job).is_ok());
     anyhow::ensure!(sent == Some(true), "the password hashing threads are gone");
     result.await.map_err(|_| anyhow::anyhow!("a password hashing job died"))
 }

@@ -7,8 +7,10 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use super::Credential;
 use crate::store::users::Role;
@@ -30,12 +32,12 @@ impl<K: Eq + Hash + Copy, V: Copy> Answers<K, V> {
     }
 
     fn recent(&self, key: K, now: Instant) -> Option<V> {
-        let recent = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let recent = self.0.lock();
         recent.get(&key).filter(|(at, _)| now.duration_since(*at) < FRESH).map(|(_, value)| *value)
     }
 
     fn record(&self, key: K, value: V, now: Instant) {
-        let mut recent = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut recent = self.0.lock();
         if recent.len() >= MAX_ENTRIES {
             recent.retain(|_, (at, _)| now.duration_since(*at) < FRESH);
             if recent.len() >= MAX_ENTRIES
@@ -49,7 +51,7 @@ impl<K: Eq + Hash + Copy, V: Copy> Answers<K, V> {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.0.lock().map(|r| r.len()).unwrap_or(0)
+        self.0.lock().len()
     }
 }
 

@@ -8,8 +8,9 @@
 //! (32 MiB) however large its events are.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
 use super::SharedEvent;
@@ -42,7 +43,7 @@ impl Default for Hub {
 impl Hub {
     /// Starts receiving the live events of a session.
     pub fn subscribe(&self, session_id: SessionId) -> broadcast::Receiver<Arc<SharedEvent>> {
-        let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut channels = self.channels.lock();
         channels.entry(session_id).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
     }
 
@@ -58,7 +59,7 @@ impl Hub {
             // Nobody listening is fine.
             let _ = self.questions.send(());
         }
-        let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut channels = self.channels.lock();
         for event in events {
             let session_id = event.session_id;
             if let Some(sender) = channels.get(&session_id)
@@ -72,7 +73,7 @@ impl Hub {
 
     /// Whether anyone on this process watches the session.
     pub fn is_watched(&self, session_id: SessionId) -> bool {
-        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let channels = self.channels.lock();
         channels.get(&session_id).is_some_and(|sender| sender.receiver_count() > 0)
     }
 
@@ -85,7 +86,7 @@ impl Hub {
     /// not in the feed: those behind read them from Postgres (a marker without JSON, as for a
     /// large event).
     pub fn nudge(&self, session_id: SessionId, seq: crate::ids::Seq) {
-        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let channels = self.channels.lock();
         if let Some(sender) = channels.get(&session_id) {
             let _ = sender.send(marker(session_id, seq));
         }
@@ -94,7 +95,7 @@ impl Hub {
     /// Tells every watcher to read Postgres for what it may have missed (the notifications of
     /// other replicas were lost while their connection was down).
     pub fn nudge_all(&self) {
-        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let channels = self.channels.lock();
         for (session_id, sender) in channels.iter() {
             let _ = sender.send(marker(*session_id, crate::ids::Seq::MAX));
         }
@@ -102,7 +103,7 @@ impl Hub {
 
     /// Ends the live feeds of deleted sessions: their watchers see the feed close.
     pub fn close(&self, session_ids: &[SessionId]) {
-        let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut channels = self.channels.lock();
         for session_id in session_ids {
             channels.remove(session_id);
         }

@@ -44,8 +44,7 @@ pub fn placeholder(seed: &str, agent_id: AgentId, kind: LoginKind) -> String {
         .chain_update(agent_id.0.as_bytes())
         .chain_update(kind.as_str().as_bytes())
         .finalize();
-    let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
-    format!("agenthold-login-{hex}")
+    format!("agenthold-login-{}", hex::encode(&digest[..20]))
 }
 
 /// Which logins reach a harness (pure): per provider, the first kind the adapter accepts that the

@@ -1,23 +1,20 @@
 //! Checking a provider login on connect: one authenticated read-only request to the provider
-//! (its model list, or for a ChatGPT token its usage endpoint) over TLS verified against the
-//! public roots. 2xx: the login works; 401/403: the provider rejected it, and its reason (scrubbed
+//! (its model list, or for a ChatGPT token its usage endpoint) with the server's outbound client
+//! ([`crate::outbound`]: TLS verified against the public roots). 2xx: the login works; 401/403: the provider rejected it, and its reason (scrubbed
 //! of the value) is what the person sees; anything else: the provider could not be asked.
 //!
 //! In tests a stand-in answers for the provider: `AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES` (the
 //! same loopback overrides the egress proxy gets) maps `host:port` to a loopback address and a CA
-//! trusted for that host only; refused in production mode.
+//! the probe's own client trusts; refused in production mode.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
-use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::chatgpt::{self, RefreshError, Tokens};
 use super::kinds::LoginKind;
 use crate::config::UpstreamOverrides;
+use crate::outbound;
 use crate::secret::Secret;
 
 /// How long a check may take, all in all.
@@ -41,26 +38,30 @@ pub enum ProbeError {
 }
 
 /// Asks providers whether a login works.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Probe {
-    overrides: Arc<UpstreamOverrides>,
+    /// The server's outbound client (a test's own, with stand-ins); why not, if it could not
+    /// be made (every check then says so).
+    http: Result<reqwest::Client, String>,
 }
 
 impl Probe {
     /// A probe (with the test-only stand-ins, if any).
     pub fn new(overrides: Option<UpstreamOverrides>) -> Self {
-        Self { overrides: Arc::new(overrides.unwrap_or_default()) }
+        let http = outbound::with_stand_ins(&overrides.unwrap_or_default()).map_err(|e| e.to_string());
+        if let Err(error) = &http {
+            tracing::error!(%error, "no HTTP client: provider logins cannot be checked");
+        }
+        Self { http }
     }
 
     /// The ChatGPT refresh exchange (`logins::chatgpt`): the rotated tokens, or why not.
     pub async fn refresh(&self, tokens: &Tokens) -> Result<Tokens, RefreshError> {
-        let body = chatgpt::refresh_body(&tokens.refresh_token).to_string();
-        let request = hyper::Request::post(chatgpt::TOKEN_PATH)
-            .header("host", chatgpt::TOKEN_HOST)
-            .header("content-type", "application/json")
-            .header("user-agent", concat!("agenthold/", env!("CARGO_PKG_VERSION")))
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|_| RefreshError::Transient("the request could not be made".to_owned()))?;
+        let unmade = |_| RefreshError::Transient("the request could not be made".to_owned());
+        let url = reqwest::Url::parse(&format!("https://{}{}", chatgpt::TOKEN_HOST, chatgpt::TOKEN_PATH));
+        let mut request = reqwest::Request::new(reqwest::Method::POST, url.map_err(unmade)?);
+        request.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        *request.body_mut() = Some(chatgpt::refresh_body(&tokens.refresh_token).to_string().into());
         let answer = tokio::time::timeout(TIMEOUT, self.send(request))
             .await
             .map_err(|_| RefreshError::Transient(format!("{} did not answer in time", chatgpt::TOKEN_HOST)))?
@@ -70,7 +71,7 @@ impl Probe {
 
     /// Checks `value` as a login of `kind` (a ChatGPT login is checked by its refresh instead).
     pub async fn check(&self, kind: LoginKind, value: &Secret) -> Result<(), ProbeError> {
-        let request = request_for(kind, value.expose());
+        let request = request_for(kind, value.expose())?;
         let answer = tokio::time::timeout(TIMEOUT, self.send(request))
             .await
             .map_err(|_| ProbeError::Unreachable(format!("{} did not answer in time", host_of(kind))))??;
@@ -85,43 +86,17 @@ impl Probe {
         }
     }
 
-    async fn send(&self, request: hyper::Request<Full<Bytes>>) -> Result<(u16, Vec<u8>), ProbeError> {
-        let host = request.headers().get("host").and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+    /// The status and (up to [`MAX_BODY`] of) the body of the answer.
+    async fn send(&self, request: reqwest::Request) -> Result<(u16, Vec<u8>), ProbeError> {
+        let host = request.url().host_str().unwrap_or_default().to_owned();
         let unreachable = |what: &str| ProbeError::Unreachable(format!("{host}: {what}"));
-        let (addr, extra) = match self.overrides.get(&format!("{host}:443")) {
-            Some(stand_in) => {
-                let extra = match &stand_in.ca_cert {
-                    Some(path) => CertificateDer::pem_file_iter(path)
-                        .map_err(|_| unreachable("the stand-in's CA does not read"))?
-                        .filter_map(Result::ok)
-                        .collect(),
-                    None => Vec::new(),
-                };
-                (stand_in.addr.to_string(), extra)
-            }
-            None => (format!("{host}:443"), Vec::new()),
-        };
-        let config = agenthold_proxy::tls::client_with(&extra).map_err(|_| unreachable("no TLS configuration"))?;
-        let tcp = tokio::net::TcpStream::connect(&addr).await.map_err(|_| unreachable("could not connect"))?;
-        let name = ServerName::try_from(host.clone()).map_err(|_| unreachable("not a host name"))?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .map_err(|_| unreachable("the TLS handshake failed"))?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|_| unreachable("HTTP failed"))?;
-        let driver = tokio::spawn(connection);
-        let response = sender.send_request(request).await.map_err(|_| unreachable("the request failed"));
-        let result = match response {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                let body = Limited::new(response.into_body(), MAX_BODY).collect().await.map(|b| b.to_bytes().to_vec());
-                Ok((status, body.unwrap_or_default()))
-            }
-            Err(error) => Err(error),
-        };
-        driver.abort();
-        result
+        let http = self.http.as_ref().map_err(|_| unreachable("no HTTP client"))?;
+        let response = http.execute(request).await.map_err(|e| {
+            // Fixed words: reqwest's own message may carry the URL and more than a person needs.
+            unreachable(if e.is_connect() { "could not connect" } else { "the request failed" })
+        })?;
+        let status = response.status().as_u16();
+        Ok((status, outbound::read_body(response, MAX_BODY).await.unwrap_or_default()))
     }
 }
 
@@ -135,7 +110,7 @@ fn host_of(kind: LoginKind) -> &'static str {
 }
 
 /// The request that checks a login: read-only, authenticated as the harness would be.
-fn request_for(kind: LoginKind, value: &str) -> hyper::Request<Full<Bytes>> {
+fn request_for(kind: LoginKind, value: &str) -> Result<reqwest::Request, ProbeError> {
     let (path, headers): (&str, Vec<(&str, String)>) = match kind {
         LoginKind::ClaudeSubscription => (
             "/v1/models",
@@ -154,16 +129,18 @@ fn request_for(kind: LoginKind, value: &str) -> hyper::Request<Full<Bytes>> {
         LoginKind::OpenaiApiKey => ("/v1/models", vec![("authorization", format!("Bearer {value}"))]),
     };
     let host = host_of(kind);
-    // Origin-form on the wire (the connection is to the host already); `send` reads the host
-    // from the `host` header.
-    let mut builder = hyper::Request::get(path)
-        .header("host", host)
-        .header("user-agent", concat!("agenthold/", env!("CARGO_PKG_VERSION")));
+    // Every part is fixed or checked (`LoginKind::check_shape`: visible ASCII).
+    let unmade = || ProbeError::Unreachable(format!("{host}: the request could not be made"));
+    let url = reqwest::Url::parse(&format!("https://{host}{path}")).map_err(|_| unmade())?;
+    let mut map = HeaderMap::new();
     for (name, value) in headers {
-        builder = builder.header(name, value);
+        let mut value = HeaderValue::from_str(&value).map_err(|_| unmade())?;
+        value.set_sensitive(matches!(name, "authorization" | "x-api-key"));
+        map.insert(HeaderName::from_static(name), value);
     }
-    // Every part is fixed or checked (`LoginKind::check_shape`: visible ASCII): this cannot fail.
-    builder.body(Full::new(Bytes::new())).unwrap_or_else(|_| hyper::Request::new(Full::new(Bytes::new())))
+    let mut request = reqwest::Request::new(reqwest::Method::GET, url);
+    *request.headers_mut() = map;
+    Ok(request)
 }
 
 /// The provider's reason from an error body (`{"error": {"message"}}`, `{"error": "…",
@@ -229,14 +206,15 @@ mod tests {
 
     #[test]
     fn requests_authenticate_as_the_harness_would() {
-        let request = request_for(LoginKind::AnthropicApiKey, "sk-ant-api03-x");
-        assert_eq!(request.uri().to_string(), "/v1/models");
-        assert_eq!(request.headers()["host"], "api.anthropic.com");
+        let request = request_for(LoginKind::AnthropicApiKey, "sk-ant-api03-x").expect("made");
+        assert_eq!(request.url().as_str(), "https://api.anthropic.com/v1/models");
         assert_eq!(request.headers()["x-api-key"], "sk-ant-api03-x");
-        let request = request_for(LoginKind::ClaudeSubscription, "sk-ant-oat01-x");
+        assert!(request.headers()["x-api-key"].is_sensitive());
+        let request = request_for(LoginKind::ClaudeSubscription, "sk-ant-oat01-x").expect("made");
         assert_eq!(request.headers()["authorization"], "Bearer sk-ant-oat01-x");
         assert!(request.headers().contains_key("anthropic-beta"));
-        let request = request_for(LoginKind::OpenaiApiKey, "sk-x");
-        assert_eq!(request.headers()["host"], "api.openai.com");
+        let request = request_for(LoginKind::OpenaiApiKey, "sk-x").expect("made");
+        assert_eq!(request.url().host_str(), Some("api.openai.com"));
+        assert!(request_for(LoginKind::OpenaiApiKey, "sk-\nx").is_err(), "no header from a line break");
     }
 }

@@ -26,8 +26,7 @@ fn mac(key: &MasterKey, agent: AgentId) -> Hmac<Sha256> {
 /// The agent's credential.
 pub fn token(key: &MasterKey, agent: AgentId) -> Secret {
     let digest = mac(key, agent).finalize().into_bytes();
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    Secret::new(format!("{PREFIX}.{}.{hex}", agent.0.simple()))
+    Secret::new(format!("{PREFIX}.{}.{}", agent.0.simple(), hex::encode(digest)))
 }
 
 /// What a proxied sandbox holds instead: names the agent, proves nothing.

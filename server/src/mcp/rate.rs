@@ -4,8 +4,10 @@
 //! Bounded: agents idle for a window are forgotten once the table is large.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use crate::ids::AgentId;
 
@@ -18,7 +20,7 @@ static WINDOWS: LazyLock<Mutex<HashMap<AgentId, (Instant, u32)>>> = LazyLock::ne
 
 /// Counts a call of `agent` at `now`: `Err(wait)` when it is over `per_minute` in this window.
 pub fn take(agent: AgentId, per_minute: u32, now: Instant) -> Result<(), Duration> {
-    let mut windows = WINDOWS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut windows = WINDOWS.lock();
     if windows.len() >= MAX_ENTRIES {
         windows.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
     }

@@ -8,10 +8,11 @@
 //! outcome code (both from fixed lists); a replica that dies loses at most one period's counts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -33,7 +34,7 @@ static TALLIES: LazyLock<Mutex<HashMap<AgentId, Tally>>> = LazyLock::new(Mutex::
 
 /// Counts one read-only call of `agent`.
 pub fn count(agent: AgentId, workspace_id: Uuid, name: &str, tool: &'static str, outcome: &'static str) {
-    let mut tallies = TALLIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut tallies = TALLIES.lock();
     let tally = tallies.entry(agent).or_insert_with(|| Tally {
         workspace_id,
         name: name.to_owned(),
@@ -69,7 +70,7 @@ fn record(agent: AgentId, tally: Tally, until: DateTime<Utc>) -> AuditRecord<'st
 /// Writes every tally as its agent's row and starts afresh; the rows written.
 pub async fn flush(pool: &PgPool) -> usize {
     let taken: Vec<(AgentId, Tally)> = {
-        let mut tallies = TALLIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tallies = TALLIES.lock();
         tallies.drain().collect()
     };
     let until = Utc::now();

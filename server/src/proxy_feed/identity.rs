@@ -49,13 +49,12 @@ fn row(agent_id: AgentId) -> RowIdentity {
     RowIdentity { workspace_id: IDENTITY_NAMESPACE, secret_id: agent_id.0 }
 }
 
-fn random_hex(bytes: usize) -> String {
-    (0..bytes).map(|_| format!("{:02x}", rand::random::<u8>())).collect()
-}
-
 /// A fresh identity: `sbx-<16 hex>` and 256 random bits (hex: nothing to escape in a URL).
 pub fn fresh() -> Identity {
-    Identity { username: format!("sbx-{}", random_hex(8)), password: Secret::new(random_hex(32)) }
+    Identity {
+        username: format!("sbx-{}", hex::encode(rand::random::<[u8; 8]>())),
+        password: Secret::new(hex::encode(rand::random::<[u8; 32]>())),
+    }
 }
 
 fn seal(key: &MasterKey, agent_id: AgentId, identity: &Identity) -> Result<SealedIdentity, IdentityError> {

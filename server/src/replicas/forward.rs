@@ -3,27 +3,25 @@
 //! back to the waiting handler, so an API request for any agent works on any replica. Each call
 //! is signed with a key derived from the master key the replicas share ([`super::signing`]):
 //! its time, path and body, taken once within a short window; the call is plain HTTP to the
-//! other replica's own internal listener, on the replicas' network (docs/replicas.md).
+//! other replica's own internal listener, on the replicas' network (docs/replicas.md), with the
+//! server's outbound client ([`crate::outbound`]: kept-alive connections, no handshake per call).
 //!
 //! What cannot travel: a sandbox's connection (the tunnel redirects it instead) and a terminal
 //! (it needs the sandbox's connection: it opens on the owning replica).
 
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::ids::{AgentId, SessionId};
+use crate::outbound;
 use crate::permissions::Choice;
 use crate::store::replicas::ReplicaRow;
 use crate::supervisor::core::AnswerError;
 use crate::supervisor::{Command, LifecycleError, TerminalAccess};
 
-/// How long connecting to another replica may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a forwarded command may take (a wake starts a sandbox and its harness).
 const CALL_TIMEOUT: Duration = Duration::from_secs(180);
 /// Largest answer read from another replica.
@@ -275,54 +273,47 @@ pub fn deliver(waiting: Waiting, answer: Answer) {
 
 /// Sends a command to the replica that owns the agent and waits for its answer.
 pub async fn call(
+    http: &reqwest::Client,
     owner: &ReplicaRow,
     key: &super::signing::CallKey,
     agent_id: AgentId,
     command: &Forwarded,
 ) -> Result<Answer, String> {
     let body = serde_json::to_vec(command).map_err(|e| e.to_string())?;
-    tokio::time::timeout(CALL_TIMEOUT, post(&owner.internal_url, &path(agent_id), key, body))
+    tokio::time::timeout(CALL_TIMEOUT, post(http, &owner.internal_url, &path(agent_id), key, body))
         .await
         .map_err(|_| format!("replica {} did not answer in time", owner.id))?
 }
 
-/// One HTTP/1.1 POST of JSON to `base` (`http://host:port`).
-async fn post(base: &str, path: &str, key: &super::signing::CallKey, body: Vec<u8>) -> Result<Answer, String> {
+/// One signed POST of JSON to `base` (`http://host:port`) and its JSON answer.
+async fn post(
+    http: &reqwest::Client,
+    base: &str,
+    path: &str,
+    key: &super::signing::CallKey,
+    body: Vec<u8>,
+) -> Result<Answer, String> {
     let authority = base
         .strip_prefix("http://")
         .map(|rest| rest.trim_end_matches('/'))
         .ok_or_else(|| format!("the replica address {base} is not http://host:port"))?;
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(authority))
-        .await
-        .map_err(|_| format!("connecting to {authority} timed out"))?
-        .map_err(|e| format!("connecting to {authority}: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("HTTP to {authority}: {e}"))?;
-    let driver = tokio::spawn(connection);
     let timestamp = chrono::Utc::now().timestamp();
-    let request = hyper::Request::post(path)
-        .header(hyper::header::HOST, authority)
+    let response = http
+        .post(format!("http://{authority}{path}"))
         .header(super::signing::TIMESTAMP_HEADER, timestamp.to_string())
         .header(super::signing::SIGNATURE_HEADER, key.sign(timestamp, path, &body))
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let response = sender.send_request(request).await.map_err(|e| format!("HTTP to {authority}: {e}"));
-    let result = async {
-        let response = response?;
-        let status = response.status();
-        let limited = http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES);
-        let bytes = limited.collect().await.map_err(|e| format!("reading the answer of {authority}: {e}"))?.to_bytes();
-        if !status.is_success() {
-            return Err(format!("replica {authority} answered {status}: {}", String::from_utf8_lossy(&bytes)));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| format!("replica {authority} answered unreadably: {e}"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("HTTP to {authority}: {e}"))?;
+    let status = response.status();
+    let bytes =
+        outbound::read_body(response, MAX_ANSWER_BYTES).await.map_err(|e| format!("the answer of {authority}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("replica {authority} answered {status}: {}", String::from_utf8_lossy(&bytes)));
     }
-    .await;
-    driver.abort();
-    result
+    serde_json::from_slice(&bytes).map_err(|e| format!("replica {authority} answered unreadably: {e}"))
 }
 
 #[cfg(test)]

@@ -43,6 +43,8 @@ pub struct Replicas {
     /// The key replicas sign their calls to each other with (derived from the master key, which
     /// every replica shares; never stored).
     call_key: signing::CallKey,
+    /// The client of those calls (the server's outbound one: kept-alive connections).
+    http: reqwest::Client,
 }
 
 impl Replicas {
@@ -58,7 +60,8 @@ impl Replicas {
         crate::store::replicas::heartbeat(&pool, &me, ttl.as_secs_f64()).await.context("registering the replica")?;
         crate::store::notify::set_sender(me.id);
         tracing::info!(replica.id = %me.id, tunnel_url = %me.tunnel_url, internal_url = %me.internal_url, "replica registered");
-        Ok(Self { pool, me, ttl, call_key: signing::CallKey::derive(master_key) })
+        let http = crate::outbound::client().context("the client of calls to other replicas")?;
+        Ok(Self { pool, me, ttl, call_key: signing::CallKey::derive(master_key), http })
     }
 
     /// This replica's id.
@@ -79,6 +82,17 @@ impl Replicas {
     /// The key of calls between replicas.
     pub(crate) fn call_key(&self) -> &signing::CallKey {
         &self.call_key
+    }
+
+    /// Sends a command to the replica that owns the agent and waits for its answer
+    /// ([`forward::call`]).
+    pub async fn forward(
+        &self,
+        owner: &ReplicaRow,
+        agent_id: AgentId,
+        command: &forward::Forwarded,
+    ) -> Result<forward::Answer, String> {
+        forward::call(&self.http, owner, &self.call_key, agent_id, command).await
     }
 
     /// Where the agent's supervisor runs, taking its lease if no live replica holds it. When the

@@ -5,10 +5,12 @@
 //! reusable bearer credential.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use hex::FromHex as _;
 use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
 use sha2::Sha256;
 
 /// The header with the request's time (Unix seconds).
@@ -41,7 +43,7 @@ impl CallKey {
 
     /// The signature of a request to `path` with `body` at `timestamp`.
     pub fn sign(&self, timestamp: i64, path: &str, body: &[u8]) -> String {
-        crate::hex::encode(&self.mac(timestamp, path, body).finalize().into_bytes())
+        hex::encode(self.mac(timestamp, path, body).finalize().into_bytes())
     }
 
     /// Checks a request at `now` (Unix seconds; `seen_at` the monotonic clock for the replay
@@ -62,7 +64,7 @@ impl CallKey {
         if now.abs_diff(timestamp) > WINDOW.as_secs() {
             return Err("the request's time is too far from this replica's clock");
         }
-        let expected = crate::hex::decode_32(signature.trim()).ok_or("the signature is not 64 hex digits")?;
+        let expected = <[u8; 32]>::from_hex(signature.trim()).map_err(|_| "the signature is not 64 hex digits")?;
         self.mac(timestamp, path, body).verify_slice(&expected).map_err(|_| "the signature does not match")?;
         if !first_sight(&expected, seen_at) {
             return Err("the request was seen before (a replay)");
@@ -75,7 +77,7 @@ static SEEN: LazyLock<Mutex<HashMap<Vec<u8>, Instant>>> = LazyLock::new(Mutex::d
 
 /// Whether `signature` is new within the window (then remembered).
 fn first_sight(signature: &[u8], now: Instant) -> bool {
-    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut seen = SEEN.lock();
     // Twice the window: a request seen near one end of it cannot come back near the other.
     seen.retain(|_, at| now.duration_since(*at) < WINDOW * 2);
     if seen.len() >= MAX_SEEN

@@ -203,8 +203,7 @@ impl DockerDriver {
     pub fn with_proxy_ca(mut self, pem: Option<String>) -> Self {
         self.proxy_ca = pem.map(|pem| {
             let digest = sha2::Sha256::digest(pem.as_bytes());
-            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-            (pem, hash)
+            (pem, hex::encode(&digest[..8]))
         });
         self
     }
@@ -330,8 +329,7 @@ impl DockerDriver {
         let name = self.tools_name.get_or_try_init(|| async {
             let tar = self.tools_tar().await?;
             let digest = sha2::Sha256::digest(&tar);
-            let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-            Ok::<_, DriverError>(format!("{}-tools-{hash}", self.instance))
+            Ok::<_, DriverError>(format!("{}-tools-{}", self.instance, hex::encode(&digest[..8])))
         });
         name.await.cloned()
     }

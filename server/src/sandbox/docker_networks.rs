@@ -12,10 +12,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use bollard::Docker;
 use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
+use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
 use super::DriverError;
@@ -130,30 +131,30 @@ impl Networks {
 
     /// The id for a new agent: one whose network is ready, if any (and more are made).
     pub fn next_agent_id(&self) -> AgentId {
-        let ready = lock(&self.ready).pop();
+        let ready = self.ready.lock().pop();
         self.refill(REFILL_DELAY);
         ready.unwrap_or_default()
     }
 
     /// Whether `agent_id` names a ready network (one no agent took yet).
     pub fn is_ready(&self, agent_id: AgentId) -> bool {
-        lock(&self.ready).contains(&agent_id)
+        self.ready.lock().contains(&agent_id)
     }
 
     /// Whether one more agent can have a network: a ready one, or a free block in the pool.
     pub async fn room(&self) -> Result<(), DriverError> {
         let Some(subnets) = &self.subnets else { return Ok(()) };
-        if !lock(&self.ready).is_empty() {
+        if !self.ready.lock().is_empty() {
             return Ok(());
         }
         sync_once(&self.docker, subnets).await?;
-        if lock(&subnets.allocator).free() > 0 {
+        if subnets.allocator.lock().free() > 0 {
             return Ok(());
         }
         // What others removed since is free again.
         sync(&self.docker, subnets).await?;
         let (free, pool) = {
-            let allocator = lock(&subnets.allocator);
+            let allocator = subnets.allocator.lock();
             (allocator.free(), allocator.pool())
         };
         if free == 0 { Err(full(&pool)) } else { Ok(()) }
@@ -218,7 +219,7 @@ impl Networks {
         }
         // Under the list's lock, so that concurrent callers agree on what is missing.
         let missing = {
-            let ready = lock(&self.ready);
+            let ready = self.ready.lock();
             let missing = READY_NETWORKS.saturating_sub(ready.len() + self.refilling.load(Ordering::SeqCst));
             self.refilling.fetch_add(missing, Ordering::SeqCst);
             missing
@@ -249,7 +250,7 @@ impl Networks {
                     // The agent's sandbox makes it then.
                     tracing::warn!(%error, "preparing a network holder for the next agent");
                 }
-                let mut ready = lock(&ready);
+                let mut ready = ready.lock();
                 refilling.fetch_sub(1, Ordering::SeqCst);
                 match made {
                     Ok(()) => ready.push(agent_id),
@@ -278,7 +279,7 @@ impl Networks {
                         Ok(()) | Err(MakeError::Conflict) => {}
                         Err(MakeError::Failed(error)) => return Err(error),
                         Err(MakeError::Full) => {
-                            let pool = self.subnets.as_ref().map(|s| lock(&s.allocator).pool());
+                            let pool = self.subnets.as_ref().map(|s| s.allocator.lock().pool());
                             return Err(
                                 pool.map_or_else(|| DriverError::Capacity("no subnet".to_owned()), |p| full(&p))
                             );
@@ -301,7 +302,7 @@ impl Networks {
         if result.is_ok()
             && let Some(subnets) = &self.subnets
         {
-            lock(&subnets.allocator).release(agent_id);
+            subnets.allocator.lock().release(agent_id);
         }
         result
     }
@@ -360,7 +361,7 @@ async fn sync(docker: &Docker, subnets: &Subnets) -> Result<(), DriverError> {
             configs.into_iter().filter_map(move |c| c.subnet.map(|s| (s, agent)))
         })
         .collect();
-    lock(&subnets.allocator).sync(held.iter().map(|(s, a)| (s.as_str(), *a)));
+    subnets.allocator.lock().sync(held.iter().map(|(s, a)| (s.as_str(), *a)));
     Ok(())
 }
 
@@ -388,13 +389,13 @@ async fn make(
     };
     sync_once(docker, subnets).await.map_err(MakeError::Failed)?;
     for attempt in 0..OVERLAP_RETRIES {
-        let block = lock(&subnets.allocator).allocate(agent_id);
+        let block = subnets.allocator.lock().allocate(agent_id);
         let block = match block {
             Some(block) => block,
             None if attempt == 0 => {
                 // What others removed since is free again.
                 let _ = sync(docker, subnets).await;
-                lock(&subnets.allocator).allocate(agent_id).ok_or(MakeError::Full)?
+                subnets.allocator.lock().allocate(agent_id).ok_or(MakeError::Full)?
             }
             None => return Err(MakeError::Full),
         };
@@ -411,13 +412,13 @@ async fn make(
             Ok(_) => return Ok(()),
             Err(error) if overlaps(&error) => {
                 tracing::debug!(subnet = %block, "the engine says the block overlaps a network; trying another");
-                lock(&subnets.allocator).refused(agent_id);
+                subnets.allocator.lock().refused(agent_id);
                 if attempt == 0 {
                     let _ = sync(docker, subnets).await;
                 }
             }
             Err(error) => {
-                lock(&subnets.allocator).release(agent_id);
+                subnets.allocator.lock().release(agent_id);
                 return Err(failed(error));
             }
         }
@@ -463,10 +464,6 @@ fn network_request(instance: &str, agent_id: AgentId, confined: bool) -> Network
 fn gateway(network: &bollard::models::NetworkInspect) -> Option<String> {
     let configs = network.ipam.as_ref()?.config.as_ref()?;
     configs.iter().find_map(|c| c.gateway.clone().filter(|g| !g.is_empty() && !g.contains(':')))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn status_of(error: &bollard::errors::Error) -> Option<u16> {

@@ -154,18 +154,11 @@ pub fn validate(engines: &[EngineSpec]) -> Result<(), String> {
 
 /// Reads the TLS files: the CA and the certificate must hold certificates, the key one key.
 fn check_tls_files(remote: &Remote) -> Result<(), String> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    use agenthold_plumbing::tls::pem;
     for (what, path) in [("ca", &remote.ca), ("cert", &remote.cert)] {
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| format!("{what} {}: {e}", path.display()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{what} {}: {e}", path.display()))?;
-        if certs.is_empty() {
-            return Err(format!("{what} {}: no PEM certificate in it", path.display()));
-        }
+        pem::read_certs(path).map_err(|e| format!("{what} {e}"))?;
     }
-    PrivateKeyDer::from_pem_file(&remote.key).map_err(|e| format!("key {}: {e}", remote.key.display()))?;
+    pem::read_key(&remote.key).map_err(|e| format!("key {e}"))?;
     Ok(())
 }
 

@@ -34,8 +34,7 @@ pub struct Rules {
 /// Five hex digits naming a server instance in bridge and chain names.
 fn instance_tag(instance: &str) -> String {
     let digest = sha2::Sha256::digest(instance.as_bytes());
-    let hex: String = digest.iter().take(3).map(|b| format!("{b:02x}")).collect();
-    hex[..5].to_owned()
+    hex::encode(&digest[..3])[..5].to_owned()
 }
 
 /// The interface prefix of `instance`'s bridges.
@@ -47,8 +46,7 @@ pub fn interface_prefix(instance: &str) -> String {
 /// of a hash of the agent's id (its leading digits are a timestamp, not random), 15 characters.
 pub fn bridge_name(instance: &str, agent_id: AgentId) -> String {
     let digest = sha2::Sha256::digest(agent_id.0.as_bytes());
-    let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-    format!("{}{hash}", interface_prefix(instance))
+    format!("{}{}", interface_prefix(instance), hex::encode(&digest[..4]))
 }
 
 impl Rules {

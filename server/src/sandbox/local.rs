@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio::process::{Child, Command};
 
 use super::{DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
@@ -58,12 +58,8 @@ impl LocalDriver {
         (state != Some('Z') && is_sandboxd).then_some(pid)
     }
 
-    fn lock_children(&self) -> std::sync::MutexGuard<'_, HashMap<AgentId, Child>> {
-        self.children.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn reap_finished(&self) {
-        self.lock_children().retain(|_, child| matches!(child.try_wait(), Ok(None)));
+        self.children.lock().retain(|_, child| matches!(child.try_wait(), Ok(None)));
     }
 }
 
@@ -145,7 +141,7 @@ impl SandboxDriver for LocalDriver {
                     .await
                     .map_err(|e| io("writing the pid file", e))?;
             }
-            self.lock_children().insert(agent_id, child);
+            self.children.lock().insert(agent_id, child);
             Ok(())
         }
         .boxed()
@@ -157,7 +153,7 @@ impl SandboxDriver for LocalDriver {
                 // The whole process group: sandboxd and everything it started.
                 kill_group(pid);
             }
-            let child = self.lock_children().remove(&agent_id);
+            let child = self.children.lock().remove(&agent_id);
             if let Some(mut child) = child {
                 let _ = child.wait().await;
             }

@@ -12,12 +12,12 @@
 //! - Ids no agent has (a warm-pool sandbox, made on the local engine only) go to the local engine.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 use sqlx::PgPool;
 
 use super::docker::DockerDriver;
@@ -55,7 +55,7 @@ impl Engine {
 
     /// Asks the engine whether it answers, and records it (logging a change).
     async fn check(&self) -> bool {
-        *lock(&self.checked) = Some(Instant::now());
+        *self.checked.lock() = Some(Instant::now());
         let answer = self.driver.ping().await;
         let ok = answer.is_ok();
         let was = self.available.swap(ok, Ordering::SeqCst);
@@ -80,7 +80,7 @@ impl Engine {
         if self.available.load(Ordering::SeqCst) {
             return true;
         }
-        let due = lock(&self.checked).is_none_or(|at| at.elapsed() >= RECHECK);
+        let due = self.checked.lock().is_none_or(|at| at.elapsed() >= RECHECK);
         if due { self.check().await } else { false }
     }
 }
@@ -116,7 +116,7 @@ impl MultiEngineDriver {
 
     /// The engine of an agent: the one recorded with it; the local one for an id no agent has.
     async fn engine_of(&self, agent_id: AgentId) -> Result<&Engine, DriverError> {
-        if let Some(index) = lock(&self.homes).get(&agent_id) {
+        if let Some(index) = self.homes.lock().get(&agent_id) {
             return Ok(&self.engines[*index]);
         }
         let recorded = crate::store::agents::engine_of(&self.pool, agent_id)
@@ -128,7 +128,7 @@ impl MultiEngineDriver {
                 "the agent's sandbox is on the Docker engine {name}, which AGENTHOLD_DOCKER_ENGINES no longer lists"
             ))
         })?;
-        lock(&self.homes).insert(agent_id, index);
+        self.homes.lock().insert(agent_id, index);
         Ok(&self.engines[index])
     }
 
@@ -149,7 +149,7 @@ impl SandboxDriver for MultiEngineDriver {
     fn next_agent_id_on(&self, engine: &str) -> AgentId {
         let index = self.index_of(engine).unwrap_or(self.local);
         let agent_id = self.engines[index].driver.next_agent_id();
-        lock(&self.homes).insert(agent_id, index);
+        self.homes.lock().insert(agent_id, index);
         agent_id
     }
 
@@ -254,7 +254,7 @@ impl SandboxDriver for MultiEngineDriver {
     fn destroy(&self, agent_id: AgentId) -> BoxFuture<'_, Result<(), DriverError>> {
         async move {
             self.driver_of(agent_id).await?.destroy(agent_id).await?;
-            lock(&self.homes).remove(&agent_id);
+            self.homes.lock().remove(&agent_id);
             Ok(())
         }
         .boxed()
@@ -333,8 +333,4 @@ impl SandboxDriver for MultiEngineDriver {
     fn disk_check(&self, agent_id: AgentId) -> BoxFuture<'_, Result<DiskCheck, DriverError>> {
         async move { self.driver_of(agent_id).await?.disk_check(agent_id).await }.boxed()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -21,10 +21,11 @@
 //!   replica's pool is its own. The orphan sweep leaves recorded pooled sandboxes alone.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agenthold_sandboxd::protocol::Control;
+use parking_lot::Mutex;
 use sqlx::PgPool;
 use tokio::sync::{Notify, mpsc};
 
@@ -121,14 +122,10 @@ impl WarmPool {
         Self { inner: Arc::new(inner) }
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<AgentId, Entry>> {
-        self.inner.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Keeps a pooled sandboxd's connection until a claim; false when `agent_id` is not pooled
     /// (any more).
     pub fn hold(&self, agent_id: AgentId, held: Held) -> bool {
-        let mut entries = self.entries();
+        let mut entries = self.inner.entries.lock();
         let Some(entry) = entries.get_mut(&agent_id) else { return false };
         entry.held = Some(held);
         tracing::debug!(agent.id = %agent_id, "a pooled sandbox connected");
@@ -141,7 +138,7 @@ impl WarmPool {
             return None;
         }
         let claimed = {
-            let mut entries = self.entries();
+            let mut entries = self.inner.entries.lock();
             let id = entries
                 .iter()
                 .find(|(_, entry)| entry.held.as_ref().is_some_and(|held| !held.inbox.is_closed()))
@@ -149,7 +146,7 @@ impl WarmPool {
             let entry = entries.remove(&id)?;
             Claimed { agent_id: id, handle: entry.handle, held: entry.held? }
         };
-        *self.inner.last_claim.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Instant::now());
+        *self.inner.last_claim.lock() = Some(Instant::now());
         self.inner.changed.notify_one();
         crate::metrics::warm_pool(self.ready());
         Some(claimed)
@@ -158,18 +155,18 @@ impl WarmPool {
     /// Puts back a sandbox whose agent could not be created after all.
     pub fn give_back(&self, claimed: Claimed) {
         let entry = Entry { since: Instant::now(), handle: claimed.handle, held: Some(claimed.held) };
-        self.entries().insert(claimed.agent_id, entry);
+        self.inner.entries.lock().insert(claimed.agent_id, entry);
         crate::metrics::warm_pool(self.ready());
     }
 
     /// Whether `agent_id` is a pooled sandbox of this process.
     pub fn holds(&self, agent_id: AgentId) -> bool {
-        self.entries().contains_key(&agent_id)
+        self.inner.entries.lock().contains_key(&agent_id)
     }
 
     /// Pooled sandboxes connected and ready to claim.
     pub fn ready(&self) -> usize {
-        self.entries().values().filter(|e| e.held.as_ref().is_some_and(|h| !h.inbox.is_closed())).count()
+        self.inner.entries.lock().values().filter(|e| e.held.as_ref().is_some_and(|h| !h.inbox.is_closed())).count()
     }
 
     /// Removes what an earlier process left, then keeps the pool full until aborted.
@@ -222,7 +219,7 @@ impl WarmPool {
     async fn prune(&self) {
         let timeout = self.inner.settings.connect_timeout;
         let dead: Vec<AgentId> = {
-            let mut entries = self.entries();
+            let mut entries = self.inner.entries.lock();
             let dead: Vec<AgentId> = entries
                 .iter()
                 .filter(|(_, e)| match &e.held {
@@ -244,13 +241,13 @@ impl WarmPool {
 
     async fn refill(&self) {
         let settings = &self.inner.settings;
-        while self.entries().len() < settings.size {
+        while self.inner.entries.lock().len() < settings.size {
             // Pooled sandboxes run: they count against the host's awake limit, and never take
             // the last room an agent's wake could use.
             if self.inner.host.free().is_some_and(|free| free < 2) {
                 return;
             }
-            let since_claim = *self.inner.last_claim.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let since_claim = *self.inner.last_claim.lock();
             if let Some(wait) = since_claim.and_then(|at| settings.refill_delay.checked_sub(at.elapsed())) {
                 tokio::time::sleep(wait).await;
             }
@@ -283,12 +280,12 @@ impl WarmPool {
         let made = async {
             let handle = driver.create(spec).await?;
             // Known before it starts, so its sandboxd's connection is held, not refused.
-            self.entries().insert(agent_id, Entry { since: Instant::now(), handle, held: None });
+            self.inner.entries.lock().insert(agent_id, Entry { since: Instant::now(), handle, held: None });
             self.inner.host.take_running(agent_id, Instant::now());
             driver.start(agent_id).await
         };
         if let Err(error) = made.await {
-            self.entries().remove(&agent_id);
+            self.inner.entries.lock().remove(&agent_id);
             self.remove(agent_id).await;
             return Err(error.into());
         }

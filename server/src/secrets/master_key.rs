@@ -48,7 +48,7 @@ impl MasterKey {
     /// A key from its bytes.
     pub fn from_bytes(bytes: [u8; KEY_LEN]) -> Self {
         let digest = Sha256::digest(bytes);
-        let id = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let id = hex::encode(&digest[..8]);
         Self { bytes: Zeroizing::new(bytes), id }
     }
 

@@ -61,9 +61,7 @@ impl Preset {
             Self::Openrouter => "sk-or-v1-agenthold-",
             Self::Custom => "agenthold-",
         };
-        let random: [u8; 16] = rand::random();
-        let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{prefix}{hex}")
+        format!("{prefix}{}", hex::encode(rand::random::<[u8; 16]>()))
     }
 }
 

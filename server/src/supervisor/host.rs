@@ -7,9 +7,9 @@
 //! container running takes its slot without waiting).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Instant;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::ids::AgentId;
@@ -39,13 +39,9 @@ impl Host {
         Self { max_awake, awake: Mutex::default(), freed: Notify::new() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AgentId, Awake>> {
-        self.awake.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Takes a slot for `agent` if it has none and one is free; whether it has one now.
     pub fn try_take(&self, agent: AgentId, now: Instant) -> bool {
-        let mut awake = self.lock();
+        let mut awake = self.awake.lock();
         if let Some(entry) = awake.get_mut(&agent) {
             entry.last_used = now;
             return true;
@@ -60,19 +56,19 @@ impl Host {
 
     /// Whether `agent` is awake or a slot is free for it (a wake would not wait).
     pub fn has_room_for(&self, agent: AgentId) -> bool {
-        let awake = self.lock();
+        let awake = self.awake.lock();
         awake.contains_key(&agent) || self.max_awake.is_none_or(|max| awake.len() < max)
     }
 
     /// Free slots (`None`: no limit).
     pub fn free(&self) -> Option<usize> {
-        let awake = self.lock().len();
+        let awake = self.awake.lock().len();
         self.max_awake.map(|max| max.saturating_sub(awake))
     }
 
     /// Takes a slot even past the limit (a sandbox found running: it is awake whatever the limit).
     pub fn take_running(&self, agent: AgentId, now: Instant) {
-        let mut awake = self.lock();
+        let mut awake = self.awake.lock();
         awake.entry(agent).or_insert(Awake { last_used: now, terminals: 0 });
         crate::metrics::sandboxes_awake(awake.len());
     }
@@ -98,7 +94,7 @@ impl Host {
 
     /// Gives `agent`'s slot back (it slept, was deleted, or its container stopped).
     pub fn give_back(&self, agent: AgentId) {
-        let mut awake = self.lock();
+        let mut awake = self.awake.lock();
         if awake.remove(&agent).is_some() {
             crate::metrics::sandboxes_awake(awake.len());
             drop(awake);
@@ -108,14 +104,14 @@ impl Host {
 
     /// `agent` was used now (only counts while it is awake).
     pub fn touch(&self, agent: AgentId, now: Instant) {
-        if let Some(entry) = self.lock().get_mut(&agent) {
+        if let Some(entry) = self.awake.lock().get_mut(&agent) {
             entry.last_used = now;
         }
     }
 
     /// A terminal opened on `agent`'s sandbox.
     pub fn terminal_opened(&self, agent: AgentId, now: Instant) {
-        if let Some(entry) = self.lock().get_mut(&agent) {
+        if let Some(entry) = self.awake.lock().get_mut(&agent) {
             entry.terminals += 1;
             entry.last_used = now;
         }
@@ -123,7 +119,7 @@ impl Host {
 
     /// A terminal on `agent`'s sandbox closed.
     pub fn terminal_closed(&self, agent: AgentId, now: Instant) {
-        if let Some(entry) = self.lock().get_mut(&agent) {
+        if let Some(entry) = self.awake.lock().get_mut(&agent) {
             entry.terminals = entry.terminals.saturating_sub(1);
             entry.last_used = now;
         }
@@ -131,17 +127,17 @@ impl Host {
 
     /// The awake agents with no terminal open, and when each was last used.
     pub fn idle_candidates(&self) -> Vec<(AgentId, Instant)> {
-        self.lock().iter().filter(|(_, a)| a.terminals == 0).map(|(id, a)| (*id, a.last_used)).collect()
+        self.awake.lock().iter().filter(|(_, a)| a.terminals == 0).map(|(id, a)| (*id, a.last_used)).collect()
     }
 
     /// Whether `agent` holds a slot (awake or waking).
     pub fn is_awake(&self, agent: AgentId) -> bool {
-        self.lock().contains_key(&agent)
+        self.awake.lock().contains_key(&agent)
     }
 
     /// How many are awake.
     pub fn awake(&self) -> usize {
-        self.lock().len()
+        self.awake.lock().len()
     }
 }
 

@@ -15,10 +15,11 @@ pub(crate) mod shell;
 pub mod slots;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agenthold_sandboxd::protocol::Control;
+use parking_lot::Mutex;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -271,13 +272,13 @@ impl Supervisors {
 
     /// The agent's supervisor if one runs here.
     fn running(&self, agent_id: AgentId) -> Option<mpsc::Sender<Command>> {
-        let actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let actors = self.actors.lock();
         actors.get(&agent_id).filter(|actor| !actor.sender.is_closed()).map(|actor| actor.sender.clone())
     }
 
     /// The agent's supervisor, started here if it is not running (the caller holds the lease).
     fn handle(&self, agent_id: AgentId) -> mpsc::Sender<Command> {
-        let mut actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut actors = self.actors.lock();
         if let Some(actor) = actors.get(&agent_id)
             && !actor.sender.is_closed()
         {
@@ -286,7 +287,7 @@ impl Supervisors {
         let (sender, receiver) = mpsc::channel(256);
         let (deps, observed) = (Arc::clone(&self.deps), Arc::clone(&self.observed));
         let run = shell::run(agent_id, deps, observed, receiver);
-        let abort = self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(run);
+        let abort = self.tasks.lock().spawn(run);
         actors.insert(agent_id, Actor { sender: sender.clone(), abort, started: std::time::Instant::now() });
         sender
     }
@@ -304,7 +305,7 @@ impl Supervisors {
     /// `read_at`; supervisors started since are kept): their sandboxes' connections close and
     /// reconnect to the owner. Returns how many were ended.
     pub fn keep_only(&self, held: &std::collections::HashSet<AgentId>, read_at: std::time::Instant) -> usize {
-        let mut actors = self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut actors = self.actors.lock();
         let lost: Vec<AgentId> = actors
             .iter()
             .filter(|(agent_id, actor)| !held.contains(agent_id) && actor.started < read_at)
@@ -358,19 +359,16 @@ impl Supervisors {
             Route::Here => self.handle(agent_id).send(command).await.is_ok(),
             Route::NoAgent => false,
             Route::There(owner) => match forward::split(command) {
-                Ok((forwarded, waiting)) => {
-                    let key = self.deps.replicas.call_key();
-                    match forward::call(&owner, key, agent_id, &forwarded).await {
-                        Ok(answer) => {
-                            forward::deliver(waiting, answer);
-                            true
-                        }
-                        Err(error) => {
-                            tracing::warn!(%error, agent.id = %agent_id, replica.id = %owner.id, "forwarding a command to the agent's replica");
-                            false
-                        }
+                Ok((forwarded, waiting)) => match self.deps.replicas.forward(&owner, agent_id, &forwarded).await {
+                    Ok(answer) => {
+                        forward::deliver(waiting, answer);
+                        true
                     }
-                }
+                    Err(error) => {
+                        tracing::warn!(%error, agent.id = %agent_id, replica.id = %owner.id, "forwarding a command to the agent's replica");
+                        false
+                    }
+                },
                 Err(forward::Stays::Terminal(reply)) => {
                     let message = "the agent's sandbox is connected to another replica: open its terminal there";
                     let _ = reply.send(Err(LifecycleError::Failed(message.to_owned())));
@@ -417,7 +415,7 @@ impl Supervisors {
 
     /// Forgets a deleted agent's supervisor.
     pub fn forget(&self, agent_id: AgentId) {
-        self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&agent_id);
+        self.actors.lock().remove(&agent_id);
     }
 
     /// Nudges the supervisors of agents with unfinished turns that this replica owns or no live

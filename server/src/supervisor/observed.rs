@@ -4,8 +4,9 @@
 //! asleep unless the host counts it awake (a wake in flight before its supervisor published).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
 
 use super::core::Observed;
 use crate::ids::AgentId;
@@ -22,10 +23,6 @@ pub struct Observations {
 }
 
 impl Observations {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AgentId, (Publisher, Observed)>> {
-        self.states.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// A new supervisor run's name.
     pub fn publisher(&self) -> Publisher {
         self.next.fetch_add(1, Ordering::Relaxed)
@@ -33,7 +30,7 @@ impl Observations {
 
     /// Records `agent`'s state as `by` observes it (a no-op when unchanged).
     pub fn publish(&self, agent: AgentId, by: Publisher, state: &Observed) {
-        let mut states = self.lock();
+        let mut states = self.states.lock();
         if states.get(&agent).is_none_or(|(old_by, old)| *old_by != by || old != state) {
             states.insert(agent, (by, state.clone()));
         }
@@ -41,7 +38,7 @@ impl Observations {
 
     /// Forgets what `by` published of `agent` (its supervisor ended); a later run's stays.
     pub fn forget(&self, agent: AgentId, by: Publisher) {
-        let mut states = self.lock();
+        let mut states = self.states.lock();
         if states.get(&agent).is_some_and(|(owner, _)| *owner == by) {
             states.remove(&agent);
         }
@@ -49,7 +46,7 @@ impl Observations {
 
     /// `agent`'s last published state.
     pub fn get(&self, agent: AgentId) -> Option<Observed> {
-        self.lock().get(&agent).map(|(_, state)| state.clone())
+        self.states.lock().get(&agent).map(|(_, state)| state.clone())
     }
 }
 

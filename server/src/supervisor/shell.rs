@@ -12,7 +12,6 @@ use agenthold_sandboxd::protocol::{Control, DataKind};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
-use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
@@ -788,7 +787,5 @@ pub(super) fn session_mode(harness: &str) -> Option<String> {
 
 /// A fresh sandbox token: 32 random bytes, hex.
 pub(crate) fn mint_token() -> Secret {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    Secret::new(hex::encode(rand::random::<[u8; 32]>()))
 }

@@ -16,8 +16,9 @@
 //! (turns are rows in the database, created by authorized prompts), never bytes from outside.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -150,14 +151,9 @@ impl TurnSlots {
         Arc::new(Self { limits, state: Mutex::new(State::default()) })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding this lock leaves only plain counters behind: keep going.
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// A slot for a new turn, or its place in the queue.
     pub fn take(self: &Arc<Self>, claimant: Claimant) -> Result<Slot, Queued> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.queue.retain(|waiter| !waiter.reply.is_closed());
         // Waiters that no limit keeps would have had the slot already (slots are handed out as
         // they come back), so only this turn's own limits decide.
@@ -175,7 +171,7 @@ impl TurnSlots {
 
     /// A slot for a turn already running in its harness, even past the limits.
     pub fn force(self: &Arc<Self>, claimant: Claimant) -> Slot {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.add(claimant);
         crate::metrics::turns(state.running, state.queue.len());
         drop(state);
@@ -184,19 +180,19 @@ impl TurnSlots {
 
     /// Turns holding a slot now.
     pub fn running(&self) -> usize {
-        self.lock().running
+        self.state.lock().running
     }
 
     /// Turns waiting for one.
     pub fn queued(&self) -> usize {
-        self.lock().queue.iter().filter(|w| !w.reply.is_closed()).count()
+        self.state.lock().queue.iter().filter(|w| !w.reply.is_closed()).count()
     }
 
     /// A slot came back: hand slots to the waiters the limits now allow, fairest first.
     fn release(self: &Arc<Self>, claimant: Claimant) {
         let mut handed = Vec::new();
         {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             state.remove(claimant);
             while let Some(index) = state.next_waiter(self.limits) {
                 let Some(waiter) = state.queue.remove(index) else { break };

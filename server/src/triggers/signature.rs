@@ -9,6 +9,7 @@
 //!   sha256=<hex>`, the MAC of the raw body alone. It signs no time and no id, so the caller
 //!   guards replays by remembering the signatures it accepted ([`replay_keys`]).
 
+use hex::FromHex as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -120,14 +121,14 @@ fn mac(secret: &[u8]) -> Hmac<Sha256> {
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac = mac(secret);
     mac.update(body);
-    format!("sha256={}", crate::hex::encode(&mac.finalize().into_bytes()))
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// Checks the header value (`None`: absent) against `body` under `secret`.
 pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> Result<(), SignatureError> {
     let header = header.ok_or(SignatureError::Missing)?;
-    let hex = header.trim().strip_prefix("sha256=").ok_or(SignatureError::Malformed)?;
-    let expected = crate::hex::decode_32(hex).ok_or(SignatureError::Malformed)?;
+    let digits = header.trim().strip_prefix("sha256=").ok_or(SignatureError::Malformed)?;
+    let expected = <[u8; 32]>::from_hex(digits).map_err(|_| SignatureError::Malformed)?;
     let mut mac = mac(secret);
     mac.update(body);
     mac.verify_slice(&expected).map_err(|_| SignatureError::Wrong)

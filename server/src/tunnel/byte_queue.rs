@@ -4,8 +4,8 @@
 //! from a browser) uses [`ByteQueue::push_below`]. One consumer pops.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 struct State<T> {
@@ -35,10 +35,6 @@ impl<T> ByteQueue<T> {
         Self { state: Mutex::new(state), capacity, readable: Notify::new(), changed: Notify::new() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Queues `item` (weighing `bytes`) unless that would pass the capacity or the queue is
     /// closed; gives the item back then.
     pub fn try_push(&self, item: T, bytes: usize) -> Result<(), T> {
@@ -46,7 +42,7 @@ impl<T> ByteQueue<T> {
     }
 
     fn push_if(&self, item: T, bytes: usize, limit: usize) -> Result<(), T> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.closed || (!state.items.is_empty() && state.bytes.saturating_add(bytes) > limit) {
             return Err(item);
         }
@@ -79,7 +75,7 @@ impl<T> ByteQueue<T> {
     pub async fn pop(&self) -> Option<T> {
         loop {
             {
-                let mut state = self.lock();
+                let mut state = self.state.lock();
                 if state.dropped {
                     return None;
                 }
@@ -99,14 +95,14 @@ impl<T> ByteQueue<T> {
 
     /// No more pushes; what is queued is still delivered.
     pub fn close(&self) {
-        self.lock().closed = true;
+        self.state.lock().closed = true;
         self.readable.notify_one();
         self.changed.notify_waiters();
     }
 
     /// No more pushes, and what is queued is thrown away: the consumer stops at once.
     pub fn drop_all(&self) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.closed = true;
         state.dropped = true;
         state.items.clear();
@@ -118,17 +114,17 @@ impl<T> ByteQueue<T> {
 
     /// Whether pushes are refused (closed or dropped).
     pub fn is_closed(&self) -> bool {
-        self.lock().closed
+        self.state.lock().closed
     }
 
     /// Whether the queue was dropped ([`Self::drop_all`]).
     pub fn was_dropped(&self) -> bool {
-        self.lock().dropped
+        self.state.lock().dropped
     }
 
     /// Bytes queued now.
     pub fn queued_bytes(&self) -> usize {
-        self.lock().bytes
+        self.state.lock().bytes
     }
 
     /// Resolves once the queue is dropped.

@@ -6,14 +6,15 @@
 //! the terminal is closed), and a tunnel silent for the configured time is dropped.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agenthold_sandboxd::protocol::{Control, DataFrame, DataKind, PROTOCOL_VERSION};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::byte_queue::ByteQueue;
@@ -164,17 +165,13 @@ impl Link {
             let _ = output.try_push(TerminalEvent::Closed(Some("the sandbox disconnected".to_owned())), 0);
             output.close();
         }
-        self.lock_terminals().insert(channel, Arc::clone(&output));
+        self.terminals.lock().insert(channel, Arc::clone(&output));
         output
     }
 
     /// Stops routing a terminal channel.
     pub fn unwatch_terminal(&self, channel: u32) {
-        self.lock_terminals().remove(&channel);
-    }
-
-    fn lock_terminals(&self) -> std::sync::MutexGuard<'_, HashMap<u32, TerminalOutput>> {
-        self.terminals.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.terminals.lock().remove(&channel);
     }
 
     /// Delivers terminal traffic without ever waiting; returns the message back if it is not for
@@ -186,13 +183,13 @@ impl Link {
             }
             Incoming::Control(Control::TerminalClosed { channel }) => (channel, TerminalEvent::Closed(None)),
             Incoming::Control(Control::StartFailed { channel, message })
-                if self.lock_terminals().contains_key(&channel) =>
+                if self.terminals.lock().contains_key(&channel) =>
             {
                 (channel, TerminalEvent::Closed(Some(message)))
             }
             other => return Some(other),
         };
-        let output = self.lock_terminals().get(&channel).cloned();
+        let output = self.terminals.lock().get(&channel).cloned();
         if let Some(output) = output {
             let weight = event.weight();
             if output.try_push(event, weight).is_err() && !output.is_closed() {
@@ -300,7 +297,7 @@ pub async fn serve(socket: WebSocket, agent_id: AgentId, owner: Owner, silent: D
         () = inbox.closed() => {}
     }
     link.out.drop_all();
-    for (_, output) in link.lock_terminals().drain() {
+    for (_, output) in link.terminals.lock().drain() {
         let closed = TerminalEvent::Closed(Some("the sandbox disconnected".to_owned()));
         if output.try_push(closed, 0).is_err() {
             output.drop_all();

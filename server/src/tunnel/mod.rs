@@ -100,9 +100,9 @@ struct TunnelGauge;
 
 impl TunnelGauge {
     fn open(agent_id: crate::ids::AgentId) -> Self {
-        static SEEN: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<crate::ids::AgentId>>> =
+        static SEEN: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashSet<crate::ids::AgentId>>> =
             std::sync::LazyLock::new(Default::default);
-        let again = !SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(agent_id);
+        let again = !SEEN.lock().insert(agent_id);
         crate::metrics::tunnel_connected(again);
         Self
     }

@@ -2,7 +2,7 @@
 //! (`AGENTHOLD_TUNNEL_TLS_CERT` / `AGENTHOLD_TUNNEL_TLS_KEY`, PEM) and [`TlsListener`], an
 //! [`axum::serve::Listener`] that hands axum connections whose TLS handshake is done.
 //!
-//! Built on `tokio-rustls` (already in the tree for sandboxd's client side, ring provider) rather
+//! Built on `tokio-rustls` (the configuration from `agenthold-plumbing`: rustls with ring) rather
 //! than `axum-server`: the listener is the only thing missing, and this keeps axum's own `serve`
 //! with its graceful shutdown. Handshakes run concurrently (at most [`MAX_HANDSHAKES`] at once,
 //! each within [`HANDSHAKE_TIMEOUT`]), so a client that stalls its handshake never holds up the
@@ -13,10 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agenthold_plumbing::tls::{self, pem};
 use anyhow::Context as _;
 use axum::serve::Listener;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
@@ -28,23 +27,11 @@ pub const MAX_HANDSHAKES: usize = 64;
 /// How long a client has to complete its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The server side of TLS from a PEM certificate chain and a PEM private key.
+/// The server side of TLS from a PEM certificate chain and a PEM private key (ALPN `http/1.1`).
 pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
-    let chain = CertificateDer::pem_file_iter(cert)
-        .with_context(|| format!("reading the tunnel TLS certificate {}", cert.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("parsing the tunnel TLS certificate {}", cert.display()))?;
-    anyhow::ensure!(!chain.is_empty(), "the tunnel TLS certificate {} holds no certificate", cert.display());
-    let key = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("reading the tunnel TLS key {} (PEM)", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("setting up TLS")?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .context("the tunnel TLS certificate and key do not go together")?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let chain = pem::read_certs(cert).context("the tunnel TLS certificate")?;
+    let key = pem::read_key(key).context("the tunnel TLS key")?;
+    let config = tls::server_config(chain, key, &[tls::HTTP_1_1]).context("the tunnel TLS")?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -116,6 +103,7 @@ mod tests {
     use axum::routing::get;
     use futures_util::{SinkExt as _, StreamExt as _};
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    use rustls::pki_types::CertificateDer;
     use tokio::net::TcpListener;
     use tokio_tungstenite::Connector;
     use tokio_tungstenite::tungstenite;
@@ -179,17 +167,8 @@ mod tests {
     }
 
     fn client(trust: Option<&CertificateDer<'static>>) -> Connector {
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(ca) = trust {
-            roots.add(ca.clone()).expect("add CA");
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Connector::Rustls(Arc::new(config))
+        let config = tls::ClientTls::no_roots().trust("the test CA", trust.cloned()).expect("add CA").build();
+        Connector::Rustls(Arc::new(config.expect("client config")))
     }
 
     async fn dial(url: &str, connector: Connector) -> Result<(), tungstenite::Error> {
