@@ -100,6 +100,7 @@ chaos:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	python3 scripts/check-module-cycles.py
 
 sqlx-prepare:
 	@scripts/dev/sqlx-prepare.sh

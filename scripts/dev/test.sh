@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI runs (`make test`, called by .ci/run), on a fresh Debian machine:
 #
+#   0. the structure checks: no new import cycle between the server's modules
 #   1. Postgres (private cluster, or DATABASE_URL), the Docker engine, the images
 #   2. the browser UI: npm ci + vite build (make web), its unit tests (vitest)
 #   3. cargo build --workspace --bins            (SQLX_OFFLINE=true: the
@@ -85,6 +86,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+step "the server's modules depend one way (scripts/check-module-cycles.py: no new import cycle)"
+python3 scripts/check-module-cycles.py
 
 step "postgres"
 DATABASE_URL=$(scripts/dev/postgres.sh)

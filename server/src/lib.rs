@@ -23,6 +23,7 @@ pub mod replicas;
 pub mod sandbox;
 pub mod secret;
 pub mod secrets;
+pub mod state;
 pub mod store;
 pub mod supervisor;
 pub mod telemetry;

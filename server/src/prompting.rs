@@ -9,10 +9,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::auth::{Credential, Principal};
 use crate::events::{EventKind, NewEvent, SharedEvent, StoredEvent};
 use crate::ids::{AgentId, Seq, SessionId, TurnId};
+use crate::state::AppState;
 use crate::store;
 use crate::store::sessions::TurnError;
 use crate::supervisor::Command;

@@ -10,10 +10,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use crate::app::AppState;
 use crate::harness::{self, HarnessAdapter};
 use crate::permissions::Posture;
 use crate::secrets::validate;
+use crate::state::AppState;
 use crate::store::agents::{AgentRow, AgentSettings};
 
 /// Resource limits (each absent one: the server's, or unchanged).

@@ -12,11 +12,11 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use crate::app::AppState;
 use crate::ids::AgentId;
 use crate::logins::methods::LoginMethod;
 use crate::proxy_feed::egress::Egress;
 use crate::secrets::validate;
+use crate::state::AppState;
 use crate::store;
 use crate::store::agents::AgentRow;
 use crate::store::proxy_identities::EgressRow;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::openapi::Access;
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// How the process is.
 #[derive(Debug, Serialize, ToSchema)]

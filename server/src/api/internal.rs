@@ -12,11 +12,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::ids::AgentId;
 use crate::replicas::Route;
 use crate::replicas::forward::Forwarded;
 use crate::replicas::signing;
+use crate::state::AppState;
 
 /// The routes replicas call on each other. Outside `/api/v1` and the OpenAPI document: no
 /// person or script calls them, and none of the API's credentials opens them.

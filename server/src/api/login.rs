@@ -19,10 +19,10 @@ use uuid::Uuid;
 use super::error::{ApiError, ErrorBody};
 use super::extract::Body;
 use super::openapi::Access;
-use crate::app::AppState;
 use crate::auth::passwords::{self, PasswordError};
 use crate::auth::throttle;
 use crate::auth::{Credential, Principal, session_cookie};
+use crate::state::AppState;
 use crate::store;
 use crate::store::audit::AuditRecord;
 

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::openapi::Access;
-use crate::app::AppState;
 use crate::mcp::rpc::{self, Incoming, RpcError, code};
 use crate::mcp::tools::{self, Call};
 use crate::mcp::{MAX_BODY_BYTES, calls, credential};
+use crate::state::AppState;
 use crate::store;
 
 /// Answers one MCP JSON-RPC message of an agent's harness: `initialize`, `ping`, `tools/list`,

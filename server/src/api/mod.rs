@@ -41,7 +41,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// Every route of the API (the public listener).
 pub fn router(state: AppState) -> Router {

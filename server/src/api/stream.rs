@@ -16,10 +16,10 @@ use super::extract::{Id, Query, Upgrade};
 use super::openapi::Access;
 use super::sessions::{cursor, session_in_workspace};
 use super::ws;
-use crate::app::AppState;
 use crate::auth::{Principal, Standing};
 use crate::events::stream::Follower;
 use crate::ids::{Seq, SessionId};
+use crate::state::AppState;
 use crate::store::users::Role;
 
 /// `?after=`.

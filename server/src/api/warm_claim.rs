@@ -5,9 +5,9 @@
 //! at once. If any step fails the container is removed (the home stays) and the first prompt
 //! makes it again, the cold way.
 
-use crate::app::AppState;
 use crate::ids::AgentId;
 use crate::sandbox::warm_pool::Claimed;
+use crate::state::AppState;
 use crate::store;
 
 /// The limits an agent was created with: cpus, memory (MiB), pids.

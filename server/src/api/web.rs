@@ -14,7 +14,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// What every page of the UI may load.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \

@@ -9,11 +9,11 @@ use tokio::sync::watch;
 
 use super::listeners::Listeners;
 use super::settings;
-use super::state::AppState;
 use super::tasks::Background;
 use crate::config::{Config, DriverKind};
 use crate::events::appender::Appender;
 use crate::events::hub::Hub;
+use crate::state::AppState;
 use crate::supervisor::{Deps, Supervisors, Timeouts};
 use crate::{auth, proxy_feed, store};
 

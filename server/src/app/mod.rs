@@ -1,5 +1,5 @@
 //! The composition root: [`build`] turns the configuration into services and their background
-//! tasks ([`App`], whose [`AppState`] every handler reaches), [`serve`] runs them on the bound
+//! tasks ([`App`], whose `crate::state::AppState` every handler reaches), [`serve`] runs them on the bound
 //! [`Listeners`] until shutdown. `api::router` is the route table; tests drive it in-process on a
 //! built app (`tower::ServiceExt::oneshot`).
 
@@ -8,13 +8,11 @@ mod drivers;
 mod listeners;
 mod serve;
 mod settings;
-mod state;
 pub mod tasks;
 
 pub use build::{App, build};
 pub use listeners::{Listeners, shutdown_signal};
 pub use serve::serve;
-pub use state::AppState;
 
 /// Builds the server from `config` and serves it until `shutdown` resolves.
 pub async fn run(

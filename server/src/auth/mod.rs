@@ -20,7 +20,7 @@ use axum::http::{Method, header};
 use uuid::Uuid;
 
 use crate::api::error::ApiError;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::store;
 use crate::store::users::Role;
 

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 
 use super::tools::{Call, ToolError};
 use super::{MAX_CHAIN_DEPTH, tools};
-use crate::app::AppState;
 use crate::ids::{AgentId, SessionId, TurnId};
 use crate::prompting::{self, Origin};
+use crate::state::AppState;
 use crate::store;
 use crate::store::agent_prompts::TargetRow;
 use crate::store::agents::AgentRow;

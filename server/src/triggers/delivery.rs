@@ -15,10 +15,10 @@ use uuid::Uuid;
 
 use super::signature::{self, SignatureError};
 use super::template::{RenderError, Template};
-use crate::app::AppState;
 use crate::ids::{SessionId, TurnId};
 use crate::prompting::{self, Origin};
 use crate::secrets::cipher::{self, RowIdentity};
+use crate::state::AppState;
 use crate::store;
 use crate::store::sessions::TurnError;
 use crate::store::webhooks::{DeliveryRow, WebhookRow};

@@ -13,10 +13,10 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::cron::{self, Spec};
-use crate::app::AppState;
 use crate::events::NewEvent;
 use crate::ids::SessionId;
 use crate::prompting::{self, Origin, Recorded};
+use crate::state::AppState;
 use crate::store;
 use crate::store::schedules::{RunRow, ScheduleRow};
 use crate::store::sessions::TurnError;

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::store;
 use crate::supervisor::Supervisors;
 
