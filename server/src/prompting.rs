@@ -154,7 +154,7 @@ pub async fn hand_over(
 ) -> sqlx::Result<Option<Seq>> {
     let shared = recorded.stored.commit(tx, |stored| publish(state, &stored)).await?;
     store::agents::set_desired_state(&state.pool, recorded.agent_id, "awake").await?;
-    state.supervisors.send(recorded.agent_id, Command::Prompt).await;
+    state.dispatch.send(recorded.agent_id, Command::Prompt).await;
     state.supervisors.host().touch(recorded.agent_id, std::time::Instant::now());
     Ok(shared.first().map(|e| e.seq))
 }

@@ -21,8 +21,10 @@ pub struct AppState {
     pub hub: Arc<Hub>,
     /// The event log's writer.
     pub appender: Appender,
-    /// One supervisor per agent.
+    /// One supervisor per agent (this replica's).
     pub supervisors: Arc<Supervisors>,
+    /// Where a command for an agent goes: here, the replica holding its lease, or nowhere.
+    pub dispatch: Arc<crate::dispatch::Dispatch>,
     /// Where sandboxes run.
     pub driver: Arc<dyn SandboxDriver>,
     /// The configuration.
@@ -36,7 +38,7 @@ pub struct AppState {
     /// Whether Postgres answers (API calls are refused at once while it does not).
     pub availability: store::availability::Availability,
     /// Sandboxes started ahead for new agents (`None`: no pool).
-    pub warm_pool: Option<crate::sandbox::warm_pool::WarmPool>,
+    pub warm_pool: Option<crate::fleet::warm_pool::WarmPool>,
     /// Turns `true` when the server begins to shut down: open WebSockets close with 1012.
     pub stopping: tokio::sync::watch::Receiver<bool>,
 }

@@ -376,10 +376,10 @@ pub async fn update(
             return Err(ApiError::NotFound("agent"));
         }
         if change.restarts_harness {
-            state.supervisors.send(id, Command::EnvironmentChanged).await;
+            state.dispatch.send(id, Command::EnvironmentChanged).await;
         }
         if change.gate_changed {
-            state.supervisors.send(id, Command::GateChanged).await;
+            state.dispatch.send(id, Command::GateChanged).await;
         }
         let record = AuditRecord {
             workspace_id: agent.workspace_id,
@@ -417,10 +417,10 @@ pub async fn rebuild(
     Id(id): Id<AgentId>,
 ) -> Result<Json<AgentDetail>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
-    let stopped = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
+    let stopped = state.dispatch.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
     stopped.map_err(lifecycle_error)?;
     state.driver.remove_container(id).await.map_err(|e| lifecycle_error(LifecycleError::Failed(e.to_string())))?;
-    let woken = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
+    let woken = state.dispatch.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
     woken.map_err(lifecycle_error)?;
     audit(&state, &principal, &agent, "agent.rebuilt").await?;
     Ok(Json(agent_detail(&state, &agent).await?))
@@ -473,7 +473,7 @@ pub async fn delete(
     if !store::agents::mark_deleting(&state.pool, id).await? {
         return Err(ApiError::NotFound("agent"));
     }
-    let outcome = state.supervisors.ask(id, |reply| Command::Destroy { reply }).await.ok_or_else(supervisor_gone)?;
+    let outcome = state.dispatch.ask(id, |reply| Command::Destroy { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     state.supervisors.forget(id);
     let sessions = store::sessions::list_ids(&state.pool, id).await?;
@@ -506,7 +506,7 @@ pub async fn sleep(
     Id(id): Id<AgentId>,
 ) -> Result<Json<AgentDetail>, ApiError> {
     visible_agent(&state, &principal, id, Role::Admin).await?;
-    let outcome = state.supervisors.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
+    let outcome = state.dispatch.ask(id, |reply| Command::Sleep { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     store::agents::set_desired_state(&state.pool, id, "asleep").await?;
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
@@ -538,7 +538,7 @@ pub async fn wake(
         return Err(host_full());
     }
     store::agents::set_desired_state(&state.pool, id, "awake").await?;
-    let outcome = state.supervisors.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
+    let outcome = state.dispatch.ask(id, |reply| Command::Wake { reply }).await.ok_or_else(supervisor_gone)?;
     outcome.map_err(lifecycle_error)?;
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     audit(&state, &principal, &agent, "agent.woken").await?;

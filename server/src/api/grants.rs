@@ -112,7 +112,7 @@ pub async fn revoke(
     let by = json!({"user_id": principal.user_id});
     let (permission_id, session_id) = (grant.id, path.id);
     let outcome = state
-        .supervisors
+        .dispatch
         .ask(session.agent_id, |reply| Command::RevokeGrant { permission_id, session_id, by, reply })
         .await
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?;

@@ -33,7 +33,7 @@ pub async fn command(
     body: axum::body::Bytes,
 ) -> Response {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let checked = state.supervisors.replicas().call_key().verify(
+    let checked = state.dispatch.replicas().call_key().verify(
         text(signing::TIMESTAMP_HEADER),
         text(signing::SIGNATURE_HEADER),
         uri.path(),
@@ -65,7 +65,7 @@ pub async fn command(
             }
         }
     }
-    match state.supervisors.run_forwarded(agent_id, forwarded).await {
+    match state.dispatch.run_forwarded(agent_id, forwarded).await {
         Ok(answer) => axum::Json(answer).into_response(),
         Err(Route::NoAgent) => (StatusCode::NOT_FOUND, "no such agent").into_response(),
         Err(Route::There(owner)) => {

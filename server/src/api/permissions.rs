@@ -162,7 +162,7 @@ pub async fn answer(
     let by = json!({"user_id": principal.user_id});
     let agent_id = AgentId(question.agent_id);
     let outcome = state
-        .supervisors
+        .dispatch
         .ask(agent_id, |reply| Command::AnswerPermission { permission_id: id, choice, by, reply })
         .await
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?;

@@ -160,7 +160,7 @@ async fn audit_own(
 /// logins once no turn runs).
 async fn restart_harnesses(state: &AppState, agents: Vec<AgentId>) {
     for agent_id in agents {
-        state.supervisors.send(agent_id, Command::EnvironmentChanged).await;
+        state.dispatch.send(agent_id, Command::EnvironmentChanged).await;
     }
 }
 

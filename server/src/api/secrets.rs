@@ -282,7 +282,7 @@ pub async fn delete(
 /// Tells the agent's supervisor that its environment changed: its harness restarts with the new
 /// placeholders once no turn runs (the proxy follows on its own, within seconds).
 async fn environment_changed(state: &AppState, agent_id: AgentId) {
-    state.supervisors.send(agent_id, Command::EnvironmentChanged).await;
+    state.dispatch.send(agent_id, Command::EnvironmentChanged).await;
 }
 
 /// Attaches a secret of the agent's workspace to the agent under an environment variable,

@@ -352,7 +352,7 @@ async fn answer_by_reply(
     let choice = crate::permissions::Choice::Reply(text);
     let by = json!({"user_id": principal.user_id, "via": "reply"});
     let outcome = state
-        .supervisors
+        .dispatch
         .ask(agent_id, |reply| Command::AnswerPermission { permission_id, choice, by, reply })
         .await
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?;
@@ -386,11 +386,8 @@ pub async fn cancel(
     Id(id): Id<SessionId>,
 ) -> Result<(StatusCode, Json<Cancelling>), ApiError> {
     let session = visible_session(&state, &principal, id, Role::Operator).await?;
-    let cancelled = state
-        .supervisors
-        .ask(session.agent_id, |reply| Command::Cancel { session_id: id, reply })
-        .await
-        .unwrap_or(false);
+    let cancelled =
+        state.dispatch.ask(session.agent_id, |reply| Command::Cancel { session_id: id, reply }).await.unwrap_or(false);
     if !cancelled {
         return Err(ApiError::conflict("NO_TURN_IN_PROGRESS", "the session has no turn in progress"));
     }

@@ -93,7 +93,7 @@ pub async fn open(
     let workspace_id = visible_agent(&state, &principal, id, Role::Operator).await?.workspace_id;
     let Query(query) = query.map_err(|e| ApiError::bad_request("INVALID_QUERY", e.body_text()))?;
     // The sandbox's tunnel is on the replica that owns the agent: the terminal opens there.
-    if let crate::replicas::Route::There(owner) = state.supervisors.route(id).await {
+    if let crate::replicas::Route::There(owner) = state.dispatch.route(id).await {
         if headers.contains_key(super::terminal_relay::RELAYED) {
             return Err(ApiError::Unavailable {
                 code: "REPLICA_UNAVAILABLE",
@@ -114,7 +114,7 @@ pub async fn open(
     // Opening a terminal wakes a sleeping agent.
     crate::store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let access = state
-        .supervisors
+        .dispatch
         .ask(id, |reply| Command::Terminal { reply })
         .await
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?

@@ -5,8 +5,8 @@
 //! at once. If any step fails the container is removed (the home stays) and the first prompt
 //! makes it again, the cold way.
 
+use crate::fleet::warm_pool::Claimed;
 use crate::ids::AgentId;
-use crate::sandbox::warm_pool::Claimed;
 use crate::state::AppState;
 use crate::store;
 
@@ -18,7 +18,7 @@ pub async fn take_over(state: &AppState, agent_id: AgentId, limits: Limits, clai
     match hand_over(state, agent_id, limits, &claimed.handle).await {
         Ok(()) => {
             let held = claimed.held;
-            state.supervisors.attach(agent_id, held.link, held.hello, held.inbox).await;
+            state.dispatch.attach(agent_id, held.link, held.hello, held.inbox).await;
             tracing::info!(agent.id = %agent_id, "the agent took a sandbox from the warm pool");
         }
         Err(error) => {

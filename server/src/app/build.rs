@@ -77,7 +77,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
     {
         let (driver, pool) = (Arc::clone(&driver), pool.clone());
         background.spawn("pending deletions", async move {
-            crate::sandbox::deletion::finish_pending(&pool, driver.as_ref()).await;
+            crate::fleet::deletion::finish_pending(&pool, driver.as_ref()).await;
         });
     }
     let tunnel_tls = match config.tunnel_tls() {
@@ -129,7 +129,6 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
             per_user: config.max_running_turns_per_user,
         }),
         database: availability.clone(),
-        replicas: Arc::clone(&replicas),
         host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),
         mcp: settings::mcp_endpoint(&config, api_addr, sandbox_proxy_ca.is_some(), &master_key),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
@@ -138,11 +137,12 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
             written: proxy_feed_settings.is_some().then_some(written_rx),
         }),
     }));
+    let dispatch = Arc::new(crate::dispatch::Dispatch::new(Arc::clone(&supervisors), Arc::clone(&replicas)));
     let config_overrides = config.proxy_test_upstream_overrides.clone();
     let (stop, stopping) = watch::channel(false);
     let warm_pool =
         (config.warm_pool_size > 0 && config.driver == DriverKind::Docker && local_takes_agents).then(|| {
-            let settings = crate::sandbox::warm_pool::PoolSettings {
+            let settings = crate::fleet::warm_pool::PoolSettings {
                 size: config.warm_pool_size as usize,
                 image: config.image.clone(),
                 tunnel_url: supervisors.tunnel_url().to_owned(),
@@ -155,7 +155,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
                 replica_id: replicas.id(),
             };
             let host = Arc::clone(supervisors.host());
-            crate::sandbox::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
+            crate::fleet::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
         });
     if let Some(warm_pool) = &warm_pool {
         background.adopt("warm pool", warm_pool.spawn());
@@ -168,6 +168,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
         hub,
         appender,
         supervisors: Arc::clone(&supervisors),
+        dispatch: Arc::clone(&dispatch),
         driver,
         config: Arc::new(config),
         master_key,
@@ -183,9 +184,9 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
         before: secs(state.config.login_refresh_before_secs),
     };
     background.adopt("login refresh", refresher.spawn());
-    supervisors.resume_open_turns().await.context("resuming open turns")?;
+    dispatch.resume_open_turns().await.context("resuming open turns")?;
     // Renews this replica's leases; takes over the agents of replicas that die.
-    background.spawn("replica heartbeat", crate::replicas::heartbeat::run(Arc::clone(&supervisors), pool.clone()));
+    background.spawn("replica heartbeat", crate::fleet::heartbeat::run(Arc::clone(&dispatch), pool.clone()));
     // Sandboxes that stop on their own (the engine's events): their running turns end at once.
     {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
@@ -203,15 +204,18 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
     // Idle agents are put to sleep (AGENTHOLD_AUTO_SLEEP_SECS, or their own limits.auto_sleep_secs).
     {
         let secs = state.config.auto_sleep_secs;
-        let every = crate::supervisor::auto_sleep::interval(secs);
-        background.spawn("auto-sleep", crate::supervisor::auto_sleep::run(Arc::clone(&supervisors), secs, every));
+        let every = crate::fleet::auto_sleep::interval(secs);
+        background.spawn(
+            "auto-sleep",
+            crate::fleet::auto_sleep::run(Arc::clone(&dispatch), pool.clone(), state.appender.clone(), secs, every),
+        );
     }
     // Containers, volumes and networks of this instance whose agent is gone are removed.
     if state.config.orphan_sweep_secs > 0 {
         let (driver, pool) = (Arc::clone(&state.driver), pool.clone());
         let every = std::time::Duration::from_secs(state.config.orphan_sweep_secs);
         let grace = std::time::Duration::from_secs(state.config.orphan_grace_secs);
-        background.spawn("orphan sweep", crate::sandbox::orphans::run(driver, pool, every, grace));
+        background.spawn("orphan sweep", crate::fleet::orphans::run(driver, pool, every, grace));
     }
     // Expired browser sessions and old login failures are purged (AGENTHOLD_HOUSEKEEPING_SECS).
     if let Some(housekeeping) = crate::housekeeping::spawn(pool.clone(), state.config.housekeeping_secs) {

@@ -5,15 +5,15 @@
 //! - [`Replicas::route`]: where an agent's supervisor runs — here (taking the lease when nobody
 //!   alive holds it) or on another replica (commands go there: [`forward`]; a sandbox's tunnel
 //!   connection is redirected there).
-//! - [`heartbeat`]: renews the row, stops local supervisors whose lease another replica took,
-//!   and takes over the unfinished turns of replicas that died.
+//! - the heartbeat (`crate::fleet::heartbeat`) renews the row, stops local supervisors whose
+//!   lease another replica took, and takes over the unfinished turns of replicas that died;
+//!   `crate::dispatch` sends each command where [`Replicas::route`] says.
 //! - [`fanout`]: events stored by one replica reach the watchers of every other.
 //!
 //! One server alone is a replica too: its leases are always its own, so it behaves as before.
 
 pub mod fanout;
 pub mod forward;
-pub mod heartbeat;
 pub mod signing;
 
 use std::time::Duration;
@@ -75,6 +75,11 @@ impl Replicas {
     }
 
     /// How long a lease lasts without a heartbeat.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// How long a lease lasts without renewal.
     pub fn ttl(&self) -> Duration {
         self.ttl
     }

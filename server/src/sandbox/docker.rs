@@ -618,9 +618,9 @@ impl SandboxDriver for DockerDriver {
         .boxed()
     }
 
-    fn labelled_objects(&self) -> BoxFuture<'_, Result<Vec<super::orphans::Labelled>, DriverError>> {
+    fn labelled_objects(&self) -> BoxFuture<'_, Result<Vec<super::Labelled>, DriverError>> {
         async move {
-            use super::orphans::{Labelled, ObjectKind};
+            use super::{Labelled, ObjectKind};
             let filters = || {
                 let labels = vec![format!("agenthold.instance={}", self.instance), "agenthold.agent".to_owned()];
                 Some(HashMap::from([("label".to_owned(), labels)]))
@@ -681,9 +681,9 @@ impl SandboxDriver for DockerDriver {
         .boxed()
     }
 
-    fn remove_object<'a>(&'a self, object: &'a super::orphans::Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
+    fn remove_object<'a>(&'a self, object: &'a super::Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
         async move {
-            use super::orphans::ObjectKind;
+            use super::ObjectKind;
             let gone = |result: Result<(), BollardError>| match result {
                 Ok(()) => Ok(()),
                 Err(error) if status_of(&error) == Some(404) => Ok(()),

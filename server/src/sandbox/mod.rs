@@ -3,7 +3,6 @@
 //! home) and [`local`] (sandboxd as a child process, no isolation, for development without Docker). The trait keeps to ideas any scale-out driver
 //! (Kubernetes) also has: create with a home volume, start, stop (sleep), destroy, status.
 
-pub mod deletion;
 pub mod docker;
 mod docker_disk;
 mod docker_events;
@@ -14,11 +13,11 @@ mod docker_oom;
 pub mod engines;
 pub mod firewall;
 pub mod kubernetes;
+mod labelled;
+pub use labelled::{Labelled, ObjectKind};
 pub mod local;
 pub mod multi;
-pub mod orphans;
 pub mod subnets;
-pub mod warm_pool;
 
 use futures_util::future::BoxFuture;
 
@@ -216,11 +215,11 @@ pub trait SandboxDriver: Send + Sync {
     }
     /// The containers, volumes and networks labelled for this instance and an agent (not the
     /// driver's ready networks), for the orphan sweep; drivers without such objects list none.
-    fn labelled_objects(&self) -> BoxFuture<'_, Result<Vec<orphans::Labelled>, DriverError>> {
+    fn labelled_objects(&self) -> BoxFuture<'_, Result<Vec<Labelled>, DriverError>> {
         Box::pin(std::future::ready(Ok(Vec::new())))
     }
     /// Removes one object [`Self::labelled_objects`] listed (gone already is fine).
-    fn remove_object<'a>(&'a self, _object: &'a orphans::Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
+    fn remove_object<'a>(&'a self, _object: &'a Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
         Box::pin(std::future::ready(Ok(())))
     }
     /// Applies new limits to a running sandbox (a pooled one taken by an agent with limits of

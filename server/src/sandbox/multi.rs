@@ -20,9 +20,9 @@ use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use sqlx::PgPool;
 
+use super::Labelled;
 use super::docker::DockerDriver;
 use super::engines::Load;
-use super::orphans::Labelled;
 use super::{
     DiskCheck, DiskEnforcement, DriverError, LOCAL_ENGINE, Placement, SandboxDriver, SandboxSpec, SandboxStatus,
 };

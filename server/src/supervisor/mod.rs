@@ -5,7 +5,6 @@
 //! [`core`] (pure: inputs in, effects out, unit-tested without Docker); `shell` performs the
 //! effects.
 
-pub mod auto_sleep;
 pub mod core;
 mod disk;
 pub mod host;
@@ -80,8 +79,6 @@ pub struct Deps {
     pub turn_slots: Arc<slots::TurnSlots>,
     /// Whether Postgres answers (a sandbox's reconnect grace waits while it does not).
     pub database: crate::store::availability::Availability,
-    /// This replica: which agents it owns, how to reach the others.
-    pub replicas: Arc<crate::replicas::Replicas>,
 }
 
 /// The server's permission settings.
@@ -260,11 +257,6 @@ impl Supervisors {
         }
     }
 
-    /// This replica.
-    pub fn replicas(&self) -> &Arc<crate::replicas::Replicas> {
-        &self.deps.replicas
-    }
-
     /// How sandboxes reach the egress proxy (`None`: they do not use one).
     pub fn proxy(&self) -> Option<&ProxyAccess> {
         self.deps.proxy.as_ref()
@@ -290,15 +282,6 @@ impl Supervisors {
         let abort = self.tasks.lock().spawn(run);
         actors.insert(agent_id, Actor { sender: sender.clone(), abort, started: std::time::Instant::now() });
         sender
-    }
-
-    /// Where the agent's supervisor runs: here if it already does, else as its lease says
-    /// (taken by this replica when no live one holds it).
-    pub async fn route(&self, agent_id: AgentId) -> crate::replicas::Route {
-        if self.running(agent_id).is_some() {
-            return crate::replicas::Route::Here;
-        }
-        self.deps.replicas.route(agent_id).await
     }
 
     /// Ends the supervisors of agents whose lease this replica no longer holds (`held`, read at
@@ -343,6 +326,17 @@ impl Supervisors {
         })
     }
 
+    /// Whether the agent's supervisor runs here.
+    pub fn is_running(&self, agent_id: AgentId) -> bool {
+        self.running(agent_id).is_some()
+    }
+
+    /// Sends a command to the agent's supervisor here, started if need be (the caller routed it
+    /// here: `crate::dispatch`).
+    pub async fn deliver(&self, agent_id: AgentId, command: Command) -> bool {
+        self.handle(agent_id).send(command).await.is_ok()
+    }
+
     /// Sends a command to the agent's supervisor if one runs here (none is started for it).
     pub async fn send_if_running(&self, agent_id: AgentId, command: Command) -> bool {
         match self.running(agent_id) {
@@ -351,88 +345,8 @@ impl Supervisors {
         }
     }
 
-    /// Sends a command to the agent's supervisor, wherever it runs: here (started if need be) or
-    /// on the replica that holds the agent's lease (`crate::replicas::forward`).
-    pub async fn send(&self, agent_id: AgentId, command: Command) -> bool {
-        use crate::replicas::{Route, forward};
-        match self.route(agent_id).await {
-            Route::Here => self.handle(agent_id).send(command).await.is_ok(),
-            Route::NoAgent => false,
-            Route::There(owner) => match forward::split(command) {
-                Ok((forwarded, waiting)) => match self.deps.replicas.forward(&owner, agent_id, &forwarded).await {
-                    Ok(answer) => {
-                        forward::deliver(waiting, answer);
-                        true
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, agent.id = %agent_id, replica.id = %owner.id, "forwarding a command to the agent's replica");
-                        false
-                    }
-                },
-                Err(forward::Stays::Terminal(reply)) => {
-                    let message = "the agent's sandbox is connected to another replica: open its terminal there";
-                    let _ = reply.send(Err(LifecycleError::Failed(message.to_owned())));
-                    true
-                }
-                Err(forward::Stays::Attach | forward::Stays::SandboxExited) => false,
-            },
-        }
-    }
-
-    /// Runs a command another replica forwarded: only here (never forwarded again); `Err` with
-    /// the route when this replica does not hold the agent's lease.
-    pub async fn run_forwarded(
-        &self,
-        agent_id: AgentId,
-        forwarded: crate::replicas::forward::Forwarded,
-    ) -> Result<crate::replicas::forward::Answer, crate::replicas::Route> {
-        use crate::replicas::{Route, forward};
-        match self.route(agent_id).await {
-            Route::Here => {
-                let (command, answer) = forward::join(forwarded);
-                if self.handle(agent_id).send(command).await.is_err() {
-                    return Ok(forward::Answer::Gone);
-                }
-                Ok(answer.await.unwrap_or(forward::Answer::Gone))
-            }
-            other => Err(other),
-        }
-    }
-
-    /// Hands a new sandboxd connection to its agent's supervisor.
-    pub async fn attach(&self, agent_id: AgentId, link: Link, hello: Control, inbox: mpsc::Receiver<Incoming>) -> bool {
-        self.send(agent_id, Command::Attach { link, hello, inbox }).await
-    }
-
-    /// Sends a command and waits for its reply.
-    pub async fn ask<T>(&self, agent_id: AgentId, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
-        let (reply, answer) = oneshot::channel();
-        if !self.send(agent_id, make(reply)).await {
-            return None;
-        }
-        answer.await.ok()
-    }
-
     /// Forgets a deleted agent's supervisor.
     pub fn forget(&self, agent_id: AgentId) {
         self.actors.lock().remove(&agent_id);
-    }
-
-    /// Nudges the supervisors of agents with unfinished turns that this replica owns or no live
-    /// replica does, starting them where none runs here (after a server restart, or a replica's
-    /// death), so those turns finish or fail even if their sandbox never reconnects — and a turn
-    /// whose nudge was lost (a forwarded one that did not arrive) is sent all the same. Returns
-    /// how many supervisors it started.
-    pub async fn resume_open_turns(&self) -> sqlx::Result<usize> {
-        let me = self.deps.replicas.id();
-        let mut started = 0;
-        let grace = self.deps.replicas.ttl().as_secs_f64();
-        for agent_id in crate::store::replicas::unserved_turn_agents(&self.deps.pool, me, grace).await? {
-            let was_running = self.running(agent_id).is_some();
-            if self.send(agent_id, Command::Prompt).await && !was_running {
-                started += 1;
-            }
-        }
-        Ok(started)
     }
 }

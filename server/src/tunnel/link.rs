@@ -19,7 +19,6 @@ use tokio::sync::mpsc;
 
 use super::byte_queue::ByteQueue;
 use crate::ids::AgentId;
-use crate::supervisor::Supervisors;
 
 /// How long sandboxd has to say hello after connecting.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -207,16 +206,14 @@ impl Link {
     }
 }
 
-/// Serves one accepted sandboxd connection until it closes, or stays silent for `silent`.
-/// Who a new connection is handed to.
-pub enum Owner {
-    /// The agent's supervisor.
-    Agent(Arc<Supervisors>),
-    /// The warm pool, until an agent claims the sandbox.
-    Pool(crate::sandbox::warm_pool::WarmPool),
-}
+/// What becomes of an accepted connection once sandboxd said hello: given the link, the hello
+/// and the inbox, whether someone took it (the accepting side decides who: an agent's
+/// supervisor, or the warm pool).
+pub type HandOver =
+    Box<dyn FnOnce(Link, Control, mpsc::Receiver<Incoming>) -> futures_util::future::BoxFuture<'static, bool> + Send>;
 
-pub async fn serve(socket: WebSocket, agent_id: AgentId, owner: Owner, silent: Duration) {
+/// Serves one accepted sandboxd connection until it closes, or stays silent for `silent`.
+pub async fn serve(socket: WebSocket, agent_id: AgentId, hand_over: HandOver, silent: Duration) {
     let (mut sink, mut stream) = socket.split();
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, next_incoming(&mut stream, silent)).await {
         Ok(Next::Message(Incoming::Control(hello @ Control::Hello { .. }))) => hello,
@@ -241,12 +238,7 @@ pub async fn serve(socket: WebSocket, agent_id: AgentId, owner: Owner, silent: D
     }
     let link = Link::new();
     let (inbox, inbox_rx) = mpsc::channel(INBOX_DEPTH);
-    let attached = match owner {
-        Owner::Agent(supervisors) => supervisors.attach(agent_id, link.clone(), hello, inbox_rx).await,
-        Owner::Pool(pool) => {
-            pool.hold(agent_id, crate::sandbox::warm_pool::Held { link: link.clone(), hello, inbox: inbox_rx })
-        }
-    };
+    let attached = hand_over(link.clone(), hello, inbox_rx).await;
     if !attached {
         return;
     }

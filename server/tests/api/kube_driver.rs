@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use agenthold_server::ids::AgentId;
+use agenthold_server::sandbox::ObjectKind;
 use agenthold_server::sandbox::kubernetes::KubeDriver;
 use agenthold_server::sandbox::kubernetes::manifests::{Settings, parse_labels};
-use agenthold_server::sandbox::orphans::ObjectKind;
 use agenthold_server::sandbox::{SandboxDriver, SandboxSpec, SandboxStatus};
 use agenthold_server::secret::Secret;
 use serde_json::{Value, json};

@@ -22,8 +22,8 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use self::manifests::{Manifests, SandboxInputs, Settings};
-use super::orphans::{Labelled, ObjectKind};
 use super::{DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
+use super::{Labelled, ObjectKind};
 use crate::ids::AgentId;
 
 /// The grace period a sleeping sandbox's Pod is given to stop (the Docker driver's stop timeout).

@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 
-use super::{Command, Supervisors};
+use crate::dispatch::Dispatch;
 use crate::events::NewEvent;
+use crate::events::appender::Appender;
 use crate::ids::AgentId;
 use crate::store;
+use crate::supervisor::Command;
 
 /// How many idle agents are put to sleep at once.
 const SLEEPS_AT_ONCE: usize = 4;
@@ -74,23 +76,22 @@ pub fn interval(default_secs: u64) -> Duration {
 }
 
 /// Checks for idle agents every `every` until the process ends.
-pub async fn run(supervisors: Arc<Supervisors>, default_secs: u64, every: Duration) {
+pub async fn run(dispatch: Arc<Dispatch>, pool: sqlx::PgPool, appender: Appender, default_secs: u64, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(error) = check(&supervisors, default_secs).await {
+        if let Err(error) = check(&dispatch, &pool, &appender, default_secs).await {
             tracing::warn!(%error, "looking for idle agents");
         }
     }
 }
 
-async fn check(supervisors: &Supervisors, default_secs: u64) -> sqlx::Result<()> {
-    let candidates = supervisors.host().idle_candidates();
+async fn check(dispatch: &Dispatch, pool: &sqlx::PgPool, appender: &Appender, default_secs: u64) -> sqlx::Result<()> {
+    let candidates = dispatch.supervisors().host().idle_candidates();
     if candidates.is_empty() {
         return Ok(());
     }
-    let pool = &supervisors.deps.pool;
     let ids: Vec<uuid::Uuid> = candidates.iter().map(|(id, _)| id.0).collect();
     let settings: HashMap<_, _> = store::agents::auto_sleep_of(pool, &ids).await?.into_iter().collect();
     let last_events: HashMap<_, _> = store::sessions::last_event_at(pool, &ids).await?.into_iter().collect();
@@ -98,7 +99,7 @@ async fn check(supervisors: &Supervisors, default_secs: u64) -> sqlx::Result<()>
     // A few at a time: each stop waits for its container.
     futures_util::stream::iter(found)
         .for_each_concurrent(SLEEPS_AT_ONCE, |due| async move {
-            if let Err(error) = sleep(supervisors, due).await {
+            if let Err(error) = sleep(dispatch, pool, appender, due).await {
                 tracing::warn!(%error, agent.id = %due.agent_id, "recording an auto-sleep");
             }
         })
@@ -108,9 +109,9 @@ async fn check(supervisors: &Supervisors, default_secs: u64) -> sqlx::Result<()>
 
 /// Puts one idle agent to sleep, then records it (a sleep the supervisor refuses — a turn started
 /// meanwhile — is not recorded).
-async fn sleep(supervisors: &Supervisors, due: Due) -> sqlx::Result<()> {
+async fn sleep(dispatch: &Dispatch, pool: &sqlx::PgPool, appender: &Appender, due: Due) -> sqlx::Result<()> {
     let agent_id = due.agent_id;
-    let asked = supervisors.ask(agent_id, |reply| Command::Sleep { reply });
+    let asked = dispatch.ask(agent_id, |reply| Command::Sleep { reply });
     match tokio::time::timeout(SLEEP_TIMEOUT, asked).await {
         Ok(Some(Ok(()))) => {}
         Ok(Some(Err(error))) => {
@@ -122,7 +123,6 @@ async fn sleep(supervisors: &Supervisors, due: Due) -> sqlx::Result<()> {
             return Ok(());
         }
     }
-    let pool = &supervisors.deps.pool;
     let Some(agent) = store::agents::get(pool, agent_id).await? else { return Ok(()) };
     store::agents::set_desired_state(pool, agent_id, "asleep").await?;
     let (idle_secs, after_secs) = (due.idle.as_secs(), due.after.as_secs());
@@ -146,7 +146,7 @@ async fn sleep(supervisors: &Supervisors, due: Due) -> sqlx::Result<()> {
         .map(|session| NewEvent::notice(session, "AUTO_SLEEP", message.clone()))
         .collect();
     if !events.is_empty()
-        && let Err(error) = supervisors.deps.appender.append(events, Vec::new()).await
+        && let Err(error) = appender.append(events, Vec::new()).await
     {
         tracing::warn!(?error, agent.id = %agent_id, "storing the auto-sleep notices");
     }

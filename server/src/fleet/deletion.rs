@@ -5,7 +5,7 @@
 
 use sqlx::PgPool;
 
-use super::SandboxDriver;
+use crate::sandbox::SandboxDriver;
 use crate::store;
 
 /// Finishes every pending deletion; returns how many were finished.

@@ -7,21 +7,21 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::supervisor::Supervisors;
+use crate::dispatch::Dispatch;
 
 /// Replicas expired for this many lease times are forgotten (their rows and leases deleted).
 const FORGET_AFTER_TTLS: u32 = 20;
 
 /// Beats until the task is aborted.
-pub async fn run(supervisors: Arc<Supervisors>, pool: sqlx::PgPool) {
-    let replicas = Arc::clone(supervisors.replicas());
+pub async fn run(dispatch: Arc<Dispatch>, pool: sqlx::PgPool) {
+    let replicas = Arc::clone(dispatch.replicas());
     let ttl = replicas.ttl();
     let mut tick = tokio::time::interval(interval(ttl));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        if let Err(error) = beat(&supervisors, &pool, ttl).await {
+        if let Err(error) = beat(&dispatch, &pool, ttl).await {
             tracing::warn!(%error, replica.id = %replicas.id(), "the replica's heartbeat failed; trying again at the next");
         }
     }
@@ -32,16 +32,16 @@ pub fn interval(ttl: Duration) -> Duration {
     (ttl / 3).max(Duration::from_millis(100))
 }
 
-async fn beat(supervisors: &Supervisors, pool: &sqlx::PgPool, ttl: Duration) -> sqlx::Result<()> {
-    let replicas = supervisors.replicas();
+async fn beat(dispatch: &Dispatch, pool: &sqlx::PgPool, ttl: Duration) -> sqlx::Result<()> {
+    let replicas = dispatch.replicas();
     crate::store::replicas::heartbeat(pool, replicas.me(), ttl.as_secs_f64()).await?;
     let read_at = Instant::now();
     let held: HashSet<_> = crate::store::replicas::held_by(pool, replicas.id()).await?.into_iter().collect();
-    let ended = supervisors.keep_only(&held, read_at);
+    let ended = dispatch.supervisors().keep_only(&held, read_at);
     if ended > 0 {
         tracing::warn!(ended, "this replica lost leases to another (missed heartbeats?)");
     }
-    let resumed = supervisors.resume_open_turns().await?;
+    let resumed = dispatch.resume_open_turns().await?;
     if resumed > 0 {
         tracing::info!(resumed, "took over the unfinished turns of agents no live replica served");
     }

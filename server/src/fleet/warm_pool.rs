@@ -29,8 +29,8 @@ use parking_lot::Mutex;
 use sqlx::PgPool;
 use tokio::sync::{Notify, mpsc};
 
-use super::{SandboxDriver, SandboxSpec};
 use crate::ids::AgentId;
+use crate::sandbox::{SandboxDriver, SandboxSpec};
 use crate::store;
 use crate::tunnel::link::{Incoming, Link};
 
