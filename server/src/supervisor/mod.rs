@@ -13,6 +13,7 @@ pub mod observed;
 mod reads;
 pub(crate) mod shell;
 pub mod slots;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -16,7 +16,8 @@ use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
-    Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ReplyId, SlotChange, StoreFailure,
+    Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ProcessStart, ReplyId, SlotChange,
+    StoreFailure,
 };
 use super::observed::Observations;
 use super::slots::{Claimant, Slot};
@@ -225,7 +226,7 @@ impl Shell {
                     previous.close();
                 }
                 self.inbox = Some((id, inbox));
-                Input::Attached { link: id, processes }
+                Input::Attached { link: id, processes: processes.into_iter().map(super::wire::process_state).collect() }
             }
             Command::Prompt => {
                 self.load_turns();
@@ -285,7 +286,13 @@ impl Shell {
                 if let Control::Exited { status, .. } = &msg {
                     crate::metrics::harness_exited(status.code, status.signal);
                 }
-                Some(Input::Control { link, msg })
+                match super::wire::from_sandboxd(msg) {
+                    Ok(msg) => Some(Input::Control { link, msg }),
+                    Err(other) => {
+                        tracing::debug!(agent.id = %self.agent_id, ?other, "unexpected control message");
+                        None
+                    }
+                }
             }
         }
     }
@@ -341,7 +348,7 @@ impl Shell {
             Effect::Send { link, out } => {
                 if let Some(current) = self.link.as_ref().filter(|l| l.id == link) {
                     match out {
-                        Outbound::Control(control) => current.send(&control),
+                        Outbound::Control(order) => current.send(&super::wire::to_sandboxd(order)),
                         Outbound::Stdin { channel, offset, bytes } => {
                             current.send_data(DataKind::Stdin, channel, offset, bytes)
                         }
@@ -767,7 +774,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         .map(|(method, _)| (*method).to_owned())
         .collect();
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
-    let start = Control::Start { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
+    let start = ProcessStart { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
     let mcp_servers = offered_mcp(deps.mcp.as_ref(), agent_id);
     Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth, mcp_servers }))

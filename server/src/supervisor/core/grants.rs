@@ -119,7 +119,7 @@ impl Core {
 
     /// The grants as stored, added to those held (memory wins: what this core used or revoked
     /// may not have committed yet).
-    pub(super) fn merge_grants(&mut self, stored: &[crate::store::permissions::Grant]) {
+    pub(super) fn merge_grants(&mut self, stored: &[super::StoredGrant]) {
         for grant in stored {
             let known = self.grants.iter().any(|g| g.permission_id == grant.permission_id);
             if !known && !self.used_grants.contains(&grant.permission_id) {
@@ -128,7 +128,7 @@ impl Core {
                     permission_id: grant.permission_id,
                     session_id: grant.session_id,
                     key,
-                    standing: grant.session_grant,
+                    standing: grant.standing,
                 });
             }
         }

@@ -4,9 +4,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use agenthold_sandboxd::protocol::ExitStatus;
-
 use super::outbox::Outbox;
+use super::sandboxd::ExitStatus;
 use super::stdout::Stdout;
 use crate::acp::messages::Capabilities;
 use crate::ids::{SessionId, TurnId};

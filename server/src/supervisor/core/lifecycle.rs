@@ -2,6 +2,7 @@
 //! outcome (then sandboxd has the reconnect grace to dial in), giving up when it does not, and
 //! the harness process's launch.
 
+use super::sandboxd::ToSandboxd;
 use super::types::{Effect, Job, Launch, Now, Outbound, Outcome, ReplyId};
 use super::{Core, Harness, LinkState, Phase, Purpose, Turn, TurnState, harness};
 use crate::events::appender::SideEffect;
@@ -149,7 +150,7 @@ impl Core {
                 harness.gate = launch.gate;
                 self.harness = Some(harness);
                 self.recovered();
-                self.send(Outbound::Control(launch.start));
+                self.send(Outbound::Control(ToSandboxd::Start(launch.start)));
             }
             Ok(None) => {}
             Err(message) => {

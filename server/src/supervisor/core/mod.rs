@@ -21,8 +21,10 @@ mod observed;
 mod outbox;
 mod parking;
 mod questions;
+pub mod sandboxd;
 mod slots;
 mod stdout;
+mod stored;
 mod takeover;
 #[cfg(test)]
 mod tests;
@@ -33,14 +35,15 @@ mod types;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState};
 use bytes::Bytes;
 
 pub use grants::Grant;
 pub use harness::{Harness, Phase, Question, QuestionKind, SessionPhase};
 pub use observed::Observed;
 pub use parking::Parked;
-pub use takeover::{OpenWork, Snapshot, SnapshotHarness};
+pub use sandboxd::{ExitStatus, FromSandboxd, ProcessStart, ProcessState, ResumeFrom, ToSandboxd};
+pub use stored::{OpenTurn, OpenWork, StoredGrant, StoredTurnState, WaitingQuestion};
+pub use takeover::{Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
     AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, SlotChange, SlotScope,
@@ -503,37 +506,36 @@ impl Core {
         }
     }
 
-    fn on_control(&mut self, link: LinkId, msg: Control, now: Now) {
+    fn on_control(&mut self, link: LinkId, msg: FromSandboxd, now: Now) {
         match msg {
-            Control::Started { channel, .. } => self.on_started(channel, now),
-            Control::StartFailed { channel, message } => {
+            FromSandboxd::Started { channel } => self.on_started(channel, now),
+            FromSandboxd::StartFailed { channel, message } => {
                 if self.harness.as_ref().is_some_and(|h| h.channel == channel) {
                     let text = format!("the harness could not start: {message}");
                     self.harness_failed("HARNESS_START_FAILED", &text, false, now);
                 }
             }
-            Control::Exited { channel, status, stdout_end } => {
+            FromSandboxd::Exited { channel, status, stdout_end } => {
                 match self.harness.as_mut().filter(|h| h.channel == channel) {
                     Some(harness) => harness.exited = Some((status, stdout_end)),
                     None => self
                         .effects
-                        .push_back(Effect::Send { link, out: Outbound::Control(Control::Forget { channel }) }),
+                        .push_back(Effect::Send { link, out: Outbound::Control(ToSandboxd::Forget { channel }) }),
                 }
                 self.finish_exit_if_drained(now);
             }
-            Control::StdinWritten { channel, offset } => {
+            FromSandboxd::StdinWritten { channel, offset } => {
                 if let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel) {
                     harness.outbox.confirm_written(offset);
                 }
             }
-            Control::StdinRejected { channel, offset, expected, reason } => {
+            FromSandboxd::StdinRejected { channel, offset, expected, reason } => {
                 let Some(harness) = self.harness.as_mut().filter(|h| h.channel == channel) else { return };
                 tracing::warn!(agent.id = %self.agent_id, channel, offset, expected, %reason, "sandboxd rejected stdin");
                 if !harness.outbox.rewind(expected) {
                     self.drop_link("sandboxd's stdin is out of step with the server's");
                 }
             }
-            other => tracing::debug!(agent.id = %self.agent_id, ?other, "unexpected control message"),
         }
     }
 
@@ -603,10 +605,10 @@ impl Core {
         let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
         self.persist(Purpose::Other, Vec::new(), side);
         if kill {
-            self.send(Outbound::Control(Control::Signal { channel: harness.channel, signal: 9 }));
+            self.send(Outbound::Control(ToSandboxd::Signal { channel: harness.channel, signal: 9 }));
         }
         if harness.exited.is_some() {
-            self.send(Outbound::Control(Control::Forget { channel: harness.channel }));
+            self.send(Outbound::Control(ToSandboxd::Forget { channel: harness.channel }));
         }
     }
 
@@ -618,9 +620,9 @@ impl Core {
         let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
         self.persist(Purpose::Other, Vec::new(), side);
         if harness.exited.is_some() {
-            self.send(Outbound::Control(Control::Forget { channel: harness.channel }));
+            self.send(Outbound::Control(ToSandboxd::Forget { channel: harness.channel }));
         } else {
-            self.send(Outbound::Control(Control::Signal { channel: harness.channel, signal: 9 }));
+            self.send(Outbound::Control(ToSandboxd::Signal { channel: harness.channel, signal: 9 }));
         }
     }
 
@@ -667,11 +669,11 @@ impl Core {
             match self.turns.iter().position(|t| t.id == row.id) {
                 Some(index) => {
                     let mut turn = self.turns.swap_remove(index);
-                    turn.limit = turns::limit_of(&row.time_limit_secs);
+                    turn.limit = row.time_limit;
                     merged.push(turn);
                 }
-                None if row.state == "parked" => parked_rows.push(Turn::from_row(row.clone(), now)),
-                None => merged.push(Turn::from_row(row.clone(), now)),
+                None if row.state == StoredTurnState::Parked => parked_rows.push(Turn::from_stored(row.clone(), now)),
+                None => merged.push(Turn::from_stored(row.clone(), now)),
             }
         }
         // Turns memory holds that the rows lack were ended elsewhere (a deleted session).

@@ -199,7 +199,7 @@ impl Core {
             }
             let parked = self.parked.remove(&turn.id).unwrap_or_else(|| {
                 let questions =
-                    work.questions.iter().filter(|p| p.turn_id == turn.id).map(|p| question_of(&p.waiting)).collect();
+                    work.questions.iter().filter(|w| w.turn_id == turn.id).map(|w| w.question.clone()).collect();
                 Parked { turn, questions, answers: Vec::new() }
             });
             merged.insert(parked.turn.id, parked);
@@ -216,8 +216,8 @@ impl Core {
         self.stored_questions = work
             .questions
             .iter()
-            .filter(|p| self.turns.iter().any(|t| t.id == p.turn_id))
-            .map(|p| question_of(&p.waiting))
+            .filter(|w| self.turns.iter().any(|t| t.id == w.turn_id))
+            .map(|w| w.question.clone())
             .collect();
         self.merge_grants(&work.grants);
     }
@@ -226,17 +226,6 @@ impl Core {
 /// Who answered, as a `permission_resolved` payload says.
 fn by_of(resolved: &Value) -> Value {
     resolved.get("by").cloned().unwrap_or(Value::Null)
-}
-
-fn question_of(waiting: &crate::store::permissions::Waiting) -> Question {
-    Question {
-        permission_id: waiting.permission_id,
-        session_id: waiting.session_id,
-        request_id: waiting.request_id.clone(),
-        options: waiting.options.clone(),
-        tool_call: waiting.tool_call.clone(),
-        kind: super::harness::QuestionKind::parse(&waiting.kind),
-    }
 }
 
 /// One line of text, control characters flattened, at most `MAX_TITLE_CHARS` characters.

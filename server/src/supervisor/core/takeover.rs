@@ -3,16 +3,15 @@
 //! running harness (stdout from what is stored or acknowledged, stdin resent from the journal at
 //! the offsets sandboxd has not accepted yet, prompts' deadlines kept), or give up on it.
 
-use agenthold_sandboxd::protocol::{Control, ProcessState, ResumeFrom};
 use bytes::Bytes;
 
 use super::harness::{Pending, Request};
+use super::sandboxd::{ProcessState, ResumeFrom, ToSandboxd};
 use super::turns::TurnState;
-use super::{Core, Effect, Harness, Job, LinkId, LinkState, Now, Outbound, Phase, Purpose, SessionPhase};
+use super::{Core, Effect, Harness, Job, LinkId, LinkState, Now, OpenWork, Outbound, Phase, Purpose, SessionPhase};
 use crate::acp::messages;
 use crate::events::appender::SideEffect;
 use crate::ids::SessionId;
-use crate::store::sessions::TurnRow;
 
 /// The harness the database says runs.
 #[derive(Debug, Clone)]
@@ -48,23 +47,6 @@ pub struct Snapshot {
     pub harness: Option<SnapshotHarness>,
     /// The agent's unfinished turns (with its parked turns' questions and open grants).
     pub turns: OpenWork,
-}
-
-/// What the database holds of an agent's open work.
-#[derive(Debug, Clone, Default)]
-pub struct OpenWork {
-    /// Its unfinished turns (parked ones included).
-    pub turns: Vec<TurnRow>,
-    /// The questions of its open turns (running or parked) still waiting for a person.
-    pub questions: Vec<crate::store::permissions::Parked>,
-    /// Its open one-shot grants.
-    pub grants: Vec<crate::store::permissions::Grant>,
-}
-
-impl From<Vec<TurnRow>> for OpenWork {
-    fn from(turns: Vec<TurnRow>) -> Self {
-        Self { turns, ..Self::default() }
-    }
 }
 
 impl Core {
@@ -187,7 +169,7 @@ impl Core {
         }
         self.link = LinkState::Up { link };
         self.reconnect_at = None;
-        self.send(Outbound::Control(Control::Resume { channels: resume }));
+        self.send(Outbound::Control(ToSandboxd::Resume { channels: resume }));
         // After the resume: sandboxd takes stdin for a process once it knows the server keeps it.
         self.release_stdin();
         let generation = self.harness.as_ref().map(|h| h.generation);

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::{Control, Core, Effect, LinkState, Now, Outbound, Timer};
+use super::{Core, Effect, LinkState, Now, Outbound, Timer, ToSandboxd};
 
 impl Core {
     /// The earliest deadline and why.
@@ -72,7 +72,7 @@ impl Core {
             && let Some(offset) = harness.stdout.acknowledge(now.mono, self.timeouts.ack_delay)
         {
             let channel = harness.channel;
-            self.effects.push_back(Effect::Send { link, out: Outbound::Control(Control::Ack { channel, offset }) });
+            self.effects.push_back(Effect::Send { link, out: Outbound::Control(ToSandboxd::Ack { channel, offset }) });
         }
     }
 }

@@ -7,11 +7,10 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::PersistId;
+use super::{OpenTurn, PersistId, StoredTurnState};
 use crate::events::appender::SideEffect;
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
-use crate::store::sessions::TurnRow;
 
 /// Where a turn is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,26 +62,26 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The in-memory turn from its row (`now` maps its stored deadline to the monotonic clock).
-    pub fn from_row(row: TurnRow, now: super::Now) -> Self {
-        let state = match (row.state.as_str(), row.request_id, row.harness_generation) {
-            ("running", Some(request_id), Some(generation)) => TurnState::Sent { request_id, generation },
-            _ => TurnState::Waiting,
+    /// The in-memory turn from what is stored (`now` maps its stored deadline to the monotonic
+    /// clock).
+    pub fn from_stored(stored: OpenTurn, now: super::Now) -> Self {
+        let state = match stored.state {
+            StoredTurnState::Sent { request_id, generation } => TurnState::Sent { request_id, generation },
+            StoredTurnState::Pending | StoredTurnState::Parked => TurnState::Waiting,
         };
-        let deadline = row.deadline_at.map(|at| now.mono_at(at));
-        let row_limit = row.time_limit_secs;
+        let deadline = stored.deadline_at.map(|at| now.mono_at(at));
         Self {
-            id: row.id,
-            session_id: row.session_id,
-            acp_session_id: row.acp_session_id,
-            prompt: row.prompt,
+            id: stored.id,
+            session_id: stored.session_id,
+            acp_session_id: stored.acp_session_id,
+            prompt: stored.prompt,
             state,
-            started: row.created_at,
-            deadline_at: row.deadline_at,
+            started: stored.created_at,
+            deadline_at: stored.deadline_at,
             deadline,
             kill_at: None,
             paused: None,
-            limit: limit_of(&row_limit),
+            limit: stored.time_limit,
         }
     }
 
@@ -93,11 +92,6 @@ impl Turn {
             TurnState::Recording { request_id, .. } | TurnState::Sent { request_id, .. } => Some(request_id),
         }
     }
-}
-
-/// A stored per-agent limit in seconds as a duration (`None` or nonsense: the server's).
-pub fn limit_of(seconds: &Option<i32>) -> Option<std::time::Duration> {
-    seconds.and_then(|s| u64::try_from(s).ok()).filter(|s| *s > 0).map(std::time::Duration::from_secs)
 }
 
 /// The `turn_end` event and state change that end a turn at `now`.

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use agenthold_sandboxd::protocol::{Control, ProcessState};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::Snapshot;
+use super::sandboxd::{FromSandboxd, ProcessStart, ProcessState, ToSandboxd};
 use crate::events::NewEvent;
 use crate::events::appender::SideEffect;
 use crate::ids::{SessionId, TurnId};
@@ -58,8 +58,8 @@ pub struct Launch {
     pub generation: i64,
     /// Its channel.
     pub channel: u32,
-    /// The `Start` message to send.
-    pub start: Control,
+    /// The process to start.
+    pub start: ProcessStart,
     /// The mode every session is put in once opened (`session/set_mode`), if the adapter names one.
     pub session_mode: Option<String>,
     /// What answers the harness's permission requests.
@@ -170,12 +170,12 @@ pub enum Input {
         /// The bytes.
         bytes: Bytes,
     },
-    /// A control message from sandboxd.
+    /// What sandboxd reports about a process.
     Control {
         /// The connection.
         link: LinkId,
         /// The message.
-        msg: Control,
+        msg: FromSandboxd,
     },
     /// The connection closed.
     LinkClosed {
@@ -242,7 +242,7 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outbound {
     /// A control message.
-    Control(Control),
+    Control(ToSandboxd),
     /// stdin bytes.
     Stdin {
         /// The channel.

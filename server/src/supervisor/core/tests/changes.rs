@@ -15,11 +15,11 @@ fn a_changed_environment_restarts_the_harness_only_once_no_turn_runs() {
     let offset = sim.run_until_prompt_sent();
     // Mid-turn: nothing happens to the harness.
     let effects = sim.input(Input::EnvironmentChanged);
-    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))), "{effects:?}");
+    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(ToSandboxd::Signal { .. }))), "{effects:?}");
     assert!(persists(&effects).is_empty(), "{effects:?}");
     // The turn ends; once its end is stored, the idle harness is cleared, then killed.
     let effects = sim.stdout(offset, END_TURN);
-    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))));
+    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(ToSandboxd::Signal { .. }))));
     let mut retired = Vec::new();
     for (id, _, _) in persists(&effects) {
         retired.extend(sim.ok(id));
@@ -29,12 +29,12 @@ fn a_changed_environment_restarts_the_harness_only_once_no_turn_runs() {
         .any(|(_, _, side)| side.iter().any(|s| matches!(s, SideEffect::ClearHarness { generation: 1, .. })));
     assert!(cleared, "{retired:?}");
     assert!(
-        sends(&retired).contains(&Outbound::Control(Control::Signal { channel: CHANNEL, signal: 9 })),
+        sends(&retired).contains(&Outbound::Control(ToSandboxd::Signal { channel: CHANNEL, signal: 9 })),
         "{retired:?}"
     );
     // Once: a later input does not kill again.
     let effects = sim.advance(Duration::from_millis(10));
-    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))));
+    assert!(sends(&effects).iter().all(|s| !matches!(s, Outbound::Control(ToSandboxd::Signal { .. }))));
 }
 
 #[test]
@@ -46,7 +46,7 @@ fn a_turn_that_arrives_after_a_change_waits_for_the_harness_with_the_new_environ
     // stored (the race a second replica's forwarded change made visible).
     let effects = sim.input(Input::EnvironmentChanged);
     assert!(sends(&effects).is_empty(), "{effects:?}");
-    let mut next = turn_row();
+    let mut next = open_turn();
     next.session_id = sim.turn.session_id;
     let effects = sim.input(Input::OpenTurns(vec![next].into()));
     assert!(stdin(&effects).is_empty(), "the next prompt does not go to the old harness: {effects:?}");
@@ -56,7 +56,10 @@ fn a_turn_that_arrives_after_a_change_waits_for_the_harness_with_the_new_environ
     for (id, _, _) in persists(&ending) {
         after.extend(sim.ok(id));
     }
-    assert!(sends(&after).contains(&Outbound::Control(Control::Signal { channel: CHANNEL, signal: 9 })), "{after:?}");
+    assert!(
+        sends(&after).contains(&Outbound::Control(ToSandboxd::Signal { channel: CHANNEL, signal: 9 })),
+        "{after:?}"
+    );
     assert!(after.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))), "{after:?}");
 }
 
@@ -120,7 +123,7 @@ fn a_change_before_the_harness_starts_needs_no_restart() {
     for (id, _, _) in persists(&effects) {
         after.extend(sim.ok(id));
     }
-    assert!(sends(&after).iter().all(|s| !matches!(s, Outbound::Control(Control::Signal { .. }))), "{after:?}");
+    assert!(sends(&after).iter().all(|s| !matches!(s, Outbound::Control(ToSandboxd::Signal { .. }))), "{after:?}");
 }
 
 #[test]

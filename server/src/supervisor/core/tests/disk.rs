@@ -62,8 +62,10 @@ fn a_harness_that_fails_saying_so_on_stderr_has_its_turns_checked() {
     let said = Bytes::from_static(b"Error: ENOSPC: No space left on device, write\n");
     sim.input(Input::Stderr { link: LINK, channel: CHANNEL, bytes: said });
     let status = ExitStatus { code: Some(1), signal: None };
-    let effects =
-        sim.input(Input::Control { link: LINK, msg: Control::Exited { channel: CHANNEL, status, stdout_end: offset } });
+    let effects = sim.input(Input::Control {
+        link: LINK,
+        msg: FromSandboxd::Exited { channel: CHANNEL, status, stdout_end: offset },
+    });
     assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("HARNESS_EXITED"))));
     assert_eq!(checks(&effects), vec![vec![(sim.turn.id, sim.turn.session_id)]], "{effects:?}");
 }

@@ -91,11 +91,11 @@ fn any_chunking_completion_order_and_link_drops_store_every_line_exactly_once() 
                         failures_seen += usize::from(!ok);
                         notices.push((id, ok));
                     }
-                    Effect::Send { link: l, out: Outbound::Control(Control::Ack { offset, .. }) } if l == link => {
+                    Effect::Send { link: l, out: Outbound::Control(ToSandboxd::Ack { offset, .. }) } if l == link => {
                         assert!(offset <= db.stored, "seed {seed}: ack {offset} past the stored {}", db.stored);
                         acked = acked.max(offset);
                     }
-                    Effect::Send { link: l, out: Outbound::Control(Control::Resume { channels }) } if l == link => {
+                    Effect::Send { link: l, out: Outbound::Control(ToSandboxd::Resume { channels }) } if l == link => {
                         pos = channels.first().map(|c| c.offset).expect("the harness is resumed");
                     }
                     Effect::DropLink { link: l } if l == link => {
@@ -169,7 +169,7 @@ fn a_stale_read_of_open_turns_never_brings_an_ended_turn_back() {
         sim.ok(id);
     }
     let stale = sim.turn.clone();
-    assert_eq!(stale.state, "pending");
+    assert_eq!(stale.state, StoredTurnState::Pending);
     let effects = sim.input(Input::OpenTurns(vec![stale].into()));
     assert!(stdin(&effects).is_empty(), "no second prompt: {effects:?}");
     assert!(persists(&effects).is_empty(), "nothing recorded for it: {effects:?}");

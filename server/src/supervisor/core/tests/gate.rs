@@ -106,11 +106,11 @@ fn approve_for_this_session_is_agenthold_s_grant_answered_once_each_time_until_r
     assert!(events(&effects).iter().all(|e| e.kind != EventKind::PermissionResolved), "asks again: {effects:?}");
     // A stale read of the grants (from before the revocation) does not bring it back.
     let mut work: OpenWork = vec![sim.turn.clone()].into();
-    work.grants.push(crate::store::permissions::Grant {
+    work.grants.push(StoredGrant {
         permission_id: first,
         session_id,
         tool_call: json!({"toolCallId": "q-1", "title": "Write /home/agent/a.txt", "kind": "edit", "locations": [{"path": "/home/agent/a.txt"}]}),
-        session_grant: true,
+        standing: true,
     });
     sim.input(Input::OpenTurns(work));
     let (effects, _) = line(&mut sim, &mut offset, &ask("q-6", "/home/agent/a.txt"));

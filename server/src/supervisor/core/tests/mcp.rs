@@ -3,11 +3,12 @@
 
 use super::*;
 
+/// agenthold's MCP server as the server offers it behind the egress proxy (`mcp::servers`).
 fn server() -> crate::mcp::servers::Offered {
-    let key = std::sync::Arc::new(crate::secrets::master_key::MasterKey::generate());
-    crate::mcp::servers::Offered(vec![
-        crate::mcp::servers::Endpoint::proxied(key).server_for(AgentId(uuid::Uuid::new_v4())),
-    ])
+    use agent_client_protocol::v1::schema::{HttpHeader, McpServer, McpServerHttp};
+    let header = HttpHeader::new("Authorization", "Bearer agenthold-mcp-placeholder-1");
+    let server = McpServerHttp::new("agenthold", "https://mcp.agenthold.internal/api/v1/mcp").headers(vec![header]);
+    crate::mcp::servers::Offered(vec![McpServer::Http(server)])
 }
 
 /// Starts the harness, answers `initialize` with `capabilities`, and returns the `session/new`

@@ -16,13 +16,11 @@ mod takeover_race;
 
 use std::time::{Duration, Instant};
 
-use agenthold_sandboxd::protocol::{Control, ExitStatus, ProcessState, ResumeFrom};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::events::EventKind;
-use crate::store::sessions::TurnRow;
 
 const LINK: LinkId = 1;
 const CHANNEL: u32 = 5;
@@ -42,7 +40,7 @@ fn timeouts() -> Timeouts {
 struct Sim {
     core: Core,
     now: Now,
-    turn: TurnRow,
+    turn: OpenTurn,
     /// The mode the launched harness's sessions are put in.
     session_mode: Option<String>,
     /// The launched harness's permission posture.
@@ -55,19 +53,16 @@ struct Sim {
     mcp: crate::mcp::servers::Offered,
 }
 
-fn turn_row() -> TurnRow {
-    TurnRow {
+fn open_turn() -> OpenTurn {
+    OpenTurn {
         id: TurnId(uuid::Uuid::new_v4()),
         session_id: SessionId(uuid::Uuid::new_v4()),
         prompt: json!([{"type": "text", "text": "hi"}]),
-        state: "pending".to_owned(),
-        request_id: None,
-        harness_generation: None,
-        request_stdin_end: None,
+        state: StoredTurnState::Pending,
         created_at: chrono::Utc::now(),
         deadline_at: None,
         acp_session_id: None,
-        time_limit_secs: None,
+        time_limit: None,
     }
 }
 
@@ -85,7 +80,7 @@ impl Sim {
         Self {
             core,
             now: Now { mono: Instant::now(), wall: chrono::Utc::now() },
-            turn: turn_row(),
+            turn: open_turn(),
             session_mode: None,
             posture: crate::permissions::Posture::Autonomous,
             hold_slots: false,
@@ -148,9 +143,9 @@ impl Sim {
         assert!(matches!(effects[..], [Effect::LoadTakeover { link: LINK }]), "{effects:?}");
         let snapshot = Snapshot { generation: 0, harness: None, turns: vec![self.turn.clone()].into() };
         let effects = self.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
-        assert!(sends(&effects).contains(&Outbound::Control(Control::Resume { channels: vec![] })));
+        assert!(sends(&effects).contains(&Outbound::Control(ToSandboxd::Resume { channels: vec![] })));
         assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))));
-        let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
+        let start = ProcessStart { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
         let launch = Launch {
             generation: 1,
             channel: CHANNEL,
@@ -164,7 +159,7 @@ impl Sim {
             mcp_servers: self.mcp.clone(),
         };
         self.input(Input::Launched(Ok(Some(launch))));
-        let effects = self.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
+        let effects = self.input(Input::Control { link: LINK, msg: FromSandboxd::Started { channel: CHANNEL } });
         let (init_persist, _, _) = persists(&effects)[0];
         assert!(stdin(&effects).is_empty(), "initialize waits for its journal");
         let effects = self.ok(init_persist);
@@ -236,7 +231,7 @@ fn acks(effects: &[Effect]) -> Vec<u64> {
     sends(effects)
         .into_iter()
         .filter_map(|o| match o {
-            Outbound::Control(Control::Ack { offset, .. }) => Some(offset),
+            Outbound::Control(ToSandboxd::Ack { offset, .. }) => Some(offset),
             _ => None,
         })
         .collect()
@@ -294,7 +289,7 @@ fn nul_in_output_is_stored_and_a_raw_nul_is_a_protocol_error() {
     let effects = sim.stdout(next, "{\"jsonrpc\":\"2.0\",\"method\":\"x\0\"}\n");
     let failed = persists(&effects);
     assert!(failed.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("HARNESS_PROTOCOL_ERROR"))));
-    assert!(sends(&effects).contains(&Outbound::Control(Control::Signal { channel: CHANNEL, signal: 9 })));
+    assert!(sends(&effects).contains(&Outbound::Control(ToSandboxd::Signal { channel: CHANNEL, signal: 9 })));
 }
 
 #[test]
@@ -410,7 +405,6 @@ fn attach_waits_for_commits_in_flight() {
 fn process(stdout_acked: u64, stdin_accepted: u64) -> ProcessState {
     ProcessState {
         channel: CHANNEL,
-        pid: Some(9),
         stdout_acked,
         stdout_end: stdout_acked,
         stdin_written: stdin_accepted,
@@ -421,9 +415,7 @@ fn process(stdout_acked: u64, stdin_accepted: u64) -> ProcessState {
 
 fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snapshot {
     let mut turn = sim.turn.clone();
-    turn.state = "running".to_owned();
-    turn.request_id = Some("t-3".to_owned());
-    turn.harness_generation = Some(1);
+    turn.state = StoredTurnState::Sent { request_id: "t-3".to_owned(), generation: 1 };
     turn.deadline_at = Some(sim.now.wall + chrono::Duration::seconds(50));
     Snapshot {
         generation: 1,
@@ -457,7 +449,7 @@ fn a_takeover_resumes_from_the_furthest_of_stored_and_acked_and_resends_unaccept
     let out = sends(&effects);
     assert_eq!(
         out[0],
-        Outbound::Control(Control::Resume { channels: vec![ResumeFrom { channel: CHANNEL, offset: 120 }] })
+        Outbound::Control(ToSandboxd::Resume { channels: vec![ResumeFrom { channel: CHANNEL, offset: 120 }] })
     );
     assert_eq!(stdin(&effects), vec![(10, Bytes::from_static(b"prompt-frame\n"))], "only what sandboxd lacks, once");
     // A resent frame from 90 only yields what follows 120.
@@ -484,7 +476,7 @@ fn a_duplicate_prompt_response_ends_the_turn_once() {
     let effects = sim.stdout(offset, END_TURN);
     let end = persists(&effects)[0].0;
     let mut row = sim.turn.clone();
-    row.state = "running".to_owned();
+    row.state = StoredTurnState::Sent { request_id: "t-3".to_owned(), generation: 1 };
     sim.input(Input::OpenTurns(vec![row.clone()].into()));
     assert!(sim.core.turns.is_empty(), "the ending turn stays ended");
     sim.ok(end);
@@ -501,9 +493,9 @@ fn the_turn_limit_cancels_first_then_kills_after_the_grace() {
     let journal = stored.iter().find(|p| p.2.iter().any(|s| matches!(s, SideEffect::PendingStdin { .. })));
     let cancel = sim.ok(journal.expect("cancel journaled").0);
     assert!(String::from_utf8_lossy(&stdin(&cancel)[0].1).contains("session/cancel"));
-    assert!(!sends(&effects).iter().any(|o| matches!(o, Outbound::Control(Control::Signal { .. }))));
+    assert!(!sends(&effects).iter().any(|o| matches!(o, Outbound::Control(ToSandboxd::Signal { .. }))));
     let effects = sim.advance(Duration::from_secs(5));
-    assert!(sends(&effects).contains(&Outbound::Control(Control::Signal { channel: CHANNEL, signal: 9 })));
+    assert!(sends(&effects).contains(&Outbound::Control(ToSandboxd::Signal { channel: CHANNEL, signal: 9 })));
     assert!(persists(&effects).iter().any(|p| kinds(p.1).contains(&EventKind::TurnEnd)));
 }
 
@@ -534,7 +526,7 @@ fn an_exit_ends_turns_only_after_every_line_is_stored() {
     let line = update("last words");
     let end = offset + line.len() as u64;
     let status = ExitStatus { code: Some(1), signal: None };
-    let exited = Control::Exited { channel: CHANNEL, status, stdout_end: end };
+    let exited = FromSandboxd::Exited { channel: CHANNEL, status, stdout_end: end };
     assert!(sim.input(Input::Control { link: LINK, msg: exited }).is_empty());
     let effects = sim.stdout(offset, &line);
     let stored = persists(&effects);
@@ -542,7 +534,7 @@ fn an_exit_ends_turns_only_after_every_line_is_stored() {
     let effects = sim.ok(stored[0].0);
     let exit = persists(&effects);
     assert!(exit.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("HARNESS_EXITED"))), "{effects:?}");
-    assert!(sends(&effects).contains(&Outbound::Control(Control::Forget { channel: CHANNEL })));
+    assert!(sends(&effects).contains(&Outbound::Control(ToSandboxd::Forget { channel: CHANNEL })));
 }
 
 #[test]
@@ -601,7 +593,7 @@ fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
     let mut sim = Sim::new();
     let offset = sim.run_until_prompt_sent();
     let status = ExitStatus { code: None, signal: Some(9) };
-    let exited = Control::Exited { channel: CHANNEL, status, stdout_end: offset };
+    let exited = FromSandboxd::Exited { channel: CHANNEL, status, stdout_end: offset };
     let effects = sim.input(Input::Control { link: LINK, msg: exited });
     assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::ExplainKill))), "{effects:?}");
     assert!(persists(&effects).is_empty(), "no verdict before the engine answers");

@@ -6,7 +6,7 @@ use super::*;
 #[test]
 fn the_reconnect_grace_waits_while_the_database_is_down_and_restarts_when_it_is_back() {
     let mut sim = Sim::new();
-    sim.turn.time_limit_secs = Some(3600);
+    sim.turn.time_limit = Some(Duration::from_secs(3600));
     sim.run_until_prompt_sent();
     sim.input(Input::LinkClosed { link: LINK });
     sim.advance(Duration::from_secs(30));

@@ -78,7 +78,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
     row.acp_session_id = Some("acp-1".to_owned());
     let snapshot = Snapshot { generation: 1, harness: None, turns: vec![row].into() };
     sim.input(Input::Loaded { link: 2, snapshot: Some(Box::new(snapshot)) });
-    let start = Control::Start { channel: 8, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
+    let start = ProcessStart { channel: 8, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
     let gate = crate::permissions::Gate {
         posture: crate::permissions::Posture::Approval,
         ..crate::permissions::Gate::autonomous("/home/agent")
@@ -92,7 +92,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         auto_auth: Vec::new(),
         mcp_servers: Default::default(),
     }))));
-    let effects = sim.input(Input::Control { link: 2, msg: Control::Started { channel: 8, pid: 10 } });
+    let effects = sim.input(Input::Control { link: 2, msg: FromSandboxd::Started { channel: 8 } });
     for (id, ..) in persists(&effects) {
         sim.ok(id);
     }
@@ -169,19 +169,19 @@ fn a_parked_turn_can_be_cancelled() {
 fn a_parked_turn_found_at_load_keeps_its_questions() {
     let mut sim = Sim::new();
     let mut row = sim.turn.clone();
-    row.state = "parked".to_owned();
+    row.state = StoredTurnState::Parked;
     let permission_id = uuid::Uuid::new_v4();
-    let waiting = crate::store::permissions::Waiting {
+    let question = Question {
         permission_id,
         session_id: row.session_id,
         request_id: json!("old-1"),
         options: json!([{"optionId": "a", "name": "Allow", "kind": "allow_once"}]),
         tool_call: json!({"title": "deploy", "kind": "execute"}),
-        kind: "permission".to_owned(),
+        kind: QuestionKind::Permission,
     };
     let work = OpenWork {
         turns: vec![row.clone()],
-        questions: vec![crate::store::permissions::Parked { turn_id: row.id, waiting }],
+        questions: vec![WaitingQuestion { turn_id: row.id, question }],
         grants: Vec::new(),
     };
     // An answer that arrives before the load waits for it.

@@ -27,7 +27,7 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
     let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()].into() };
     let effects = sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
     assert!(slot_changes(&effects).is_empty(), "asked once: {effects:?}");
-    let start = Control::Start { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
+    let start = ProcessStart { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
     let gate = crate::permissions::Gate::autonomous("/home/agent");
     let launch = Launch {
         generation: 1,
@@ -39,7 +39,7 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
         mcp_servers: Default::default(),
     };
     sim.input(Input::Launched(Ok(Some(launch))));
-    let effects = sim.input(Input::Control { link: LINK, msg: Control::Started { channel: CHANNEL, pid: 9 } });
+    let effects = sim.input(Input::Control { link: LINK, msg: FromSandboxd::Started { channel: CHANNEL } });
     sim.ok(persists(&effects)[0].0);
     // The server's limit is reached: the turn is queued, and its session says so.
     let effects = sim.input(Input::SlotQueued { turn_id, running: 4, ahead: 1, limit: 4, scope: SlotScope::Workspace });
@@ -117,7 +117,7 @@ fn a_cancelled_queued_turn_leaves_the_queue() {
 #[test]
 fn an_agent_s_own_turn_limit_replaces_the_server_s() {
     let mut sim = Sim::new();
-    sim.turn.time_limit_secs = Some(5);
+    sim.turn.time_limit = Some(Duration::from_secs(5));
     sim.run_until_prompt_sent();
     assert!(sim.advance(Duration::from_secs(4)).iter().all(|e| !matches!(e, Effect::Persist { .. })));
     let effects = sim.advance(Duration::from_secs(1));

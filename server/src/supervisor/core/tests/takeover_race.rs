@@ -12,7 +12,7 @@ fn a_turn_missing_from_the_takeover_snapshot_comes_back_with_the_next_read() {
     let snapshot = running_snapshot(&sim, 100, Vec::new());
     let running = snapshot.turns.turns[0].clone();
     // The snapshot is being read; a prompt to a new session is accepted and read first.
-    let late = turn_row();
+    let late = open_turn();
     sim.input(Input::OpenTurns(vec![running.clone(), late.clone()].into()));
     assert!(sim.core.turns.iter().any(|t| t.id == late.id));
     // The snapshot predates the new turn: merging it drops the turn, and a new read is asked.
