@@ -1,4 +1,5 @@
-//! agenthold's core without IO: the pure types the supervisor speaks — validated ids ([`ids`]), ACP's messages and
+//! agenthold's core without IO: the supervisor's protocol logic as a state machine
+//! ([`supervisor`]: inputs in, effects out) and the pure types it speaks — validated ids ([`ids`]), ACP's messages and
 //! JSON-RPC framing ([`acp`]), events and the state changes stored with them ([`events`]), the
 //! permission engine ([`permissions`]) and the MCP servers a harness is offered ([`mcp`]).
 //!
@@ -11,3 +12,4 @@ pub mod events;
 pub mod ids;
 pub mod mcp;
 pub mod permissions;
+pub mod supervisor;

@@ -2,7 +2,7 @@
 //! harness, the sandbox drivers and the tunnel sandboxd dials into.
 //!
 //! [`app::run`] wires it together; `main.rs` only parses the configuration and calls it. The
-//! pure parts (ids, ACP framing, event types, the permission engine) are
+//! pure parts (ids, ACP framing, event types, the permission engine, the supervisor's core) are
 //! the `agenthold-core` crate, re-exported here under their old paths.
 
 pub use agenthold_core::{acp, ids, permissions};

@@ -6,7 +6,6 @@
 //! effects.
 
 pub mod auto_sleep;
-pub mod core;
 mod disk;
 pub mod host;
 pub mod observed;
@@ -29,22 +28,9 @@ use crate::ids::{AgentId, SessionId};
 use crate::sandbox::SandboxDriver;
 use crate::tunnel::link::{Incoming, Link};
 
-/// How long to wait for a harness, a sandbox, a turn.
-#[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
-    /// `initialize`, `session/new|load|resume`, and a process start.
-    pub harness_request: Duration,
-    /// A whole turn.
-    pub turn: Duration,
-    /// How long a turn past its limit has to stop after `session/cancel` before its harness is
-    /// killed.
-    pub cancel_grace: Duration,
-    /// How long a running turn waits for its sandbox to (re)connect before it fails.
-    pub reconnect_grace: Duration,
-    /// How long a small stdout acknowledgement waits to go out with the next ones
-    /// ([`ACK_DELAY`] in a server).
-    pub ack_delay: Duration,
-}
+/// The supervisor's protocol logic without IO (the `agenthold-core` crate).
+pub use agenthold_core::supervisor as core;
+pub use agenthold_core::supervisor::{LifecycleError, Timeouts};
 
 /// The server's `Timeouts::ack_delay`: with a harness streaming tokens, one acknowledgement per
 /// 50 ms instead of one per line (a message back over the tunnel per event was a fifth of the
@@ -135,17 +121,6 @@ pub struct ProxyAccess {
     pub master_key: Arc<crate::secrets::master_key::MasterKey>,
     /// What the proxy feed last wrote (`None`: the feed is off, someone else feeds the proxy).
     pub written: Option<tokio::sync::watch::Receiver<crate::proxy_feed::task::Written>>,
-}
-
-/// A lifecycle request failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum LifecycleError {
-    /// The agent has a turn in progress.
-    #[error("the agent has a turn in progress")]
-    Busy,
-    /// The sandbox could not be reached or started.
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// What the terminal endpoint needs to open a terminal in the sandbox.

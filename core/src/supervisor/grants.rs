@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::types::{AnswerError, ReplyId};
 use super::{Core, Purpose};
 use crate::events::NewEvent;
-use crate::events::appender::{GrantScope, SideEffect};
+use crate::events::side_effects::{GrantScope, SideEffect};
 use crate::ids::SessionId;
 use crate::permissions;
 

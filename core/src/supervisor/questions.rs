@@ -11,7 +11,7 @@ use super::lines::LineOut;
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, Purpose};
 use crate::acp::wire::{self, RpcId};
-use crate::events::appender::{AnsweredPermission, GrantScope, SideEffect};
+use crate::events::side_effects::{AnsweredPermission, GrantScope, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::SessionId;
 use crate::permissions::{self, Choice, elicitation};

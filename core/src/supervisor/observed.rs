@@ -69,7 +69,7 @@ mod tests {
     use super::*;
     use crate::ids::AgentId;
     use crate::supervisor::Timeouts;
-    use crate::supervisor::core::{Effect, Input, Now};
+    use crate::supervisor::{Effect, Input, Now};
 
     fn core() -> (Core, Now) {
         let timeouts = Timeouts {

@@ -161,7 +161,7 @@ pub struct Harness {
     /// The methods tried.
     pub auth_tried: Vec<String>,
     /// The MCP servers its sessions are offered (when it speaks MCP over HTTP).
-    pub mcp_servers: crate::mcp::servers::Offered,
+    pub mcp_servers: crate::mcp::Offered,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -193,7 +193,7 @@ impl Harness {
             questions: HashMap::new(),
             auto_auth: Vec::new(),
             auth_tried: Vec::new(),
-            mcp_servers: crate::mcp::servers::Offered::default(),
+            mcp_servers: crate::mcp::Offered::default(),
             stderr_tail: VecDeque::new(),
         }
     }

@@ -18,7 +18,7 @@ use super::harness::{Question, QuestionKind};
 use super::turns::{self, Turn, TurnState};
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, Harness, OpenWork, Purpose};
-use crate::events::appender::{GrantScope, SideEffect};
+use crate::events::side_effects::{GrantScope, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
 use crate::permissions::Choice;

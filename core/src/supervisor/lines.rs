@@ -11,7 +11,7 @@ use super::turns::{self, TurnState};
 use super::{Core, LinkId, Now, PersistId, Phase, Purpose, SessionPhase};
 use crate::acp::messages::{self, Capabilities, method};
 use crate::acp::wire::{self, FromHarness, RpcId};
-use crate::events::appender::{AnsweredPermission, SideEffect};
+use crate::events::side_effects::{AnsweredPermission, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
 use crate::permissions::{self, Verdict};

@@ -3,7 +3,7 @@
 //! policy change decides the running turn's next request and its questions still waiting.
 
 use super::*;
-use crate::events::appender::GrantScope;
+use crate::events::side_effects::GrantScope;
 use crate::permissions::{Choice, Gate, Posture};
 
 const OPTIONS: &str = r#"[{"optionId":"always","name":"Always allow","kind":"allow_always"},{"optionId":"once","name":"Allow","kind":"allow_once"},{"optionId":"no","name":"Reject","kind":"reject_once"}]"#;

@@ -50,7 +50,7 @@ struct Sim {
     /// The launched harness's login methods the server may call itself.
     auto_auth: Vec<String>,
     /// The MCP servers the launched harness's sessions are offered.
-    mcp: crate::mcp::servers::Offered,
+    mcp: crate::mcp::Offered,
 }
 
 fn open_turn() -> OpenTurn {

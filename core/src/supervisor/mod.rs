@@ -10,7 +10,8 @@
 //!   persist the database rejects for its content is replaced by an error event, never retried.
 //! - Inputs from a link other than the current one are ignored.
 //!
-//! The shell (`supervisor::shell`) performs the effects and feeds the results back as inputs.
+//! The server's shell (`agenthold_server::supervisor::shell`) performs the effects and feeds the
+//! results back as inputs; the paths `supervisor::…` named in these docs are the server's.
 
 mod disk;
 mod grants;
@@ -37,6 +38,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+pub use disk::says_disk_full;
 pub use grants::Grant;
 pub use harness::{Harness, Phase, Question, QuestionKind, SessionPhase};
 pub use observed::Observed;
@@ -46,15 +48,13 @@ pub use stored::{OpenTurn, OpenWork, StoredGrant, StoredTurnState, WaitingQuesti
 pub use takeover::{Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
-    AnswerError, Effect, Input, Job, Launch, LinkId, Now, Outbound, Outcome, PersistId, ReplyId, SlotChange, SlotScope,
-    StoreFailure, Timer,
+    AnswerError, Effect, Input, Job, Launch, LifecycleError, LinkId, Now, Outbound, Outcome, PersistId, ReplyId,
+    SlotChange, SlotScope, StoreFailure, Timeouts, Timer,
 };
 
 use crate::events::NewEvent;
-use crate::events::appender::SideEffect;
+use crate::events::side_effects::SideEffect;
 use crate::ids::{AgentId, SessionId, TurnId};
-
-use super::{LifecycleError, Timeouts};
 
 /// The connection's state.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use super::sandboxd::{ProcessState, ResumeFrom, ToSandboxd};
 use super::turns::TurnState;
 use super::{Core, Effect, Harness, Job, LinkId, LinkState, Now, OpenWork, Outbound, Phase, Purpose, SessionPhase};
 use crate::acp::messages;
-use crate::events::appender::SideEffect;
+use crate::events::side_effects::SideEffect;
 use crate::ids::SessionId;
 
 /// The harness the database says runs.
@@ -35,7 +35,7 @@ pub struct SnapshotHarness {
     /// Its questions still waiting for a person.
     pub questions: Vec<super::harness::Question>,
     /// The MCP servers its sessions are offered.
-    pub mcp_servers: crate::mcp::servers::Offered,
+    pub mcp_servers: crate::mcp::Offered,
 }
 
 /// What a takeover reads.

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::{OpenTurn, PersistId, StoredTurnState};
-use crate::events::appender::SideEffect;
+use crate::events::side_effects::SideEffect;
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
 

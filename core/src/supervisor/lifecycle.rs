@@ -2,11 +2,11 @@
 //! outcome (then sandboxd has the reconnect grace to dial in), giving up when it does not, and
 //! the harness process's launch.
 
+use super::LifecycleError;
 use super::sandboxd::ToSandboxd;
 use super::types::{Effect, Job, Launch, Now, Outbound, Outcome, ReplyId};
 use super::{Core, Harness, LinkState, Phase, Purpose, Turn, TurnState, harness};
-use crate::events::appender::SideEffect;
-use crate::supervisor::LifecycleError;
+use crate::events::side_effects::SideEffect;
 
 impl Core {
     pub(super) fn sleep(&mut self, reply: ReplyId) {

@@ -4,11 +4,11 @@
 use super::*;
 
 /// agenthold's MCP server as the server offers it behind the egress proxy (`mcp::servers`).
-fn server() -> crate::mcp::servers::Offered {
+fn server() -> crate::mcp::Offered {
     use agent_client_protocol::v1::schema::{HttpHeader, McpServer, McpServerHttp};
     let header = HttpHeader::new("Authorization", "Bearer agenthold-mcp-placeholder-1");
     let server = McpServerHttp::new("agenthold", "https://mcp.agenthold.internal/api/v1/mcp").headers(vec![header]);
-    crate::mcp::servers::Offered(vec![McpServer::Http(server)])
+    crate::mcp::Offered(vec![McpServer::Http(server)])
 }
 
 /// Starts the harness, answers `initialize` with `capabilities`, and returns the `session/new`

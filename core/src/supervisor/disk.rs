@@ -10,7 +10,12 @@ use serde_json::{Value, json};
 use super::{Core, Job, Purpose};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
-use crate::sandbox::says_disk_full;
+
+/// Whether `text` carries the C library's words for ENOSPC or EDQUOT: a write failed for want of
+/// space (XFS reports a full project quota as ENOSPC, btrfs a full qgroup as EDQUOT).
+pub fn says_disk_full(text: &str) -> bool {
+    ["No space left on device", "Disk quota exceeded"].iter().any(|words| text.contains(words))
+}
 
 /// How deep into an update's JSON the words are looked for.
 const MAX_DEPTH: usize = 8;

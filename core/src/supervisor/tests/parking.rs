@@ -4,7 +4,7 @@
 //! one-shot grant — a second identical call asks a person again. A parked turn can be cancelled.
 
 use super::*;
-use crate::events::appender::GrantScope;
+use crate::events::side_effects::GrantScope;
 
 const ASK: &str = r#"{"jsonrpc":"2.0","id":"fa-req-1","method":"session/request_permission","params":{"sessionId":"acp-1","toolCall":{"toolCallId":"t1","title":"make deploy","kind":"execute"},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}]}}"#;
 

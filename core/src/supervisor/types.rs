@@ -9,9 +9,36 @@ use chrono::{DateTime, Utc};
 use super::Snapshot;
 use super::sandboxd::{FromSandboxd, ProcessStart, ProcessState, ToSandboxd};
 use crate::events::NewEvent;
-use crate::events::appender::SideEffect;
+use crate::events::side_effects::SideEffect;
 use crate::ids::{SessionId, TurnId};
-use crate::supervisor::LifecycleError;
+
+/// How long to wait for a harness, a sandbox, a turn.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// `initialize`, `session/new|load|resume`, and a process start.
+    pub harness_request: Duration,
+    /// A whole turn.
+    pub turn: Duration,
+    /// How long a turn past its limit has to stop after `session/cancel` before its harness is
+    /// killed.
+    pub cancel_grace: Duration,
+    /// How long a running turn waits for its sandbox to (re)connect before it fails.
+    pub reconnect_grace: Duration,
+    /// How long a small stdout acknowledgement waits to go out with the next ones (the server's
+    /// `supervisor::ACK_DELAY`).
+    pub ack_delay: Duration,
+}
+
+/// A lifecycle request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LifecycleError {
+    /// The agent has a turn in progress.
+    #[error("the agent has a turn in progress")]
+    Busy,
+    /// The sandbox could not be reached or started.
+    #[error("{0}")]
+    Failed(String),
+}
 
 /// Identifies one persist of this core.
 pub type PersistId = u64;
@@ -68,7 +95,7 @@ pub struct Launch {
     pub auto_auth: Vec<String>,
     /// agenthold's MCP server for this agent, offered in `session/new` and `session/load` when
     /// the harness advertises `mcpCapabilities.http`.
-    pub mcp_servers: crate::mcp::servers::Offered,
+    pub mcp_servers: crate::mcp::Offered,
 }
 
 /// Inputs.
