@@ -2,10 +2,10 @@
 //! outcome (then sandboxd has the reconnect grace to dial in), giving up when it does not, and
 //! the harness process's launch.
 
-use super::LifecycleError;
 use super::sandboxd::ToSandboxd;
 use super::types::{Effect, Job, Launch, Now, Outbound, Outcome, ReplyId};
 use super::{Core, Harness, LinkState, Phase, Purpose, Turn, TurnState, harness};
+use super::{Failure, FailureCode, LifecycleError, WakeError};
 use crate::events::side_effects::SideEffect;
 
 impl Core {
@@ -29,7 +29,7 @@ impl Core {
         self.effects.push_back(Effect::Job(Job::Stop { reply }));
     }
 
-    pub(super) fn on_woken(&mut self, result: Result<(), String>, now: Now) {
+    pub(super) fn on_woken(&mut self, result: Result<(), WakeError>, now: Now) {
         self.waking = false;
         let waiters = std::mem::take(&mut self.wake_waiters);
         match result {
@@ -48,15 +48,13 @@ impl Core {
                     self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
                 }
             }
-            Err(message) => {
+            Err(error) => {
                 self.wake_failed = true;
                 let waiting = |t: &Turn| t.state == TurnState::Waiting;
-                let (code, text) = match message.strip_prefix("CAPACITY: ") {
-                    Some(text) => ("CAPACITY", text),
-                    None => ("SANDBOX_START_FAILED", message.as_str()),
-                };
-                self.failed(&format!("{code}: {text}"));
-                self.fail_turns(waiting, code, text, now);
+                self.failed(Failure::coded(error.code(), error.message()));
+                self.fail_turns(waiting, error.code(), error.message(), now);
+                // Callers waiting for the sandbox hear it as people read it, code first.
+                let message = error.to_string();
                 self.fail_terminal_waiters(&message);
                 for reply in waiters {
                     let outcome = Outcome::Lifecycle(Err(LifecycleError::Failed(message.clone())));
@@ -87,8 +85,8 @@ impl Core {
         }
         self.drop_harness();
         let text = "the sandbox did not connect back in time (was it stopped or deleted?)";
-        self.failed(text);
-        self.fail_turns(|_| true, "SANDBOX_UNREACHABLE", text, now);
+        self.failed(Failure::plain(text));
+        self.fail_turns(|_| true, FailureCode::SandboxUnreachable, text, now);
         self.fail_terminal_waiters(text);
     }
 
@@ -111,10 +109,10 @@ impl Core {
             return;
         }
         let (code, text) = match &oom {
-            Some(message) => ("OUT_OF_MEMORY", message.as_str()),
-            None => ("SANDBOX_EXITED", "the sandbox's container stopped (killed or crashed)"),
+            Some(message) => (FailureCode::OutOfMemory, message.as_str()),
+            None => (FailureCode::SandboxExited, "the sandbox's container stopped (killed or crashed)"),
         };
-        self.failed(&format!("{code}: {text}"));
+        self.failed(Failure::coded(code, text));
         self.fail_turns(|t| t.request_id().is_some(), code, text, now);
         self.fail_terminal_waiters(text);
     }
@@ -154,8 +152,8 @@ impl Core {
             }
             Ok(None) => {}
             Err(message) => {
-                self.failed(&format!("HARNESS_START_FAILED: {message}"));
-                self.fail_turns(|_| true, "HARNESS_START_FAILED", &message, now);
+                self.failed(Failure::coded(FailureCode::HarnessStartFailed, message.clone()));
+                self.fail_turns(|_| true, FailureCode::HarnessStartFailed, &message, now);
             }
         }
     }

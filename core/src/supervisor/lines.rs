@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::harness::{Pending, Question, QuestionKind, Request};
 use super::stdout::{Line, StdoutError};
 use super::turns::{self, TurnState};
-use super::{Core, LinkId, Now, PersistId, Phase, Purpose, SessionPhase};
+use super::{Core, FailureCode, LinkId, Now, PersistId, Phase, Purpose, SessionPhase, TurnEnded};
 use crate::acp::messages::{self, Capabilities, method};
 use crate::acp::wire::{self, FromHarness, RpcId};
 use crate::events::side_effects::{AnsweredPermission, SideEffect};
@@ -25,6 +25,8 @@ pub(super) struct LineOut {
     pub(super) events: Vec<NewEvent>,
     pub(super) side: Vec<SideEffect>,
     pub(super) frames: Vec<Vec<u8>>,
+    /// The turn it ends, if any.
+    pub(super) ended: Vec<TurnEnded>,
 }
 
 impl Core {
@@ -42,7 +44,7 @@ impl Core {
             Err(StdoutError::LineTooLong) => {
                 let text =
                     format!("the harness printed a line over {} MiB (not ACP)", super::stdout::MAX_LINE_BYTES >> 20);
-                self.harness_failed("HARNESS_PROTOCOL_ERROR", &text, true, now);
+                self.harness_failed(FailureCode::HarnessProtocolError, &text, true, now);
                 return;
             }
         };
@@ -67,7 +69,7 @@ impl Core {
             Ok(message) => message,
             Err(garbage) => {
                 let text = format!("the harness printed something that is not ACP (JSON-RPC): {}", garbage.excerpt);
-                self.harness_failed("HARNESS_PROTOCOL_ERROR", &text, true, now);
+                self.harness_failed(FailureCode::HarnessProtocolError, &text, true, now);
                 return;
             }
         };
@@ -118,7 +120,7 @@ impl Core {
         out.side.push(SideEffect::StdoutStored { agent_id, generation, from, to: end });
         let journal = self.queue_frames(id, out.frames);
         out.side.extend(journal);
-        self.persist(Purpose::Line { generation, end, from, sessions }, out.events, out.side);
+        self.persist_ending(Purpose::Line { generation, end, from, sessions }, out.events, out.side, out.ended);
     }
 
     /// The database refused a line's content: store an error in its place (with the same
@@ -271,7 +273,7 @@ impl Core {
                         harness.phase = Phase::Ready(capabilities);
                         out.side.push(SideEffect::HarnessInit { agent_id, generation: harness.generation, init });
                     }
-                    Err(message) => self.harness_failed("HARNESS_INIT_FAILED", &message, true, now),
+                    Err(message) => self.harness_failed(FailureCode::HarnessInitFailed, &message, true, now),
                 }
             }
             Pending::NewSession { session_id, reset } => {
@@ -304,7 +306,7 @@ impl Core {
                             harness.sessions.remove(&session_id);
                         }
                         let text = format!("the harness could not start the session: {message}");
-                        self.fail_turns(|t| t.session_id == session_id, "SESSION_START_FAILED", &text, now);
+                        self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
                     }
                 }
             }
@@ -320,7 +322,7 @@ impl Core {
                     }
                     let text =
                         format!("the harness asked to sign in and refused the server's {method:?} method: {error}");
-                    self.fail_turns(|t| t.session_id == session_id, "SESSION_START_FAILED", &text, now);
+                    self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
                 }
             },
             Pending::Restore { session_id, acp_id } => match outcome {
@@ -364,9 +366,10 @@ impl Core {
                         ("error".to_owned(), None)
                     }
                 };
-                let (event, effect) = turns::ending(&turn, &stop_reason, usage, now.wall);
-                out.events.push(event);
-                out.side.push(effect);
+                let ending = turns::ending(&turn, &stop_reason, usage, now.wall);
+                out.events.push(ending.event);
+                out.side.push(ending.effect);
+                out.ended.push(ending.ended);
                 self.ending.insert(turn.id, self.next_persist);
             }
         }
@@ -504,9 +507,9 @@ impl Core {
         if self.turns.iter().any(|t| t.kill_at.is_some_and(|at| at <= now.mono)) {
             let text = "the turn took longer than the turn time limit and did not stop when cancelled";
             if self.harness.is_some() {
-                self.harness_failed("TURN_TIMEOUT", text, true, now);
+                self.harness_failed(FailureCode::TurnTimeout, text, true, now);
             } else {
-                self.fail_turns(|t| t.kill_at.is_some(), "TURN_TIMEOUT", text, now);
+                self.fail_turns(|t| t.kill_at.is_some(), FailureCode::TurnTimeout, text, now);
             }
         }
         let late: Vec<(TurnId, SessionId)> = self
@@ -522,13 +525,13 @@ impl Core {
                 .is_some_and(|h| matches!(h.sessions.get(&session_id), Some(SessionPhase::Ready(_))));
             let text = "the turn took longer than the turn time limit; it was cancelled";
             if !known {
-                self.fail_turns(|t| t.id == turn_id, "TURN_TIMEOUT", text, now);
+                self.fail_turns(|t| t.id == turn_id, FailureCode::TurnTimeout, text, now);
                 continue;
             }
             let Some(turn) = self.turns.iter_mut().find(|t| t.id == turn_id) else { continue };
             turn.deadline = None;
             turn.kill_at = Some(now.mono + self.timeouts.cancel_grace);
-            let event = turns::failure(turn, "TURN_TIMEOUT", text);
+            let event = turns::failure(turn, FailureCode::TurnTimeout, text);
             self.persist(Purpose::Other, vec![event], Vec::new());
             self.send_cancel(session_id);
         }

@@ -14,6 +14,7 @@
 //! results back as inputs; the paths `supervisor::…` named in these docs are the server's.
 
 mod disk;
+mod failure;
 mod grants;
 mod harness;
 mod lifecycle;
@@ -39,6 +40,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 pub use disk::says_disk_full;
+pub use failure::{Failure, FailureCode, WakeError};
 pub use grants::Grant;
 pub use harness::{Harness, Phase, Question, QuestionKind, SessionPhase};
 pub use observed::Observed;
@@ -49,7 +51,7 @@ pub use takeover::{Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
     AnswerError, Effect, Input, Job, Launch, LifecycleError, LinkId, Now, Outbound, Outcome, PersistId, ReplyId,
-    SlotChange, SlotScope, StoreFailure, Timeouts, Timer,
+    SlotChange, SlotScope, StoreFailure, Timeouts, Timer, TurnEnded,
 };
 
 use crate::events::NewEvent;
@@ -297,7 +299,7 @@ impl Core {
             Input::Stopped { reply, result } => {
                 self.condition.stopping = false;
                 if let Err(message) = &result {
-                    self.failed(message);
+                    self.failed(Failure::plain(message.clone()));
                 }
                 let outcome = result.map_err(LifecycleError::Failed);
                 self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(outcome) });
@@ -332,10 +334,21 @@ impl Core {
     }
 
     fn persist(&mut self, purpose: Purpose, events: Vec<NewEvent>, side: Vec<SideEffect>) -> PersistId {
+        self.persist_ending(purpose, events, side, Vec::new())
+    }
+
+    /// [`Core::persist`] for a persist that ends turns (`ended`: their ends, for the metrics).
+    fn persist_ending(
+        &mut self,
+        purpose: Purpose,
+        events: Vec<NewEvent>,
+        side: Vec<SideEffect>,
+        ended: Vec<TurnEnded>,
+    ) -> PersistId {
         let id = self.next_persist;
         self.next_persist += 1;
         self.in_flight.insert(id, purpose);
-        self.effects.push_back(Effect::Persist { id, events, side });
+        self.effects.push_back(Effect::Persist { id, events, side, ended });
         id
     }
 
@@ -512,7 +525,7 @@ impl Core {
             FromSandboxd::StartFailed { channel, message } => {
                 if self.harness.as_ref().is_some_and(|h| h.channel == channel) {
                     let text = format!("the harness could not start: {message}");
-                    self.harness_failed("HARNESS_START_FAILED", &text, false, now);
+                    self.harness_failed(FailureCode::HarnessStartFailed, &text, false, now);
                 }
             }
             FromSandboxd::Exited { channel, status, stdout_end } => {
@@ -562,7 +575,7 @@ impl Core {
 
     /// Ends the turns matching `which` with an `error` event and a `turn_end` — except those
     /// whose harness was just lost while a question of theirs waited: those are parked.
-    fn fail_turns(&mut self, which: impl Fn(&Turn) -> bool, code: &str, message: &str, now: Now) {
+    fn fail_turns(&mut self, which: impl Fn(&Turn) -> bool, code: FailureCode, message: &str, now: Now) {
         let (failed, kept): (Vec<Turn>, Vec<Turn>) =
             std::mem::take(&mut self.turns).into_iter().partition(|t| which(t));
         self.turns = kept;
@@ -570,37 +583,39 @@ impl Core {
         if failed.is_empty() {
             return;
         }
-        tracing::warn!(agent.id = %self.agent_id, code, message, turns = failed.len(), "turns failed");
+        tracing::warn!(agent.id = %self.agent_id, %code, message, turns = failed.len(), "turns failed");
         for turn in &failed {
             self.turn_ended_maybe_on_full_disk(turn.id, turn.session_id, message);
         }
-        let mut events = Vec::new();
-        let mut side = Vec::new();
+        let (mut events, mut side, mut ended) = (Vec::new(), Vec::new(), Vec::new());
         for turn in &failed {
             events.push(turns::failure(turn, code, message));
-            let (event, effect) = turns::ending(turn, "error", None, now.wall);
-            events.push(event);
-            side.push(effect);
+            let ending = turns::ending(turn, "error", None, now.wall);
+            events.push(ending.event);
+            side.push(ending.effect);
+            ended.push(ending.ended);
             if let Some(harness) = self.harness.as_mut()
                 && let Some(request_id) = turn.request_id()
             {
                 harness.pending.remove(request_id);
             }
         }
-        self.end_turns(failed.iter().map(|t| t.id).collect(), events, side);
+        self.end_turns(events, side, ended);
     }
 
-    fn end_turns(&mut self, ids: Vec<TurnId>, events: Vec<NewEvent>, side: Vec<SideEffect>) {
-        let id = self.persist(Purpose::Ending, events, side);
+    /// Stores the end of turns (`ended`); until it commits, a reload does not bring them back.
+    fn end_turns(&mut self, events: Vec<NewEvent>, side: Vec<SideEffect>, ended: Vec<TurnEnded>) {
+        let ids: Vec<TurnId> = ended.iter().map(|e| e.turn_id).collect();
+        let id = self.persist_ending(Purpose::Ending, events, side, ended);
         self.ending.extend(ids.into_iter().map(|turn| (turn, id)));
     }
 
     /// The harness failed: every open turn ends with an error; optionally kill it.
-    fn harness_failed(&mut self, code: &str, message: &str, kill: bool, now: Now) {
+    fn harness_failed(&mut self, code: FailureCode, message: &str, kill: bool, now: Now) {
         let Some(harness) = self.drop_harness() else { return };
         let stderr = harness.stderr_text();
         let message = if stderr.is_empty() { message.to_owned() } else { format!("{message}\nstderr: {stderr}") };
-        self.failed(&format!("{code}: {message}"));
+        self.failed(Failure::coded(code, message.clone()));
         self.fail_turns(|_| true, code, &message, now);
         let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
         self.persist(Purpose::Other, Vec::new(), side);
@@ -645,15 +660,15 @@ impl Core {
             return;
         }
         let how = exit_text(status);
-        self.harness_failed("HARNESS_EXITED", &how, false, now);
+        self.harness_failed(FailureCode::HarnessExited, &how, false, now);
     }
 
     fn on_kill_explained(&mut self, oom: Option<String>, now: Now) {
         let Some(harness) = self.harness.as_ref().filter(|h| h.explaining) else { return };
         let Some((status, _)) = harness.exited else { return };
         match oom {
-            Some(message) => self.harness_failed("OUT_OF_MEMORY", &message, false, now),
-            None => self.harness_failed("HARNESS_EXITED", &exit_text(status), false, now),
+            Some(message) => self.harness_failed(FailureCode::OutOfMemory, &message, false, now),
+            None => self.harness_failed(FailureCode::HarnessExited, &exit_text(status), false, now),
         }
     }
 
@@ -690,8 +705,8 @@ impl Core {
         match self.turns[index].state {
             TurnState::Waiting => {
                 let turn = self.turns.remove(index);
-                let (event, effect) = turns::ending(&turn, "cancelled", None, now.wall);
-                self.end_turns(vec![turn.id], vec![event], vec![effect]);
+                let ending = turns::ending(&turn, "cancelled", None, now.wall);
+                self.end_turns(vec![ending.event], vec![ending.effect], vec![ending.ended]);
             }
             TurnState::Recording { .. } | TurnState::Sent { .. } => {
                 self.cancel_questions(session_id, now);

@@ -4,7 +4,7 @@
 //! what actually happened: a wake that failed, a harness that would not start, a container that
 //! stopped on its own.
 
-use super::{Core, LinkState};
+use super::{Core, Failure, LinkState};
 
 /// The sandbox's observed state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub(super) struct Condition {
     /// A stop job runs.
     pub stopping: bool,
     /// Why the sandbox or its harness last failed (cleared by a start that works, or a sleep).
-    pub failure: Option<String>,
+    pub failure: Option<Failure>,
 }
 
 impl Core {
@@ -39,8 +39,8 @@ impl Core {
         if self.waking {
             return Observed::Starting;
         }
-        if let Some(reason) = &self.condition.failure {
-            return Observed::Error(reason.clone());
+        if let Some(failure) = &self.condition.failure {
+            return Observed::Error(failure.to_string());
         }
         if self.link != LinkState::Down {
             return Observed::Awake;
@@ -52,8 +52,8 @@ impl Core {
     }
 
     /// The sandbox or its harness failed: shown until a start works or the agent sleeps.
-    pub(super) fn failed(&mut self, reason: &str) {
-        self.condition.failure = Some(reason.to_owned());
+    pub(super) fn failed(&mut self, failure: Failure) {
+        self.condition.failure = Some(failure);
     }
 
     /// A start worked (the sandbox started, sandboxd attached, a harness launched).
@@ -99,7 +99,7 @@ mod tests {
         core.handle(Input::Wake { reply: 1 }, now);
         assert!(jobs(&mut core).iter().any(|j| j.starts_with("Wake")));
         assert_eq!(core.observed(), Observed::Starting);
-        core.handle(Input::Woken(Err("no such image".to_owned())), now);
+        core.handle(Input::Woken(Err(crate::supervisor::WakeError::StartFailed("no such image".to_owned()))), now);
         assert_eq!(core.observed(), Observed::Error("SANDBOX_START_FAILED: no such image".to_owned()));
         core.handle(Input::Sleep { reply: 2 }, now);
         assert!(jobs(&mut core).iter().any(|j| j.starts_with("Stop")));

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::harness::{Question, QuestionKind};
 use super::turns::{self, Turn, TurnState};
 use super::types::{AnswerError, Now, ReplyId};
-use super::{Core, Harness, OpenWork, Purpose};
+use super::{Core, FailureCode, Harness, OpenWork, Purpose};
 use crate::events::side_effects::{GrantScope, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
@@ -54,7 +54,7 @@ impl Core {
 
     /// Parks the turns among `failing` whose session has an orphaned question; the rest are
     /// returned (to fail).
-    pub(super) fn park_waiting(&mut self, failing: Vec<Turn>, code: &str, message: &str) -> Vec<Turn> {
+    pub(super) fn park_waiting(&mut self, failing: Vec<Turn>, code: FailureCode, message: &str) -> Vec<Turn> {
         let orphaned = std::mem::take(&mut self.orphaned);
         if orphaned.is_empty() {
             return failing;
@@ -67,7 +67,7 @@ impl Core {
                 rest.push(turn);
                 continue;
             }
-            tracing::info!(agent.id = %self.agent_id, turn.id = %turn.id, code, "parking a turn whose question waits");
+            tracing::info!(agent.id = %self.agent_id, turn.id = %turn.id, %code, "parking a turn whose question waits");
             if let (Some(harness), Some(request_id)) = (self.harness.as_mut(), turn.request_id()) {
                 harness.pending.remove(request_id);
             }
@@ -77,7 +77,7 @@ impl Core {
             );
             let mut notice = NewEvent::notice(turn.session_id, "TURN_PARKED", text);
             notice.payload["turn_id"] = json!(turn.id);
-            notice.payload["cause"] = json!(code);
+            notice.payload["cause"] = json!(code.as_str());
             events.push(notice);
             side.push(SideEffect::ParkTurn { turn_id: turn.id });
             parked_ids.push(turn.id);
@@ -182,10 +182,10 @@ impl Core {
             });
             events.push(NewEvent::new(session_id, EventKind::PermissionResolved, resolved));
         }
-        let (event, effect) = turns::ending(&parked.turn, "cancelled", None, now.wall);
-        events.push(event);
-        side.push(effect);
-        self.end_turns(vec![turn_id], events, side);
+        let ending = turns::ending(&parked.turn, "cancelled", None, now.wall);
+        events.push(ending.event);
+        side.push(ending.effect);
+        self.end_turns(events, side, vec![ending.ended]);
         true
     }
 

@@ -8,7 +8,9 @@ use bytes::Bytes;
 use super::harness::{Pending, Request};
 use super::sandboxd::{ProcessState, ResumeFrom, ToSandboxd};
 use super::turns::TurnState;
-use super::{Core, Effect, Harness, Job, LinkId, LinkState, Now, OpenWork, Outbound, Phase, Purpose, SessionPhase};
+use super::{
+    Core, Effect, FailureCode, Harness, Job, LinkId, LinkState, Now, OpenWork, Outbound, Phase, Purpose, SessionPhase,
+};
 use crate::acp::messages;
 use crate::events::side_effects::SideEffect;
 use crate::ids::SessionId;
@@ -175,7 +177,7 @@ impl Core {
         let generation = self.harness.as_ref().map(|h| h.generation);
         let lost =
             |t: &super::Turn| matches!(&t.state, TurnState::Sent { generation: g, .. } if Some(*g) != generation);
-        self.fail_turns(lost, "HARNESS_LOST", "the harness process was lost (the sandbox restarted)", now);
+        self.fail_turns(lost, FailureCode::HarnessLost, "the harness process was lost (the sandbox restarted)", now);
         self.finish_exit_if_drained(now);
     }
 }

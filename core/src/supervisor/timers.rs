@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::{Core, Effect, LinkState, Now, Outbound, Timer, ToSandboxd};
+use super::{Core, Effect, FailureCode, LinkState, Now, Outbound, Timer, ToSandboxd};
 
 impl Core {
     /// The earliest deadline and why.
@@ -44,7 +44,7 @@ impl Core {
             self.on_reconnect_expired(now);
         }
         if self.harness.as_ref().and_then(|h| h.start_deadline).is_some_and(|at| at <= now.mono) {
-            self.harness_failed("HARNESS_TIMEOUT", "the harness did not start in time", true, now);
+            self.harness_failed(FailureCode::HarnessTimeout, "the harness did not start in time", true, now);
         }
         let late = self.harness.as_ref().and_then(|h| {
             h.pending
@@ -55,7 +55,7 @@ impl Core {
         });
         if let Some((id, what)) = late {
             let text = format!("the harness did not answer in time ({what:?}, request {id})");
-            self.harness_failed("HARNESS_TIMEOUT", &text, true, now);
+            self.harness_failed(FailureCode::HarnessTimeout, &text, true, now);
         }
         self.on_turn_deadlines(now);
         self.acknowledge(now);

@@ -2,12 +2,12 @@
 //! `session/prompt`, a cancel before the prompt went out, or a failure (an `error` event naming
 //! the turn, then a `turn_end` whose stop reason is `error`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::{OpenTurn, PersistId, StoredTurnState};
+use super::{FailureCode, OpenTurn, PersistId, StoredTurnState, TurnEnded};
 use crate::events::side_effects::SideEffect;
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
@@ -94,23 +94,39 @@ impl Turn {
     }
 }
 
-/// The `turn_end` event and state change that end a turn at `now`.
-pub fn ending(turn: &Turn, stop_reason: &str, usage: Option<Value>, now: DateTime<Utc>) -> (NewEvent, SideEffect) {
+/// What ends a turn: its `turn_end` event, the state change that closes it, and the end as the
+/// server's metrics count it.
+#[derive(Debug, Clone)]
+pub struct Ending {
+    /// The `turn_end` event.
+    pub event: NewEvent,
+    /// The state change.
+    pub effect: SideEffect,
+    /// The end, for the metrics.
+    pub ended: TurnEnded,
+}
+
+/// What ends a turn at `now`.
+pub fn ending(turn: &Turn, stop_reason: &str, usage: Option<Value>, now: DateTime<Utc>) -> Ending {
+    let duration_ms = (now - turn.started).num_milliseconds().max(0);
     let mut payload = json!({
         "turn_id": turn.id,
         "stop_reason": stop_reason,
-        "duration_ms": (now - turn.started).num_milliseconds().max(0),
+        "duration_ms": duration_ms,
     });
     if let (Some(usage), Some(map)) = (usage, payload.as_object_mut()) {
         map.insert("usage".to_owned(), usage);
     }
     let event = NewEvent::new(turn.session_id, EventKind::TurnEnd, payload);
-    (event, SideEffect::EndTurn { turn_id: turn.id, stop_reason: stop_reason.to_owned() })
+    let effect = SideEffect::EndTurn { turn_id: turn.id, stop_reason: stop_reason.to_owned() };
+    let duration = Duration::from_millis(u64::try_from(duration_ms).unwrap_or(0));
+    let ended = TurnEnded { turn_id: turn.id, stop_reason: stop_reason.to_owned(), duration };
+    Ending { event, effect, ended }
 }
 
 /// The `error` event of a failed turn (it names the turn, so a duplicate end can be dropped
 /// with it).
-pub fn failure(turn: &Turn, code: &str, message: &str) -> NewEvent {
-    let payload = json!({ "code": code, "message": message, "turn_id": turn.id });
+pub fn failure(turn: &Turn, code: FailureCode, message: &str) -> NewEvent {
+    let payload = json!({ "code": code.as_str(), "message": message, "turn_id": turn.id });
     NewEvent::new(turn.session_id, EventKind::Error, payload)
 }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::Snapshot;
 use super::sandboxd::{FromSandboxd, ProcessStart, ProcessState, ToSandboxd};
+use super::{Snapshot, WakeError};
 use crate::events::NewEvent;
 use crate::events::side_effects::SideEffect;
 use crate::ids::{SessionId, TurnId};
@@ -224,7 +224,7 @@ pub enum Input {
         snapshot: Option<Box<Snapshot>>,
     },
     /// The wake job finished.
-    Woken(Result<(), String>),
+    Woken(Result<(), WakeError>),
     /// The harness start job finished: `Ok(None)` when the agent is gone.
     Launched(Result<Option<Launch>, String>),
     /// Why a harness killed by SIGKILL died: `Some(message)` when the engine killed it for want
@@ -349,6 +349,17 @@ pub enum AnswerError {
     NotRecorded,
 }
 
+/// A turn a persist ends, for the server's metrics (counted once the persist commits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnEnded {
+    /// The turn.
+    pub turn_id: TurnId,
+    /// Its stop reason (`end_turn`, `cancelled`, `error`, …).
+    pub stop_reason: String,
+    /// How long it ran (from its prompt to its end).
+    pub duration: Duration,
+}
+
 /// Effects, in the order they must be performed.
 #[derive(Debug)]
 pub enum Effect {
@@ -361,6 +372,8 @@ pub enum Effect {
         events: Vec<NewEvent>,
         /// The state changes.
         side: Vec<SideEffect>,
+        /// The turns it ends (their `turn_end` events are among `events`).
+        ended: Vec<TurnEnded>,
     },
     /// Send to the current connection (if it is still `link`).
     Send {

@@ -90,20 +90,20 @@ impl Postures {
         crate::permissions::posture::resolve(own, self.default, self.forbid_autonomous).map_err(|e| e.to_string())
     }
 
-    /// What answers the agent's permission requests; an error (with its code first) when its
-    /// posture is forbidden or a guarded agent has no policy.
+    /// What answers the agent's permission requests; an error when its posture is forbidden or
+    /// a guarded agent has no policy.
     pub fn gate(
         &self,
         agent: &crate::store::agents::AgentRow,
         workdir: &str,
-    ) -> Result<crate::permissions::Gate, String> {
+    ) -> Result<crate::permissions::Gate, GateError> {
         use crate::permissions::{decision, policy::Policy};
-        let posture = self.of(agent).map_err(|m| format!("POSTURE_FORBIDDEN: {m}"))?;
+        let posture = self.of(agent).map_err(GateError::PostureForbidden)?;
         let policy = match &agent.policy {
-            Some(value) => Some(Arc::new(Policy::parse(value).map_err(|e| format!("INVALID_POLICY: {e}"))?)),
+            Some(value) => Some(Arc::new(Policy::parse(value).map_err(|e| GateError::InvalidPolicy(e.to_string()))?)),
             None => None,
         };
-        decision::check_ready(posture, policy.as_deref()).map_err(|e| format!("{}: {e}", e.code()))?;
+        decision::check_ready(posture, policy.as_deref()).map_err(GateError::NotReady)?;
         Ok(crate::permissions::Gate {
             posture,
             server_rules: Arc::clone(&self.server_rules),
@@ -111,6 +111,21 @@ impl Postures {
             workdir: workdir.to_owned(),
         })
     }
+}
+
+/// Why an agent's permission gate cannot be made (its harness does not start; the message,
+/// code first, says why).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum GateError {
+    /// Its posture is forbidden on this server, or unreadable.
+    #[error("POSTURE_FORBIDDEN: {0}")]
+    PostureForbidden(String),
+    /// Its policy does not parse.
+    #[error("INVALID_POLICY: {0}")]
+    InvalidPolicy(String),
+    /// Its posture cannot run as configured (a guarded agent without a policy).
+    #[error("{code}: {0}", code = .0.code())]
+    NotReady(crate::permissions::decision::DecideError),
 }
 
 /// What a harness needs to send its traffic through the egress proxy.
@@ -412,5 +427,18 @@ impl Supervisors {
             }
         }
         Ok(started)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_errors_read_code_first() {
+        assert_eq!(GateError::PostureForbidden("no".to_owned()).to_string(), "POSTURE_FORBIDDEN: no");
+        assert_eq!(GateError::InvalidPolicy("bad rule".to_owned()).to_string(), "INVALID_POLICY: bad rule");
+        let missing = GateError::NotReady(crate::permissions::decision::DecideError::PolicyMissing);
+        assert!(missing.to_string().starts_with("POLICY_MISSING: the agent is guarded"), "{missing}");
     }
 }

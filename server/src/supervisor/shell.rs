@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
     Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ProcessStart, ReplyId, SlotChange,
-    StoreFailure,
+    StoreFailure, WakeError,
 };
 use super::observed::Observations;
 use super::slots::{Claimant, Slot};
@@ -328,14 +328,13 @@ impl Shell {
     /// Performs one effect; `true` when the supervisor ends (destroyed).
     async fn perform(&mut self, effect: Effect) -> bool {
         match effect {
-            Effect::Persist { id, events, side } => {
-                let ended = ended_turns(&events);
+            Effect::Persist { id, events, side, ended } => {
                 let committed = self.deps.appender.submit(events, side).await;
                 self.tasks.push(Box::pin(async move {
                     let result = match committed.await {
                         Ok(Ok(_)) => {
-                            for (stop_reason, seconds) in ended {
-                                crate::metrics::turn_ended(&stop_reason, seconds);
+                            for turn in ended {
+                                crate::metrics::turn_ended(&turn.stop_reason, turn.duration.as_secs_f64());
                             }
                             Ok(())
                         }
@@ -543,11 +542,11 @@ async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
 
 /// Makes sure the sandbox exists and runs (recreating it, with the same home, if it was deleted
 /// behind the server's back). sandboxd then dials in.
-async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
+async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), WakeError> {
     let began = Instant::now();
     let status = deps.driver.status(agent_id).await.map_err(|e| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
-        "the sandbox could not start (see the server log)".to_owned()
+        WakeError::StartFailed("the sandbox could not start (see the server log)".to_owned())
     })?;
     if status == SandboxStatus::Running {
         deps.host.take_running(agent_id, Instant::now());
@@ -585,33 +584,20 @@ async fn capacity_wait_notice(deps: &Deps, agent_id: AgentId) {
     }
 }
 
-/// The stop reason and duration of each `turn_end` among `events` (for the metrics, once stored).
-fn ended_turns(events: &[crate::events::NewEvent]) -> Vec<(String, f64)> {
-    events
-        .iter()
-        .filter(|event| event.kind == crate::events::EventKind::TurnEnd)
-        .map(|event| {
-            let reason = event.payload.get("stop_reason").and_then(serde_json::Value::as_str).unwrap_or("other");
-            let millis = event.payload.get("duration_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-            (reason.to_owned(), millis / 1000.0)
-        })
-        .collect()
-}
-
 /// The rest of a wake, once the sandbox has a slot: makes the container if needed, starts it.
-async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began: Instant) -> Result<(), String> {
+async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began: Instant) -> Result<(), WakeError> {
     let failed = |e: crate::sandbox::DriverError| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
         match e {
-            crate::sandbox::DriverError::Capacity(message) => format!("CAPACITY: {message}"),
+            crate::sandbox::DriverError::Capacity(message) => WakeError::Capacity(message),
             // What the server's settings require and the engine cannot do: said as it is.
-            crate::sandbox::DriverError::Unsupported(message) => message,
-            _ => "the sandbox could not start (see the server log)".to_owned(),
+            crate::sandbox::DriverError::Unsupported(message) => WakeError::StartFailed(message),
+            _ => WakeError::StartFailed("the sandbox could not start (see the server log)".to_owned()),
         }
     };
     let database = |e: sqlx::Error| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
-        "the sandbox could not start (database error)".to_owned()
+        WakeError::StartFailed("the sandbox could not start (database error)".to_owned())
     };
     let driver = Arc::clone(&deps.driver);
     if status == SandboxStatus::Stale {
@@ -625,7 +611,7 @@ async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began:
         let agent = store::agents::get(&deps.pool, agent_id)
             .await
             .map_err(database)?
-            .ok_or_else(|| "the agent was deleted".to_owned())?;
+            .ok_or_else(|| WakeError::StartFailed("the agent was deleted".to_owned()))?;
         let token = mint_token();
         let hash = store::tokens::hash_token(token.expose());
         store::sandboxes::set_token(&deps.pool, agent_id, &hash).await.map_err(database)?;
@@ -703,8 +689,8 @@ async fn changed_gate(deps: &Deps, agent_id: AgentId) -> Option<Input> {
     };
     match deps.postures.gate(&agent, &deps.driver.home_dir(agent_id)) {
         Ok(gate) => Some(Input::GateChanged(Box::new(gate))),
-        Err(message) => {
-            tracing::warn!(agent.id = %agent_id, message, "the agent's new posture cannot run; restarting its harness");
+        Err(error) => {
+            tracing::warn!(agent.id = %agent_id, %error, "the agent's new posture cannot run; restarting its harness");
             Some(Input::EnvironmentChanged)
         }
     }
@@ -718,7 +704,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     };
     let Some(agent) = store::agents::get(&deps.pool, agent_id).await.map_err(database)? else { return Ok(None) };
     let tools_dir = deps.driver.tools_dir();
-    let gate = deps.postures.gate(&agent, &deps.driver.home_dir(agent_id))?;
+    let gate = deps.postures.gate(&agent, &deps.driver.home_dir(agent_id)).map_err(|e| e.to_string())?;
     let home_dir = deps.driver.home_dir(agent_id);
     let context = crate::harness::LaunchContext { agent: &agent, tools_dir: &tools_dir, home_dir: &home_dir };
     let launch = match crate::harness::adapter(&agent.harness).map(|a| a.launch(&context)) {

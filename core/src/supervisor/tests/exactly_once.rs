@@ -86,7 +86,7 @@ fn any_chunking_completion_order_and_link_drops_store_every_line_exactly_once() 
             // Perform effects: the database commits in submission order, the news of it arrives later.
             for effect in std::mem::take(&mut queued) {
                 match effect {
-                    Effect::Persist { id, events, side } => {
+                    Effect::Persist { id, events, side, .. } => {
                         let ok = db.commit(&events, &side, rng.below(12) == 0);
                         failures_seen += usize::from(!ok);
                         notices.push((id, ok));

@@ -201,7 +201,7 @@ fn persists(effects: &[Effect]) -> Vec<(PersistId, &Vec<NewEvent>, &Vec<SideEffe
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Persist { id, events, side } => Some((*id, events, side)),
+            Effect::Persist { id, events, side, .. } => Some((*id, events, side)),
             _ => None,
         })
         .collect()
@@ -641,4 +641,22 @@ fn a_sandbox_that_dialed_in_before_its_wake_reported_is_woken_again_after_it_is_
     // The container is removed: the link drops, and the waiting turn starts it again.
     let effects = sim.input(Input::LinkClosed { link: LINK });
     assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
+}
+
+#[test]
+fn a_persist_that_ends_a_turn_names_the_end_for_the_metrics() {
+    let mut sim = Sim::new();
+    let offset = sim.run_until_prompt_sent();
+    sim.advance(Duration::from_secs(2));
+    let effects = sim.stdout(offset, END_TURN);
+    let ended: Vec<&TurnEnded> = effects
+        .iter()
+        .flat_map(|e| match e {
+            Effect::Persist { ended, .. } => ended.iter().collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(ended.len(), 1, "{effects:?}");
+    assert_eq!((ended[0].turn_id, ended[0].stop_reason.as_str()), (sim.turn.id, "end_turn"));
+    assert!(ended[0].duration >= Duration::from_secs(1), "{:?}", ended[0]);
 }
