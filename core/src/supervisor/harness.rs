@@ -9,6 +9,7 @@ use super::sandboxd::ExitStatus;
 use super::stdout::Stdout;
 use crate::acp::messages::Capabilities;
 use crate::ids::{SessionId, TurnId};
+use crate::permissions::Gate;
 
 /// stderr kept for error events.
 const STDERR_TAIL_BYTES: usize = 2048;
@@ -126,6 +127,24 @@ pub enum SessionPhase {
     Ready(String),
 }
 
+/// Where a harness's stdout and stdin stand when the core takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HarnessStreams {
+    /// stdout is read from here (sandboxd resends from it).
+    pub stdout_from: u64,
+    /// stdout is stored up to here.
+    pub stdout_stored: u64,
+    /// stdin goes on at this offset.
+    pub stdin_next: u64,
+    /// stdin written so far, as sandboxd confirmed.
+    pub stdin_written: u64,
+}
+
+impl HarnessStreams {
+    /// A process just started: nothing read or written.
+    pub const FRESH: Self = Self { stdout_from: 0, stdout_stored: 0, stdin_next: 0, stdin_written: 0 };
+}
+
 /// The current harness process.
 #[derive(Debug)]
 pub struct Harness {
@@ -147,12 +166,12 @@ pub struct Harness {
     pub start_deadline: Option<Instant>,
     /// Its exit, once sandboxd reported it: status and total stdout.
     pub exited: Option<(ExitStatus, u64)>,
-    /// Killed by SIGKILL: the engine is being asked whether memory ran out.
-    pub explaining: bool,
+    /// Killed by SIGKILL: the engine is being asked whether memory ran out (by this job).
+    pub explaining: Option<super::JobId>,
     /// The mode sessions are put in once opened (the adapter's choice).
     pub session_mode: Option<String>,
     /// What answers its permission requests.
-    pub gate: crate::permissions::Gate,
+    pub gate: Gate,
     /// Its permission requests waiting for a person, by question id.
     pub questions: HashMap<uuid::Uuid, Question>,
     /// Login methods the server may call itself (`HarnessAdapter::auto_authenticate`), and those
@@ -166,30 +185,22 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// A harness on `channel`: stdout read from `stdout_from` (the database holds
-    /// `stdout_stored`), stdin going on at `stdin_next` with `stdin_written` confirmed.
-    pub fn new(
-        generation: i64,
-        channel: u32,
-        phase: Phase,
-        stdout_from: u64,
-        stdout_stored: u64,
-        stdin_next: u64,
-        stdin_written: u64,
-    ) -> Self {
+    /// A harness on `channel` whose streams stand at `streams`, answered by `gate` (there is no
+    /// default: a harness is never built without the gate its agent's posture makes).
+    pub fn new(generation: i64, channel: u32, phase: Phase, streams: HarnessStreams, gate: Gate) -> Self {
         Self {
             generation,
             channel,
             phase,
-            stdout: Stdout::new(stdout_from, stdout_stored),
-            outbox: Outbox::new(stdin_next, stdin_written),
+            stdout: Stdout::new(streams.stdout_from, streams.stdout_stored),
+            outbox: Outbox::new(streams.stdin_next, streams.stdin_written),
             pending: HashMap::new(),
             sessions: HashMap::new(),
             start_deadline: None,
             exited: None,
-            explaining: false,
+            explaining: None,
             session_mode: None,
-            gate: crate::permissions::Gate::autonomous(""),
+            gate,
             questions: HashMap::new(),
             auto_auth: Vec::new(),
             auth_tried: Vec::new(),

@@ -1,14 +1,57 @@
-//! The sandbox's lifecycle as the core decides it: sleeping (only without turns), a wake's
-//! outcome (then sandboxd has the reconnect grace to dial in), giving up when it does not, and
-//! the harness process's launch.
+//! The sandbox's lifecycle as the core decides it ([`Sandbox`]): sleeping (only without turns),
+//! a wake (waiting for a slot on the host, its outcome; then sandboxd has the reconnect grace to
+//! dial in), giving up when it does not, and the harness process's launch. Every job's result
+//! names its job: one the core no longer waits for is ignored.
+
+use std::collections::BTreeSet;
 
 use super::sandboxd::ToSandboxd;
-use super::types::{Effect, Job, Launch, Now, Outbound, Outcome, ReplyId};
-use super::{Core, Harness, LinkState, Phase, Purpose, Turn, TurnState, harness};
+use super::types::{Effect, Job, JobId, Launch, Now, Outbound, Outcome, ReplyId};
+use super::{Core, Harness, HarnessStreams, LinkState, Phase, Purpose, Turn, TurnState, harness};
 use super::{Failure, FailureCode, LifecycleError, WakeError};
+use crate::events::NewEvent;
 use crate::events::side_effects::SideEffect;
 
+/// What the `CAPACITY_WAIT` notice says.
+const CAPACITY_WAIT: &str =
+    "this host runs as many sandboxes as it may (AGENTHOLD_MAX_AWAKE): the prompt waits until one sleeps";
+
+/// Where the sandbox's start stands. Whether sandboxd is connected is the link's state
+/// ([`LinkState`]); a stop in flight is [`super::observed::Condition::stopping`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sandbox {
+    /// No wake in progress: asleep, or started and connected (or dialing back on its own after
+    /// a dropped link, within the reconnect grace).
+    Settled,
+    /// The wake job `job` runs.
+    Waking {
+        /// Its id.
+        job: JobId,
+    },
+    /// The last wake failed: no new one until a command asks again.
+    WakeFailed,
+    /// A wake started it: sandboxd dials in before the reconnect deadline (rather than the
+    /// sandbox being started again).
+    Dialing,
+    /// Removed: nothing more happens (sticky).
+    Destroyed,
+}
+
 impl Core {
+    /// A new command may try a wake that failed again.
+    pub(super) fn may_wake_again(&mut self) {
+        if self.sandbox == Sandbox::WakeFailed {
+            self.sandbox = Sandbox::Settled;
+        }
+    }
+
+    /// sandboxd dialed in, or will not: stop waiting for it as for a started sandbox.
+    pub(super) fn stop_dialing(&mut self) {
+        if self.sandbox == Sandbox::Dialing {
+            self.sandbox = Sandbox::Settled;
+        }
+    }
+
     pub(super) fn sleep(&mut self, reply: ReplyId) {
         if !self.turns.is_empty() {
             self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Err(LifecycleError::Busy)) });
@@ -23,14 +66,32 @@ impl Core {
         }
         self.link = LinkState::Down;
         self.reconnect_at = None;
-        self.awaiting_connect = false;
+        self.stop_dialing();
         self.recovered();
-        self.condition.stopping = true;
-        self.effects.push_back(Effect::Job(Job::Stop { reply }));
+        let job = self.new_job_id();
+        self.condition.stopping = Some(job);
+        self.effects.push_back(Effect::Job(Job::Stop { job, reply }));
     }
 
-    pub(super) fn on_woken(&mut self, result: Result<(), WakeError>, now: Now) {
-        self.waking = false;
+    /// The wake waits for a slot on the host: the sessions with open turns are told why (a
+    /// `CAPACITY_WAIT` notice each).
+    pub(super) fn on_wake_queued(&mut self, job: JobId) {
+        if self.sandbox != (Sandbox::Waking { job }) {
+            return;
+        }
+        let parked = self.parked.values().map(|p| &p.turn);
+        let sessions: BTreeSet<_> = self.turns.iter().chain(parked).map(|t| t.session_id).collect();
+        tracing::info!(agent.id = %self.agent_id, sessions = sessions.len(), "the host is full; the wake waits for a slot");
+        let events = sessions.into_iter().map(|s| NewEvent::notice(s, "CAPACITY_WAIT", CAPACITY_WAIT)).collect();
+        self.persist(Purpose::Other, events, Vec::new());
+    }
+
+    pub(super) fn on_woken(&mut self, job: JobId, result: Result<(), WakeError>, now: Now) {
+        if self.sandbox != (Sandbox::Waking { job }) {
+            tracing::warn!(agent.id = %self.agent_id, job, "the result of a wake no longer waited for");
+            return;
+        }
+        self.sandbox = Sandbox::Settled;
         let waiters = std::mem::take(&mut self.wake_waiters);
         match result {
             Ok(()) => {
@@ -39,7 +100,7 @@ impl Core {
                 // (its harness failing to start) is newer than this start and stays.
                 if self.link == LinkState::Down {
                     self.recovered();
-                    self.awaiting_connect = true;
+                    self.sandbox = Sandbox::Dialing;
                     if self.reconnect_at.is_none_or(|at| at < now.mono) {
                         self.reconnect_at = Some(now.mono + self.timeouts.reconnect_grace);
                     }
@@ -49,7 +110,7 @@ impl Core {
                 }
             }
             Err(error) => {
-                self.wake_failed = true;
+                self.sandbox = Sandbox::WakeFailed;
                 let waiting = |t: &Turn| t.state == TurnState::Waiting;
                 self.failed(Failure::coded(error.code(), error.message()));
                 self.fail_turns(waiting, error.code(), error.message(), now);
@@ -75,7 +136,7 @@ impl Core {
     }
 
     pub(super) fn on_reconnect_expired(&mut self, now: Now) {
-        self.awaiting_connect = false;
+        self.stop_dialing();
         for reply in std::mem::take(&mut self.wake_waiters) {
             let outcome = Outcome::Lifecycle(Err(LifecycleError::Failed("the sandbox did not connect".to_owned())));
             self.effects.push_back(Effect::Reply { to: reply, outcome });
@@ -96,14 +157,14 @@ impl Core {
     /// being made again stops its old one) nothing is done.
     pub(super) fn on_sandbox_exited(&mut self, at: chrono::DateTime<chrono::Utc>, oom: Option<String>, now: Now) {
         // A stop from before the current connection (an earlier container's) is old news.
-        if self.waking || self.attached_at.is_some_and(|attached| at < attached) {
+        if matches!(self.sandbox, Sandbox::Waking { .. }) || self.attached_at.is_some_and(|attached| at < attached) {
             return;
         }
         if let LinkState::Up { link } | LinkState::Draining { link, .. } | LinkState::Loading { link, .. } = self.link {
             self.effects.push_back(Effect::DropLink { link });
         }
         self.link = LinkState::Down;
-        self.awaiting_connect = false;
+        self.stop_dialing();
         self.reconnect_at = None;
         if self.drop_harness().is_none() && !self.turns.iter().any(|t| t.request_id().is_some()) {
             return;
@@ -133,19 +194,24 @@ impl Core {
         self.request(crate::acp::messages::method::INITIALIZE, &params, harness::Pending::Initialize, now);
     }
 
-    pub(super) fn on_launched(&mut self, result: Result<Option<Launch>, String>, now: Now) {
-        self.launching = false;
+    pub(super) fn on_launched(&mut self, job: JobId, result: Result<Option<Launch>, String>, now: Now) {
+        if self.launching != Some(job) {
+            tracing::warn!(agent.id = %self.agent_id, job, "the result of a harness start no longer waited for");
+            return;
+        }
+        self.launching = None;
         match result {
             Ok(Some(launch)) => {
                 if self.current_link().is_none() {
                     return;
                 }
-                let mut harness = Harness::new(launch.generation, launch.channel, Phase::Starting, 0, 0, 0, 0);
+                let streams = HarnessStreams::FRESH;
+                let mut harness =
+                    Harness::new(launch.generation, launch.channel, Phase::Starting, streams, launch.gate);
                 harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
                 harness.session_mode = launch.session_mode;
                 harness.auto_auth = launch.auto_auth;
                 harness.mcp_servers = launch.mcp_servers;
-                harness.gate = launch.gate;
                 self.harness = Some(harness);
                 self.recovered();
                 self.send(Outbound::Control(ToSandboxd::Start(launch.start)));

@@ -38,11 +38,12 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use bytes::Bytes;
+use lifecycle::Sandbox;
 
 pub use disk::says_disk_full;
 pub use failure::{Failure, FailureCode, WakeError};
 pub use grants::Grant;
-pub use harness::{Harness, Phase, Question, QuestionKind, SessionPhase};
+pub use harness::{Harness, HarnessStreams, Phase, Question, QuestionKind, SessionPhase};
 pub use observed::Observed;
 pub use parking::Parked;
 pub use sandboxd::{ExitStatus, FromSandboxd, ProcessStart, ProcessState, ResumeFrom, ToSandboxd};
@@ -50,7 +51,7 @@ pub use stored::{OpenTurn, OpenWork, StoredGrant, StoredTurnState, WaitingQuesti
 pub use takeover::{Snapshot, SnapshotHarness};
 pub use turns::{Turn, TurnState};
 pub use types::{
-    AnswerError, Effect, Input, Job, Launch, LifecycleError, LinkId, Now, Outbound, Outcome, PersistId, ReplyId,
+    AnswerError, Effect, Input, Job, JobId, Launch, LifecycleError, LinkId, Now, Outbound, Outcome, PersistId, ReplyId,
     SlotChange, SlotScope, StoreFailure, Timeouts, Timer, TurnEnded,
 };
 
@@ -103,16 +104,15 @@ pub struct Core {
     reconnect_at: Option<Instant>,
     database_down: bool,
     harness: Option<Harness>,
-    /// The harness start job runs.
-    launching: bool,
-    /// The wake job runs, or failed (then no retry until a new command).
-    waking: bool,
+    /// The harness start job that runs, if one does.
+    launching: Option<JobId>,
+    /// Where the sandbox's start stands (a wake running, failed, or waiting for sandboxd to dial
+    /// in), or that it was destroyed.
+    sandbox: Sandbox,
     /// When the current sandboxd connection attached (a stop reported from before it is old news).
     attached_at: Option<chrono::DateTime<chrono::Utc>>,
-    wake_failed: bool,
-    /// The sandbox was started: wait for sandboxd to dial in (until the reconnect deadline)
-    /// rather than starting it again.
-    awaiting_connect: bool,
+    /// The next job's id.
+    next_job: JobId,
     turns: Vec<Turn>,
     /// The turns' slots under the server's limit on running turns.
     slots: HashMap<TurnId, slots::SlotState>,
@@ -140,12 +140,11 @@ pub struct Core {
     /// Wake requests waiting for the sandbox.
     wake_waiters: Vec<ReplyId>,
     in_flight: HashMap<PersistId, Purpose>,
-    destroyed: bool,
     /// The agent's environment changed (a secret attached or detached; a new harness, model or
     /// env): the harness restarts with the new one as soon as no turn runs, and turns not sent
     /// yet wait for it (a prompt sent after the change sees the change).
     environment_changed: bool,
-    /// Stopping, and the last failure (what [`Observed`] needs).
+    /// A stop in flight, and the last failure (what [`Observed`] needs).
     condition: observed::Condition,
     /// Running turns that reported ENOSPC or EDQUOT: the disk is checked when they end.
     disk_suspects: std::collections::HashSet<TurnId>,
@@ -170,11 +169,10 @@ impl Core {
             reconnect_at: None,
             database_down: false,
             harness: None,
-            launching: false,
-            waking: false,
+            launching: None,
+            sandbox: Sandbox::Settled,
             attached_at: None,
-            wake_failed: false,
-            awaiting_connect: false,
+            next_job: 1,
             turns: Vec::new(),
             slots: HashMap::new(),
             parked: HashMap::new(),
@@ -189,7 +187,6 @@ impl Core {
             terminal_waiters: Vec::new(),
             wake_waiters: Vec::new(),
             in_flight: HashMap::new(),
-            destroyed: false,
             environment_changed: false,
             condition: observed::Condition::default(),
             disk_suspects: std::collections::HashSet::new(),
@@ -204,17 +201,17 @@ impl Core {
 
     /// Whether the core was destroyed (the shell ends once the effects are drained).
     pub fn is_destroyed(&self) -> bool {
-        self.destroyed
+        self.sandbox == Sandbox::Destroyed
     }
 
     /// Takes one input.
     pub fn handle(&mut self, input: Input, now: Now) {
-        if self.destroyed {
+        if self.is_destroyed() {
             return;
         }
         match input {
             Input::OpenTurns(work) => {
-                self.wake_failed = false;
+                self.may_wake_again();
                 self.merge_turns(work, now);
                 if !self.loaded {
                     self.loaded = true;
@@ -229,14 +226,14 @@ impl Core {
                 }
             }
             Input::Cancel { session_id, reply } => {
-                self.wake_failed = false;
+                self.may_wake_again();
                 let cancelled = self.cancel(session_id, now);
                 self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Cancelled(cancelled) });
             }
             Input::Sleep { reply } => self.sleep(reply),
             Input::Wake { reply } => {
-                self.wake_failed = false;
-                if matches!(self.link, LinkState::Up { .. }) || self.awaiting_connect {
+                self.may_wake_again();
+                if matches!(self.link, LinkState::Up { .. }) || self.sandbox == Sandbox::Dialing {
                     // Connected, or started and dialing in.
                     self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
                 } else {
@@ -244,11 +241,11 @@ impl Core {
                 }
             }
             Input::Terminal { reply } => {
-                self.wake_failed = false;
+                self.may_wake_again();
                 self.terminal_waiters.push(reply);
             }
             Input::Destroy { reply } => {
-                self.destroyed = true;
+                self.sandbox = Sandbox::Destroyed;
                 self.effects.push_back(Effect::Job(Job::Destroy { reply }));
                 return;
             }
@@ -292,12 +289,15 @@ impl Core {
             Input::LinkClosed { link } => self.on_link_closed(link),
             Input::Persisted { id, result } => self.on_persisted(id, result, now),
             Input::Loaded { link, snapshot } => self.on_loaded(link, snapshot, now),
-            Input::Woken(result) => self.on_woken(result, now),
-            Input::Launched(result) => self.on_launched(result, now),
-            Input::KillExplained(oom) => self.on_kill_explained(oom, now),
+            Input::WakeQueued { job } => self.on_wake_queued(job),
+            Input::Woken { job, result } => self.on_woken(job, result, now),
+            Input::Launched { job, result } => self.on_launched(job, result, now),
+            Input::KillExplained { job, oom } => self.on_kill_explained(job, oom, now),
             Input::DiskChecked { turns, finding } => self.on_disk_checked(turns, finding),
-            Input::Stopped { reply, result } => {
-                self.condition.stopping = false;
+            Input::Stopped { job, reply, result } => {
+                if self.condition.stopping == Some(job) {
+                    self.condition.stopping = None;
+                }
                 if let Err(message) = &result {
                     self.failed(Failure::plain(message.clone()));
                 }
@@ -325,6 +325,12 @@ impl Core {
             LinkState::Up { link } => Some(link),
             _ => None,
         }
+    }
+
+    fn new_job_id(&mut self) -> JobId {
+        let job = self.next_job;
+        self.next_job += 1;
+        job
     }
 
     fn new_request_id(&mut self) -> String {
@@ -381,7 +387,7 @@ impl Core {
 
     /// Moves waiting work forward as far as the current state allows.
     fn advance(&mut self, now: Now) {
-        if self.destroyed {
+        if self.is_destroyed() {
             return;
         }
         self.arm_reconnect(now);
@@ -389,9 +395,10 @@ impl Core {
             let wanted = self.turns.iter().any(|t| t.state == TurnState::Waiting)
                 || !self.terminal_waiters.is_empty()
                 || !self.wake_waiters.is_empty();
-            if wanted && !self.waking && !self.wake_failed && !self.awaiting_connect {
-                self.waking = true;
-                self.effects.push_back(Effect::Job(Job::Wake));
+            if wanted && self.sandbox == Sandbox::Settled {
+                let job = self.new_job_id();
+                self.sandbox = Sandbox::Waking { job };
+                self.effects.push_back(Effect::Job(Job::Wake { job }));
             }
             return;
         }
@@ -399,7 +406,7 @@ impl Core {
         // Turns not sent yet wait for the harness with the new environment (see
         // `open_sessions_and_prompt`): only sent ones and ends being stored hold the restart.
         let sent = self.turns.iter().any(|t| t.state != TurnState::Waiting);
-        if self.environment_changed && !sent && self.ending.is_empty() && !self.launching {
+        if self.environment_changed && !sent && self.ending.is_empty() && self.launching.is_none() {
             self.environment_changed = false;
             self.retire_harness();
         }
@@ -409,12 +416,16 @@ impl Core {
         for reply in std::mem::take(&mut self.wake_waiters) {
             self.effects.push_back(Effect::Reply { to: reply, outcome: Outcome::Lifecycle(Ok(())) });
         }
-        if self.turns.iter().any(|t| t.state == TurnState::Waiting) && self.harness.is_none() && !self.launching {
-            self.launching = true;
+        if self.turns.iter().any(|t| t.state == TurnState::Waiting)
+            && self.harness.is_none()
+            && self.launching.is_none()
+        {
+            let job = self.new_job_id();
+            self.launching = Some(job);
             // The launch reads the agent's environment as it is now: a change before this point
             // needs no restart (one while it runs still does).
             self.environment_changed = false;
-            self.effects.push_back(Effect::Job(Job::StartHarness));
+            self.effects.push_back(Effect::Job(Job::StartHarness { job }));
         }
         self.open_sessions_and_prompt(now);
         self.release_stdin();
@@ -515,7 +526,7 @@ impl Core {
         };
         if ours {
             self.link = LinkState::Down;
-            self.awaiting_connect = false;
+            self.stop_dialing();
         }
     }
 
@@ -651,11 +662,12 @@ impl Core {
         if status.signal == Some(9) || status.code == Some(128 + 9) {
             // SIGKILL (or a wrapper shell reporting it): ask the engine whether it was the
             // memory limit before saying why.
-            if let Some(harness) = self.harness.as_mut()
-                && !harness.explaining
-            {
-                harness.explaining = true;
-                self.effects.push_back(Effect::Job(Job::ExplainKill));
+            if self.harness.as_ref().is_some_and(|h| h.explaining.is_none()) {
+                let job = self.new_job_id();
+                if let Some(harness) = self.harness.as_mut() {
+                    harness.explaining = Some(job);
+                }
+                self.effects.push_back(Effect::Job(Job::ExplainKill { job }));
             }
             return;
         }
@@ -663,8 +675,8 @@ impl Core {
         self.harness_failed(FailureCode::HarnessExited, &how, false, now);
     }
 
-    fn on_kill_explained(&mut self, oom: Option<String>, now: Now) {
-        let Some(harness) = self.harness.as_ref().filter(|h| h.explaining) else { return };
+    fn on_kill_explained(&mut self, job: JobId, oom: Option<String>, now: Now) {
+        let Some(harness) = self.harness.as_ref().filter(|h| h.explaining == Some(job)) else { return };
         let Some((status, _)) = harness.exited else { return };
         match oom {
             Some(message) => self.harness_failed(FailureCode::OutOfMemory, &message, false, now),

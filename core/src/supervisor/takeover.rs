@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::harness::{Pending, Request};
+use super::harness::{HarnessStreams, Pending, Request};
 use super::sandboxd::{ProcessState, ResumeFrom, ToSandboxd};
 use super::turns::TurnState;
 use super::{
@@ -66,7 +66,7 @@ impl Core {
             }
             _ => {}
         }
-        self.awaiting_connect = false;
+        self.stop_dialing();
         // Let the commits in flight land first, so what the database says is current.
         self.link = LinkState::Draining { link, processes };
         if self.in_flight.is_empty() {
@@ -123,15 +123,14 @@ impl Core {
             (Some((known, process)), Some(capabilities)) => {
                 let from = known.stdout_stored.max(process.stdout_acked);
                 let accepted = process.stdin_accepted.max(process.stdin_written);
-                let mut harness = Harness::new(
-                    known.generation,
-                    known.channel,
-                    Phase::Ready(capabilities),
-                    from,
-                    known.stdout_stored,
-                    accepted,
-                    process.stdin_written,
-                );
+                let streams = HarnessStreams {
+                    stdout_from: from,
+                    stdout_stored: known.stdout_stored,
+                    stdin_next: accepted,
+                    stdin_written: process.stdin_written,
+                };
+                let phase = Phase::Ready(capabilities);
+                let mut harness = Harness::new(known.generation, known.channel, phase, streams, known.gate);
                 for (offset, bytes) in known.journal {
                     if offset + bytes.len() as u64 > accepted {
                         harness.outbox.restore(offset, bytes);
@@ -140,7 +139,6 @@ impl Core {
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 harness.session_mode = known.session_mode;
                 harness.mcp_servers = known.mcp_servers;
-                harness.gate = known.gate;
                 for question in known.questions {
                     harness.questions.insert(question.permission_id, question);
                 }

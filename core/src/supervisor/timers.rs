@@ -36,7 +36,7 @@ impl Core {
 
     /// Fires what is due at `now` (in [`Timer`] order); a no-op when nothing is.
     pub fn handle_timeout(&mut self, now: Now) {
-        if self.destroyed {
+        if self.is_destroyed() {
             return;
         }
         if self.link == LinkState::Down && !self.database_down && self.reconnect_at.is_some_and(|at| at <= now.mono) {

@@ -46,6 +46,9 @@ pub type PersistId = u64;
 pub type LinkId = u64;
 /// Identifies a reply the shell holds for a caller.
 pub type ReplyId = u64;
+/// Identifies one job of this core: its result names it, so a result the core no longer waits
+/// for is recognised as stale.
+pub type JobId = u64;
 
 /// The time of an input: monotonic for deadlines, wall clock for what is stored.
 #[derive(Debug, Clone, Copy)]
@@ -223,13 +226,33 @@ pub enum Input {
         /// What the database holds.
         snapshot: Option<Box<Snapshot>>,
     },
+    /// The wake job has to wait for a slot on the host (`AGENTHOLD_MAX_AWAKE`); it goes on once
+    /// one is free and answers [`Input::Woken`] then.
+    WakeQueued {
+        /// The wake job.
+        job: JobId,
+    },
     /// The wake job finished.
-    Woken(Result<(), WakeError>),
+    Woken {
+        /// The wake job.
+        job: JobId,
+        /// How it went.
+        result: Result<(), WakeError>,
+    },
     /// The harness start job finished: `Ok(None)` when the agent is gone.
-    Launched(Result<Option<Launch>, String>),
-    /// Why a harness killed by SIGKILL died: `Some(message)` when the engine killed it for want
-    /// of memory ([`Job::ExplainKill`]).
-    KillExplained(Option<String>),
+    Launched {
+        /// The start job.
+        job: JobId,
+        /// What it launched.
+        result: Result<Option<Launch>, String>,
+    },
+    /// Why a harness killed by SIGKILL died ([`Job::ExplainKill`]).
+    KillExplained {
+        /// The job that asked.
+        job: JobId,
+        /// `Some(message)` when the engine killed it for want of memory.
+        oom: Option<String>,
+    },
     /// Whether the sandbox's disk is full, for turns that ended after reporting ENOSPC or EDQUOT
     /// ([`Job::CheckDisk`]): `Some(message)` when it is.
     DiskChecked {
@@ -258,6 +281,8 @@ pub enum Input {
     },
     /// The stop job finished.
     Stopped {
+        /// The stop job.
+        job: JobId,
         /// Who waits.
         reply: ReplyId,
         /// How it went.
@@ -284,13 +309,22 @@ pub enum Outbound {
 /// A job the shell runs (several IO steps, one result input).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Job {
-    /// Make the sandbox exist and run; answers [`Input::Woken`].
-    Wake,
+    /// Make the sandbox exist and run; answers [`Input::Woken`] (and [`Input::WakeQueued`]
+    /// first when it waits for a slot on the host).
+    Wake {
+        /// Its id.
+        job: JobId,
+    },
     /// Load the agent, compute the launch, allocate its channel and generation; answers
     /// [`Input::Launched`].
-    StartHarness,
+    StartHarness {
+        /// Its id.
+        job: JobId,
+    },
     /// Stop the sandbox; answers [`Input::Stopped`].
     Stop {
+        /// Its id.
+        job: JobId,
         /// Who waits.
         reply: ReplyId,
     },
@@ -303,7 +337,10 @@ pub enum Job {
     /// that does not is reported as [`Input::SandboxExited`].
     CheckSandbox,
     /// Ask the engine whether the sandbox ran out of memory; answers [`Input::KillExplained`].
-    ExplainKill,
+    ExplainKill {
+        /// Its id.
+        job: JobId,
+    },
     /// Ask the driver whether the sandbox's disk is full; answers [`Input::DiskChecked`].
     CheckDisk {
         /// The turns that ended after reporting ENOSPC or EDQUOT, with their sessions.

@@ -440,13 +440,18 @@ impl Shell {
     async fn job(&mut self, job: Job) -> bool {
         let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
         match job {
-            Job::Wake => {
+            Job::Wake { job } => {
                 self.stopped = false;
-                self.tasks.push(Box::pin(async move { Some(Input::Woken(wake(&deps, agent_id).await)) }))
+                // Whether the wake has to wait for a slot on the host: said as soon as it does.
+                let (queued, waits) = oneshot::channel();
+                self.tasks.push(Box::pin(async move { waits.await.ok().map(|()| Input::WakeQueued { job }) }));
+                self.tasks.push(Box::pin(async move {
+                    Some(Input::Woken { job, result: wake(&deps, agent_id, queued).await })
+                }))
             }
-            Job::StartHarness => {
-                self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
-            }
+            Job::StartHarness { job } => self
+                .tasks
+                .push(Box::pin(async move { Some(Input::Launched { job, result: launch(&deps, agent_id).await }) })),
             Job::LoadTurns => self.load_turns(),
             Job::CheckSandbox => self.tasks.push(Box::pin(async move {
                 match deps.driver.status(agent_id).await {
@@ -460,19 +465,19 @@ impl Shell {
                     }
                 }
             })),
-            Job::ExplainKill => self
-                .tasks
-                .push(Box::pin(async move { Some(Input::KillExplained(explain_kill(&deps, agent_id).await)) })),
+            Job::ExplainKill { job } => self.tasks.push(Box::pin(async move {
+                Some(Input::KillExplained { job, oom: explain_kill(&deps, agent_id).await })
+            })),
             Job::CheckDisk { turns } => self.tasks.push(Box::pin(async move {
                 Some(Input::DiskChecked { turns, finding: super::disk::check(&deps, agent_id).await })
             })),
-            Job::Stop { reply } => {
+            Job::Stop { job, reply } => {
                 self.link = None;
                 self.inbox = None;
                 self.tasks.push(Box::pin(async move {
                     let result =
                         deps.driver.stop(agent_id).await.map_err(|e| format!("the sandbox could not stop: {e}"));
-                    Some(Input::Stopped { reply, result })
+                    Some(Input::Stopped { job, reply, result })
                 }));
             }
             Job::Destroy { reply } => {
@@ -541,8 +546,9 @@ async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
 }
 
 /// Makes sure the sandbox exists and runs (recreating it, with the same home, if it was deleted
-/// behind the server's back). sandboxd then dials in.
-async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), WakeError> {
+/// behind the server's back). sandboxd then dials in. When the host is full it says so on
+/// `queued` (the core tells the waiting sessions) and waits for a slot.
+async fn wake(deps: &Deps, agent_id: AgentId, queued: oneshot::Sender<()>) -> Result<(), WakeError> {
     let began = Instant::now();
     let status = deps.driver.status(agent_id).await.map_err(|e| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
@@ -555,7 +561,7 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), WakeError> {
     // A slot on the host before anything is made or started; when the host is full, the turns
     // waiting for this wake say so and the wake waits for a sandbox to sleep.
     if !deps.host.try_take(agent_id, Instant::now()) {
-        capacity_wait_notice(deps, agent_id).await;
+        let _ = queued.send(());
         deps.host.take(agent_id, || {}).await;
         tracing::info!(agent.id = %agent_id, waited_ms = began.elapsed().as_millis() as u64, "a slot on the host is free");
     }
@@ -564,24 +570,6 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), WakeError> {
         deps.host.give_back(agent_id);
     }
     result
-}
-
-/// Tells the sessions whose turns wait for this wake that the host is full (a `notice`
-/// `CAPACITY_WAIT`).
-async fn capacity_wait_notice(deps: &Deps, agent_id: AgentId) {
-    let message = "this host runs as many sandboxes as it may (AGENTHOLD_MAX_AWAKE): the prompt waits until one sleeps";
-    let sessions: std::collections::BTreeSet<_> = match store::sessions::open_turns(&deps.pool, agent_id).await {
-        Ok(turns) => turns.into_iter().map(|t| t.session_id).collect(),
-        Err(error) => {
-            tracing::warn!(%error, agent.id = %agent_id, "reading the turns waiting for a slot");
-            return;
-        }
-    };
-    tracing::info!(agent.id = %agent_id, sessions = sessions.len(), "the host is full; the wake waits for a slot");
-    let events = sessions.into_iter().map(|s| crate::events::NewEvent::notice(s, "CAPACITY_WAIT", message)).collect();
-    if let Err(error) = deps.appender.append(events, Vec::new()).await {
-        tracing::warn!(?error, agent.id = %agent_id, "storing the capacity notice");
-    }
 }
 
 /// The rest of a wake, once the sandbox has a slot: makes the container if needed, starts it.

@@ -60,7 +60,7 @@ fn a_turn_that_arrives_after_a_change_waits_for_the_harness_with_the_new_environ
         sends(&after).contains(&Outbound::Control(ToSandboxd::Signal { channel: CHANNEL, signal: 9 })),
         "{after:?}"
     );
-    assert!(after.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))), "{after:?}");
+    assert!(after.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness { .. }))), "{after:?}");
 }
 
 #[test]
@@ -214,8 +214,7 @@ fn a_sandbox_that_stops_on_its_own_ends_its_running_turn_at_once() {
 fn a_wake_with_no_room_on_the_host_fails_its_waiting_turns_with_capacity() {
     let mut sim = Sim::new();
     sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
-    let effects =
-        sim.input(Input::Woken(Err(WakeError::Capacity("no free subnet: the pool 10.214.0.0/16 is full".to_owned()))));
+    let effects = sim.woken(Err(WakeError::Capacity("no free subnet: the pool 10.214.0.0/16 is full".to_owned())));
     let errors: Vec<&NewEvent> = persists(&effects)
         .iter()
         .flat_map(|(_, events, _)| events.iter())
@@ -227,9 +226,7 @@ fn a_wake_with_no_room_on_the_host_fails_its_waiting_turns_with_capacity() {
     // Any other failure keeps its code.
     let mut sim = Sim::new();
     sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
-    let effects = sim.input(Input::Woken(Err(WakeError::StartFailed(
-        "the sandbox could not start (see the server log)".to_owned(),
-    ))));
+    let effects = sim.woken(Err(WakeError::StartFailed("the sandbox could not start (see the server log)".to_owned())));
     assert!(
         persists(&effects)
             .iter()

@@ -173,5 +173,8 @@ fn a_stale_read_of_open_turns_never_brings_an_ended_turn_back() {
     let effects = sim.input(Input::OpenTurns(vec![stale].into()));
     assert!(stdin(&effects).is_empty(), "no second prompt: {effects:?}");
     assert!(persists(&effects).is_empty(), "nothing recorded for it: {effects:?}");
-    assert!(effects.iter().all(|e| !matches!(e, Effect::Job(Job::StartHarness | Job::Wake))), "{effects:?}");
+    assert!(
+        effects.iter().all(|e| !matches!(e, Effect::Job(Job::StartHarness { .. } | Job::Wake { .. }))),
+        "{effects:?}"
+    );
 }

@@ -8,6 +8,7 @@ mod changes;
 mod disk;
 mod exactly_once;
 mod gate;
+mod jobs;
 mod mcp;
 mod outage;
 mod parking;
@@ -51,6 +52,8 @@ struct Sim {
     auto_auth: Vec<String>,
     /// The MCP servers the launched harness's sessions are offered.
     mcp: crate::mcp::Offered,
+    /// Every job the core asked for so far, in order (results name them).
+    jobs: Vec<Job>,
 }
 
 fn open_turn() -> OpenTurn {
@@ -86,7 +89,31 @@ impl Sim {
             hold_slots: false,
             auto_auth: Vec::new(),
             mcp: Default::default(),
+            jobs: Vec::new(),
         }
+    }
+
+    /// The id of the latest job `id_of` picks.
+    fn latest_job(&self, id_of: impl Fn(&Job) -> Option<JobId>) -> JobId {
+        self.jobs.iter().rev().find_map(id_of).expect("the core asked for that job")
+    }
+
+    /// The latest wake job finished.
+    fn woken(&mut self, result: Result<(), WakeError>) -> Vec<Effect> {
+        let job = self.latest_job(|j| if let Job::Wake { job } = j { Some(*job) } else { None });
+        self.input(Input::Woken { job, result })
+    }
+
+    /// The latest harness start job finished.
+    fn launched(&mut self, result: Result<Option<Launch>, String>) -> Vec<Effect> {
+        let job = self.latest_job(|j| if let Job::StartHarness { job } = j { Some(*job) } else { None });
+        self.input(Input::Launched { job, result })
+    }
+
+    /// The engine answered the latest question why the harness was killed.
+    fn kill_explained(&mut self, oom: Option<String>) -> Vec<Effect> {
+        let job = self.latest_job(|j| if let Job::ExplainKill { job } = j { Some(*job) } else { None });
+        self.input(Input::KillExplained { job, oom })
     }
 
     fn input(&mut self, input: Input) -> Vec<Effect> {
@@ -122,6 +149,10 @@ impl Sim {
             }
             effects.extend(std::iter::from_fn(|| self.core.poll_effect()));
         }
+        self.jobs.extend(effects.iter().filter_map(|e| match e {
+            Effect::Job(job) => Some(job.clone()),
+            _ => None,
+        }));
         effects
     }
 
@@ -137,14 +168,14 @@ impl Sim {
     /// journal committed).
     fn start_harness(&mut self) {
         let effects = self.input(Input::OpenTurns(vec![self.turn.clone()].into()));
-        assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
-        self.input(Input::Woken(Ok(())));
+        assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake { .. }))), "{effects:?}");
+        self.woken(Ok(()));
         let effects = self.input(Input::Attached { link: LINK, processes: Vec::new() });
         assert!(matches!(effects[..], [Effect::LoadTakeover { link: LINK }]), "{effects:?}");
         let snapshot = Snapshot { generation: 0, harness: None, turns: vec![self.turn.clone()].into() };
         let effects = self.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
         assert!(sends(&effects).contains(&Outbound::Control(ToSandboxd::Resume { channels: vec![] })));
-        assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness))));
+        assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::StartHarness { .. }))));
         let start = ProcessStart { channel: CHANNEL, argv: vec![], env: vec![], cwd: "/".to_owned(), user: None };
         let launch = Launch {
             generation: 1,
@@ -158,7 +189,7 @@ impl Sim {
             auto_auth: self.auto_auth.clone(),
             mcp_servers: self.mcp.clone(),
         };
-        self.input(Input::Launched(Ok(Some(launch))));
+        self.launched(Ok(Some(launch)));
         let effects = self.input(Input::Control { link: LINK, msg: FromSandboxd::Started { channel: CHANNEL } });
         let (init_persist, _, _) = persists(&effects)[0];
         assert!(stdin(&effects).is_empty(), "initialize waits for its journal");
@@ -595,10 +626,10 @@ fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
     let status = ExitStatus { code: None, signal: Some(9) };
     let exited = FromSandboxd::Exited { channel: CHANNEL, status, stdout_end: offset };
     let effects = sim.input(Input::Control { link: LINK, msg: exited });
-    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::ExplainKill))), "{effects:?}");
+    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::ExplainKill { .. }))), "{effects:?}");
     assert!(persists(&effects).is_empty(), "no verdict before the engine answers");
     let message = "the harness ran out of memory (limit 512 MiB)".to_owned();
-    let effects = sim.input(Input::KillExplained(Some(message)));
+    let effects = sim.kill_explained(Some(message));
     let failed = persists(&effects);
     assert!(failed.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("OUT_OF_MEMORY"))), "{effects:?}");
 }
@@ -607,11 +638,11 @@ fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
 fn a_started_sandbox_is_waited_for_not_started_again() {
     let mut sim = Sim::new();
     let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
-    assert_eq!(effects.iter().filter(|e| matches!(e, Effect::Job(Job::Wake))).count(), 1);
-    let effects = sim.input(Input::Woken(Ok(())));
-    assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
+    assert_eq!(effects.iter().filter(|e| matches!(e, Effect::Job(Job::Wake { .. }))).count(), 1);
+    let effects = sim.woken(Ok(()));
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake { .. }))), "{effects:?}");
     let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
-    assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake { .. }))), "{effects:?}");
     // sandboxd never dials in: the turn fails at the end of the grace, once.
     let effects = sim.advance(Duration::from_secs(60));
     assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE"))));
@@ -623,7 +654,7 @@ fn creating_the_sandbox_does_not_count_against_the_reconnect_grace() {
     sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     // The container takes longer to create than the grace.
     assert!(sim.advance(Duration::from_secs(90)).is_empty());
-    sim.input(Input::Woken(Ok(())));
+    sim.woken(Ok(()));
     assert!(sim.advance(Duration::from_secs(59)).is_empty());
     let effects = sim.advance(Duration::from_secs(1));
     assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE"))));
@@ -637,10 +668,10 @@ fn a_sandbox_that_dialed_in_before_its_wake_reported_is_woken_again_after_it_is_
     sim.input(Input::Attached { link: LINK, processes: Vec::new() });
     let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()].into() };
     sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
-    sim.input(Input::Woken(Ok(())));
+    sim.woken(Ok(()));
     // The container is removed: the link drops, and the waiting turn starts it again.
     let effects = sim.input(Input::LinkClosed { link: LINK });
-    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "{effects:?}");
+    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake { .. }))), "{effects:?}");
 }
 
 #[test]

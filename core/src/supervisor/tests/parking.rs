@@ -44,7 +44,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
     let mut sim = Sim::new();
     let permission_id = parked_turn(&mut sim);
     // Nothing wakes the sandbox for a parked turn.
-    assert!(sim.advance(Duration::from_secs(3600)).iter().all(|e| !matches!(e, Effect::Job(Job::Wake))));
+    assert!(sim.advance(Duration::from_secs(3600)).iter().all(|e| !matches!(e, Effect::Job(Job::Wake { .. }))));
     let effects = answer(&mut sim, permission_id, crate::permissions::Choice::Allow);
     let stored = events(&effects);
     let resolved = stored.iter().find(|e| e.kind == EventKind::PermissionResolved).expect("resolved");
@@ -58,7 +58,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         "{side:?}"
     );
     assert!(side.iter().any(|s| matches!(s, SideEffect::UnparkTurn { .. })), "{side:?}");
-    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake))), "the resumed turn wakes the sandbox");
+    assert!(effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake { .. }))), "the resumed turn wakes the sandbox");
     for (id, ..) in persists(&effects) {
         let replies = sim.ok(id);
         assert!(replies.iter().any(|e| matches!(e, Effect::Reply { to: 7, .. })) || id != persists(&effects)[0].0);
@@ -72,7 +72,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
     );
 
     // A new sandbox and harness: the session is loaded again and the resuming prompt sent.
-    sim.input(Input::Woken(Ok(())));
+    sim.woken(Ok(()));
     sim.input(Input::Attached { link: 2, processes: Vec::new() });
     let mut row = sim.turn.clone();
     row.acp_session_id = Some("acp-1".to_owned());
@@ -83,7 +83,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         posture: crate::permissions::Posture::Approval,
         ..crate::permissions::Gate::autonomous("/home/agent")
     };
-    sim.input(Input::Launched(Ok(Some(Launch {
+    sim.launched(Ok(Some(Launch {
         generation: 2,
         channel: 8,
         start,
@@ -91,7 +91,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         gate,
         auto_auth: Vec::new(),
         mcp_servers: Default::default(),
-    }))));
+    })));
     let effects = sim.input(Input::Control { link: 2, msg: FromSandboxd::Started { channel: 8 } });
     for (id, ..) in persists(&effects) {
         sim.ok(id);

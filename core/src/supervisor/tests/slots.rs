@@ -22,7 +22,7 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
     let turn_id = sim.turn.id;
     let effects = sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
     assert_eq!(slot_changes(&effects), vec![SlotChange::Ask(turn_id)], "{effects:?}");
-    sim.input(Input::Woken(Ok(())));
+    sim.woken(Ok(()));
     sim.input(Input::Attached { link: LINK, processes: Vec::new() });
     let snapshot = Snapshot { generation: 0, harness: None, turns: vec![sim.turn.clone()].into() };
     let effects = sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
@@ -38,7 +38,7 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
         auto_auth: Vec::new(),
         mcp_servers: Default::default(),
     };
-    sim.input(Input::Launched(Ok(Some(launch))));
+    sim.launched(Ok(Some(launch)));
     let effects = sim.input(Input::Control { link: LINK, msg: FromSandboxd::Started { channel: CHANNEL } });
     sim.ok(persists(&effects)[0].0);
     // The server's limit is reached: the turn is queued, and its session says so.
