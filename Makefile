@@ -101,6 +101,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	python3 scripts/check-module-cycles.py
+	scripts/check-core-deps.sh
 
 sqlx-prepare:
 	@scripts/dev/sqlx-prepare.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything CI runs (`make test`, called by .ci/run), on a fresh Debian machine:
 #
-#   0. the structure checks: no new import cycle between the server's modules
+#   0. the structure checks: no new import cycle between the server's modules, agenthold-core
+#      builds without IO crates
 #   1. Postgres (private cluster, or DATABASE_URL), the Docker engine, the images
 #   2. the browser UI: npm ci + vite build (make web), its unit tests (vitest)
 #   3. cargo build --workspace --bins            (SQLX_OFFLINE=true: the
@@ -87,8 +88,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-step "the server's modules depend one way (scripts/check-module-cycles.py: no new import cycle)"
+step "structure: no new import cycle between the server's modules; the supervisor's core does no IO"
 python3 scripts/check-module-cycles.py
+scripts/check-core-deps.sh
 
 step "postgres"
 DATABASE_URL=$(scripts/dev/postgres.sh)

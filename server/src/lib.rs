@@ -1,9 +1,12 @@
 //! The agenthold server: the REST/WebSocket API, the event log, the ACP client side of every
 //! harness, the sandbox drivers and the tunnel sandboxd dials into.
 //!
-//! [`app::run`] wires it together; `main.rs` only parses the configuration and calls it.
+//! [`app::run`] wires it together; `main.rs` only parses the configuration and calls it. The
+//! pure parts (ids, ACP framing, event types, the permission engine, the supervisor's core) are
+//! the `agenthold-core` crate, re-exported here under their old paths.
 
-pub mod acp;
+pub use agenthold_core::{acp, ids, permissions};
+
 pub mod api;
 pub mod app;
 pub mod auth;
@@ -13,12 +16,10 @@ pub mod events;
 pub mod fleet;
 pub mod harness;
 pub mod housekeeping;
-pub mod ids;
 pub mod logins;
 pub mod mcp;
 pub mod metrics;
 pub mod outbound;
-pub mod permissions;
 pub mod prompting;
 pub mod proxy_feed;
 pub mod replicas;

@@ -1,7 +1,7 @@
 // The harness's own question (ACP `elicitation/create`, form mode): its `requestedSchema` as the
 // fields of a form, and a person's input as the `content` the answer route takes. Plain
 // TypeScript, no DOM (test/elicitation.test.ts). The server checks the content against the same
-// schema (server/src/permissions/elicitation.rs); this only makes the right controls and catches
+// schema (core/src/permissions/elicitation.rs); this only makes the right controls and catches
 // the obvious before a round trip.
 
 export interface Choice {

@@ -1,5 +1,5 @@
 // A guarded agent's policy as the editor holds it: rows of rules and a default, checked in the
-// page with the server's own grammar (docs/permissions.md, server/src/permissions/{policy,glob}.rs)
+// page with the server's own grammar (docs/permissions.md, core/src/permissions/{policy,glob}.rs)
 // so a mistake shows at its row before anything is sent, and the server's `INVALID_POLICY`
 // ("rule 2: …", counted from 0) lands on the same row. Plain TypeScript, unit-tested
 // (test/policy.test.ts).
@@ -36,7 +36,7 @@ export const MAX_PATTERN_BYTES = 512;
 
 const bytes = (s: string) => new TextEncoder().encode(s).length;
 
-/** Why a path glob is refused, or null (server/src/permissions/glob.rs). */
+/** Why a path glob is refused, or null (core/src/permissions/glob.rs). */
 export function globError(glob: string): string | null {
   if (!glob.trim()) return 'is empty';
   if (bytes(glob) > MAX_PATTERN_BYTES) return `is longer than ${MAX_PATTERN_BYTES} bytes`;

@@ -5,7 +5,7 @@ import { describeRule, fromPolicy, globError, ruleIndexOf, rowErrors, toPolicy, 
 
 const row = (over: Partial<RuleRow>): RuleRow => ({ effect: 'write', path: '', outsideWorkdir: false, command: '', answer: 'deny', ...over });
 
-describe('path globs (server/src/permissions/glob.rs)', () => {
+describe('path globs (core/src/permissions/glob.rs)', () => {
   it('accepts absolute globs and ** prefixes', () => {
     for (const g of ['/home/agent/**/*.rs', '**/.env', '**', '/etc/*']) expect(globError(g)).toBeNull();
   });

@@ -49,7 +49,7 @@ def parse_write(text):
     return m.group(1), m.group(2).strip()
 
 
-# The prompt agenthold sends to resume a parked turn (server/src/supervisor/core/parking.rs,
+# The prompt agenthold sends to resume a parked turn (core/src/supervisor/parking.rs,
 # `resuming_prompt`): "[agenthold] The sandbox stopped … "<title>" was approved (it is allowed once
 # when you try it again) … Continue the task where you left off."
 RESUMING_PREFIX = "[agenthold]"

@@ -19,16 +19,7 @@ use crate::secrets::master_key::MasterKey;
 /// The name harnesses show for the server (tools appear as `agenthold` tools).
 pub const SERVER_NAME: &str = "agenthold";
 
-/// The MCP servers a harness is offered. `Debug` names how many, never their headers (which
-/// may hold a credential).
-#[derive(Clone, Default, PartialEq)]
-pub struct Offered(pub Vec<McpServer>);
-
-impl std::fmt::Debug for Offered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Offered({} MCP servers)", self.0.len())
-    }
-}
+pub use agenthold_core::mcp::Offered;
 
 /// Where harnesses reach the MCP route.
 #[derive(Clone)]

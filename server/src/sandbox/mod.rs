@@ -48,11 +48,7 @@ pub struct SandboxSpec {
     pub disk_mib: Option<i32>,
 }
 
-/// Whether `text` carries the C library's words for ENOSPC or EDQUOT: a write failed for want of
-/// space (XFS reports a full project quota as ENOSPC, btrfs a full qgroup as EDQUOT).
-pub fn says_disk_full(text: &str) -> bool {
-    ["No space left on device", "Disk quota exceeded"].iter().any(|words| text.contains(words))
-}
+pub use agenthold_core::supervisor::says_disk_full;
 
 /// Whether Docker sandboxes get disk limits (`AGENTHOLD_SANDBOX_DISK_LIMITS`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -5,13 +5,13 @@
 //! [`core`] (pure: inputs in, effects out, unit-tested without Docker); `shell` performs the
 //! effects.
 
-pub mod core;
 mod disk;
 pub mod host;
 pub mod observed;
 mod reads;
 pub(crate) mod shell;
 pub mod slots;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,22 +28,9 @@ use crate::ids::{AgentId, SessionId};
 use crate::sandbox::SandboxDriver;
 use crate::tunnel::link::{Incoming, Link};
 
-/// How long to wait for a harness, a sandbox, a turn.
-#[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
-    /// `initialize`, `session/new|load|resume`, and a process start.
-    pub harness_request: Duration,
-    /// A whole turn.
-    pub turn: Duration,
-    /// How long a turn past its limit has to stop after `session/cancel` before its harness is
-    /// killed.
-    pub cancel_grace: Duration,
-    /// How long a running turn waits for its sandbox to (re)connect before it fails.
-    pub reconnect_grace: Duration,
-    /// How long a small stdout acknowledgement waits to go out with the next ones
-    /// ([`ACK_DELAY`] in a server).
-    pub ack_delay: Duration,
-}
+/// The supervisor's protocol logic without IO (the `agenthold-core` crate).
+pub use agenthold_core::supervisor as core;
+pub use agenthold_core::supervisor::{LifecycleError, Timeouts};
 
 /// The server's `Timeouts::ack_delay`: with a harness streaming tokens, one acknowledgement per
 /// 50 ms instead of one per line (a message back over the tunnel per event was a fifth of the
@@ -101,20 +88,20 @@ impl Postures {
         crate::permissions::posture::resolve(own, self.default, self.forbid_autonomous).map_err(|e| e.to_string())
     }
 
-    /// What answers the agent's permission requests; an error (with its code first) when its
-    /// posture is forbidden or a guarded agent has no policy.
+    /// What answers the agent's permission requests; an error when its posture is forbidden or
+    /// a guarded agent has no policy.
     pub fn gate(
         &self,
         agent: &crate::store::agents::AgentRow,
         workdir: &str,
-    ) -> Result<crate::permissions::Gate, String> {
+    ) -> Result<crate::permissions::Gate, GateError> {
         use crate::permissions::{decision, policy::Policy};
-        let posture = self.of(agent).map_err(|m| format!("POSTURE_FORBIDDEN: {m}"))?;
+        let posture = self.of(agent).map_err(GateError::PostureForbidden)?;
         let policy = match &agent.policy {
-            Some(value) => Some(Arc::new(Policy::parse(value).map_err(|e| format!("INVALID_POLICY: {e}"))?)),
+            Some(value) => Some(Arc::new(Policy::parse(value).map_err(|e| GateError::InvalidPolicy(e.to_string()))?)),
             None => None,
         };
-        decision::check_ready(posture, policy.as_deref()).map_err(|e| format!("{}: {e}", e.code()))?;
+        decision::check_ready(posture, policy.as_deref()).map_err(GateError::NotReady)?;
         Ok(crate::permissions::Gate {
             posture,
             server_rules: Arc::clone(&self.server_rules),
@@ -122,6 +109,21 @@ impl Postures {
             workdir: workdir.to_owned(),
         })
     }
+}
+
+/// Why an agent's permission gate cannot be made (its harness does not start; the message,
+/// code first, says why).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum GateError {
+    /// Its posture is forbidden on this server, or unreadable.
+    #[error("POSTURE_FORBIDDEN: {0}")]
+    PostureForbidden(String),
+    /// Its policy does not parse.
+    #[error("INVALID_POLICY: {0}")]
+    InvalidPolicy(String),
+    /// Its posture cannot run as configured (a guarded agent without a policy).
+    #[error("{code}: {0}", code = .0.code())]
+    NotReady(crate::permissions::decision::DecideError),
 }
 
 /// What a harness needs to send its traffic through the egress proxy.
@@ -132,17 +134,6 @@ pub struct ProxyAccess {
     pub master_key: Arc<crate::secrets::master_key::MasterKey>,
     /// What the proxy feed last wrote (`None`: the feed is off, someone else feeds the proxy).
     pub written: Option<tokio::sync::watch::Receiver<crate::proxy_feed::task::Written>>,
-}
-
-/// A lifecycle request failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum LifecycleError {
-    /// The agent has a turn in progress.
-    #[error("the agent has a turn in progress")]
-    Busy,
-    /// The sandbox could not be reached or started.
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// What the terminal endpoint needs to open a terminal in the sandbox.
@@ -348,5 +339,18 @@ impl Supervisors {
     /// Forgets a deleted agent's supervisor.
     pub fn forget(&self, agent_id: AgentId) {
         self.actors.lock().remove(&agent_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_errors_read_code_first() {
+        assert_eq!(GateError::PostureForbidden("no".to_owned()).to_string(), "POSTURE_FORBIDDEN: no");
+        assert_eq!(GateError::InvalidPolicy("bad rule".to_owned()).to_string(), "INVALID_POLICY: bad rule");
+        let missing = GateError::NotReady(crate::permissions::decision::DecideError::PolicyMissing);
+        assert!(missing.to_string().starts_with("POLICY_MISSING: the agent is guarded"), "{missing}");
     }
 }

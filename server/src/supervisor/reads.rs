@@ -1,20 +1,76 @@
 //! What a supervisor reads from Postgres to know where it stands: the agent's open work (turns,
 //! questions, grants) and, when it takes a running sandbox over, the snapshot of its harness.
+//! The store's rows are mapped here into the core's own types ([`OpenTurn`], [`Question`],
+//! [`StoredGrant`]).
+
+use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::core::{OpenWork, Question, Snapshot, SnapshotHarness};
+use super::core::{
+    OpenTurn, OpenWork, Question, QuestionKind, Snapshot, SnapshotHarness, StoredGrant, StoredTurnState,
+    WaitingQuestion,
+};
 use crate::ids::AgentId;
 use crate::store;
+use crate::store::permissions::{Grant, Parked, Waiting};
+use crate::store::sessions::TurnRow;
 
-/// The agent's unfinished turns, their questions waiting for a person and its open one-shot
-/// grants.
+/// The agent's unfinished turns, their questions waiting for a person and its open grants.
 pub(super) async fn open_work(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::Result<OpenWork> {
     Ok(OpenWork {
-        turns: store::sessions::open_turns(pool, agent_id).await?,
-        questions: store::permissions::of_open_turns(pool, agent_id).await?,
-        grants: store::permissions::open_grants(pool, agent_id).await?,
+        turns: store::sessions::open_turns(pool, agent_id).await?.into_iter().map(open_turn).collect(),
+        questions: store::permissions::of_open_turns(pool, agent_id).await?.into_iter().map(waiting_question).collect(),
+        grants: store::permissions::open_grants(pool, agent_id).await?.into_iter().map(stored_grant).collect(),
     })
+}
+
+/// A turn row as the core takes it.
+pub(super) fn open_turn(row: TurnRow) -> OpenTurn {
+    let state = match (row.state.as_str(), row.request_id, row.harness_generation) {
+        ("running", Some(request_id), Some(generation)) => StoredTurnState::Sent { request_id, generation },
+        ("parked", _, _) => StoredTurnState::Parked,
+        _ => StoredTurnState::Pending,
+    };
+    OpenTurn {
+        id: row.id,
+        session_id: row.session_id,
+        prompt: row.prompt,
+        state,
+        created_at: row.created_at,
+        deadline_at: row.deadline_at,
+        acp_session_id: row.acp_session_id,
+        time_limit: time_limit(row.time_limit_secs),
+    }
+}
+
+/// A stored per-agent limit in seconds as a duration (`None` or nonsense: the server's).
+fn time_limit(seconds: Option<i32>) -> Option<Duration> {
+    seconds.and_then(|s| u64::try_from(s).ok()).filter(|s| *s > 0).map(Duration::from_secs)
+}
+
+fn waiting_question(parked: Parked) -> WaitingQuestion {
+    WaitingQuestion { turn_id: parked.turn_id, question: question(parked.waiting) }
+}
+
+fn question(waiting: Waiting) -> Question {
+    Question {
+        permission_id: waiting.permission_id,
+        session_id: waiting.session_id,
+        request_id: waiting.request_id,
+        options: waiting.options,
+        tool_call: waiting.tool_call,
+        kind: QuestionKind::parse(&waiting.kind),
+    }
+}
+
+fn stored_grant(grant: Grant) -> StoredGrant {
+    StoredGrant {
+        permission_id: grant.permission_id,
+        session_id: grant.session_id,
+        tool_call: grant.tool_call,
+        standing: grant.session_grant,
+    }
 }
 
 /// What a takeover needs from the database.
@@ -54,14 +110,7 @@ pub(super) async fn load_snapshot(
             let questions = store::permissions::waiting(pool, agent_id, row.harness_generation)
                 .await?
                 .into_iter()
-                .map(|w| Question {
-                    permission_id: w.permission_id,
-                    session_id: w.session_id,
-                    request_id: w.request_id,
-                    options: w.options,
-                    tool_call: w.tool_call,
-                    kind: super::core::QuestionKind::parse(&w.kind),
-                })
+                .map(question)
                 .collect();
             Some(SnapshotHarness {
                 generation: row.harness_generation,

@@ -15,7 +15,8 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{
-    Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ReplyId, SlotChange, StoreFailure,
+    Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ProcessStart, ReplyId, SlotChange,
+    StoreFailure, WakeError,
 };
 use super::observed::Observations;
 use super::slots::{Claimant, Slot};
@@ -224,7 +225,7 @@ impl Shell {
                     previous.close();
                 }
                 self.inbox = Some((id, inbox));
-                Input::Attached { link: id, processes }
+                Input::Attached { link: id, processes: processes.into_iter().map(super::wire::process_state).collect() }
             }
             Command::Prompt => {
                 self.load_turns();
@@ -284,7 +285,13 @@ impl Shell {
                 if let Control::Exited { status, .. } = &msg {
                     crate::metrics::harness_exited(status.code, status.signal);
                 }
-                Some(Input::Control { link, msg })
+                match super::wire::from_sandboxd(msg) {
+                    Ok(msg) => Some(Input::Control { link, msg }),
+                    Err(other) => {
+                        tracing::debug!(agent.id = %self.agent_id, ?other, "unexpected control message");
+                        None
+                    }
+                }
             }
         }
     }
@@ -320,14 +327,13 @@ impl Shell {
     /// Performs one effect; `true` when the supervisor ends (destroyed).
     async fn perform(&mut self, effect: Effect) -> bool {
         match effect {
-            Effect::Persist { id, events, side } => {
-                let ended = ended_turns(&events);
+            Effect::Persist { id, events, side, ended } => {
                 let committed = self.deps.appender.submit(events, side).await;
                 self.tasks.push(Box::pin(async move {
                     let result = match committed.await {
                         Ok(Ok(_)) => {
-                            for (stop_reason, seconds) in ended {
-                                crate::metrics::turn_ended(&stop_reason, seconds);
+                            for turn in ended {
+                                crate::metrics::turn_ended(&turn.stop_reason, turn.duration.as_secs_f64());
                             }
                             Ok(())
                         }
@@ -340,7 +346,7 @@ impl Shell {
             Effect::Send { link, out } => {
                 if let Some(current) = self.link.as_ref().filter(|l| l.id == link) {
                     match out {
-                        Outbound::Control(control) => current.send(&control),
+                        Outbound::Control(order) => current.send(&super::wire::to_sandboxd(order)),
                         Outbound::Stdin { channel, offset, bytes } => {
                             current.send_data(DataKind::Stdin, channel, offset, bytes)
                         }
@@ -433,13 +439,18 @@ impl Shell {
     async fn job(&mut self, job: Job) -> bool {
         let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
         match job {
-            Job::Wake => {
+            Job::Wake { job } => {
                 self.stopped = false;
-                self.tasks.push(Box::pin(async move { Some(Input::Woken(wake(&deps, agent_id).await)) }))
+                // Whether the wake has to wait for a slot on the host: said as soon as it does.
+                let (queued, waits) = oneshot::channel();
+                self.tasks.push(Box::pin(async move { waits.await.ok().map(|()| Input::WakeQueued { job }) }));
+                self.tasks.push(Box::pin(async move {
+                    Some(Input::Woken { job, result: wake(&deps, agent_id, queued).await })
+                }))
             }
-            Job::StartHarness => {
-                self.tasks.push(Box::pin(async move { Some(Input::Launched(launch(&deps, agent_id).await)) }))
-            }
+            Job::StartHarness { job } => self
+                .tasks
+                .push(Box::pin(async move { Some(Input::Launched { job, result: launch(&deps, agent_id).await }) })),
             Job::LoadTurns => self.load_turns(),
             Job::CheckSandbox => self.tasks.push(Box::pin(async move {
                 match deps.driver.status(agent_id).await {
@@ -453,19 +464,19 @@ impl Shell {
                     }
                 }
             })),
-            Job::ExplainKill => self
-                .tasks
-                .push(Box::pin(async move { Some(Input::KillExplained(explain_kill(&deps, agent_id).await)) })),
+            Job::ExplainKill { job } => self.tasks.push(Box::pin(async move {
+                Some(Input::KillExplained { job, oom: explain_kill(&deps, agent_id).await })
+            })),
             Job::CheckDisk { turns } => self.tasks.push(Box::pin(async move {
                 Some(Input::DiskChecked { turns, finding: super::disk::check(&deps, agent_id).await })
             })),
-            Job::Stop { reply } => {
+            Job::Stop { job, reply } => {
                 self.link = None;
                 self.inbox = None;
                 self.tasks.push(Box::pin(async move {
                     let result =
                         deps.driver.stop(agent_id).await.map_err(|e| format!("the sandbox could not stop: {e}"));
-                    Some(Input::Stopped { reply, result })
+                    Some(Input::Stopped { job, reply, result })
                 }));
             }
             Job::Destroy { reply } => {
@@ -534,12 +545,13 @@ async fn explain_kill(deps: &Deps, agent_id: AgentId) -> Option<String> {
 }
 
 /// Makes sure the sandbox exists and runs (recreating it, with the same home, if it was deleted
-/// behind the server's back). sandboxd then dials in.
-async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
+/// behind the server's back). sandboxd then dials in. When the host is full it says so on
+/// `queued` (the core tells the waiting sessions) and waits for a slot.
+async fn wake(deps: &Deps, agent_id: AgentId, queued: oneshot::Sender<()>) -> Result<(), WakeError> {
     let began = Instant::now();
     let status = deps.driver.status(agent_id).await.map_err(|e| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
-        "the sandbox could not start (see the server log)".to_owned()
+        WakeError::StartFailed("the sandbox could not start (see the server log)".to_owned())
     })?;
     if status == SandboxStatus::Running {
         deps.host.take_running(agent_id, Instant::now());
@@ -548,7 +560,7 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
     // A slot on the host before anything is made or started; when the host is full, the turns
     // waiting for this wake say so and the wake waits for a sandbox to sleep.
     if !deps.host.try_take(agent_id, Instant::now()) {
-        capacity_wait_notice(deps, agent_id).await;
+        let _ = queued.send(());
         deps.host.take(agent_id, || {}).await;
         tracing::info!(agent.id = %agent_id, waited_ms = began.elapsed().as_millis() as u64, "a slot on the host is free");
     }
@@ -559,51 +571,20 @@ async fn wake(deps: &Deps, agent_id: AgentId) -> Result<(), String> {
     result
 }
 
-/// Tells the sessions whose turns wait for this wake that the host is full (a `notice`
-/// `CAPACITY_WAIT`).
-async fn capacity_wait_notice(deps: &Deps, agent_id: AgentId) {
-    let message = "this host runs as many sandboxes as it may (AGENTHOLD_MAX_AWAKE): the prompt waits until one sleeps";
-    let sessions: std::collections::BTreeSet<_> = match store::sessions::open_turns(&deps.pool, agent_id).await {
-        Ok(turns) => turns.into_iter().map(|t| t.session_id).collect(),
-        Err(error) => {
-            tracing::warn!(%error, agent.id = %agent_id, "reading the turns waiting for a slot");
-            return;
-        }
-    };
-    tracing::info!(agent.id = %agent_id, sessions = sessions.len(), "the host is full; the wake waits for a slot");
-    let events = sessions.into_iter().map(|s| crate::events::NewEvent::notice(s, "CAPACITY_WAIT", message)).collect();
-    if let Err(error) = deps.appender.append(events, Vec::new()).await {
-        tracing::warn!(?error, agent.id = %agent_id, "storing the capacity notice");
-    }
-}
-
-/// The stop reason and duration of each `turn_end` among `events` (for the metrics, once stored).
-fn ended_turns(events: &[crate::events::NewEvent]) -> Vec<(String, f64)> {
-    events
-        .iter()
-        .filter(|event| event.kind == crate::events::EventKind::TurnEnd)
-        .map(|event| {
-            let reason = event.payload.get("stop_reason").and_then(serde_json::Value::as_str).unwrap_or("other");
-            let millis = event.payload.get("duration_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-            (reason.to_owned(), millis / 1000.0)
-        })
-        .collect()
-}
-
 /// The rest of a wake, once the sandbox has a slot: makes the container if needed, starts it.
-async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began: Instant) -> Result<(), String> {
+async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began: Instant) -> Result<(), WakeError> {
     let failed = |e: crate::sandbox::DriverError| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
         match e {
-            crate::sandbox::DriverError::Capacity(message) => format!("CAPACITY: {message}"),
+            crate::sandbox::DriverError::Capacity(message) => WakeError::Capacity(message),
             // What the server's settings require and the engine cannot do: said as it is.
-            crate::sandbox::DriverError::Unsupported(message) => message,
-            _ => "the sandbox could not start (see the server log)".to_owned(),
+            crate::sandbox::DriverError::Unsupported(message) => WakeError::StartFailed(message),
+            _ => WakeError::StartFailed("the sandbox could not start (see the server log)".to_owned()),
         }
     };
     let database = |e: sqlx::Error| {
         tracing::error!(error = %e, agent.id = %agent_id, "starting the sandbox");
-        "the sandbox could not start (database error)".to_owned()
+        WakeError::StartFailed("the sandbox could not start (database error)".to_owned())
     };
     let driver = Arc::clone(&deps.driver);
     if status == SandboxStatus::Stale {
@@ -617,7 +598,7 @@ async fn start(deps: &Deps, agent_id: AgentId, mut status: SandboxStatus, began:
         let agent = store::agents::get(&deps.pool, agent_id)
             .await
             .map_err(database)?
-            .ok_or_else(|| "the agent was deleted".to_owned())?;
+            .ok_or_else(|| WakeError::StartFailed("the agent was deleted".to_owned()))?;
         let token = mint_token();
         let hash = store::tokens::hash_token(token.expose());
         store::sandboxes::set_token(&deps.pool, agent_id, &hash).await.map_err(database)?;
@@ -695,8 +676,8 @@ async fn changed_gate(deps: &Deps, agent_id: AgentId) -> Option<Input> {
     };
     match deps.postures.gate(&agent, &deps.driver.home_dir(agent_id)) {
         Ok(gate) => Some(Input::GateChanged(Box::new(gate))),
-        Err(message) => {
-            tracing::warn!(agent.id = %agent_id, message, "the agent's new posture cannot run; restarting its harness");
+        Err(error) => {
+            tracing::warn!(agent.id = %agent_id, %error, "the agent's new posture cannot run; restarting its harness");
             Some(Input::EnvironmentChanged)
         }
     }
@@ -710,7 +691,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     };
     let Some(agent) = store::agents::get(&deps.pool, agent_id).await.map_err(database)? else { return Ok(None) };
     let tools_dir = deps.driver.tools_dir();
-    let gate = deps.postures.gate(&agent, &deps.driver.home_dir(agent_id))?;
+    let gate = deps.postures.gate(&agent, &deps.driver.home_dir(agent_id)).map_err(|e| e.to_string())?;
     let home_dir = deps.driver.home_dir(agent_id);
     let context = crate::harness::LaunchContext { agent: &agent, tools_dir: &tools_dir, home_dir: &home_dir };
     let launch = match crate::harness::adapter(&agent.harness).map(|a| a.launch(&context)) {
@@ -766,7 +747,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         .map(|(method, _)| (*method).to_owned())
         .collect();
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
-    let start = Control::Start { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
+    let start = ProcessStart { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
     let mcp_servers = offered_mcp(deps.mcp.as_ref(), agent_id);
     Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth, mcp_servers }))
