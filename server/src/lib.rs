@@ -5,7 +5,7 @@
 //! pure parts (ids, ACP framing, event types, the permission engine, the supervisor's core) are
 //! the `agenthold-core` crate, re-exported here under their old paths.
 
-pub use agenthold_core::{acp, ids, permissions};
+pub use agenthold_core::{acp, error_code, ids, permissions};
 
 pub mod api;
 pub mod app;

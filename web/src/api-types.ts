@@ -1477,13 +1477,18 @@ export interface components {
             /** @description What went wrong. */
             error: components["schemas"]["ErrorDetail"];
         };
+        /**
+         * @description A stable, machine-readable error code.
+         * @enum {string}
+         */
+        ErrorCode: "ALREADY_ANSWERED" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "CAPACITY" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
         /** @description An error's code and message. */
         ErrorDetail: {
             /**
              * @description A stable, machine-readable code (`NOT_FOUND`, `TURN_IN_PROGRESS`, …); each operation lists
              *     the codes it can answer with under its statuses.
              */
-            code: string;
+            code: components["schemas"]["ErrorCode"];
             /** @description A clear message for a person. */
             message: string;
         };

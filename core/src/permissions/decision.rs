@@ -98,9 +98,9 @@ pub enum DecideError {
 
 impl DecideError {
     /// The stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> crate::error_code::ErrorCode {
         match self {
-            Self::PolicyMissing => "POLICY_MISSING",
+            Self::PolicyMissing => crate::error_code::ErrorCode::PolicyMissing,
         }
     }
 }
@@ -233,7 +233,7 @@ mod tests {
     fn guarded_without_policy_is_policy_missing() {
         let error = decide(Posture::Guarded, &[], None, &exec("ls"), WORKDIR).expect_err("missing");
         assert_eq!(error, DecideError::PolicyMissing);
-        assert_eq!(error.code(), "POLICY_MISSING");
+        assert_eq!(error.code().as_str(), "POLICY_MISSING");
         assert_eq!(check_ready(Posture::Guarded, None), Err(DecideError::PolicyMissing));
         assert_eq!(check_ready(Posture::Approval, None), Ok(()));
     }

@@ -92,8 +92,8 @@ pub enum PolicyError {
 
 impl PolicyError {
     /// The stable machine-readable code for API answers.
-    pub fn code(&self) -> &'static str {
-        "INVALID_POLICY"
+    pub fn code(&self) -> crate::error_code::ErrorCode {
+        crate::error_code::ErrorCode::InvalidPolicy
     }
 
     fn policy(reason: impl Into<String>) -> Self {
@@ -379,7 +379,7 @@ mod tests {
             assert_eq!(*got, index, "{error}");
             assert!(why.contains(reason), "{error} lacks {reason}");
             assert!(error.to_string().starts_with(&format!("rule {index}: ")), "{error}");
-            assert_eq!(error.code(), "INVALID_POLICY");
+            assert_eq!(error.code().as_str(), "INVALID_POLICY");
         }
     }
 

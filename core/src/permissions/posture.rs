@@ -40,10 +40,10 @@ pub enum PostureError {
 
 impl PostureError {
     /// The stable machine-readable code for API answers.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> crate::error_code::ErrorCode {
         match self {
-            Self::Unknown { .. } => "INVALID_POSTURE",
-            Self::AutonomousForbidden => "AUTONOMOUS_FORBIDDEN",
+            Self::Unknown { .. } => crate::error_code::ErrorCode::InvalidPosture,
+            Self::AutonomousForbidden => crate::error_code::ErrorCode::AutonomousForbidden,
         }
     }
 }
@@ -142,7 +142,7 @@ mod tests {
     #[test]
     fn unknown_names_the_value_and_the_accepted_ones() {
         let error = Posture::parse("yolo").expect_err("unknown");
-        assert_eq!(error.code(), "INVALID_POSTURE");
+        assert_eq!(error.code().as_str(), "INVALID_POSTURE");
         let message = error.to_string();
         assert!(message.contains("\"yolo\""), "{message}");
         for name in ["autonomous", "auto-approve", "guarded", "approval", "ask"] {
@@ -175,7 +175,7 @@ mod tests {
         for (agent, server) in [(Some(Autonomous), Some(Guarded)), (None, Some(Autonomous)), (None, None)] {
             let error = resolve(agent, server, true).expect_err("forbidden");
             assert_eq!(error, PostureError::AutonomousForbidden);
-            assert_eq!(error.code(), "AUTONOMOUS_FORBIDDEN");
+            assert_eq!(error.code().as_str(), "AUTONOMOUS_FORBIDDEN");
         }
         assert_eq!(resolve(Some(Approval), Some(Autonomous), true), Ok(Approval));
         assert_eq!(resolve(None, Some(Guarded), true), Ok(Guarded));

@@ -57,6 +57,28 @@ impl FailureCode {
     }
 }
 
+impl FailureCode {
+    /// The code among every error code.
+    pub fn error_code(self) -> crate::error_code::ErrorCode {
+        use crate::error_code::ErrorCode;
+        match self {
+            Self::SandboxStartFailed => ErrorCode::SandboxStartFailed,
+            Self::Capacity => ErrorCode::Capacity,
+            Self::SandboxUnreachable => ErrorCode::SandboxUnreachable,
+            Self::SandboxExited => ErrorCode::SandboxExited,
+            Self::OutOfMemory => ErrorCode::OutOfMemory,
+            Self::HarnessStartFailed => ErrorCode::HarnessStartFailed,
+            Self::HarnessInitFailed => ErrorCode::HarnessInitFailed,
+            Self::HarnessTimeout => ErrorCode::HarnessTimeout,
+            Self::HarnessExited => ErrorCode::HarnessExited,
+            Self::HarnessProtocolError => ErrorCode::HarnessProtocolError,
+            Self::HarnessLost => ErrorCode::HarnessLost,
+            Self::SessionStartFailed => ErrorCode::SessionStartFailed,
+            Self::TurnTimeout => ErrorCode::TurnTimeout,
+        }
+    }
+}
+
 impl fmt::Display for FailureCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -124,6 +146,28 @@ impl WakeError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn each_failure_code_is_the_error_code_of_the_same_text() {
+        use FailureCode::*;
+        for code in [
+            SandboxStartFailed,
+            Capacity,
+            SandboxUnreachable,
+            SandboxExited,
+            OutOfMemory,
+            HarnessStartFailed,
+            HarnessInitFailed,
+            HarnessTimeout,
+            HarnessExited,
+            HarnessProtocolError,
+            HarnessLost,
+            SessionStartFailed,
+            TurnTimeout,
+        ] {
+            assert_eq!(code.error_code().as_str(), code.as_str());
+        }
+    }
     use super::*;
 
     #[test]

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
+use crate::error_code::ErrorCode;
 use crate::harness::{self, HarnessAdapter};
 use crate::permissions::Posture;
 use crate::secrets::validate;
@@ -60,12 +61,12 @@ pub fn check_turn_seconds(
         None => Ok(current),
         Some(0) => Ok(None),
         Some(seconds) if (1..=MAX_TURN_SECONDS).contains(&seconds) && seconds > max => Err(ApiError::bad_request(
-            "LIMIT_TOO_HIGH",
+            ErrorCode::LimitTooHigh,
             format!("limits.turn_seconds: at most {max} on this server (AGENTHOLD_MAX_TURN_SECS)"),
         )),
         Some(seconds) if (1..=MAX_TURN_SECONDS).contains(&seconds) => Ok(i32::try_from(seconds).ok()),
         Some(_) => Err(ApiError::bad_request(
-            "INVALID_LIMITS",
+            ErrorCode::InvalidLimits,
             format!("limits.turn_seconds: 1-{MAX_TURN_SECONDS} seconds, or 0 for the server's limit"),
         )),
     }
@@ -82,8 +83,8 @@ pub fn check_harness(
     command: Option<&[String]>,
 ) -> Result<&'static dyn HarnessAdapter, ApiError> {
     let adapter =
-        harness::available(name, state.config.mode).map_err(|m| ApiError::bad_request("UNKNOWN_HARNESS", m))?;
-    adapter.validate(command).map_err(|m| ApiError::bad_request("INVALID_COMMAND", m))?;
+        harness::available(name, state.config.mode).map_err(|m| ApiError::bad_request(ErrorCode::UnknownHarness, m))?;
+    adapter.validate(command).map_err(|m| ApiError::bad_request(ErrorCode::InvalidCommand, m))?;
     Ok(adapter)
 }
 
@@ -91,10 +92,10 @@ pub fn check_harness(
 /// server forbids is refused here already.
 pub fn check_posture(state: &AppState, posture: Option<String>) -> Result<Option<String>, ApiError> {
     let Some(name) = posture.filter(|p| !p.is_empty()) else { return Ok(None) };
-    let posture = Posture::parse(&name).map_err(|e| ApiError::bad_request("UNKNOWN_POSTURE", e.to_string()))?;
+    let posture = Posture::parse(&name).map_err(|e| ApiError::bad_request(ErrorCode::UnknownPosture, e.to_string()))?;
     if posture == Posture::Autonomous && state.config.forbid_autonomous {
         return Err(ApiError::bad_request(
-            "AUTONOMOUS_FORBIDDEN",
+            ErrorCode::AutonomousForbidden,
             "the server forbids the autonomous posture (AGENTHOLD_FORBID_AUTONOMOUS): choose guarded or approval",
         ));
     }
@@ -106,7 +107,7 @@ pub fn check_posture(state: &AppState, posture: Option<String>) -> Result<Option
 pub fn check_policy(policy: Option<serde_json::Value>) -> Result<Option<serde_json::Value>, ApiError> {
     let Some(value) = policy else { return Ok(None) };
     let policy = crate::permissions::policy::Policy::parse(&value)
-        .map_err(|e| ApiError::bad_request("INVALID_POLICY", e.to_string()))?;
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidPolicy, e.to_string()))?;
     Ok(Some(policy.to_json()))
 }
 
@@ -117,7 +118,7 @@ pub fn check_model(model: Option<String>) -> Result<Option<String>, ApiError> {
     let fine = |c: char| c.is_ascii_alphanumeric() || "-._:/@+".contains(c);
     if model.len() > MAX_MODEL_BYTES || !model.chars().all(fine) {
         return Err(ApiError::bad_request(
-            "INVALID_MODEL",
+            ErrorCode::InvalidModel,
             format!("a model name is at most {MAX_MODEL_BYTES} characters of A-Z a-z 0-9 - . _ : / @ +"),
         ));
     }
@@ -135,12 +136,12 @@ fn valid_env_name(name: &str) -> bool {
 /// like a credential (those must be secrets).
 pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
     if env.len() > 128 {
-        return Err(ApiError::bad_request("INVALID_ENV", "at most 128 environment variables"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidEnv, "at most 128 environment variables"));
     }
     for (key, value) in env {
         if !valid_env_name(key) || key.starts_with("AGENTHOLD_") || value.len() > 32 * 1024 || value.contains('\0') {
             return Err(ApiError::bad_request(
-                "INVALID_ENV",
+                ErrorCode::InvalidEnv,
                 format!(
                     "environment variable {key:?}: names are [A-Za-z_][A-Za-z0-9_]* (not AGENTHOLD_*), values at most 32 KiB without NUL"
                 ),
@@ -149,7 +150,7 @@ pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
     }
     if let Some(key) = env.keys().find(|key| validate::looks_like_credential(key)) {
         return Err(ApiError::bad_request(
-            "USE_A_SECRET",
+            ErrorCode::UseASecret,
             format!(
                 "environment variable {key} looks like a credential (names ending in _KEY, _TOKEN, _SECRET, \
                  _PASSWORD, …): a plain env value is stored in clear and readable in the sandbox. Store it as a \
@@ -176,7 +177,7 @@ pub fn check_limits(
         || !(64..=1 << 24).contains(&disk_mib)
     {
         return Err(ApiError::bad_request(
-            "INVALID_LIMITS",
+            ErrorCode::InvalidLimits,
             "limits: cpus 0.05-256, memory_mib 64-1048576, pids 16-1048576, disk_mib 64-16777216",
         ));
     }
@@ -193,7 +194,7 @@ pub fn check_limits(
     .collect();
     if !over.is_empty() {
         return Err(ApiError::bad_request(
-            "LIMIT_TOO_HIGH",
+            ErrorCode::LimitTooHigh,
             format!(
                 "over this server's maximum: {} (AGENTHOLD_MAX_CPUS, _MAX_MEMORY_MIB, _MAX_PIDS, _MAX_DISK_MIB)",
                 over.join(", ")
@@ -206,9 +207,10 @@ pub fn check_limits(
 /// An auto-sleep time: 0 (never) to a year.
 pub fn check_auto_sleep(secs: Option<i32>) -> Result<Option<i32>, ApiError> {
     match secs {
-        Some(secs) if !(0..=366 * 86_400).contains(&secs) => {
-            Err(ApiError::bad_request("INVALID_LIMITS", "limits.auto_sleep_secs: 0 (never) to 31622400 (a year)"))
-        }
+        Some(secs) if !(0..=366 * 86_400).contains(&secs) => Err(ApiError::bad_request(
+            ErrorCode::InvalidLimits,
+            "limits.auto_sleep_secs: 0 (never) to 31622400 (a year)",
+        )),
         secs => Ok(secs),
     }
 }
@@ -216,11 +218,11 @@ pub fn check_auto_sleep(secs: Option<i32>) -> Result<Option<i32>, ApiError> {
 /// A Docker image reference (no whitespace, at most 512 bytes).
 pub fn check_image(state: &AppState, image: &str) -> Result<(), ApiError> {
     if image.is_empty() || image.len() > 512 || image.chars().any(char::is_whitespace) {
-        return Err(ApiError::bad_request("INVALID_IMAGE", "image must be a Docker image reference"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidImage, "image must be a Docker image reference"));
     }
     if !state.config.image_allowed(image) {
         return Err(ApiError::bad_request(
-            "IMAGE_NOT_ALLOWED",
+            ErrorCode::ImageNotAllowed,
             "this server does not allow that image; its operator lists the images agents may use (AGENTHOLD_ALLOWED_IMAGES)",
         ));
     }

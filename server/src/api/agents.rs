@@ -20,6 +20,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Id, RawBody, parse_json};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::{AgentId, AgentName};
 use crate::proxy_feed::egress::{self, Egress};
 use crate::state::AppState;
@@ -130,14 +131,17 @@ pub async fn create(
             .ok_or(ApiError::NotFound("workspace"))?,
     };
     principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
-    let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
+    let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request(ErrorCode::InvalidName, m))?;
     let adapter = check_harness(&state, &body.harness, body.command.as_deref())?;
     let model = check_model(body.model)?;
     let posture = check_posture(&state, body.posture)?;
     let policy = check_policy(body.policy)?;
     check_env(&body.env)?;
-    let egress =
-        body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
+    let egress = body
+        .egress
+        .map(egress::validate)
+        .transpose()
+        .map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?;
     let limits = body.limits.unwrap_or_default();
     // The server's defaults, within its ceilings (a small host's ceilings may be below them).
     let (max_cpus, max_memory, max_pids) = state.config.limit_ceilings();
@@ -180,7 +184,9 @@ pub async fn create(
         // The engine its sandbox goes on, for life (docs/engines.md), with room for its network
         // (no engine with room, or a full subnet pool, is a capacity error, not an engine one).
         let placement = state.driver.place().await.map_err(|e| match e {
-            crate::sandbox::DriverError::Capacity(message) => ApiError::Unavailable { code: "CAPACITY", message },
+            crate::sandbox::DriverError::Capacity(message) => {
+                ApiError::Unavailable { code: ErrorCode::Capacity, message }
+            }
             other => ApiError::Internal(anyhow::anyhow!(other).context("checking room for a sandbox")),
         })?;
         placements += 1;
@@ -213,13 +219,16 @@ pub async fn create(
                 tracing::debug!(%engine, "the engine filled up meanwhile; placing the agent again");
             }
             Err(full @ (InsertError::Full(_) | InsertError::EngineFull(_))) => {
-                return Err(ApiError::Unavailable { code: "CAPACITY", message: full.to_string() });
+                return Err(ApiError::Unavailable { code: ErrorCode::Capacity, message: full.to_string() });
             }
             Err(quota @ InsertError::Quota(_)) => {
-                return Err(ApiError::conflict("QUOTA_EXCEEDED", quota.to_string()));
+                return Err(ApiError::conflict(ErrorCode::QuotaExceeded, quota.to_string()));
             }
             Err(InsertError::NameTaken) => {
-                return Err(ApiError::conflict("NAME_TAKEN", format!("an agent named {:?} exists", agent.name)));
+                return Err(ApiError::conflict(
+                    ErrorCode::NameTaken,
+                    format!("an agent named {:?} exists", agent.name),
+                ));
             }
             Err(InsertError::Db(error)) => return Err(error.into()),
         }
@@ -271,7 +280,7 @@ pub async fn visible_agent(
 /// The host runs as many sandboxes as it may.
 pub fn host_full() -> ApiError {
     ApiError::Unavailable {
-        code: "CAPACITY",
+        code: ErrorCode::Capacity,
         message: "this host runs as many sandboxes as it may (AGENTHOLD_MAX_AWAKE); put one to sleep, or prompt: a prompt waits for a slot".to_owned(),
     }
 }
@@ -355,8 +364,11 @@ pub async fn update(
         policy: body.policy,
     };
     let (settings, change) = super::agent_settings::apply(&state, &agent, patch)?;
-    let egress =
-        body.egress.map(egress::validate).transpose().map_err(|m| ApiError::bad_request("INVALID_EGRESS", m))?;
+    let egress = body
+        .egress
+        .map(egress::validate)
+        .transpose()
+        .map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?;
     if let Some(egress) = egress {
         if !store::proxy_identities::set_egress(&state.pool, id, &egress).await? {
             return Err(ApiError::NotFound("agent"));
@@ -430,11 +442,11 @@ pub async fn rebuild(
 /// engine's own text is logged here, once, and never answered.
 pub(super) fn lifecycle_error(error: LifecycleError) -> ApiError {
     match error {
-        LifecycleError::Busy => ApiError::conflict("TURN_IN_PROGRESS", "the agent has a turn in progress"),
+        LifecycleError::Busy => ApiError::conflict(ErrorCode::TurnInProgress, "the agent has a turn in progress"),
         LifecycleError::Failed(detail) => {
             tracing::warn!(error = %detail, "a sandbox operation failed");
             ApiError::Unavailable {
-                code: "SANDBOX_FAILED",
+                code: ErrorCode::SandboxFailed,
                 message: "the agent's sandbox could not be reached or changed; the server log has the details"
                     .to_owned(),
             }

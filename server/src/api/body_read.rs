@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 
 use super::error::ApiError;
+use crate::error_code::ErrorCode;
 
 /// How bodies are read.
 #[derive(Clone, Copy, Debug)]
@@ -72,11 +73,11 @@ pub async fn read_first(State(read): State<BodyRead>, request: Request, next: Ne
     match tokio::time::timeout(deadline, limited.collect()).await {
         Err(_) => closing(ApiError::Refused {
             status: StatusCode::REQUEST_TIMEOUT,
-            code: "BODY_READ_TIMEOUT",
+            code: ErrorCode::BodyReadTimeout,
             message: format!("the request's body did not arrive within {} s", deadline.as_secs()),
         }),
         Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => closing(ApiError::PayloadTooLarge),
-        Ok(Err(_)) => closing(ApiError::bad_request("INVALID_BODY", "the request's body could not be read")),
+        Ok(Err(_)) => closing(ApiError::bad_request(ErrorCode::InvalidBody, "the request's body could not be read")),
         Ok(Ok(collected)) => next.run(Request::from_parts(parts, Body::from(collected.to_bytes()))).await,
     }
 }

@@ -5,6 +5,8 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+pub use crate::error_code::ErrorCode;
+
 /// Errors a handler returns.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -30,7 +32,7 @@ pub enum ApiError {
     #[error("{message}")]
     BadRequest {
         /// The code.
-        code: &'static str,
+        code: ErrorCode,
         /// Why.
         message: String,
     },
@@ -47,7 +49,7 @@ pub enum ApiError {
     #[error("{message}")]
     Conflict {
         /// The code.
-        code: &'static str,
+        code: ErrorCode,
         /// Why.
         message: String,
     },
@@ -55,7 +57,7 @@ pub enum ApiError {
     #[error("{message}")]
     Unavailable {
         /// The code.
-        code: &'static str,
+        code: ErrorCode,
         /// Why.
         message: String,
     },
@@ -77,7 +79,7 @@ pub enum ApiError {
         /// The status.
         status: StatusCode,
         /// The code.
-        code: &'static str,
+        code: ErrorCode,
         /// Why.
         message: String,
     },
@@ -105,7 +107,7 @@ impl From<sqlx::Error> for ApiError {
 impl From<crate::store::quotas::QuotaError> for ApiError {
     fn from(error: crate::store::quotas::QuotaError) -> Self {
         match error {
-            crate::store::quotas::QuotaError::Exceeded(message) => Self::conflict("QUOTA_EXCEEDED", message),
+            crate::store::quotas::QuotaError::Exceeded(message) => Self::conflict(ErrorCode::QuotaExceeded, message),
             crate::store::quotas::QuotaError::Db(error) => error.into(),
         }
     }
@@ -113,12 +115,12 @@ impl From<crate::store::quotas::QuotaError> for ApiError {
 
 impl ApiError {
     /// A 400 with a code.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::BadRequest { code, message: message.into() }
     }
 
     /// A 409 with a code.
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::Conflict { code, message: message.into() }
     }
 }
@@ -142,27 +144,27 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = match &self {
-            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
-            Self::CsrfRejected => (StatusCode::FORBIDDEN, "CSRF_REJECTED"),
-            Self::OriginRejected => (StatusCode::FORBIDDEN, "ORIGIN_REJECTED"),
-            Self::TooManyAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"),
-            Self::LoginBusy => (StatusCode::SERVICE_UNAVAILABLE, "LOGIN_BUSY"),
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            Self::CsrfRejected => (StatusCode::FORBIDDEN, ErrorCode::CsrfRejected),
+            Self::OriginRejected => (StatusCode::FORBIDDEN, ErrorCode::OriginRejected),
+            Self::TooManyAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyAttempts),
+            Self::LoginBusy => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::LoginBusy),
             Self::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, *code),
-            Self::Forbidden { .. } => (StatusCode::FORBIDDEN, "FORBIDDEN"),
-            Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            Self::Forbidden { .. } => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
             Self::Unavailable { code, .. } => (StatusCode::SERVICE_UNAVAILABLE, *code),
-            Self::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            Self::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge),
             Self::Refused { status, code, .. } => (*status, *code),
-            Self::DatabaseUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "DATABASE_UNAVAILABLE"),
-            Self::ServerBusy => (StatusCode::SERVICE_UNAVAILABLE, "SERVER_BUSY"),
-            Self::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "REQUEST_TIMEOUT"),
+            Self::DatabaseUnavailable => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::DatabaseUnavailable),
+            Self::ServerBusy => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ServerBusy),
+            Self::Timeout => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::RequestTimeout),
             Self::Internal(error) => {
                 tracing::error!(error = format!("{error:#}"), "internal error");
-                (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL")
+                (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal)
             }
         };
-        let body = ErrorBody { error: ErrorDetail { code: code.to_owned(), message: self.to_string() } };
+        let body = ErrorBody { error: ErrorDetail { code, message: self.to_string() } };
         let mut response = (status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after_secs() {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
@@ -184,7 +186,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable, machine-readable code (`NOT_FOUND`, `TURN_IN_PROGRESS`, …); each operation lists
     /// the codes it can answer with under its statuses.
-    pub code: String,
+    pub code: ErrorCode,
     /// A clear message for a person.
     pub message: String,
 }

@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::error_code::ErrorCode;
 
 /// A JSON body; malformed JSON, a wrong shape or unknown fields → 400 `INVALID_BODY`; a string
 /// holding NUL (`\u0000`) → 400 `NUL_CHARACTER`.
@@ -26,7 +27,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
                 reject_nul(&bytes)?;
                 Ok(Self(value))
             }
-            Err(rejection) => Err(ApiError::bad_request("INVALID_BODY", rejection.body_text())),
+            Err(rejection) => Err(ApiError::bad_request(ErrorCode::InvalidBody, rejection.body_text())),
         }
     }
 }
@@ -41,14 +42,15 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         axum::body::Bytes::from_request(request, state).await.map(Self).map_err(|rejection| match rejection.status() {
             axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-            _ => ApiError::bad_request("INVALID_BODY", rejection.body_text()),
+            _ => ApiError::bad_request(ErrorCode::InvalidBody, rejection.body_text()),
         })
     }
 }
 
 /// Parses a JSON body read by hand, with the same errors as [`Body`].
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let value = serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("INVALID_BODY", e.to_string()))?;
+    let value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(ErrorCode::InvalidBody, e.to_string()))?;
     reject_nul(bytes)?;
     Ok(value)
 }
@@ -57,7 +59,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// cannot store it). An escaped backslash followed by `u0000` is text, not a NUL.
 fn reject_nul(json: &[u8]) -> Result<(), ApiError> {
     if has_nul(json) {
-        return Err(ApiError::bad_request("NUL_CHARACTER", "text must not contain the NUL character (\\u0000)"));
+        return Err(ApiError::bad_request(
+            ErrorCode::NulCharacter,
+            "text must not contain the NUL character (\\u0000)",
+        ));
     }
     Ok(())
 }
@@ -86,7 +91,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(value)) => Ok(Self(value)),
-            Err(rejection) => Err(ApiError::bad_request("INVALID_QUERY", rejection.body_text())),
+            Err(rejection) => Err(ApiError::bad_request(ErrorCode::InvalidQuery, rejection.body_text())),
         }
     }
 }
@@ -101,7 +106,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
         axum::extract::ws::WebSocketUpgrade::from_request_parts(parts, state)
             .await
             .map(Self)
-            .map_err(|rejection| ApiError::bad_request("NOT_A_WEBSOCKET", rejection.body_text()))
+            .map_err(|rejection| ApiError::bad_request(ErrorCode::NotAWebsocket, rejection.body_text()))
     }
 }
 

@@ -15,6 +15,7 @@ use super::extract::Query;
 use super::openapi::Access;
 use super::sessions::visible_session;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::SessionId;
 use crate::state::AppState;
 use crate::store;
@@ -72,7 +73,7 @@ pub async fn list(
     let active = match query.state.as_deref().unwrap_or("active") {
         "active" => true,
         "all" => false,
-        other => return Err(ApiError::bad_request("INVALID_STATE", format!("state {other:?}: active or all"))),
+        other => return Err(ApiError::bad_request(ErrorCode::InvalidState, format!("state {other:?}: active or all"))),
     };
     let session = visible_session(&state, &principal, id, Role::Viewer).await?;
     let home_dir = state.driver.home_dir(session.agent_id);

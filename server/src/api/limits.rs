@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
 use super::error::ApiError;
+use crate::error_code::ErrorCode;
 use crate::store::availability::Availability;
 
 /// How many requests one caller may have in flight.
@@ -175,7 +176,7 @@ pub async fn enforce(State(limits): State<RequestLimits>, request: Request, next
 fn too_many(cap: usize) -> Response {
     let error = ApiError::Refused {
         status: StatusCode::TOO_MANY_REQUESTS,
-        code: "TOO_MANY_REQUESTS",
+        code: ErrorCode::TooManyRequests,
         message: format!("this credential has {cap} requests in flight, as many as this server allows one caller"),
     };
     let mut response = error.into_response();

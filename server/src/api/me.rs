@@ -13,6 +13,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Id};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::state::AppState;
 use crate::store;
 use crate::store::audit::AuditRecord;
@@ -119,7 +120,7 @@ pub async fn create_token(
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
     let name = body.name.trim();
     if name.is_empty() || name.len() > 100 {
-        return Err(ApiError::bad_request("INVALID_NAME", "a token's name is 1-100 characters"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidName, "a token's name is 1-100 characters"));
     }
     let token = format!("ah_{}", hex::encode(rand::random::<[u8; 24]>()));
     let id =

@@ -12,6 +12,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Id, Query, RawBody, Upgrade, parse_json};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::AgentId;
 use crate::permissions::Choice;
 use crate::state::AppState;
@@ -83,12 +84,12 @@ pub async fn list(
         "pending" => true,
         "all" => false,
         other => {
-            return Err(ApiError::bad_request("INVALID_STATE", format!("state {other:?}: pending or all")));
+            return Err(ApiError::bad_request(ErrorCode::InvalidState, format!("state {other:?}: pending or all")));
         }
     };
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request("INVALID_LIMIT", "limit: 1-1000"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidLimit, "limit: 1-1000"));
     }
     let questions = store::permissions::list_for_user(&state.pool, principal.user_id, pending, limit).await?;
     Ok(Json(PermissionList { permissions: questions }))
@@ -148,7 +149,7 @@ pub async fn answer(
         (None, None, None, Some(text)) => Choice::Reply(text),
         _ => {
             return Err(ApiError::bad_request(
-                "INVALID_ANSWER",
+                ErrorCode::InvalidAnswer,
                 "answer with {\"decision\": \"allow\" | \"allow_for_session\" | \"deny\"} or {\"option_id\": \"<one the harness offered>\"}; \
                  the harness's own question (kind elicitation) with {\"content\": {…}}, {\"text\": \"…\"} or \
                  {\"decision\": \"decline\"}",
@@ -171,7 +172,7 @@ pub async fn answer(
         Err(AnswerError::NotPending) => return Err(already_answered()),
         Err(AnswerError::BadChoice(message)) => {
             // An option the harness did not offer; for its own question, content its schema refuses.
-            let code = if question.kind == "elicitation" { "INVALID_ANSWER" } else { "INVALID_OPTION" };
+            let code = if question.kind == "elicitation" { ErrorCode::InvalidAnswer } else { ErrorCode::InvalidOption };
             return Err(ApiError::bad_request(code, message));
         }
         Err(AnswerError::NotRecorded) => {
@@ -198,7 +199,7 @@ pub async fn answer(
 }
 
 fn already_answered() -> ApiError {
-    ApiError::conflict("ALREADY_ANSWERED", "the question is answered already (or its harness is gone)")
+    ApiError::conflict(ErrorCode::AlreadyAnswered, "the question is answered already (or its harness is gone)")
 }
 
 /// The caller's approvals inbox, live (WebSocket). On open and

@@ -18,6 +18,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::Id;
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::AgentId;
 use crate::state::AppState;
 use crate::store;
@@ -140,7 +141,7 @@ pub async fn add(
     let agent = visible_agent(&state, &principal, agent_id, Role::Admin).await?;
     visible_agent(&state, &principal, target_id, Role::Admin).await?;
     if agent_id == target_id {
-        return Err(ApiError::bad_request("SELF_TARGET", "an agent cannot be on its own list"));
+        return Err(ApiError::bad_request(ErrorCode::SelfTarget, "an agent cannot be on its own list"));
     }
     if store::agent_prompts::add(&state.pool, agent_id, target_id, principal.user_id).await? {
         audit(&state, &principal, &agent, target_id, "agent.prompt_target_added").await?;

@@ -19,6 +19,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Id, RawBody, parse_json};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::AgentId;
 use crate::logins::chatgpt::{self, RefreshError};
 use crate::logins::kinds::{self, LoginKind};
@@ -207,34 +208,39 @@ pub async fn connect(
     let body: Connect = parse_json(&body)?;
     let kind = LoginKind::parse(&body.kind).ok_or_else(|| {
         let names: Vec<&str> = kinds::ALL.iter().map(|k| k.as_str()).collect();
-        ApiError::bad_request("UNKNOWN_LOGIN_KIND", format!("kind: one of {}", names.join(", ")))
+        ApiError::bad_request(ErrorCode::UnknownLoginKind, format!("kind: one of {}", names.join(", ")))
     })?;
     let value = Secret::new(body.value.trim());
     if value.expose().len() > kinds::MAX_VALUE_BYTES {
-        return Err(ApiError::bad_request("INVALID_LOGIN", format!("at most {} bytes", kinds::MAX_VALUE_BYTES)));
+        return Err(ApiError::bad_request(
+            ErrorCode::InvalidLogin,
+            format!("at most {} bytes", kinds::MAX_VALUE_BYTES),
+        ));
     }
     let (value, expires_at, public) = match kind {
         // A ChatGPT login is refreshed once at once: that checks it and takes it over (Codex where
         // it came from must sign in again).
         LoginKind::ChatgptLogin => {
-            let tokens =
-                chatgpt::parse_auth_json(value.expose()).map_err(|m| ApiError::bad_request("INVALID_LOGIN", m))?;
+            let tokens = chatgpt::parse_auth_json(value.expose())
+                .map_err(|m| ApiError::bad_request(ErrorCode::InvalidLogin, m))?;
             let tokens = state.login_probe.refresh(&tokens).await.map_err(|e| match e {
-                RefreshError::Permanent(reason) => ApiError::bad_request("LOGIN_REJECTED", reason),
+                RefreshError::Permanent(reason) => ApiError::bad_request(ErrorCode::LoginRejected, reason),
                 RefreshError::Transient(reason) => {
-                    ApiError::Unavailable { code: "PROVIDER_UNREACHABLE", message: reason }
+                    ApiError::Unavailable { code: ErrorCode::ProviderUnreachable, message: reason }
                 }
             })?;
             let json = serde_json::to_string(&tokens).map_err(|e| ApiError::Internal(e.into()))?;
             (Secret::new(json), chatgpt::expires_at(&tokens.access_token), chatgpt::public_part(&tokens))
         }
         _ => {
-            kind.check_shape(value.expose()).map_err(|m| ApiError::bad_request("INVALID_LOGIN", m))?;
+            kind.check_shape(value.expose()).map_err(|m| ApiError::bad_request(ErrorCode::InvalidLogin, m))?;
             match state.login_probe.check(kind, &value).await {
                 Ok(()) => {}
-                Err(ProbeError::Rejected(reason)) => return Err(ApiError::bad_request("LOGIN_REJECTED", reason)),
+                Err(ProbeError::Rejected(reason)) => {
+                    return Err(ApiError::bad_request(ErrorCode::LoginRejected, reason));
+                }
                 Err(ProbeError::Unreachable(reason)) => {
-                    return Err(ApiError::Unavailable { code: "PROVIDER_UNREACHABLE", message: reason });
+                    return Err(ApiError::Unavailable { code: ErrorCode::ProviderUnreachable, message: reason });
                 }
             }
             (value, None, json!({}))
@@ -244,7 +250,7 @@ pub async fn connect(
     let id = existing.as_ref().map_or_else(Uuid::new_v4, |l| l.id);
     let identity = crate::logins::row_identity(principal.user_id, id);
     let sealed = cipher::seal(&state.master_key, identity, value.expose().as_bytes())
-        .map_err(|_| ApiError::bad_request("INVALID_LOGIN", "the value could not be encrypted"))?;
+        .map_err(|_| ApiError::bad_request(ErrorCode::InvalidLogin, "the value could not be encrypted"))?;
     // A new seed on every connect: the placeholders change with the login.
     let seed = hex::encode(rand::random::<[u8; 16]>());
     let new = NewLogin {

@@ -18,6 +18,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Id, RawBody, parse_json};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::{AgentId, AgentName, SessionId, TurnId};
 use crate::state::AppState;
 use crate::store;
@@ -182,15 +183,15 @@ const GAP_RUNS: usize = 400;
 /// twice within the server's minimum interval is `400 INTERVAL_TOO_SHORT`.
 fn check_spec(state: &AppState, cron: &str, zone: &str) -> Result<Spec, ApiError> {
     let spec = Spec::parse(cron, zone).map_err(|error| match error {
-        SpecError::Cron { .. } => ApiError::bad_request("INVALID_CRON", error.to_string()),
-        SpecError::TimeZone(_) => ApiError::bad_request("INVALID_TIME_ZONE", error.to_string()),
+        SpecError::Cron { .. } => ApiError::bad_request(ErrorCode::InvalidCron, error.to_string()),
+        SpecError::TimeZone(_) => ApiError::bad_request(ErrorCode::InvalidTimeZone, error.to_string()),
     })?;
     let minimum = state.config.schedule_min_interval_secs;
     if let Some(gap) = spec.shortest_gap(Utc::now(), GAP_RUNS)
         && gap.num_seconds() < minimum
     {
         return Err(ApiError::bad_request(
-            "INTERVAL_TOO_SHORT",
+            ErrorCode::IntervalTooShort,
             format!(
                 "{cron:?} runs {} s apart; this server allows runs at least {minimum} s apart (AGENTHOLD_SCHEDULE_MIN_INTERVAL_SECS)",
                 gap.num_seconds()
@@ -202,10 +203,13 @@ fn check_spec(state: &AppState, cron: &str, zone: &str) -> Result<Spec, ApiError
 
 fn check_prompt(prompt: &str) -> Result<(), ApiError> {
     if prompt.trim().is_empty() {
-        return Err(ApiError::bad_request("INVALID_PROMPT", "the prompt is empty"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidPrompt, "the prompt is empty"));
     }
     if prompt.len() > MAX_PROMPT_BYTES {
-        return Err(ApiError::bad_request("INVALID_PROMPT", format!("the prompt is over {MAX_PROMPT_BYTES} bytes")));
+        return Err(ApiError::bad_request(
+            ErrorCode::InvalidPrompt,
+            format!("the prompt is over {MAX_PROMPT_BYTES} bytes"),
+        ));
     }
     Ok(())
 }
@@ -215,14 +219,15 @@ pub(super) async fn check_session(state: &AppState, agent: &AgentRow, id: Option
     let Some(id) = id else { return Ok(()) };
     match store::sessions::get(&state.pool, id).await? {
         Some(session) if session.agent_id == agent.id => Ok(()),
-        _ => Err(ApiError::bad_request("INVALID_SESSION", format!("session {id} is not one of the agent's"))),
+        _ => Err(ApiError::bad_request(ErrorCode::InvalidSession, format!("session {id} is not one of the agent's"))),
     }
 }
 
 /// The next slot after now, or a 400 when there is none.
 fn next_after_now(spec: &Spec, cron: &str) -> Result<DateTime<Utc>, ApiError> {
-    spec.next_after(Utc::now())
-        .ok_or_else(|| ApiError::bad_request("INVALID_CRON", format!("cron expression {cron:?}: it is never due")))
+    spec.next_after(Utc::now()).ok_or_else(|| {
+        ApiError::bad_request(ErrorCode::InvalidCron, format!("cron expression {cron:?}: it is never due"))
+    })
 }
 
 /// A schedule the caller has at least `needed` on (through its agent), with its agent.
@@ -287,7 +292,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Schedule>), ApiError> {
     let agent = visible_agent(&state, &principal, agent_id, Role::Operator).await?;
     let body: CreateSchedule = parse_json(&body)?;
-    let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
+    let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request(ErrorCode::InvalidName, m))?;
     let time_zone = body.time_zone.unwrap_or_else(|| "UTC".to_owned());
     let spec = check_spec(&state, &body.cron, &time_zone)?;
     check_prompt(&body.prompt)?;
@@ -306,9 +311,12 @@ pub async fn create(
     };
     match store::schedules::insert(&state.pool, &new, state.config.max_schedules_per_workspace).await {
         Ok(()) => {}
-        Err(InsertError::Quota(message)) => return Err(ApiError::conflict("QUOTA_EXCEEDED", message)),
+        Err(InsertError::Quota(message)) => return Err(ApiError::conflict(ErrorCode::QuotaExceeded, message)),
         Err(InsertError::NameTaken) => {
-            return Err(ApiError::conflict("NAME_TAKEN", format!("the agent has a schedule named {:?}", new.name)));
+            return Err(ApiError::conflict(
+                ErrorCode::NameTaken,
+                format!("the agent has a schedule named {:?}", new.name),
+            ));
         }
         Err(InsertError::Db(error)) => return Err(error.into()),
     }

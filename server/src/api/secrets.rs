@@ -18,6 +18,7 @@ use super::extract::{Id, RawBody, parse_json};
 use super::openapi::Access;
 use super::workspaces;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::AgentId;
 use crate::secrets::cipher::{self, RowIdentity};
 use crate::secrets::presets::{CustomRule, InjectionRule, Preset};
@@ -170,21 +171,24 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Secret>), ApiError> {
     principal.require(&state, workspace_id, Role::Admin, "workspace").await?;
     let body: CreateSecret = parse_json(&body)?;
-    let name = validate::secret_name(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
-    let value = validate::value(body.value).map_err(|m| ApiError::bad_request("INVALID_SECRET_VALUE", m))?;
+    let name = validate::secret_name(&body.name).map_err(|m| ApiError::bad_request(ErrorCode::InvalidName, m))?;
+    let value = validate::value(body.value).map_err(|m| ApiError::bad_request(ErrorCode::InvalidSecretValue, m))?;
     let rule = match (body.preset.rule(), body.host, body.header) {
         (None, Some(host), Some(header)) => {
             CustomRule { host, header, format: body.format, port: body.port, path_prefix: body.path_prefix }
                 .validate()
-                .map_err(|m| ApiError::bad_request("INVALID_RULE", m))?
+                .map_err(|m| ApiError::bad_request(ErrorCode::InvalidRule, m))?
         }
         (None, _, _) => {
-            return Err(ApiError::bad_request("INVALID_RULE", "a custom secret needs host and header (and a format)"));
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidRule,
+                "a custom secret needs host and header (and a format)",
+            ));
         }
         (Some(rule), None, None) if body.format.is_none() && body.port.is_none() && body.path_prefix.is_none() => rule,
         (Some(_), _, _) => {
             return Err(ApiError::bad_request(
-                "INVALID_RULE",
+                ErrorCode::InvalidRule,
                 "a preset fills in host, header, format, port and path_prefix; give them only with preset custom",
             ));
         }
@@ -206,11 +210,11 @@ pub async fn create(
     match store::secrets::insert(&state.pool, &secret).await {
         Ok(()) => {}
         Err(InsertError::NameTaken) => {
-            return Err(ApiError::conflict("NAME_TAKEN", format!("a secret named {:?} exists", secret.name)));
+            return Err(ApiError::conflict(ErrorCode::NameTaken, format!("a secret named {:?} exists", secret.name)));
         }
         Err(InsertError::TooMany) => {
             return Err(ApiError::conflict(
-                "TOO_MANY_SECRETS",
+                ErrorCode::TooManySecrets,
                 format!("a workspace holds at most {} secrets", store::secrets::MAX_PER_WORKSPACE),
             ));
         }
@@ -309,14 +313,14 @@ pub async fn attach(
     let axum::extract::Path(path) = path.map_err(|_| ApiError::NotFound("agent"))?;
     let agent = visible_agent(&state, &principal, path.id, Role::Admin).await?;
     let env_name =
-        validate::secret_env_name(&path.env_name).map_err(|m| ApiError::bad_request("INVALID_ENV_NAME", m))?;
+        validate::secret_env_name(&path.env_name).map_err(|m| ApiError::bad_request(ErrorCode::InvalidEnvName, m))?;
     let body: AttachSecret = parse_json(&body)?;
     let secret = store::secrets::get(&state.pool, agent.workspace_id, body.secret_id)
         .await?
         .ok_or(ApiError::NotFound("secret"))?;
     if agent.env.iter().any(|(name, _)| *name == env_name) {
         return Err(ApiError::conflict(
-            "ENV_NAME_TAKEN",
+            ErrorCode::EnvNameTaken,
             format!("the agent's plain env already sets {env_name}; a secret needs a variable of its own"),
         ));
     }
@@ -326,7 +330,7 @@ pub async fn attach(
             .await?;
     if outcome == Attached::TooMany {
         return Err(ApiError::conflict(
-            "TOO_MANY_SECRETS",
+            ErrorCode::TooManySecrets,
             format!("an agent has at most {} secrets attached", store::secrets::MAX_PER_AGENT),
         ));
     }

@@ -15,6 +15,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Id, Query, RawBody};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::events::StoredEvent;
 use crate::ids::{AgentId, Seq, SessionId, TurnId};
 use crate::state::AppState;
@@ -216,10 +217,13 @@ pub async fn delete(
         Ok(true) => {}
         Ok(false) => return Err(ApiError::NotFound("session")),
         Err(store::sessions::DeleteError::TurnOpen) => {
-            return Err(ApiError::conflict("TURN_IN_PROGRESS", "the session has a turn in progress; cancel it first"));
+            return Err(ApiError::conflict(
+                ErrorCode::TurnInProgress,
+                "the session has a turn in progress; cancel it first",
+            ));
         }
         Err(error @ store::sessions::DeleteError::InUse(_)) => {
-            return Err(ApiError::conflict("SESSION_IN_USE", error.to_string()));
+            return Err(ApiError::conflict(ErrorCode::SessionInUse, error.to_string()));
         }
         Err(store::sessions::DeleteError::Db(error)) => return Err(error.into()),
     }
@@ -248,21 +252,24 @@ pub struct PromptBody {
 fn prompt_blocks(body: PromptBody) -> Result<Value, ApiError> {
     let blocks: Vec<ContentBlock> = match (body.text, body.prompt) {
         (Some(text), None) => vec![ContentBlock::from(text)],
-        (None, Some(raw)) => raw
-            .into_iter()
-            .map(serde_json::from_value)
-            .collect::<Result<_, _>>()
-            .map_err(|e| ApiError::bad_request("INVALID_PROMPT", format!("not an ACP content block: {e}")))?,
+        (None, Some(raw)) => {
+            raw.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| {
+                ApiError::bad_request(ErrorCode::InvalidPrompt, format!("not an ACP content block: {e}"))
+            })?
+        }
         _ => {
-            return Err(ApiError::bad_request("INVALID_PROMPT", "give either \"text\" or \"prompt\" (content blocks)"));
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidPrompt,
+                "give either \"text\" or \"prompt\" (content blocks)",
+            ));
         }
     };
     if blocks.is_empty() {
-        return Err(ApiError::bad_request("INVALID_PROMPT", "the prompt is empty"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidPrompt, "the prompt is empty"));
     }
     let value = serde_json::to_value(&blocks).map_err(|e| ApiError::Internal(e.into()))?;
     if value.to_string().len() > MAX_PROMPT_BYTES {
-        return Err(ApiError::bad_request("INVALID_PROMPT", "the prompt is over 1 MiB"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidPrompt, "the prompt is over 1 MiB"));
     }
     Ok(value)
 }
@@ -309,11 +316,11 @@ pub async fn prompt(
             Ok(recorded) => recorded,
             Err(TurnError::InProgress) => {
                 return Err(ApiError::conflict(
-                    "TURN_IN_PROGRESS",
+                    ErrorCode::TurnInProgress,
                     "the session has a turn in progress; cancel it or wait",
                 ));
             }
-            Err(TurnError::Quota(message)) => return Err(ApiError::conflict("QUOTA_EXCEEDED", message)),
+            Err(TurnError::Quota(message)) => return Err(ApiError::conflict(ErrorCode::QuotaExceeded, message)),
             // The session's agent was deleted since it was looked up (a prompt racing a delete).
             Err(TurnError::Db(sqlx::Error::Database(error))) if error.is_foreign_key_violation() => {
                 return Err(ApiError::NotFound("session"));
@@ -358,11 +365,12 @@ async fn answer_by_reply(
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the agent's supervisor stopped")))?;
     match outcome {
         Ok(()) => Ok(Json(AnsweredByReply { answered: permission_id, decision }).into_response()),
-        Err(crate::supervisor::core::AnswerError::NotPending) => {
-            Err(ApiError::conflict("ALREADY_ANSWERED", "the waiting question was answered meanwhile; post again"))
-        }
+        Err(crate::supervisor::core::AnswerError::NotPending) => Err(ApiError::conflict(
+            ErrorCode::AlreadyAnswered,
+            "the waiting question was answered meanwhile; post again",
+        )),
         Err(crate::supervisor::core::AnswerError::BadChoice(message)) => {
-            Err(ApiError::bad_request("INVALID_ANSWER", message))
+            Err(ApiError::bad_request(ErrorCode::InvalidAnswer, message))
         }
         Err(error) => Err(ApiError::Internal(anyhow::anyhow!("answering by reply: {error}"))),
     }
@@ -389,7 +397,7 @@ pub async fn cancel(
     let cancelled =
         state.dispatch.ask(session.agent_id, |reply| Command::Cancel { session_id: id, reply }).await.unwrap_or(false);
     if !cancelled {
-        return Err(ApiError::conflict("NO_TURN_IN_PROGRESS", "the session has no turn in progress"));
+        return Err(ApiError::conflict(ErrorCode::NoTurnInProgress, "the session has no turn in progress"));
     }
     Ok((StatusCode::ACCEPTED, Json(Cancelling { cancelling: true })))
 }
@@ -410,7 +418,7 @@ pub fn cursor(after: Option<Seq>) -> Result<Seq, ApiError> {
     match after {
         None => Ok(0),
         Some(after) if after >= 0 => Ok(after),
-        Some(_) => Err(ApiError::bad_request("INVALID_CURSOR", "after must be a sequence number, 0 or more")),
+        Some(_) => Err(ApiError::bad_request(ErrorCode::InvalidCursor, "after must be a sequence number, 0 or more")),
     }
 }
 
@@ -437,7 +445,7 @@ pub async fn events(
     let after = cursor(query.after)?;
     let limit = query.limit.unwrap_or(100);
     if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
-        return Err(ApiError::bad_request("INVALID_LIMIT", format!("limit must be 1-{MAX_EVENTS_PAGE}")));
+        return Err(ApiError::bad_request(ErrorCode::InvalidLimit, format!("limit must be 1-{MAX_EVENTS_PAGE}")));
     }
     // The events as the stream sends them (encoded once, payloads as Postgres holds them).
     // A page stops at `limit` events or at MAX_EVENTS_PAGE_BYTES, whichever comes first.

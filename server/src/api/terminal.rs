@@ -22,6 +22,7 @@ use super::extract::{Id, Upgrade};
 use super::openapi::Access;
 use super::ws;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::AgentId;
 use crate::state::AppState;
 use crate::store::users::Role;
@@ -91,12 +92,12 @@ pub async fn open(
 ) -> Result<Response, ApiError> {
     // The role first: a caller without it learns nothing from the query's validation.
     let workspace_id = visible_agent(&state, &principal, id, Role::Operator).await?.workspace_id;
-    let Query(query) = query.map_err(|e| ApiError::bad_request("INVALID_QUERY", e.body_text()))?;
+    let Query(query) = query.map_err(|e| ApiError::bad_request(ErrorCode::InvalidQuery, e.body_text()))?;
     // The sandbox's tunnel is on the replica that owns the agent: the terminal opens there.
     if let crate::replicas::Route::There(owner) = state.dispatch.route(id).await {
         if headers.contains_key(super::terminal_relay::RELAYED) {
             return Err(ApiError::Unavailable {
-                code: "REPLICA_UNAVAILABLE",
+                code: ErrorCode::ReplicaUnavailable,
                 message: "the agent moved to another replica meanwhile; open the terminal again".to_owned(),
             });
         }
@@ -151,7 +152,7 @@ async fn login_program(
         let known =
             if init.is_none() { " (the harness has not started yet: prompt or wake the agent first)" } else { "" };
         return Err(ApiError::bad_request(
-            "UNKNOWN_LOGIN_METHOD",
+            ErrorCode::UnknownLoginMethod,
             format!("login methods this terminal can run: [{}]{known}", runnable.join(", ")),
         ));
     };

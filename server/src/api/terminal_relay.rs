@@ -17,6 +17,7 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _, protocol::WebSocketConfig};
 
 use super::error::ApiError;
+use crate::error_code::ErrorCode;
 use crate::store::replicas::ReplicaRow;
 
 /// The header marking a relayed terminal request.
@@ -35,7 +36,7 @@ pub async fn relay(
     headers: &HeaderMap,
     send_timeout: Duration,
 ) -> Result<Response, ApiError> {
-    let unavailable = |message: String| ApiError::Unavailable { code: "REPLICA_UNAVAILABLE", message };
+    let unavailable = |message: String| ApiError::Unavailable { code: ErrorCode::ReplicaUnavailable, message };
     let authority =
         owner.internal_url.strip_prefix("http://").map(|rest| rest.trim_end_matches('/')).ok_or_else(|| {
             unavailable(format!("the agent's replica has no http:// address ({})", owner.internal_url))

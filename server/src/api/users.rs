@@ -12,6 +12,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::Body;
 use super::openapi::Access;
 use crate::auth::{Principal, passwords};
+use crate::error_code::ErrorCode;
 use crate::state::AppState;
 use crate::store;
 use crate::store::audit::AuditRecord;
@@ -72,11 +73,11 @@ pub async fn create(
     let username = body.username.trim().to_lowercase();
     if !valid_username(&username) {
         return Err(ApiError::bad_request(
-            "INVALID_USERNAME",
+            ErrorCode::InvalidUsername,
             "usernames are 2-64 characters of a-z, 0-9, '-', '_', '.', starting with a letter",
         ));
     }
-    passwords::check_policy(&body.password).map_err(|m| ApiError::bad_request("WEAK_PASSWORD", m))?;
+    passwords::check_policy(&body.password).map_err(|m| ApiError::bad_request(ErrorCode::WeakPassword, m))?;
     let user = UserRow {
         id: Uuid::new_v4(),
         username: username.clone(),
@@ -85,7 +86,9 @@ pub async fn create(
     };
     let workspace = match store::users::create(&state.pool, &user).await {
         Ok(workspace) => workspace,
-        Err(CreateUserError::Taken) => return Err(ApiError::conflict("USERNAME_TAKEN", "the username is taken")),
+        Err(CreateUserError::Taken) => {
+            return Err(ApiError::conflict(ErrorCode::UsernameTaken, "the username is taken"));
+        }
         Err(CreateUserError::Db(error)) => return Err(error.into()),
     };
     if let Some(admin_workspace) = store::users::personal_workspace(&state.pool, me.id).await? {

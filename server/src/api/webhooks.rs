@@ -18,6 +18,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Id, RawBody, parse_json};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::ids::{AgentId, AgentName, SessionId, TurnId};
 use crate::secrets::cipher;
 use crate::state::AppState;
@@ -226,8 +227,8 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<CreatedWebhook>), ApiError> {
     let agent = visible_agent(&state, &principal, agent_id, Role::Operator).await?;
     let body: CreateWebhook = parse_json(&body)?;
-    let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request("INVALID_NAME", m))?;
-    Template::parse(&body.template).map_err(|m| ApiError::bad_request("INVALID_TEMPLATE", m))?;
+    let name = AgentName::parse(&body.name).map_err(|m| ApiError::bad_request(ErrorCode::InvalidName, m))?;
+    Template::parse(&body.template).map_err(|m| ApiError::bad_request(ErrorCode::InvalidTemplate, m))?;
     super::schedules::check_session(&state, &agent, body.session_id).await?;
     let id = Uuid::new_v4();
     let secret = crate::secret::Secret::new(hex::encode(rand::random::<[u8; 32]>()));
@@ -247,7 +248,7 @@ pub async fn create(
         created_by: principal.user_id,
     };
     if !store::webhooks::insert(&state.pool, &new, state.config.max_webhooks_per_workspace).await? {
-        return Err(ApiError::conflict("NAME_TAKEN", format!("the agent has a webhook named {:?}", new.name)));
+        return Err(ApiError::conflict(ErrorCode::NameTaken, format!("the agent has a webhook named {:?}", new.name)));
     }
     let row = store::webhooks::get(&state.pool, id).await?.ok_or(ApiError::NotFound("webhook"))?;
     audit(&state, &principal, &agent, &row, "webhook.created").await?;

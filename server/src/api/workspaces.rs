@@ -13,6 +13,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Id, Query};
 use super::openapi::Access;
 use crate::auth::Principal;
+use crate::error_code::ErrorCode;
 use crate::state::AppState;
 use crate::store;
 use crate::store::audit::{AuditRecord, AuditView};
@@ -79,7 +80,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Workspace>), ApiError> {
     let name = body.name.trim();
     if name.is_empty() || name.len() > 100 {
-        return Err(ApiError::bad_request("INVALID_NAME", "a workspace's name is 1-100 characters"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidName, "a workspace's name is 1-100 characters"));
     }
     let id = store::users::create_workspace(&state.pool, name, principal.user_id).await?;
     audit(&state, &principal, id, "workspace.created", "workspace", id.to_string(), json!({"name": name})).await?;
@@ -157,7 +158,7 @@ async fn change_member(
     match store::users::set_membership(&state.pool, path.id, path.user_id, role).await {
         Ok(()) => {}
         Err(MembershipError::LastAdmin) => {
-            return Err(ApiError::conflict("LAST_ADMIN", "a workspace keeps at least one admin"));
+            return Err(ApiError::conflict(ErrorCode::LastAdmin, "a workspace keeps at least one admin"));
         }
         Err(MembershipError::Db(error)) => return Err(error.into()),
     }
@@ -281,7 +282,7 @@ pub async fn audit_log(
     principal.require(&state, id, Role::Admin, "workspace").await?;
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request("INVALID_LIMIT", "limit must be 1-1000"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidLimit, "limit must be 1-1000"));
     }
     let records = store::audit::page(&state.pool, id, query.before, limit).await?;
     let next_before = records.last().map(|r| r.id);

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::signature::{self, SignatureError};
 use super::template::{RenderError, Template};
+use crate::error_code::ErrorCode;
 use crate::ids::{SessionId, TurnId};
 use crate::prompting::{self, Origin};
 use crate::secrets::cipher::{self, RowIdentity};
@@ -60,19 +61,19 @@ pub struct Refusal {
     /// The HTTP status.
     pub status: StatusCode,
     /// A stable code.
-    pub code: &'static str,
+    pub code: crate::error_code::ErrorCode,
     /// Why, for a person (never the body).
     pub message: String,
 }
 
 impl Refusal {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, code: crate::error_code::ErrorCode, message: impl Into<String>) -> Self {
         Self { status, code, message: message.into() }
     }
 
     /// Too large: refused before its body was read.
     pub fn too_large(limit: u64) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", format!("the body is over {limit} bytes"))
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge, format!("the body is over {limit} bytes"))
     }
 }
 
@@ -105,12 +106,12 @@ pub async fn refuse(
     delivery_id: Option<&str>,
     refusal: Refusal,
 ) -> sqlx::Result<Outcome> {
-    let unsigned = refusal.code.starts_with("SIGNATURE");
+    let unsigned = refusal.code.as_str().starts_with("SIGNATURE");
     if unsigned && store::webhooks::unsigned_last_minute(&state.pool, webhook.id).await? >= MAX_REFUSALS_PER_MINUTE {
         metrics::counter!("agenthold_webhook_refusals_dropped_total").increment(1);
         return Ok(Outcome::Refused(Refusal::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "TOO_MANY_REFUSALS",
+            ErrorCode::TooManyRefusals,
             format!(
                 "over {MAX_REFUSALS_PER_MINUTE} unsigned deliveries to this webhook were refused in the last minute"
             ),
@@ -122,15 +123,15 @@ pub async fn refuse(
         received_at: Utc::now(),
         status: i32::from(refusal.status.as_u16()),
         outcome: "refused".to_owned(),
-        code: Some(refusal.code.to_owned()),
+        code: Some(refusal.code.as_str().to_owned()),
         reason: Some(refusal.message.clone()),
         session_id: None,
         turn_id: None,
     };
     store::webhooks::refuse(&state.pool, webhook.id, &row).await?;
-    metrics::counter!("agenthold_webhook_deliveries_total", "outcome" => "refused", "code" => refusal.code)
+    metrics::counter!("agenthold_webhook_deliveries_total", "outcome" => "refused", "code" => refusal.code.as_str())
         .increment(1);
-    tracing::info!(webhook.id = %webhook.id, code = refusal.code, "a webhook delivery was refused");
+    tracing::info!(webhook.id = %webhook.id, code = refusal.code.as_str(), "a webhook delivery was refused");
     Ok(Outcome::Refused(refusal))
 }
 
@@ -146,7 +147,7 @@ pub async fn deliver(state: &AppState, webhook: &WebhookRow, request: Request<'_
     if webhook.paused || !webhook.maker_stands {
         let refusal = Refusal::new(
             StatusCode::CONFLICT,
-            "WEBHOOK_PAUSED",
+            ErrorCode::WebhookPaused,
             "the webhook is paused (an operator resumes it; one whose maker left, an admin)",
         );
         return Ok(refuse(state, webhook, delivery_id, refusal).await?);
@@ -174,15 +175,17 @@ fn check<'a>(
         tracing::warn!(webhook.id = %webhook.id, error = %error, "a webhook's secret does not open");
         Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "SECRET_UNAVAILABLE",
+            ErrorCode::SecretUnavailable,
             "the webhook's secret cannot be opened on this server (master key)",
         )
     })?;
     let refused = |error: SignatureError| {
         let code = match error {
-            SignatureError::Missing => "SIGNATURE_MISSING",
-            SignatureError::Stale => "SIGNATURE_EXPIRED",
-            SignatureError::Malformed | SignatureError::Wrong | SignatureError::Incomplete => "SIGNATURE_INVALID",
+            SignatureError::Missing => ErrorCode::SignatureMissing,
+            SignatureError::Stale => ErrorCode::SignatureExpired,
+            SignatureError::Malformed | SignatureError::Wrong | SignatureError::Incomplete => {
+                ErrorCode::SignatureInvalid
+            }
         };
         Refusal::new(StatusCode::UNAUTHORIZED, code, error.to_string())
     };
@@ -197,33 +200,35 @@ fn check<'a>(
     let delivery_id = delivery_id.filter(|id| !id.trim().is_empty()).ok_or_else(|| {
         Refusal::new(
             StatusCode::BAD_REQUEST,
-            "DELIVERY_ID_MISSING",
+            ErrorCode::DeliveryIdMissing,
             format!("no delivery id (one of the headers {})", DELIVERY_HEADERS.join(", ")),
         )
     })?;
     if delivery_id.len() > MAX_DELIVERY_ID {
         return Err(Refusal::new(
             StatusCode::BAD_REQUEST,
-            "DELIVERY_ID_MISSING",
+            ErrorCode::DeliveryIdMissing,
             format!("the delivery id is over {MAX_DELIVERY_ID} bytes"),
         ));
     }
     let body: serde_json::Value = serde_json::from_slice(request.body)
-        .map_err(|_| Refusal::new(StatusCode::BAD_REQUEST, "INVALID_BODY", "the body is not JSON"))?;
+        .map_err(|_| Refusal::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, "the body is not JSON"))?;
     let template = Template::parse(&webhook.template)
-        .map_err(|message| Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_TEMPLATE", message))?;
+        .map_err(|message| Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidTemplate, message))?;
     let prompt = template.render(&body).map_err(|error| match error {
         RenderError::Missing(field) => Refusal::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "TEMPLATE_FIELD_MISSING",
+            ErrorCode::TemplateFieldMissing,
             format!("the template needs the field {field:?}, which the body lacks"),
         ),
-        RenderError::TooLong => Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "PROMPT_TOO_LONG", error.to_string()),
+        RenderError::TooLong => {
+            Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::PromptTooLong, error.to_string())
+        }
     })?;
     if prompt.contains('\0') {
         return Err(Refusal::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "NUL_CHARACTER",
+            ErrorCode::NulCharacter,
             "the prompt would contain the NUL character",
         ));
     }
@@ -249,7 +254,7 @@ async fn start(
                 Ok(()) => {}
                 Err(store::quotas::QuotaError::Exceeded(message)) => {
                     drop(tx);
-                    let refusal = Refusal::new(StatusCode::CONFLICT, "QUOTA_EXCEEDED", message);
+                    let refusal = Refusal::new(StatusCode::CONFLICT, ErrorCode::QuotaExceeded, message);
                     return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
                 }
                 Err(store::quotas::QuotaError::Db(error)) => return Err(error.into()),
@@ -276,7 +281,7 @@ async fn start(
         drop(tx);
         let refusal = Refusal::new(
             StatusCode::CONFLICT,
-            "REPLAYED",
+            ErrorCode::Replayed,
             format!("delivery {delivery_id:?} (or its signed body) was accepted before"),
         );
         return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
@@ -284,23 +289,25 @@ async fn start(
     let origin = Origin::webhook(webhook.id, id);
     let blocks = prompting::text_blocks(prompt);
     let max_bytes = state.config.max_event_bytes_per_agent;
-    let recorded = match prompting::record(&mut tx, turn_id, session_id, webhook.agent_id, &blocks, &origin, max_bytes)
-        .await
-    {
-        Ok(recorded) => recorded,
-        Err(TurnError::Quota(message)) => {
-            drop(tx);
-            let refusal = Refusal::new(StatusCode::CONFLICT, "QUOTA_EXCEEDED", message);
-            return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
-        }
-        Err(TurnError::InProgress) => {
-            drop(tx);
-            let refusal =
-                Refusal::new(StatusCode::CONFLICT, "TURN_IN_PROGRESS", "the webhook's session has a turn in progress");
-            return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
-        }
-        Err(TurnError::Db(error)) => return Err(error.into()),
-    };
+    let recorded =
+        match prompting::record(&mut tx, turn_id, session_id, webhook.agent_id, &blocks, &origin, max_bytes).await {
+            Ok(recorded) => recorded,
+            Err(TurnError::Quota(message)) => {
+                drop(tx);
+                let refusal = Refusal::new(StatusCode::CONFLICT, ErrorCode::QuotaExceeded, message);
+                return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
+            }
+            Err(TurnError::InProgress) => {
+                drop(tx);
+                let refusal = Refusal::new(
+                    StatusCode::CONFLICT,
+                    ErrorCode::TurnInProgress,
+                    "the webhook's session has a turn in progress",
+                );
+                return Ok(refuse(state, webhook, Some(delivery_id), refusal).await?);
+            }
+            Err(TurnError::Db(error)) => return Err(error.into()),
+        };
     tracing::info!(webhook.id = %webhook.id, turn.id = %recorded.turn_id, "a webhook delivery started a turn");
     let turn_id = recorded.turn_id;
     prompting::hand_over(state, tx, recorded).await?;
