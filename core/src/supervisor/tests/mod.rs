@@ -10,6 +10,7 @@ mod exactly_once;
 mod gate;
 mod jobs;
 mod mcp;
+mod model;
 mod outage;
 mod parking;
 mod slots;
