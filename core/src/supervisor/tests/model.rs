@@ -40,8 +40,10 @@ enum Op {
     /// The next persist of a stdout line fails (a transient database error). Only those: a
     /// failed persist that only journals stdin, followed by a later one that commits, leaves a
     /// hole in the journal that a takeover cannot resend, and sandboxd, which takes stdin only at
-    /// the next offset, refuses everything after it (a known gap, not modelled here).
+    /// the next offset, refuses everything after it (a known gap: [`FailNextAny`](Op::FailNextAny)).
     FailNext,
+    /// The next persist fails, whatever it stores (not generated: the known gap's test).
+    FailNextAny,
     /// The connection drops.
     DropLink,
     /// sandboxd dials in (when it is not connected).
@@ -318,6 +320,7 @@ struct World {
     /// Inputs that follow an effect at once (sandboxd's answers), in order.
     immediate: VecDeque<Input>,
     fail_next: bool,
+    fail_any: bool,
     prompts: Vec<TurnId>,
 }
 
@@ -338,6 +341,7 @@ impl World {
             reread: false,
             immediate: VecDeque::new(),
             fail_next: false,
+            fail_any: false,
             prompts: Vec::new(),
         }
     }
@@ -382,7 +386,7 @@ impl World {
         match effect {
             Effect::Persist { id, events, side, .. } => {
                 let line = side.iter().any(|s| matches!(s, SideEffect::StdoutStored { .. }));
-                let fail = line && std::mem::take(&mut self.fail_next);
+                let fail = (line && std::mem::take(&mut self.fail_next)) || std::mem::take(&mut self.fail_any);
                 let ok = !fail && self.db.commit(&events, &side);
                 let result = if ok { Ok(()) } else { Err(StoreFailure::Transient) };
                 self.pending.push(Input::Persisted { id, result });
@@ -483,6 +487,7 @@ impl World {
             Op::Deliver(pick) if !self.pending.is_empty() => self.deliver(pick % self.pending.len()),
             Op::Deliver(_) => {}
             Op::FailNext => self.fail_next = true,
+            Op::FailNextAny => self.fail_any = true,
             Op::DropLink => {
                 if let Some((link, _)) = self.link.take() {
                     self.feed(Input::LinkClosed { link });
@@ -542,7 +547,7 @@ impl World {
     /// No more failures: deliver everything, reconnect, send all output, until every prompt's
     /// turn ended.
     fn settle(&mut self) -> Result<(), TestCaseError> {
-        self.fail_next = false;
+        (self.fail_next, self.fail_any) = (false, false);
         for _ in 0..SETTLE_STEPS {
             let ended = self.db.turns.iter().all(|t| t.ended);
             let quiet = self.pending.is_empty() && self.processes.values().all(|p| p.sent >= p.stdout.len() as u64);
@@ -619,6 +624,42 @@ proptest! {
         world.settle()?;
         world.check()?;
     }
+}
+
+/// The known gap `proptest` found (ignored until it is fixed): the journal entry of the stdin
+/// frame at offset `o` fails to commit while a later frame's (the prompt's record) commits. The
+/// takeover restores the journal from the later frame on, sandboxd accepts stdin only at `o`,
+/// and it refuses every resend: the core drops the link and takes over again, forever, and the
+/// turns never end. (A fix chains journal entries as stdout offsets are chained, so the later
+/// entry fails too; or gives up the harness when the journal cannot reach sandboxd's offset.)
+#[test]
+#[ignore = "known gap: a hole in the stdin journal stalls the harness's stdin"]
+fn a_failed_journal_entry_before_a_committed_one_does_not_stall_stdin() {
+    let ops = vec![
+        Op::Dial,
+        Op::Deliver(0),
+        Op::Deliver(0),
+        Op::Deliver(0),
+        Op::Deliver(0),
+        Op::Deliver(0),
+        Op::Prompt,
+        Op::Chunk(102),
+        Op::Chunk(1),
+        Op::Deliver(7_654_651_021_649_220_422),
+        Op::Deliver(1_994_232_383_703_040_034),
+        Op::FailNextAny,
+        Op::Deliver(10_925_527_994_568_833_734),
+        Op::Prompt,
+        Op::Deliver(15_605_422_401_988_686_811),
+        Op::Chunk(80),
+    ];
+    let mut world = World::new();
+    world.step(Op::Prompt);
+    for op in ops {
+        world.step(op);
+    }
+    assert!(world.settle().is_ok(), "stdin stalls: the turns never end");
+    assert!(world.check().is_ok(), "{:?}", world.check());
 }
 
 /// Replays one sequence and prints what it stored (call it from a test with the input `proptest`
