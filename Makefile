@@ -4,7 +4,7 @@
 #   make up      the same, server in the background (.dev/server.log, .dev/env)
 #   make down    stop the server and the private Postgres (dockerd stays up)
 #   make test    everything CI runs (.ci/run calls it)
-#   make lint    rustfmt + clippy, warnings are errors
+#   make lint    rustfmt + clippy, warnings are errors; the core crate depends on no IO crate
 #   make bench   scripts/bench/run.sh
 #   make chaos   the five-minute load: 100 sessions × 10 watchers (BENCH_ONLY=load)
 #   make build | web | postgres | docker | images | base-image | e2e | sqlx-prepare
@@ -101,7 +101,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	python3 scripts/check-module-cycles.py
-	scripts/check-core-deps.sh
+	CARGO=$(CARGO) scripts/check-core-deps.sh
 
 sqlx-prepare:
 	@scripts/dev/sqlx-prepare.sh

@@ -482,6 +482,11 @@ impl Core {
         let id = self.next_persist;
         let stdin_end = self.harness.as_ref().map_or(0, |h| h.outbox.end()) + frame.len() as u64;
         let mut side = self.queue_frames(id, vec![frame]);
+        // The session's ACP id is stored with the record as well: the line that opened the
+        // session is another persist, which may fail while this one commits, and a takeover must
+        // still know the session the prompt went to (else the turn's updates are dropped).
+        let acp_session_id = acp_id.to_owned();
+        side.push(SideEffect::SessionOpened { agent_id: self.agent_id, generation, session_id, acp_session_id });
         side.push(SideEffect::MarkSent {
             turn_id,
             request_id: request_id.clone(),

@@ -26,7 +26,7 @@ pub(super) async fn open_work(pool: &sqlx::PgPool, agent_id: AgentId) -> sqlx::R
 }
 
 /// A turn row as the core takes it.
-pub(super) fn open_turn(row: TurnRow) -> OpenTurn {
+fn open_turn(row: TurnRow) -> OpenTurn {
     let state = match (row.state.as_str(), row.request_id, row.harness_generation) {
         ("running", Some(request_id), Some(generation)) => StoredTurnState::Sent { request_id, generation },
         ("parked", _, _) => StoredTurnState::Parked,

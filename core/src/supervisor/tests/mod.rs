@@ -10,6 +10,7 @@ mod exactly_once;
 mod gate;
 mod jobs;
 mod mcp;
+mod model;
 mod outage;
 mod parking;
 mod slots;
@@ -690,4 +691,31 @@ fn a_persist_that_ends_a_turn_names_the_end_for_the_metrics() {
     assert_eq!(ended.len(), 1, "{effects:?}");
     assert_eq!((ended[0].turn_id, ended[0].stop_reason.as_str()), (sim.turn.id, "end_turn"));
     assert!(ended[0].duration >= Duration::from_secs(1), "{:?}", ended[0]);
+}
+
+#[test]
+fn a_prompt_s_record_stores_its_session_s_acp_id_too() {
+    // The line that opened the session and the prompt's record are two persists: when the line
+    // fails and the record commits, the takeover must still know the session the prompt went to,
+    // or every update of the turn (naming that session) is dropped. (Found by `model.rs`.)
+    let mut sim = Sim::new();
+    sim.start_harness();
+    let init =
+        r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#;
+    let effects = sim.stdout(0, &format!("{init}\n"));
+    for (id, ..) in persists(&effects) {
+        sim.ok(id);
+    }
+    let created = r#"{"jsonrpc":"2.0","id":"t-2","result":{"sessionId":"acp-1"}}"#;
+    let effects = sim.stdout(init.len() as u64 + 1, &format!("{created}\n"));
+    let record = persists(&effects)
+        .into_iter()
+        .find(|(_, _, side)| side.iter().any(|s| matches!(s, SideEffect::MarkSent { .. })))
+        .expect("the prompt is recorded");
+    let session = sim.turn.session_id;
+    assert!(
+        record.2.iter().any(|s| matches!(s, SideEffect::SessionOpened { session_id, acp_session_id, .. }
+            if *session_id == session && acp_session_id == "acp-1")),
+        "{record:?}"
+    );
 }
