@@ -17,7 +17,7 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server", "src")
 # Modules inside cycles today (lower it as cycles are broken; never raise it). 19: dispatch and
 # fleet, carved out of supervisor, sandbox and tunnel (which left the cycle), sit in it for now.
-ALLOWED_IN_CYCLES = 19
+ALLOWED_IN_CYCLES = 17
 PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
 GROUP = re.compile(r"\bcrate::\{([^}]*)\}", re.S)
 

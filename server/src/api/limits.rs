@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
 use super::error::ApiError;
+use crate::config::Config;
 use crate::error_code::ErrorCode;
 use crate::store::availability::Availability;
 
@@ -37,6 +38,16 @@ pub struct CallerCaps {
     pub per_caller: usize,
     /// On the MCP route (`/api/v1/mcp`, one agent's credential).
     pub per_agent_mcp: usize,
+}
+
+impl CallerCaps {
+    /// The configured caps (docs/operations.md, "Limits").
+    pub fn of(config: &Config) -> Self {
+        Self {
+            per_caller: usize::try_from(config.max_requests_per_caller).unwrap_or(usize::MAX),
+            per_agent_mcp: usize::try_from(config.max_mcp_requests_per_agent).unwrap_or(usize::MAX),
+        }
+    }
 }
 
 /// The limits of one listener.

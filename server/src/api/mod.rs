@@ -116,7 +116,7 @@ fn routes(state: AppState, internal: bool) -> Router {
     let limits = limits::RequestLimits::new(
         state.config.max_concurrent_requests as usize,
         state.config.max_anonymous_requests as usize,
-        state.config.caller_caps(),
+        limits::CallerCaps::of(&state.config),
         std::time::Duration::from_secs(state.config.request_timeout_secs),
         Some(state.availability.clone()),
     );

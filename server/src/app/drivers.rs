@@ -10,7 +10,9 @@ use crate::config::{Config, DriverKind, Egress, Firewall};
 use crate::sandbox::SandboxDriver;
 use crate::sandbox::docker::DockerDriver;
 use crate::sandbox::kubernetes::KubeDriver;
+use crate::sandbox::kubernetes::manifests::Settings;
 use crate::sandbox::local::LocalDriver;
+use crate::sandbox::subnets::SubnetPool;
 
 /// The engines of `AGENTHOLD_DOCKER_ENGINES`, when set (a bad file stops the start).
 pub(super) fn engines(config: &Config) -> anyhow::Result<Option<Vec<crate::sandbox::engines::EngineSpec>>> {
@@ -35,7 +37,7 @@ pub(super) async fn driver(
     sandbox_proxy_ca: Option<String>,
     replica_id: uuid::Uuid,
 ) -> anyhow::Result<Arc<dyn SandboxDriver>> {
-    let subnet_pool = config.subnet_pool().map_err(anyhow::Error::msg)?;
+    let subnet_pool = SubnetPool::of(config).map_err(anyhow::Error::msg)?;
     Ok(match (config.driver, engines) {
         (DriverKind::Docker, None) => Arc::new(docker_driver(
             config,
@@ -58,8 +60,7 @@ pub(super) async fn driver(
         )),
         (DriverKind::Kubernetes, _) => {
             // Sandboxes reach the server's Pods on the port the tunnel listens on.
-            let settings = config
-                .kube_settings(config.tunnel_listen.port(), sandbox_proxy_ca)
+            let settings = Settings::of(config, config.tunnel_listen.port(), sandbox_proxy_ca)
                 .map_err(anyhow::Error::msg)
                 .context("the Kubernetes driver's settings")?;
             let driver = KubeDriver::connect(settings, config.kube_namespace.clone())

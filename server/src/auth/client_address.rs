@@ -8,13 +8,7 @@ use std::net::IpAddr;
 use axum::http::HeaderMap;
 use ipnet::IpNet;
 
-/// Reads one trusted proxy: an address (`10.0.0.5`) or a network (`10.0.0.0/8`).
-pub fn parse_trusted(text: &str) -> Result<IpNet, String> {
-    let text = text.trim();
-    text.parse::<IpNet>()
-        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| format!("{text:?} is neither an IP address nor a network (10.0.0.0/8)"))
-}
+pub use crate::config::auth::parse_trusted;
 
 /// The client's address for a connection from `peer`.
 pub fn of(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {

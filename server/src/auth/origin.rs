@@ -6,7 +6,10 @@
 //! are not checked: a page cannot make a browser send someone's token.
 
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Uri, header};
+use axum::http::{HeaderMap, header};
+
+use crate::config::auth::origin_of as normalize;
+pub use crate::config::auth::parse_public_url;
 
 /// Whether the request asks for a WebSocket upgrade.
 pub fn is_websocket_upgrade(parts: &Parts) -> bool {
@@ -33,31 +36,6 @@ pub fn is_own_origin(headers: &HeaderMap, public_origin: Option<&str>) -> bool {
             ["http", "https"].iter().any(|scheme| normalize(&format!("{scheme}://{host}")).as_deref() == Some(&origin))
         }
     }
-}
-
-/// Parses `AGENTHOLD_PUBLIC_URL` into the origin browsers send (`scheme://host[:port]`,
-/// lower case, without a default port or a path).
-pub fn parse_public_url(url: &str) -> Result<String, String> {
-    normalize(url).ok_or_else(|| format!("{url:?} is not an http:// or https:// URL"))
-}
-
-/// `scheme://host[:port]`, lower case, default ports dropped; `None` unless http(s) with a host.
-fn normalize(url: &str) -> Option<String> {
-    let uri: Uri = url.trim().parse().ok()?;
-    let scheme = uri.scheme_str()?.to_ascii_lowercase();
-    let default_port = match scheme.as_str() {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
-    };
-    let host = uri.host()?.to_ascii_lowercase();
-    if host.is_empty() {
-        return None;
-    }
-    Some(match uri.port_u16() {
-        Some(port) if port != default_port => format!("{scheme}://{host}:{port}"),
-        _ => format!("{scheme}://{host}"),
-    })
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub fn router(state: AppState) -> Router {
     let limits = crate::api::limits::RequestLimits::new(
         state.config.max_concurrent_requests as usize,
         state.config.max_anonymous_requests as usize,
-        state.config.caller_caps(),
+        crate::api::limits::CallerCaps::of(&state.config),
         std::time::Duration::from_secs(state.config.request_timeout_secs),
         None,
     );

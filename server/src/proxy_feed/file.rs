@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 use zeroize::Zeroizing;
 
+pub use crate::config::UpstreamOverride;
 use crate::secret::Secret;
 
 /// The whole file.
@@ -135,17 +136,6 @@ pub enum InjectFormat {
     Raw,
     /// `Bearer {secret}`.
     Bearer,
-}
-
-/// TEST ONLY: where a `host:port` is really dialled (a loopback stand-in).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpstreamOverride {
-    /// A loopback address.
-    pub addr: SocketAddr,
-    /// A PEM CA trusted for this host only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_cert: Option<PathBuf>,
 }
 
 fn expose<S: Serializer>(secret: &Secret, serializer: S) -> Result<S::Ok, S::Error> {

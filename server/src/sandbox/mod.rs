@@ -50,17 +50,7 @@ pub struct SandboxSpec {
 
 pub use agenthold_core::supervisor::says_disk_full;
 
-/// Whether Docker sandboxes get disk limits (`AGENTHOLD_SANDBOX_DISK_LIMITS`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum DiskLimits {
-    /// Where the engine can enforce them (a warning, once, says where it cannot).
-    #[default]
-    Auto,
-    /// A sandbox is not started on an engine that cannot enforce both.
-    Required,
-    /// None.
-    Off,
-}
+pub use crate::config::DiskLimits;
 
 /// Which disk limits an engine enforces on its sandboxes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -12,15 +12,12 @@
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 
+use crate::config::Config;
 use crate::ids::AgentId;
 
 /// The smallest block an agent network may have: a /29 holds the gateway and five containers.
 pub const MAX_BLOCK_PREFIX: u8 = 29;
-/// The default pool: not Docker's default pools (172.17–31.0.0/16, 192.168.0.0/16) nor the dev
-/// engine's (`10.213.0.0/16`, scripts/dev/docker.sh).
-pub const DEFAULT_POOL: &str = "10.214.0.0/16";
-/// The default block: 16 addresses (the network, the gateway, 13 hosts, the broadcast).
-pub const DEFAULT_BLOCK_PREFIX: u8 = 28;
+pub use crate::config::sandbox::{DEFAULT_BLOCK_PREFIX, DEFAULT_POOL};
 
 /// An IPv4 network `address/prefix` whose host bits are zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +81,17 @@ pub struct SubnetPool {
 }
 
 impl SubnetPool {
+    /// The configured pool of agent networks (`None`: the engine picks); an error saying what is
+    /// wrong with the two settings.
+    pub fn of(config: &Config) -> Result<Option<Self>, String> {
+        if config.sandbox_subnet_pool.trim() == "engine" {
+            return Ok(None);
+        }
+        Self::new(&config.sandbox_subnet_pool, config.sandbox_subnet_prefix)
+            .map(Some)
+            .map_err(|e| format!("AGENTHOLD_SANDBOX_SUBNET_POOL / AGENTHOLD_SANDBOX_SUBNET_PREFIX: {e}"))
+    }
+
     /// A pool cut into blocks of `/block_prefix`: the block must fit in the pool and hold a
     /// gateway and a few containers (at most /[`MAX_BLOCK_PREFIX`]), and the pool may not have
     /// more than 2^20 blocks (a sanity bound, ~1 M agents).
@@ -201,6 +209,20 @@ impl Allocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_configured_pool_is_checked_with_its_prefix() {
+        let mut config = crate::config::parse(&[]).expect("parses");
+        (config.sandbox_subnet_pool, config.sandbox_subnet_prefix) = ("10.214.0.0/16".to_owned(), 28);
+        assert_eq!(SubnetPool::of(&config).expect("valid").map(|p| p.blocks()), Some(4096));
+        config.sandbox_subnet_prefix = 12;
+        assert!(SubnetPool::of(&config).expect_err("too large").contains("between the pool's /16 and /29"));
+        config.sandbox_subnet_pool = "engine".to_owned();
+        assert_eq!(SubnetPool::of(&config), Ok(None));
+        config.sandbox_subnet_pool = "10.214.0.1/16".to_owned();
+        config.sandbox_subnet_prefix = 28;
+        assert!(SubnetPool::of(&config).expect_err("host bits").contains("AGENTHOLD_SANDBOX_SUBNET_POOL"));
+    }
 
     #[test]
     fn pools_and_prefixes_are_validated() {

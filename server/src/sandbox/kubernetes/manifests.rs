@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 
+use crate::config::Config;
 use crate::ids::AgentId;
 use crate::sandbox::SandboxStatus;
 use crate::sandbox::docker::{CAP_ADD, HOME_DIR, TOOLS_DIR};
@@ -106,6 +107,44 @@ pub struct Settings {
     pub proxy_ca: Option<(String, String)>,
     /// `host:port` sandboxes reach the proxy at (its host goes into their hosts file).
     pub proxy_addr: Option<String>,
+}
+
+impl Settings {
+    /// The settings of `config` (the egress proxy's CA, PEM, when sandboxes use it; the tunnel's
+    /// bound port); an error saying which setting is wrong.
+    pub fn of(config: &Config, tunnel_port: u16, proxy_ca: Option<String>) -> Result<Self, String> {
+        check_instance(&config.instance).map_err(|e| format!("AGENTHOLD_INSTANCE: {e}"))?;
+        check_quantity(&config.kube_home_size).map_err(|e| format!("AGENTHOLD_KUBE_HOME_SIZE: {e}"))?;
+        let server_labels =
+            parse_labels(&config.kube_server_labels).map_err(|e| format!("AGENTHOLD_KUBE_SERVER_LABELS: {e}"))?;
+        let proxy = match &proxy_ca {
+            Some(_) => {
+                let labels =
+                    parse_labels(&config.kube_proxy_labels).map_err(|e| format!("AGENTHOLD_KUBE_PROXY_LABELS: {e}"))?;
+                let port = config.kube_proxy_port.or_else(|| config.proxy_port()).ok_or_else(|| {
+                    "AGENTHOLD_KUBE_PROXY_PORT: unset, and AGENTHOLD_PROXY_ADDR names no port".to_owned()
+                })?;
+                Some((labels, port))
+            }
+            None => None,
+        };
+        let proxy_ca = proxy_ca.map(|pem| {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(pem.as_bytes());
+            (pem, hex::encode(&digest[..8]))
+        });
+        Ok(Self {
+            instance: config.instance.clone(),
+            tools_image: config.kube_tools_image.clone(),
+            storage_class: config.kube_storage_class.clone().filter(|c| !c.is_empty()),
+            home_size: config.kube_home_size.clone(),
+            server_labels,
+            tunnel_port,
+            proxy_addr: proxy.as_ref().and(config.proxy_addr.clone()),
+            proxy,
+            proxy_ca,
+        })
+    }
 }
 
 /// What one agent's Pod is made from besides the driver's [`Settings`]: kept in its Secret's
@@ -537,7 +576,34 @@ fn limits(cpu_limit: &str, cpu_request: &str, memory: &str) -> ResourceRequireme
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{DriverKind, KUBE_SERVER_LABELS};
     use serde_json::{Value, json};
+
+    #[test]
+    fn settings_are_checked_and_default_to_the_manifests_service() {
+        let mut config = crate::config::parse(&["--instance", "agenthold"]).expect("parses");
+        config.driver = DriverKind::Kubernetes;
+        (config.tunnel_url, config.proxy_addr, config.kube_proxy_port) = (None, None, None);
+        (config.kube_home_size, config.kube_server_labels, config.kube_proxy_labels) =
+            ("10Gi".to_owned(), KUBE_SERVER_LABELS.to_owned(), KUBE_SERVER_LABELS.to_owned());
+        assert_eq!(config.driver, DriverKind::Kubernetes);
+        assert_eq!(config.tunnel_url(7701), "ws://agenthold:7701/tunnel");
+        let settings = Settings::of(&config, 7701, None).expect("valid");
+        assert_eq!((settings.tunnel_port, settings.proxy.is_none()), (7701, true));
+        assert_eq!(settings.server_labels.len(), 2);
+        config.proxy_addr = Some("agenthold:3128".to_owned());
+        let settings = Settings::of(&config, 7701, Some("PEM".to_owned())).expect("valid");
+        assert_eq!(settings.proxy.map(|(_, port)| port), Some(3128));
+        assert_eq!(settings.proxy_ca.map(|(_, hash)| hash.len()), Some(16));
+        config.kube_home_size = "lots".to_owned();
+        assert!(Settings::of(&config, 7701, None).expect_err("bad size").contains("AGENTHOLD_KUBE_HOME_SIZE"));
+        config.kube_home_size = "10Gi".to_owned();
+        config.kube_server_labels = "app".to_owned();
+        assert!(Settings::of(&config, 7701, None).expect_err("bad labels").contains("AGENTHOLD_KUBE_SERVER_LABELS"));
+        config.kube_server_labels = KUBE_SERVER_LABELS.to_owned();
+        config.instance = "Agent_Hold".to_owned();
+        assert!(Settings::of(&config, 7701, None).expect_err("bad instance").contains("AGENTHOLD_INSTANCE"));
+    }
 
     fn manifests(proxy: bool) -> Manifests {
         Manifests {

@@ -1,86 +1,43 @@
-//! The server's configuration: flags and `AGENTHOLD_*` environment variables (docs/configuration.md).
+//! The server's configuration: flags and `AGENTHOLD_*` environment variables
+//! (docs/configuration.md). A leaf: it names none of the server's other modules; they build their
+//! own values from it (`CallerCaps::of`, `SubnetPool::of`, the Kubernetes driver's
+//! `Settings::of`).
+//!
+//! [`Config`] is one flat list of flags (each keeps its name, variable and place in `--help`); the
+//! sections hold what the flags of one concern need — their value types, parsers and the
+//! helpers deriving settings from them:
+//! - [`mode`]: how the server runs (`production`, `dev`, `test`) and the subcommands;
+//! - [`listen`]: the listeners, and the tunnel's URL and TLS;
+//! - [`sandbox`]: the driver, images, egress, disk limits and agent networks' subnets;
+//! - [`limits`]: agents' resource limits and the per-request and WebSocket limits;
+//! - [`permissions`]: the default permission posture;
+//! - [`auth`]: the public URL and the trusted reverse proxies;
+//! - [`proxy`]: the egress proxy's files and address, and test-only upstream stand-ins;
+//! - [`kubernetes`]: the Kubernetes driver's defaults;
+//! - [`replicas`]: this replica's addresses and its lease.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
 use crate::secret::Secret;
 
-/// Which sandbox driver runs agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DriverKind {
-    /// One Docker container per agent.
-    Docker,
-    /// sandboxd as a child process: NO isolation.
-    Local,
-    /// One Pod per agent on a Kubernetes cluster (docs/kubernetes.md).
-    Kubernetes,
-}
+pub mod auth;
+pub mod kubernetes;
+pub mod limits;
+pub mod listen;
+pub mod mode;
+pub mod permissions;
+pub mod proxy;
+pub mod replicas;
+pub mod sandbox;
 
-/// What a Docker sandbox's network reaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Egress {
-    /// The default: an internal network per sandbox; the host's firewall lets it reach the
-    /// tunnel and the egress proxy only.
-    Confined,
-    /// A plain bridge network: the internet, the LAN and the host's services (not isolated).
-    Open,
-}
-
-/// Who installs the host firewall rules confined sandboxes rely on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Firewall {
-    /// The server, with `iptables` at start (it must run as root, or with `CAP_NET_ADMIN`).
-    Iptables,
-    /// The operator (docs/security.md lists the rules); the server installs none.
-    External,
-}
-
-/// How the server runs: `production` needs a master key; `dev` and `test` fall back to one in
-/// the data directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Mode {
-    /// The default: every safety net on, a master key required.
-    Production,
-    /// `make dev`.
-    Dev,
-    /// The test harness.
-    Test,
-}
-
-impl Mode {
-    /// The setting's value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Production => "production",
-            Self::Dev => "dev",
-            Self::Test => "test",
-        }
-    }
-}
-
-/// Subcommands (without one, the server runs).
-#[derive(Debug, Clone, clap::Subcommand)]
-pub enum Command {
-    /// Manage secrets at rest.
-    #[command(subcommand)]
-    Secrets(SecretsCommand),
-}
-
-/// `agenthold secrets …`.
-#[derive(Debug, Clone, clap::Subcommand)]
-pub enum SecretsCommand {
-    /// Re-encrypt every secret under a new master key (one transaction; safe to run twice).
-    Rotate {
-        /// The key the secrets are encrypted with now.
-        #[arg(long)]
-        old_key_file: PathBuf,
-        /// The key to encrypt them with; start the server with it afterwards.
-        #[arg(long)]
-        new_key_file: PathBuf,
-    },
-}
+pub use kubernetes::KUBE_SERVER_LABELS;
+pub use mode::{Command, Mode, SecretsCommand};
+pub use permissions::Posture;
+pub use proxy::{UpstreamOverride, UpstreamOverrides};
+pub use sandbox::{DiskLimits, DriverKind, Egress, Firewall};
 
 /// The server's configuration.
 #[derive(Debug, Clone, Parser)]
@@ -143,8 +100,8 @@ pub struct Config {
     pub image: String,
     /// The permission posture of agents that name none (`autonomous`, `guarded`, `approval`;
     /// aliases `auto-approve`, `ask`); unset: `autonomous`.
-    #[arg(long, env = "AGENTHOLD_DEFAULT_POSTURE", value_parser = parse_posture)]
-    pub default_posture: Option<crate::permissions::Posture>,
+    #[arg(long, env = "AGENTHOLD_DEFAULT_POSTURE", value_parser = permissions::parse_posture)]
+    pub default_posture: Option<Posture>,
     /// A JSON file of the server owner's permission rules (`{"rules": [...]}`), checked before
     /// any agent's, in every posture (docs/permissions.md); the server refuses to start with a
     /// bad one.
@@ -157,7 +114,7 @@ pub struct Config {
     /// allowed), comma-separated: an exact reference (`registry.example.com/team/agent:1.4`) or a
     /// prefix ending in `*` (`registry.example.com/team/*`). Any other image is refused
     /// (`400 IMAGE_NOT_ALLOWED`): images on the engine may be other tenants' or the operator's.
-    #[arg(long, env = "AGENTHOLD_ALLOWED_IMAGES", value_delimiter = ',', value_parser = parse_image_pattern)]
+    #[arg(long, env = "AGENTHOLD_ALLOWED_IMAGES", value_delimiter = ',', value_parser = sandbox::parse_image_pattern)]
     pub allowed_images: Vec<String>,
     /// The default image of agents running a harness the base image carries (claude-code,
     /// codex, opencode): `make base-image` builds it.
@@ -319,7 +276,7 @@ pub struct Config {
     /// Disk limits of Docker sandboxes: `auto` (where the engine can enforce them; a warning
     /// says where it cannot), `required` (no sandbox starts on an engine that cannot) or `off`.
     #[arg(long, env = "AGENTHOLD_SANDBOX_DISK_LIMITS", value_enum, default_value = "auto")]
-    pub sandbox_disk_limits: crate::sandbox::DiskLimits,
+    pub sandbox_disk_limits: DiskLimits,
     /// The most agents one workspace may hold.
     #[arg(long, env = "AGENTHOLD_MAX_AGENTS_PER_WORKSPACE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
     pub max_agents_per_workspace: i64,
@@ -350,12 +307,12 @@ pub struct Config {
     /// The origin browsers use to reach the API (`https://agenthold.example.com`); a
     /// cookie-authenticated WebSocket upgrade must come from it. Unset: the origin of the `Host`
     /// the browser connected to (`http://` or `https://` followed by the `Host` header).
-    #[arg(long, env = "AGENTHOLD_PUBLIC_URL", value_parser = crate::auth::origin::parse_public_url)]
+    #[arg(long, env = "AGENTHOLD_PUBLIC_URL", value_parser = auth::parse_public_url)]
     pub public_url: Option<String>,
     /// Reverse proxies in front of the server whose `X-Forwarded-For` is believed (addresses or
     /// networks, comma-separated): the login throttle counts the client address they name.
     /// Unset: the header is ignored and the connection's peer counts.
-    #[arg(long, env = "AGENTHOLD_TRUSTED_PROXIES", value_delimiter = ',', value_parser = crate::auth::client_address::parse_trusted)]
+    #[arg(long, env = "AGENTHOLD_TRUSTED_PROXIES", value_delimiter = ',', value_parser = auth::parse_trusted)]
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The built browser UI (`web/dist`, made by `npm run build` in `web/`), served at `/`.
     /// Unset: the checkout's `web/dist` (where this binary was built from).
@@ -374,10 +331,10 @@ pub struct Config {
     pub sandbox_nofile: Option<i64>,
     /// The IPv4 pool agent networks' subnets are cut from (passed to the engine in each network's
     /// IPAM settings), or `engine` to let the engine pick from its own pools.
-    #[arg(long, env = "AGENTHOLD_SANDBOX_SUBNET_POOL", default_value = crate::sandbox::subnets::DEFAULT_POOL)]
+    #[arg(long, env = "AGENTHOLD_SANDBOX_SUBNET_POOL", default_value = sandbox::DEFAULT_POOL)]
     pub sandbox_subnet_pool: String,
     /// The prefix length of each agent network's subnet (between the pool's and 29).
-    #[arg(long, env = "AGENTHOLD_SANDBOX_SUBNET_PREFIX", default_value_t = crate::sandbox::subnets::DEFAULT_BLOCK_PREFIX)]
+    #[arg(long, env = "AGENTHOLD_SANDBOX_SUBNET_PREFIX", default_value_t = sandbox::DEFAULT_BLOCK_PREFIX)]
     pub sandbox_subnet_prefix: u8,
     /// At most this many agents on this server (creating one more answers 503 `CAPACITY`);
     /// unset: no limit.
@@ -420,7 +377,7 @@ pub struct Config {
     pub replica_url: Option<String>,
     /// How long (seconds) an agent stays owned by a replica that stopped heartbeating; another
     /// replica takes its agents over after it.
-    #[arg(long, env = "AGENTHOLD_LEASE_TTL_SECS", default_value_t = 15.0, value_parser = lease_ttl)]
+    #[arg(long, env = "AGENTHOLD_LEASE_TTL_SECS", default_value_t = 15.0, value_parser = replicas::lease_ttl)]
     pub lease_ttl_secs: f64,
     /// Keep the egress proxy's configuration file up to date (docs/proxy.md, "How the server
     /// feeds it").
@@ -468,342 +425,14 @@ pub struct Config {
     pub kube_proxy_port: Option<u16>,
     /// TEST ONLY: `{"host:port": {"addr": "127.0.0.1:PORT", "ca_cert": "/path.pem"}}` copied into
     /// the proxy's `upstream_overrides`. Refused in production mode.
-    #[arg(long, env = "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", value_parser = parse_overrides)]
+    #[arg(long, env = "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", value_parser = proxy::parse_overrides)]
     pub proxy_test_upstream_overrides: Option<UpstreamOverrides>,
 }
 
-/// A lease time: at least 0.3 s (a heartbeat every 0.1 s), at most a day.
-fn lease_ttl(value: &str) -> Result<f64, String> {
-    let secs: f64 = value.parse().map_err(|_| format!("{value:?} is not a number of seconds"))?;
-    if !(0.3..=86_400.0).contains(&secs) {
-        return Err(format!("{secs} is outside 0.3..=86400 seconds"));
-    }
-    Ok(secs)
-}
-
-/// The labels of the server's Pods in deploy/kubernetes (the egress proxy runs beside the server,
-/// in the same Pod).
-pub const KUBE_SERVER_LABELS: &str = "app.kubernetes.io/name=agenthold,app.kubernetes.io/component=server";
-
-/// The host's memory (MiB), from `/proc/meminfo`.
-fn host_memory_mib() -> Option<i32> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: i64 =
-        text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
-    i32::try_from(kib / 1024).ok()
-}
-
-/// One `AGENTHOLD_ALLOWED_IMAGES` entry: a reference, or a prefix ending in `*` (the only `*`).
-fn parse_image_pattern(text: &str) -> Result<String, String> {
-    let text = text.trim();
-    let body = text.strip_suffix('*').unwrap_or(text);
-    if text.is_empty() || text.len() > 512 || body.contains('*') || text.chars().any(char::is_whitespace) {
-        return Err(format!("{text:?}: an image reference, or a prefix ending in a single `*`"));
-    }
-    Ok(text.to_owned())
-}
-
-fn parse_posture(value: &str) -> Result<crate::permissions::Posture, String> {
-    crate::permissions::Posture::parse(value).map_err(|e| e.to_string())
-}
-
-/// `AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES`, parsed.
-pub type UpstreamOverrides = std::collections::BTreeMap<String, crate::proxy_feed::file::UpstreamOverride>;
-
-fn parse_overrides(raw: &str) -> Result<UpstreamOverrides, String> {
-    let map: UpstreamOverrides =
-        serde_json::from_str(raw).map_err(|e| format!("not a JSON object of host:port → {{addr, ca_cert}}: {e}"))?;
-    match map.iter().find(|(_, o)| !o.addr.ip().is_loopback()) {
-        Some((key, _)) => Err(format!("{key}: only loopback stand-ins are allowed (test only)")),
-        None => Ok(map),
-    }
-}
-
-impl Config {
-    /// How many requests one caller may have in flight (docs/operations.md, "Limits").
-    pub fn caller_caps(&self) -> crate::api::limits::CallerCaps {
-        crate::api::limits::CallerCaps {
-            per_caller: usize::try_from(self.max_requests_per_caller).unwrap_or(usize::MAX),
-            per_agent_mcp: usize::try_from(self.max_mcp_requests_per_agent).unwrap_or(usize::MAX),
-        }
-    }
-
-    /// The ceilings of an agent's limits: CPUs, memory (MiB), processes.
-    pub fn limit_ceilings(&self) -> (f64, i32, i32) {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let cpus = self.max_cpus.unwrap_or(cores as f64);
-        let memory = self.max_memory_mib.unwrap_or_else(|| host_memory_mib().map_or(8192, |mib| (mib / 2).max(64)));
-        (cpus, memory, self.max_pids)
-    }
-
-    /// The disk space (MiB) of an agent that names none: the default, within the ceiling.
-    pub fn default_disk_mib(&self) -> i32 {
-        self.sandbox_disk_mib.min(self.max_disk_mib)
-    }
-
-    /// Whether agents may use `image`: the default and base images, and the operator's list.
-    pub fn image_allowed(&self, image: &str) -> bool {
-        image == self.image
-            || image == self.base_image
-            || self.allowed_images.iter().any(|pattern| match pattern.strip_suffix('*') {
-                Some(prefix) => image.starts_with(prefix),
-                None => image == pattern,
-            })
-    }
-
-    /// The subnet pool of agent networks (`None`: the engine picks); an error saying what is
-    /// wrong with the two settings.
-    pub fn subnet_pool(&self) -> Result<Option<crate::sandbox::subnets::SubnetPool>, String> {
-        if self.sandbox_subnet_pool.trim() == "engine" {
-            return Ok(None);
-        }
-        crate::sandbox::subnets::SubnetPool::new(&self.sandbox_subnet_pool, self.sandbox_subnet_prefix)
-            .map(Some)
-            .map_err(|e| format!("AGENTHOLD_SANDBOX_SUBNET_POOL / AGENTHOLD_SANDBOX_SUBNET_PREFIX: {e}"))
-    }
-
-    /// The proxy's configuration file.
-    pub fn proxy_config_file(&self) -> PathBuf {
-        self.proxy_config_file.clone().unwrap_or_else(|| self.data_dir.join("proxy.json"))
-    }
-
-    /// The proxy's CA directory.
-    pub fn proxy_ca_dir(&self) -> PathBuf {
-        self.proxy_ca_dir.clone().unwrap_or_else(|| self.data_dir.join("proxy-ca"))
-    }
-
-    /// Where sandboxes reach the proxy.
-    pub fn proxy_addr(&self) -> String {
-        match (&self.proxy_addr, self.driver) {
-            (Some(addr), _) => addr.clone(),
-            (None, DriverKind::Docker) => "host.docker.internal:3128".to_owned(),
-            (None, DriverKind::Local) => "127.0.0.1:3128".to_owned(),
-            // The Service of deploy/kubernetes, in the sandboxes' namespace.
-            (None, DriverKind::Kubernetes) => "agenthold:3128".to_owned(),
-        }
-    }
-
-    /// The port sandboxes reach the egress proxy at, when they use it.
-    pub fn proxy_port(&self) -> Option<u16> {
-        let addr = self.proxy_addr.as_ref()?;
-        addr.rsplit_once(':').and_then(|(_, port)| port.parse().ok())
-    }
-
-    /// How long one WebSocket send may take.
-    pub fn ws_send_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.ws_send_timeout_secs.max(1))
-    }
-
-    /// The directory holding sandboxd and fakeagent.
-    pub fn sandbox_bin_dir(&self) -> PathBuf {
-        if let Some(dir) = &self.sandbox_bin_dir {
-            return dir.clone();
-        }
-        let exe = std::env::current_exe().unwrap_or_default();
-        let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-        // Test binaries live in target/<profile>/deps; the tools one level up.
-        if dir.ends_with("deps") && !dir.join("sandboxd").exists() {
-            return dir.parent().map(PathBuf::from).unwrap_or(dir);
-        }
-        dir
-    }
-
-    /// The URL sandboxd dials, given the tunnel's bound port.
-    pub fn tunnel_url(&self, tunnel_port: u16) -> String {
-        let scheme = if self.tunnel_tls().is_some() { "wss" } else { "ws" };
-        match (&self.tunnel_url, self.driver) {
-            (Some(url), _) => url.clone(),
-            (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
-            (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
-            (None, DriverKind::Kubernetes) => format!("{scheme}://agenthold:{tunnel_port}/tunnel"),
-        }
-    }
-
-    /// What sandboxes dial to reach this replica itself.
-    pub fn replica_tunnel_url(&self, tunnel_port: u16) -> String {
-        let scheme = if self.tunnel_tls().is_some() { "wss" } else { "ws" };
-        match (&self.replica_tunnel_url, self.driver) {
-            (Some(url), _) => url.clone(),
-            (None, DriverKind::Docker) => format!("{scheme}://host.docker.internal:{tunnel_port}/tunnel"),
-            (None, DriverKind::Local) => format!("{scheme}://127.0.0.1:{tunnel_port}/tunnel"),
-            // The Service's name: with several replicas, set it to each Pod's own address
-            // (docs/kubernetes.md).
-            (None, DriverKind::Kubernetes) => format!("{scheme}://agenthold:{tunnel_port}/tunnel"),
-        }
-    }
-
-    /// Where the other replicas reach this one's internal listener (bound at `internal`).
-    pub fn replica_url(&self, internal: SocketAddr) -> String {
-        match &self.replica_url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None if internal.ip().is_unspecified() => format!("http://127.0.0.1:{}", internal.port()),
-            None => format!("http://{internal}"),
-        }
-    }
-
-    /// The Kubernetes driver's settings (the egress proxy's CA, PEM, when sandboxes use it); an
-    /// error saying which setting is wrong.
-    pub fn kube_settings(
-        &self,
-        tunnel_port: u16,
-        proxy_ca: Option<String>,
-    ) -> Result<crate::sandbox::kubernetes::manifests::Settings, String> {
-        use crate::sandbox::kubernetes::manifests::{check_instance, check_quantity, parse_labels};
-        check_instance(&self.instance).map_err(|e| format!("AGENTHOLD_INSTANCE: {e}"))?;
-        check_quantity(&self.kube_home_size).map_err(|e| format!("AGENTHOLD_KUBE_HOME_SIZE: {e}"))?;
-        let server_labels =
-            parse_labels(&self.kube_server_labels).map_err(|e| format!("AGENTHOLD_KUBE_SERVER_LABELS: {e}"))?;
-        let proxy = match &proxy_ca {
-            Some(_) => {
-                let labels =
-                    parse_labels(&self.kube_proxy_labels).map_err(|e| format!("AGENTHOLD_KUBE_PROXY_LABELS: {e}"))?;
-                let port = self.kube_proxy_port.or_else(|| self.proxy_port()).ok_or_else(|| {
-                    "AGENTHOLD_KUBE_PROXY_PORT: unset, and AGENTHOLD_PROXY_ADDR names no port".to_owned()
-                })?;
-                Some((labels, port))
-            }
-            None => None,
-        };
-        let proxy_ca = proxy_ca.map(|pem| {
-            use sha2::Digest;
-            let digest = sha2::Sha256::digest(pem.as_bytes());
-            (pem, hex::encode(&digest[..8]))
-        });
-        Ok(crate::sandbox::kubernetes::manifests::Settings {
-            instance: self.instance.clone(),
-            tools_image: self.kube_tools_image.clone(),
-            storage_class: self.kube_storage_class.clone().filter(|c| !c.is_empty()),
-            home_size: self.kube_home_size.clone(),
-            server_labels,
-            tunnel_port,
-            proxy_addr: proxy.as_ref().and(self.proxy_addr.clone()),
-            proxy,
-            proxy_ca,
-        })
-    }
-
-    /// The tunnel's TLS certificate and key files, when it serves TLS.
-    pub fn tunnel_tls(&self) -> Option<(&std::path::Path, &std::path::Path)> {
-        Some((self.tunnel_tls_cert.as_deref()?, self.tunnel_tls_key.as_deref()?))
-    }
-}
-
+/// A configuration parsed from `args` after the program's name, with a database URL and the
+/// local driver unless `args` name others (unit tests).
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
-        let base = ["agenthold", "--database-url", "postgres://x", "--driver", "local"];
-        Config::try_parse_from(base.iter().chain(args))
-    }
-
-    #[test]
-    fn images_are_allowed_by_name_or_prefix_and_the_defaults_always() {
-        let mut config =
-            parse(&["--allowed-images", "registry.example.com/team/*, ghcr.io/me/agent:1.4"]).expect("parses");
-        config.image = "agenthold/test:latest".to_owned(); // whatever the environment has
-        config.base_image = "agenthold/base:latest".to_owned();
-        for allowed in
-            ["agenthold/test:latest", "agenthold/base:latest", "registry.example.com/team/x:2", "ghcr.io/me/agent:1.4"]
-        {
-            assert!(config.image_allowed(allowed), "{allowed}");
-        }
-        for refused in
-            ["agenthold/test:other", "ghcr.io/me/agent:1.5", "registry.example.com/teammate:1", "busybox", ""]
-        {
-            assert!(!config.image_allowed(refused), "{refused}");
-        }
-        for bad in ["a*b", "**", "two words"] {
-            assert!(parse(&["--allowed-images", bad]).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn tunnel_tls_needs_both_files_and_makes_the_default_url_wss() {
-        let mut plain = parse(&[]).expect("parses");
-        plain.tunnel_url = None; // whatever AGENTHOLD_TUNNEL_URL the environment has
-        assert_eq!((plain.tunnel_tls(), plain.tunnel_url(7701).as_str()), (None, "ws://127.0.0.1:7701/tunnel"));
-        let mut tls = parse(&["--tunnel-tls-cert", "/c.pem", "--tunnel-tls-key", "/k.pem"]).expect("parses");
-        tls.tunnel_url = None;
-        assert_eq!(tls.tunnel_tls(), Some((std::path::Path::new("/c.pem"), std::path::Path::new("/k.pem"))));
-        assert_eq!(tls.tunnel_url(7701), "wss://127.0.0.1:7701/tunnel");
-        assert!(parse(&["--tunnel-tls-cert", "/c.pem"]).is_err(), "a certificate without its key");
-        assert!(parse(&["--tunnel-tls-key", "/k.pem"]).is_err(), "a key without its certificate");
-    }
-
-    #[test]
-    fn proxy_settings_default_into_the_data_dir_and_overrides_must_be_loopback() {
-        let mut config = parse(&["--data-dir", "/d"]).expect("parses");
-        config.proxy_config_file = None; // whatever the environment has
-        config.proxy_ca_dir = None;
-        config.proxy_addr = None;
-        assert_eq!(config.proxy_config_file(), PathBuf::from("/d/proxy.json"));
-        assert_eq!(config.proxy_ca_dir(), PathBuf::from("/d/proxy-ca"));
-        assert_eq!(config.proxy_addr(), "127.0.0.1:3128");
-        let off = parse(&["--proxy-feed", "false", "--proxy-own-addrs", "203.0.113.7,2001:db8::1"]).expect("parses");
-        assert!(!off.proxy_feed);
-        assert_eq!(off.proxy_own_addrs.len(), 2);
-        let ok = parse(&["--proxy-test-upstream-overrides", r#"{"api.anthropic.com:443":{"addr":"127.0.0.1:9"}}"#]);
-        assert_eq!(ok.expect("parses").proxy_test_upstream_overrides.map(|m| m.len()), Some(1));
-        assert!(parse(&["--proxy-test-upstream-overrides", r#"{"a.example:443":{"addr":"10.0.0.1:9"}}"#]).is_err());
-        assert!(parse(&["--proxy-test-upstream-overrides", "[]"]).is_err());
-    }
-
-    #[test]
-    fn the_subnet_pool_is_checked_with_its_prefix() {
-        let mut config = parse(&[]).expect("parses");
-        (config.sandbox_subnet_pool, config.sandbox_subnet_prefix) = ("10.214.0.0/16".to_owned(), 28);
-        assert_eq!(config.subnet_pool().expect("valid").map(|p| p.blocks()), Some(4096));
-        config.sandbox_subnet_prefix = 12;
-        assert!(config.subnet_pool().expect_err("too large").contains("between the pool's /16 and /29"));
-        config.sandbox_subnet_pool = "engine".to_owned();
-        assert_eq!(config.subnet_pool(), Ok(None));
-        config.sandbox_subnet_pool = "10.214.0.1/16".to_owned();
-        config.sandbox_subnet_prefix = 28;
-        assert!(config.subnet_pool().expect_err("host bits").contains("AGENTHOLD_SANDBOX_SUBNET_POOL"));
-    }
-
-    #[test]
-    fn kubernetes_settings_are_checked_and_default_to_the_manifests_service() {
-        let mut config = parse(&["--instance", "agenthold"]).expect("parses");
-        config.driver = DriverKind::Kubernetes;
-        (config.tunnel_url, config.proxy_addr, config.kube_proxy_port) = (None, None, None);
-        (config.kube_home_size, config.kube_server_labels, config.kube_proxy_labels) =
-            ("10Gi".to_owned(), KUBE_SERVER_LABELS.to_owned(), KUBE_SERVER_LABELS.to_owned());
-        assert_eq!(config.driver, DriverKind::Kubernetes);
-        assert_eq!(config.tunnel_url(7701), "ws://agenthold:7701/tunnel");
-        let settings = config.kube_settings(7701, None).expect("valid");
-        assert_eq!((settings.tunnel_port, settings.proxy.is_none()), (7701, true));
-        assert_eq!(settings.server_labels.len(), 2);
-        config.proxy_addr = Some("agenthold:3128".to_owned());
-        let settings = config.kube_settings(7701, Some("PEM".to_owned())).expect("valid");
-        assert_eq!(settings.proxy.map(|(_, port)| port), Some(3128));
-        assert_eq!(settings.proxy_ca.map(|(_, hash)| hash.len()), Some(16));
-        config.kube_home_size = "lots".to_owned();
-        assert!(config.kube_settings(7701, None).expect_err("bad size").contains("AGENTHOLD_KUBE_HOME_SIZE"));
-        config.kube_home_size = "10Gi".to_owned();
-        config.kube_server_labels = "app".to_owned();
-        assert!(config.kube_settings(7701, None).expect_err("bad labels").contains("AGENTHOLD_KUBE_SERVER_LABELS"));
-        config.kube_server_labels = KUBE_SERVER_LABELS.to_owned();
-        config.instance = "Agent_Hold".to_owned();
-        assert!(config.kube_settings(7701, None).expect_err("bad instance").contains("AGENTHOLD_INSTANCE"));
-    }
-
-    #[test]
-    fn production_is_the_default_mode_and_rotate_is_a_subcommand() {
-        let config = parse(&["--mode", "dev"]).expect("parses");
-        assert_eq!(config.mode, Mode::Dev);
-        assert!(parse(&["--mode", "staging"]).is_err());
-        let rotate = parse(&["secrets", "rotate", "--old-key-file", "/a", "--new-key-file", "/b"]).expect("parses");
-        let Some(Command::Secrets(SecretsCommand::Rotate { old_key_file, new_key_file })) = rotate.command else {
-            panic!("not the rotate subcommand: {:?}", rotate.command);
-        };
-        assert_eq!((old_key_file, new_key_file), (PathBuf::from("/a"), PathBuf::from("/b")));
-        assert!(parse(&["secrets", "rotate", "--old-key-file", "/a"]).is_err(), "both keys are needed");
-        let with_key = parse(&["--master-key", "c2VjcmV0"]).expect("parses");
-        assert!(!format!("{with_key:?}").contains("c2VjcmV0"), "the key never prints");
-        if std::env::var_os("AGENTHOLD_MODE").is_none() {
-            assert_eq!(parse(&[]).expect("parses").mode, Mode::Production);
-        }
-    }
+pub(crate) fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+    let base = ["agenthold", "--database-url", "postgres://x", "--driver", "local"];
+    Config::try_parse_from(base.iter().chain(args))
 }
