@@ -7,6 +7,9 @@
 //! on no IO crate (`scripts/check-core-deps.sh`), so that purity is a build fact, not a review
 //! comment. The server (`agenthold-server`) performs what the core asks for.
 
+#[macro_use]
+mod code_list;
+
 pub mod acp;
 pub mod error_code;
 pub mod events;

@@ -1,7 +1,9 @@
 //! JSON-RPC 2.0 framing: one JSON object per line. Classifies what a harness prints and encodes
-//! what the server sends.
+//! what the server sends (the envelope and the error codes are `agenthold_plumbing::jsonrpc`'s).
 
-use serde_json::{Value, json};
+use agenthold_plumbing::jsonrpc;
+pub use agenthold_plumbing::jsonrpc::{RpcError, code};
+use serde_json::Value;
 
 /// A JSON-RPC request id: the harness's are kept exactly as it sent them.
 pub type RpcId = Value;
@@ -81,22 +83,22 @@ pub fn new_request_id() -> String {
 
 /// A request line (with its newline).
 pub fn request(id: &str, method: &str, params: &Value) -> Vec<u8> {
-    line(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    line(&jsonrpc::request(&Value::from(id), method, params))
 }
 
 /// A notification line.
 pub fn notification(method: &str, params: &Value) -> Vec<u8> {
-    line(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    line(&jsonrpc::notification(method, params))
 }
 
 /// A successful response line to a harness's request.
 pub fn response(id: &RpcId, result: &Value) -> Vec<u8> {
-    line(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    line(&jsonrpc::result(id, result))
 }
 
 /// An error response line.
-pub fn error_response(id: &RpcId, code: i64, message: &str) -> Vec<u8> {
-    line(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
+pub fn error_response(id: &RpcId, error: &RpcError) -> Vec<u8> {
+    line(&jsonrpc::error(id, error))
 }
 
 fn line(value: &Value) -> Vec<u8> {
@@ -107,6 +109,8 @@ fn line(value: &Value) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -1,11 +1,16 @@
 //! What an event of a session's log is before it is stored: its kind ([`EventKind`]) and the
 //! event to append ([`NewEvent`]), and the state changes stored in the same transaction
-//! ([`side_effects`]). Storing, fan-out and the stored shape are the server's (`events`).
+//! ([`side_effects`]); the codes of `notice` events ([`NoticeCode`]; those of `error` events are
+//! [`crate::error_code::ErrorCode`]). Storing, fan-out and the stored shape are the server's (`events`).
 
+mod notice_code;
 pub mod side_effects;
+
+pub use notice_code::NoticeCode;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error_code::ErrorCode;
 use crate::ids::SessionId;
 
 /// The types of events in a session's log (seed 003).
@@ -84,14 +89,14 @@ impl NewEvent {
     }
 
     /// An `error` event with a machine-readable code and a message for people.
-    pub fn error(session_id: SessionId, code: &str, message: impl Into<String>) -> Self {
-        let payload = serde_json::json!({ "code": code, "message": message.into() });
+    pub fn error(session_id: SessionId, code: ErrorCode, message: impl Into<String>) -> Self {
+        let payload = serde_json::json!({ "code": code.as_str(), "message": message.into() });
         Self::new(session_id, EventKind::Error, payload)
     }
 
     /// A `notice` event.
-    pub fn notice(session_id: SessionId, code: &str, message: impl Into<String>) -> Self {
-        let payload = serde_json::json!({ "code": code, "message": message.into() });
+    pub fn notice(session_id: SessionId, code: NoticeCode, message: impl Into<String>) -> Self {
+        let payload = serde_json::json!({ "code": code.as_str(), "message": message.into() });
         Self::new(session_id, EventKind::Notice, payload)
     }
 }

@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use super::{Core, Job, Purpose};
-use crate::events::{EventKind, NewEvent};
+use crate::events::{NewEvent, NoticeCode};
 use crate::ids::{SessionId, TurnId};
 
 /// Whether `text` carries the C library's words for ENOSPC or EDQUOT: a write failed for want of
@@ -39,8 +39,9 @@ fn any_string(value: &Value, depth: usize, test: &impl Fn(&str) -> bool) -> bool
 
 /// The `DISK_FULL` notice of a turn.
 pub fn notice(turn_id: TurnId, session_id: SessionId, message: &str) -> NewEvent {
-    let payload = json!({"code": "DISK_FULL", "message": message, "turn_id": turn_id});
-    NewEvent::new(session_id, EventKind::Notice, payload)
+    let mut notice = NewEvent::notice(session_id, NoticeCode::DiskFull, message);
+    notice.payload["turn_id"] = json!(turn_id);
+    notice
 }
 
 impl Core {

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::types::{AnswerError, ReplyId};
 use super::{Core, Purpose};
-use crate::events::NewEvent;
 use crate::events::side_effects::{GrantScope, SideEffect};
+use crate::events::{NewEvent, NoticeCode};
 use crate::ids::SessionId;
 use crate::permissions;
 
@@ -106,7 +106,7 @@ impl Core {
         let revoked_by = by.get("user_id").and_then(Value::as_str).and_then(|u| uuid::Uuid::parse_str(u).ok());
         let mut notice = NewEvent::notice(
             session_id,
-            "GRANT_REVOKED",
+            NoticeCode::GrantRevoked,
             "an \"approve for this session\" was revoked: that call asks again",
         );
         notice.payload["grant"] = json!(permission_id);

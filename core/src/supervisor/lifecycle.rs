@@ -9,8 +9,8 @@ use super::sandboxd::ToSandboxd;
 use super::types::{Effect, Job, JobId, Launch, Now, Outbound, Outcome, ReplyId};
 use super::{Core, Harness, HarnessStreams, LinkState, Phase, Purpose, Turn, TurnState, harness};
 use super::{Failure, FailureCode, LifecycleError, WakeError};
-use crate::events::NewEvent;
 use crate::events::side_effects::SideEffect;
+use crate::events::{NewEvent, NoticeCode};
 
 /// What the `CAPACITY_WAIT` notice says.
 const CAPACITY_WAIT: &str =
@@ -82,7 +82,8 @@ impl Core {
         let parked = self.parked.values().map(|p| &p.turn);
         let sessions: BTreeSet<_> = self.turns.iter().chain(parked).map(|t| t.session_id).collect();
         tracing::info!(agent.id = %self.agent_id, sessions = sessions.len(), "the host is full; the wake waits for a slot");
-        let events = sessions.into_iter().map(|s| NewEvent::notice(s, "CAPACITY_WAIT", CAPACITY_WAIT)).collect();
+        let events =
+            sessions.into_iter().map(|s| NewEvent::notice(s, NoticeCode::CapacityWait, CAPACITY_WAIT)).collect();
         self.persist(Purpose::Other, events, Vec::new());
     }
 

@@ -10,14 +10,12 @@ use super::stdout::{Line, StdoutError};
 use super::turns::{self, TurnState};
 use super::{Core, FailureCode, LinkId, Now, PersistId, Phase, Purpose, SessionPhase, TurnEnded};
 use crate::acp::messages::{self, Capabilities, method};
-use crate::acp::wire::{self, FromHarness, RpcId};
+use crate::acp::wire::{self, FromHarness, RpcError, RpcId, code};
+use crate::error_code::ErrorCode;
 use crate::events::side_effects::{AnsweredPermission, SideEffect};
-use crate::events::{EventKind, NewEvent};
+use crate::events::{EventKind, NewEvent, NoticeCode};
 use crate::ids::{SessionId, TurnId};
 use crate::permissions::{self, Verdict};
-
-/// ACP's `auth_required` error code.
-const AUTH_REQUIRED: i64 = -32000;
 
 /// What one line produces.
 #[derive(Default)]
@@ -92,7 +90,7 @@ impl Core {
             }
             FromHarness::Request { id, method, .. } => {
                 tracing::debug!(agent.id = %self.agent_id, %method, "refusing a harness request");
-                out.frames.push(wire::error_response(&id, -32601, &format!("method not found: {method}")));
+                out.frames.push(wire::error_response(&id, &RpcError::method_not_found(&method)));
             }
             FromHarness::Response { id, outcome } => {
                 let pending = self.harness.as_mut().and_then(|h| h.pending.remove(&id));
@@ -146,7 +144,7 @@ impl Core {
         targets.dedup();
         let events = targets
             .into_iter()
-            .map(|session| NewEvent::error(session, "HARNESS_OUTPUT_UNSTORABLE", &message))
+            .map(|session| NewEvent::error(session, ErrorCode::HarnessOutputUnstorable, &message))
             .collect();
         tracing::error!(agent.id = %self.agent_id, from, end, "the database rejected a harness line; stored an error instead");
         self.persist(Purpose::Line { generation, end, from, sessions: Vec::new() }, events, side);
@@ -167,14 +165,14 @@ impl Core {
         let request = match messages::parse_permission_request(params) {
             Ok(request) => request,
             Err(message) => {
-                out.frames.push(wire::error_response(&id, -32602, &message));
+                out.frames.push(wire::error_response(&id, &RpcError::invalid_params(message.as_str())));
                 self.report_to_running_turns("an unreadable permission request (refused)", out);
                 return;
             }
         };
         let acp_id = request.session_id.0.to_string();
         let Some(session_id) = self.harness.as_ref().and_then(|h| h.session_by_acp(&acp_id)) else {
-            out.frames.push(wire::error_response(&id, -32002, "unknown session"));
+            out.frames.push(wire::error_response(&id, &RpcError::new(code::RESOURCE_NOT_FOUND, "unknown session")));
             self.report_to_running_turns("a permission request for a session it does not have (refused)", out);
             return;
         };
@@ -256,7 +254,7 @@ impl Core {
         sessions.sort_by_key(|s| s.0);
         sessions.dedup();
         for session_id in sessions {
-            out.events.push(NewEvent::error(session_id, "HARNESS_PROTOCOL_ERROR", &message));
+            out.events.push(NewEvent::error(session_id, ErrorCode::HarnessProtocolError, &message));
         }
     }
 
@@ -283,14 +281,14 @@ impl Core {
                         if reset {
                             out.events.push(NewEvent::notice(
                                 session_id,
-                                "CONTEXT_RESET",
+                                NoticeCode::ContextReset,
                                 "the harness could not restore this session; a new one started and its context was reset",
                             ));
                         }
                     }
                     Err(message) => {
                         // It asks for authentication and the server holds a way in: sign in, retry.
-                        if message.contains(&format!("\"code\":{AUTH_REQUIRED}"))
+                        if message.contains(&format!("\"code\":{}", code::AUTH_REQUIRED))
                             && let Some(method) = self.untried_auto_auth()
                         {
                             let params = serde_json::json!({ "methodId": method });
@@ -313,7 +311,7 @@ impl Core {
             Pending::Authenticate { session_id, reset, method } => match outcome {
                 Ok(_) => {
                     let text = format!("the harness asked to sign in; the server did, with its {method:?} method");
-                    out.events.push(NewEvent::notice(session_id, "AUTHENTICATED", text));
+                    out.events.push(NewEvent::notice(session_id, NoticeCode::Authenticated, text));
                     self.open_new_session(session_id, reset, now);
                 }
                 Err(error) => {
@@ -338,7 +336,7 @@ impl Core {
                     let message = format!(
                         "the harness refused session/set_mode ({error}): it may act without asking the permission gate"
                     );
-                    out.events.push(NewEvent::notice(session_id, "SESSION_MODE_NOT_SET", &message));
+                    out.events.push(NewEvent::notice(session_id, NoticeCode::SessionModeNotSet, &message));
                 }
                 if let Some(harness) = self.harness.as_mut() {
                     harness.sessions.insert(session_id, SessionPhase::Ready(acp_id));
@@ -353,15 +351,14 @@ impl Core {
                     Ok(result) => match messages::parse_prompt(&result) {
                         Ok(parsed) => parsed,
                         Err(message) => {
-                            out.events.push(NewEvent::error(turn.session_id, "HARNESS_PROTOCOL_ERROR", message));
+                            out.events.push(NewEvent::error(turn.session_id, ErrorCode::HarnessProtocolError, message));
                             ("error".to_owned(), None)
                         }
                     },
                     Err(error) => {
                         let message =
                             error.get("message").and_then(Value::as_str).unwrap_or("the harness failed the turn");
-                        let payload =
-                            serde_json::json!({"code": "HARNESS_ERROR", "message": message, "rpc_error": error});
+                        let payload = serde_json::json!({"code": ErrorCode::HarnessError, "message": message, "rpc_error": error});
                         out.events.push(NewEvent::new(turn.session_id, EventKind::Error, payload));
                         ("error".to_owned(), None)
                     }

@@ -19,7 +19,7 @@ use super::turns::{self, Turn, TurnState};
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, FailureCode, Harness, OpenWork, Purpose};
 use crate::events::side_effects::{GrantScope, SideEffect};
-use crate::events::{EventKind, NewEvent};
+use crate::events::{EventKind, NewEvent, NoticeCode};
 use crate::ids::{SessionId, TurnId};
 use crate::permissions::Choice;
 
@@ -75,7 +75,7 @@ impl Core {
                 "{message}; a question of this turn waits for an answer, so the turn is parked: once answered it \
                  resumes in a new harness"
             );
-            let mut notice = NewEvent::notice(turn.session_id, "TURN_PARKED", text);
+            let mut notice = NewEvent::notice(turn.session_id, NoticeCode::TurnParked, text);
             notice.payload["turn_id"] = json!(turn.id);
             notice.payload["cause"] = json!(code.as_str());
             events.push(notice);
@@ -146,7 +146,7 @@ impl Core {
             let prompt = resuming_prompt(&parked.answers);
             let mut notice = NewEvent::notice(
                 question.session_id,
-                "TURN_RESUMED",
+                NoticeCode::TurnResumed,
                 "every question of the parked turn is answered: it resumes",
             );
             notice.payload["turn_id"] = json!(turn_id);

@@ -10,7 +10,7 @@ use super::harness::{Question, QuestionKind};
 use super::lines::LineOut;
 use super::types::{AnswerError, Now, ReplyId};
 use super::{Core, Purpose};
-use crate::acp::wire::{self, RpcId};
+use crate::acp::wire::{self, RpcError, RpcId, code};
 use crate::events::side_effects::{AnsweredPermission, GrantScope, SideEffect};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::SessionId;
@@ -51,13 +51,13 @@ impl Core {
         let asked = match elicitation::parse(params) {
             Ok(asked) => asked,
             Err(message) => {
-                out.frames.push(wire::error_response(&id, -32602, &message));
+                out.frames.push(wire::error_response(&id, &RpcError::invalid_params(message.as_str())));
                 self.report_to_running_turns(&format!("a question agenthold cannot take ({message}; refused)"), out);
                 return;
             }
         };
         let Some(session_id) = self.harness.as_ref().and_then(|h| h.session_by_acp(&asked.acp_session_id)) else {
-            out.frames.push(wire::error_response(&id, -32002, "unknown session"));
+            out.frames.push(wire::error_response(&id, &RpcError::new(code::RESOURCE_NOT_FOUND, "unknown session")));
             self.report_to_running_turns("a question for a session it does not have (refused)", out);
             return;
         };

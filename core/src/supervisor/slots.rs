@@ -12,7 +12,7 @@
 
 use super::types::{Effect, Now, SlotChange, SlotScope};
 use super::{Core, Purpose, TurnState};
-use crate::events::NewEvent;
+use crate::events::{NewEvent, NoticeCode};
 use crate::ids::TurnId;
 
 /// Where a queued turn stands (from [`super::Input::SlotQueued`]).
@@ -100,7 +100,7 @@ impl Core {
             ),
         };
         let message = format!("{whose}; this prompt waits for one to end ({ahead} queued before it)");
-        let mut event = NewEvent::notice(turn.session_id, "TURN_QUEUED", message);
+        let mut event = NewEvent::notice(turn.session_id, NoticeCode::TurnQueued, message);
         if let Some(payload) = event.payload.as_object_mut() {
             payload.insert("turn_id".to_owned(), serde_json::json!(turn_id));
             payload.insert("running".to_owned(), serde_json::json!(running));

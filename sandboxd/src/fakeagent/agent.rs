@@ -101,7 +101,7 @@ impl Agent {
         let id = json!(format!("fa-req-{}", self.next_request.fetch_add(1, Ordering::Relaxed)));
         let key = id.to_string();
         self.pending.lock().insert(key.clone(), reply);
-        self.out.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.out.send(&agenthold_plumbing::jsonrpc::request(&id, method, &params));
         key
     }
 
@@ -201,10 +201,10 @@ impl Agent {
                 Ok(()) => Reply::Later,
                 Err(e) => Reply::Now(Err(e)),
             },
-            _ => Reply::Now(Err(RpcError::new(code::METHOD_NOT_FOUND, format!("method not found: {method}")))),
+            _ => Reply::Now(Err(RpcError::method_not_found(method))),
         };
         match reply {
-            Reply::Now(Ok(result)) => self.out.send(&wire::response(&id, result)),
+            Reply::Now(Ok(result)) => self.out.send(&wire::response(&id, &result)),
             Reply::Now(Err(e)) => self.out.send(&wire::error_response(&id, &e)),
             Reply::Later => {}
         }
@@ -282,7 +282,7 @@ impl Agent {
         let cwd = cwd_param(params)?;
         let path = history::path(&self.config.state_dir, session_id)
             .filter(|p| p.is_file())
-            .ok_or_else(|| RpcError::unknown_session(session_id))?;
+            .ok_or_else(|| wire::unknown_session(session_id))?;
         if self.sessions.lock().get(session_id).is_some_and(|s| s.turn.is_some()) {
             return Err(busy(session_id));
         }
@@ -331,7 +331,7 @@ impl Agent {
         let cancel = Arc::new(Cancel::default());
         let cwd = {
             let mut sessions = self.sessions.lock();
-            let session = sessions.get_mut(session_id).ok_or_else(|| RpcError::unknown_session(session_id))?;
+            let session = sessions.get_mut(session_id).ok_or_else(|| wire::unknown_session(session_id))?;
             if session.turn.is_some() {
                 return Err(busy(session_id));
             }

@@ -5,6 +5,7 @@
 //! `HTTPS_PROXY` like every other request of the sandbox. Every failure is an `Err` with a
 //! message, never a panic.
 
+use agenthold_plumbing::jsonrpc;
 use serde_json::{Value, json};
 
 use super::fetch;
@@ -81,15 +82,17 @@ pub fn call(
     arguments: Value,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Value, String> {
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "fakeagent", "version": env!("CARGO_PKG_VERSION")}}});
+    let init = jsonrpc::request(
+        &json!(1),
+        "initialize",
+        &json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "fakeagent", "version": env!("CARGO_PKG_VERSION")}}),
+    );
     let answer = post(server, &init, env)?;
     if let Some(error) = answer.get("error") {
         return Err(format!("initialize: {error}"));
     }
-    let message = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments}});
+    let message = jsonrpc::request(&json!(2), "tools/call", &json!({"name": tool, "arguments": arguments}));
     let answer = post(server, &message, env)?;
     match (answer.get("result"), answer.get("error")) {
         (Some(result), _) => Ok(result.clone()),

@@ -152,7 +152,7 @@ impl Turn {
         };
         self.agent.end_turn(&self.session_id, &self.cancel);
         let message = match answer {
-            Ok(result) => wire::response(&self.request_id, result),
+            Ok(result) => wire::response(&self.request_id, &result),
             Err(e) => wire::error_response(&self.request_id, &e),
         };
         self.agent.out.send(&message);

@@ -283,8 +283,8 @@ pub async fn agent_detail(state: &AppState, agent: &AgentRow) -> Result<AgentDet
 /// and `connect_again` when one it would use needs connecting again (docs/logins.md).
 async fn logins_view(state: &AppState, agent: &AgentRow) -> Result<Option<AgentLogins>, ApiError> {
     let Some(user_id) = agent.login_user_id else { return Ok(None) };
-    let delivered = crate::logins::delivered(&state.pool, agent.into()).await?;
-    let takes = crate::harness::adapter(&agent.harness).map(|a| a.profile().account_logins).unwrap_or_default();
+    let takes = crate::harness::account_logins(&agent.harness);
+    let delivered = crate::logins::delivered(&state.pool, crate::logins::Recipient::of(agent, takes)).await?;
     let logins = store::provider_logins::list_for_user(&state.pool, user_id).await?;
     let connect_again = logins
         .iter()

@@ -71,7 +71,7 @@ pub const ACCESS_EXTENSION: &str = "x-agenthold-access";
             does not belong to answers 404; one it can see but not act on answers 403. Every error answer is \
             `{\"error\": {\"code\", \"message\"}}`. Generated from the server's handlers; see docs/api.md.",
     ),
-    components(schemas(super::error::ErrorBody)),
+    components(schemas(super::error::ErrorBody, crate::events::NoticeCode)),
     tags(
         (name = "meta", description = "The web page, health, this document"),
         (name = "auth", description = "Browser sessions"),

@@ -117,7 +117,7 @@ fn login_view(login: &LoginRow, using: &[Using]) -> ProviderLogin {
     let agents = using
         .iter()
         .filter(|u| {
-            let takes = crate::harness::adapter(&u.harness).map(|a| a.profile().account_logins).unwrap_or_default();
+            let takes = crate::harness::account_logins(&u.harness);
             kind.is_some_and(|k| takes.contains(&k))
         })
         .map(|u| LoginUse { agent_id: u.agent_id, agent_name: u.agent_name.clone(), workspace_id: u.workspace_id })
@@ -248,7 +248,7 @@ pub async fn connect(
     };
     let existing = store::provider_logins::get_by_kind(&state.pool, principal.user_id, kind.as_str()).await?;
     let id = existing.as_ref().map_or_else(Uuid::new_v4, |l| l.id);
-    let identity = crate::logins::row_identity(principal.user_id, id);
+    let identity = crate::secrets::cipher::RowIdentity::provider_login(principal.user_id, id);
     let sealed = cipher::seal(&state.master_key, identity, value.expose().as_bytes())
         .map_err(|_| ApiError::bad_request(ErrorCode::InvalidLogin, "the value could not be encrypted"))?;
     // A new seed on every connect: the placeholders change with the login.

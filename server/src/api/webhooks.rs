@@ -234,7 +234,7 @@ pub async fn create(
     let secret = crate::secret::Secret::new(hex::encode(rand::random::<[u8; 32]>()));
     let sealed = cipher::seal(
         &state.master_key,
-        crate::triggers::delivery::secret_row(agent_id, id),
+        crate::secrets::cipher::RowIdentity::webhook_secret(agent_id, id),
         secret.expose().as_bytes(),
     )
     .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;

@@ -39,7 +39,7 @@ pub async fn serve(
         api::internal_router(app.state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(wait_for(stopping.clone()));
-    let tunnel_router = crate::fleet::connections::router(app.state.clone());
+    let tunnel_router = crate::api::tunnel::router(app.state.clone());
     let tunnel: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> = match app.tunnel_tls.clone() {
         Some(acceptor) => {
             let listener = tunnel::tls::TlsListener::new(tunnel_listener, acceptor);

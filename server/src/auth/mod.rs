@@ -5,22 +5,20 @@
 //! and terminals, `admin` also administers agents and members. A resource in a workspace the
 //! caller does not belong to answers 404, so ids cannot be probed; one the caller can see but
 //! not act on answers 403. A cookie-authenticated WebSocket upgrade must come from the server's
-//! own origin ([`origin`]).
+//! own origin ([`origin`]). How a request's caller is found (the extractor) and checked against a
+//! workspace is the API's (`crate::api::principal`).
 
 pub mod bootstrap;
 pub mod client_address;
 pub mod origin;
 pub mod passwords;
 pub mod recheck;
-pub mod throttle;
 
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-use axum::http::{Method, header};
+/// The failed-login throttle's decision (the store applies it where it counts the failures).
+pub use crate::store::login_throttle as throttle;
+
 use uuid::Uuid;
 
-use crate::api::error::ApiError;
-use crate::state::AppState;
 use crate::store;
 use crate::store::users::Role;
 
@@ -74,72 +72,7 @@ pub struct Principal {
     pub csrf_token: Option<String>,
 }
 
-fn cookie<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
-    parts
-        .headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(key, value)| (key == name).then_some(value))
-}
-
-impl FromRequestParts<AppState> for Principal {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let bearer = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        if let Some(token) = bearer {
-            return match store::tokens::authenticate(&state.pool, token.trim()).await? {
-                Some(owner) => {
-                    Ok(Self { user_id: owner.user_id, credential: Credential::Token(owner.token_id), csrf_token: None })
-                }
-                None => Err(ApiError::Unauthorized),
-            };
-        }
-        let (name, _) = session_cookie(state.config.public_url.as_deref());
-        let token = cookie(parts, name).ok_or(ApiError::Unauthorized)?;
-        let session = store::browser_sessions::find(&state.pool, token).await?.ok_or(ApiError::Unauthorized)?;
-        if origin::is_websocket_upgrade(parts)
-            && !origin::is_own_origin(&parts.headers, state.config.public_url.as_deref())
-        {
-            return Err(ApiError::OriginRejected);
-        }
-        let safe = matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
-        let echoed = parts.headers.get(CSRF_HEADER).and_then(|value| value.to_str().ok());
-        if !safe && echoed != Some(session.csrf_token.as_str()) {
-            return Err(ApiError::CsrfRejected);
-        }
-        Ok(Self {
-            user_id: session.user_id,
-            credential: Credential::Session(session.id),
-            csrf_token: Some(session.csrf_token),
-        })
-    }
-}
-
 impl Principal {
-    /// Checks the caller's role in a workspace: 404 (`what` not found) for non-members, 403 for
-    /// members whose role is below `needed`. Returns the caller's role.
-    pub async fn require(
-        &self,
-        state: &AppState,
-        workspace_id: Uuid,
-        needed: Role,
-        what: &'static str,
-    ) -> Result<Role, ApiError> {
-        match store::users::role_in(&state.pool, self.user_id, workspace_id).await? {
-            None => Err(ApiError::NotFound(what)),
-            Some(role) if role < needed => Err(ApiError::Forbidden { needed }),
-            Some(role) => Ok(role),
-        }
-    }
-
     /// Whether the token or session is still valid (open WebSockets check this and close once
     /// it is revoked or expired). Sockets of one credential share an answer ([`recheck`]).
     pub async fn still_valid(&self, pool: &sqlx::PgPool) -> bool {
@@ -188,10 +121,5 @@ impl Principal {
             Some(role) if role >= needed => Standing::Holds,
             _ => Standing::AccessEnded,
         }
-    }
-
-    /// The caller's user row.
-    pub async fn user(&self, state: &AppState) -> Result<store::users::UserRow, ApiError> {
-        store::users::get(&state.pool, self.user_id).await?.ok_or(ApiError::Unauthorized)
     }
 }

@@ -15,8 +15,8 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 
 use crate::dispatch::Dispatch;
-use crate::events::NewEvent;
 use crate::events::appender::Appender;
+use crate::events::{NewEvent, NoticeCode};
 use crate::ids::AgentId;
 use crate::store;
 use crate::supervisor::Command;
@@ -143,7 +143,7 @@ async fn sleep(dispatch: &Dispatch, pool: &sqlx::PgPool, appender: &Appender, du
     let events: Vec<NewEvent> = store::sessions::list_ids(pool, agent_id)
         .await?
         .into_iter()
-        .map(|session| NewEvent::notice(session, "AUTO_SLEEP", message.clone()))
+        .map(|session| NewEvent::notice(session, NoticeCode::AutoSleep, message.clone()))
         .collect();
     if !events.is_empty()
         && let Err(error) = appender.append(events, Vec::new()).await

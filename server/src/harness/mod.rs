@@ -171,6 +171,11 @@ pub fn adapter(name: &str) -> Option<&'static dyn HarnessAdapter> {
     ADAPTERS.iter().copied().find(|adapter| adapter.name() == name)
 }
 
+/// The provider login kinds the named harness takes (none for an unknown name).
+pub fn account_logins(name: &str) -> &'static [crate::logins::kinds::LoginKind] {
+    adapter(name).map(|a| a.profile().account_logins).unwrap_or_default()
+}
+
 /// The names of all adapters, for error messages.
 pub fn names() -> Vec<&'static str> {
     ADAPTERS.iter().map(|adapter| adapter.name()).collect()

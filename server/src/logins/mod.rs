@@ -28,12 +28,6 @@ use crate::store::agents::AgentRow;
 use crate::store::provider_logins::{LoginRow, SealedLogin};
 use kinds::LoginKind;
 
-/// A login's value is sealed with the user's id where a secret has its workspace's: the
-/// associated data binds it to its row.
-pub fn row_identity(user_id: Uuid, login_id: Uuid) -> RowIdentity {
-    RowIdentity { workspace_id: user_id, secret_id: login_id }
-}
-
 /// The placeholder an agent's sandbox holds for one of its login user's logins: derived from the
 /// login's seed, the agent and the kind, so it is stable across harness starts, distinct per
 /// sandbox (the proxy requires that) and changes when the login is connected again.
@@ -75,36 +69,32 @@ pub fn chosen(accepted: &[LoginKind], connected: &[(LoginKind, bool)], attached_
 
 /// The agent a delivery is for.
 #[derive(Debug, Clone, Copy)]
-pub struct Recipient<'a> {
+pub struct Recipient {
     /// The agent.
     pub id: AgentId,
     /// Its workspace.
     pub workspace_id: Uuid,
-    /// Its harness adapter's name.
-    pub harness: &'a str,
+    /// The login kinds its harness takes (`crate::harness::account_logins`).
+    pub accepts: &'static [LoginKind],
     /// Whose logins it uses.
     pub login_user_id: Option<Uuid>,
 }
 
-impl<'a> From<&'a AgentRow> for Recipient<'a> {
-    fn from(agent: &'a AgentRow) -> Self {
-        Self {
-            id: agent.id,
-            workspace_id: agent.workspace_id,
-            harness: &agent.harness,
-            login_user_id: agent.login_user_id,
-        }
+impl Recipient {
+    /// The agent, whose harness takes `accepts`.
+    pub fn of(agent: &AgentRow, accepts: &'static [LoginKind]) -> Self {
+        Self { id: agent.id, workspace_id: agent.workspace_id, accepts, login_user_id: agent.login_user_id }
     }
 }
 
 /// The logins that reach the agent's harness, with their sealed values (empty when it uses
 /// nobody's, or its login user left its workspace).
-async fn plan(pool: &PgPool, agent: Recipient<'_>) -> sqlx::Result<Vec<(LoginKind, SealedLogin)>> {
+async fn plan(pool: &PgPool, agent: Recipient) -> sqlx::Result<Vec<(LoginKind, SealedLogin)>> {
     let Some(user_id) = agent.login_user_id else { return Ok(Vec::new()) };
     if store::users::role_in(pool, user_id, agent.workspace_id).await?.is_none() {
         return Ok(Vec::new());
     }
-    let accepted = crate::harness::adapter(agent.harness).map(|a| a.profile().account_logins).unwrap_or_default();
+    let accepted = agent.accepts;
     if accepted.is_empty() {
         return Ok(Vec::new());
     }
@@ -172,7 +162,7 @@ pub fn local_answers(agent_id: AgentId, delivered: &[(LoginKind, LoginRow)]) -> 
 }
 
 /// The logins the agent's harness gets (their placeholders: [`sandbox_env`]).
-pub async fn delivered(pool: &PgPool, agent: Recipient<'_>) -> sqlx::Result<Vec<(LoginKind, LoginRow)>> {
+pub async fn delivered(pool: &PgPool, agent: Recipient) -> sqlx::Result<Vec<(LoginKind, LoginRow)>> {
     Ok(plan(pool, agent).await?.into_iter().map(|(kind, login)| (kind, login.row)).collect())
 }
 
@@ -187,14 +177,15 @@ pub struct ForProxy {
 
 /// The agent's logins as the proxy needs them, from one read. A value that does not open fails
 /// the call (the caller injects nothing for the agent).
-pub async fn for_proxy(pool: &PgPool, key: &MasterKey, agent: Recipient<'_>) -> Result<ForProxy, ForAgentError> {
+pub async fn for_proxy(pool: &PgPool, key: &MasterKey, agent: Recipient) -> Result<ForProxy, ForAgentError> {
     let planned = plan(pool, agent).await?;
     let rows: Vec<(LoginKind, LoginRow)> = planned.iter().map(|(kind, login)| (*kind, login.row.clone())).collect();
     let answers = local_answers(agent.id, &rows);
     let mut out = Vec::new();
     for (kind, login) in planned {
-        let mut value: Secret = cipher::open(key, row_identity(login.row.user_id, login.row.id), &login.sealed)
-            .map_err(|source: OpenError| ForAgentError::Open { secret_id: login.row.id, source })?;
+        let mut value: Secret =
+            cipher::open(key, RowIdentity::provider_login(login.row.user_id, login.row.id), &login.sealed)
+                .map_err(|source: OpenError| ForAgentError::Open { secret_id: login.row.id, source })?;
         let placeholder = match kind {
             // The sealed value is the tokens; the proxy puts the access token in.
             LoginKind::ChatgptLogin => {

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::chatgpt::{self, RefreshError, Tokens};
 use super::probe::Probe;
-use crate::secrets::cipher;
+use crate::secrets::cipher::{self, RowIdentity};
 use crate::secrets::master_key::MasterKey;
 use crate::store;
 
@@ -71,7 +71,7 @@ impl Refresher {
                 return Ok(round);
             };
             seen.push(id);
-            let identity = super::row_identity(user_id, id);
+            let identity = RowIdentity::provider_login(user_id, id);
             let tokens: Option<Tokens> = cipher::open(&self.key, identity, &sealed)
                 .ok()
                 .and_then(|value| serde_json::from_str(value.expose()).ok());

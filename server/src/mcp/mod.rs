@@ -8,9 +8,8 @@
 //! placeholder, and the proxy — which already knows the sandbox by its proxy credentials and
 //! address — swaps it for the real value with an ordinary injection rule on the reserved host
 //! [`HOST`] ([`servers`]). [`rpc`] is the JSON-RPC framing, [`tools`] the tools' schemas and
-//! argument checks (pure), [`calls`] what each tool does.
+//! argument checks (pure); what each tool does is the route's (`crate::api::mcp::calls`).
 
-pub mod calls;
 pub mod credential;
 pub mod rate;
 pub mod read_audit;

@@ -1,6 +1,7 @@
 //! MCP's JSON-RPC 2.0 framing as the streamable HTTP transport carries it: one request or
 //! notification per POST (batches are refused: MCP 2025-06-18 dropped them), answered with one
-//! JSON response. Pure: parsing never panics, and every error is a JSON-RPC error object.
+//! JSON response. Pure: parsing never panics, and every error is a JSON-RPC error object. The
+//! envelope and the error codes are `agenthold_plumbing::jsonrpc`'s.
 
 use serde_json::{Value, json};
 
@@ -8,40 +9,7 @@ use serde_json::{Value, json};
 /// the newest (MCP's version negotiation).
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
 
-/// JSON-RPC error codes.
-pub mod code {
-    /// Not JSON.
-    pub const PARSE_ERROR: i64 = -32700;
-    /// Not a request object.
-    pub const INVALID_REQUEST: i64 = -32600;
-    /// No such method.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    /// Bad parameters (an unknown tool, arguments of the wrong shape).
-    pub const INVALID_PARAMS: i64 = -32602;
-    /// The server failed.
-    pub const INTERNAL_ERROR: i64 = -32603;
-}
-
-/// A JSON-RPC error.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    /// Its code ([`code`]).
-    pub code: i64,
-    /// What went wrong (never internal detail).
-    pub message: String,
-}
-
-impl RpcError {
-    /// An error with `code`.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
-    }
-
-    /// Bad parameters.
-    pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(code::INVALID_PARAMS, message)
-    }
-}
+pub use agenthold_plumbing::jsonrpc::{RpcError, code, error, result};
 
 /// One parsed message.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,16 +58,6 @@ pub fn parse(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
         }),
         Some(_) => Err((Value::Null, RpcError::new(code::INVALID_REQUEST, "id must be a string or an integer"))),
     }
-}
-
-/// A success response.
-pub fn result(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-/// An error response.
-pub fn error(id: &Value, error: &RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.code, "message": error.message}})
 }
 
 /// The `initialize` result for the client's `params`.

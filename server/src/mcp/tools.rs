@@ -216,7 +216,7 @@ fn truncate(s: &str, max: usize) -> &str {
 pub struct ToolError {
     /// `NOT_ALLOWED`, `CHAIN_TOO_DEEP`, `TURN_IN_PROGRESS`, `NOT_FOUND`, `INVALID_SESSION`,
     /// `AMBIGUOUS_AGENT`, `NO_RUNNING_TURN`, `RATE_LIMITED`, `BUDGET_EXHAUSTED`.
-    pub code: &'static str,
+    pub code: crate::error_code::ErrorCode,
     /// What went wrong.
     pub message: String,
     /// `CHAIN_TOO_DEEP`: the agents of the chain, from its top to the agent it would have prompted.
@@ -225,7 +225,7 @@ pub struct ToolError {
 
 impl ToolError {
     /// A refusal.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: crate::error_code::ErrorCode, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), chain: None }
     }
 
@@ -311,7 +311,7 @@ mod tests {
             .filter_map(|t| t["name"].as_str().map(str::to_owned))
             .collect();
         assert_eq!(names, ["list_agents", "prompt_agent", "wait_turn", "read_events"]);
-        let result = ToolError::new("NOT_ALLOWED", "no").result();
+        let result = ToolError::new(crate::error_code::ErrorCode::NotAllowed, "no").result();
         assert_eq!(result["isError"], true);
         assert_eq!(result["structuredContent"]["error"]["code"], "NOT_ALLOWED");
         assert_eq!(answer(json!({"a": 1}))["isError"], false);

@@ -240,7 +240,7 @@ impl Feed {
             let recipient = crate::logins::Recipient {
                 id: row.agent_id,
                 workspace_id: row.workspace_id,
-                harness: &row.harness,
+                accepts: crate::harness::account_logins(&row.harness),
                 login_user_id: row.login_user_id,
             };
             // Its login user's provider logins ride along like attached secrets, with the requests

@@ -24,21 +24,25 @@ pub struct RowIdentity {
 }
 
 impl RowIdentity {
+    /// A provider login's value is sealed with the user's id where a secret has its workspace's:
+    /// the associated data binds it to its row.
+    pub fn provider_login(user_id: Uuid, login_id: Uuid) -> Self {
+        Self { workspace_id: user_id, secret_id: login_id }
+    }
+
+    /// A webhook's signing secret is sealed under its agent and its own id (random ids, so no
+    /// secret value's ciphertext opens as a webhook's, nor the other way round).
+    pub fn webhook_secret(agent_id: crate::ids::AgentId, webhook_id: Uuid) -> Self {
+        Self { workspace_id: agent_id.0, secret_id: webhook_id }
+    }
+
     fn associated_data(&self) -> String {
         format!("agenthold/secret/v1/{}/{}", self.workspace_id, self.secret_id)
     }
 }
 
-/// A value as stored: the key id, the nonce and the ciphertext (with its tag).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sealed {
-    /// The id of the master key that sealed it.
-    pub key_id: String,
-    /// The nonce.
-    pub nonce: Vec<u8>,
-    /// The ciphertext and its 16-byte tag.
-    pub ciphertext: Vec<u8>,
-}
+/// A value as stored (the store's shape).
+pub use crate::store::sealed::Sealed;
 
 /// A value that does not open. Never holds plaintext.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

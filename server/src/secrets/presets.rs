@@ -65,32 +65,8 @@ impl Preset {
     }
 }
 
-/// The marker of the value in a format.
-pub const SECRET: &str = "{secret}";
-
-/// Where the proxy injects a secret: only into `header` (exactly once, whose whole value is the
-/// placeholder in `format`) of HTTPS requests to `host:port` whose path starts with
-/// `path_prefix`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct InjectionRule {
-    /// The destination host (lower case, no trailing dot).
-    pub host: String,
-    /// The destination port.
-    pub port: u16,
-    /// The path prefix (starts with `/`).
-    pub path_prefix: String,
-    /// The header (lower case).
-    pub header: String,
-    /// The header's value, `{secret}` standing for the value (`{secret}`, `Bearer {secret}`).
-    pub format: String,
-}
-
-impl InjectionRule {
-    /// The header value the sandbox sends for `placeholder` (what the proxy replaces).
-    pub fn render(&self, value: &str) -> String {
-        self.format.replacen(SECRET, value, 1)
-    }
-}
+/// The marker of the value in a format, and the rule a value goes in by (the store's shapes).
+pub use crate::store::secrets::{InjectionRule, SECRET};
 
 /// What a `custom` secret's creator gives.
 #[derive(Debug, Clone, Deserialize)]

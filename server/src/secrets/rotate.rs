@@ -40,7 +40,7 @@ pub async fn rotate(pool: &PgPool, old: &MasterKey, new: &MasterKey) -> anyhow::
     }
     // Provider logins are sealed the same way (docs/logins.md).
     for (id, user_id, sealed) in store::provider_logins::lock_all_sealed(&mut tx).await? {
-        match resealed(old, new, crate::logins::row_identity(user_id, id), &sealed, "provider login")? {
+        match resealed(old, new, RowIdentity::provider_login(user_id, id), &sealed, "provider login")? {
             Some(sealed) => {
                 store::provider_logins::reseal(&mut tx, id, &sealed).await?;
                 done.resealed += 1;
@@ -50,7 +50,7 @@ pub async fn rotate(pool: &PgPool, old: &MasterKey, new: &MasterKey) -> anyhow::
     }
     // And webhook secrets (docs/triggers.md).
     for (id, agent_id, sealed) in store::webhooks::lock_all_sealed(&mut tx).await? {
-        let identity = crate::triggers::delivery::secret_row(agent_id, id);
+        let identity = RowIdentity::webhook_secret(agent_id, id);
         match resealed(old, new, identity, &sealed, "webhook secret")? {
             Some(sealed) => {
                 store::webhooks::reseal(&mut tx, id, &sealed).await?;

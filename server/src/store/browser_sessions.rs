@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::auth::throttle;
+use super::login_throttle as throttle;
 use uuid::Uuid;
 
 use super::tokens::hash_token;

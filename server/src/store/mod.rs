@@ -1,5 +1,7 @@
 //! All SQL lives here: one module per table group. Queries are compile-checked (`sqlx::query!`),
-//! with the offline data committed in `.sqlx/`.
+//! with the offline data committed in `.sqlx/`. The store names none of the server's other
+//! modules: the shapes it stores (a stored event, a sealed value) and the pure rules it applies
+//! inside its transactions (the event size budget, the failed-login throttle) are its own.
 
 pub mod agent_prompts;
 pub mod agents;
@@ -7,6 +9,7 @@ pub mod audit;
 pub mod availability;
 pub mod browser_sessions;
 pub mod events;
+pub mod login_throttle;
 pub mod notify;
 pub mod permissions;
 pub mod provider_logins;
@@ -15,6 +18,7 @@ pub mod quotas;
 pub mod replicas;
 pub mod sandboxes;
 pub mod schedules;
+pub mod sealed;
 pub mod secrets;
 pub mod sessions;
 pub mod tokens;

@@ -6,8 +6,8 @@
 use sqlx::PgPool;
 
 use super::sessions::Question;
-use crate::events::appender::GrantScope;
 use crate::ids::{AgentId, SessionId, TurnId};
+use agenthold_core::events::side_effects::GrantScope;
 
 /// Records a question (and its outcome, when answered at once).
 pub async fn record(

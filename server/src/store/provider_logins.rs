@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::sealed::Sealed;
 use crate::ids::AgentId;
-use crate::secrets::cipher::Sealed;
 
 /// A login as listed (never its value).
 #[derive(Debug, Clone)]

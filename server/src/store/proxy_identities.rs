@@ -7,8 +7,8 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::sealed::Sealed;
 use crate::ids::AgentId;
-use crate::secrets::cipher::Sealed;
 
 /// The `NOTIFY` channel told the id of every agent created, marked for deletion or deleted, and
 /// of every agent whose allow-list or proxy identity changed.

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::sealed::Sealed;
 use crate::ids::{AgentId, SessionId, TurnId};
-use crate::secrets::cipher::Sealed;
 
 /// A webhook as stored.
 #[derive(Debug, Clone)]

@@ -703,7 +703,12 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     // Attached secrets reach the sandbox as placeholders only; the proxy holds the values.
     env.extend(crate::secrets::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
     // So do its login user's provider logins (docs/logins.md); using them is audited.
-    let logins = crate::logins::delivered(&deps.pool, (&agent).into()).await.map_err(database)?;
+    let logins = crate::logins::delivered(
+        &deps.pool,
+        crate::logins::Recipient::of(&agent, crate::harness::account_logins(&agent.harness)),
+    )
+    .await
+    .map_err(database)?;
     env.extend(crate::logins::sandbox_env(agent_id, &logins));
     if !logins.is_empty() {
         let kinds: Vec<&str> = logins.iter().map(|(kind, _)| kind.as_str()).collect();

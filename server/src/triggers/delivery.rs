@@ -38,12 +38,6 @@ pub const REPLAY_WINDOW: std::time::Duration = std::time::Duration::from_secs(30
 /// recorded.
 pub const MAX_REFUSALS_PER_MINUTE: i64 = 60;
 
-/// The row identity a webhook's secret is sealed under: its agent and its own id (random ids,
-/// so no secret value's ciphertext opens as a webhook's, nor the other way round).
-pub fn secret_row(agent_id: crate::ids::AgentId, webhook_id: Uuid) -> RowIdentity {
-    RowIdentity { workspace_id: agent_id.0, secret_id: webhook_id }
-}
-
 /// A delivery that started a turn.
 #[derive(Debug)]
 pub struct Accepted {
@@ -170,7 +164,7 @@ fn check<'a>(
     request: &Request<'a>,
     now: i64,
 ) -> Result<(&'a str, String), Refusal> {
-    let row = secret_row(webhook.agent_id, webhook.id);
+    let row = RowIdentity::webhook_secret(webhook.agent_id, webhook.id);
     let secret = cipher::open(&state.master_key, row, &webhook.secret).map_err(|error| {
         tracing::warn!(webhook.id = %webhook.id, error = %error, "a webhook's secret does not open");
         Refusal::new(

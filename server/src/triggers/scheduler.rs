@@ -13,7 +13,7 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::cron::{self, Spec};
-use crate::events::NewEvent;
+use crate::events::{NewEvent, NoticeCode};
 use crate::ids::SessionId;
 use crate::prompting::{self, Origin, Recorded};
 use crate::state::AppState;
@@ -200,7 +200,7 @@ async fn skip(
     session_id: SessionId,
     reason: String,
 ) -> anyhow::Result<Done> {
-    let notice = NewEvent::notice(session_id, "SCHEDULE_SKIPPED", reason.clone());
+    let notice = NewEvent::notice(session_id, NoticeCode::ScheduleSkipped, reason.clone());
     let stored = store::events::append(tx, vec![notice]).await?;
     run.session_id = Some(session_id);
     run.reason = Some(reason);

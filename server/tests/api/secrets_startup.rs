@@ -151,7 +151,7 @@ async fn rotation_reencrypts_every_secret_under_the_new_key_all_or_nothing() {
     assert_eq!(attached[0].value.expose(), values[0]);
     assert!(secrets::for_agent(&pool, &old, agent_id).await.is_err(), "the old key no longer opens it");
     let hook = agenthold_server::store::webhooks::get(&pool, webhook_id).await.expect("row").expect("webhook");
-    let row = agenthold_server::triggers::delivery::secret_row(agent_id, webhook_id);
+    let row = agenthold_server::secrets::cipher::RowIdentity::webhook_secret(agent_id, webhook_id);
     let opened = agenthold_server::secrets::cipher::open(&new, row, &hook.secret).expect("opens with the new key");
     assert_eq!(opened.expose(), webhook_secret);
 

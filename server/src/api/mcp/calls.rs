@@ -3,20 +3,21 @@
 //! turns and sessions the caller prompted; a prompt is recorded with origin `agent` (the caller's
 //! id and the chain depth, one more than the caller's running turn's) through
 //! [`crate::prompting`], the path every prompt takes; every call is audited in the caller's
-//! workspace with the caller as actor (the read-only tools in aggregate, [`super::read_audit`]).
+//! workspace with the caller as actor (the read-only tools in aggregate, [`crate::mcp::read_audit`]).
 //!
 //! A call is taken only from an agent with a turn in progress, so the depth of a chain is always
 //! that of a prompt: a background process calling between turns cannot start a chain afresh.
-//! Calls are rate-limited per agent ([`super::rate`]) and the turns an agent starts in others
+//! Calls are rate-limited per agent ([`crate::mcp::rate`]) and the turns an agent starts in others
 //! have an hourly budget; a loop is stopped at the depth limit and reported with its chain.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::tools::{Call, ToolError};
-use super::{MAX_CHAIN_DEPTH, tools};
+use crate::error_code::ErrorCode;
 use crate::ids::{AgentId, SessionId, TurnId};
+use crate::mcp::tools::{Call, ToolError};
+use crate::mcp::{MAX_CHAIN_DEPTH, tools};
 use crate::prompting::{self, Origin};
 use crate::state::AppState;
 use crate::store;
@@ -59,10 +60,10 @@ pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Re
     };
     let code = match &outcome {
         Ok(_) => "ok",
-        Err(error) => error.code,
+        Err(error) => error.code.as_str(),
     };
     if call.is_read_only() {
-        super::read_audit::count(caller.id, caller.workspace_id, &caller.name, call.name(), code);
+        crate::mcp::read_audit::count(caller.id, caller.workspace_id, &caller.name, call.name(), code);
     } else {
         let detail = json!({"name": caller.name, "tool": call.name(), "target_agent_id": target, "outcome": code});
         let record = AuditRecord {
@@ -82,18 +83,18 @@ pub async fn run(state: &AppState, caller: &AgentRow, call: &Call) -> anyhow::Re
 /// Whether `caller` may call at all now: under its rate, and with a turn in progress (whose
 /// depth is the chain's). The caller's running depth.
 async fn admit(state: &AppState, caller: &AgentRow) -> anyhow::Result<Result<i32, ToolError>> {
-    if let Err(wait) = super::rate::take(caller.id, state.config.mcp_calls_per_minute, Instant::now()) {
+    if let Err(wait) = crate::mcp::rate::take(caller.id, state.config.mcp_calls_per_minute, Instant::now()) {
         let message = format!(
             "this agent called agenthold's tools {} times this minute; try again in {} s",
             state.config.mcp_calls_per_minute,
             wait.as_secs().max(1)
         );
-        return Ok(Err(ToolError::new("RATE_LIMITED", message)));
+        return Ok(Err(ToolError::new(ErrorCode::RateLimited, message)));
     }
     match store::agent_prompts::running_depth(&state.pool, caller.id).await? {
         Some(depth) => Ok(Ok(depth)),
         None => Ok(Err(ToolError::new(
-            "NO_RUNNING_TURN",
+            ErrorCode::NoRunningTurn,
             "agenthold's tools answer an agent during one of its turns only (a chain's depth is its prompt's)",
         ))),
     }
@@ -119,7 +120,10 @@ fn list(targets: &[TargetRow]) -> Value {
 }
 
 fn not_allowed(what: &str) -> ToolError {
-    ToolError::new("NOT_ALLOWED", format!("{what} is not on the list of agents this agent may prompt (list_agents)"))
+    ToolError::new(
+        ErrorCode::NotAllowed,
+        format!("{what} is not on the list of agents this agent may prompt (list_agents)"),
+    )
 }
 
 /// The target named `agent` (an id, or a name unique on the list).
@@ -131,7 +135,7 @@ fn resolve<'a>(targets: &'a [TargetRow], agent: &str) -> Result<&'a TargetRow, T
     match (named.next(), named.next()) {
         (Some(target), None) => Ok(target),
         (Some(_), Some(_)) => {
-            Err(ToolError::new("AMBIGUOUS_AGENT", "two agents on the list have that name; use its id"))
+            Err(ToolError::new(ErrorCode::AmbiguousAgent, "two agents on the list have that name; use its id"))
         }
         (None, _) => Err(not_allowed(&format!("an agent named {agent:?}"))),
     }
@@ -156,7 +160,7 @@ async fn prompt(
             .collect();
         tracing::warn!(agent.id = %caller.id, chain = ?path, "a chain of agents prompting agents reached the depth limit");
         let mut refusal = ToolError::new(
-            "CHAIN_TOO_DEEP",
+            ErrorCode::ChainTooDeep,
             format!(
                 "this turn is already {} deep in a chain of agents prompting agents; the limit is {MAX_CHAIN_DEPTH} (chain: {})",
                 depth - 1,
@@ -169,7 +173,7 @@ async fn prompt(
     let budget = state.config.agent_prompts_per_hour;
     if store::agent_prompts::prompted_last_hour(&state.pool, caller.id).await? >= budget {
         return Ok(Err(ToolError::new(
-            "BUDGET_EXHAUSTED",
+            ErrorCode::BudgetExhausted,
             format!("this agent started {budget} turns in other agents in the last hour, its budget"),
         )));
     }
@@ -178,7 +182,7 @@ async fn prompt(
             Some(session) if session.agent_id == target.agent_id => {}
             _ => {
                 return Ok(Err(ToolError::new(
-                    "INVALID_SESSION",
+                    ErrorCode::InvalidSession,
                     format!("session {id} is not one of {}'s", target.name),
                 )));
             }
@@ -192,7 +196,7 @@ async fn prompt(
             match store::sessions::create_in(&mut tx, id, target.agent_id, state.config.max_sessions_per_agent).await {
                 Ok(()) => id,
                 Err(store::quotas::QuotaError::Exceeded(message)) => {
-                    return Ok(Err(ToolError::new("QUOTA_EXCEEDED", message)));
+                    return Ok(Err(ToolError::new(ErrorCode::QuotaExceeded, message)));
                 }
                 Err(store::quotas::QuotaError::Db(error)) => return Err(error.into()),
             }
@@ -205,9 +209,12 @@ async fn prompt(
         match prompting::record(&mut tx, TurnId::new(), session_id, target.agent_id, &blocks, &origin, max_bytes).await
         {
             Ok(recorded) => recorded,
-            Err(TurnError::Quota(message)) => return Ok(Err(ToolError::new("QUOTA_EXCEEDED", message))),
+            Err(TurnError::Quota(message)) => return Ok(Err(ToolError::new(ErrorCode::QuotaExceeded, message))),
             Err(TurnError::InProgress) => {
-                return Ok(Err(ToolError::new("TURN_IN_PROGRESS", "the session has a turn in progress; wait for it")));
+                return Ok(Err(ToolError::new(
+                    ErrorCode::TurnInProgress,
+                    "the session has a turn in progress; wait for it",
+                )));
             }
             Err(TurnError::Db(error)) => return Err(error.into()),
         };
@@ -278,7 +285,7 @@ async fn read(
     // Only sessions the caller prompted in: the prompted agent's other sessions are its own.
     if !store::agent_prompts::prompted_in(&state.pool, caller.id, session_id).await? {
         return Ok((
-            Err(ToolError::new("NOT_ALLOWED", format!("this agent did not prompt in session {session_id}"))),
+            Err(ToolError::new(ErrorCode::NotAllowed, format!("this agent did not prompt in session {session_id}"))),
             Some(session.agent_id),
         ));
     }
@@ -309,9 +316,9 @@ mod tests {
         let list = vec![a.clone(), b.clone(), b2];
         assert_eq!(resolve(&list, "a").map(|t| t.agent_id), Ok(a.agent_id));
         assert_eq!(resolve(&list, &b.agent_id.to_string()).map(|t| t.agent_id), Ok(b.agent_id));
-        assert_eq!(resolve(&list, "b").map(|t| t.agent_id).map_err(|e| e.code), Err("AMBIGUOUS_AGENT"));
-        assert_eq!(resolve(&list, "c").map(|t| t.agent_id).map_err(|e| e.code), Err("NOT_ALLOWED"));
+        assert_eq!(resolve(&list, "b").map(|t| t.agent_id).map_err(|e| e.code), Err(ErrorCode::AmbiguousAgent));
+        assert_eq!(resolve(&list, "c").map(|t| t.agent_id).map_err(|e| e.code), Err(ErrorCode::NotAllowed));
         let stranger = AgentId::new().to_string();
-        assert_eq!(resolve(&list, &stranger).map(|t| t.agent_id).map_err(|e| e.code), Err("NOT_ALLOWED"));
+        assert_eq!(resolve(&list, &stranger).map(|t| t.agent_id).map_err(|e| e.code), Err(ErrorCode::NotAllowed));
     }
 }

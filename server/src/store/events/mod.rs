@@ -3,6 +3,9 @@
 //! payload, as JSON text, of every event whose inline payload is a changed copy (cut to the
 //! budget, or with U+0000 replaced: see [`budget`]).
 
+pub mod budget;
+pub mod stored;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -10,7 +13,9 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::events::{EventKind, NewEvent, SharedEvent, StoredEvent, budget};
+use agenthold_core::events::{EventKind, NewEvent};
+
+use self::stored::{SharedEvent, StoredEvent};
 use crate::ids::{Seq, SessionId};
 
 /// Events appended inside a transaction. Watchers may see them only once it has committed, so
@@ -156,7 +161,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
     Ok(Appended(stored))
 }
 
-/// An event whose payload is stored as it is (see [`crate::events::budget::as_is_json`]).
+/// An event whose payload is stored as it is (see [`budget::as_is_json`]).
 pub struct AsIsEvent<'a> {
     /// Its session.
     pub session_id: SessionId,

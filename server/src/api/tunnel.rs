@@ -1,7 +1,7 @@
-//! Who gets a sandboxd connection: the tunnel listener's route accepts nothing but sandbox
-//! tokens, sends sandboxd to the replica that holds its agent's lease (a redirect), and hands the
-//! accepted connection to the agent's supervisor here, or to the warm pool until an agent claims
-//! the sandbox.
+//! The tunnel listener's route, which decides who gets a sandboxd connection: it accepts nothing
+//! but sandbox tokens, sends sandboxd to the replica that holds its agent's lease (a redirect),
+//! and hands the accepted connection to the agent's supervisor here, or to the warm pool until an
+//! agent claims the sandbox.
 
 use std::sync::Arc;
 
@@ -20,16 +20,16 @@ use crate::tunnel::link;
 /// The tunnel listener's routes.
 pub fn router(state: AppState) -> Router {
     // The same limits as the API's (docs/operations.md, "Limits"); sandboxd retries a refusal.
-    let limits = crate::api::limits::RequestLimits::new(
+    let limits = super::limits::RequestLimits::new(
         state.config.max_concurrent_requests as usize,
         state.config.max_anonymous_requests as usize,
-        crate::api::limits::CallerCaps::of(&state.config),
+        super::limits::CallerCaps::of(&state.config),
         std::time::Duration::from_secs(state.config.request_timeout_secs),
         None,
     );
     Router::new()
         .route(TUNNEL_PATH, get(accept))
-        .layer(axum::middleware::from_fn_with_state(limits, crate::api::limits::enforce))
+        .layer(axum::middleware::from_fn_with_state(limits, super::limits::enforce))
         .layer(axum::extract::DefaultBodyLimit::max(64 << 10))
         .with_state(state)
 }
@@ -61,7 +61,7 @@ async fn accept(State(state): State<AppState>, headers: HeaderMap, upgrade: WebS
     upgrade
         .max_message_size(link::MAX_MESSAGE_BYTES)
         .max_frame_size(link::MAX_MESSAGE_BYTES)
-        .read_buffer_size(crate::api::ws::READ_BUFFER_BYTES)
+        .read_buffer_size(super::ws::READ_BUFFER_BYTES)
         .on_upgrade(move |socket| async move {
             let _open = TunnelGauge::open(agent_id);
             link::serve(socket, agent_id, owner.hand_over(agent_id), silent).await

@@ -3,6 +3,9 @@
 //! tool answers within one request). The caller is an agent, proven by its MCP credential in
 //! `Authorization: Bearer` (which the egress proxy puts in for proxied sandboxes), not a user:
 //! the route needs no user credentials. The body is bounded ([`crate::mcp::MAX_BODY_BYTES`]).
+//! What each tool does is [`calls`].
+
+pub mod calls;
 
 use axum::Json;
 use axum::body::Body;
@@ -15,7 +18,7 @@ use super::error::ApiError;
 use super::openapi::Access;
 use crate::mcp::rpc::{self, Incoming, RpcError, code};
 use crate::mcp::tools::{self, Call};
-use crate::mcp::{MAX_BODY_BYTES, calls, credential};
+use crate::mcp::{MAX_BODY_BYTES, credential};
 use crate::state::AppState;
 use crate::store;
 
@@ -82,7 +85,7 @@ pub async fn call(State(state): State<AppState>, headers: HeaderMap, body: Body)
         )),
     };
     let body = match answer {
-        Ok(result) => rpc::result(&id, result),
+        Ok(result) => rpc::result(&id, &result),
         Err(error) => rpc::error(&id, &error),
     };
     Ok(Json(body).into_response())
