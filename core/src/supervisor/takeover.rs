@@ -117,6 +117,17 @@ impl Core {
             let process = processes.iter().find(|p| p.channel == h.channel)?;
             Some((h, process.clone()))
         });
+        // A hole in the stdin journal (an entry that failed to commit before a later one did) can
+        // never be resent: sandboxd would refuse every later frame and the takeover repeat
+        // forever. The running harness is given up instead (its turns end as a lost harness's).
+        let running = running.filter(|(known, process)| {
+            let accepted = process.stdin_accepted.max(process.stdin_written);
+            let whole = journal_continues(&known.journal, accepted);
+            if !whole {
+                tracing::warn!(agent.id = %agent_id, channel = known.channel, stdin = accepted, "the stdin journal has a hole where sandboxd expects the next byte: the running harness is given up");
+            }
+            whole
+        });
         let capabilities =
             running.as_ref().and_then(|(h, _)| h.init.as_ref()).and_then(|init| messages::parse_initialize(init).ok());
         match (running, capabilities) {
@@ -177,5 +188,42 @@ impl Core {
             |t: &super::Turn| matches!(&t.state, TurnState::Sent { generation: g, .. } if Some(*g) != generation);
         self.fail_turns(lost, FailureCode::HarnessLost, "the harness process was lost (the sandbox restarted)", now);
         self.finish_exit_if_drained(now);
+    }
+}
+
+/// Whether the journal holds every stdin byte from `accepted` on, without a hole.
+fn journal_continues(journal: &[(u64, Bytes)], accepted: u64) -> bool {
+    let mut frames: Vec<(u64, u64)> = journal
+        .iter()
+        .map(|(offset, bytes)| (*offset, offset + bytes.len() as u64))
+        .filter(|(_, end)| *end > accepted)
+        .collect();
+    frames.sort_unstable();
+    let mut next = accepted;
+    for (start, end) in frames {
+        if start > next {
+            return false;
+        }
+        next = next.max(end);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(offset: u64, len: usize) -> (u64, Bytes) {
+        (offset, Bytes::from(vec![b'x'; len]))
+    }
+
+    #[test]
+    fn a_journal_continues_only_without_a_hole_past_what_sandboxd_accepted() {
+        assert!(journal_continues(&[], 10), "nothing to resend");
+        assert!(journal_continues(&[frame(0, 10), frame(10, 5)], 10), "from the accepted byte on");
+        assert!(journal_continues(&[frame(5, 10), frame(15, 5)], 10), "a frame partly written");
+        assert!(journal_continues(&[frame(15, 5), frame(10, 5)], 10), "in any order");
+        assert!(!journal_continues(&[frame(12, 5)], 10), "bytes 10..12 are missing");
+        assert!(!journal_continues(&[frame(10, 5), frame(16, 5)], 10), "byte 15 is missing");
     }
 }

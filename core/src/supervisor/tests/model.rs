@@ -626,14 +626,11 @@ proptest! {
     }
 }
 
-/// The known gap `proptest` found (ignored until it is fixed): the journal entry of the stdin
-/// frame at offset `o` fails to commit while a later frame's (the prompt's record) commits. The
-/// takeover restores the journal from the later frame on, sandboxd accepts stdin only at `o`,
-/// and it refuses every resend: the core drops the link and takes over again, forever, and the
-/// turns never end. (A fix chains journal entries as stdout offsets are chained, so the later
-/// entry fails too; or gives up the harness when the journal cannot reach sandboxd's offset.)
+/// The gap `proptest` found: the journal entry of the stdin frame at offset `o` fails to commit
+/// while a later frame's (the prompt's record) commits. The takeover cannot resend from `o`, so it
+/// gives the running harness up (its turns end as a lost harness's) instead of resending from the
+/// later frame, which sandboxd would refuse forever.
 #[test]
-#[ignore = "known gap: a hole in the stdin journal stalls the harness's stdin"]
 fn a_failed_journal_entry_before_a_committed_one_does_not_stall_stdin() {
     let ops = vec![
         Op::Dial,
