@@ -179,6 +179,19 @@ for harness in claude-code codex opencode; do
         bash scripts/e2e/gate.sh "$harness"
     )
 done
+# Account logins on the real harnesses: a Claude subscription token (Claude Code) and a ChatGPT
+# login (Codex) reach them as placeholders and a turn runs on them (scripts/e2e/account-logins.sh).
+# (Codex signed in with ChatGPT sends zstd-compressed requests; its stand-in undoes them with zstd.)
+ensure_cmd zstd zstd
+for harness in claude-code codex; do
+    step "end to end: scripts/e2e/account-logins.sh $harness (an account login on the real harness)"
+    (
+        set -a
+        . "$DEV_DIR/env"
+        set +a
+        bash scripts/e2e/account-logins.sh "$harness"
+    )
+done
 
 step "end to end: the UI in a real browser (web/e2e/run.mjs: playwright-core + Chromium)"
 scripts/dev/ui-browser.sh

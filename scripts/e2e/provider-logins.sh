@@ -157,7 +157,7 @@ fetch_status() { jq -s -r '[.[] | select(.payload.sessionUpdate == "tool_call_up
 prompt 'run env'
 placeholder=$(jq -s -r '[.[] | select(.payload.rawOutput.exitCode != null)] | last | .payload.content[0].content.text' "$WORK/turn.jsonl" \
     | sed -n 's/^ANTHROPIC_API_KEY=//p')
-[[ $placeholder == agenthold-login-* ]] || fail "ANTHROPIC_API_KEY in the sandbox is not a login placeholder" "$WORK/turn.jsonl"
+[[ $placeholder == sk-ant-api03-agenthold-login-* ]] || fail "ANTHROPIC_API_KEY in the sandbox is not a login placeholder" "$WORK/turn.jsonl"
 container=$(sandbox_container "$agent")
 [[ -n $container ]] || fail "no container for agent $agent"
 sandbox_dump "$container" "$WORK/dump"

@@ -4,13 +4,19 @@
 # `set -euo pipefail` with ROOT (the checkout) and HARNESS (claude-code | codex | opencode) set,
 # and optionally:
 #   E2E_NAME    the name in log lines and the scratch directory (default e2e-$HARNESS);
-#   AGENT_EXTRA a JSON object merged into the new agent's body (e.g. {"posture": "approval"}).
+#   AGENT_EXTRA a JSON object merged into the new agent's body (e.g. {"posture": "approval"});
+#   E2E_CREDENTIAL  `secret` (default: a provider key stored as a secret and attached) or `login`
+#               (an account login on the caller's account instead — Claude Code a Claude
+#               subscription token, Codex a ChatGPT login's auth.json — which the agent uses as its
+#               creator's; nothing attached).
 # It
 #   - starts the stand-in (its record, with request bodies, in $WORK/record.jsonl; its port in
 #     $port) and restarts the dev server with the TEST-ONLY upstream override mapping
 #     api.anthropic.com and api.openai.com to it (and restarts it without the override at exit);
 #   - stores a provider key ($value) as a secret and attaches it to a new agent ($agent) running
-#     the harness (as $env_name); makes a session ($session);
+#     the harness (as $env_name), or connects an account login ($login; $value is the token the
+#     provider gets: for a ChatGPT login the access token the stand-in issued at connect); makes a
+#     session ($session);
 #   - defines `log`, `die`, `prompt TEXT` (one turn, waited for: its events in $WORK/turn.jsonl,
 #     $last_seq the log's last seq), `jq_true FILE FILTER`, plus lib.sh's `ok`, `fail`, `api`,
 #     `status`, `sandbox_dump`, `sandbox_container`.
@@ -22,6 +28,7 @@ CTL=$TARGET/debug/agentholdctl
 STANDINS=${E2E_STANDINS:-$ROOT/scripts/e2e/standins}
 TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-300}
 IMAGE=${E2E_HARNESS_IMAGE:-agenthold/base:latest}
+CREDENTIAL=${E2E_CREDENTIAL:-secret}
 E2E_NAME=${E2E_NAME:-e2e-$HARNESS}
 AGENT_EXTRA=${AGENT_EXTRA:-'{}'}
 
@@ -33,6 +40,12 @@ claude-code) provider=anthropic preset=anthropic env_name=ANTHROPIC_API_KEY mode
 opencode) provider=anthropic preset=anthropic env_name=ANTHROPIC_API_KEY model="anthropic/claude-sonnet-4-5" ;;
 codex) provider=openai preset=openai env_name=OPENAI_API_KEY model="" ;;
 *) die "unknown harness $HARNESS (claude-code|codex|opencode)" ;;
+esac
+case $CREDENTIAL/$HARNESS in
+secret/*) ;;
+login/claude-code) login_kind=claude_subscription env_name=CLAUDE_CODE_OAUTH_TOKEN ;;
+login/codex) login_kind=chatgpt_login env_name=AGENTHOLD_CODEX_AUTH_JSON ;;
+*) die "E2E_CREDENTIAL=$CREDENTIAL: $HARNESS takes no account login (docs/logins.md)" ;;
 esac
 
 : "${AGENTHOLD_URL:?set AGENTHOLD_URL (and AGENTHOLD_TOKEN): set -a; . .dev/env; set +a}"
@@ -46,6 +59,7 @@ docker image inspect "$IMAGE" >/dev/null 2>&1 || die "$IMAGE does not exist: mak
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/agenthold-$E2E_NAME.XXXXXX")
 agent=""
 secret=""
+login=""
 workspace=""
 standin_pid=""
 restarted=0
@@ -60,6 +74,10 @@ cleanup() {
     if [[ -n $secret ]]; then
         curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $AGENTHOLD_TOKEN" \
             "$AGENTHOLD_URL/api/v1/workspaces/$workspace/secrets/$secret" || true
+    fi
+    if [[ -n $login ]]; then
+        curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $AGENTHOLD_TOKEN" \
+            "$AGENTHOLD_URL/api/v1/me/providers/$login" || true
     fi
     [[ -n $standin_pid ]] && kill "$standin_pid" 2>/dev/null
     if (( restarted )); then
@@ -80,7 +98,7 @@ source "$ROOT/scripts/e2e/lib.sh"
 
 # ---------------------------------------------------------------------------------------------
 # The stand-in, and the server restarted with both provider hosts mapped to it.
-"$STANDINS/make-cert.sh" "$WORK/certs" api.anthropic.com api.openai.com >/dev/null
+"$STANDINS/make-cert.sh" "$WORK/certs" api.anthropic.com api.openai.com auth.openai.com chatgpt.com >/dev/null
 python3 "$STANDINS/$provider.py" --cert "$WORK/certs/leaf.pem" --key "$WORK/certs/leaf.key" \
     --ready "$WORK/port" --record "$WORK/record.jsonl" --record-body 2>"$WORK/standin.log" &
 standin_pid=$!
@@ -88,31 +106,63 @@ for _ in $(seq 100); do [[ -s $WORK/port ]] && break; sleep 0.1; done
 [[ -s $WORK/port ]] || fail "the $provider stand-in did not start" "$WORK/standin.log"
 port=$(cat "$WORK/port")
 overrides=$(jq -cn --arg addr "127.0.0.1:$port" --arg ca "$WORK/certs/root.pem" \
-    '{"api.anthropic.com:443": {addr: $addr, ca_cert: $ca}, "api.openai.com:443": {addr: $addr, ca_cert: $ca}}')
+    '{"api.anthropic.com:443": {addr: $addr, ca_cert: $ca}, "api.openai.com:443": {addr: $addr, ca_cert: $ca},
+      "auth.openai.com:443": {addr: $addr, ca_cert: $ca}, "chatgpt.com:443": {addr: $addr, ca_cert: $ca}}')
 log "restarting the server with the test-only upstream override → the $provider stand-in on 127.0.0.1:$port"
 restarted=1
 AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides "$ROOT/scripts/dev/server.sh" start >/dev/null 2>"$WORK/restart.err" \
     || fail "restarting the server" "$WORK/restart.err"
 
 # ---------------------------------------------------------------------------------------------
-# The key as a secret, attached to a new agent running the real harness; a session.
+# The key as a secret attached to a new agent running the real harness, or an account login the
+# agent uses as its creator's; a session.
 workspace=$(api GET /api/v1/me | jq -r '.workspaces[] | select(.personal) | .workspace_id')
-value="sk-e2e-$HARNESS-$(openssl rand -hex 20)"
-api POST "/api/v1/workspaces/$workspace/secrets" \
-    "$(jq -cn --arg n "$E2E_NAME-$RANDOM" --arg p "$preset" --arg v "$value" '{name: $n, preset: $p, value: $v}')" \
-    >"$WORK/secret.json"
-[[ $(status) == 201 ]] || fail "creating the secret: HTTP $(status)" "$WORK/secret.json"
-secret=$(jq -r .id "$WORK/secret.json")
+if [[ $CREDENTIAL == secret ]]; then
+    value="sk-e2e-$HARNESS-$(openssl rand -hex 20)"
+    api POST "/api/v1/workspaces/$workspace/secrets" \
+        "$(jq -cn --arg n "$E2E_NAME-$RANDOM" --arg p "$preset" --arg v "$value" '{name: $n, preset: $p, value: $v}')" \
+        >"$WORK/secret.json"
+    [[ $(status) == 201 ]] || fail "creating the secret: HTTP $(status)" "$WORK/secret.json"
+    secret=$(jq -r .id "$WORK/secret.json")
+else
+    if [[ $login_kind == claude_subscription ]]; then
+        value="sk-ant-oat01-e2e-$(openssl rand -hex 24)"
+        connect=$value
+    else
+        # A ChatGPT login as `codex login` writes it; the server refreshes it once at connect, so
+        # the token the provider gets is the one the stand-in issued then.
+        now=$(date +%s)
+        b64() { printf '%s' "$1" | base64 -w0 | tr '+/' '-_' | tr -d '='; }
+        jwt() { printf '%s.%s.sig' "$(b64 '{"alg":"RS256"}')" "$(b64 "$1")"; }
+        connect=$(jq -cn --arg id "$(jwt "{\"email\":\"e2e@example.com\",\"exp\":$((now + 3600))}")" \
+            --arg at "$(jwt "{\"exp\":$((now + 3600))}")" \
+            '{auth_mode: "chatgpt", OPENAI_API_KEY: null, tokens: {id_token: $id, access_token: $at, refresh_token: "rt-e2e-0", account_id: "acct-e2e"}}')
+    fi
+    api POST /api/v1/me/providers "$(jq -cn --arg k "$login_kind" --arg v "$connect" '{kind: $k, value: $v}')" >"$WORK/login.json"
+    [[ $(status) == 201 ]] || fail "connecting the $login_kind login: HTTP $(status)" "$WORK/login.json" "$WORK/standin.log"
+    login=$(jq -r .id "$WORK/login.json")
+    if [[ $login_kind == chatgpt_login ]]; then
+        value=$(jq -r -s '[.[] | select(.issued_access_token != null)] | last | .issued_access_token // empty' "$WORK/record.jsonl")
+        [[ -n $value ]] || fail "connecting the ChatGPT login made no refresh at the stand-in" "$WORK/record.jsonl"
+    fi
+    sleep 3 # the proxy follows a login just connected within about two seconds (docs/logins.md)
+fi
 body=$(jq -cn --arg n "$E2E_NAME-$(date +%s)-$RANDOM" --arg h "$HARNESS" --arg i "$IMAGE" --arg m "$model" \
     --argjson extra "$AGENT_EXTRA" \
     '{name: $n, harness: $h, image: $i} + (if $m == "" then {} else {model: $m} end) + $extra')
 api POST /api/v1/agents "$body" >"$WORK/agent.json"
 agent=$(jq -r .id "$WORK/agent.json")
 [[ -n $agent && $agent != null ]] || fail "creating the agent: HTTP $(status)" "$WORK/agent.json"
-api PUT "/api/v1/agents/$agent/secrets/$env_name" "{\"secret_id\":\"$secret\"}" >/dev/null
-[[ $(status) =~ ^20 ]] || fail "attaching the secret: HTTP $(status)" "$WORK/answer.json"
+if [[ $CREDENTIAL == secret ]]; then
+    api PUT "/api/v1/agents/$agent/secrets/$env_name" "{\"secret_id\":\"$secret\"}" >/dev/null
+    [[ $(status) =~ ^20 ]] || fail "attaching the secret: HTTP $(status)" "$WORK/answer.json"
+fi
 extra=$(jq -c 'if . == {} then "" else " \(.)" end' -r <<<"$AGENT_EXTRA")
-ok "$HARNESS agent on $IMAGE with a $preset secret attached as $env_name$extra"
+if [[ $CREDENTIAL == secret ]]; then
+    ok "$HARNESS agent on $IMAGE with a $preset secret attached as $env_name$extra"
+else
+    ok "$HARNESS agent on $IMAGE using its creator's $login_kind login$extra"
+fi
 
 "$CTL" --compact sessions create "$agent" >"$WORK/session.json" 2>"$WORK/ctl.err" || fail "creating a session: $(cat "$WORK/ctl.err")"
 session=$(jq -r .id "$WORK/session.json")

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -116,7 +117,7 @@ class StandinHandler(BaseHTTPRequestHandler):
         return super().parse_request()
 
     def read_body(self):
-        """The request body as bytes (Content-Length or chunked; gzip/deflate undone)."""
+        """The request body as bytes (Content-Length or chunked; gzip/deflate/zstd undone)."""
         if getattr(self, "_body", None) is not None:
             return self._body
         data = b""
@@ -141,6 +142,10 @@ class StandinHandler(BaseHTTPRequestHandler):
             data = gzip.decompress(data)
         elif encoding == "deflate":
             data = zlib.decompress(data)
+        elif encoding == "zstd":
+            # Codex signed in with ChatGPT compresses its requests with zstd; Python 3.11 has no
+            # zstd module, the zstd command line (Debian's `zstd`) undoes it.
+            data = subprocess.run(["zstd", "-dcq"], input=data, capture_output=True, check=True, timeout=30).stdout
         elif encoding:
             log(self.provider, "WARNING: request body Content-Encoding", encoding, "not understood")
         self._body = data

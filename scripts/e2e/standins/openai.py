@@ -4,7 +4,10 @@
     python3 openai.py --cert leaf.pem --key leaf.key [--port 0] --ready PORTFILE --record REC.jsonl
 
 Speaks `POST /v1/responses` (streamed SSE when `stream: true`, else one JSON response) and
-`GET /v1/models`; anything else is answered 404 and recorded as `unknown` (a WebSocket upgrade
+`GET /v1/models` (also under chatgpt.com's `/backend-api/codex/`, where Codex signed in with a
+ChatGPT login goes, with `GET /backend-api/wham/accounts/check`, its workspace discovery), and
+`POST /oauth/token` (auth.openai.com's refresh exchange: new tokens);
+anything else is answered 404 and recorded as `unknown` (a WebSocket upgrade
 of /v1/responses too, so Codex falls back to HTTP streaming).
 
 The conversation is scripted by the latest user text (Codex's own context messages —
@@ -26,6 +29,7 @@ The conversation is scripted by the latest user text (Codex's own context messag
   - anything else → the text "echo: <text>".
 """
 
+import base64
 import json
 import re
 import os
@@ -194,6 +198,12 @@ def from_schema(schema, text):
     return text
 
 
+def jwt(claims):
+    """An unsigned JWT-shaped token holding `claims` (Codex reads `exp` and the account from it)."""
+    b64 = lambda value: base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+    return b64({"alg": "RS256", "typ": "JWT"}) + "." + b64(claims) + ".sig"
+
+
 class Handler(common.StandinHandler):
     provider = "openai"
 
@@ -224,6 +234,13 @@ class Handler(common.StandinHandler):
         if path == "/":
             self.record()
             return self.send_json(200, {})
+        if path == "/backend-api/wham/accounts/check":
+            # Codex signed in with ChatGPT asks which workspace its account routes to before a turn.
+            self.record()
+            account = self.headers.get("chatgpt-account-id") or "acct-e2e"
+            entry = {"id": account, "structure": "personal",
+                     "workspace_backend_origin": "NO_CONSTRAINT", "account_routing_override": "NO_CONSTRAINT"}
+            return self.send_json(200, {"accounts": [entry], "account_ordering": [account], "default_account_id": account})
         if self.headers.get("Upgrade", "").lower() == "websocket":
             # Responses over WebSocket is not spoken here: 426 makes Codex fall back to HTTP+SSE.
             self.record(websocket=True)
@@ -238,7 +255,20 @@ class Handler(common.StandinHandler):
             return self.send_json(400, {"error": {"type": "invalid_request_error", "message": "body must be a JSON object", "code": None, "param": None}})
         if path.endswith("/responses"):
             return self.create_response(body)
+        if path == "/oauth/token":
+            return self.issue_tokens(body)
         self.unknown()
+
+    def issue_tokens(self, body):
+        """The refresh exchange of a ChatGPT login (auth.openai.com): fresh tokens, the access
+        token a JWT that expires in two hours; the record names it (`issued_access_token`) so a
+        test knows which token the provider should see next."""
+        if body.get("grant_type") != "refresh_token" or not body.get("refresh_token"):
+            self.record(error="not a refresh exchange")
+            return self.send_json(400, {"error": "invalid_request"})
+        access = jwt({"exp": int(time.time()) + 7200, "n": common.new_id("at_")})
+        self.record(issued_access_token=access)
+        self.send_json(200, {"access_token": access, "refresh_token": common.new_id("rt_"), "id_token": jwt({"email": "e2e@example.com"})})
 
     def do_PUT(self):  # noqa: N802
         self.unknown()

@@ -75,6 +75,19 @@ impl LoginKind {
         }
     }
 
+    /// What a placeholder of this kind starts with, so a harness that checks the shape of its
+    /// credential takes it for what it stands for (the value's own prefix, [`Self::check_shape`]).
+    /// A ChatGPT login's placeholders are tokens inside an `auth.json`; an access token has no
+    /// fixed prefix.
+    pub fn placeholder_prefix(self) -> &'static str {
+        match self {
+            Self::ClaudeSubscription => "sk-ant-oat01-",
+            Self::AnthropicApiKey => "sk-ant-api03-",
+            Self::OpenaiApiKey => "sk-",
+            Self::ChatgptLogin | Self::ChatgptAccessToken => "",
+        }
+    }
+
     /// Where the proxy puts the value: these hosts, paths and headers only (each path prefix as
     /// narrow as the harness's calls allow).
     pub fn rules(self) -> Vec<InjectionRule> {
@@ -86,7 +99,12 @@ impl LoginKind {
             format: format.to_owned(),
         };
         match self {
-            Self::ClaudeSubscription => vec![rule("api.anthropic.com", "/v1/", "authorization", "Bearer {secret}")],
+            // Claude Code signed in with a subscription also reads its account's settings and
+            // policy limits (`/api/claude_code/…`) with the token.
+            Self::ClaudeSubscription => vec![
+                rule("api.anthropic.com", "/v1/", "authorization", "Bearer {secret}"),
+                rule("api.anthropic.com", "/api/claude_code/", "authorization", "Bearer {secret}"),
+            ],
             Self::AnthropicApiKey => vec![rule("api.anthropic.com", "/v1/", "x-api-key", "{secret}")],
             Self::ChatgptLogin => vec![rule("chatgpt.com", "/backend-api/", "authorization", "Bearer {secret}")],
             Self::ChatgptAccessToken => vec![

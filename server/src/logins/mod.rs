@@ -30,7 +30,9 @@ use kinds::LoginKind;
 
 /// The placeholder an agent's sandbox holds for one of its login user's logins: derived from the
 /// login's seed, the agent and the kind, so it is stable across harness starts, distinct per
-/// sandbox (the proxy requires that) and changes when the login is connected again.
+/// sandbox (the proxy requires that) and changes when the login is connected again; shaped as the
+/// harness expects the kind's value ([`LoginKind::placeholder_prefix`]: a Claude Code that sees
+/// `sk-ant-oat…` treats it as a subscription token).
 pub fn placeholder(seed: &str, agent_id: AgentId, kind: LoginKind) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::new()
@@ -38,7 +40,7 @@ pub fn placeholder(seed: &str, agent_id: AgentId, kind: LoginKind) -> String {
         .chain_update(agent_id.0.as_bytes())
         .chain_update(kind.as_str().as_bytes())
         .finalize();
-    format!("agenthold-login-{}", hex::encode(&digest[..20]))
+    format!("{}agenthold-login-{}", kind.placeholder_prefix(), hex::encode(&digest[..20]))
 }
 
 /// Which logins reach a harness (pure): per provider, the first kind the adapter accepts that the
@@ -241,6 +243,11 @@ mod tests {
         assert_ne!(p, placeholder("seed", b, AnthropicApiKey));
         assert_ne!(p, placeholder("seed", a, ClaudeSubscription));
         assert_ne!(p, placeholder("other", a, AnthropicApiKey));
-        assert!(p.starts_with("agenthold-login-") && p.len() == "agenthold-login-".len() + 40);
+        assert!(p.starts_with("sk-ant-api03-agenthold-login-") && p.len() == "sk-ant-api03-agenthold-login-".len() + 40);
+        assert!(placeholder("seed", a, ClaudeSubscription).starts_with("sk-ant-oat01-agenthold-login-"));
+        assert!(placeholder("seed", a, OpenaiApiKey).starts_with("sk-agenthold-login-"));
+        for kind in [ChatgptLogin, ChatgptAccessToken] {
+            assert!(placeholder("seed", a, kind).starts_with("agenthold-login-"), "{kind:?}");
+        }
     }
 }

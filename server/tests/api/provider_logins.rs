@@ -188,7 +188,7 @@ async fn an_account_login_reaches_the_sandbox_as_a_placeholder_and_the_proxy_inj
     let output = last_run_output(&events);
     let placeholder =
         output.lines().find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY=")).expect("the login's variable").to_owned();
-    assert!(placeholder.starts_with("agenthold-login-"), "{output}");
+    assert!(placeholder.starts_with("sk-ant-api03-agenthold-login-"), "shaped as an Anthropic key: {output}");
     assert!(!output.contains(&value), "the value is not in the sandbox: {output}");
     assert!(output.contains("in-files=0") && output.contains("in-proc=0"), "{output}");
 
