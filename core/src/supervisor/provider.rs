@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use super::turns::Turn;
+use super::Turn;
 use super::{Core, Effect, Job, Purpose};
 use crate::events::{NewEvent, NoticeCode};
 use crate::ids::{SessionId, TurnId};

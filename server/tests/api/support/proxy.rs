@@ -32,19 +32,19 @@ impl StandIn {
     /// Starts one, writing its root into `dir`.
     pub async fn start(dir: &Path, body: &'static str) -> Self {
         let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-        Self::answering(dir, response).await
+        Self::answering(dir, response, false).await
     }
 
     /// One whose responses are cut short: they declare 1000 bytes, send 100, and the
     /// connection ends.
     pub async fn cutting(dir: &Path) -> Self {
         let response = format!("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{}", "c".repeat(100));
-        Self::answering(dir, response).await
+        Self::answering(dir, response, true).await
     }
 
     /// Starts one answering every request with `response` (head and body), writing its root
     /// into `dir`.
-    async fn answering(dir: &Path, response: String) -> Self {
+    async fn answering(dir: &Path, response: String, cut: bool) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(rcgen::DnType::CommonName, "stand-in public root");
@@ -82,6 +82,11 @@ impl StandIn {
                         .map(|(_, v)| v.trim().to_owned());
                     record.lock().expect("seen").push(key);
                     let _ = tls.write_all(response.as_bytes()).await;
+                    let _ = tls.flush().await;
+                    if cut {
+                        // As a stream cut mid-way: what was sent reaches the client first.
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
                     let _ = tls.shutdown().await;
                 });
             }
