@@ -238,11 +238,8 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
     let mut response = if upgraded {
         Response::from_parts(parts, crate::forward::boxed(body))
     } else {
-        let declared = parts
-            .headers
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok());
+        let declared =
+            parts.headers.get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
         let origin = crate::cut::Origin {
             reports: session.ctx.shared.cuts.clone(),
             sandbox: id.clone(),

@@ -24,7 +24,10 @@ async fn a_response_cut_short_by_its_upstream_is_counted_and_reported_for_its_sa
 
     // A whole response first: nothing is reported.
     let mut client = intercepted(&proxy, "api.anthropic.com:443", "api.anthropic.com", (A_USER, A_PASS)).await;
-    assert_eq!(send(&mut client, get("api.anthropic.com", "/v1/messages", &[("x-api-key", A_PLACEHOLDER)])).await.status, 200);
+    assert_eq!(
+        send(&mut client, get("api.anthropic.com", "/v1/messages", &[("x-api-key", A_PLACEHOLDER)])).await.status,
+        200
+    );
 
     let mut client = intercepted(&proxy, "api.anthropic.com:443", "api.anthropic.com", (A_USER, A_PASS)).await;
     let request = get("api.anthropic.com", "/v1/cut", &[("x-api-key", A_PLACEHOLDER)]);

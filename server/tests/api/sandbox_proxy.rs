@@ -303,7 +303,9 @@ async fn a_provider_stream_cut_short_is_named_in_the_failed_turn() {
     let agent = server.create_agent(json!({})).await;
     attach_anthropic_secret(server, &agent).await;
     let session = server.create_session(&agent).await;
-    server.prompt(&session, "fetch https://api.anthropic.com/v1/messages x-api-key:$ANTHROPIC_API_KEY\nerror terminated").await;
+    server
+        .prompt(&session, "fetch https://api.anthropic.com/v1/messages x-api-key:$ANTHROPIC_API_KEY\nerror terminated")
+        .await;
     let events = server.wait_turns(&session, 1, TURN).await;
     let error = events.iter().find(|e| e["type"] == "error").expect("the turn failed");
     assert_eq!(error["payload"]["code"], "HARNESS_ERROR", "{error}");

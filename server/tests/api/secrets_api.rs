@@ -264,13 +264,16 @@ async fn a_secret_whose_host_the_proxy_ca_does_not_cover_is_refused_at_the_door(
     let server = TestServer::start_with(&[("AGENTHOLD_PROXY_CA_DIR", ca.path())]).await;
     let ws = personal_workspace(&server).await;
     let path = format!("/api/v1/workspaces/{ws}/secrets");
-    let custom = |name: &str, host: &str| {
-        json!({"name": name, "preset": "custom", "value": "tok-1", "host": host, "header": "x-api-token"})
-    };
+    let custom = |name: &str, host: &str| json!({"name": name, "preset": "custom", "value": "tok-1", "host": host, "header": "x-api-token"});
     let refused = admin(&server, "POST", &path, custom("other", "llm.other.example")).await;
     assert_eq!(codes(&refused), (400, Some("HOST_NOT_COVERED")), "{}", refused.1);
     let message = refused.1["error"]["message"].as_str().expect("message");
-    for needle in ["llm.other.example", "--host llm.other.example", "AGENTHOLD_PROXY_CA_DIR", "docs/proxy.md#secrets-for-other-hosts"] {
+    for needle in [
+        "llm.other.example",
+        "--host llm.other.example",
+        "AGENTHOLD_PROXY_CA_DIR",
+        "docs/proxy.md#secrets-for-other-hosts",
+    ] {
         assert!(message.contains(needle), "the refusal names {needle}: {message}");
     }
     let (_, listed) = admin(&server, "GET", &path, json!({})).await;

@@ -38,7 +38,8 @@ impl StandIn {
     /// One whose responses are cut short: they declare 1000 bytes, send 100, and the
     /// connection ends.
     pub async fn cutting(dir: &Path) -> Self {
-        let response = format!("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{}", "c".repeat(100));
+        let response =
+            format!("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{}", "c".repeat(100));
         Self::answering(dir, response, true).await
     }
 
