@@ -76,7 +76,7 @@ info = r.get("agentInfo") or {}
 caps = r.get("agentCapabilities") or {}
 auth = [m.get("id") or m.get("methodId") or "?" for m in r.get("authMethods") or [] if isinstance(m, dict)]
 print(f"  {name}: protocolVersion {r.get('protocolVersion')}; agent {info.get('name', '?')} {info.get('version', '')}".rstrip()
-      + f"; authMethods {auth or 'none'}; loadSession {caps.get('loadSession', False)}"
+      + f"; authMethods {auth or 'none'}; loadSession {json.dumps(caps.get('loadSession', False))}"
       + f"; capabilities {sorted(k for k in caps if k != 'loadSession') or 'none'}")
 PY
 }
