@@ -26,6 +26,7 @@ code_list! {
         HarnessProtocolError = "HARNESS_PROTOCOL_ERROR",
         HarnessStartFailed = "HARNESS_START_FAILED",
         HarnessTimeout = "HARNESS_TIMEOUT",
+        HostNotCovered = "HOST_NOT_COVERED",
         ImageNotAllowed = "IMAGE_NOT_ALLOWED",
         Internal = "INTERNAL",
         IntervalTooShort = "INTERVAL_TOO_SHORT",

@@ -12,6 +12,7 @@ pub mod ca;
 pub mod clienthello;
 pub mod config;
 pub mod connect;
+pub mod cut;
 pub mod forward;
 pub mod headers;
 pub mod host;

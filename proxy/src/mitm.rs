@@ -4,7 +4,7 @@
 //! only WebSocket upgrades, a path that is canonical per [`crate::path`]), has its placeholder
 //! swapped per [`crate::inject`] (matched on the canonical path, which is also what is sent),
 //! and is sent to the pinned upstream over verified TLS. Responses stream back with their
-//! headers scrubbed.
+//! headers scrubbed, watched for being cut short ([`crate::cut`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -235,7 +235,21 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
         sandbox = %id, %target, %method, %path, status = status.as_u16(),
         injected = injected.len(), scrubbed_headers = scrubbed, decision = "forwarded", "request"
     );
-    let mut response = Response::from_parts(parts, crate::forward::boxed(body));
+    let mut response = if upgraded {
+        Response::from_parts(parts, crate::forward::boxed(body))
+    } else {
+        let declared =
+            parts.headers.get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        let origin = crate::cut::Origin {
+            reports: session.ctx.shared.cuts.clone(),
+            sandbox: id.clone(),
+            host: session.host.clone(),
+            path: path.clone(),
+            status: status.as_u16(),
+            declared,
+        };
+        Response::from_parts(parts, http_body_util::BodyExt::boxed(crate::cut::Watched::new(body, origin)))
+    };
     if upgraded && let Some(client_upgrade) = client_upgrade {
         let upstream_upgrade = hyper::upgrade::on(&mut response);
         let idle = state.policy().map(|p| p.tunnel_idle).unwrap_or(Duration::from_secs(600));

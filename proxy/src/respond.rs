@@ -26,6 +26,13 @@ pub fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
     response
 }
 
+/// `GET /metrics`: Prometheus' text format.
+pub fn metrics(text: String) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed());
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    response
+}
+
 /// A configured answer (`policy::Answer`): its status, content type and body; the connection
 /// closes after it (the request's body is not read).
 pub fn answer(answer: &crate::policy::Answer) -> Response<Body> {

@@ -54,6 +54,8 @@ pub struct Shared {
     pub admission: Arc<Admission>,
     /// The host's own addresses (refused as destinations).
     pub host_addrs: Arc<HostAddrs>,
+    /// Responses cut short: counted, logged, reported beside the configuration file.
+    pub cuts: Arc<crate::cut::Reports>,
 }
 
 /// Where a connection stands: not authenticated yet (holding its place from accept), or bound
@@ -251,6 +253,7 @@ async fn route(req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
         Some("http") => crate::forward::plain(req, ctx).await,
         Some(_) => respond::text(StatusCode::BAD_REQUEST, "send HTTPS requests through CONNECT"),
         None if req.uri().path() == "/healthz" => respond::text(StatusCode::OK, "ok"),
+        None if req.uri().path() == "/metrics" => respond::metrics(ctx.shared.cuts.metrics()),
         None => respond::text(
             StatusCode::BAD_REQUEST,
             "this is an egress proxy: use CONNECT or absolute-form http:// requests",
@@ -382,6 +385,7 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let listener_addr = listener.local_addr()?;
+    let cuts = Arc::new(crate::cut::Reports::beside(&config));
     let (policy, follower, poller) =
         tokio::task::spawn_blocking(move || crate::reload::follow(config)).await.map_err(std::io::Error::other)?;
     let host_addrs = Arc::new(HostAddrs::default());
@@ -394,6 +398,7 @@ pub async fn run_with(
         limits: Arc::default(),
         admission: Arc::default(),
         host_addrs: host_addrs.clone(),
+        cuts,
     });
     let mut tasks = JoinSet::new();
     tasks.spawn(poller);

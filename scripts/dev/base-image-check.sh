@@ -7,9 +7,11 @@
 #
 #   scripts/dev/base-image-check.sh [IMAGE [HARNESS...]]
 #
-# HARNESS (claude-agent-acp, codex-acp, opencode) limits the check to those harnesses and to what
-# any agent image needs (the `agent` user, /opt/agenthold): for a custom image with one harness.
-# Prints each harness's answer as `<harness> <json>` on stdout; exits 1 if any check fails.
+# HARNESS (claude-agent-acp, codex-acp, opencode, or `command:PROGRAM [ARG...]` for an agent's
+# `command` harness, e.g. 'command:my-acp-agent --stdio') limits the check to those harnesses and
+# to what any agent image needs (the `agent` user, /opt/agenthold): for a custom image.
+# Prints each harness's answer as `<harness> <json>` on stdout, and what it advertised (agent
+# info, auth methods, capabilities) on stderr; exits 1 if any check fails.
 # AGENTHOLD_CHECK_TIMEOUT: seconds each harness may take to answer (default 60).
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -19,6 +21,14 @@ shift || true
 FULL=1
 HARNESSES=(claude-agent-acp codex-acp opencode)
 if (( $# )); then FULL=0; HARNESSES=("$@"); fi
+# The programs that must be on PATH: a command harness's PROGRAM.
+CMDS=()
+for h in "${HARNESSES[@]}"; do
+    case $h in
+        command:*) read -r -a argv <<<"${h#command:}"; (( ${#argv[@]} )) || die "$h names no program"; CMDS+=("${argv[0]}") ;;
+        *) CMDS+=("$h") ;;
+    esac
+done
 TIMEOUT=${AGENTHOLD_CHECK_TIMEOUT:-60}
 NODE_WANT=v24.22.3
 INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}}'
@@ -31,7 +41,7 @@ fail() { log "FAIL: $*"; failed=1; }
 
 # The tools, as the agent user with a login shell (what a terminal in the sandbox sees) and with
 # the image's own environment (what sandboxd gives a harness).
-env_out=$(docker run --rm --network none --user agent -e "FULL=$FULL" -e "CMDS=${HARNESSES[*]}" "$IMAGE" bash -c '
+env_out=$(docker run --rm --network none --user agent -e "FULL=$FULL" -e "CMDS=${CMDS[*]}" "$IMAGE" bash -c '
     set -e
     tools=$CMDS
     if [ "$FULL" = 1 ]; then
@@ -50,11 +60,26 @@ if [[ $env_out == "$want" ]]; then
     if (( FULL )); then
         log "ok: node $NODE_WANT; harnesses, tools, sudo and /opt/agenthold there for agent"
     else
-        log "ok: ${HARNESSES[*]} and /opt/agenthold there for agent"
+        log "ok: ${CMDS[*]} and /opt/agenthold there for agent"
     fi
 else
     fail "the image's tools: $env_out"
 fi
+
+# advertised NAME JSON — logs what the harness's initialize result advertised.
+advertised() {
+    python3 - "$1" "$2" <<'PY' >&2 || log "($1: its answer is not a JSON-RPC result)"
+import json, sys
+name, answer = sys.argv[1], json.loads(sys.argv[2])
+r = answer.get("result") or {}
+info = r.get("agentInfo") or {}
+caps = r.get("agentCapabilities") or {}
+auth = [m.get("id") or m.get("methodId") or "?" for m in r.get("authMethods") or [] if isinstance(m, dict)]
+print(f"  {name}: protocolVersion {r.get('protocolVersion')}; agent {info.get('name', '?')} {info.get('version', '')}".rstrip()
+      + f"; authMethods {auth or 'none'}; loadSession {json.dumps(caps.get('loadSession', False))}"
+      + f"; capabilities {sorted(k for k in caps if k != 'loadSession') or 'none'}")
+PY
+}
 
 # probe NAME CMD... — runs CMD in a container, sends INIT, waits for the answer to id 1.
 probe() {
@@ -77,6 +102,7 @@ probe() {
     wait "$pid" 2>/dev/null || true
     if [[ -n $answer ]]; then
         log "ok: $name answered initialize"
+        advertised "$name" "$answer"
         printf '%s %s\n' "$name" "$answer"
     else
         fail "$name did not answer initialize within ${TIMEOUT}s; its stderr:"
@@ -89,7 +115,8 @@ for h in "${HARNESSES[@]}"; do
     case $h in
         claude-agent-acp | codex-acp) probe "$h" "$h" ;;
         opencode) probe opencode opencode acp ;;
-        *) fail "unknown harness $h (claude-agent-acp, codex-acp, opencode)" ;;
+        command:*) read -r -a argv <<<"${h#command:}"; probe "${argv[0]##*/}" "${argv[@]}" ;;
+        *) fail "unknown harness $h (claude-agent-acp, codex-acp, opencode, or command:PROGRAM [ARG...])" ;;
     esac
 done
 

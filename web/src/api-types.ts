@@ -211,7 +211,7 @@ export interface paths {
         get?: never;
         /**
          * Attaches a secret of the agent's workspace to the agent under an environment variable, replacing what the variable held (agent admins)
-         * @description Attaches a secret of the agent's workspace to the agent under an environment variable, replacing what the variable held (agent admins). The sandbox gets a placeholder.
+         * @description Attaches a secret of the agent's workspace to the agent under an environment variable, replacing what the variable held (agent admins). The sandbox gets a placeholder. A secret whose host the egress proxy's CA no longer covers (the CA was replaced) is refused.
          */
         put: operations["attach_secret"];
         post?: never;
@@ -926,7 +926,7 @@ export interface paths {
         put?: never;
         /**
          * Stores a secret (workspace admins)
-         * @description Stores a secret (workspace admins). 400 `INVALID_SECRET_VALUE` for an empty, over-long or control-character value, `INVALID_RULE` for a bad custom rule, 409 `NAME_TAKEN` and `TOO_MANY_SECRETS`.
+         * @description Stores a secret (workspace admins). 400 `INVALID_SECRET_VALUE` for an empty, over-long or control-character value, `INVALID_RULE` for a bad custom rule, `HOST_NOT_COVERED` for a host the egress proxy's CA does not cover, 409 `NAME_TAKEN` and `TOO_MANY_SECRETS`.
          */
         post: operations["create_secret"];
         delete?: never;
@@ -1481,7 +1481,7 @@ export interface components {
          * @description A stable, machine-readable error code.
          * @enum {string}
          */
-        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
+        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "HOST_NOT_COVERED" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
         /** @description An error's code and message. */
         ErrorDetail: {
             /**
@@ -1756,7 +1756,7 @@ export interface components {
          * @description A stable, machine-readable notice code.
          * @enum {string}
          */
-        NoticeCode: "AUTHENTICATED" | "AUTO_SLEEP" | "CAPACITY_WAIT" | "CONTEXT_RESET" | "DISK_FULL" | "GRANT_REVOKED" | "SCHEDULE_SKIPPED" | "SESSION_MODE_NOT_SET" | "TURN_PARKED" | "TURN_QUEUED" | "TURN_RESUMED";
+        NoticeCode: "AUTHENTICATED" | "AUTO_SLEEP" | "CAPACITY_WAIT" | "CONTEXT_RESET" | "DISK_FULL" | "GRANT_REVOKED" | "PROVIDER_STREAM_ENDED" | "SCHEDULE_SKIPPED" | "SESSION_MODE_NOT_SET" | "TURN_PARKED" | "TURN_QUEUED" | "TURN_RESUMED";
         /** @description A question as the API shows it. */
         Permission: {
             /**
@@ -2873,7 +2873,7 @@ export interface operations {
                     "application/json": components["schemas"]["Attachment"];
                 };
             };
-            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_ENV_NAME` */
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_ENV_NAME`, `HOST_NOT_COVERED` (the egress proxy's CA does not cover the secret's host) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4714,7 +4714,7 @@ export interface operations {
                     "application/json": components["schemas"]["Secret"];
                 };
             };
-            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `INVALID_SECRET_VALUE`, `INVALID_RULE` */
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `INVALID_SECRET_VALUE`, `INVALID_RULE`, `HOST_NOT_COVERED` (the egress proxy's CA does not cover the rule's host) */
             400: {
                 headers: {
                     [name: string]: unknown;

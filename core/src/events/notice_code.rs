@@ -11,6 +11,7 @@ code_list! {
         ContextReset = "CONTEXT_RESET",
         DiskFull = "DISK_FULL",
         GrantRevoked = "GRANT_REVOKED",
+        ProviderStreamEnded = "PROVIDER_STREAM_ENDED",
         ScheduleSkipped = "SCHEDULE_SKIPPED",
         SessionModeNotSet = "SESSION_MODE_NOT_SET",
         TurnParked = "TURN_PARKED",

@@ -360,6 +360,7 @@ impl Core {
                             error.get("message").and_then(Value::as_str).unwrap_or("the harness failed the turn");
                         let payload = serde_json::json!({"code": ErrorCode::HarnessError, "message": message, "rpc_error": error});
                         out.events.push(NewEvent::new(turn.session_id, EventKind::Error, payload));
+                        self.ask_whether_the_provider_stream_ended(&turn);
                         ("error".to_owned(), None)
                     }
                 };

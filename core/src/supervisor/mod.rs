@@ -22,6 +22,7 @@ mod lines;
 mod observed;
 mod outbox;
 mod parking;
+mod provider;
 mod questions;
 pub mod sandboxd;
 mod slots;
@@ -294,6 +295,7 @@ impl Core {
             Input::Launched { job, result } => self.on_launched(job, result, now),
             Input::KillExplained { job, oom } => self.on_kill_explained(job, oom, now),
             Input::DiskChecked { turns, finding } => self.on_disk_checked(turns, finding),
+            Input::ProviderStreamChecked { turns, finding } => self.on_provider_stream_checked(turns, finding),
             Input::Stopped { job, reply, result } => {
                 if self.condition.stopping == Some(job) {
                     self.condition.stopping = None;

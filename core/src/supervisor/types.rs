@@ -261,6 +261,14 @@ pub enum Input {
         /// What is full, and why.
         finding: Option<String>,
     },
+    /// Whether the egress proxy saw a provider's response cut short for turns the harness failed
+    /// ([`Job::CheckProviderStream`]): `Some(what it saw)` when it did.
+    ProviderStreamChecked {
+        /// The turns, with their sessions.
+        turns: Vec<(TurnId, SessionId)>,
+        /// What was cut short, and how.
+        finding: Option<String>,
+    },
     /// The turn got its slot under the server's limit on running turns ([`SlotChange::Ask`]).
     SlotGranted {
         /// The turn.
@@ -345,6 +353,12 @@ pub enum Job {
     CheckDisk {
         /// The turns that ended after reporting ENOSPC or EDQUOT, with their sessions.
         turns: Vec<(TurnId, SessionId)>,
+    },
+    /// Ask the egress proxy's report whether a provider's response to this sandbox was cut short
+    /// since the turns began; answers [`Input::ProviderStreamChecked`].
+    CheckProviderStream {
+        /// The turns the harness failed, with their sessions and when each began.
+        turns: Vec<(TurnId, SessionId, DateTime<Utc>)>,
     },
     /// Read the open turns again; answers [`Input::OpenTurns`]. Asked after a takeover: its
     /// snapshot was read while prompts could still arrive, and merging it drops the turns it

@@ -3,6 +3,7 @@
 mod support;
 
 mod attacks;
+mod cut;
 mod edges;
 mod injection;
 mod logs;

@@ -214,6 +214,19 @@ async fn stand_in_handle(
         response.headers_mut().insert("connection", "upgrade".parse().expect("c"));
         return response;
     }
+    if path.ends_with("/cut") {
+        // Declares 1000 bytes, sends 100, and a moment later the connection ends.
+        let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(1);
+        tokio::spawn(async move {
+            let _ = tx.send(Ok(Frame::data(Bytes::from(vec![b'c'; 100])))).await;
+            // As a stream cut mid-way: the head and the first bytes reach the client first.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        });
+        let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        let mut response = Response::new(StreamBody::new(stream).boxed());
+        response.headers_mut().insert("content-length", "1000".parse().expect("cl"));
+        return response;
+    }
     if path == "/big" {
         return Response::new(full(vec![b'x'; 1 << 20]));
     }

@@ -147,8 +147,8 @@ fn secret_view(secret: &SecretRow, uses: &[Use]) -> Secret {
 }
 
 /// Stores a secret (workspace admins). 400 `INVALID_SECRET_VALUE` for an empty, over-long or
-/// control-character value, `INVALID_RULE` for a bad custom rule, 409 `NAME_TAKEN` and
-/// `TOO_MANY_SECRETS`.
+/// control-character value, `INVALID_RULE` for a bad custom rule, `HOST_NOT_COVERED` for a host
+/// the egress proxy's CA does not cover, 409 `NAME_TAKEN` and `TOO_MANY_SECRETS`.
 #[utoipa::path(
     post,
     path = "/api/v1/workspaces/{id}/secrets",
@@ -158,7 +158,7 @@ fn secret_view(secret: &SecretRow, uses: &[Use]) -> Secret {
     responses(
         (status = 201, description = "The secret (never its value)", body = Secret),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `INVALID_SECRET_VALUE`, \
-            `INVALID_RULE`", body = ErrorBody),
+            `INVALID_RULE`, `HOST_NOT_COVERED` (the egress proxy's CA does not cover the rule's host)", body = ErrorBody),
         (status = 409, description = "`NAME_TAKEN`, `TOO_MANY_SECRETS`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
@@ -193,6 +193,7 @@ pub async fn create(
             ));
         }
     };
+    ensure_covered(&state, &rule.host).await?;
     let id = Uuid::new_v4();
     let sealed =
         cipher::seal(&state.master_key, RowIdentity { workspace_id, secret_id: id }, value.expose().as_bytes())
@@ -283,6 +284,16 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// 400 `HOST_NOT_COVERED` when the egress proxy's CA does not cover `host`: the proxy could never
+/// inject a secret there (docs/proxy.md, "Secrets for other hosts").
+async fn ensure_covered(state: &AppState, host: &str) -> Result<(), ApiError> {
+    if crate::proxy_feed::coverage::covers(&state.config, host).await.map_err(ApiError::Internal)? {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(ErrorCode::HostNotCovered, crate::proxy_feed::coverage::refusal(host)))
+    }
+}
+
 /// Tells the agent's supervisor that its environment changed: its harness restarts with the new
 /// placeholders once no turn runs (the proxy follows on its own, within seconds).
 async fn environment_changed(state: &AppState, agent_id: AgentId) {
@@ -290,7 +301,8 @@ async fn environment_changed(state: &AppState, agent_id: AgentId) {
 }
 
 /// Attaches a secret of the agent's workspace to the agent under an environment variable,
-/// replacing what the variable held (agent admins). The sandbox gets a placeholder.
+/// replacing what the variable held (agent admins). The sandbox gets a placeholder. A secret
+/// whose host the egress proxy's CA no longer covers (the CA was replaced) is refused.
 #[utoipa::path(
     put,
     path = "/api/v1/agents/{id}/secrets/{env_name}",
@@ -299,7 +311,8 @@ async fn environment_changed(state: &AppState, agent_id: AgentId) {
     request_body = AttachSecret,
     responses(
         (status = 200, description = "Attached", body = Attachment),
-        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_ENV_NAME`", body = ErrorBody),
+        (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_ENV_NAME`, `HOST_NOT_COVERED` (the \
+            egress proxy's CA does not cover the secret's host)", body = ErrorBody),
         (status = 409, description = "`ENV_NAME_TAKEN`, `TOO_MANY_SECRETS`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
@@ -318,6 +331,7 @@ pub async fn attach(
     let secret = store::secrets::get(&state.pool, agent.workspace_id, body.secret_id)
         .await?
         .ok_or(ApiError::NotFound("secret"))?;
+    ensure_covered(&state, &secret.rule.host).await?;
     if agent.env.iter().any(|(name, _)| *name == env_name) {
         return Err(ApiError::conflict(
             ErrorCode::EnvNameTaken,

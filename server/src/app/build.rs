@@ -131,6 +131,9 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
         database: availability.clone(),
         host: Arc::new(crate::supervisor::host::Host::new(config.max_awake.map(|m| m as usize))),
         mcp: settings::mcp_endpoint(&config, api_addr, sandbox_proxy_ca.is_some(), &master_key),
+        proxy_report: proxy_feed_settings
+            .as_ref()
+            .map(|s| s.config_file.with_file_name(agenthold_proxy::cut::REPORT_FILE)),
         proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
             addr: config.proxy_addr(),
             master_key: Arc::clone(&master_key),

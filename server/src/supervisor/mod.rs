@@ -8,6 +8,7 @@
 mod disk;
 pub mod host;
 pub mod observed;
+mod provider;
 mod reads;
 pub(crate) mod shell;
 pub mod slots;
@@ -66,6 +67,9 @@ pub struct Deps {
     pub turn_slots: Arc<slots::TurnSlots>,
     /// Whether Postgres answers (a sandbox's reconnect grace waits while it does not).
     pub database: crate::store::availability::Availability,
+    /// The egress proxy's report of responses cut short (beside the file the feed writes;
+    /// `None`: the feed is off).
+    pub proxy_report: Option<std::path::PathBuf>,
 }
 
 /// The server's permission settings.

@@ -470,6 +470,12 @@ impl Shell {
             Job::CheckDisk { turns } => self.tasks.push(Box::pin(async move {
                 Some(Input::DiskChecked { turns, finding: super::disk::check(&deps, agent_id).await })
             })),
+            Job::CheckProviderStream { turns } => self.tasks.push(Box::pin(async move {
+                let since = turns.iter().map(|(_, _, started)| *started).min()?;
+                let finding = super::provider::check(deps.proxy_report.as_deref(), agent_id, since).await;
+                let turns = turns.into_iter().map(|(turn_id, session_id, _)| (turn_id, session_id)).collect();
+                Some(Input::ProviderStreamChecked { turns, finding })
+            })),
             Job::Stop { job, reply } => {
                 self.link = None;
                 self.inbox = None;

@@ -55,9 +55,16 @@ struct Proxied {
 
 impl Proxied {
     async fn start() -> Self {
+        Self::start_on(|dir| Box::pin(StandIn::start(dir, STAND_IN_BODY))).await
+    }
+
+    /// With the stand-in `stand_in` makes (in the directory it is given).
+    async fn start_on(
+        stand_in: impl for<'a> FnOnce(&'a std::path::Path) -> futures_util::future::BoxFuture<'a, StandIn>,
+    ) -> Self {
         let dir = std::env::temp_dir().join(format!("agenthold-sbxproxy-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let stand_in = StandIn::start(&dir, STAND_IN_BODY).await;
+        let stand_in = stand_in(&dir).await;
         let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
         // The proxy first, on a port of its own choosing (no race for a port picked ahead), on the
         // file the server will write.
@@ -279,4 +286,47 @@ async fn a_sandboxs_proxy_credentials_work_from_its_own_address_only() {
     server.prompt(&session_b, &raw_connect_script(port, &user, &password)).await;
     let from_b = last_run_output(&server.wait_turns(&session_b, 1, TURN).await);
     assert!(from_b.trim().starts_with("HTTP/1.1 407"), "{from_b}");
+}
+
+/// The provider's stream ends early (the stand-in declares 1000 bytes, sends 100 and closes):
+/// the real proxy logs and reports the cut for the agent's sandbox, and when the harness then
+/// fails the turn (fakeagent's `error terminated`, as a Node harness says it), the session gets a
+/// `PROVIDER_STREAM_ENDED` notice naming the turn: "the provider's stream ended early: …" with
+/// what the proxy saw.
+#[tokio::test]
+async fn a_provider_stream_cut_short_is_named_in_the_failed_turn() {
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
+        return;
+    }
+    let setup = Proxied::start_on(|dir| Box::pin(StandIn::cutting(dir))).await;
+    let (server, proxy) = (&setup.server, &setup.proxy);
+    let agent = server.create_agent(json!({})).await;
+    attach_anthropic_secret(server, &agent).await;
+    let session = server.create_session(&agent).await;
+    server
+        .prompt(&session, "fetch https://api.anthropic.com/v1/messages x-api-key:$ANTHROPIC_API_KEY\nerror terminated")
+        .await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let error = events.iter().find(|e| e["type"] == "error").expect("the turn failed");
+    assert_eq!(error["payload"]["code"], "HARNESS_ERROR", "{error}");
+    let turn_end = events.iter().find(|e| e["type"] == "turn_end").expect("the turn ended");
+    let turn_id = turn_end["payload"]["turn_id"].clone();
+    let started = Instant::now();
+    let notice = loop {
+        let (_, page) = server.get(&format!("/api/v1/sessions/{session}/events?after=0")).await;
+        let found = page["events"]
+            .as_array()
+            .and_then(|all| all.iter().find(|e| e["payload"]["code"] == "PROVIDER_STREAM_ENDED").cloned());
+        if let Some(notice) = found {
+            break notice;
+        }
+        assert!(started.elapsed() < DEADLINE, "no PROVIDER_STREAM_ENDED notice: {page}\n\nproxy log:\n{}", proxy.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let message = notice["payload"]["message"].as_str().expect("message");
+    assert!(message.starts_with("the provider's stream ended early: "), "{message}");
+    assert!(message.contains("api.anthropic.com") && message.contains("after 100 of 1000 bytes"), "{message}");
+    assert_eq!(notice["payload"]["turn_id"], turn_id, "{notice}");
+    let log = proxy.log();
+    assert!(log.contains("cut-short") && log.contains("bytes_sent=100"), "{log}");
 }

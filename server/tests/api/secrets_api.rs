@@ -13,6 +13,37 @@ use crate::support::secrets::{
     admin, call, create_secret, database, make_user, personal_workspace, unique_value, where_in_database,
 };
 
+/// A proxy CA directory for the server (`AGENTHOLD_PROXY_CA_DIR`), made as `agenthold-proxy ca
+/// init --with-presets --host …` makes it. Removed on drop.
+struct CaDir(std::path::PathBuf);
+
+impl CaDir {
+    fn new(hosts: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("agenthold-test-ca-{}", uuid::Uuid::new_v4().simple()));
+        let this = Self(dir);
+        this.remake(hosts);
+        this
+    }
+
+    /// Replaces the CA with one covering the presets plus `hosts` (an operator's new CA).
+    fn remake(&self, hosts: &[&str]) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        let mut all: Vec<String> = agenthold_proxy::ca::PRESET_HOSTS.iter().map(|h| (*h).to_owned()).collect();
+        all.extend(hosts.iter().map(|h| (*h).to_owned()));
+        agenthold_proxy::ca::init(&self.0, &all).expect("making the CA");
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().expect("utf-8 path")
+    }
+}
+
+impl Drop for CaDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn codes(answer: &(u16, Value)) -> (u16, Option<&str>) {
     (answer.0, answer.1["error"]["code"].as_str())
 }
@@ -96,7 +127,9 @@ async fn secrets_are_for_workspace_admins_and_invisible_to_other_workspaces() {
 
 #[tokio::test]
 async fn a_value_is_write_only_encrypted_at_rest_and_never_logged_or_in_an_event() {
-    let server = TestServer::start().await;
+    // The custom secret's host is one the operator's CA was made to cover.
+    let ca = CaDir::new(&["llm.example.com"]);
+    let server = TestServer::start_with(&[("AGENTHOLD_PROXY_CA_DIR", ca.path())]).await;
     let ws = personal_workspace(&server).await;
     let value = unique_value();
     let custom_value = format!("custom-{}", uuid::Uuid::new_v4().simple());
@@ -220,6 +253,50 @@ async fn a_value_is_write_only_encrypted_at_rest_and_never_logged_or_in_an_event
     for needle in [value.as_str(), custom_value.as_str(), "x-evil"] {
         assert!(!log.contains(needle), "a value is in the server log");
     }
+}
+
+/// A secret whose host the proxy's CA does not cover could never be injected: it is refused when
+/// stored, and an existing one when attached after the CA was replaced by one that no longer
+/// covers it; a covered host (a preset's, a subdomain inside the constraints) is accepted.
+#[tokio::test]
+async fn a_secret_whose_host_the_proxy_ca_does_not_cover_is_refused_at_the_door() {
+    let ca = CaDir::new(&["llm.example.com"]);
+    let server = TestServer::start_with(&[("AGENTHOLD_PROXY_CA_DIR", ca.path())]).await;
+    let ws = personal_workspace(&server).await;
+    let path = format!("/api/v1/workspaces/{ws}/secrets");
+    let custom = |name: &str, host: &str| json!({"name": name, "preset": "custom", "value": "tok-1", "host": host, "header": "x-api-token"});
+    let refused = admin(&server, "POST", &path, custom("other", "llm.other.example")).await;
+    assert_eq!(codes(&refused), (400, Some("HOST_NOT_COVERED")), "{}", refused.1);
+    let message = refused.1["error"]["message"].as_str().expect("message");
+    for needle in [
+        "llm.other.example",
+        "--host llm.other.example",
+        "AGENTHOLD_PROXY_CA_DIR",
+        "docs/proxy.md#secrets-for-other-hosts",
+    ] {
+        assert!(message.contains(needle), "the refusal names {needle}: {message}");
+    }
+    let (_, listed) = admin(&server, "GET", &path, json!({})).await;
+    assert_eq!(listed["secrets"], json!([]), "nothing was stored");
+    // Covered: the host the CA was made for, a preset, a subdomain of a preset's host.
+    let covered = create_secret(&server, &ws, custom("internal", "llm.example.com")).await;
+    create_secret(&server, &ws, json!({"name": "anthropic", "preset": "anthropic", "value": "sk-1"})).await;
+    create_secret(&server, &ws, custom("eu", "eu.openrouter.ai")).await;
+
+    // The operator replaces the CA with one that no longer covers llm.example.com: the stored
+    // secret can no longer be attached (no restart needed for the check).
+    ca.remake(&[]);
+    let agent = server.create_agent(json!({})).await;
+    let attach = format!("/api/v1/agents/{agent}/secrets/LLM_TOKEN");
+    let refused = admin(&server, "PUT", &attach, json!({"secret_id": covered})).await;
+    assert_eq!(codes(&refused), (400, Some("HOST_NOT_COVERED")), "{}", refused.1);
+    assert!(refused.1["error"]["message"].as_str().is_some_and(|m| m.contains("llm.example.com")), "{}", refused.1);
+    let (_, view) = admin(&server, "GET", &format!("/api/v1/agents/{agent}"), json!({})).await;
+    assert_eq!(view["secrets"], json!([]), "nothing was attached: {view}");
+    // Covered again: attached.
+    ca.remake(&["llm.example.com"]);
+    let (status, attached) = admin(&server, "PUT", &attach, json!({"secret_id": covered})).await;
+    assert_eq!(status, 200, "{attached}");
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ mod mcp;
 mod model;
 mod outage;
 mod parking;
+mod provider;
 mod slots;
 mod takeover_race;
 

@@ -16,7 +16,8 @@ use tokio::net::TcpListener;
 /// How long any one step may take.
 pub const DEADLINE: Duration = Duration::from_secs(15);
 
-/// A loopback HTTPS server for `api.anthropic.com` answering `200` with `body`. Stopped on drop.
+/// A loopback HTTPS server for `api.anthropic.com` answering `200` with `body` (or cutting its
+/// responses short). Stopped on drop.
 pub struct StandIn {
     /// Where it listens.
     pub addr: std::net::SocketAddr,
@@ -30,6 +31,21 @@ pub struct StandIn {
 impl StandIn {
     /// Starts one, writing its root into `dir`.
     pub async fn start(dir: &Path, body: &'static str) -> Self {
+        let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        Self::answering(dir, response, false).await
+    }
+
+    /// One whose responses are cut short: they declare 1000 bytes, send 100, and the
+    /// connection ends.
+    pub async fn cutting(dir: &Path) -> Self {
+        let response =
+            format!("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{}", "c".repeat(100));
+        Self::answering(dir, response, true).await
+    }
+
+    /// Starts one answering every request with `response` (head and body), writing its root
+    /// into `dir`.
+    async fn answering(dir: &Path, response: String, cut: bool) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(rcgen::DnType::CommonName, "stand-in public root");
@@ -55,7 +71,6 @@ impl StandIn {
         let addr = listener.local_addr().expect("addr");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&seen);
-        let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let (acceptor, record, response) = (acceptor.clone(), Arc::clone(&record), response.clone());
@@ -68,6 +83,11 @@ impl StandIn {
                         .map(|(_, v)| v.trim().to_owned());
                     record.lock().expect("seen").push(key);
                     let _ = tls.write_all(response.as_bytes()).await;
+                    let _ = tls.flush().await;
+                    if cut {
+                        // As a stream cut mid-way: what was sent reaches the client first.
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
                     let _ = tls.shutdown().await;
                 });
             }
