@@ -6,6 +6,7 @@
 mod agent_settings;
 mod agent_view;
 mod agents;
+mod harness_log;
 mod body_read;
 pub mod error;
 mod extract;
@@ -86,6 +87,7 @@ pub(crate) fn operations() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::sleep))
         .routes(routes!(agents::wake))
         .routes(routes!(agents::rebuild))
+        .routes(routes!(harness_log::show))
         .routes(routes!(permissions::list))
         .routes(routes!(permissions::stream))
         .routes(routes!(permissions::show))
