@@ -189,11 +189,20 @@ pub fn environment(launch: &Launch, agent: &AgentRow, home_dir: &str) -> Vec<(St
     let mut env = vec![("HOME".to_owned(), home_dir.to_owned())];
     env.extend(launch.env.iter().cloned());
     env.extend(agent.env.iter().cloned());
-    if !env.iter().any(|(name, _)| name == NODE_OPTIONS) {
-        let heap = node_heap_mib(agent.memory_mib);
-        env.push((NODE_OPTIONS.to_owned(), format!("--max-old-space-size={heap}")));
+    if !launch.env.iter().any(|(name, _)| name == NODE_OPTIONS) {
+        env.extend(node_options(agent));
     }
     env
+}
+
+/// `NODE_OPTIONS` with the agent's Node heap limit, unless its own `env` sets the variable (the
+/// harness's environment, and its terminal's).
+pub fn node_options(agent: &AgentRow) -> Option<(String, String)> {
+    if agent.env.iter().any(|(name, _)| name == NODE_OPTIONS) {
+        return None;
+    }
+    let heap = node_heap_mib(agent.memory_mib);
+    Some((NODE_OPTIONS.to_owned(), format!("--max-old-space-size={heap}")))
 }
 
 /// Node's options variable.
