@@ -6,7 +6,6 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
-use serde_json::json;
 use utoipa::ToSchema;
 
 use super::agents::visible_agent;
@@ -67,7 +66,9 @@ pub async fn show(
             ring_bytes,
             live,
         },
-        None => HarnessLog { text: String::new(), generation: None, dropped_bytes: 0, rotated_bytes: 0, ring_bytes, live },
+        None => {
+            HarnessLog { text: String::new(), generation: None, dropped_bytes: 0, rotated_bytes: 0, ring_bytes, live }
+        }
     };
     Ok(Json(log))
 }

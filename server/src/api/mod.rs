@@ -6,11 +6,11 @@
 mod agent_settings;
 mod agent_view;
 mod agents;
-mod harness_log;
 mod body_read;
 pub mod error;
 mod extract;
 mod grants;
+mod harness_log;
 mod health;
 mod hooks;
 mod internal;

@@ -114,6 +114,9 @@ async fn a_harness_flooding_stderr_leaves_the_log_and_server_memory_bounded() {
     assert!(text.len() <= 64 * 1024 && text.len() > 16 * 1024, "{} bytes", text.len());
     assert!(text.contains("fakeagent: stderr line"), "{}", &text[..200.min(text.len())]);
     let (dropped, rotated) = (&log["dropped_bytes"], &log["rotated_bytes"]);
-    println!("server rss: before {before} KiB, peak while flooded {peak} KiB; stderr dropped {dropped} B, rotated {rotated} B");
-    assert!(peak < before + 64 * 1024, "server rss grew from {before} KiB to {peak} KiB");
+    println!(
+        "server rss: before {before} KiB, peak while flooded {peak} KiB; stderr dropped {dropped} B, rotated {rotated} B"
+    );
+    // The bound of the other floods (hardening.rs): bounded queues everywhere.
+    assert!(peak < 256 * 1024, "server rss grew from {before} KiB to {peak} KiB");
 }

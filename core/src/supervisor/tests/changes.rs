@@ -305,6 +305,9 @@ fn a_session_that_cannot_start_fails_with_the_end_of_the_running_harness_stderr(
     let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
     let failed = stored.iter().find(|e| e.payload["code"] == "SESSION_START_FAILED").expect("failed");
     let message = failed.payload["message"].as_str().expect("message");
-    assert!(message.contains("no way in") && message.ends_with("stderr: warming up\nError: invalid x-api-key"), "{message}");
+    assert!(
+        message.contains("no way in") && message.ends_with("stderr: warming up\nError: invalid x-api-key"),
+        "{message}"
+    );
     assert_eq!(sim.core.harness_channel().map(|(channel, _)| channel), Some(CHANNEL), "the harness runs on");
 }
