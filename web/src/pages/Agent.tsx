@@ -6,7 +6,7 @@ import { Action, Badge, ErrorLine, Json, Link, useLoad, when } from '../ui';
 import { StateBadge, marks } from './Agents';
 import { UsageChart, UsageTotalsLine, loadAgentUsage } from '../usage-view';
 import { totals } from '../usage';
-import { HarnessLogPanel } from '../harness-log';
+import { HarnessLogPanel } from '../harness-log-panel';
 
 interface AuditRecord {
   id: string;
