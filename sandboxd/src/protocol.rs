@@ -49,7 +49,11 @@ pub const DATA_HEADER_LEN: usize = 13;
 pub enum DataKind {
     /// A process's stdout (sandboxd → server), acknowledged and resent on reconnect.
     Stdout = 1,
-    /// A process's stderr (sandboxd → server), best effort.
+    /// A process's stderr (sandboxd → server), best effort: as it comes, in frames of at most
+    /// 16 KiB and at most 32 KiB a second per process (after a 64 KiB burst); what is over that,
+    /// or written while the server is away, is dropped, and the offsets still count it (a gap
+    /// between frames is what was dropped). The newest bytes are kept for the next frame, so the
+    /// end of what a process said arrives.
     Stderr = 2,
     /// A process's stdin (server → sandboxd).
     Stdin = 3,

@@ -710,6 +710,19 @@ check('sign in inside the sandbox from the overview: the login runs in the termi
   await context.close();
 });
 
+check('the harness log panel shows what the running harness wrote on stderr, live', async () => {
+  const { context, page } = await signedIn(state.alice);
+  const { agent, session } = await newAgentWithSession(page, 'stderr', { env: { FAKEAGENT_STDERR_LINES: '3' } });
+  await pageApi(page, 'POST', `/api/v1/sessions/${session.id}/prompt`, { text: 'text hello' });
+  await page.goto(`/agents/${agent.id}`);
+  await page.locator('.harness-log summary').click();
+  await page.locator('.harness-log pre', { hasText: 'fakeagent: stderr line 3 of 3' }).waitFor({ timeout: 60000 });
+  assert(/harness #\d+/.test(await page.getByTestId('harness-log-facts').innerText()), 'the panel names the harness');
+  await shot(page, 'agent-harness-log');
+  assert(page.problems.length === 0, page.problems.join('\n'));
+  await context.close();
+});
+
 check('settings pages: tokens created once and revoked, providers, members', async () => {
   const { context, page } = await signedIn(state.alice);
   await page.goto('/settings/tokens');

@@ -61,6 +61,26 @@ export interface paths {
         patch: operations["update_agent"];
         trace?: never;
     };
+    "/api/v1/agents/{id}/harness-log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the agent's harness wrote on stderr lately (agent admins)
+         * @description What the agent's harness wrote on stderr lately (agent admins): the newest 64 KiB, with how many bytes were dropped on the way. It may hold whatever the harness prints, secrets included.
+         */
+        get: operations["show_harness_log"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{id}/logins": {
         parameters: {
             query?: never;
@@ -1538,6 +1558,41 @@ export interface components {
             /** @description The grants. */
             grants: components["schemas"]["SessionGrant"][];
         };
+        /** @description The newest stderr of an agent's harness. */
+        HarnessLog: {
+            /**
+             * Format: int64
+             * @description stderr bytes sandboxd did not send: over its rate limit (32 KiB a second after a 64 KiB
+             *     burst), or written while the sandbox's tunnel was down.
+             */
+            dropped_bytes: number;
+            /**
+             * Format: int64
+             * @description The harness process they are from (its generation: a new harness starts an empty log);
+             *     `null` when none wrote anything since the agent's supervisor started on this server.
+             */
+            generation?: number | null;
+            /**
+             * @description Whether the agent's supervisor runs on this server; with several replicas the log is kept
+             *     by the one holding the agent (elsewhere this answer is empty).
+             */
+            live: boolean;
+            /**
+             * Format: int64
+             * @description How many bytes the log keeps.
+             */
+            ring_bytes: number;
+            /**
+             * Format: int64
+             * @description Older bytes no longer kept (the log holds the newest `ring_bytes`).
+             */
+            rotated_bytes: number;
+            /**
+             * @description The newest stderr bytes (at most `ring_bytes`), decoded as UTF-8 with invalid bytes
+             *     replaced (U+FFFD); a cut at the start may split a character.
+             */
+            text: string;
+        };
         /** @description How the process is. */
         Health: {
             /** @description `ok` (liveness), `ready` or `database unavailable` (readiness). */
@@ -2527,6 +2582,33 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    show_harness_log: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The harness's newest stderr */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HarnessLog"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -12,7 +12,13 @@ use crate::ids::{SessionId, TurnId};
 use crate::permissions::Gate;
 
 /// stderr kept for error events.
-const STDERR_TAIL_BYTES: usize = 2048;
+pub const STDERR_TAIL_BYTES: usize = 2048;
+
+/// An error's message with the end of the harness's stderr after it (`message` alone when the
+/// harness printed nothing there).
+pub fn with_stderr(message: &str, stderr: &str) -> String {
+    if stderr.is_empty() { message.to_owned() } else { format!("{message}\nstderr: {stderr}") }
+}
 
 /// Where the harness process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

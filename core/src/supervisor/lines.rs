@@ -304,6 +304,7 @@ impl Core {
                             harness.sessions.remove(&session_id);
                         }
                         let text = format!("the harness could not start the session: {message}");
+                        let text = self.with_harness_stderr(&text);
                         self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
                     }
                 }
@@ -320,6 +321,7 @@ impl Core {
                     }
                     let text =
                         format!("the harness asked to sign in and refused the server's {method:?} method: {error}");
+                    let text = self.with_harness_stderr(&text);
                     self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
                 }
             },
@@ -531,10 +533,11 @@ impl Core {
                 self.fail_turns(|t| t.id == turn_id, FailureCode::TurnTimeout, text, now);
                 continue;
             }
+            let text = self.with_harness_stderr(text);
             let Some(turn) = self.turns.iter_mut().find(|t| t.id == turn_id) else { continue };
             turn.deadline = None;
             turn.kill_at = Some(now.mono + self.timeouts.cancel_grace);
-            let event = turns::failure(turn, FailureCode::TurnTimeout, text);
+            let event = turns::failure(turn, FailureCode::TurnTimeout, &text);
             self.persist(Purpose::Other, vec![event], Vec::new());
             self.send_cancel(session_id);
         }

@@ -626,8 +626,7 @@ impl Core {
     /// The harness failed: every open turn ends with an error; optionally kill it.
     fn harness_failed(&mut self, code: FailureCode, message: &str, kill: bool, now: Now) {
         let Some(harness) = self.drop_harness() else { return };
-        let stderr = harness.stderr_text();
-        let message = if stderr.is_empty() { message.to_owned() } else { format!("{message}\nstderr: {stderr}") };
+        let message = harness::with_stderr(message, &harness.stderr_text());
         self.failed(Failure::coded(code, message.clone()));
         self.fail_turns(|_| true, code, &message, now);
         let side = vec![SideEffect::ClearHarness { agent_id: self.agent_id, generation: harness.generation }];
@@ -637,6 +636,20 @@ impl Core {
         }
         if harness.exited.is_some() {
             self.send(Outbound::Control(ToSandboxd::Forget { channel: harness.channel }));
+        }
+    }
+
+    /// The running harness's tunnel channel and generation, if there is one (the shell keeps its
+    /// stderr for the harness log under this generation).
+    pub fn harness_channel(&self) -> Option<(u32, i64)> {
+        self.harness.as_ref().map(|h| (h.channel, h.generation))
+    }
+
+    /// `message`, followed by the end of the running harness's stderr when it printed any.
+    pub(super) fn with_harness_stderr(&self, message: &str) -> String {
+        match &self.harness {
+            Some(harness) => harness::with_stderr(message, &harness.stderr_text()),
+            None => message.to_owned(),
         }
     }
 

@@ -194,21 +194,85 @@ async fn pump_stdout(
     }
 }
 
-/// Forwards stderr, dropping chunks when the best-effort queue is full: never blocks the child.
+/// Largest stderr frame sent to the server (also the most stderr held back per process while
+/// over the rate limit: the newest bytes).
+pub const STDERR_FRAME_MAX: usize = 16 * 1024;
+
+/// stderr bytes per second sent per process, after a first burst of [`STDERR_BURST`].
+pub const STDERR_RATE: u64 = 32 * 1024;
+
+/// stderr bytes a process may send at once before the rate applies.
+pub const STDERR_BURST: u64 = 64 * 1024;
+
+/// A token bucket of bytes.
+struct Bucket {
+    tokens: u64,
+    at: tokio::time::Instant,
+}
+
+impl Bucket {
+    fn refill(&mut self, now: tokio::time::Instant) {
+        let earned = now.saturating_duration_since(self.at).as_millis() as u64 * STDERR_RATE / 1000;
+        if earned > 0 {
+            self.tokens = (self.tokens + earned).min(STDERR_BURST);
+            self.at = now;
+        }
+    }
+
+    /// How long until `bytes` tokens are there.
+    fn wait_for(&self, bytes: u64) -> std::time::Duration {
+        let missing = bytes.saturating_sub(self.tokens);
+        std::time::Duration::from_millis((missing * 1000).div_ceil(STDERR_RATE).max(1))
+    }
+}
+
+/// Forwards stderr as it comes, in frames of at most [`STDERR_FRAME_MAX`] bytes and at most
+/// [`STDERR_RATE`] bytes a second (after a burst of [`STDERR_BURST`]). Never blocks the child: it
+/// reads all the time, and what is over the rate is dropped from the middle — the newest
+/// [`STDERR_FRAME_MAX`] bytes wait for the next frame, so the end of what a harness said before
+/// it failed always arrives. Frames carry stderr offsets: the server counts a gap as dropped.
+/// A frame the best-effort queue has no room for is dropped as well (its bytes still count).
 async fn pump_stderr(key: Key, mut stderr: impl AsyncRead + Unpin, best: mpsc::Sender<BestEffort>) {
     let mut buf = vec![0u8; CHUNK_MAX];
-    let mut offset = 0u64;
+    // The bytes not sent yet (after a read, at most one read more than a frame), and the stderr
+    // offset of the first of them.
+    let mut pending: Vec<u8> = Vec::with_capacity(STDERR_FRAME_MAX + CHUNK_MAX);
+    let mut pending_at = 0u64;
+    let mut bucket = Bucket { tokens: STDERR_BURST, at: tokio::time::Instant::now() };
+    let mut eof = false;
     loop {
-        match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => {
-                let chunk = Bytes::copy_from_slice(&buf[..read]);
-                if let Err(mpsc::error::TrySendError::Closed(_)) = best.try_send(BestEffort::Stderr(key, offset, chunk))
-                {
-                    return;
-                }
-                offset += read as u64;
+        bucket.refill(tokio::time::Instant::now());
+        // Whole frames while the rate allows; at the end, what is left goes out whatever the rate.
+        while !pending.is_empty() {
+            let len = pending.len().min(STDERR_FRAME_MAX);
+            if !eof && bucket.tokens < len as u64 {
+                break;
             }
+            bucket.tokens = bucket.tokens.saturating_sub(len as u64);
+            let chunk = Bytes::copy_from_slice(&pending[..len]);
+            pending.drain(..len);
+            if let Err(mpsc::error::TrySendError::Closed(_)) = best.try_send(BestEffort::Stderr(key, pending_at, chunk))
+            {
+                return;
+            }
+            pending_at += len as u64;
+        }
+        if eof {
+            return;
+        }
+        // Over the rate: only the newest bytes wait.
+        let over = pending.len().saturating_sub(STDERR_FRAME_MAX);
+        if over > 0 {
+            pending.drain(..over);
+            pending_at += over as u64;
+        }
+        let wait = (!pending.is_empty()).then(|| bucket.wait_for(pending.len() as u64));
+        tokio::select! {
+            read = stderr.read(&mut buf) => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(read) => pending.extend_from_slice(&buf[..read]),
+            },
+            () = tokio::time::sleep(wait.unwrap_or_default()), if wait.is_some() => {}
         }
     }
 }
@@ -232,4 +296,48 @@ pub fn signal_group(pgid: u32, signal: i32) -> Result<(), String> {
     let sig = rustix::process::Signal::from_named_raw(signal).ok_or_else(|| format!("unknown signal {signal}"))?;
     let pid = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw).ok_or("no pid")?;
     rustix::process::kill_process_group(pid, sig).map_err(|err| format!("signal {signal} to group {pgid}: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt as _;
+
+    use super::*;
+
+    fn frames(rx: &mut mpsc::Receiver<BestEffort>) -> Vec<(u64, Bytes)> {
+        let mut out = Vec::new();
+        while let Ok(BestEffort::Stderr(_, offset, bytes)) = rx.try_recv() {
+            out.push((offset, bytes));
+        }
+        out
+    }
+
+    /// A flood of stderr is sent in small frames at the rate, what is over it is dropped from
+    /// the middle, and the last bytes written always arrive.
+    #[tokio::test]
+    async fn stderr_is_chunked_rate_limited_and_keeps_its_end() {
+        let (mut writer, reader) = tokio::io::duplex(64 * 1024);
+        let (tx, mut rx) = mpsc::channel(4096);
+        let started = std::time::Instant::now();
+        let pump = tokio::spawn(pump_stderr(Key { channel: 1, id: 1 }, reader, tx));
+        let total = 4 * 1024 * 1024;
+        let line = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+        for _ in 0..total / line.len() {
+            writer.write_all(line).await.expect("write");
+        }
+        writer.write_all(b"the end\n").await.expect("write");
+        drop(writer);
+        pump.await.expect("pump");
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let frames = frames(&mut rx);
+        let sent: u64 = frames.iter().map(|(_, b)| b.len() as u64).sum();
+        assert!(frames.iter().all(|(_, b)| b.len() <= STDERR_FRAME_MAX), "a frame over the maximum");
+        let allowed = STDERR_BURST + STDERR_RATE * elapsed_ms / 1000 + STDERR_FRAME_MAX as u64;
+        assert!(sent <= allowed, "sent {sent} bytes in {elapsed_ms} ms, allowed {allowed}");
+        assert!(frames.windows(2).all(|w| w[0].0 + w[0].1.len() as u64 <= w[1].0), "offsets go forward");
+        let (offset, last) = frames.last().expect("a frame");
+        assert!(last.ends_with(b"the end\n"), "the end arrives");
+        assert_eq!(offset + last.len() as u64, (total / line.len() * line.len() + 8) as u64);
+        assert!(frames[0].0 == 0 && frames[0].1.starts_with(b"0123"), "the start arrives");
+    }
 }

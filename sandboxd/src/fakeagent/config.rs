@@ -64,6 +64,12 @@ impl Config {
     }
 }
 
+/// `FAKEAGENT_STDERR_LINES`: how many numbered lines fakeagent writes to stderr as it starts
+/// (from a thread of their own: it serves meanwhile); 0 when unset or not a number.
+pub fn stderr_lines() -> u64 {
+    std::env::var("FAKEAGENT_STDERR_LINES").ok().and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,19 @@ pub use config::Config;
 
 /// Serves ACP on the process's stdin/stdout until stdin ends; returns the exit code.
 pub fn run_stdio(config: Config) -> i32 {
+    let lines = config::stderr_lines();
+    if lines > 0 {
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let mut err = std::io::BufWriter::new(std::io::stderr().lock());
+            for n in 1..=lines {
+                if writeln!(err, "fakeagent: stderr line {n} of {lines}").is_err() {
+                    return;
+                }
+            }
+            let _ = err.flush();
+        });
+    }
     let agent = agent::Agent::new(config, wire::Out::new(Box::new(std::io::stdout())));
     match agent.serve(std::io::stdin().lock()) {
         Ok(()) => 0,

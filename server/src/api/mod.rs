@@ -10,6 +10,7 @@ mod body_read;
 pub mod error;
 mod extract;
 mod grants;
+mod harness_log;
 mod health;
 mod hooks;
 mod internal;
@@ -86,6 +87,7 @@ pub(crate) fn operations() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::sleep))
         .routes(routes!(agents::wake))
         .routes(routes!(agents::rebuild))
+        .routes(routes!(harness_log::show))
         .routes(routes!(permissions::list))
         .routes(routes!(permissions::stream))
         .routes(routes!(permissions::show))

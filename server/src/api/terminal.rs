@@ -91,7 +91,8 @@ pub async fn open(
     Upgrade(upgrade): Upgrade,
 ) -> Result<Response, ApiError> {
     // The role first: a caller without it learns nothing from the query's validation.
-    let workspace_id = visible_agent(&state, &principal, id, Role::Operator).await?.workspace_id;
+    let agent = visible_agent(&state, &principal, id, Role::Operator).await?;
+    let workspace_id = agent.workspace_id;
     let Query(query) = query.map_err(|e| ApiError::bad_request(ErrorCode::InvalidQuery, e.body_text()))?;
     // The sandbox's tunnel is on the replica that owns the agent: the terminal opens there.
     if let crate::replicas::Route::There(owner) = state.dispatch.route(id).await {
@@ -108,10 +109,12 @@ pub async fn open(
     if !state.supervisors.host().has_room_for(id) {
         return Err(super::agents::host_full());
     }
-    let program = match &query.login {
+    let mut program = match &query.login {
         None => Program { argv: vec!["/bin/sh".to_owned(), "-c".to_owned(), SHELL.to_owned()], env: Vec::new() },
         Some(method) => login_program(&state, &principal, id, method).await?,
     };
+    // Node in the terminal (a harness's own login, `npx …`) sees the sandbox's memory limit too.
+    program.env.extend(crate::harness::node_options(&agent));
     // Opening a terminal wakes a sleeping agent.
     crate::store::agents::set_desired_state(&state.pool, id, "awake").await?;
     let access = state

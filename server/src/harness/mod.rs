@@ -181,12 +181,37 @@ pub fn names() -> Vec<&'static str> {
     ADAPTERS.iter().map(|adapter| adapter.name()).collect()
 }
 
-/// The environment a harness process gets: the adapter's, then the agent's own variables.
+/// The environment a harness process gets: the adapter's, then the agent's own variables. Node
+/// sizes its heap from the host's memory, not the container's limit: unless the adapter or the
+/// agent sets `NODE_OPTIONS`, it gets `--max-old-space-size` at [`node_heap_mib`] of the agent's
+/// memory limit (docs/harnesses.md, "Memory").
 pub fn environment(launch: &Launch, agent: &AgentRow, home_dir: &str) -> Vec<(String, String)> {
     let mut env = vec![("HOME".to_owned(), home_dir.to_owned())];
     env.extend(launch.env.iter().cloned());
     env.extend(agent.env.iter().cloned());
+    if !launch.env.iter().any(|(name, _)| name == NODE_OPTIONS) {
+        env.extend(node_options(agent));
+    }
     env
+}
+
+/// `NODE_OPTIONS` with the agent's Node heap limit, unless its own `env` sets the variable (the
+/// harness's environment, and its terminal's).
+pub fn node_options(agent: &AgentRow) -> Option<(String, String)> {
+    if agent.env.iter().any(|(name, _)| name == NODE_OPTIONS) {
+        return None;
+    }
+    let heap = node_heap_mib(agent.memory_mib);
+    Some((NODE_OPTIONS.to_owned(), format!("--max-old-space-size={heap}")))
+}
+
+/// Node's options variable.
+const NODE_OPTIONS: &str = "NODE_OPTIONS";
+
+/// The old-generation heap a Node process gets in a sandbox of `memory_mib`: three quarters of
+/// it (the rest is Node's other memory and the harness's tools), at least 32 MiB.
+pub fn node_heap_mib(memory_mib: i32) -> i64 {
+    (i64::from(memory_mib) * 3 / 4).max(32)
 }
 
 #[cfg(test)]
@@ -302,6 +327,21 @@ mod tests {
             serde_json::from_str(env(&launched, "OPENCODE_CONFIG_CONTENT").expect("config")).expect("json");
         assert_eq!(config["permission"], serde_json::json!({"edit": "ask", "bash": "ask", "webfetch": "ask"}));
         assert_eq!(config["model"], "anthropic/claude-x");
+    }
+
+    #[test]
+    fn node_harnesses_see_the_container_memory_limit_unless_the_agent_says_otherwise() {
+        assert_eq!((node_heap_mib(2048), node_heap_mib(512), node_heap_mib(16)), (1536, 384, 32));
+        let mut agent = agent("claude-code", None);
+        agent.memory_mib = 2048;
+        let launched = launch("claude-code", None);
+        let env = environment(&launched, &agent, "/home/agent");
+        let options: Vec<&str> = env.iter().filter(|(k, _)| k == "NODE_OPTIONS").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(options, ["--max-old-space-size=1536"]);
+        agent.env = vec![("NODE_OPTIONS".to_owned(), "--enable-source-maps".to_owned())];
+        let env = environment(&launched, &agent, "/home/agent");
+        let options: Vec<&str> = env.iter().filter(|(k, _)| k == "NODE_OPTIONS").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(options, ["--enable-source-maps"], "the agent's own wins, alone");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! effects.
 
 mod disk;
+pub mod harness_log;
 pub mod host;
 pub mod observed;
 mod provider;
@@ -228,6 +229,7 @@ pub enum Command {
 pub struct Supervisors {
     deps: Arc<Deps>,
     observed: Arc<observed::Observations>,
+    harness_logs: Arc<harness_log::HarnessLogs>,
     actors: Mutex<HashMap<AgentId, Actor>>,
     tasks: Mutex<JoinSet<()>>,
 }
@@ -247,6 +249,7 @@ impl Supervisors {
         Self {
             deps: Arc::new(deps),
             observed: Arc::default(),
+            harness_logs: Arc::default(),
             actors: Mutex::default(),
             tasks: Mutex::new(JoinSet::new()),
         }
@@ -273,7 +276,7 @@ impl Supervisors {
         }
         let (sender, receiver) = mpsc::channel(256);
         let (deps, observed) = (Arc::clone(&self.deps), Arc::clone(&self.observed));
-        let run = shell::run(agent_id, deps, observed, receiver);
+        let run = shell::run(agent_id, deps, observed, Arc::clone(&self.harness_logs), receiver);
         let abort = self.tasks.lock().spawn(run);
         actors.insert(agent_id, Actor { sender: sender.clone(), abort, started: std::time::Instant::now() });
         sender
@@ -290,6 +293,7 @@ impl Supervisors {
             .map(|(agent_id, _)| *agent_id)
             .collect();
         for agent_id in &lost {
+            self.harness_logs.forget(*agent_id);
             if let Some(actor) = actors.remove(agent_id) {
                 tracing::warn!(agent.id = %agent_id, "another replica holds this agent's lease: its supervisor here ends");
                 actor.abort.abort();
@@ -321,6 +325,11 @@ impl Supervisors {
         })
     }
 
+    /// What the agent's harness wrote on stderr lately, if its supervisor runs here.
+    pub fn harness_log(&self, agent_id: AgentId) -> Option<harness_log::Snapshot> {
+        self.harness_logs.snapshot(agent_id)
+    }
+
     /// Whether the agent's supervisor runs here.
     pub fn is_running(&self, agent_id: AgentId) -> bool {
         self.running(agent_id).is_some()
@@ -342,6 +351,7 @@ impl Supervisors {
 
     /// Forgets a deleted agent's supervisor.
     pub fn forget(&self, agent_id: AgentId) {
+        self.harness_logs.forget(agent_id);
         self.actors.lock().remove(&agent_id);
     }
 }

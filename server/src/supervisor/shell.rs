@@ -74,6 +74,7 @@ pub async fn run(
     agent_id: AgentId,
     deps: Arc<Deps>,
     observed: Arc<Observations>,
+    logs: Arc<super::harness_log::HarnessLogs>,
     mut commands: mpsc::Receiver<Command>,
 ) {
     let home = deps.driver.home_dir(agent_id);
@@ -125,6 +126,14 @@ pub async fn run(
                 }
             },
             incoming = next_incoming(&mut shell.inbox) => {
+                // The running harness's stderr, for its admins (the core keeps its own tail).
+                if let (_, Some(Incoming::Data(frame))) = &incoming
+                    && frame.kind == DataKind::Stderr
+                    && let Some((channel, generation)) = core.harness_channel()
+                    && channel == frame.channel
+                {
+                    logs.append(agent_id, generation, frame.offset, &frame.payload);
+                }
                 if let Some(input) = shell.incoming(incoming) {
                     core.handle(input, now());
                 }

@@ -33,6 +33,7 @@ mod edges_tunnel;
 mod elicitation;
 mod failures;
 mod hardening;
+mod harness_log;
 mod kube_driver;
 mod kube_manifests;
 mod lifecycle;

@@ -6,6 +6,7 @@ import { Action, Badge, ErrorLine, Json, Link, useLoad, when } from '../ui';
 import { StateBadge, marks } from './Agents';
 import { UsageChart, UsageTotalsLine, loadAgentUsage } from '../usage-view';
 import { totals } from '../usage';
+import { HarnessLogPanel } from '../harness-log-panel';
 
 interface AuditRecord {
   id: string;
@@ -160,6 +161,8 @@ export function AgentPage({ id }: { id: string }) {
         <h2>What the harness advertised</h2>
         {a.advertised ? <Json value={a.advertised} summary="initialize answer" /> : <p class="muted">No harness runs now; it is shown once one has started.</p>}
       </section>
+
+      {admin ? <HarnessLogPanel agentId={a.id} /> : null}
 
       {admin ? (
         <section class="card">

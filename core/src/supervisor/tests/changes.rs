@@ -285,3 +285,29 @@ fn without_a_method_it_holds_the_server_does_not_authenticate() {
     let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
     assert!(stored.iter().any(|e| e.payload["code"] == "SESSION_START_FAILED"), "{effects:?}");
 }
+
+/// A session the harness cannot open fails with the end of what the harness printed on stderr
+/// while it still runs (issue 31: a misconfigured key looked like a hang with no reason).
+#[test]
+fn a_session_that_cannot_start_fails_with_the_end_of_the_running_harness_stderr() {
+    let mut sim = Sim::new();
+    sim.start_harness();
+    let said = bytes::Bytes::from_static(b"warming up\nError: invalid x-api-key\n");
+    sim.input(Input::Stderr { link: LINK, channel: CHANNEL, bytes: said });
+    let init = r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1}}"#;
+    let effects = sim.stdout(0, &format!("{init}\n"));
+    let offset = init.len() as u64 + 1;
+    for (id, ..) in persists(&effects) {
+        sim.ok(id);
+    }
+    let refused = r#"{"jsonrpc":"2.0","id":"t-2","error":{"code":-32603,"message":"no way in"}}"#;
+    let effects = sim.stdout(offset, &format!("{refused}\n"));
+    let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
+    let failed = stored.iter().find(|e| e.payload["code"] == "SESSION_START_FAILED").expect("failed");
+    let message = failed.payload["message"].as_str().expect("message");
+    assert!(
+        message.contains("no way in") && message.ends_with("stderr: warming up\nError: invalid x-api-key"),
+        "{message}"
+    );
+    assert_eq!(sim.core.harness_channel().map(|(channel, _)| channel), Some(CHANNEL), "the harness runs on");
+}
