@@ -74,7 +74,10 @@ impl Auth {
 /// `terminal` methods are left out (a person runs those; `authenticate` must not be called).
 fn advertised(init: &Value) -> Vec<Advertised> {
     let name = |value: Option<&Value>| {
-        value.and_then(Value::as_str).filter(|s| !s.is_empty() && s.chars().count() <= MAX_NAME_CHARS).map(str::to_owned)
+        value
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty() && s.chars().count() <= MAX_NAME_CHARS)
+            .map(str::to_owned)
     };
     let methods = init.get("authMethods").and_then(Value::as_array);
     methods
@@ -147,13 +150,19 @@ mod tests {
             {"id": "key", "name": "Key", "type": "env_var", "vars": [{"name": "ACME_API_KEY"}, {"name": "ACME_ORG", "optional": true}]},
             {"id": "login", "name": "Login", "type": "terminal", "args": ["login"]},
         ]});
-        assert_eq!(auth(Some("oauth"), &["api-key"], &["ACME_API_KEY"], init.clone()).choose().as_deref(), Some("oauth"));
+        assert_eq!(
+            auth(Some("oauth"), &["api-key"], &["ACME_API_KEY"], init.clone()).choose().as_deref(),
+            Some("oauth")
+        );
         assert_eq!(auth(None, &["api-key"], &["ACME_API_KEY"], init.clone()).choose().as_deref(), Some("api-key"));
         assert_eq!(auth(None, &[], &["ACME_API_KEY"], init.clone()).choose().as_deref(), Some("key"));
         assert_eq!(auth(None, &[], &["OTHER"], init.clone()).choose(), None, "its key is not delivered");
         assert_eq!(auth(None, &[], &[], json!({})).choose(), None, "nothing advertised");
         // An agent-type method's key cannot be known: never guessed.
-        assert_eq!(auth(None, &[], &["ACME_API_KEY"], json!({"authMethods": [{"id": "a", "name": "A"}]})).choose(), None);
+        assert_eq!(
+            auth(None, &[], &["ACME_API_KEY"], json!({"authMethods": [{"id": "a", "name": "A"}]})).choose(),
+            None
+        );
     }
 
     #[test]

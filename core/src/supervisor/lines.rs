@@ -338,7 +338,8 @@ impl Core {
             },
             Pending::Authenticate { session_id, method, then } => match outcome {
                 Ok(_) => {
-                    let text = format!("the harness asked to sign in; the server did, with the login method {method:?}");
+                    let text =
+                        format!("the harness asked to sign in; the server did, with the login method {method:?}");
                     out.events.push(NewEvent::notice(session_id, NoticeCode::Authenticated, text));
                     match then {
                         AfterAuth::New { reset } => self.open_new_session(session_id, reset, true, now),

@@ -153,7 +153,9 @@ pub fn check_auth_method(method: Option<String>, advertised: Option<&Value>) -> 
     if method.chars().count() > MAX_AUTH_METHOD_CHARS || method.chars().any(char::is_control) {
         return Err(ApiError::bad_request(
             ErrorCode::UnknownAuthMethod,
-            format!("auth_method: a login method id is 1-{MAX_AUTH_METHOD_CHARS} characters without control characters"),
+            format!(
+                "auth_method: a login method id is 1-{MAX_AUTH_METHOD_CHARS} characters without control characters"
+            ),
         ));
     }
     if let Some(init) = advertised {
@@ -448,7 +450,11 @@ mod tests {
     fn an_auth_method_is_bounded_and_one_the_running_harness_advertised() {
         assert_eq!(check_auth_method(None, None).ok(), Some(None));
         assert_eq!(check_auth_method(Some(String::new()), None).ok(), Some(None), "empty clears it");
-        assert_eq!(check_auth_method(Some("any".to_owned()), None).ok(), Some(Some("any".to_owned())), "nothing known yet");
+        assert_eq!(
+            check_auth_method(Some("any".to_owned()), None).ok(),
+            Some(Some("any".to_owned())),
+            "nothing known yet"
+        );
         refused(check_auth_method(Some("x".repeat(129)), None));
         refused(check_auth_method(Some("a\nb".to_owned()), None));
         let init = json!({"authMethods": [
@@ -458,7 +464,10 @@ mod tests {
         ]});
         assert_eq!(check_auth_method(Some("acme-env".to_owned()), Some(&init)).ok(), Some(Some("acme-env".to_owned())));
         let message = refused(check_auth_method(Some("acme-login".to_owned()), Some(&init)));
-        assert!(message.ends_with("it advertises: acme-key, acme-env"), "a terminal method is run by a person: {message}");
+        assert!(
+            message.ends_with("it advertises: acme-key, acme-env"),
+            "a terminal method is run by a person: {message}"
+        );
         let message = refused(check_auth_method(Some("x".to_owned()), Some(&json!({}))));
         assert!(message.ends_with("none"), "{message}");
     }

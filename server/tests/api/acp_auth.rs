@@ -75,7 +75,15 @@ async fn an_acp_agent_that_must_sign_in_and_replays_late_keeps_its_session_acros
         of_type(&events, "update").iter().filter_map(|e| e["payload"]["sessionUpdate"].as_str()).collect();
     assert_eq!(
         kinds,
-        ["agent_message_chunk", "agent_thought_chunk", "agent_message_chunk", "plan", "agent_message_chunk", "tool_call", "tool_call_update"],
+        [
+            "agent_message_chunk",
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "plan",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update"
+        ],
         "{updates:#?}"
     );
 }

@@ -94,7 +94,8 @@ fn init_with(methods: Value) -> Value {
 fn a_load_that_asks_to_sign_in_is_signed_in_with_the_named_method_and_loaded_again() {
     let mut sim = Sim::new();
     sim.auth_method = Some("acme-key".to_owned());
-    let mut talk = loading(&mut sim, init_with(json!([{"id": "acme-key", "name": "Key"}, {"id": "sso", "name": "SSO"}])));
+    let mut talk =
+        loading(&mut sim, init_with(json!([{"id": "acme-key", "name": "Key"}, {"id": "sso", "name": "SSO"}])));
     let caused = talk.line(&mut sim, &format!(r#"{{"jsonrpc":"2.0","id":"t-2","error":{NEEDS_AUTH}}}"#));
     assert_eq!(caused.sent_method("authenticate"), Some(json!({"methodId": "acme-key"})));
     assert!(caused.sent_method("session/new").is_none(), "no new session before signing in");
@@ -206,7 +207,6 @@ fn history_replayed_after_the_load_answer_is_not_stored_until_the_next_prompt_go
         burst.push('\n');
     }
     let effects = sim.stdout(talk.offset, &burst);
-    talk.offset += burst.len() as u64;
     let caused = Talk::commit_all(&mut sim, effects);
     assert_eq!(caused.updates(), vec!["current_mode_update"], "only the state update is stored");
     assert!(caused.sent_method("session/prompt").is_some(), "the prompt went out");
