@@ -176,6 +176,10 @@ pub struct AgentSettings {
     /// The model the harness uses (`""` clears it on patch).
     #[arg(long)]
     pub model: Option<String>,
+    /// The login method the harness is signed in with when it asks (ACP `authenticate`; `""`
+    /// clears it on patch).
+    #[arg(long, value_name = "ID")]
+    pub auth_method: Option<String>,
     /// An environment variable for the agent, `KEY=VALUE` (repeatable; on patch, replaces the
     /// whole environment).
     #[arg(long, value_name = "KEY=VALUE")]

@@ -212,6 +212,9 @@ pub fn agent_body(settings: &AgentSettings) -> Result<Map<String, Value>, Failur
     if let Some(model) = &settings.model {
         put("model", json!(model));
     }
+    if let Some(method) = &settings.auth_method {
+        put("auth_method", json!(method));
+    }
     if !settings.env.is_empty() {
         put("env", json!(parse_env(&settings.env)?));
     }
@@ -301,13 +304,17 @@ mod tests {
     fn agent_bodies_merge_set_and_flags() {
         let settings = AgentSettings {
             model: Some(String::new()),
+            auth_method: Some("acme-key".into()),
             cpus: Some(1.5),
             env: vec!["A=1".into()],
             set: Some(r#"{"policy": null, "limits": {"pids": 64}, "model": "x"}"#.into()),
             ..AgentSettings::default()
         };
         let body = Value::Object(agent_body(&settings).unwrap());
-        assert_eq!(body, json!({"policy": null, "model": "", "env": {"A": "1"}, "limits": {"pids": 64, "cpus": 1.5}}));
+        assert_eq!(
+            body,
+            json!({"policy": null, "model": "", "auth_method": "acme-key", "env": {"A": "1"}, "limits": {"pids": 64, "cpus": 1.5}})
+        );
         assert!(agent_body(&AgentSettings { set: Some("[1]".into()), ..AgentSettings::default() }).is_err());
         assert!(agent_body(&AgentSettings { set: Some("{".into()), ..AgentSettings::default() }).is_err());
         assert!(agent_body(&AgentSettings::default()).unwrap().is_empty());

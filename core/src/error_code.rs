@@ -98,6 +98,7 @@ code_list! {
         TurnInProgress = "TURN_IN_PROGRESS",
         TurnTimeout = "TURN_TIMEOUT",
         Unauthorized = "UNAUTHORIZED",
+        UnknownAuthMethod = "UNKNOWN_AUTH_METHOD",
         UnknownHarness = "UNKNOWN_HARNESS",
         UnknownLoginKind = "UNKNOWN_LOGIN_KIND",
         UnknownLoginMethod = "UNKNOWN_LOGIN_METHOD",

@@ -2,8 +2,8 @@
 // form's state from an agent, the body of `POST /api/v1/agents` and the smallest `PATCH
 // /api/v1/agents/{id}` body, what a change restarts (the rules of server/src/api/
 // agent_settings.rs `apply`/`Change`: harness, command, model, env restart the harness once no
-// turn runs; image and limits need a rebuild; posture and policy apply at once; the turn limit and
-// auto-sleep from the next prompt; egress within seconds), the secrets to attach or detach, checks
+// turn runs; image and limits need a rebuild; posture, policy and the login method apply at once;
+// the turn limit and auto-sleep from the next prompt; egress within seconds), the secrets to attach or detach, checks
 // the page can make before sending, and which field a server error belongs to.
 // Plain TypeScript, unit-tested (test/agent-settings.test.ts).
 import type { Agent, CreateAgent, UpdateAgent } from './types';
@@ -71,6 +71,8 @@ export interface AgentForm {
   harness: string;
   command: string;
   model: string;
+  /** The login method the harness is signed in with when it asks ('': none named). */
+  authMethod: string;
   image: string;
   posture: string;
   policyRows: RuleRow[];
@@ -128,6 +130,7 @@ export function blankForm(workspaceId: string, harness: string): AgentForm {
     harness,
     command: '',
     model: '',
+    authMethod: '',
     image: '',
     posture: '',
     policyRows: [],
@@ -150,6 +153,7 @@ export function formFromAgent(a: Agent, myId: string | undefined): AgentForm {
     harness: a.harness,
     command: a.command?.join(' ') ?? '',
     model: a.model ?? '',
+    authMethod: a.auth_method ?? '',
     image: a.image,
     posture: a.own_posture ?? '',
     policyRows: policy.rows,
@@ -188,6 +192,7 @@ export function createBody(f: AgentForm): CreateAgent {
   const body: CreateAgent = { name: f.name.trim(), harness: f.harness, workspace_id: f.workspaceId || null };
   if (f.harness === 'command') body.command = words(f.command);
   if (f.model.trim()) body.model = f.model.trim();
+  if (f.authMethod.trim()) body.auth_method = f.authMethod.trim();
   if (f.image.trim()) body.image = f.image.trim();
   if (f.posture) body.posture = f.posture;
   if (f.posture === 'guarded' || f.policyRows.length) body.policy = toPolicy(f.policyRows, f.policyDefault);
@@ -208,6 +213,7 @@ export function patchBody(a: Agent, f: AgentForm): UpdateAgent {
   if (f.harness !== a.harness) body.harness = f.harness;
   if (f.harness === 'command' && !same(words(f.command), a.command ?? [])) body.command = words(f.command);
   if (f.model.trim() !== (a.model ?? '')) body.model = f.model.trim();
+  if (f.authMethod.trim() !== (a.auth_method ?? '')) body.auth_method = f.authMethod.trim();
   if (f.image.trim() && f.image.trim() !== a.image) body.image = f.image.trim();
   if (f.posture !== (a.own_posture ?? '')) body.posture = f.posture;
   const wantsPolicy = f.posture === 'guarded' || f.policyRows.length > 0;
@@ -247,6 +253,7 @@ export function impactsOf(patch: UpdateAgent): { field: string; impact: Impact }
   if ('model' in patch) add('model', 'restarts the harness once no turn runs');
   if ('env' in patch) add('environment', 'restarts the harness once no turn runs');
   if ('image' in patch) add('image', 'applies when the sandbox is rebuilt');
+  if ('auth_method' in patch) add('login method', 'applies at once');
   if ('posture' in patch) add('posture', 'applies at once');
   if ('policy' in patch) add('policy', 'applies at once');
   const l = patch.limits ?? {};
@@ -256,6 +263,20 @@ export function impactsOf(patch: UpdateAgent): { field: string; impact: Impact }
   if ('auto_sleep_secs' in l) add('auto-sleep', 'applies at once');
   if ('egress' in patch) add('egress allow-list', 'reaches the proxy within seconds');
   return out;
+}
+
+/**
+ * The login methods the agent's running harness advertised that the server may sign it in with
+ * (`advertised.authMethods`, not its `terminal` ones): suggestions for `auth_method`.
+ */
+export function authMethodsOf(a: Agent | null | undefined): string[] {
+  const methods = (a?.advertised as { authMethods?: unknown } | null | undefined)?.authMethods;
+  if (!Array.isArray(methods)) return [];
+  return methods
+    .filter((m): m is { id: string; type?: unknown } => !!m && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string')
+    .filter((m) => m.type !== 'terminal')
+    .map((m) => m.id)
+    .slice(0, 32);
 }
 
 /** Whether a change needs `POST …/rebuild` to take effect. */
@@ -300,6 +321,7 @@ export function checkForm(f: AgentForm, creating: boolean): FieldErrors {
   if (!HARNESS_INFO[f.harness]) e.harness = 'choose a harness';
   if (f.harness === 'command' && !words(f.command).length) e.command = 'the program to run and its arguments';
   if (f.model.trim() && !/^[A-Za-z0-9\-._:/@+]{1,200}$/.test(f.model.trim())) e.model = 'up to 200 of A-Z a-z 0-9 - . _ : / @ +';
+  if ([...f.authMethod.trim()].length > 128) e.authMethod = 'a login method id is at most 128 characters';
   f.policyRows.forEach((row, i) => {
     for (const [k, v] of Object.entries(rowErrors(row))) e[`policy.${i}.${k}`] = v;
   });
@@ -343,6 +365,7 @@ const CODE_FIELDS: Record<string, string> = {
   UNKNOWN_HARNESS: 'harness',
   INVALID_COMMAND: 'command',
   INVALID_MODEL: 'model',
+  UNKNOWN_AUTH_METHOD: 'authMethod',
   UNKNOWN_POSTURE: 'posture',
   AUTONOMOUS_FORBIDDEN: 'posture',
   INVALID_POLICY: 'policy',

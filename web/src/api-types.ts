@@ -56,7 +56,7 @@ export interface paths {
         head?: never;
         /**
          * Changes an agent (agent admins; the role is checked before the body is read)
-         * @description Changes an agent (agent admins; the role is checked before the body is read): `egress` replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at once, to the running turn's next permission request and to its questions still waiting (each one the new rules settle is answered, with `"redecided": true`); harness, command, model and env restart the harness once no turn runs (its sessions are loaded again, or start anew with a `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as `agent.changed` with the changed fields (env: names only).
+         * @description Changes an agent (agent admins; the role is checked before the body is read): `egress` replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at once, to the running turn's next permission request and to its questions still waiting (each one the new rules settle is answered, with `"redecided": true`); `auth_method` the next time the harness asks to sign in (no restart); harness, command, model and env restart the harness once no turn runs (its sessions are loaded again, or start anew with a `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as `agent.changed` with the changed fields (env: names only).
          */
         patch: operations["update_agent"];
         trace?: never;
@@ -1015,6 +1015,11 @@ export interface components {
     schemas: {
         /** @description An agent. */
         Agent: {
+            /**
+             * @description The login method its harness is signed in with when it asks (`null`: none named; the
+             *     adapter's own, else the only advertised method whose key the sandbox holds).
+             */
+            auth_method: string | null;
             /** @description The command of a `command` harness. */
             command: string[] | null;
             /**
@@ -1294,6 +1299,13 @@ export interface components {
         };
         /** @description `POST /api/v1/agents`. */
         CreateAgent: {
+            /**
+             * @description The login method (an id from its harness's `authMethods`, at most 128 characters) the
+             *     harness is signed in with (ACP `authenticate`) when a session call answers that it must
+             *     sign in; default: none (the adapter's own, else the only advertised method whose key the
+             *     sandbox holds).
+             */
+            auth_method?: string | null;
             /** @description The ACP program a `command` harness runs. */
             command?: string[] | null;
             egress?: null | components["schemas"]["Egress"];
@@ -1501,7 +1513,7 @@ export interface components {
          * @description A stable, machine-readable error code.
          * @enum {string}
          */
-        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "HOST_NOT_COVERED" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
+        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "HOST_NOT_COVERED" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_AUTH_METHOD" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
         /** @description An error's code and message. */
         ErrorDetail: {
             /**
@@ -2201,6 +2213,12 @@ export interface components {
         TurnId: string;
         /** @description `PATCH /api/v1/agents/{id}`: what may change after creation (each field absent is kept). */
         UpdateAgent: {
+            /**
+             * @description The login method the harness is signed in with when it asks (checked against what the
+             *     running harness advertised, when one runs); applies the next time it asks (no restart);
+             *     `""` clears it.
+             */
+            auth_method?: string | null;
             /** @description A `command` harness's program. */
             command?: string[] | null;
             egress?: null | components["schemas"]["Egress"];
@@ -2435,7 +2453,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED` */
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2569,7 +2587,7 @@ export interface operations {
                     "application/json": components["schemas"]["AgentDetail"];
                 };
             };
-            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED` */
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises) */
             400: {
                 headers: {
                     [name: string]: unknown;

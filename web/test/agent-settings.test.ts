@@ -7,6 +7,7 @@ import {
   createBody,
   defaultHarness,
   egressEntryError,
+  authMethodsOf,
   fieldOfError,
   formFromAgent,
   impactsOf,
@@ -25,6 +26,7 @@ const agent: Agent = {
   name: 'demo',
   harness: 'claude-code',
   command: null,
+  auth_method: null,
   model: null,
   env: { LANG: 'C.UTF-8' },
   image: 'agenthold/base:latest',
@@ -101,6 +103,23 @@ describe('edit', () => {
     f.posture = 'approval';
     f.model = '';
     expect(patchBody({ ...agent, model: 'm', policy: null } as Agent, f)).toEqual({ posture: 'approval', model: '' });
+  });
+  it('the login method: set, cleared with "", restarting nothing; suggested from what the harness advertised', () => {
+    const f = formFromAgent(agent, 'u1');
+    f.authMethod = ' acme-key ';
+    const patch = patchBody(agent, f);
+    expect(patch).toEqual({ auth_method: 'acme-key' });
+    expect(impactsOf(patch)).toEqual([{ field: 'login method', impact: 'applies at once' }]);
+    expect(needsRebuild(patch)).toBe(false);
+    const named = { ...agent, auth_method: 'acme-key' } as Agent;
+    expect(formFromAgent(named, 'u1').authMethod).toBe('acme-key');
+    expect(patchBody(named, { ...formFromAgent(named, 'u1'), authMethod: '' })).toEqual({ auth_method: '' });
+    expect(createBody({ ...blankForm('w1', 'command'), name: 'x', command: 'acp', authMethod: 'k' }).auth_method).toBe('k');
+    const advertised = { authMethods: [{ id: 'k', name: 'Key' }, { id: 'login', type: 'terminal' }, { name: 'no id' }, 'x'] };
+    expect(authMethodsOf({ ...agent, advertised } as Agent)).toEqual(['k']);
+    expect(authMethodsOf(agent)).toEqual([]);
+    expect(checkForm({ ...f, authMethod: 'x'.repeat(129) }, false).authMethod).toBeTruthy();
+    expect(fieldOfError('UNKNOWN_AUTH_METHOD', 'auth_method: …')).toBe('authMethod');
   });
   it('secrets: attach the new, replace by variable, detach the removed', () => {
     expect(secretChanges(agent.secrets, [{ env: 'ANTHROPIC_API_KEY', secretId: 's1' }])).toEqual({ attach: [], detach: [] });

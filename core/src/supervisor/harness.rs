@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
+use super::auth::Auth;
 use super::outbox::Outbox;
 use super::sandboxd::ExitStatus;
 use super::stdout::Stdout;
@@ -42,22 +43,29 @@ pub enum Pending {
         session_id: SessionId,
         /// Whether the context was lost.
         reset: bool,
+        /// Sent again after signing in (a second `auth_required` is not signed in for).
+        retry: bool,
     },
-    /// `session/load` or `session/resume` of the harness session `acp_id`.
+    /// `session/load` (`load`) or `session/resume` of the harness session `acp_id`.
     Restore {
         /// The session.
         session_id: SessionId,
         /// The harness's id for it.
         acp_id: String,
+        /// `session/load` (else `session/resume`).
+        load: bool,
+        /// Sent again after signing in.
+        retry: bool,
     },
-    /// `authenticate` with a method the server may call itself, before `session/new` again.
+    /// `authenticate` with `method`, asked for by a session call, which goes again once it
+    /// answers.
     Authenticate {
         /// The session that asked for it.
         session_id: SessionId,
-        /// Whether the context was lost.
-        reset: bool,
         /// The method.
         method: String,
+        /// The call to send again.
+        then: AfterAuth,
     },
     /// `session/set_mode` of a session just opened as `acp_id`.
     SetMode {
@@ -70,6 +78,23 @@ pub enum Pending {
     Prompt {
         /// The turn.
         turn_id: TurnId,
+    },
+}
+
+/// The session call sent again once `authenticate` succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterAuth {
+    /// `session/new`.
+    New {
+        /// Whether it replaces a session the harness could not restore.
+        reset: bool,
+    },
+    /// `session/load` (`load`) or `session/resume` of `acp_id`.
+    Restore {
+        /// The harness's id for the session.
+        acp_id: String,
+        /// `session/load` (else `session/resume`).
+        load: bool,
     },
 }
 
@@ -127,7 +152,7 @@ impl QuestionKind {
 /// A session as the current harness knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionPhase {
-    /// Being created, loaded or resumed (updates replayed meanwhile are not stored).
+    /// Being created, loaded or resumed (history replayed meanwhile is not stored).
     Opening,
     /// Known under this ACP id.
     Ready(String),
@@ -180,11 +205,12 @@ pub struct Harness {
     pub gate: Gate,
     /// Its permission requests waiting for a person, by question id.
     pub questions: HashMap<uuid::Uuid, Question>,
-    /// Login methods the server may call itself (`HarnessAdapter::auto_authenticate`), and those
-    /// it tried already (each once per harness).
-    pub auto_auth: Vec<String>,
-    /// The methods tried.
-    pub auth_tried: Vec<String>,
+    /// How the server signs it in when it asks.
+    pub auth: Auth,
+    /// Sessions loaded or resumed (or being), by their ACP ids, whose next prompt has not been
+    /// sent yet: the history the harness replays meanwhile (before or after its answer) is not
+    /// stored again.
+    pub replaying: HashMap<SessionId, String>,
     /// The MCP servers its sessions are offered (when it speaks MCP over HTTP).
     pub mcp_servers: crate::mcp::Offered,
     stderr_tail: VecDeque<u8>,
@@ -208,8 +234,8 @@ impl Harness {
             session_mode: None,
             gate,
             questions: HashMap::new(),
-            auto_auth: Vec::new(),
-            auth_tried: Vec::new(),
+            auth: Auth::default(),
+            replaying: HashMap::new(),
             mcp_servers: crate::mcp::Offered::default(),
             stderr_tail: VecDeque::new(),
         }
@@ -229,6 +255,11 @@ impl Harness {
             SessionPhase::Ready(known) if known == acp_id => Some(*id),
             _ => None,
         })
+    }
+
+    /// The session being loaded or resumed as `acp_id`, or loaded and not prompted since.
+    pub fn replaying_as(&self, acp_id: &str) -> Option<SessionId> {
+        self.replaying.iter().find_map(|(id, known)| (known == acp_id).then_some(*id))
     }
 
     /// Keeps the end of stderr.

@@ -211,7 +211,7 @@ impl Core {
                     Harness::new(launch.generation, launch.channel, Phase::Starting, streams, launch.gate);
                 harness.start_deadline = Some(now.mono + self.timeouts.harness_request);
                 harness.session_mode = launch.session_mode;
-                harness.auto_auth = launch.auto_auth;
+                harness.auth = launch.auth;
                 harness.mcp_servers = launch.mcp_servers;
                 self.harness = Some(harness);
                 self.recovered();

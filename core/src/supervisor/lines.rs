@@ -1,11 +1,13 @@
 //! The ACP conversation inside the core: stdout lines turned into events, state changes and
 //! answers (one persist per line, answers released by its commit), sessions opened (load, else
-//! resume, else new with a `CONTEXT_RESET` notice), prompts recorded then sent, and turns held
-//! to their time limit (cancel first, kill after a grace).
+//! resume, else new with a `CONTEXT_RESET` notice; signed in and tried once more when the harness
+//! asks, `auth.rs`), the history a load replays kept out of the log whenever it comes, prompts
+//! recorded then sent, and turns held to their time limit (cancel first, kill after a grace).
 
 use serde_json::Value;
 
-use super::harness::{Pending, Question, QuestionKind, Request};
+use super::auth;
+use super::harness::{AfterAuth, Pending, Question, QuestionKind, Request};
 use super::stdout::{Line, StdoutError};
 use super::turns::{self, TurnState};
 use super::{Core, FailureCode, LinkId, Now, PersistId, Phase, Purpose, SessionPhase, TurnEnded};
@@ -16,6 +18,25 @@ use crate::events::side_effects::{AnsweredPermission, SideEffect};
 use crate::events::{EventKind, NewEvent, NoticeCode};
 use crate::ids::{SessionId, TurnId};
 use crate::permissions::{self, Verdict};
+
+/// The `session/update` kinds that make up a session's history (what `session/load` replays):
+/// messages, thoughts, tool calls and plans. Any other kind says where the session is now (its
+/// commands, mode, configuration, usage) and is stored even while a load replays.
+const HISTORY_KINDS: &[&str] = &[
+    "user_message_chunk",
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "tool_call",
+    "tool_call_update",
+    "plan",
+    "plan_update",
+    "plan_removed",
+];
+
+/// Whether an update is of a kind a history replay is made of.
+fn replays_history(update: &Value) -> bool {
+    update.get("sessionUpdate").and_then(Value::as_str).is_some_and(|kind| HISTORY_KINDS.contains(&kind))
+}
 
 /// What one line produces.
 #[derive(Default)]
@@ -150,12 +171,21 @@ impl Core {
         self.persist(Purpose::Line { generation, end, from, sessions: Vec::new() }, events, side);
     }
 
-    /// An `update` event for a `session/update`, unless its session is replaying history.
+    /// An `update` event for a `session/update`, unless it replays the history of a session
+    /// being loaded or resumed (before or after the harness's answer, until the session's next
+    /// prompt goes out): history kinds are dropped then, state updates (commands, mode, …) kept.
     fn update_event(&self, params: &Value) -> Option<NewEvent> {
         let acp_id = params.get("sessionId")?.as_str()?;
-        // Unknown, or still opening: history replayed during session/load is not stored again.
-        let session_id = self.harness.as_ref()?.session_by_acp(acp_id)?;
+        let harness = self.harness.as_ref()?;
         let update = params.get("update").cloned().unwrap_or(Value::Null);
+        if let Some(session_id) = harness.replaying_as(acp_id) {
+            if replays_history(&update) {
+                return None;
+            }
+            return Some(NewEvent::new(session_id, EventKind::Update, update));
+        }
+        // Unknown, or a new session still opening.
+        let session_id = harness.session_by_acp(acp_id)?;
         Some(NewEvent::new(session_id, EventKind::Update, update))
     }
 
@@ -269,13 +299,14 @@ impl Core {
                     Ok((capabilities, init)) => {
                         let Some(harness) = self.harness.as_mut() else { return };
                         harness.phase = Phase::Ready(capabilities);
+                        harness.auth.read_advertised(&init);
                         out.side.push(SideEffect::HarnessInit { agent_id, generation: harness.generation, init });
                     }
                     Err(message) => self.harness_failed(FailureCode::HarnessInitFailed, &message, true, now),
                 }
             }
-            Pending::NewSession { session_id, reset } => {
-                match outcome.map_err(|e| e.to_string()).and_then(|r| messages::parse_new_session(&r)) {
+            Pending::NewSession { session_id, reset, retry } => match outcome {
+                Ok(result) => match messages::parse_new_session(&result) {
                     Ok(acp_id) => {
                         self.session_ready(session_id, acp_id, out, now);
                         if reset {
@@ -287,49 +318,59 @@ impl Core {
                         }
                     }
                     Err(message) => {
-                        // It asks for authentication and the server holds a way in: sign in, retry.
-                        if message.contains(&format!("\"code\":{}", code::AUTH_REQUIRED))
-                            && let Some(method) = self.untried_auto_auth()
-                        {
-                            let params = serde_json::json!({ "methodId": method });
-                            self.request(
-                                method::AUTHENTICATE,
-                                &params,
-                                Pending::Authenticate { session_id, reset, method },
-                                now,
-                            );
-                            return;
-                        }
-                        if let Some(harness) = self.harness.as_mut() {
-                            harness.sessions.remove(&session_id);
-                        }
                         let text = format!("the harness could not start the session: {message}");
-                        let text = self.with_harness_stderr(&text);
-                        self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
+                        self.session_failed(session_id, &text, now);
                     }
-                }
-            }
-            Pending::Authenticate { session_id, reset, method } => match outcome {
-                Ok(_) => {
-                    let text = format!("the harness asked to sign in; the server did, with its {method:?} method");
-                    out.events.push(NewEvent::notice(session_id, NoticeCode::Authenticated, text));
-                    self.open_new_session(session_id, reset, now);
-                }
+                },
                 Err(error) => {
-                    if let Some(harness) = self.harness.as_mut() {
-                        harness.sessions.remove(&session_id);
+                    let asks = auth::asks_to_sign_in(&error);
+                    // It asks to sign in and the server has a way in: sign in, then once more.
+                    if asks && !retry && self.sign_in(session_id, AfterAuth::New { reset }, now) {
+                        return;
                     }
-                    let text =
-                        format!("the harness asked to sign in and refused the server's {method:?} method: {error}");
-                    let text = self.with_harness_stderr(&text);
-                    self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
+                    let text = if asks && retry {
+                        format!("the harness still asks to sign in after authenticate: {}", auth::message(&error))
+                    } else {
+                        format!("the harness could not start the session: {}", auth::message(&error))
+                    };
+                    self.session_failed(session_id, &text, now);
                 }
             },
-            Pending::Restore { session_id, acp_id } => match outcome {
+            Pending::Authenticate { session_id, method, then } => match outcome {
+                Ok(_) => {
+                    let text =
+                        format!("the harness asked to sign in; the server did, with the login method {method:?}");
+                    out.events.push(NewEvent::notice(session_id, NoticeCode::Authenticated, text));
+                    match then {
+                        AfterAuth::New { reset } => self.open_new_session(session_id, reset, true, now),
+                        AfterAuth::Restore { acp_id, load } => {
+                            self.restore_session(session_id, acp_id, load, true, now);
+                        }
+                    }
+                }
+                Err(error) => {
+                    let text = format!(
+                        "the harness asked to sign in and refused the login method {method:?}: {}",
+                        auth::message(&error)
+                    );
+                    self.session_failed(session_id, &text, now);
+                }
+            },
+            Pending::Restore { session_id, acp_id, load, retry } => match outcome {
                 Ok(_) => self.session_ready(session_id, acp_id, out, now),
                 Err(error) => {
+                    // Signed in first when it asks (the session survives); only then a new one.
+                    if !retry
+                        && auth::asks_to_sign_in(&error)
+                        && self.sign_in(session_id, AfterAuth::Restore { acp_id, load }, now)
+                    {
+                        return;
+                    }
                     tracing::info!(agent.id = %self.agent_id, %error, "restoring a session failed; starting a new one");
-                    self.open_new_session(session_id, true, now);
+                    if let Some(harness) = self.harness.as_mut() {
+                        harness.replaying.remove(&session_id);
+                    }
+                    self.open_new_session(session_id, true, false, now);
                 }
             },
             Pending::SetMode { session_id, acp_id } => {
@@ -398,45 +439,66 @@ impl Core {
         }
     }
 
-    /// A login method the server may call that it has not tried with this harness (marked tried).
-    fn untried_auto_auth(&mut self) -> Option<String> {
-        let harness = self.harness.as_mut()?;
-        let method = harness.auto_auth.iter().find(|m| !harness.auth_tried.contains(m))?.clone();
-        harness.auth_tried.push(method.clone());
-        Some(method)
+    /// Calls `authenticate` for a session call that answered `auth_required`, with the method
+    /// [`auth::Auth::choose`] picks; `then` goes again once it succeeds. `false`: no method fits.
+    fn sign_in(&mut self, session_id: SessionId, then: AfterAuth, now: Now) -> bool {
+        let Some(method) = self.harness.as_ref().and_then(|h| h.auth.choose()) else { return false };
+        let params = serde_json::json!({ "methodId": method });
+        self.request(method::AUTHENTICATE, &params, Pending::Authenticate { session_id, method, then }, now);
+        true
     }
 
-    /// Sends `session/new` for a session.
-    fn open_new_session(&mut self, session_id: SessionId, reset: bool, now: Now) {
+    /// A session could not be opened: forgotten, and the turns waiting for it fail
+    /// (`SESSION_START_FAILED`, saying why).
+    fn session_failed(&mut self, session_id: SessionId, text: &str, now: Now) {
+        // The running harness's own words (its stderr's end) say why more often than its answer.
+        let text = self.with_harness_stderr(text);
+        if let Some(harness) = self.harness.as_mut() {
+            harness.sessions.remove(&session_id);
+            harness.replaying.remove(&session_id);
+        }
+        self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
+    }
+
+    /// Sends `session/new` for a session (`retry`: again, after signing in).
+    fn open_new_session(&mut self, session_id: SessionId, reset: bool, retry: bool, now: Now) {
         let cwd = self.home_dir.clone();
         let mut params = messages::new_session(&cwd, &[]);
         if let Some(harness) = self.harness.as_mut() {
             harness.sessions.insert(session_id, SessionPhase::Opening);
             params = messages::new_session(&cwd, harness.offered_mcp());
         }
-        self.request(method::SESSION_NEW, &params, Pending::NewSession { session_id, reset }, now);
+        self.request(method::SESSION_NEW, &params, Pending::NewSession { session_id, reset, retry }, now);
     }
 
     /// Makes the harness know a session: load, else resume, else new (with a reset notice).
     fn open_session(&mut self, session_id: SessionId, acp_id: Option<String>, capabilities: Capabilities, now: Now) {
-        let cwd = self.home_dir.clone();
         match acp_id {
-            None => self.open_new_session(session_id, false, now),
+            None => self.open_new_session(session_id, false, false, now),
             Some(acp_id) if capabilities.load || capabilities.resume => {
-                let mut mcp = Vec::new();
-                if let Some(harness) = self.harness.as_mut() {
-                    harness.sessions.insert(session_id, SessionPhase::Opening);
-                    mcp = harness.offered_mcp().to_vec();
-                }
-                let (method, params) = if capabilities.load {
-                    (method::SESSION_LOAD, messages::load_session(&acp_id, &cwd, &mcp))
-                } else {
-                    (method::SESSION_RESUME, messages::resume_session(&acp_id, &cwd, &mcp))
-                };
-                self.request(method, &params, Pending::Restore { session_id, acp_id }, now);
+                self.restore_session(session_id, acp_id, capabilities.load, false, now);
             }
-            Some(_) => self.open_new_session(session_id, true, now),
+            Some(_) => self.open_new_session(session_id, true, false, now),
         }
+    }
+
+    /// Sends `session/load` (`load`) or `session/resume` of `acp_id`; until the session's next
+    /// prompt goes out, the history the harness replays is not stored (`retry`: again, after
+    /// signing in).
+    fn restore_session(&mut self, session_id: SessionId, acp_id: String, load: bool, retry: bool, now: Now) {
+        let cwd = self.home_dir.clone();
+        let mut mcp = Vec::new();
+        if let Some(harness) = self.harness.as_mut() {
+            harness.sessions.insert(session_id, SessionPhase::Opening);
+            harness.replaying.insert(session_id, acp_id.clone());
+            mcp = harness.offered_mcp().to_vec();
+        }
+        let (method, params) = if load {
+            (method::SESSION_LOAD, messages::load_session(&acp_id, &cwd, &mcp))
+        } else {
+            (method::SESSION_RESUME, messages::resume_session(&acp_id, &cwd, &mcp))
+        };
+        self.request(method, &params, Pending::Restore { session_id, acp_id, load, retry }, now);
     }
 
     /// Opens the sessions of waiting turns and records the prompts of those whose session is

@@ -13,6 +13,7 @@
 //! The server's shell (`agenthold_server::supervisor::shell`) performs the effects and feeds the
 //! results back as inputs; the paths `supervisor::…` named in these docs are the server's.
 
+mod auth;
 mod disk;
 mod failure;
 mod grants;
@@ -41,6 +42,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use lifecycle::Sandbox;
 
+pub use auth::Auth;
 pub use disk::says_disk_full;
 pub use failure::{Failure, FailureCode, WakeError};
 pub use grants::Grant;
@@ -251,6 +253,11 @@ impl Core {
                 return;
             }
             Input::EnvironmentChanged => self.environment_changed = true,
+            Input::AuthMethodChanged(method) => {
+                if let Some(harness) = self.harness.as_mut() {
+                    harness.auth.named = method;
+                }
+            }
             Input::SandboxExited { at, oom } => self.on_sandbox_exited(at, oom, now),
             Input::Database { up } => self.on_database(up, now),
             Input::AnswerPermission { permission_id, choice, by, reply } => {
@@ -481,6 +488,12 @@ impl Core {
                     && let TurnState::Recording { request_id, .. } = &turn.state
                 {
                     turn.state = TurnState::Sent { request_id: request_id.clone(), generation: g };
+                    // The prompt goes out now: what the harness sends for its session from here
+                    // on is the turn's, not a replay of the history it loaded.
+                    let session_id = turn.session_id;
+                    if let Some(harness) = self.harness.as_mut().filter(|h| h.generation == g) {
+                        harness.replaying.remove(&session_id);
+                    }
                 }
                 self.committed(id);
             }

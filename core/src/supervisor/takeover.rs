@@ -38,6 +38,8 @@ pub struct SnapshotHarness {
     pub questions: Vec<super::harness::Question>,
     /// The MCP servers its sessions are offered.
     pub mcp_servers: crate::mcp::Offered,
+    /// The login method the agent names (`auth_method`), signed in with when it asks.
+    pub auth_method: Option<String>,
 }
 
 /// What a takeover reads.
@@ -150,6 +152,12 @@ impl Core {
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 harness.session_mode = known.session_mode;
                 harness.mcp_servers = known.mcp_servers;
+                // What its start knew of its environment is not kept: after a takeover it signs in
+                // with the agent's named method only.
+                harness.auth = super::Auth::new(known.auth_method, Vec::new(), Vec::new());
+                if let Some(init) = &known.init {
+                    harness.auth.read_advertised(init);
+                }
                 for question in known.questions {
                     harness.questions.insert(question.permission_id, question);
                 }

@@ -94,8 +94,9 @@ pub struct Launch {
     pub session_mode: Option<String>,
     /// What answers the harness's permission requests.
     pub gate: crate::permissions::Gate,
-    /// Login methods the server may call itself when the harness asks for authentication.
-    pub auto_auth: Vec<String>,
+    /// How the server signs the harness in when it asks (the agent's named method, the
+    /// adapter's, the variables its environment holds).
+    pub auth: super::Auth,
     /// agenthold's MCP server for this agent, offered in `session/new` and `session/load` when
     /// the harness advertises `mcpCapabilities.http`.
     pub mcp_servers: crate::mcp::Offered,
@@ -135,6 +136,9 @@ pub enum Input {
     },
     /// The agent's environment changed: restart the harness once no turn runs.
     EnvironmentChanged,
+    /// The agent names another login method (`auth_method`; `None`: none): the running
+    /// harness signs in with it the next time it asks (no restart).
+    AuthMethodChanged(Option<String>),
     /// Postgres stopped (`false`) or started (`true`) answering: while it does not, a sandbox
     /// cannot reconnect (the tunnel checks its token there), so the reconnect grace waits.
     Database {

@@ -179,6 +179,9 @@ impl Agent {
     }
 
     fn request_from_client(self: &Arc<Self>, id: Value, method: &str, params: &Value) {
+        if self.config.stderr {
+            eprintln!("fakeagent: handling {method} (request {id})");
+        }
         if self.config.hang_on.as_deref() == Some(method) {
             return;
         }
@@ -195,7 +198,19 @@ impl Agent {
                 "authentication required (FAKEAGENT_REQUIRE_AUTH): call authenticate first".to_owned(),
             ))),
             "session/new" => Reply::Now(self.new_session(params)),
-            "session/load" if self.config.load => Reply::Now(self.load(params)),
+            "session/load" if self.config.load => match self.load(params) {
+                // Answered first, the history after (FAKEAGENT_REPLAY_LATE).
+                Ok((session_id, history)) if self.config.replay_late => {
+                    self.out.send(&wire::response(&id, &json!({})));
+                    self.replay(&session_id, &history);
+                    return;
+                }
+                Ok((session_id, history)) => {
+                    self.replay(&session_id, &history);
+                    Reply::Now(Ok(json!({})))
+                }
+                Err(e) => Reply::Now(Err(e)),
+            },
             "session/resume" if self.config.resume => Reply::Now(self.resume(params)),
             "session/prompt" => match self.prompt(&id, params) {
                 Ok(()) => Reply::Later,
@@ -305,15 +320,24 @@ impl Agent {
         self.sessions.lock().get(session_id).map(|s| s.mcp.clone()).unwrap_or_default()
     }
 
-    fn load(&self, params: &Value) -> Result<Value, RpcError> {
+    /// `session/load`: the session is adopted; its id and history come back for [`Agent::replay`]
+    /// (before the answer, or after it with `FAKEAGENT_REPLAY_LATE`).
+    fn load(&self, params: &Value) -> Result<(String, Vec<Value>), RpcError> {
         let (session_id, cwd, path) = self.existing_session(params)?;
         let updates = history::read(&path)
             .map_err(|e| RpcError::new(code::INTERNAL_ERROR, format!("cannot read {}: {e}", path.display())))?;
-        for update in &updates {
-            self.out.send(&wire::session_update(&session_id, update));
+        self.adopt(session_id.clone(), cwd, super::mcp::servers(params));
+        Ok((session_id, updates))
+    }
+
+    /// Sends a session's history as `session/update`s.
+    fn replay(&self, session_id: &str, history: &[Value]) {
+        for update in history {
+            self.out.send(&wire::session_update(session_id, update));
         }
-        self.adopt(session_id, cwd, super::mcp::servers(params));
-        Ok(json!({}))
+        if self.config.stderr {
+            eprintln!("fakeagent: replayed {} updates of {session_id}", history.len());
+        }
     }
 
     fn resume(&self, params: &Value) -> Result<Value, RpcError> {

@@ -16,6 +16,11 @@ pub struct Config {
     /// A login method (`FAKEAGENT_REQUIRE_AUTH`) that must be `authenticate`d before any session
     /// opens (advertised in `authMethods`); `None`: no authentication needed.
     pub require_auth: Option<String>,
+    /// `session/load` answers first and replays the history after (`FAKEAGENT_REPLAY_LATE=1`), as
+    /// some agents do.
+    pub replay_late: bool,
+    /// Log every request handled on stderr (`FAKEAGENT_STDERR=1`), as chatty agents do.
+    pub stderr: bool,
 }
 
 impl Config {
@@ -32,7 +37,13 @@ impl Config {
         for name in unknown {
             eprintln!("fakeagent: ignoring unknown capability {name:?} in FAKEAGENT_CAPS");
         }
-        Config { require_auth: var("FAKEAGENT_REQUIRE_AUTH").filter(|m| !m.is_empty()), ..config }
+        let on = |name: &str| var(name).is_some_and(|v| v == "1");
+        Config {
+            require_auth: var("FAKEAGENT_REQUIRE_AUTH").filter(|m| !m.is_empty()),
+            replay_late: on("FAKEAGENT_REPLAY_LATE"),
+            stderr: on("FAKEAGENT_STDERR"),
+            ..config
+        }
     }
 
     /// Builds a config from the raw variable values; also returns the capability names it did
@@ -60,7 +71,7 @@ impl Config {
             _ => std::env::temp_dir().join("fakeagent-sessions"),
         };
         let hang_on = hang_on.filter(|m| !m.is_empty()).map(str::to_owned);
-        (Config { load, resume, hang_on, state_dir, require_auth: None }, unknown)
+        (Config { load, resume, hang_on, state_dir, require_auth: None, replay_late: false, stderr: false }, unknown)
     }
 }
 

@@ -45,6 +45,27 @@ fn load_replays_the_history_before_answering() {
     assert_eq!(before.len(), expected.len() + 3);
 }
 
+/// `FAKEAGENT_REPLAY_LATE=1`: the load is answered first and the history streams after it (as
+/// some agents do); `FAKEAGENT_STDERR=1` logs every request on stderr.
+#[test]
+fn load_can_replay_the_history_after_answering_and_log_on_stderr() {
+    let mut f = Fixture::new(&[]);
+    let sid = f.session();
+    let expected = make_history(&mut f, &sid);
+    let mut agent = Agent::start(f.home.path(), &[("FAKEAGENT_REPLAY_LATE", "1"), ("FAKEAGENT_STDERR", "1")]);
+    agent.initialize();
+    assert!(agent.stderr_line_containing("handling initialize").contains("fakeagent:"));
+    let id = agent.request("session/load", json!({"sessionId": sid, "cwd": f.work.str(), "mcpServers": []}));
+    let (before, response) = agent.until_response(&id);
+    assert!(before.is_empty(), "nothing before the answer: {before:?}");
+    assert_eq!(response["result"], json!({}));
+    let after: Vec<Value> = (0..expected.len()).map(|_| agent.next()).collect();
+    assert_eq!(updates_of(&sid, after), expected);
+    agent.stderr_line_containing(&format!("replayed {} updates", expected.len()));
+    let (updates, _) = agent.prompt(&sid, "text after the late replay");
+    assert_eq!(chunk_text(&updates[0]), "after the late replay");
+}
+
 #[test]
 fn load_of_a_session_without_prompts_replays_nothing() {
     let mut f = Fixture::new(&[]);

@@ -1,8 +1,10 @@
-//! What an agent is made of — harness (with its command), model, image, environment, limits —
-//! checked at the edge, the same way for `POST /api/v1/agents` and `PATCH /api/v1/agents/{id}`,
-//! and what a change means for a running agent: a new harness, model or environment restarts
-//! the harness once no turn runs; a new image or new limits apply when the container is made
-//! again (`POST /api/v1/agents/{id}/rebuild`, or the next time it is recreated).
+//! What an agent is made of — harness (with its command and the login method it is signed in
+//! with), model, image, environment, limits — checked at the edge, the same way for
+//! `POST /api/v1/agents` and `PATCH /api/v1/agents/{id}`, and what a change means for a running
+//! agent: a new harness, model or environment restarts the harness once no turn runs; a new login
+//! method applies the next time the harness asks to sign in; a new image or new limits apply when
+//! the container is made again (`POST /api/v1/agents/{id}/rebuild`, or the next time it is
+//! recreated).
 
 use std::collections::BTreeMap;
 
@@ -125,6 +127,50 @@ pub fn check_model(model: Option<String>) -> Result<Option<String>, ApiError> {
     Ok(Some(model))
 }
 
+/// The longest login method id accepted (`auth_method`).
+pub const MAX_AUTH_METHOD_CHARS: usize = 128;
+
+/// The ids of the login methods a harness advertised in its `initialize` answer that the server
+/// may pass to `authenticate` (not `terminal` ones: a person runs those).
+fn advertised_auth_methods(init: &Value) -> Vec<String> {
+    let methods = init.get("authMethods").and_then(Value::as_array);
+    methods
+        .into_iter()
+        .flatten()
+        .take(64)
+        .filter(|m| m.get("type").and_then(Value::as_str) != Some("terminal"))
+        .filter_map(|m| m.get("id").and_then(Value::as_str))
+        .filter(|id| id.chars().count() <= MAX_AUTH_METHOD_CHARS && !id.chars().any(char::is_control))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A login method for the harness to be signed in with (`auth_method`): 1-128 characters
+/// without control characters, and one the harness advertised when that is known (`advertised`:
+/// its stored `initialize` answer); empty means none.
+pub fn check_auth_method(method: Option<String>, advertised: Option<&Value>) -> Result<Option<String>, ApiError> {
+    let Some(method) = method.filter(|m| !m.is_empty()) else { return Ok(None) };
+    if method.chars().count() > MAX_AUTH_METHOD_CHARS || method.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            ErrorCode::UnknownAuthMethod,
+            format!(
+                "auth_method: a login method id is 1-{MAX_AUTH_METHOD_CHARS} characters without control characters"
+            ),
+        ));
+    }
+    if let Some(init) = advertised {
+        let known = advertised_auth_methods(init);
+        if !known.contains(&method) {
+            let list = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+            return Err(ApiError::bad_request(
+                ErrorCode::UnknownAuthMethod,
+                format!("auth_method: the harness does not advertise {method:?}; it advertises: {list}"),
+            ));
+        }
+    }
+    Ok(Some(method))
+}
+
 fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
@@ -244,6 +290,8 @@ pub struct SettingsPatch {
     pub(super) posture: Option<String>,
     /// `null` removes it.
     pub(super) policy: Option<Option<serde_json::Value>>,
+    /// `""` clears it.
+    pub(super) auth_method: Option<String>,
 }
 
 /// What a patch changed, and what that means for the running agent.
@@ -255,12 +303,21 @@ pub struct Change {
     pub restarts_harness: bool,
     /// The posture or policy changed: the running harness's gate takes it at once.
     pub gate_changed: bool,
+    /// The login method changed: the running harness signs in with it the next time it asks.
+    pub auth_method_changed: bool,
     /// The container must be made again (`rebuild`) to take it.
     pub needs_rebuild: bool,
 }
 
-/// Applies `patch` to `agent`'s settings, checking every field; the new settings and what changed.
-pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result<(AgentSettings, Change), ApiError> {
+/// Applies `patch` to `agent`'s settings, checking every field (a login method against what its
+/// running harness advertised, `advertised`, unless the harness changes too); the new settings
+/// and what changed.
+pub fn apply(
+    state: &AppState,
+    agent: &AgentRow,
+    patch: SettingsPatch,
+    advertised: Option<&Value>,
+) -> Result<(AgentSettings, Change), ApiError> {
     let harness_name = patch.harness.unwrap_or_else(|| agent.harness.clone());
     let command = match (&patch.command, harness_name == agent.harness) {
         (Some(command), _) => Some(command.clone()),
@@ -289,6 +346,14 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     };
     let image = patch.image.unwrap_or_else(|| agent.image.clone());
     check_image(state, &image)?;
+    let auth_method = match patch.auth_method {
+        Some(method) => {
+            // What the running harness advertised says nothing of a new one.
+            let same_harness = harness_name == agent.harness && command == agent.command;
+            check_auth_method(Some(method), advertised.filter(|_| same_harness))?
+        }
+        None => agent.auth_method.clone(),
+    };
     let limits = patch.limits.unwrap_or_default();
     let cpus = limits.cpus.unwrap_or(agent.cpus);
     let memory_mib = limits.memory_mib.unwrap_or(agent.memory_mib);
@@ -314,6 +379,7 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
         disk_mib,
         turn_timeout_secs,
         auto_sleep_secs,
+        auth_method,
     };
 
     let mut change = Change::default();
@@ -360,6 +426,49 @@ pub fn apply(state: &AppState, agent: &AgentRow, patch: SettingsPatch) -> Result
     if settings.auto_sleep_secs != agent.auto_sleep_secs {
         changed("auto_sleep_secs", json!(settings.auto_sleep_secs), false, false);
     }
+    if settings.auth_method != agent.auth_method {
+        // No restart: the harness is signed in with it the next time it asks.
+        changed("auth_method", json!(settings.auth_method), false, false);
+    }
     change.gate_changed = settings.policy != agent.policy || settings.posture != agent.posture;
+    change.auth_method_changed = settings.auth_method != agent.auth_method;
     Ok((settings, change))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(result: Result<Option<String>, ApiError>) -> String {
+        match result {
+            Err(ApiError::BadRequest { code: ErrorCode::UnknownAuthMethod, message }) => message,
+            other => panic!("expected UNKNOWN_AUTH_METHOD, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_auth_method_is_bounded_and_one_the_running_harness_advertised() {
+        assert_eq!(check_auth_method(None, None).ok(), Some(None));
+        assert_eq!(check_auth_method(Some(String::new()), None).ok(), Some(None), "empty clears it");
+        assert_eq!(
+            check_auth_method(Some("any".to_owned()), None).ok(),
+            Some(Some("any".to_owned())),
+            "nothing known yet"
+        );
+        refused(check_auth_method(Some("x".repeat(129)), None));
+        refused(check_auth_method(Some("a\nb".to_owned()), None));
+        let init = json!({"authMethods": [
+            {"id": "acme-key", "name": "Key"},
+            {"id": "acme-env", "name": "Env", "type": "env_var", "vars": [{"name": "ACME_API_KEY"}]},
+            {"id": "acme-login", "name": "Login", "type": "terminal", "args": ["login"]},
+        ]});
+        assert_eq!(check_auth_method(Some("acme-env".to_owned()), Some(&init)).ok(), Some(Some("acme-env".to_owned())));
+        let message = refused(check_auth_method(Some("acme-login".to_owned()), Some(&init)));
+        assert!(
+            message.ends_with("it advertises: acme-key, acme-env"),
+            "a terminal method is run by a person: {message}"
+        );
+        let message = refused(check_auth_method(Some("x".to_owned()), Some(&json!({}))));
+        assert!(message.ends_with("none"), "{message}");
+    }
 }

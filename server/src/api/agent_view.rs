@@ -40,6 +40,10 @@ pub struct Agent {
     /// The command of a `command` harness.
     #[schema(required = true)]
     command: Option<Vec<String>>,
+    /// The login method its harness is signed in with when it asks (`null`: none named; the
+    /// adapter's own, else the only advertised method whose key the sandbox holds).
+    #[schema(required = true)]
+    auth_method: Option<String>,
     /// The model (`null`: the harness's own).
     #[schema(required = true)]
     model: Option<String>,
@@ -228,6 +232,7 @@ pub fn agent_view(
         name: agent.name.clone(),
         harness: agent.harness.clone(),
         command: agent.command.clone(),
+        auth_method: agent.auth_method.clone(),
         model: agent.model.clone(),
         env: agent.env.iter().cloned().collect(),
         image: agent.image.clone(),

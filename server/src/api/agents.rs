@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::agent_settings::{
-    Limits, SettingsPatch, check_auto_sleep, check_env, check_harness, check_image, check_limits, check_model,
-    check_policy, check_posture, check_turn_seconds,
+    Limits, SettingsPatch, check_auth_method, check_auto_sleep, check_env, check_harness, check_image, check_limits,
+    check_model, check_policy, check_posture, check_turn_seconds,
 };
 use super::agent_view::{Agent, AgentDetail, agent_detail, agent_view};
 use super::error::{ApiError, ErrorBody};
@@ -57,6 +57,11 @@ pub struct CreateAgent {
     workspace_id: Option<uuid::Uuid>,
     /// What the sandbox may reach besides its secrets' hosts.
     egress: Option<Egress>,
+    /// The login method (an id from its harness's `authMethods`, at most 128 characters) the
+    /// harness is signed in with (ACP `authenticate`) when a session call answers that it must
+    /// sign in; default: none (the adapter's own, else the only advertised method whose key the
+    /// sandbox holds).
+    auth_method: Option<String>,
 }
 
 /// `PATCH /api/v1/agents/{id}`: what may change after creation (each field absent is kept).
@@ -84,6 +89,10 @@ pub struct UpdateAgent {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<Object>)]
     policy: Option<Option<Value>>,
+    /// The login method the harness is signed in with when it asks (checked against what the
+    /// running harness advertised, when one runs); applies the next time it asks (no restart);
+    /// `""` clears it.
+    auth_method: Option<String>,
 }
 
 /// The agents of the caller's workspaces.
@@ -112,7 +121,8 @@ const MAX_PLACEMENTS: u32 = 3;
         (status = 201, description = "The agent", body = Agent),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, \
             `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, \
-            `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
+            `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, \
+            `UNKNOWN_AUTH_METHOD`", body = ErrorBody),
         (status = 404, description = "`NOT_FOUND`: no such workspace of the caller's", body = ErrorBody),
         (status = 409, description = "`NAME_TAKEN`, `QUOTA_EXCEEDED` (agents per workspace or per user)", body = ErrorBody),
         (status = 503, description = "`CAPACITY`: the host holds as many agents as it may", body = ErrorBody),
@@ -155,6 +165,8 @@ pub async fn create(
     let default_image = if adapter.profile().in_base_image { &state.config.base_image } else { &state.config.image };
     let image = body.image.unwrap_or_else(|| default_image.clone());
     check_image(&state, &image)?;
+    // No harness has advertised anything yet: checked against its methods once one has.
+    let auth_method = check_auth_method(body.auth_method, None)?;
     let mut agent = NewAgent {
         id: AgentId::new(), // placed below
         workspace_id,
@@ -174,6 +186,7 @@ pub async fn create(
         disk_mib,
         turn_timeout_secs,
         auto_sleep_secs,
+        auth_method,
         engine: (crate::sandbox::LOCAL_ENGINE.to_owned(), None),
     };
     // A placeholder token hash: the real token is minted when the sandbox is created.
@@ -325,7 +338,8 @@ pub async fn show(
 /// Changes an agent (agent admins; the role is checked before the body is read): `egress`
 /// replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at
 /// once, to the running turn's next permission request and to its questions still waiting (each
-/// one the new rules settle is answered, with `"redecided": true`); harness, command, model and env
+/// one the new rules settle is answered, with `"redecided": true`); `auth_method` the next time
+/// the harness asks to sign in (no restart); harness, command, model and env
 /// restart the harness once no turn runs (its sessions are loaded again, or start anew with a
 /// `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when
 /// the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as
@@ -340,7 +354,8 @@ pub async fn show(
         (status = 200, description = "The agent as changed", body = AgentDetail),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
             `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
-            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`", body = ErrorBody),
+            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, \
+            `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises)", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]
@@ -362,8 +377,17 @@ pub async fn update(
         limits: body.limits,
         posture: body.posture,
         policy: body.policy,
+        auth_method: body.auth_method,
     };
-    let (settings, change) = super::agent_settings::apply(&state, &agent, patch)?;
+    // A login method is checked against what the running harness advertised (its stored
+    // `initialize` answer), when one runs.
+    let advertised = match &patch.auth_method {
+        Some(method) if !method.is_empty() => {
+            store::sandboxes::get(&state.pool, id).await?.and_then(|row| row.harness_init)
+        }
+        _ => None,
+    };
+    let (settings, change) = super::agent_settings::apply(&state, &agent, patch, advertised.as_ref())?;
     let egress = body
         .egress
         .map(egress::validate)
@@ -392,6 +416,9 @@ pub async fn update(
         }
         if change.gate_changed {
             state.dispatch.send(id, Command::GateChanged).await;
+        }
+        if change.auth_method_changed {
+            state.dispatch.send(id, Command::AuthMethodChanged).await;
         }
         let record = AuditRecord {
             workspace_id: agent.workspace_id,

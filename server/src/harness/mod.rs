@@ -243,6 +243,7 @@ mod tests {
             login_user_id: None,
             sandbox_login_at: None,
             auto_sleep_secs: None,
+            auth_method: None,
             desired_state: "awake".to_owned(),
             created_at: chrono::Utc::now(),
         }

@@ -243,7 +243,9 @@ mod tests {
         assert_ne!(p, placeholder("seed", b, AnthropicApiKey));
         assert_ne!(p, placeholder("seed", a, ClaudeSubscription));
         assert_ne!(p, placeholder("other", a, AnthropicApiKey));
-        assert!(p.starts_with("sk-ant-api03-agenthold-login-") && p.len() == "sk-ant-api03-agenthold-login-".len() + 40);
+        assert!(
+            p.starts_with("sk-ant-api03-agenthold-login-") && p.len() == "sk-ant-api03-agenthold-login-".len() + 40
+        );
         assert!(placeholder("seed", a, ClaudeSubscription).starts_with("sk-ant-oat01-agenthold-login-"));
         assert!(placeholder("seed", a, OpenaiApiKey).starts_with("sk-agenthold-login-"));
         for kind in [ChatgptLogin, ChatgptAccessToken] {

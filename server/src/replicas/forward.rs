@@ -58,6 +58,8 @@ pub enum Forwarded {
     Destroy,
     /// [`Command::GateChanged`].
     GateChanged,
+    /// [`Command::AuthMethodChanged`].
+    AuthMethodChanged,
     /// [`Command::RevokeGrant`].
     RevokeGrant {
         /// The question whose answer made it.
@@ -189,6 +191,7 @@ pub fn split(command: Command) -> Result<(Forwarded, Waiting), Stays> {
             (Forwarded::AnswerPermission { permission_id, choice, by }, Waiting::Answer(reply))
         }
         Command::GateChanged => (Forwarded::GateChanged, Waiting::Nobody),
+        Command::AuthMethodChanged => (Forwarded::AuthMethodChanged, Waiting::Nobody),
         Command::RevokeGrant { permission_id, session_id, by, reply } => {
             (Forwarded::RevokeGrant { permission_id, session_id: session_id.0, by }, Waiting::Answer(reply))
         }
@@ -226,6 +229,10 @@ pub fn join(forwarded: Forwarded) -> (Command, oneshot::Receiver<Answer>) {
         Forwarded::GateChanged => {
             let _ = answer_tx.send(Answer::Done);
             Command::GateChanged
+        }
+        Forwarded::AuthMethodChanged => {
+            let _ = answer_tx.send(Answer::Done);
+            Command::AuthMethodChanged
         }
         Forwarded::RevokeGrant { permission_id, session_id, by } => {
             let (reply, answer) = oneshot::channel::<Result<(), AnswerError>>();
@@ -338,6 +345,7 @@ mod tests {
             Forwarded::AnswerPermission { permission_id, choice: Choice::Deny, by: serde_json::Value::Null },
             Forwarded::AnswerPermission { permission_id, choice: Choice::AllowForSession, by: serde_json::Value::Null },
             Forwarded::GateChanged,
+            Forwarded::AuthMethodChanged,
             Forwarded::RevokeGrant {
                 permission_id,
                 session_id: Uuid::new_v4(),

@@ -55,6 +55,8 @@ pub struct AgentRow {
     pub sandbox_login_at: Option<DateTime<Utc>>,
     /// Seconds idle before it is put to sleep (0: never; `None`: the server's setting).
     pub auto_sleep_secs: Option<i32>,
+    /// The login method its harness is signed in with when it asks (`None`: none named).
+    pub auth_method: Option<String>,
     /// `awake` or `asleep`, as the user asked.
     pub desired_state: String,
     /// When it was created.
@@ -100,6 +102,8 @@ pub struct NewAgent {
     pub turn_timeout_secs: Option<i32>,
     /// Its own auto-sleep time.
     pub auto_sleep_secs: Option<i32>,
+    /// The login method it names.
+    pub auth_method: Option<String>,
     /// The Docker engine its sandbox lives on, for life (`local`: the server's own host), and
     /// how many agents that engine may hold (`None`: no limit).
     pub engine: (String, Option<i64>),
@@ -223,8 +227,8 @@ pub async fn insert(
     let inserted = sqlx::query!(
         r#"INSERT INTO agents (id, name, harness, command, env, image, driver, cpus, memory_mib, pids_limit,
                               workspace_id, created_by, model, posture, policy, turn_timeout_secs, login_user_id,
-                              auto_sleep_secs, engine, disk_mib)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12, $17, $18, $19)
+                              auto_sleep_secs, engine, disk_mib, auth_method)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $12, $17, $18, $19, $20)
            ON CONFLICT (workspace_id, name) DO NOTHING"#,
         agent.id.0,
         agent.name,
@@ -245,6 +249,7 @@ pub async fn insert(
         agent.auto_sleep_secs,
         engine.as_str(),
         agent.disk_mib,
+        agent.auth_method,
     )
     .execute(&mut *tx)
     .await?;
@@ -282,6 +287,7 @@ struct AgentRecord {
     login_user_id: Option<uuid::Uuid>,
     sandbox_login_at: Option<DateTime<Utc>>,
     auto_sleep_secs: Option<i32>,
+    auth_method: Option<String>,
     desired_state: String,
     created_at: DateTime<Utc>,
 }
@@ -311,6 +317,7 @@ impl From<AgentRecord> for AgentRow {
             login_user_id: r.login_user_id,
             sandbox_login_at: r.sandbox_login_at,
             auto_sleep_secs: r.auto_sleep_secs,
+            auth_method: r.auth_method,
             desired_state: r.desired_state,
             created_at: r.created_at,
         }
@@ -333,7 +340,7 @@ async fn fetch(pool: &PgPool, id: AgentId, including_deleting: bool) -> sqlx::Re
         r#"SELECT id, workspace_id AS "workspace_id!", created_by, name, harness, command, model, posture, policy, env, image,
                   driver, engine,
                   permission_policy, cpus, memory_mib, pids_limit, disk_mib, turn_timeout_secs, login_user_id,
-                  sandbox_login_at, auto_sleep_secs, desired_state, created_at
+                  sandbox_login_at, auto_sleep_secs, auth_method, desired_state, created_at
            FROM agents WHERE id = $1 AND ($2 OR deleting_at IS NULL)"#,
         id.0,
         including_deleting
@@ -350,8 +357,8 @@ pub async fn list_for_user(pool: &PgPool, user_id: uuid::Uuid) -> sqlx::Result<V
         r#"SELECT a.id, a.workspace_id AS "workspace_id!", a.created_by, a.name, a.harness, a.command, a.model, a.posture, a.policy,
                   a.env,
                   a.image, a.driver, a.engine, a.permission_policy, a.cpus, a.memory_mib, a.pids_limit, a.disk_mib,
-                  a.turn_timeout_secs, a.login_user_id, a.sandbox_login_at, a.auto_sleep_secs, a.desired_state,
-                  a.created_at
+                  a.turn_timeout_secs, a.login_user_id, a.sandbox_login_at, a.auto_sleep_secs, a.auth_method,
+                  a.desired_state, a.created_at
            FROM agents a JOIN memberships m ON m.workspace_id = a.workspace_id AND m.user_id = $1
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#,
@@ -476,6 +483,8 @@ pub struct AgentSettings {
     pub turn_timeout_secs: Option<i32>,
     /// Its own auto-sleep time.
     pub auto_sleep_secs: Option<i32>,
+    /// The login method it names.
+    pub auth_method: Option<String>,
 }
 
 /// Replaces an agent's settings (not for an agent being deleted). False if there is no such agent.
@@ -484,7 +493,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
     let done = sqlx::query!(
         r#"UPDATE agents SET harness = $2, command = $3, model = $4, env = $5, image = $6, cpus = $7,
                              memory_mib = $8, pids_limit = $9, posture = $10, policy = $11,
-                             turn_timeout_secs = $12, auto_sleep_secs = $13, disk_mib = $14
+                             turn_timeout_secs = $12, auto_sleep_secs = $13, disk_mib = $14, auth_method = $15
            WHERE id = $1 AND deleting_at IS NULL"#,
         id.0,
         settings.harness,
@@ -500,6 +509,7 @@ pub async fn update(pool: &PgPool, id: AgentId, settings: &AgentSettings) -> sql
         settings.turn_timeout_secs,
         settings.auto_sleep_secs,
         settings.disk_mib,
+        settings.auth_method,
     )
     .execute(pool)
     .await?;

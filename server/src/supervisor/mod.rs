@@ -205,6 +205,9 @@ pub enum Command {
     /// The agent's posture or policy changed: the running harness's next requests, and its
     /// questions still waiting, are decided by the new one (no restart).
     GateChanged,
+    /// The agent names another login method (`auth_method`): the running harness signs in with
+    /// it the next time it asks (no restart).
+    AuthMethodChanged,
     /// Revoke a session grant ("approve for this session").
     RevokeGrant {
         /// The question whose answer made it.

@@ -123,6 +123,7 @@ pub(super) async fn load_snapshot(
                 gate,
                 questions,
                 mcp_servers: super::shell::offered_mcp(mcp, agent_id),
+                auth_method: agent.as_ref().and_then(|a| a.auth_method.clone()),
             })
         }
         None => None,

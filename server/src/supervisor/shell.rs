@@ -271,6 +271,11 @@ impl Shell {
                 self.tasks.push(Box::pin(async move { changed_gate(&deps, agent_id).await }));
                 return None;
             }
+            Command::AuthMethodChanged => {
+                let (deps, agent_id) = (Arc::clone(&self.deps), self.agent_id);
+                self.tasks.push(Box::pin(async move { changed_auth_method(&deps, agent_id).await }));
+                return None;
+            }
         })
     }
 
@@ -679,6 +684,18 @@ async fn record_source_addr(deps: &Deps, agent_id: AgentId) -> Result<(), sqlx::
     Ok(())
 }
 
+/// The login method the agent names as it is now stored, for a running harness (none when the
+/// agent is gone; a database error keeps the one it has, logged).
+async fn changed_auth_method(deps: &Deps, agent_id: AgentId) -> Option<Input> {
+    match store::agents::get(&deps.pool, agent_id).await {
+        Ok(agent) => Some(Input::AuthMethodChanged(agent.and_then(|a| a.auth_method))),
+        Err(error) => {
+            tracing::error!(%error, agent.id = %agent_id, "reading the agent's changed login method; the harness keeps its own");
+            None
+        }
+    }
+}
+
 /// The agent's gate as it is now stored, for a running harness; when it cannot be made (the
 /// agent is gone, or its posture cannot run), the harness restarts instead, which says why.
 async fn changed_gate(deps: &Deps, agent_id: AgentId) -> Option<Input> {
@@ -758,7 +775,9 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
     crate::metrics::harness_started();
-    // The login methods the server may call itself: those whose key the harness has.
+    // How it is signed in when it asks: the agent's named method, else one the adapter may call
+    // itself whose key the harness has, else the only advertised one whose key it has (the
+    // variables' names only, never their values).
     let auto_auth: Vec<String> = crate::harness::adapter(&agent.harness)
         .map(|a| a.auto_authenticate())
         .unwrap_or_default()
@@ -766,11 +785,13 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         .filter(|(_, variable)| env.iter().any(|(name, _)| name == variable))
         .map(|(method, _)| (*method).to_owned())
         .collect();
+    let delivered = env.iter().map(|(name, _)| name.clone()).collect();
+    let auth = crate::supervisor::core::Auth::new(agent.auth_method.clone(), auto_auth, delivered);
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
     let start = ProcessStart { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
     let mcp_servers = offered_mcp(deps.mcp.as_ref(), agent_id);
-    Ok(Some(Launch { generation, channel, start, session_mode, gate, auto_auth, mcp_servers }))
+    Ok(Some(Launch { generation, channel, start, session_mode, gate, auth, mcp_servers }))
 }
 
 /// agenthold's MCP server for the agent, when harnesses are offered one.

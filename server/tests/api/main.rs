@@ -5,6 +5,7 @@
 mod support;
 
 mod abuse;
+mod acp_auth;
 mod agent_changes;
 mod agent_states;
 mod agents_prompting;

@@ -107,6 +107,7 @@ export function AgentPage({ id }: { id: string }) {
           <dt>State</dt><dd><StateBadge agent={a} /> <span class="muted">last asked: {a.desired_state}</span></dd>
           <dt>Harness</dt><dd>{a.harness}{a.command ? <> · <code>{a.command.join(' ')}</code></> : null}</dd>
           <dt>Model</dt><dd>{a.model ?? 'the harness’s default'}</dd>
+          {a.auth_method ? <><dt>Login method</dt><dd><code>{a.auth_method}</code> <span class="muted">(signed in with when the harness asks)</span></dd></> : null}
           <dt>Image</dt><dd><code>{a.image}</code></dd>
           <dt>Driver</dt><dd>{a.driver}{a.isolated ? '' : ' (not isolated: runs as the server’s user)'}</dd>
           <dt>Limits</dt>

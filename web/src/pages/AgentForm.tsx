@@ -1,5 +1,6 @@
 // Create an agent (`/agents/new`) or change one (`/agents/{id}/edit`): every setting the API has —
-// harness (with its models and the logins it takes), command, model, image, posture and policy,
+// harness (with its models and the logins it takes), command, model, login method, image, posture
+// and policy,
 // whose logins, attached secrets by variable, plain env, limits, egress — checked in the page
 // first (src/agent-settings.ts), each server error shown at its field, and, when editing, what
 // each change restarts before it is saved. The logic lives in src/agent-settings.ts (tested).
@@ -12,6 +13,7 @@ import { PolicyEditor } from '../policy-editor';
 import {
   EGRESS_PRESETS,
   HARNESS_INFO,
+  authMethodsOf,
   POSTURES,
   blankForm,
   checkForm,
@@ -207,6 +209,12 @@ export function AgentFormPage({ id }: { id: string | null }) {
           </label>
           <datalist id="models">{(info?.models ?? []).map((m) => <option value={m} />)}</datalist>
           <FieldError k="model" />
+          <label>Login method
+            <input name="auth_method" list="auth-methods" value={form.authMethod} placeholder="none: the harness’s own, or the only one whose key it has" {...invalid('authMethod')} onInput={(e) => set({ authMethod: e.currentTarget.value })} />
+          </label>
+          <datalist id="auth-methods">{authMethodsOf(loaded.agent).map((m) => <option value={m} />)}</datalist>
+          <p class="muted hint">Used (ACP <code>authenticate</code>) when the harness asks to sign in before it opens or loads a session.</p>
+          <FieldError k="authMethod" />
           <label>Image<input name="image" value={form.image} placeholder="the server’s default" {...invalid('image')} onInput={(e) => set({ image: e.currentTarget.value })} /></label>
           <FieldError k="image" />
         </fieldset>

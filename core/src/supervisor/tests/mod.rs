@@ -4,6 +4,7 @@
 //! agent (its environment, its sessions' mode, permission questions, its sandbox stopping).
 
 mod ack_delay;
+mod auth;
 mod changes;
 mod disk;
 mod exactly_once;
@@ -52,6 +53,10 @@ struct Sim {
     hold_slots: bool,
     /// The launched harness's login methods the server may call itself.
     auto_auth: Vec<String>,
+    /// The login method the launched harness's agent names.
+    auth_method: Option<String>,
+    /// The variables in the launched harness's environment.
+    delivered: Vec<String>,
     /// The MCP servers the launched harness's sessions are offered.
     mcp: crate::mcp::Offered,
     /// Every job the core asked for so far, in order (results name them).
@@ -90,6 +95,8 @@ impl Sim {
             posture: crate::permissions::Posture::Autonomous,
             hold_slots: false,
             auto_auth: Vec::new(),
+            auth_method: None,
+            delivered: Vec::new(),
             mcp: Default::default(),
             jobs: Vec::new(),
         }
@@ -188,7 +195,7 @@ impl Sim {
                 posture: self.posture,
                 ..crate::permissions::Gate::autonomous("/home/agent")
             },
-            auto_auth: self.auto_auth.clone(),
+            auth: Auth::new(self.auth_method.clone(), self.auto_auth.clone(), self.delivered.clone()),
             mcp_servers: self.mcp.clone(),
         };
         self.launched(Ok(Some(launch)));
@@ -466,6 +473,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             },
             questions: Vec::new(),
             mcp_servers: Default::default(),
+            auth_method: None,
         }),
         turns: vec![turn].into(),
     }

@@ -201,6 +201,7 @@ impl Db {
                 gate: crate::permissions::Gate::autonomous("/home/agent"),
                 questions: Vec::new(),
                 mcp_servers: Default::default(),
+                auth_method: None,
             }
         });
         Snapshot { generation: row.generation, harness, turns: self.open_work() }
@@ -218,7 +219,7 @@ impl Db {
             start: ProcessStart { channel, argv: vec![], env: vec![], cwd: "/home/agent".to_owned(), user: None },
             session_mode: None,
             gate: crate::permissions::Gate::autonomous("/home/agent"),
-            auto_auth: Vec::new(),
+            auth: Auth::default(),
             mcp_servers: Default::default(),
         }
     }

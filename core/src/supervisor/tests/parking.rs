@@ -89,7 +89,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         start,
         session_mode: None,
         gate,
-        auto_auth: Vec::new(),
+        auth: Auth::default(),
         mcp_servers: Default::default(),
     })));
     let effects = sim.input(Input::Control { link: 2, msg: FromSandboxd::Started { channel: 8 } });

@@ -35,7 +35,7 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
         start,
         session_mode: None,
         gate,
-        auto_auth: Vec::new(),
+        auth: Auth::default(),
         mcp_servers: Default::default(),
     };
     sim.launched(Ok(Some(launch)));
