@@ -5,7 +5,9 @@
 //! sandbox in the report file beside the configuration file ([`REPORT_FILE`]), which agenthold's
 //! server reads to name a turn's failure ("the provider's stream ended early"). A client that goes
 //! away mid-response is logged and counted too (`ended_by=client`), not reported. The client of a
-//! cut response sees its connection end without the response's end, as before.
+//! cut response sees its connection end without the response's end, as before. The same report
+//! counts, per sandbox, the requests the proxy answered itself ([`Reports::answered`]): the server
+//! refreshes a ChatGPT login when a sandbox asks to, at most once a minute.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -74,11 +76,28 @@ pub struct SandboxCuts {
     pub last: Cut,
 }
 
+/// Requests of one sandbox the proxy answered itself (a ChatGPT login's refresh: agenthold's
+/// server refreshes the real login when a sandbox asks, at most once a minute).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxAnswered {
+    /// How many since the proxy started.
+    pub count: u64,
+    /// When the last was (milliseconds since the Unix epoch).
+    pub last_at_ms: u64,
+    /// Its host.
+    pub host: String,
+    /// Its path (no query).
+    pub path: String,
+}
+
 /// The report file's content.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     /// Per sandbox id.
     pub cut_short: BTreeMap<String, SandboxCuts>,
+    /// Per sandbox id: the requests the proxy answered itself.
+    #[serde(default)]
+    pub answered: BTreeMap<String, SandboxAnswered>,
 }
 
 impl Report {
@@ -156,9 +175,39 @@ impl Reports {
             entry.count += 1;
             entry.last = cut;
         }
+        self.write();
+    }
+
+    /// A request of `sandbox`'s the proxy answered itself (reported; answers are rare).
+    pub fn answered(self: &Arc<Self>, sandbox: &str, host: &str, path: &str) {
+        let last_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        {
+            let mut report = self.report.lock();
+            let answered = &mut report.answered;
+            if !answered.contains_key(sandbox)
+                && answered.len() >= MAX_SANDBOXES
+                && let Some(oldest) = answered.iter().min_by_key(|(_, a)| a.last_at_ms).map(|(id, _)| id.clone())
+            {
+                answered.remove(&oldest);
+            }
+            let entry = answered.entry(sandbox.to_owned()).or_insert_with(|| SandboxAnswered {
+                count: 0,
+                last_at_ms,
+                host: host.to_owned(),
+                path: path.to_owned(),
+            });
+            entry.count += 1;
+            entry.last_at_ms = last_at_ms;
+            host.clone_into(&mut entry.host);
+            path.clone_into(&mut entry.path);
+        }
+        self.write();
+    }
+
+    /// Writes the report file, off the runtime.
+    fn write(self: &Arc<Self>) {
         let Some(path) = self.path.clone() else { return };
         let this = Arc::clone(self);
-        // A rare event: the file is written at once, off the runtime.
         tokio::task::spawn_blocking(move || {
             let _writing = this.writing.lock();
             let bytes = match serde_json::to_vec(&*this.report.lock()) {
@@ -166,7 +215,7 @@ impl Reports {
                 Err(_) => return,
             };
             if let Err(error) = write_atomically(&path, &bytes) {
-                tracing::warn!(path = %path.display(), %error, "cannot write the cut-short report");
+                tracing::warn!(path = %path.display(), %error, "cannot write the proxy's report");
             }
         });
     }

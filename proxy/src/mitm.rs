@@ -180,6 +180,7 @@ async fn handle(mut req: Request<Incoming>, session: &Session) -> Response<Body>
     }
     if let Some(answer) = sandbox.answers_for(target).find(|a| a.path == path) {
         tracing::info!(sandbox = %id, %target, %method, %path, status = answer.status.as_u16(), decision = "answered", "request");
+        session.ctx.shared.cuts.answered(id, &target.host.to_string(), &path);
         return respond::answer(answer);
     }
     let rules: Vec<&Rule> = sandbox.rules_for(target).collect();

@@ -20,17 +20,22 @@ pub use config::Config;
 /// Serves ACP on the process's stdin/stdout until stdin ends; returns the exit code.
 pub fn run_stdio(config: Config) -> i32 {
     let lines = config::stderr_lines();
-    if lines > 0 {
-        std::thread::spawn(move || {
-            use std::io::Write as _;
-            let mut err = std::io::BufWriter::new(std::io::stderr().lock());
-            for n in 1..=lines {
-                if writeln!(err, "fakeagent: stderr line {n} of {lines}").is_err() {
-                    return;
-                }
+    // A few lines are written before serving (they are on stderr before the first answer, as a
+    // harness's start-up complaints are); a flood goes on beside serving.
+    let write = move || {
+        use std::io::Write as _;
+        let mut err = std::io::BufWriter::new(std::io::stderr().lock());
+        for n in 1..=lines {
+            if writeln!(err, "fakeagent: stderr line {n} of {lines}").is_err() {
+                return;
             }
-            let _ = err.flush();
-        });
+        }
+        let _ = err.flush();
+    };
+    match lines {
+        0 => {}
+        1..=1000 => write(),
+        _ => drop(std::thread::spawn(write)),
     }
     let agent = agent::Agent::new(config, wire::Out::new(Box::new(std::io::stdout())));
     match agent.serve(std::io::stdin().lock()) {

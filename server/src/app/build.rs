@@ -186,6 +186,11 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
         every: secs(state.config.login_refresh_every_secs.max(1)),
         before: secs(state.config.login_refresh_before_secs),
     };
+    // A sandbox asking to refresh its ChatGPT login (the proxy's report) refreshes it at once.
+    if let Some(settings) = proxy_feed_settings.as_ref() {
+        let report = settings.config_file.with_file_name(agenthold_proxy::cut::REPORT_FILE);
+        background.spawn("login refresh asked", crate::logins::asked::run(refresher.clone(), report));
+    }
     background.adopt("login refresh", refresher.spawn());
     dispatch.resume_open_turns().await.context("resuming open turns")?;
     // Renews this replica's leases; takes over the agents of replicas that die.

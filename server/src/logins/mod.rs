@@ -9,6 +9,7 @@
 //! while that user is still a member of the agent's workspace; an API-key secret attached to the
 //! agent for the same provider takes precedence; a login marked `connect_again` is not delivered.
 
+pub mod asked;
 pub mod chatgpt;
 pub mod kinds;
 pub mod methods;

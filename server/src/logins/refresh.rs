@@ -71,42 +71,75 @@ impl Refresher {
                 return Ok(round);
             };
             seen.push(id);
-            let identity = RowIdentity::provider_login(user_id, id);
-            let tokens: Option<Tokens> = cipher::open(&self.key, identity, &sealed)
-                .ok()
-                .and_then(|value| serde_json::from_str(value.expose()).ok());
-            let Some(tokens) = tokens else {
-                tracing::warn!(login.id = %id, "a ChatGPT login does not open: not refreshed");
-                round.failed += 1;
-                continue;
-            };
-            match self.probe.refresh(&tokens).await {
-                Ok(new) => {
-                    let json = serde_json::to_string(&new).unwrap_or_default();
-                    let Ok(sealed) = cipher::seal(&self.key, identity, json.as_bytes()) else {
-                        round.failed += 1;
-                        continue;
-                    };
-                    let expires = chatgpt::expires_at(&new.access_token);
-                    store::provider_logins::store_refreshed(&mut tx, id, &sealed, expires, &chatgpt::public_part(&new))
-                        .await?;
-                    tx.commit().await?;
-                    round.refreshed += 1;
-                }
-                Err(RefreshError::Permanent(reason)) => {
-                    store::provider_logins::mark_connect_again(&mut tx, id, &reason).await?;
-                    tx.commit().await?;
-                    tracing::warn!(login.id = %id, %reason, "a ChatGPT login must be connected again");
-                    audit_failure(&self.pool, user_id, id, &reason).await?;
-                    round.rejected += 1;
-                }
-                Err(RefreshError::Transient(reason)) => {
-                    tracing::warn!(login.id = %id, %reason, "refreshing a ChatGPT login failed; trying again later");
-                    round.failed += 1;
-                }
+            match self.renew(tx, id, user_id, sealed).await? {
+                Renewed::Refreshed => round.refreshed += 1,
+                Renewed::Rejected => round.rejected += 1,
+                Renewed::Failed => round.failed += 1,
             }
         }
     }
+
+    /// Refreshes one login now (a sandbox asked to: its harness's token was refused or is about
+    /// to be), unless it is not usable or another replica is refreshing it. `None`: not refreshed.
+    pub async fn refresh_now(&self, id: Uuid) -> sqlx::Result<Option<Renewed>> {
+        let mut tx = self.pool.begin().await?;
+        let Some((user_id, sealed)) = store::provider_logins::lock_for_refresh(&mut tx, id).await? else {
+            return Ok(None);
+        };
+        self.renew(tx, id, user_id, sealed).await.map(Some)
+    }
+
+    /// Refreshes a login locked in `tx`, and stores what came of it.
+    async fn renew(
+        &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+        id: Uuid,
+        user_id: Uuid,
+        sealed: crate::store::sealed::Sealed,
+    ) -> sqlx::Result<Renewed> {
+        let identity = RowIdentity::provider_login(user_id, id);
+        let tokens: Option<Tokens> =
+            cipher::open(&self.key, identity, &sealed).ok().and_then(|value| serde_json::from_str(value.expose()).ok());
+        let Some(tokens) = tokens else {
+            tracing::warn!(login.id = %id, "a ChatGPT login does not open: not refreshed");
+            return Ok(Renewed::Failed);
+        };
+        match self.probe.refresh(&tokens).await {
+            Ok(new) => {
+                let json = serde_json::to_string(&new).unwrap_or_default();
+                let Ok(sealed) = cipher::seal(&self.key, identity, json.as_bytes()) else {
+                    return Ok(Renewed::Failed);
+                };
+                let expires = chatgpt::expires_at(&new.access_token);
+                store::provider_logins::store_refreshed(&mut tx, id, &sealed, expires, &chatgpt::public_part(&new))
+                    .await?;
+                tx.commit().await?;
+                Ok(Renewed::Refreshed)
+            }
+            Err(RefreshError::Permanent(reason)) => {
+                store::provider_logins::mark_connect_again(&mut tx, id, &reason).await?;
+                tx.commit().await?;
+                tracing::warn!(login.id = %id, %reason, "a ChatGPT login must be connected again");
+                audit_failure(&self.pool, user_id, id, &reason).await?;
+                Ok(Renewed::Rejected)
+            }
+            Err(RefreshError::Transient(reason)) => {
+                tracing::warn!(login.id = %id, %reason, "refreshing a ChatGPT login failed; trying again later");
+                Ok(Renewed::Failed)
+            }
+        }
+    }
+}
+
+/// What one refresh came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// New tokens stored.
+    Refreshed,
+    /// The provider refused for good: marked "connect again".
+    Rejected,
+    /// Not this time (tried again later).
+    Failed,
 }
 
 async fn audit_failure(pool: &PgPool, user_id: Uuid, login_id: Uuid, reason: &str) -> sqlx::Result<()> {

@@ -127,6 +127,22 @@ pub async fn lock_due_for_refresh(
     Ok(row.map(|r| (r.id, r.user_id, Sealed { key_id: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext })))
 }
 
+/// One ChatGPT login to refresh now, locked for this transaction: (user, sealed). `None` when it
+/// is gone, not usable (`connect_again`) or being refreshed elsewhere (locked).
+pub async fn lock_for_refresh(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    id: Uuid,
+) -> sqlx::Result<Option<(Uuid, Sealed)>> {
+    let row = sqlx::query!(
+        r#"SELECT user_id, key_id, nonce, ciphertext FROM provider_logins
+           WHERE id = $1 AND kind = 'chatgpt_login' AND state = 'ok' FOR UPDATE SKIP LOCKED"#,
+        id
+    )
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| (r.user_id, Sealed { key_id: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext })))
+}
+
 /// Stores a refreshed login's new tokens.
 pub async fn store_refreshed(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,

@@ -3,7 +3,8 @@
 //! once — and marked "connect again" when the provider refuses (`refresh_token_reused`), with no
 //! retry storm afterwards. In a real sandbox the harness finds `~/.codex/auth.json` holding
 //! placeholders only, the real proxy swaps the access-token placeholder for the current token
-//! on `chatgpt.com/backend-api/`, and answers the sandbox's own refresh request itself.
+//! on `chatgpt.com/backend-api/`, and answers the sandbox's own refresh request itself — which
+//! makes the server refresh the login at once, at most once a minute.
 
 use std::time::{Duration, Instant};
 
@@ -200,14 +201,35 @@ async fn the_sandbox_gets_a_placeholder_auth_json_and_the_proxy_puts_the_current
     assert_eq!(claims["n"], 1, "{claims}");
 
     // Codex refreshing on its own: the proxy answers with the same placeholders; the provider
-    // never sees a sandbox's refresh (only the server's one at connect).
-    let before = refreshes(&providers).len();
+    // never sees a sandbox's refresh token. The ask makes the server refresh the real login at
+    // once (its token may have been refused), with the refresh token only it holds — at most once
+    // a minute, however often sandboxes ask.
+    let before = refreshes(&providers);
     server.prompt(&session, "fetch https://auth.openai.com/oauth/token").await;
     let events = server.wait_turns(&session, 4, TURN).await;
     let answered = events.iter().rev().find(|e| e["payload"]["sessionUpdate"] == "tool_call_update").cloned();
     let text =
         answered.as_ref().and_then(|e| e["payload"]["content"][0]["content"]["text"].as_str()).unwrap_or_default();
     assert!(text.starts_with("HTTP/1.1 200") && text.contains(&access), "{text}");
-    assert_eq!(refreshes(&providers).len(), before, "no refresh reached the provider");
+    let asked = Instant::now();
+    while refreshes(&providers).len() == before.len() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "the sandbox's ask made no refresh\nproxy log:\n{}",
+            proxy.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let after = refreshes(&providers);
+    assert_eq!(after.len(), before.len() + 1, "{after:?}");
+    let used = after.last().cloned().unwrap_or_default();
+    assert!(
+        !used.contains("agenthold-login-") && !before.contains(&used),
+        "the server's current refresh token: {after:?}"
+    );
+    server.prompt(&session, "fetch https://auth.openai.com/oauth/token").await;
+    server.wait_turns(&session, 5, TURN).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(refreshes(&providers).len(), after.len(), "a second ask within the minute refreshes nothing");
     let _ = std::fs::remove_dir_all(&dir);
 }
