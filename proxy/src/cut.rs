@@ -100,9 +100,18 @@ pub struct Report {
     pub answered: BTreeMap<String, SandboxAnswered>,
 }
 
+/// The largest report file a reader takes (the report holds at most [`MAX_SANDBOXES`] entries
+/// per kind, far below it).
+pub const MAX_REPORT_BYTES: u64 = 4 << 20;
+
 impl Report {
-    /// Reads a report file (`None`: absent, unreadable or not a report).
+    /// Reads a report file (`None`: absent, unreadable, over [`MAX_REPORT_BYTES`] or not a
+    /// report).
     pub fn read(path: &Path) -> Option<Self> {
+        if std::fs::metadata(path).ok()?.len() > MAX_REPORT_BYTES {
+            tracing::warn!(path = %path.display(), "the proxy's report is too large to read");
+            return None;
+        }
         let bytes = std::fs::read(path).ok()?;
         serde_json::from_slice(&bytes).ok()
     }

@@ -7,7 +7,7 @@
 //! scheduled round.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agenthold_proxy::cut::Report;
@@ -23,12 +23,10 @@ use crate::store;
 pub const EVERY: Duration = Duration::from_secs(5);
 /// At most one refresh per login this often on sandboxes' asking.
 pub const AT_MOST_EVERY: Duration = Duration::from_secs(60);
-/// A report larger than this is not read.
-const MAX_REPORT_BYTES: u64 = 4 << 20;
 
 /// The sandboxes whose asks to refresh are new since `seen` (per sandbox, the time of the last
-/// ask already handled), which it then holds too. Pure.
-pub fn new_asks(report: &Report, seen: &mut HashMap<String, u64>) -> Vec<AgentId> {
+/// ask already handled), which it then holds too, with the time of each one's last ask. Pure.
+pub fn new_asks(report: &Report, seen: &mut HashMap<String, u64>) -> Vec<(AgentId, u64)> {
     let mut asking = Vec::new();
     for (sandbox, answered) in &report.answered {
         if answered.host != chatgpt::TOKEN_HOST || answered.path != chatgpt::TOKEN_PATH {
@@ -38,7 +36,7 @@ pub fn new_asks(report: &Report, seen: &mut HashMap<String, u64>) -> Vec<AgentId
         if answered.last_at_ms > *last {
             *last = answered.last_at_ms;
             if let Ok(id) = Uuid::parse_str(sandbox) {
-                asking.push(AgentId(id));
+                asking.push((AgentId(id), answered.last_at_ms));
             }
         }
     }
@@ -54,9 +52,10 @@ pub async fn run(refresher: Refresher, report: PathBuf) {
     loop {
         tokio::time::sleep(EVERY).await;
         let path = report.clone();
-        let Some(read) = tokio::task::spawn_blocking(move || read(&path)).await.ok().flatten() else { continue };
-        for agent_id in new_asks(&read, &mut seen) {
-            let asked_at = read.answered.get(&agent_id.to_string()).map_or(0, |a| a.last_at_ms);
+        let Some(read) = tokio::task::spawn_blocking(move || Report::read(&path)).await.ok().flatten() else {
+            continue;
+        };
+        for (agent_id, asked_at) in new_asks(&read, &mut seen) {
             if asked_at < started_ms {
                 continue;
             }
@@ -85,13 +84,6 @@ async fn refresh_for(
     Ok(())
 }
 
-fn read(path: &Path) -> Option<Report> {
-    if std::fs::metadata(path).ok()?.len() > MAX_REPORT_BYTES {
-        return None;
-    }
-    Report::read(path)
-}
-
 #[cfg(test)]
 mod tests {
     use agenthold_proxy::cut::SandboxAnswered;
@@ -111,11 +103,11 @@ mod tests {
         let mut seen = HashMap::new();
         ask(&mut report, a, 1_000, chatgpt::TOKEN_PATH);
         ask(&mut report, b, 1_000, "/api/other");
-        assert_eq!(new_asks(&report, &mut seen), vec![AgentId(a)]);
+        assert_eq!(new_asks(&report, &mut seen), vec![(AgentId(a), 1_000)]);
         assert!(new_asks(&report, &mut seen).is_empty(), "the same ask twice is one");
         ask(&mut report, a, 2_000, chatgpt::TOKEN_PATH);
-        assert_eq!(new_asks(&report, &mut seen), vec![AgentId(a)], "a later ask is new");
+        assert_eq!(new_asks(&report, &mut seen), vec![(AgentId(a), 2_000)], "a later ask is new");
         report.answered.insert("not-an-agent".into(), report.answered[&a.to_string()].clone());
-        assert_eq!(new_asks(&report, &mut seen), Vec::<AgentId>::new());
+        assert_eq!(new_asks(&report, &mut seen), Vec::<(AgentId, u64)>::new());
     }
 }

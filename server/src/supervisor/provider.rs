@@ -14,8 +14,6 @@ use crate::ids::AgentId;
 /// The report is written as the cut happens, before the harness hears of it; read once more
 /// after this, should the harness have been quicker.
 const SECOND_LOOK: Duration = Duration::from_millis(500);
-/// A report larger than this is not read.
-const MAX_REPORT_BYTES: u64 = 4 << 20;
 
 /// What the proxy saw cut short for `agent_id` since `since` (`None`: nothing, or no report).
 pub async fn check(report: Option<&Path>, agent_id: AgentId, since: DateTime<Utc>) -> Option<String> {
@@ -26,21 +24,13 @@ pub async fn check(report: Option<&Path>, agent_id: AgentId, since: DateTime<Utc
         }
         let read = {
             let path = path.clone();
-            tokio::task::spawn_blocking(move || read(&path)).await.ok().flatten()
+            tokio::task::spawn_blocking(move || Report::read(&path)).await.ok().flatten()
         };
         if let Some(found) = read.and_then(|report| finding(&report, agent_id, since)) {
             return Some(found);
         }
     }
     None
-}
-
-fn read(path: &Path) -> Option<Report> {
-    if std::fs::metadata(path).ok()?.len() > MAX_REPORT_BYTES {
-        tracing::warn!(path = %path.display(), "the proxy's report is too large to read");
-        return None;
-    }
-    Report::read(path)
 }
 
 /// The last cut the report holds for `agent_id`, in words, if it happened at or after `since`.
