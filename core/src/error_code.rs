@@ -72,6 +72,7 @@ code_list! {
         PayloadTooLarge = "PAYLOAD_TOO_LARGE",
         PolicyMissing = "POLICY_MISSING",
         PromptTooLong = "PROMPT_TOO_LONG",
+        ProviderStreamEnded = "PROVIDER_STREAM_ENDED",
         ProviderUnreachable = "PROVIDER_UNREACHABLE",
         QuotaExceeded = "QUOTA_EXCEEDED",
         RateLimited = "RATE_LIMITED",

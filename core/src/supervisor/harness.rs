@@ -213,6 +213,11 @@ pub struct Harness {
     pub replaying: HashMap<SessionId, String>,
     /// The MCP servers its sessions are offered (when it speaks MCP over HTTP).
     pub mcp_servers: crate::mcp::Offered,
+    /// Its error answer to a turn's prompt and every line after it, held while the shell reads
+    /// the egress proxy's report ([`super::provider`]).
+    pub held: Option<super::provider::HeldLines>,
+    /// The proxy's report as read for a turn whose error answer is being handled again.
+    pub provider_checked: Option<(crate::ids::TurnId, Option<String>)>,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -237,6 +242,8 @@ impl Harness {
             auth: Auth::default(),
             replaying: HashMap::new(),
             mcp_servers: crate::mcp::Offered::default(),
+            held: None,
+            provider_checked: None,
             stderr_tail: VecDeque::new(),
         }
     }

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::auth;
 use super::harness::{AfterAuth, Pending, Question, QuestionKind, Request};
+use super::provider;
 use super::stdout::{Line, StdoutError};
 use super::turns::{self, TurnState};
 use super::{Core, FailureCode, LinkId, Now, PersistId, Phase, Purpose, SessionPhase, TurnEnded};
@@ -67,20 +68,29 @@ impl Core {
                 return;
             }
         };
+        self.handle_lines(lines, Some(generation), now);
+        self.after_commit(now);
+    }
+
+    /// Complete lines of harness `generation`, in order; once one is held (a turn's failed
+    /// prompt waiting for the proxy's report, `provider.rs`), the rest wait behind it.
+    pub(super) fn handle_lines(&mut self, lines: impl IntoIterator<Item = Line>, generation: Option<i64>, now: Now) {
         for line in lines {
-            if self.harness.as_ref().map(|h| h.generation) != Some(generation) {
-                return;
+            let Some(harness) = self.harness.as_mut().filter(|h| Some(h.generation) == generation) else { return };
+            if let Some(held) = harness.held.as_mut() {
+                held.lines.push_back(line);
+                continue;
             }
             self.on_line(line, now);
         }
-        self.after_commit(now);
     }
 
     /// One complete line.
     fn on_line(&mut self, line: Line, now: Now) {
+        let end = line.end;
         if line.bytes.iter().all(u8::is_ascii_whitespace) {
             if let Some(harness) = self.harness.as_mut() {
-                harness.stdout.nothing_to_store(line.end);
+                harness.stdout.nothing_to_store(end);
             }
             return;
         }
@@ -92,6 +102,11 @@ impl Core {
                 return;
             }
         };
+        if let FromHarness::Response { id, outcome: Err(_) } = &message
+            && self.hold_for_provider_check(id, line).is_none()
+        {
+            return;
+        }
         let mut out = LineOut::default();
         match message {
             FromHarness::Notification { method, params } if method == method::SESSION_UPDATE => {
@@ -120,7 +135,7 @@ impl Core {
                 }
             }
         }
-        self.store_line(line.end, out);
+        self.store_line(end, out);
     }
 
     /// One persist for the line's events, state changes and answers, chained to the stored
@@ -399,11 +414,16 @@ impl Core {
                         }
                     },
                     Err(error) => {
-                        let message =
+                        let said =
                             error.get("message").and_then(Value::as_str).unwrap_or("the harness failed the turn");
-                        let payload = serde_json::json!({"code": ErrorCode::HarnessError, "message": message, "rpc_error": error});
+                        let checked = self.harness.as_mut().and_then(|h| h.provider_checked.take());
+                        let cut = checked.filter(|(turn_id, _)| *turn_id == turn.id).and_then(|(_, finding)| finding);
+                        let (code, message) = match cut {
+                            Some(finding) => (ErrorCode::ProviderStreamEnded, provider::error_message(&finding, said)),
+                            None => (ErrorCode::HarnessError, said.to_owned()),
+                        };
+                        let payload = serde_json::json!({"code": code, "message": message, "rpc_error": error});
                         out.events.push(NewEvent::new(turn.session_id, EventKind::Error, payload));
-                        self.ask_whether_the_provider_stream_ended(&turn);
                         ("error".to_owned(), None)
                     }
                 };

@@ -302,7 +302,7 @@ impl Core {
             Input::Launched { job, result } => self.on_launched(job, result, now),
             Input::KillExplained { job, oom } => self.on_kill_explained(job, oom, now),
             Input::DiskChecked { turns, finding } => self.on_disk_checked(turns, finding),
-            Input::ProviderStreamChecked { turns, finding } => self.on_provider_stream_checked(turns, finding),
+            Input::ProviderStreamChecked { turns, finding } => self.on_provider_stream_checked(turns, finding, now),
             Input::Stopped { job, reply, result } => {
                 if self.condition.stopping == Some(job) {
                     self.condition.stopping = None;
@@ -684,7 +684,7 @@ impl Core {
     fn finish_exit_if_drained(&mut self, now: Now) {
         let Some(harness) = self.harness.as_ref() else { return };
         let Some((status, stdout_end)) = harness.exited else { return };
-        if harness.stdout.received() < stdout_end || !harness.stdout.settled() {
+        if harness.stdout.received() < stdout_end || !harness.stdout.settled() || harness.held.is_some() {
             return;
         }
         if status.signal == Some(9) || status.code == Some(128 + 9) {
