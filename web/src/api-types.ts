@@ -1585,8 +1585,8 @@ export interface components {
              */
             generation?: number | null;
             /**
-             * @description Whether the agent's supervisor runs on this server; with several replicas the log is kept
-             *     by the one holding the agent (elsewhere this answer is empty).
+             * @description Whether the agent's supervisor runs on the replica that answered; with several replicas
+             *     the log is kept by the one holding the agent, and a read on another is answered by it.
              */
             live: boolean;
             /**
@@ -2628,7 +2628,15 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
+            /** @description `REPLICA_UNAVAILABLE`: the replica that runs the agent cannot be reached; `DATABASE_UNAVAILABLE`: Postgres does not answer (with `Retry-After`); `SERVER_BUSY`: every request slot is taken (with `Retry-After`); `REQUEST_TIMEOUT`: the request took longer than `AGENTHOLD_REQUEST_TIMEOUT_SECS`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     use_my_logins: {

@@ -23,6 +23,7 @@ mod permissions;
 mod principal;
 mod prompt_targets;
 mod providers;
+mod read_relay;
 mod request_ids;
 mod schedules;
 mod secrets;

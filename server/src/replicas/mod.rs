@@ -114,6 +114,18 @@ impl Replicas {
         }
     }
 
+    /// Another live replica holding the agent's lease, if one does; read only (nothing is
+    /// taken), for reads that must not move an agent.
+    pub async fn other_holder(&self, agent_id: AgentId) -> sqlx::Result<Option<ReplicaRow>> {
+        let holder = crate::store::replicas::live_holder(&self.pool, agent_id).await?;
+        Ok(holder.filter(|owner| owner.id != self.me.id))
+    }
+
+    /// The client of calls between replicas.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// Gives up every lease and the row (a graceful stop): the other replicas take the agents
     /// over at once instead of after the lease expiry.
     pub async fn retire(&self) {

@@ -84,16 +84,7 @@ pub async fn acquire(pool: &PgPool, agent_id: AgentId, me: Uuid) -> sqlx::Result
         if taken.is_some() {
             return Ok(Lease::Mine);
         }
-        let owner = sqlx::query_as!(
-            ReplicaRow,
-            r#"SELECT r.id, r.tunnel_url, r.internal_url FROM agent_leases l
-               JOIN replicas r ON r.id = l.replica_id
-               WHERE l.agent_id = $1 AND r.expires_at > now()"#,
-            agent_id.0
-        )
-        .fetch_optional(pool)
-        .await?;
-        match owner {
+        match live_holder(pool, agent_id).await? {
             Some(owner) if owner.id == me => return Ok(Lease::Mine),
             Some(owner) => return Ok(Lease::Theirs(owner)),
             None => {
@@ -110,6 +101,19 @@ pub async fn acquire(pool: &PgPool, agent_id: AgentId, me: Uuid) -> sqlx::Result
         }
     }
     Ok(Lease::Unsettled)
+}
+
+/// The live replica holding the agent's lease, if one does (read only: nothing is taken).
+pub async fn live_holder(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<ReplicaRow>> {
+    sqlx::query_as!(
+        ReplicaRow,
+        r#"SELECT r.id, r.tunnel_url, r.internal_url FROM agent_leases l
+               JOIN replicas r ON r.id = l.replica_id
+               WHERE l.agent_id = $1 AND r.expires_at > now()"#,
+        agent_id.0
+    )
+    .fetch_optional(pool)
+    .await
 }
 
 /// The agents whose lease `me` holds.

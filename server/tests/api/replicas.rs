@@ -185,6 +185,49 @@ async fn a_secret_attached_through_the_other_replica_reaches_the_owners_harness(
     assert!(!printed.contains("unset"), "{printed:?}");
 }
 
+/// The harness log is in the memory of the replica running the agent: read through the other
+/// one, the read is relayed there (the caller's credentials checked again by the owner) and the
+/// agent is neither woken nor moved; an operator is refused on either replica.
+#[tokio::test]
+async fn the_harness_log_is_read_through_either_replica_without_moving_the_agent() {
+    use crate::support::secrets::{call, make_user};
+    let Some((_balancer, a, b)) = two_replicas().await else { return };
+    let agent = a.create_agent(json!({"env": {"FAKEAGENT_STDERR_LINES": "40"}})).await;
+    let session = a.create_session(&agent).await;
+    a.prompt(&session, "text awake on A").await;
+    a.wait_turns(&session, 1, STALL).await;
+
+    let path = format!("/api/v1/agents/{agent}/harness-log");
+    let started = std::time::Instant::now();
+    let on_b = loop {
+        let (status, log) = b.get(&path).await;
+        assert_eq!(status, 200, "{log}");
+        if log["text"].as_str().is_some_and(|t| t.contains("line 40 of 40")) {
+            break log;
+        }
+        assert!(started.elapsed() < STALL, "B never read A's log: {log}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(on_b["live"], true, "answered by the replica running it: {on_b}");
+    let (_, on_a) = a.get(&path).await;
+    assert_eq!((&on_a["text"], &on_a["generation"]), (&on_b["text"], &on_b["generation"]), "the same log");
+    let (_, view) = b.get(&format!("/api/v1/agents/{agent}")).await;
+    assert_eq!(view["desired_state"], "awake", "{view}");
+    // A prompt through A still runs on A: the lease stayed.
+    a.prompt(&session, "text still on A").await;
+    a.wait_turns(&session, 2, STALL).await;
+    assert!(!a.log().contains("sandboxd sent to"), "the sandbox stayed with A");
+
+    // The owner checks the caller again: an operator of the workspace is refused through B.
+    let (_, me) = b.get("/api/v1/me").await;
+    let workspace = me["workspaces"][0]["workspace_id"].as_str().expect("workspace").to_owned();
+    let operator = make_user(&b, "hlrop").await;
+    let member = format!("/api/v1/workspaces/{workspace}/members/{}", operator.id);
+    assert_eq!(call(&b, "PUT", &member, &b.token, json!({"role": "operator"})).await.0, 204);
+    let (status, refused) = call(&b, "GET", &path, &operator.token, json!({})).await;
+    assert_eq!(status, 403, "{refused}");
+}
+
 // Twenty-odd streams parsed while the test drives the servers: a thread of their own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_mid_turn_is_taken_over_with_every_event_exactly_once() {
