@@ -4,5 +4,6 @@
 //! supervisor persists: request ids are unique across server incarnations, and the pending
 //! `session/prompt` of a turn is a database row.
 
+pub mod auth_methods;
 pub mod messages;
 pub mod wire;

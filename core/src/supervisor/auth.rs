@@ -7,14 +7,9 @@
 
 use serde_json::Value;
 
+use crate::acp::auth_methods::{self, MAX_METHODS, MethodKind};
 use crate::acp::wire::code;
 
-/// The most advertised methods read from an `initialize` answer.
-const MAX_METHODS: usize = 32;
-/// The most variables one `env_var` method names that are read.
-const MAX_VARS: usize = 16;
-/// The longest method id or variable name kept (longer ones are skipped).
-const MAX_NAME_CHARS: usize = 128;
 /// The longest message of the harness's quoted in an error.
 const MAX_MESSAGE_CHARS: usize = 500;
 
@@ -73,38 +68,15 @@ impl Auth {
 /// The ids (and an `env_var` method's variables) of the methods in an `initialize` answer;
 /// `terminal` methods are left out (a person runs those; `authenticate` must not be called).
 fn advertised(init: &Value) -> Vec<Advertised> {
-    let name = |value: Option<&Value>| {
-        value
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty() && s.chars().count() <= MAX_NAME_CHARS)
-            .map(str::to_owned)
-    };
-    let methods = init.get("authMethods").and_then(Value::as_array);
+    let methods = auth_methods::read(init).into_iter();
     methods
-        .into_iter()
-        .flatten()
-        .take(MAX_METHODS)
         .filter_map(|method| {
-            let id = name(method.get("id")).or_else(|| name(method.get("methodId")))?;
-            let needs = match method.get("type").and_then(Value::as_str) {
-                Some("terminal") => return None,
-                Some("env_var") => {
-                    let mut needs: Vec<String> = method
-                        .get("vars")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .take(MAX_VARS)
-                        .filter(|var| var.get("optional").and_then(Value::as_bool) != Some(true))
-                        .filter_map(|var| name(var.get("name")))
-                        .collect();
-                    // The first draft named one variable: `varName`.
-                    needs.extend(name(method.get("varName")));
-                    Some(needs)
-                }
-                _ => None,
+            let needs = match method.kind {
+                MethodKind::Terminal { .. } => return None,
+                MethodKind::EnvVar { needs } => Some(needs),
+                MethodKind::Agent => None,
             };
-            Some(Advertised { id, needs })
+            Some(Advertised { id: method.id, needs })
         })
         .collect()
 }

@@ -2,18 +2,12 @@
 //! `initialize` answer (`authMethods`), and for each the terminal command that signs in — a
 //! `terminal` method re-runs the harness's own program with its `args`; a method with
 //! `_meta["terminal-auth"] {command, args}` (OpenCode) runs that; otherwise the adapter may name
-//! one (`HarnessAdapter::terminal_login`, e.g. `claude /login`). Pure and bounded: what the
-//! harness sent is read, never trusted to be small.
+//! one (`HarnessAdapter::terminal_login`, e.g. `claude /login`). The advertised methods are read
+//! (bounded) by `agenthold_core::acp::auth_methods`, the one reading the supervisor signs in by.
 
+use agenthold_core::acp::auth_methods::{self, MethodKind};
 use serde::Serialize;
 use serde_json::Value;
-
-/// The most methods read.
-const MAX_METHODS: usize = 32;
-/// The most arguments of one command.
-const MAX_ARGS: usize = 32;
-/// The longest string kept (id, name, description, argument).
-const MAX_CHARS: usize = 300;
 
 /// A login method as the agent's view shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -30,21 +24,6 @@ pub struct LoginMethod {
     pub terminal: Option<Vec<String>>,
 }
 
-fn text(value: Option<&Value>) -> Option<String> {
-    let text = value?.as_str()?;
-    let flat: String = text.chars().filter(|c| !c.is_control()).take(MAX_CHARS).collect();
-    Some(flat)
-}
-
-fn argv(command: Option<String>, args: Option<&Value>) -> Option<Vec<String>> {
-    let mut argv = vec![command.filter(|c| !c.is_empty())?];
-    for arg in args.and_then(Value::as_array).into_iter().flatten().take(MAX_ARGS) {
-        // An argument that is not text makes the command unsafe to guess at: none.
-        argv.push(arg.as_str().map(|a| a.chars().take(MAX_CHARS).collect())?);
-    }
-    Some(argv)
-}
-
 /// The methods in an `initialize` answer; `program` is the harness's own executable (for
 /// `terminal` methods), `adapter` names a command for a method that carries none.
 pub fn from_initialize(
@@ -52,23 +31,19 @@ pub fn from_initialize(
     program: Option<&str>,
     adapter: &dyn Fn(&str) -> Option<Vec<String>>,
 ) -> Vec<LoginMethod> {
-    let methods = init.get("authMethods").and_then(Value::as_array);
-    methods
+    auth_methods::read(init)
         .into_iter()
-        .flatten()
-        .take(MAX_METHODS)
-        .filter_map(|method| {
-            let id = text(method.get("id")).filter(|id| !id.is_empty())?;
-            let name = text(method.get("name")).unwrap_or_else(|| id.clone());
-            let description = text(method.get("description"));
-            let terminal = if method.get("type").and_then(Value::as_str) == Some("terminal") {
-                argv(program.map(str::to_owned), method.get("args"))
-            } else if let Some(auth) = method.pointer("/_meta/terminal-auth") {
-                argv(text(auth.get("command")), auth.get("args"))
-            } else {
-                adapter(&id)
+        .map(|method| {
+            let terminal = match method.kind {
+                MethodKind::Terminal { args } => program.filter(|p| !p.is_empty()).zip(args).map(|(program, args)| {
+                    let mut argv = vec![program.to_owned()];
+                    argv.extend(args);
+                    argv
+                }),
+                _ => method.terminal_auth.or_else(|| adapter(&method.id)),
             };
-            Some(LoginMethod { id, name, description, terminal })
+            let name = method.name.unwrap_or_else(|| method.id.clone());
+            LoginMethod { id: method.id, name, description: method.description, terminal }
         })
         .collect()
 }
@@ -106,8 +81,8 @@ mod tests {
     fn what_the_harness_sent_is_bounded_and_odd_values_are_dropped() {
         let many: Vec<Value> = (0..100).map(|i| json!({"id": format!("m{i}"), "name": "x".repeat(5000)})).collect();
         let methods = from_initialize(&json!({"authMethods": many}), None, &none);
-        assert_eq!(methods.len(), MAX_METHODS);
-        assert!(methods[0].name.chars().count() <= MAX_CHARS);
+        assert_eq!(methods.len(), auth_methods::MAX_METHODS);
+        assert!(methods[0].name.chars().count() <= auth_methods::MAX_TEXT_CHARS);
         let odd =
             json!({"authMethods": [{"name": "no id"}, {"id": 5}, {"id": "t", "type": "terminal", "args": [1]}, "x"]});
         let methods = from_initialize(&odd, Some("p"), &none);
