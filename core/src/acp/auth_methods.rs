@@ -18,7 +18,7 @@ const MAX_VARS: usize = 16;
 const MAX_ARGS: usize = 32;
 /// The longest method id or variable name kept (a longer one is skipped: it could not be named
 /// back to the harness truncated).
-const MAX_NAME_CHARS: usize = 128;
+pub const MAX_NAME_CHARS: usize = 128;
 /// The longest text kept (a name, a description, an argument), truncated.
 pub const MAX_TEXT_CHARS: usize = 300;
 

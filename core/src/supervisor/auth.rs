@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::acp::auth_methods::{self, MAX_METHODS, MethodKind};
+use crate::acp::auth_methods::{self, MethodKind};
 use crate::acp::wire::code;
 
 /// The longest message of the harness's quoted in an error.
@@ -154,7 +154,7 @@ mod tests {
             .map(|i| json!({"id": format!("m{i}"), "type": "env_var", "vars": [{"name": format!("K{i}")}]}))
             .collect();
         let auth = auth(None, &[], &["K50"], json!({"authMethods": many}));
-        assert_eq!(auth.advertised.len(), MAX_METHODS);
+        assert_eq!(auth.advertised.len(), auth_methods::MAX_METHODS);
         assert_eq!(auth.choose(), None, "the 51st method is not read");
         let odd = json!({"authMethods": [{"id": "x".repeat(500)}, {"id": 5}, "x", {"name": "no id"}, {"id": "ok"}]});
         assert_eq!(advertised(&odd), vec![Advertised { id: "ok".to_owned(), needs: None }]);

@@ -128,21 +128,14 @@ pub fn check_model(model: Option<String>) -> Result<Option<String>, ApiError> {
 }
 
 /// The longest login method id accepted (`auth_method`).
-pub const MAX_AUTH_METHOD_CHARS: usize = 128;
+pub const MAX_AUTH_METHOD_CHARS: usize = agenthold_core::acp::auth_methods::MAX_NAME_CHARS;
 
 /// The ids of the login methods a harness advertised in its `initialize` answer that the server
 /// may pass to `authenticate` (not `terminal` ones: a person runs those).
 fn advertised_auth_methods(init: &Value) -> Vec<String> {
-    let methods = init.get("authMethods").and_then(Value::as_array);
-    methods
-        .into_iter()
-        .flatten()
-        .take(64)
-        .filter(|m| m.get("type").and_then(Value::as_str) != Some("terminal"))
-        .filter_map(|m| m.get("id").and_then(Value::as_str))
-        .filter(|id| id.chars().count() <= MAX_AUTH_METHOD_CHARS && !id.chars().any(char::is_control))
-        .map(str::to_owned)
-        .collect()
+    use agenthold_core::acp::auth_methods::{self, MethodKind};
+    let methods = auth_methods::read(init).into_iter();
+    methods.filter(|m| !matches!(m.kind, MethodKind::Terminal { .. })).map(|m| m.id).collect()
 }
 
 /// A login method for the harness to be signed in with (`auth_method`): 1-128 characters
