@@ -67,6 +67,26 @@ grep -qaF "$env_name=" "$WORK/dump" || fail "the sandbox dump does not show the 
 grep -qaF "$value" "$WORK/dump" && fail "the real key is in the sandbox (a process's environment or command line, or a file)"
 ok "the stand-in saw the real key in $header; nothing in the sandbox holds it (environments, command lines, files)"
 
+# 3a. What the real harness sees of its sandbox and what the server shows of it: the harness
+# process's own environment holds NODE_OPTIONS with three quarters of the agent's memory limit
+# (docs/harnesses.md, "Memory"), and its admins can read its harness log while it runs.
+case $HARNESS in claude-code) process=claude-agent-acp ;; codex) process=codex-acp ;; opencode) process=opencode ;; esac
+memory=$(jq -r '.limits.memory_mib' "$WORK/agent.json")
+[[ $memory =~ ^[0-9]+$ ]] || fail "the agent view has no limits.memory_mib" "$WORK/agent.json"
+node_options=$(docker exec -u agent "$container" sh -c '
+    for p in /proc/[0-9]*; do
+        if tr "\0" " " <"$p/cmdline" 2>/dev/null | grep -q -- "$1"; then
+            tr "\0" "\n" <"$p/environ" | grep "^NODE_OPTIONS=" && exit 0
+        fi
+    done' sh "$process" 2>/dev/null | head -n 1 || true)
+[[ $node_options == "NODE_OPTIONS=--max-old-space-size=$(( memory * 3 / 4 ))" ]] \
+    || fail "the $process process's NODE_OPTIONS is '$node_options', not 3/4 of $memory MiB"
+api GET "/api/v1/agents/$agent/harness-log" >"$WORK/harness-log.json"
+[[ $(status) == 200 ]] || fail "reading the harness log: HTTP $(status)" "$WORK/harness-log.json"
+jq -e '.live == true and .ring_bytes == 65536 and (.text | type) == "string"' "$WORK/harness-log.json" >/dev/null \
+    || fail "the harness log is not that of a running harness" "$WORK/harness-log.json"
+ok "the running $process sees $node_options (limits.memory_mib $memory); its harness log answers ($(jq '.text | length' "$WORK/harness-log.json") characters of stderr)"
+
 # ---------------------------------------------------------------------------------------------
 # 3b. Codex: commands run, and only through the gate. Its own sandbox (bubblewrap) cannot start in
 # ours (docs/harnesses.md, "Codex's own sandbox"): a command it asks to run outside that sandbox
