@@ -734,6 +734,8 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let mut env = crate::harness::environment(&launch, &agent, &home_dir);
     // Attached secrets reach the sandbox as placeholders only; the proxy holds the values.
     env.extend(crate::secrets::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
+    // git answers its hosts' `git_token` secrets with their placeholders (the proxy swaps them).
+    env.extend(crate::secrets::git::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
     // So do its login user's provider logins (docs/logins.md); using them is audited.
     let logins = crate::logins::delivered(
         &deps.pool,
