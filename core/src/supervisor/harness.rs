@@ -213,6 +213,9 @@ pub struct Harness {
     pub replaying: HashMap<SessionId, String>,
     /// The MCP servers its sessions are offered (when it speaks MCP over HTTP).
     pub mcp_servers: crate::mcp::Offered,
+    /// The folder its sessions start in (`session/new`, `load`, `resume`): the agent's
+    /// repository once cloned ([`crate::repo`]); `None`, the agent's home.
+    pub session_cwd: Option<String>,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -237,6 +240,7 @@ impl Harness {
             auth: Auth::default(),
             replaying: HashMap::new(),
             mcp_servers: crate::mcp::Offered::default(),
+            session_cwd: None,
             stderr_tail: VecDeque::new(),
         }
     }

@@ -773,6 +773,8 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         env.extend(proxy_env);
         env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
     }
+    // The agent's repository, cloned with this environment (the proxy, git's helper) first.
+    let session_cwd = super::repo::prepare(deps, agent_id, &home_dir, &env).await;
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
@@ -790,10 +792,11 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let delivered = env.iter().map(|(name, _)| name.clone()).collect();
     let auth = crate::supervisor::core::Auth::new(agent.auth_method.clone(), auto_auth, delivered);
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
-    let start = ProcessStart { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
+    let cwd = session_cwd.clone().unwrap_or(home_dir);
+    let start = ProcessStart { channel, argv, env, cwd, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
     let mcp_servers = offered_mcp(deps.mcp.as_ref(), agent_id);
-    Ok(Some(Launch { generation, channel, start, session_mode, gate, auth, mcp_servers }))
+    Ok(Some(Launch { generation, channel, start, session_mode, gate, auth, mcp_servers, session_cwd }))
 }
 
 /// agenthold's MCP server for the agent, when harnesses are offered one.

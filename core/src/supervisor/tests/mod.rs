@@ -197,6 +197,7 @@ impl Sim {
             },
             auth: Auth::new(self.auth_method.clone(), self.auto_auth.clone(), self.delivered.clone()),
             mcp_servers: self.mcp.clone(),
+            session_cwd: None,
         };
         self.launched(Ok(Some(launch)));
         let effects = self.input(Input::Control { link: LINK, msg: FromSandboxd::Started { channel: CHANNEL } });
@@ -473,6 +474,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             },
             questions: Vec::new(),
             mcp_servers: Default::default(),
+            session_cwd: None,
             auth_method: None,
         }),
         turns: vec![turn].into(),
