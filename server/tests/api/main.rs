@@ -51,6 +51,7 @@ mod proxy_feed;
 mod proxy_feed_e2e;
 mod quotas;
 mod remote_engines;
+mod repo_clone;
 mod replicas;
 mod restart;
 mod routes_matrix;
