@@ -219,6 +219,12 @@ pub enum AgentsCommand {
         /// Its settings (--harness is required).
         #[command(flatten)]
         settings: AgentSettings,
+        /// A repository (https URL) cloned into its home at the first wake; sessions start in it.
+        #[arg(long)]
+        repo: Option<String>,
+        /// The branch of --repo to clone (default: the remote's).
+        #[arg(long, requires = "repo")]
+        branch: Option<String>,
     },
     /// Lists agents.
     List,
