@@ -62,6 +62,7 @@ pub struct Args {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per run; boxing would only obscure clap's derive")]
 pub enum Command {
     /// Stores the server's URL and a token in the login file (mode 0600) for later commands. The
     /// token comes from --token / AGENTHOLD_TOKEN, else from the first line of stdin; with

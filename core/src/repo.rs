@@ -33,7 +33,9 @@ impl Repo {
             return Err(format!("repo.url is longer than {MAX_URL_BYTES} bytes"));
         }
         let Some(rest) = url.strip_prefix("https://") else {
-            return Err(format!("repo.url {url:?} must start with https:// (the only transport through the egress proxy)"));
+            return Err(format!(
+                "repo.url {url:?} must start with https:// (the only transport through the egress proxy)"
+            ));
         };
         if url.bytes().any(|b| !b.is_ascii_graphic()) {
             return Err("repo.url must be visible ASCII without spaces".to_owned());
@@ -49,8 +51,11 @@ impl Repo {
         }
         let (host, port) = match authority.rsplit_once(':') {
             Some((host, port)) => {
-                let port: u16 =
-                    port.parse().ok().filter(|p| *p != 0).ok_or_else(|| format!("repo.url's port {port:?} is not 1-65535"))?;
+                let port: u16 = port
+                    .parse()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| format!("repo.url's port {port:?} is not 1-65535"))?;
                 (host, port)
             }
             None => (authority, 443),
@@ -182,10 +187,16 @@ mod tests {
         assert_eq!(repo.allow_entry(), "github.com");
         assert_eq!(repo.path_in("/home/agent/"), "/home/agent/agenthold");
         let other = Repo::parse("https://git.example.com:8443/a/b/tool", None).expect("valid");
-        assert_eq!((other.port, other.dir.as_str(), other.allow_entry()), (8443, "tool", "git.example.com:8443".to_owned()));
+        assert_eq!(
+            (other.port, other.dir.as_str(), other.allow_entry()),
+            (8443, "tool", "git.example.com:8443".to_owned())
+        );
         let argv = repo.clone_argv("/home/agent");
         assert_eq!(argv[..2], ["sh", "-c"]);
-        assert_eq!(argv[4..], ["/home/agent/agenthold", "https://GitHub.com/org/agenthold.git", "--branch", "feature/x-1"]);
+        assert_eq!(
+            argv[4..],
+            ["/home/agent/agenthold", "https://GitHub.com/org/agenthold.git", "--branch", "feature/x-1"]
+        );
     }
 
     #[test]
@@ -215,7 +226,8 @@ mod tests {
             let error = Repo::parse(url, None).expect_err(url);
             assert!(error.starts_with("repo.url"), "{url}: {error}");
         }
-        for branch in ["", "-x", "a..b", "a b", "a:b", "x.lock", "a/.b", "a/", "/a", "a//b", "@", "a@{1}", "ä", "a\n"] {
+        for branch in ["", "-x", "a..b", "a b", "a:b", "x.lock", "a/.b", "a/", "/a", "a//b", "@", "a@{1}", "ä", "a\n"]
+        {
             assert!(Repo::parse("https://github.com/o/r", Some(branch)).is_err(), "{branch:?}");
         }
         assert!(Repo::parse("https://github.com/o/r", Some(&"b".repeat(256))).is_err());
@@ -224,7 +236,10 @@ mod tests {
 
     #[test]
     fn a_failure_says_why_in_bounded_words() {
-        assert_eq!(failure_reason(Some(128), "fatal: Authentication failed\n"), "git clone exited with status 128: fatal: Authentication failed");
+        assert_eq!(
+            failure_reason(Some(128), "fatal: Authentication failed\n"),
+            "git clone exited with status 128: fatal: Authentication failed"
+        );
         assert_eq!(failure_reason(None, ""), "git clone did not finish");
         let long = format!("{}END", "é".repeat(5000));
         let reason = failure_reason(Some(1), &long);

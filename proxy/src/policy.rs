@@ -480,7 +480,9 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
         }
         let (expected, replacement) = match (rule.format, rule.username.as_deref()) {
             (Format::Basic, Some(username)) => {
-                if username.is_empty() || username.len() > 64 || !username.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+                if username.is_empty()
+                    || username.len() > 64
+                    || !username.bytes().all(|b| b.is_ascii_graphic() && b != b':')
                 {
                     return Err(bad("username must be 1-64 visible ASCII characters without ':'"));
                 }
@@ -730,7 +732,8 @@ mod tests {
             }
             serde_json::json!([{ "id": "a", "username": "a", "password": "pw", "any_source": true, "inject": [r] }])
         };
-        let policy = compile_json(&dir, basic(Some("x-access-token"), "basic"), serde_json::json!({})).expect("compiles");
+        let policy =
+            compile_json(&dir, basic(Some("x-access-token"), "basic"), serde_json::json!({})).expect("compiles");
         let sandbox = policy.authenticate("a", b"pw", "127.0.0.1".parse().expect("addr")).expect("sandbox");
         let encoded = |pair: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair));
         let rule = &sandbox.rules[0];
@@ -738,7 +741,10 @@ mod tests {
         assert_eq!(rule.replacement, encoded("x-access-token:ghp_real").as_str());
         // What git sends after its credential helper answered: swapped, on any path of the host.
         let mut headers = hyper::HeaderMap::new();
-        headers.insert("authorization", HeaderValue::from_str(&encoded("x-access-token:agenthold-git-ph")).expect("value"));
+        headers.insert(
+            "authorization",
+            HeaderValue::from_str(&encoded("x-access-token:agenthold-git-ph")).expect("value"),
+        );
         let rules: Vec<&Rule> = sandbox.rules.iter().collect();
         assert_eq!(crate::inject::apply(&mut headers, &rules, "/org/repo.git/git-receive-pack"), Ok(vec![0]));
         assert_eq!(headers["authorization"], encoded("x-access-token:ghp_real").as_str());

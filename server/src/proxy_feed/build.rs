@@ -145,7 +145,9 @@ fn rule(secret: &AttachedSecret) -> Result<InjectEntry, &'static str> {
         "Bearer {secret}" => (InjectFormat::Bearer, None),
         other => match crate::secrets::presets::basic_username(other) {
             Some(username) => (InjectFormat::Basic, Some(username.to_owned())),
-            None => return Err("the proxy injects only `{secret}`, `Bearer {secret}` and `Basic <user>:{secret}` formats"),
+            None => {
+                return Err("the proxy injects only `{secret}`, `Bearer {secret}` and `Basic <user>:{secret}` formats");
+            }
         },
     };
     let value = secret.value.expose();
@@ -362,7 +364,10 @@ mod tests {
         assert_eq!(parsed.sandboxes[0].inject.len(), 2, "no MCP rule without a credential");
         let git = &parsed.sandboxes[2].inject[0];
         assert_eq!((git.format, git.username.as_deref()), (agenthold_proxy::config::Format::Basic, Some("oauth2")));
-        assert_eq!((git.host.as_str(), git.path_prefix.as_str(), git.header.as_str()), ("github.com", "/", "authorization"));
+        assert_eq!(
+            (git.host.as_str(), git.path_prefix.as_str(), git.header.as_str()),
+            ("github.com", "/", "authorization")
+        );
         let mcp = parsed.sandboxes[1].inject.last().expect("the MCP rule");
         assert_eq!(
             (mcp.host.as_str(), mcp.path_prefix.as_str(), mcp.header.as_str()),

@@ -81,7 +81,8 @@ impl SandboxDriver for LocalDriver {
         env: Vec<(String, String)>,
     ) -> BoxFuture<'_, Result<super::RunOutput, DriverError>> {
         async move {
-            let (program, args) = argv.split_first().ok_or_else(|| DriverError::Engine("an empty command".to_owned()))?;
+            let (program, args) =
+                argv.split_first().ok_or_else(|| DriverError::Engine("an empty command".to_owned()))?;
             let mut command = tokio::process::Command::new(program);
             command
                 .args(args)

@@ -5,8 +5,8 @@
 
 pub mod docker;
 mod docker_disk;
-mod docker_exec;
 mod docker_events;
+mod docker_exec;
 mod docker_netns;
 mod docker_networks;
 pub use docker_networks::READY_NETWORKS;

@@ -30,11 +30,10 @@ impl GitCredential {
     /// every path), `None` for any other secret.
     pub fn of(rule: &InjectionRule, placeholder: &str) -> Option<Self> {
         let username = presets::basic_username(&rule.format)?;
-        let placeholder_ok = !placeholder.is_empty() && placeholder.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-        (rule.port == 443 && rule.path_prefix == "/" && rule.header == "authorization" && placeholder_ok).then(|| Self {
-            host: rule.host.clone(),
-            username: username.to_owned(),
-            placeholder: placeholder.to_owned(),
+        let placeholder_ok =
+            !placeholder.is_empty() && placeholder.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        (rule.port == 443 && rule.path_prefix == "/" && rule.header == "authorization" && placeholder_ok).then(|| {
+            Self { host: rule.host.clone(), username: username.to_owned(), placeholder: placeholder.to_owned() }
         })
     }
 }

@@ -27,12 +27,8 @@ fn scripts() -> PathBuf {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
+    let out =
+        Command::new("git").args(args).current_dir(dir).env("GIT_CONFIG_GLOBAL", "/dev/null").output().expect("git");
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -120,8 +116,7 @@ impl Setup {
         let dir = std::env::temp_dir().join(format!("agenthold-repo-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("dir");
         let git = GitServer::start(&dir, token);
-        let overrides =
-            json!({"github.com:443": {"addr": format!("127.0.0.1:{}", git.port), "ca_cert": git.root_pem}});
+        let overrides = json!({"github.com:443": {"addr": format!("127.0.0.1:{}", git.port), "ca_cert": git.root_pem}});
         let config = dir.join("proxy.json");
         let proxy = Proxy::start(&config, "0.0.0.0:0", dir.join("proxy.log"));
         let proxy_addr = format!("host.docker.internal:{}", proxy.port());
@@ -148,7 +143,9 @@ impl Setup {
         let secret = create_secret(&self.server, &workspace, body).await;
         let agent = self
             .server
-            .create_agent(json!({"image": BASE_IMAGE, "repo": {"url": "https://github.com/org/repo.git", "branch": "main"}}))
+            .create_agent(
+                json!({"image": BASE_IMAGE, "repo": {"url": "https://github.com/org/repo.git", "branch": "main"}}),
+            )
             .await;
         let (status, body) = admin(
             &self.server,
@@ -216,7 +213,7 @@ async fn an_agent_for_a_repository_clones_commits_and_pushes_without_ever_holdin
     // The real token reached the git server, and only the real token (or nothing, before the
     // 401 that makes git ask its helper): never the placeholder.
     let passwords = setup.git.passwords();
-    assert!(passwords.iter().any(|p| *p == token), "{passwords:?}");
+    assert!(passwords.contains(&token), "{passwords:?}");
     assert!(passwords.iter().all(|p| *p == token || p == "-"), "{passwords:?}");
 
     // The sandbox holds no copy of the token: no process's environment or command line, no
@@ -256,7 +253,10 @@ async fn a_clone_with_a_wrong_token_fails_with_the_reason_and_the_agent_still_ru
     let repo = setup.repo_view(&agent).await;
     assert_eq!(repo["state"], "failed", "{repo}");
     let error = repo["error"].as_str().unwrap_or_default();
-    assert!(error.starts_with("git clone exited with status 128") && error.contains("Authentication failed"), "{error}");
+    assert!(
+        error.starts_with("git clone exited with status 128") && error.contains("Authentication failed"),
+        "{error}"
+    );
     assert!(!error.contains("ghp_"), "no token in the reason: {error}");
     assert_eq!(out.lines().next(), Some("/home/agent"), "the session starts in the home: {out}");
     assert!(!out.contains("repo"), "no half-made folder: {out}");
@@ -284,9 +284,8 @@ async fn repo_and_git_token_are_checked() {
         assert!(code == "INVALID_REPO" || code == "INVALID_BODY", "{repo}: {body}");
         assert!(body["error"]["message"].as_str().unwrap_or_default().contains(why), "{repo}: {body}");
     }
-    let agent = server
-        .create_agent(json!({"repo": {"url": "https://github.com/org/tool.git", "branch": "release/1.x"}}))
-        .await;
+    let agent =
+        server.create_agent(json!({"repo": {"url": "https://github.com/org/tool.git", "branch": "release/1.x"}})).await;
     let (_, view) = server.get(&format!("/api/v1/agents/{agent}")).await;
     assert_eq!(view["repo"]["url"], "https://github.com/org/tool.git");
     assert_eq!(view["repo"]["branch"], "release/1.x");
@@ -301,7 +300,10 @@ async fn repo_and_git_token_are_checked() {
     for (body, why) in [
         (json!({"name": "g1", "preset": "git_token", "value": "t"}), "needs host"),
         (json!({"name": "g2", "preset": "git_token", "value": "t", "host": "10.0.0.1"}), "DNS name"),
-        (json!({"name": "g3", "preset": "git_token", "value": "t", "host": "github.com", "username": "a:b"}), "username"),
+        (
+            json!({"name": "g3", "preset": "git_token", "value": "t", "host": "github.com", "username": "a:b"}),
+            "username",
+        ),
         (json!({"name": "g4", "preset": "git_token", "value": "t", "host": "github.com", "header": "x"}), "needs host"),
         (json!({"name": "g5", "preset": "anthropic", "value": "t", "username": "u"}), "git_token"),
     ] {
