@@ -62,6 +62,7 @@ pub struct Args {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per run; boxing would only obscure clap's derive")]
 pub enum Command {
     /// Stores the server's URL and a token in the login file (mode 0600) for later commands. The
     /// token comes from --token / AGENTHOLD_TOKEN, else from the first line of stdin; with
@@ -219,6 +220,12 @@ pub enum AgentsCommand {
         /// Its settings (--harness is required).
         #[command(flatten)]
         settings: AgentSettings,
+        /// A repository (https URL) cloned into its home at the first wake; sessions start in it.
+        #[arg(long)]
+        repo: Option<String>,
+        /// The branch of --repo to clone (default: the remote's).
+        #[arg(long, requires = "repo")]
+        branch: Option<String>,
     },
     /// Lists agents.
     List,

@@ -151,7 +151,7 @@ pub async fn read_stdin() -> Result<String, Failure> {
 async fn agents(client: &Client, printer: Printer, command: AgentsCommand) -> Result<(), Failure> {
     let agent_path = |id: &str, action: &str| format!("/api/v1/agents/{}{action}", segment(id));
     match command {
-        AgentsCommand::Create { name, workspace, settings } => {
+        AgentsCommand::Create { name, workspace, settings, repo, branch } => {
             if settings.harness.is_none() {
                 return Err(Failure::Usage("agents create: --harness is required".to_owned()));
             }
@@ -159,6 +159,9 @@ async fn agents(client: &Client, printer: Printer, command: AgentsCommand) -> Re
             body.insert("name".into(), json!(name));
             if let Some(workspace) = workspace {
                 body.insert("workspace_id".into(), json!(workspace));
+            }
+            if let Some(url) = repo {
+                body.insert("repo".into(), json!({"url": url, "branch": branch}));
             }
             let answer = client.call("POST", "/api/v1/agents", Some(&Value::Object(body))).await?;
             printer.print(answer, output::agent, "")

@@ -49,6 +49,7 @@ code_list! {
         InvalidPosture = "INVALID_POSTURE",
         InvalidPrompt = "INVALID_PROMPT",
         InvalidQuery = "INVALID_QUERY",
+        InvalidRepo = "INVALID_REPO",
         InvalidRule = "INVALID_RULE",
         InvalidSecretValue = "INVALID_SECRET_VALUE",
         InvalidSession = "INVALID_SESSION",

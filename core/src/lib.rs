@@ -16,4 +16,5 @@ pub mod events;
 pub mod ids;
 pub mod mcp;
 pub mod permissions;
+pub mod repo;
 pub mod supervisor;

@@ -20,7 +20,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 /// The hosts a CA made by `ca init` covers unless told otherwise: the provider hosts the
-/// secret presets inject into.
+/// secret presets inject into, and the two public git hosts a `git_token` secret most often
+/// names (any other git host: `--host`).
 pub const PRESET_HOSTS: &[&str] = &[
     "api.anthropic.com",
     "api.openai.com",
@@ -28,6 +29,8 @@ pub const PRESET_HOSTS: &[&str] = &[
     "auth.openai.com",
     "openrouter.ai",
     "mcp.agenthold.internal",
+    "github.com",
+    "gitlab.com",
 ];
 
 const LEAF_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);

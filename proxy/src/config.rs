@@ -146,8 +146,11 @@ pub struct InjectConfig {
     pub path_prefix: String,
     /// The one header the value goes into.
     pub header: String,
-    /// `raw` or `bearer`.
+    /// `raw`, `bearer` or `basic`.
     pub format: Format,
+    /// The HTTP Basic username (`basic` only: required there, refused elsewhere).
+    #[serde(default)]
+    pub username: Option<String>,
     /// What the sandbox sends instead of the value.
     pub placeholder: String,
     /// The real value.
@@ -166,6 +169,9 @@ pub enum Format {
     Raw,
     /// `Bearer <value>`.
     Bearer,
+    /// `Basic base64(<username>:<value>)`: HTTP Basic with the value as password (what git sends
+    /// a host's token as). The sandbox sends `Basic base64(<username>:<placeholder>)`.
+    Basic,
 }
 
 /// agenthold's own service, reached through the proxy (docs/proxy.md, "agenthold's MCP server").

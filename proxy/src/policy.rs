@@ -475,9 +475,21 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
         if value.contains(rule.placeholder.as_str()) || rule.placeholder.contains(value) {
             return Err(bad("placeholder and value overlap"));
         }
-        let (expected, replacement) = match rule.format {
-            Format::Raw => (rule.placeholder.clone(), value.to_owned()),
-            Format::Bearer => (format!("Bearer {}", rule.placeholder), format!("Bearer {value}")),
+        if rule.username.is_some() != (rule.format == Format::Basic) {
+            return Err(bad("username goes with format basic, and only there"));
+        }
+        let (expected, replacement) = match (rule.format, rule.username.as_deref()) {
+            (Format::Basic, Some(username)) => {
+                if username.is_empty()
+                    || username.len() > 64
+                    || !username.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+                {
+                    return Err(bad("username must be 1-64 visible ASCII characters without ':'"));
+                }
+                (basic(username, &rule.placeholder), basic(username, value))
+            }
+            (Format::Bearer, _) => (format!("Bearer {}", rule.placeholder), format!("Bearer {value}")),
+            (Format::Raw | Format::Basic, _) => (rule.placeholder.clone(), value.to_owned()),
         };
         let expected = HeaderValue::from_str(&expected).map_err(|_| bad("placeholder is not a header value"))?;
         let mut replacement = HeaderValue::from_str(&replacement).map_err(|_| bad("value is not a header value"))?;
@@ -532,6 +544,12 @@ fn compile_sandbox(config: SandboxConfig) -> Result<Sandbox, ConfigError> {
         rules,
         answers,
     })
+}
+
+/// `Basic base64(<username>:<password>)`, as git and curl send HTTP Basic.
+fn basic(username: &str, password: &str) -> String {
+    use base64::Engine as _;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}")))
 }
 
 #[cfg(test)]
@@ -699,5 +717,47 @@ mod tests {
         assert!(ip.matches(&target("127.0.0.1:8080"), 443));
         assert!(AllowPattern::parse("*").is_none());
         assert!(AllowPattern::parse("exa mple.com").is_none());
+    }
+
+    #[test]
+    fn basic_rules_swap_the_password_inside_the_encoding() {
+        use base64::Engine as _;
+        let dir = std::env::temp_dir().join(format!("agenthold-proxy-policy-{}", rand::random::<u64>()));
+        crate::ca::init(&dir, &["git.example.com".to_owned()]).expect("ca");
+        let basic = |username: Option<&str>, format: &str| {
+            let mut r = serde_json::json!({ "host": "git.example.com", "path_prefix": "/", "header": "authorization",
+                                            "format": format, "placeholder": "agenthold-git-ph", "value": "ghp_real" });
+            if let Some(username) = username {
+                r["username"] = serde_json::json!(username);
+            }
+            serde_json::json!([{ "id": "a", "username": "a", "password": "pw", "any_source": true, "inject": [r] }])
+        };
+        let policy =
+            compile_json(&dir, basic(Some("x-access-token"), "basic"), serde_json::json!({})).expect("compiles");
+        let sandbox = policy.authenticate("a", b"pw", "127.0.0.1".parse().expect("addr")).expect("sandbox");
+        let encoded = |pair: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair));
+        let rule = &sandbox.rules[0];
+        assert_eq!(rule.expected, encoded("x-access-token:agenthold-git-ph").as_str());
+        assert_eq!(rule.replacement, encoded("x-access-token:ghp_real").as_str());
+        // What git sends after its credential helper answered: swapped, on any path of the host.
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert(
+            "authorization",
+            HeaderValue::from_str(&encoded("x-access-token:agenthold-git-ph")).expect("value"),
+        );
+        let rules: Vec<&Rule> = sandbox.rules.iter().collect();
+        assert_eq!(crate::inject::apply(&mut headers, &rules, "/org/repo.git/git-receive-pack"), Ok(vec![0]));
+        assert_eq!(headers["authorization"], encoded("x-access-token:ghp_real").as_str());
+        // Another username, or the real token sent from inside: refused.
+        for sent in ["someone:agenthold-git-ph", "x-access-token:ghp_other"] {
+            let mut headers = hyper::HeaderMap::new();
+            headers.insert("authorization", HeaderValue::from_str(&encoded(sent)).expect("value"));
+            assert!(crate::inject::apply(&mut headers, &rules, "/r.git/info/refs").is_err(), "{sent}");
+        }
+        for (username, format) in [(None, "basic"), (Some("u"), "raw"), (Some("a:b"), "basic"), (Some(""), "basic")] {
+            let error = compile_json(&dir, basic(username, format), serde_json::json!({})).expect_err("refused");
+            assert!(!error.to_string().contains("ghp_real"), "{error}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -167,6 +167,15 @@ for script in secrets provider-logins claude-harness codex opencode; do
             bash "scripts/e2e/$script.sh"
     )
 done
+# git with a token that never enters the sandbox, and an agent for a repository, in the base
+# image, against a local HTTPS git server through the real proxy (scripts/e2e/git.sh).
+step "end to end: scripts/e2e/git.sh (clone, commit and push through the real egress proxy)"
+(
+    set -a
+    . "$DEV_DIR/env"
+    set +a
+    bash scripts/e2e/git.sh
+)
 # The permission gate on each real harness: approval (deny and allow), the harness's own "always"
 # option, approve for this session, a parked turn, a posture change while a question waits, and
 # a guarded policy (scripts/e2e/gate.sh).

@@ -74,6 +74,10 @@ export interface AgentForm {
   /** The login method the harness is signed in with when it asks ('': none named). */
   authMethod: string;
   image: string;
+  /** The repository cloned at the first wake (create only; '': none). */
+  repoUrl: string;
+  /** Its branch ('': the remote's default). */
+  repoBranch: string;
   posture: string;
   policyRows: RuleRow[];
   policyDefault: Answer;
@@ -132,6 +136,8 @@ export function blankForm(workspaceId: string, harness: string): AgentForm {
     model: '',
     authMethod: '',
     image: '',
+    repoUrl: '',
+    repoBranch: '',
     posture: '',
     policyRows: [],
     policyDefault: 'ask',
@@ -155,6 +161,8 @@ export function formFromAgent(a: Agent, myId: string | undefined): AgentForm {
     model: a.model ?? '',
     authMethod: a.auth_method ?? '',
     image: a.image,
+    repoUrl: a.repo?.url ?? '',
+    repoBranch: a.repo?.branch ?? '',
     posture: a.own_posture ?? '',
     policyRows: policy.rows,
     policyDefault: policy.default,
@@ -194,6 +202,7 @@ export function createBody(f: AgentForm): CreateAgent {
   if (f.model.trim()) body.model = f.model.trim();
   if (f.authMethod.trim()) body.auth_method = f.authMethod.trim();
   if (f.image.trim()) body.image = f.image.trim();
+  if (f.repoUrl.trim()) body.repo = { url: f.repoUrl.trim(), branch: f.repoBranch.trim() || null };
   if (f.posture) body.posture = f.posture;
   if (f.posture === 'guarded' || f.policyRows.length) body.policy = toPolicy(f.policyRows, f.policyDefault);
   const env = envObject(f.env);
@@ -380,6 +389,7 @@ const CODE_FIELDS: Record<string, string> = {
   LIMIT_TOO_HIGH: 'limits',
   INVALID_IMAGE: 'image',
   IMAGE_NOT_ALLOWED: 'image',
+  INVALID_REPO: 'repo',
 };
 
 /** Which field a server error belongs to (`limits.cpus`, `policy.2`, …), or 'form'. */

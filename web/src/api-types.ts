@@ -1082,6 +1082,7 @@ export interface components {
             policy: unknown;
             /** @description The permission posture in effect (its own or the server's). */
             posture: string;
+            repo: null | components["schemas"]["RepoView"];
             /**
              * Format: date-time
              * @description When someone signed in inside its sandbox (a login method run in its terminal).
@@ -1326,6 +1327,7 @@ export interface components {
             policy?: unknown;
             /** @description The permission posture; default: the server's. */
             posture?: string | null;
+            repo?: null | components["schemas"]["RepoSpec"];
             /**
              * Format: uuid
              * @description The workspace; default: the caller's personal workspace.
@@ -1394,7 +1396,7 @@ export interface components {
             format?: string | null;
             /** @description A custom secret's header. */
             header?: string | null;
-            /** @description A custom secret's host. */
+            /** @description A custom or `git_token` secret's host (for `git_token`: the git server, like `github.com`). */
             host?: string | null;
             /** @description Its name, unique in the workspace. */
             name: string;
@@ -1407,6 +1409,11 @@ export interface components {
             port?: number | null;
             /** @description Where its value belongs (`custom`: `host`, `header` and `format` say). */
             preset: components["schemas"]["Preset"];
+            /**
+             * @description A `git_token` secret's HTTP Basic username (default `x-access-token`; GitLab OAuth tokens
+             *     want `oauth2`).
+             */
+            username?: string | null;
             /** @description The value (write-only: never answered). */
             value: string;
         };
@@ -1513,7 +1520,7 @@ export interface components {
          * @description A stable, machine-readable error code.
          * @enum {string}
          */
-        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "HOST_NOT_COVERED" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_STREAM_ENDED" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_AUTH_METHOD" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
+        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "HOST_NOT_COVERED" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_REPO" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_STREAM_ENDED" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_AUTH_METHOD" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
         /** @description An error's code and message. */
         ErrorDetail: {
             /**
@@ -1884,7 +1891,7 @@ export interface components {
          * @description Where a secret's value belongs.
          * @enum {string}
          */
-        Preset: "anthropic" | "openai" | "openrouter" | "custom";
+        Preset: "anthropic" | "openai" | "openrouter" | "git_token" | "custom";
         /** @description `POST /api/v1/sessions/{id}/prompt`: plain text, or ACP content blocks (one of the two). */
         PromptBody: {
             /** @description ACP content blocks. */
@@ -1972,6 +1979,34 @@ export interface components {
             kinds: components["schemas"]["LoginKindView"][];
             /** @description Its logins. */
             logins: components["schemas"]["ProviderLogin"][];
+        };
+        /** @description `repo` on create. */
+        RepoSpec: {
+            /** @description The branch to clone (git's branch name rules, at most 255 bytes); default: the remote's. */
+            branch?: string | null;
+            /**
+             * @description `https://host[:port]/path` (at most 2048 bytes; no user, password, query or fragment: a
+             *     private repository's token is a `git_token` secret attached for its host).
+             */
+            url: string;
+        };
+        /** @description An agent's repository (docs/api.md, "An agent for a repository"). */
+        RepoView: {
+            /** @description The branch cloned (`null`: the remote's default). */
+            branch: string | null;
+            /** @description Why the clone failed (`failed` only); it is tried again at the harness's next start. */
+            error: string | null;
+            /** @description The folder of the home it is cloned into; sessions start there once it is cloned. */
+            path: string;
+            /** @description `pending` (until the first wake), `cloning`, `cloned` or `failed`. */
+            state: string;
+            /**
+             * Format: date-time
+             * @description When the state last changed.
+             */
+            updated_at: string;
+            /** @description `https://…`. */
+            url: string;
         };
         /**
          * @description A role in a workspace, weakest first.
@@ -2453,7 +2488,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` */
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD`, `INVALID_REPO` */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -43,6 +43,7 @@ const agent: Agent = {
   desired_state: 'asleep',
   state: 'asleep',
   state_reason: null,
+  repo: null,
   created_at: '2026-12-01T00:00:00Z',
   secrets: [{ env_name: 'ANTHROPIC_API_KEY', secret_id: 's1', secret_name: 'anthropic', preset: 'anthropic' }],
   credentials_inside_sandbox: false,
@@ -115,6 +116,10 @@ describe('edit', () => {
     expect(formFromAgent(named, 'u1').authMethod).toBe('acme-key');
     expect(patchBody(named, { ...formFromAgent(named, 'u1'), authMethod: '' })).toEqual({ auth_method: '' });
     expect(createBody({ ...blankForm('w1', 'command'), name: 'x', command: 'acp', authMethod: 'k' }).auth_method).toBe('k');
+    expect(createBody({ ...blankForm('w1', 'fake'), name: 'x', repoUrl: ' https://github.com/o/r.git ', repoBranch: '' }).repo).toEqual({ url: 'https://github.com/o/r.git', branch: null });
+    expect(createBody({ ...blankForm('w1', 'fake'), name: 'x', repoUrl: 'https://github.com/o/r', repoBranch: 'dev' }).repo).toEqual({ url: 'https://github.com/o/r', branch: 'dev' });
+    expect(createBody({ ...blankForm('w1', 'fake'), name: 'x' }).repo).toBeUndefined();
+    expect(fieldOfError('INVALID_REPO', 'repo.url must start with https://')).toBe('repo');
     const advertised = { authMethods: [{ id: 'k', name: 'Key' }, { id: 'login', type: 'terminal' }, { name: 'no id' }, 'x'] };
     expect(authMethodsOf({ ...agent, advertised } as Agent)).toEqual(['k']);
     expect(authMethodsOf(agent)).toEqual([]);

@@ -218,6 +218,9 @@ pub struct Harness {
     pub held: Option<super::provider::HeldLines>,
     /// The proxy's report as read for a turn whose error answer is being handled again.
     pub provider_checked: Option<(crate::ids::TurnId, Option<String>)>,
+    /// The folder its sessions start in (`session/new`, `load`, `resume`): the agent's
+    /// repository once cloned ([`crate::repo`]); `None`, the agent's home.
+    pub session_cwd: Option<String>,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -244,6 +247,7 @@ impl Harness {
             mcp_servers: crate::mcp::Offered::default(),
             held: None,
             provider_checked: None,
+            session_cwd: None,
             stderr_tail: VecDeque::new(),
         }
     }

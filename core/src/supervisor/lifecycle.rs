@@ -213,6 +213,7 @@ impl Core {
                 harness.session_mode = launch.session_mode;
                 harness.auth = launch.auth;
                 harness.mcp_servers = launch.mcp_servers;
+                harness.session_cwd = launch.session_cwd;
                 self.harness = Some(harness);
                 self.recovered();
                 self.send(Outbound::Control(ToSandboxd::Start(launch.start)));

@@ -480,9 +480,14 @@ impl Core {
         self.fail_turns(|t| t.session_id == session_id, FailureCode::SessionStartFailed, &text, now);
     }
 
+    /// The folder sessions start in: the harness's (the agent's repository), else the home.
+    fn session_cwd(&self) -> String {
+        self.harness.as_ref().and_then(|h| h.session_cwd.clone()).unwrap_or_else(|| self.home_dir.clone())
+    }
+
     /// Sends `session/new` for a session (`retry`: again, after signing in).
     fn open_new_session(&mut self, session_id: SessionId, reset: bool, retry: bool, now: Now) {
-        let cwd = self.home_dir.clone();
+        let cwd = self.session_cwd();
         let mut params = messages::new_session(&cwd, &[]);
         if let Some(harness) = self.harness.as_mut() {
             harness.sessions.insert(session_id, SessionPhase::Opening);
@@ -506,7 +511,7 @@ impl Core {
     /// prompt goes out, the history the harness replays is not stored (`retry`: again, after
     /// signing in).
     fn restore_session(&mut self, session_id: SessionId, acp_id: String, load: bool, retry: bool, now: Now) {
-        let cwd = self.home_dir.clone();
+        let cwd = self.session_cwd();
         let mut mcp = Vec::new();
         if let Some(harness) = self.harness.as_mut() {
             harness.sessions.insert(session_id, SessionPhase::Opening);

@@ -38,6 +38,8 @@ pub struct SnapshotHarness {
     pub questions: Vec<super::harness::Question>,
     /// The MCP servers its sessions are offered.
     pub mcp_servers: crate::mcp::Offered,
+    /// The folder its sessions start in (`None`: the home).
+    pub session_cwd: Option<String>,
     /// The login method the agent names (`auth_method`), signed in with when it asks.
     pub auth_method: Option<String>,
 }
@@ -152,6 +154,7 @@ impl Core {
                 harness.exited = process.exit.map(|status| (status, process.stdout_end));
                 harness.session_mode = known.session_mode;
                 harness.mcp_servers = known.mcp_servers;
+                harness.session_cwd = known.session_cwd;
                 // What its start knew of its environment is not kept: after a takeover it signs in
                 // with the agent's named method only.
                 harness.auth = super::Auth::new(known.auth_method, Vec::new(), Vec::new());

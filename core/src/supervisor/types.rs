@@ -100,6 +100,8 @@ pub struct Launch {
     /// agenthold's MCP server for this agent, offered in `session/new` and `session/load` when
     /// the harness advertises `mcpCapabilities.http`.
     pub mcp_servers: crate::mcp::Offered,
+    /// The folder its sessions start in (`None`: the home): the agent's cloned repository.
+    pub session_cwd: Option<String>,
 }
 
 /// Inputs.

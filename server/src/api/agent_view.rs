@@ -93,6 +93,28 @@ pub struct Agent {
     credentials_inside_sandbox: bool,
     /// What the sandbox may reach besides its secrets' hosts.
     egress: Egress,
+    /// The repository it was made for, and how its clone went (`null`: none).
+    #[schema(required = true)]
+    repo: Option<RepoView>,
+}
+
+/// An agent's repository (docs/api.md, "An agent for a repository").
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RepoView {
+    /// `https://…`.
+    url: String,
+    /// The branch cloned (`null`: the remote's default).
+    #[schema(required = true)]
+    branch: Option<String>,
+    /// The folder of the home it is cloned into; sessions start there once it is cloned.
+    path: String,
+    /// `pending` (until the first wake), `cloning`, `cloned` or `failed`.
+    state: String,
+    /// Why the clone failed (`failed` only); it is tried again at the harness's next start.
+    #[schema(required = true)]
+    error: Option<String>,
+    /// When the state last changed.
+    updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// An agent's sandbox as observed (docs/api.md, "Agent states").
@@ -216,7 +238,17 @@ pub fn agent_view(
     state: &AppState,
     attachments: &[Attachment],
     egress: &[(Uuid, EgressRow)],
+    repos: &[store::repos::RepoRow],
 ) -> Agent {
+    let home_dir = state.driver.home_dir(agent.id);
+    let repo = repos.iter().find(|r| r.agent_id == agent.id.0).map(|r| RepoView {
+        url: r.url.clone(),
+        branch: r.branch.clone(),
+        path: format!("{}/{}", home_dir.trim_end_matches('/'), r.dir),
+        state: r.state.clone(),
+        error: r.error.clone(),
+        updated_at: r.updated_at,
+    });
     let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, row)| Egress::from(row.clone()));
     let secrets = attachments.iter().filter(|a| a.agent_id == agent.id.0).map(AttachedSecret::from).collect();
     // Agents made before credential-looking names were refused may still hold one in clear.
@@ -265,6 +297,7 @@ pub fn agent_view(
         secrets,
         credentials_inside_sandbox,
         egress: egress.unwrap_or_default(),
+        repo,
     }
 }
 
@@ -273,11 +306,12 @@ pub fn agent_view(
 pub async fn agent_detail(state: &AppState, agent: &AgentRow) -> Result<AgentDetail, ApiError> {
     let attachments = store::secrets::attachments(&state.pool, &[agent.id.0]).await?;
     let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
+    let repos = store::repos::for_agents(&state.pool, &[agent.id.0]).await?;
     let advertised = store::sandboxes::get(&state.pool, agent.id).await?.and_then(|row| row.harness_init);
     let home_dir = state.driver.home_dir(agent.id);
     let login_methods = crate::harness::login_methods(agent, advertised.as_ref(), &state.driver.tools_dir(), &home_dir);
     Ok(AgentDetail {
-        agent: agent_view(agent, state, &attachments, &egress),
+        agent: agent_view(agent, state, &attachments, &egress, &repos),
         login_methods,
         logins: logins_view(state, agent).await?,
         advertised,

@@ -62,6 +62,20 @@ pub struct CreateAgent {
     /// sign in; default: none (the adapter's own, else the only advertised method whose key the
     /// sandbox holds).
     auth_method: Option<String>,
+    /// A repository cloned into the home at the first wake, before the harness starts; sessions
+    /// start in its folder (docs/api.md, "An agent for a repository").
+    repo: Option<RepoSpec>,
+}
+
+/// `repo` on create.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RepoSpec {
+    /// `https://host[:port]/path` (at most 2048 bytes; no user, password, query or fragment: a
+    /// private repository's token is a `git_token` secret attached for its host).
+    url: String,
+    /// The branch to clone (git's branch name rules, at most 255 bytes); default: the remote's.
+    branch: Option<String>,
 }
 
 /// `PATCH /api/v1/agents/{id}`: what may change after creation (each field absent is kept).
@@ -122,7 +136,7 @@ const MAX_PLACEMENTS: u32 = 3;
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `INVALID_NAME`, `UNKNOWN_HARNESS`, \
             `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, \
             `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, \
-            `UNKNOWN_AUTH_METHOD`", body = ErrorBody),
+            `UNKNOWN_AUTH_METHOD`, `INVALID_REPO`", body = ErrorBody),
         (status = 404, description = "`NOT_FOUND`: no such workspace of the caller's", body = ErrorBody),
         (status = 409, description = "`NAME_TAKEN`, `QUOTA_EXCEEDED` (agents per workspace or per user)", body = ErrorBody),
         (status = 503, description = "`CAPACITY`: the host holds as many agents as it may", body = ErrorBody),
@@ -167,6 +181,11 @@ pub async fn create(
     check_image(&state, &image)?;
     // No harness has advertised anything yet: checked against its methods once one has.
     let auth_method = check_auth_method(body.auth_method, None)?;
+    let repo = body
+        .repo
+        .map(|r| agenthold_core::repo::Repo::parse(&r.url, r.branch.as_deref()))
+        .transpose()
+        .map_err(|m| ApiError::bad_request(ErrorCode::InvalidRepo, m))?;
     let mut agent = NewAgent {
         id: AgentId::new(), // placed below
         workspace_id,
@@ -253,10 +272,14 @@ pub async fn create(
     if let Some(egress) = &egress {
         store::proxy_identities::set_egress(&state.pool, agent.id, egress).await?;
     }
+    if let Some(repo) = &repo {
+        store::repos::insert(&state.pool, agent.id, &repo.url, repo.branch.as_deref(), &repo.dir).await?;
+    }
     let row = store::agents::get(&state.pool, agent.id).await?.ok_or(ApiError::NotFound("agent"))?;
     audit(&state, &principal, &row, "agent.created").await?;
     let egress: Vec<_> = egress.into_iter().map(|e| (agent.id.0, e)).collect();
-    Ok((StatusCode::CREATED, Json(agent_view(&row, &state, &[], &egress))))
+    let repos = store::repos::for_agents(&state.pool, &[agent.id.0]).await?;
+    Ok((StatusCode::CREATED, Json(agent_view(&row, &state, &[], &egress, &repos))))
 }
 
 /// Lists the agents of every workspace the caller belongs to.
@@ -273,7 +296,8 @@ pub async fn list(State(state): State<AppState>, principal: Principal) -> Result
     let ids: Vec<uuid::Uuid> = agents.iter().map(|a| a.id.0).collect();
     let attachments = store::secrets::attachments(&state.pool, &ids).await?;
     let egress = store::proxy_identities::egress(&state.pool, &ids).await?;
-    let agents = agents.iter().map(|a| agent_view(a, &state, &attachments, &egress)).collect();
+    let repos = store::repos::for_agents(&state.pool, &ids).await?;
+    let agents = agents.iter().map(|a| agent_view(a, &state, &attachments, &egress, &repos)).collect();
     Ok(Json(AgentList { agents }))
 }
 

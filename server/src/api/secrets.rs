@@ -21,7 +21,7 @@ use crate::auth::Principal;
 use crate::error_code::ErrorCode;
 use crate::ids::AgentId;
 use crate::secrets::cipher::{self, RowIdentity};
-use crate::secrets::presets::{CustomRule, InjectionRule, Preset};
+use crate::secrets::presets::{self, CustomRule, InjectionRule, Preset};
 use crate::secrets::validate;
 use crate::state::AppState;
 use crate::store;
@@ -39,8 +39,11 @@ pub struct CreateSecret {
     preset: Preset,
     /// The value (write-only: never answered).
     value: String,
-    /// A custom secret's host.
+    /// A custom or `git_token` secret's host (for `git_token`: the git server, like `github.com`).
     host: Option<String>,
+    /// A `git_token` secret's HTTP Basic username (default `x-access-token`; GitLab OAuth tokens
+    /// want `oauth2`).
+    username: Option<String>,
     /// A custom secret's header.
     header: Option<String>,
     /// A custom secret's header value, `{secret}` standing for the value.
@@ -173,7 +176,22 @@ pub async fn create(
     let body: CreateSecret = parse_json(&body)?;
     let name = validate::secret_name(&body.name).map_err(|m| ApiError::bad_request(ErrorCode::InvalidName, m))?;
     let value = validate::value(body.value).map_err(|m| ApiError::bad_request(ErrorCode::InvalidSecretValue, m))?;
+    let preset_only = body.format.is_none() && body.port.is_none() && body.path_prefix.is_none();
+    if body.username.is_some() && body.preset != Preset::GitToken {
+        return Err(ApiError::bad_request(ErrorCode::InvalidRule, "username is given only with preset git_token"));
+    }
     let rule = match (body.preset.rule(), body.host, body.header) {
+        (None, Some(host), None) if body.preset == Preset::GitToken && preset_only => {
+            presets::git_rule(&host, body.username.as_deref())
+                .map_err(|m| ApiError::bad_request(ErrorCode::InvalidRule, m))?
+        }
+        (None, _, _) if body.preset == Preset::GitToken => {
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidRule,
+                "a git_token secret needs host (the git server, like github.com) and optionally username; \
+                 header, format, port and path_prefix are the preset's",
+            ));
+        }
         (None, Some(host), Some(header)) => {
             CustomRule { host, header, format: body.format, port: body.port, path_prefix: body.path_prefix }
                 .validate()
@@ -185,7 +203,7 @@ pub async fn create(
                 "a custom secret needs host and header (and a format)",
             ));
         }
-        (Some(rule), None, None) if body.format.is_none() && body.port.is_none() && body.path_prefix.is_none() => rule,
+        (Some(rule), None, None) if preset_only => rule,
         (Some(_), _, _) => {
             return Err(ApiError::bad_request(
                 ErrorCode::InvalidRule,

@@ -172,6 +172,7 @@ async fn login_program(
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("the proxy identity: {e}")))?;
         env.extend(proxy_env);
         env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
+        env.extend(crate::secrets::git::sandbox_env(&state.pool, id).await?);
     }
     crate::store::agents::mark_sandbox_login(&state.pool, id).await?;
     let record = crate::store::audit::AuditRecord {

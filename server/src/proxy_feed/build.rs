@@ -122,6 +122,7 @@ fn sandbox(agent: &AgentInput, route: Option<&ServerRouteEntry>, skipped: &mut V
             path_prefix: route.path_prefix.clone(),
             header: "authorization".to_owned(),
             format: InjectFormat::Bearer,
+            username: None,
             placeholder: crate::mcp::credential::placeholder(agent.agent_id),
             value: credential.clone(),
         });
@@ -139,10 +140,15 @@ fn sandbox(agent: &AgentInput, route: Option<&ServerRouteEntry>, skipped: &mut V
 }
 
 fn rule(secret: &AttachedSecret) -> Result<InjectEntry, &'static str> {
-    let format = match secret.rule.format.as_str() {
-        "{secret}" => InjectFormat::Raw,
-        "Bearer {secret}" => InjectFormat::Bearer,
-        _ => return Err("the proxy injects only `{secret}` and `Bearer {secret}` formats"),
+    let (format, username) = match secret.rule.format.as_str() {
+        "{secret}" => (InjectFormat::Raw, None),
+        "Bearer {secret}" => (InjectFormat::Bearer, None),
+        other => match crate::secrets::presets::basic_username(other) {
+            Some(username) => (InjectFormat::Basic, Some(username.to_owned())),
+            None => {
+                return Err("the proxy injects only `{secret}`, `Bearer {secret}` and `Basic <user>:{secret}` formats");
+            }
+        },
     };
     let value = secret.value.expose();
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
@@ -154,6 +160,7 @@ fn rule(secret: &AttachedSecret) -> Result<InjectEntry, &'static str> {
         path_prefix: secret.rule.path_prefix.clone(),
         header: secret.rule.header.clone(),
         format,
+        username,
         placeholder: secret.placeholder.clone(),
         value: secret.value.clone(),
     })
@@ -343,7 +350,9 @@ mod tests {
         b.mcp_credential = Some(Secret::new("ahmcp1.b.credential"));
         let mut a = a;
         a.source_addrs = vec!["10.0.0.1".parse().expect("ip")];
-        let mut c = agent(SecretsInput::Attached(Vec::new()), EgressRow::default());
+        let mut git = attached(Preset::GitToken, "GIT_TOKEN", "ghp_real4");
+        git.rule = crate::secrets::presets::git_rule("github.com", Some("oauth2")).expect("git rule");
+        let mut c = agent(SecretsInput::Attached(vec![git]), EgressRow::default());
         c.any_source = true;
         let mut i = inputs(vec![a.clone(), b.clone(), c.clone()]);
         i.ca = ca;
@@ -353,6 +362,12 @@ mod tests {
         assert_eq!(parsed.sandboxes.len(), 3);
         assert_eq!(parsed.sandboxes[0].inject[1].format, agenthold_proxy::config::Format::Bearer);
         assert_eq!(parsed.sandboxes[0].inject.len(), 2, "no MCP rule without a credential");
+        let git = &parsed.sandboxes[2].inject[0];
+        assert_eq!((git.format, git.username.as_deref()), (agenthold_proxy::config::Format::Basic, Some("oauth2")));
+        assert_eq!(
+            (git.host.as_str(), git.path_prefix.as_str(), git.header.as_str()),
+            ("github.com", "/", "authorization")
+        );
         let mcp = parsed.sandboxes[1].inject.last().expect("the MCP rule");
         assert_eq!(
             (mcp.host.as_str(), mcp.path_prefix.as_str(), mcp.header.as_str()),

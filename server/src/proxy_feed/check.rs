@@ -103,6 +103,7 @@ mod tests {
             path_prefix: "/v1/".into(),
             header: "x-api-key".into(),
             format: InjectFormat::Raw,
+            username: None,
             placeholder: placeholder.to_owned(),
             value: Secret::new(format!("real{}", placeholder[3..].to_uppercase())),
         }

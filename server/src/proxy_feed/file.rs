@@ -119,8 +119,11 @@ pub struct InjectEntry {
     pub path_prefix: String,
     /// The header.
     pub header: String,
-    /// `raw` or `bearer`.
+    /// `raw`, `bearer` or `basic`.
     pub format: InjectFormat,
+    /// The HTTP Basic username (`basic` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
     /// What the sandbox holds.
     pub placeholder: String,
     /// The real value.
@@ -136,6 +139,8 @@ pub enum InjectFormat {
     Raw,
     /// `Bearer {secret}`.
     Bearer,
+    /// `Basic base64(<username>:{secret})` (a `git_token` secret).
+    Basic,
 }
 
 fn expose<S: Serializer>(secret: &Secret, serializer: S) -> Result<S::Ok, S::Error> {

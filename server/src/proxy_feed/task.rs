@@ -266,6 +266,16 @@ impl Feed {
                     SecretsInput::Unreadable
                 }
             };
+            // The hosts its harness talks to (its providers' APIs, as its adapter names them) and
+            // its repository's host (the clone, fetch and push go there).
+            let mut provider_hosts: Vec<String> = crate::harness::adapter(&row.harness)
+                .map(|a| a.profile().provider_hosts.iter().map(|h| (*h).to_owned()).collect())
+                .unwrap_or_default();
+            if let Some(repo) = crate::store::repos::get(&self.pool, row.agent_id).await?
+                && let Ok(repo) = agenthold_core::repo::Repo::parse(&repo.url, repo.branch.as_deref())
+            {
+                provider_hosts.push(repo.allow_entry());
+            }
             agents.push(AgentInput {
                 agent_id: row.agent_id,
                 identity,
@@ -273,10 +283,7 @@ impl Feed {
                 source_addrs: row.source_addr.into_iter().collect(),
                 any_source: false,
                 egress: row.egress,
-                // The hosts its harness talks to (its providers' APIs), as its adapter names them.
-                provider_hosts: crate::harness::adapter(&row.harness)
-                    .map(|a| a.profile().provider_hosts.iter().map(|h| (*h).to_owned()).collect())
-                    .unwrap_or_default(),
+                provider_hosts,
                 secrets,
                 answers,
                 mcp_credential: self

@@ -738,6 +738,20 @@ impl SandboxDriver for DockerDriver {
     fn disk_check(&self, agent_id: AgentId) -> BoxFuture<'_, Result<DiskCheck, DriverError>> {
         async move { disk::check(&self.docker, &self.container(agent_id), &self.volume(agent_id)).await }.boxed()
     }
+
+    fn run(
+        &self,
+        agent_id: AgentId,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<super::RunOutput, DriverError>> {
+        async move {
+            let user = self.sandbox_user();
+            let home = self.home_dir(agent_id);
+            super::docker_exec::run(&self.docker, &self.container(agent_id), user.as_deref(), &home, argv, env).await
+        }
+        .boxed()
+    }
 }
 
 /// The default open-files limit of a sandbox: [`NOFILE_LIMIT`], or the server's own hard limit if

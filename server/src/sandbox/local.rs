@@ -72,6 +72,35 @@ impl SandboxDriver for LocalDriver {
         "local"
     }
 
+    /// Runs the command on the host (the local driver isolates nothing) with a cleared
+    /// environment: `PATH`, then `env`; killed when the caller stops waiting.
+    fn run(
+        &self,
+        agent_id: AgentId,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<super::RunOutput, DriverError>> {
+        async move {
+            let (program, args) =
+                argv.split_first().ok_or_else(|| DriverError::Engine("an empty command".to_owned()))?;
+            let mut command = tokio::process::Command::new(program);
+            command
+                .args(args)
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .envs(env)
+                .current_dir(self.home_dir(agent_id))
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true);
+            let done = command.output().await.map_err(|e| io("running the command", e))?;
+            let mut ran = super::RunOutput { exit_code: done.status.code().map(i64::from), output: String::new() };
+            ran.push(&done.stdout);
+            ran.push(&done.stderr);
+            Ok(ran)
+        }
+        .boxed()
+    }
+
     fn isolated(&self) -> bool {
         false
     }

@@ -6,6 +6,7 @@
 pub mod docker;
 mod docker_disk;
 mod docker_events;
+mod docker_exec;
 mod docker_netns;
 mod docker_networks;
 pub use docker_networks::READY_NETWORKS;
@@ -234,5 +235,47 @@ pub trait SandboxDriver: Send + Sync {
     /// (asked when a turn reported ENOSPC or EDQUOT). Drivers that cannot tell say there is room.
     fn disk_check(&self, _agent_id: AgentId) -> BoxFuture<'_, Result<DiskCheck, DriverError>> {
         Box::pin(std::future::ready(Ok(DiskCheck::default())))
+    }
+    /// Runs `argv` in the agent's running sandbox as [`Self::sandbox_user`], in its home, with
+    /// exactly `env` added, and waits for it to exit; its output (stdout and stderr together) is
+    /// kept up to [`MAX_RUN_OUTPUT`] bytes, the newest. The caller bounds the wait. Used for the
+    /// agent's repository clone before its harness starts. Drivers that cannot run a command
+    /// this way say so ([`DriverError::Unsupported`]).
+    fn run(
+        &self,
+        _agent_id: AgentId,
+        _argv: Vec<String>,
+        _env: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<RunOutput, DriverError>> {
+        let kind = self.kind();
+        Box::pin(std::future::ready(Err(DriverError::Unsupported(format!(
+            "the {kind} driver cannot run a command in the sandbox before its harness starts"
+        )))))
+    }
+}
+
+/// The most of a [`SandboxDriver::run`]'s output kept (the newest bytes).
+pub const MAX_RUN_OUTPUT: usize = 16 * 1024;
+
+/// What a command [`SandboxDriver::run`] ran did.
+#[derive(Debug, Clone, Default)]
+pub struct RunOutput {
+    /// Its exit status (`None`: the engine did not say).
+    pub exit_code: Option<i64>,
+    /// The end of its output, stdout and stderr together, lossily decoded.
+    pub output: String,
+}
+
+impl RunOutput {
+    /// Appends `bytes`, keeping the newest [`MAX_RUN_OUTPUT`] bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.output.push_str(&String::from_utf8_lossy(bytes));
+        if self.output.len() > MAX_RUN_OUTPUT {
+            let mut cut = self.output.len() - MAX_RUN_OUTPUT;
+            while !self.output.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.output.drain(..cut);
+        }
     }
 }

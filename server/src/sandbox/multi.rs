@@ -333,4 +333,13 @@ impl SandboxDriver for MultiEngineDriver {
     fn disk_check(&self, agent_id: AgentId) -> BoxFuture<'_, Result<DiskCheck, DriverError>> {
         async move { self.driver_of(agent_id).await?.disk_check(agent_id).await }.boxed()
     }
+
+    fn run(
+        &self,
+        agent_id: AgentId,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<super::RunOutput, DriverError>> {
+        async move { self.driver_of(agent_id).await?.run(agent_id, argv, env).await }.boxed()
+    }
 }

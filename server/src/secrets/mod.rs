@@ -7,6 +7,7 @@
 //! [`sandbox_env`] (placeholders only, for the harness's environment). docs/secrets.md.
 
 pub mod cipher;
+pub mod git;
 pub mod master_key;
 pub mod presets;
 pub mod rotate;

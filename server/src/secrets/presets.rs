@@ -15,6 +15,12 @@ pub enum Preset {
     Openai,
     /// OpenRouter API key (`Authorization: Bearer` on `openrouter.ai/api/`).
     Openrouter,
+    /// A git host's access token (GitHub, GitLab, Gitea personal access tokens), sent as the
+    /// password of HTTP Basic (`Authorization: Basic base64(<username>:<token>)`) on the host
+    /// the creator names; the sandbox's git credential helper answers with the placeholder
+    /// ([`crate::secrets::git`]).
+    #[serde(rename = "git_token")]
+    GitToken,
     /// Host, header and format given by the admin.
     Custom,
 }
@@ -26,16 +32,20 @@ impl Preset {
             Self::Anthropic => "anthropic",
             Self::Openai => "openai",
             Self::Openrouter => "openrouter",
+            Self::GitToken => "git_token",
             Self::Custom => "custom",
         }
     }
 
     /// Parses a stored name.
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::Anthropic, Self::Openai, Self::Openrouter, Self::Custom].into_iter().find(|p| p.as_str() == raw)
+        [Self::Anthropic, Self::Openai, Self::Openrouter, Self::GitToken, Self::Custom]
+            .into_iter()
+            .find(|p| p.as_str() == raw)
     }
 
-    /// The preset's rule (`None` for `custom`).
+    /// The preset's rule (`None` for `custom` and `git_token`, whose host the creator names:
+    /// [`git_rule`]).
     pub fn rule(self) -> Option<InjectionRule> {
         let rule = |host: &str, path_prefix: &str, header: &str, format: &str| InjectionRule {
             host: host.to_owned(),
@@ -48,7 +58,7 @@ impl Preset {
             Self::Anthropic => Some(rule("api.anthropic.com", "/v1/", "x-api-key", SECRET)),
             Self::Openai => Some(rule("api.openai.com", "/v1/", "authorization", "Bearer {secret}")),
             Self::Openrouter => Some(rule("openrouter.ai", "/api/", "authorization", "Bearer {secret}")),
-            Self::Custom => None,
+            Self::Custom | Self::GitToken => None,
         }
     }
 
@@ -59,6 +69,7 @@ impl Preset {
             Self::Anthropic => "sk-ant-agenthold-",
             Self::Openai => "sk-agenthold-",
             Self::Openrouter => "sk-or-v1-agenthold-",
+            Self::GitToken => "agenthold-git-",
             Self::Custom => "agenthold-",
         };
         format!("{prefix}{}", hex::encode(rand::random::<[u8; 16]>()))
@@ -67,6 +78,57 @@ impl Preset {
 
 /// The marker of the value in a format, and the rule a value goes in by (the store's shapes).
 pub use crate::store::secrets::{InjectionRule, SECRET};
+
+/// The username a `git_token` secret is sent with when its creator names none. GitHub ignores
+/// the username of a token, Gitea takes the token's own user, GitLab takes any non-empty name
+/// for personal, project and group access tokens (`oauth2` for OAuth tokens).
+pub const GIT_DEFAULT_USERNAME: &str = "x-access-token";
+
+/// The format of a `git_token` secret's header: `Basic <username>:{secret}`, meaning HTTP Basic
+/// with the username and the value as password, base64-encoded by the proxy.
+pub fn git_format(username: &str) -> String {
+    format!("{BASIC_PREFIX}{username}:{SECRET}")
+}
+
+/// What starts a Basic format.
+pub const BASIC_PREFIX: &str = "Basic ";
+
+/// The username of a Basic format (`Basic <username>:{secret}`), `None` for any other format.
+pub fn basic_username(format: &str) -> Option<&str> {
+    format.strip_prefix(BASIC_PREFIX)?.strip_suffix(SECRET)?.strip_suffix(':').filter(|u| valid_git_username(u))
+}
+
+/// A git username: 1-64 visible ASCII characters without `:` (Basic's separator) or quotes.
+pub fn valid_git_username(username: &str) -> bool {
+    !username.is_empty()
+        && username.len() <= 64
+        && username.bytes().all(|b| b.is_ascii_graphic() && !b":'\"\\`$".contains(&b))
+}
+
+/// The rule of a `git_token` secret: HTTP Basic on every path of `host` (port 443), with
+/// `username` (default [`GIT_DEFAULT_USERNAME`]). The error says what is wrong.
+pub fn git_rule(host: &str, username: Option<&str>) -> Result<InjectionRule, String> {
+    let host_lower = host.to_ascii_lowercase();
+    if !valid_host(&host_lower) {
+        return Err(format!(
+            "host {host:?} must be a DNS name like github.com (letters, digits, '-', at least two labels, \
+             no IP address, no trailing dot)"
+        ));
+    }
+    let username = username.unwrap_or(GIT_DEFAULT_USERNAME);
+    if !valid_git_username(username) {
+        return Err(format!(
+            "username {username:?} must be 1-64 visible ASCII characters without ':', quotes, '\\', '`' or '$'"
+        ));
+    }
+    Ok(InjectionRule {
+        host: host_lower,
+        port: 443,
+        path_prefix: "/".to_owned(),
+        header: "authorization".to_owned(),
+        format: git_format(username),
+    })
+}
 
 /// What a `custom` secret's creator gives.
 #[derive(Debug, Clone, Deserialize)]
@@ -185,13 +247,32 @@ mod tests {
         let openai = Preset::Openai.rule().expect("rule");
         assert_eq!(openai.render("P"), "Bearer P");
         assert!(Preset::Custom.rule().is_none());
-        for preset in [Preset::Anthropic, Preset::Openai, Preset::Openrouter, Preset::Custom] {
+        assert!(Preset::GitToken.rule().is_none());
+        for preset in [Preset::Anthropic, Preset::Openai, Preset::Openrouter, Preset::GitToken, Preset::Custom] {
             assert_eq!(Preset::parse(preset.as_str()), Some(preset));
             let (a, b) = (preset.placeholder(), preset.placeholder());
             assert_ne!(a, b);
             assert!(a.contains("agenthold-") && a.is_ascii() && !a.contains(' '), "{a}");
         }
         assert!(Preset::Anthropic.placeholder().starts_with("sk-ant-"));
+    }
+
+    #[test]
+    fn git_rules_are_basic_on_the_named_host() {
+        let rule = git_rule("Git.Example.com", None).expect("valid");
+        assert_eq!((rule.host.as_str(), rule.port, rule.path_prefix.as_str()), ("git.example.com", 443, "/"));
+        assert_eq!((rule.header.as_str(), rule.format.as_str()), ("authorization", "Basic x-access-token:{secret}"));
+        assert_eq!(basic_username(&rule.format), Some("x-access-token"));
+        assert_eq!(basic_username(&git_rule("gitlab.com", Some("oauth2")).expect("valid").format), Some("oauth2"));
+        for bad_host in ["localhost", "10.0.0.1", "github.com.", "a b.com"] {
+            assert!(git_rule(bad_host, None).is_err(), "{bad_host}");
+        }
+        for bad_user in ["", "a:b", "a b", "it's", "x\n", &"u".repeat(65)] {
+            assert!(git_rule("github.com", Some(bad_user)).is_err(), "{bad_user:?}");
+        }
+        assert_eq!(basic_username("Bearer {secret}"), None);
+        assert_eq!(basic_username("Basic {secret}"), None);
+        assert_eq!(basic_username("Basic a:b:{secret}"), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod provider_logins;
 pub mod proxy_identities;
 pub mod quotas;
 pub mod replicas;
+pub mod repos;
 pub mod sandboxes;
 pub mod schedules;
 pub mod sealed;

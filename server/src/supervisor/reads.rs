@@ -123,10 +123,20 @@ pub(super) async fn load_snapshot(
                 gate,
                 questions,
                 mcp_servers: super::shell::offered_mcp(mcp, agent_id),
+                session_cwd: cloned_repo(pool, agent_id, home_dir).await?,
                 auth_method: agent.as_ref().and_then(|a| a.auth_method.clone()),
             })
         }
         None => None,
     };
     Ok(Snapshot { generation: row.harness_generation, harness, turns })
+}
+
+/// The folder of the agent's repository when it is cloned (where a taken-over harness's
+/// sessions start), else `None` (the home).
+async fn cloned_repo(pool: &sqlx::PgPool, agent_id: AgentId, home_dir: &str) -> sqlx::Result<Option<String>> {
+    Ok(store::repos::get(pool, agent_id)
+        .await?
+        .filter(|row| row.state == "cloned")
+        .map(|row| format!("{}/{}", home_dir.trim_end_matches('/'), row.dir)))
 }

@@ -734,6 +734,8 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let mut env = crate::harness::environment(&launch, &agent, &home_dir);
     // Attached secrets reach the sandbox as placeholders only; the proxy holds the values.
     env.extend(crate::secrets::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
+    // git answers its hosts' `git_token` secrets with their placeholders (the proxy swaps them).
+    env.extend(crate::secrets::git::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
     // So do its login user's provider logins (docs/logins.md); using them is audited.
     let logins = crate::logins::delivered(
         &deps.pool,
@@ -771,6 +773,8 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         env.extend(proxy_env);
         env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
     }
+    // The agent's repository, cloned with this environment (the proxy, git's helper) first.
+    let session_cwd = super::repo::prepare(deps, agent_id, &home_dir, &env).await;
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
     let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
     tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
@@ -788,10 +792,11 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let delivered = env.iter().map(|(name, _)| name.clone()).collect();
     let auth = crate::supervisor::core::Auth::new(agent.auth_method.clone(), auto_auth, delivered);
     let argv = crate::logins::wrap_argv(launch.argv, &logins);
-    let start = ProcessStart { channel, argv, env, cwd: home_dir, user: deps.driver.sandbox_user() };
+    let cwd = session_cwd.clone().unwrap_or(home_dir);
+    let start = ProcessStart { channel, argv, env, cwd, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);
     let mcp_servers = offered_mcp(deps.mcp.as_ref(), agent_id);
-    Ok(Some(Launch { generation, channel, start, session_mode, gate, auth, mcp_servers }))
+    Ok(Some(Launch { generation, channel, start, session_mode, gate, auth, mcp_servers, session_cwd }))
 }
 
 /// agenthold's MCP server for the agent, when harnesses are offered one.

@@ -52,6 +52,7 @@ mod proxy_feed_e2e;
 mod quotas;
 mod remote_engines;
 mod replicas;
+mod repo_clone;
 mod restart;
 mod routes_matrix;
 mod sandbox_confinement;

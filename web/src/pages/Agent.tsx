@@ -109,6 +109,17 @@ export function AgentPage({ id }: { id: string }) {
           <dt>Model</dt><dd>{a.model ?? 'the harness’s default'}</dd>
           {a.auth_method ? <><dt>Login method</dt><dd><code>{a.auth_method}</code> <span class="muted">(signed in with when the harness asks)</span></dd></> : null}
           <dt>Image</dt><dd><code>{a.image}</code></dd>
+          {a.repo ? (
+            <>
+              <dt>Repository</dt>
+              <dd data-repo-state={a.repo.state}>
+                <code>{a.repo.url}</code>{a.repo.branch ? <> · branch <code>{a.repo.branch}</code></> : null} →{' '}
+                <code>{a.repo.path}</code>{' '}
+                <Badge tone={a.repo.state === 'failed' ? 'warn' : undefined}>{a.repo.state === 'pending' ? 'cloned at the first wake' : a.repo.state}</Badge>
+                {a.repo.error ? <p class="muted">The clone failed: {a.repo.error} (tried again when the harness next starts; sessions start in the home meanwhile)</p> : null}
+              </dd>
+            </>
+          ) : null}
           <dt>Driver</dt><dd>{a.driver}{a.isolated ? '' : ' (not isolated: runs as the server’s user)'}</dd>
           <dt>Limits</dt>
           <dd>

@@ -217,6 +217,20 @@ export function AgentFormPage({ id }: { id: string | null }) {
           <FieldError k="authMethod" />
           <label>Image<input name="image" value={form.image} placeholder="the server’s default" {...invalid('image')} onInput={(e) => set({ image: e.currentTarget.value })} /></label>
           <FieldError k="image" />
+          {creating ? (
+            <>
+              <label>Repository
+                <input name="repo_url" value={form.repoUrl} placeholder="https://github.com/org/repo.git (optional)" {...invalid('repo')} onInput={(e) => set({ repoUrl: e.currentTarget.value })} />
+              </label>
+              <label>Branch
+                <input name="repo_branch" value={form.repoBranch} placeholder="the repository’s default" disabled={!form.repoUrl.trim()} onInput={(e) => set({ repoBranch: e.currentTarget.value })} />
+              </label>
+              <p class="muted hint">Cloned into the home at the first wake, through the egress proxy; sessions start in it. For a private repository, attach a <code>git_token</code> secret for its host.</p>
+              <FieldError k="repo" />
+            </>
+          ) : loaded.agent?.repo ? (
+            <p class="muted hint" data-hint="repo">Repository <code>{loaded.agent.repo.url}</code> (set when the agent was made).</p>
+          ) : null}
         </fieldset>
 
         <fieldset>

@@ -14,8 +14,14 @@ fn server() -> crate::mcp::Offered {
 /// Starts the harness, answers `initialize` with `capabilities`, and returns the `session/new`
 /// frame it sends.
 fn session_new(capabilities: &str) -> String {
+    session_new_in(capabilities, None)
+}
+
+/// [`session_new`] for a harness whose sessions start in `session_cwd`.
+fn session_new_in(capabilities: &str, session_cwd: Option<&str>) -> String {
     let mut sim = Sim::new();
     sim.mcp = server();
+    sim.session_cwd = session_cwd.map(str::to_owned);
     sim.start_harness();
     let init = format!(
         r#"{{"jsonrpc":"2.0","id":"t-1","result":{{"protocolVersion":1,"agentCapabilities":{capabilities}}}}}"#
@@ -42,4 +48,14 @@ fn a_harness_that_speaks_mcp_over_http_is_offered_agenthold_s_server_and_others_
     let plain = session_new(r#"{"loadSession":true}"#);
     let frame: Value = serde_json::from_str(plain.trim()).expect("JSON");
     assert_eq!(frame["params"]["mcpServers"], json!([]), "no http capability: nothing offered");
+}
+
+#[test]
+fn sessions_start_in_the_agent_s_repository_once_cloned_else_in_the_home() {
+    let frame = |cwd: Option<&str>| -> Value {
+        serde_json::from_str(session_new_in(r#"{"loadSession":true}"#, cwd).trim()).expect("JSON")
+    };
+    assert_eq!(frame(Some("/home/agent/app"))["params"]["cwd"], "/home/agent/app");
+    let home = frame(None);
+    assert!(home["params"]["cwd"].as_str().is_some_and(|c| !c.ends_with("/app")), "{home}");
 }

@@ -59,6 +59,8 @@ struct Sim {
     delivered: Vec<String>,
     /// The MCP servers the launched harness's sessions are offered.
     mcp: crate::mcp::Offered,
+    /// The folder the next harness's sessions start in (`None`: the home).
+    session_cwd: Option<String>,
     /// Every job the core asked for so far, in order (results name them).
     jobs: Vec<Job>,
 }
@@ -98,6 +100,7 @@ impl Sim {
             auth_method: None,
             delivered: Vec::new(),
             mcp: Default::default(),
+            session_cwd: None,
             jobs: Vec::new(),
         }
     }
@@ -197,6 +200,7 @@ impl Sim {
             },
             auth: Auth::new(self.auth_method.clone(), self.auto_auth.clone(), self.delivered.clone()),
             mcp_servers: self.mcp.clone(),
+            session_cwd: self.session_cwd.clone(),
         };
         self.launched(Ok(Some(launch)));
         let effects = self.input(Input::Control { link: LINK, msg: FromSandboxd::Started { channel: CHANNEL } });
@@ -473,6 +477,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             },
             questions: Vec::new(),
             mcp_servers: Default::default(),
+            session_cwd: None,
             auth_method: None,
         }),
         turns: vec![turn].into(),

@@ -201,6 +201,7 @@ impl Db {
                 gate: crate::permissions::Gate::autonomous("/home/agent"),
                 questions: Vec::new(),
                 mcp_servers: Default::default(),
+                session_cwd: None,
                 auth_method: None,
             }
         });
@@ -221,6 +222,7 @@ impl Db {
             gate: crate::permissions::Gate::autonomous("/home/agent"),
             auth: Auth::default(),
             mcp_servers: Default::default(),
+            session_cwd: None,
         }
     }
 }

@@ -91,6 +91,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
         gate,
         auth: Auth::default(),
         mcp_servers: Default::default(),
+        session_cwd: None,
     })));
     let effects = sim.input(Input::Control { link: 2, msg: FromSandboxd::Started { channel: 8 } });
     for (id, ..) in persists(&effects) {

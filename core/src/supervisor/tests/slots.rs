@@ -37,6 +37,7 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
         gate,
         auth: Auth::default(),
         mcp_servers: Default::default(),
+        session_cwd: None,
     };
     sim.launched(Ok(Some(launch)));
     let effects = sim.input(Input::Control { link: LINK, msg: FromSandboxd::Started { channel: CHANNEL } });
