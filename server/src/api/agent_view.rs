@@ -19,7 +19,7 @@ use crate::secrets::validate;
 use crate::state::AppState;
 use crate::store;
 use crate::store::agents::AgentRow;
-use crate::store::proxy_identities::EgressRow;
+use crate::store::proxy_identities::AgentEgress;
 use crate::store::secrets::Attachment;
 use crate::supervisor::core::Observed;
 
@@ -91,8 +91,12 @@ pub struct Agent {
     /// Whether credentials may sit inside its sandbox (a credential-looking plain env variable,
     /// or a login made in its terminal).
     credentials_inside_sandbox: bool,
-    /// What the sandbox may reach besides its secrets' hosts.
+    /// What the sandbox may reach besides its secrets' hosts (in force: its own list, or its
+    /// workspace's default).
     egress: Egress,
+    /// True when `egress` is its workspace's default, which it follows (it has no list of its
+    /// own); false when it has its own.
+    egress_inherited: bool,
 }
 
 /// An agent's sandbox as observed (docs/api.md, "Agent states").
@@ -215,9 +219,9 @@ pub fn agent_view(
     agent: &AgentRow,
     state: &AppState,
     attachments: &[Attachment],
-    egress: &[(Uuid, EgressRow)],
+    egress: &[(Uuid, AgentEgress)],
 ) -> Agent {
-    let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, row)| Egress::from(row.clone()));
+    let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, e)| e.clone()).unwrap_or_default();
     let secrets = attachments.iter().filter(|a| a.agent_id == agent.id.0).map(AttachedSecret::from).collect();
     // Agents made before credential-looking names were refused may still hold one in clear.
     // ... or someone signed in inside its sandbox (a login method run in its terminal).
@@ -264,7 +268,8 @@ pub fn agent_view(
         created_at: agent.created_at,
         secrets,
         credentials_inside_sandbox,
-        egress: egress.unwrap_or_default(),
+        egress: Egress::from(egress.row),
+        egress_inherited: egress.inherited,
     }
 }
 

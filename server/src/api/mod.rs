@@ -35,6 +35,7 @@ mod users;
 mod warm_claim;
 mod web;
 mod webhooks;
+mod workspace_egress;
 mod workspaces;
 pub(crate) mod ws;
 
@@ -79,6 +80,7 @@ pub(crate) fn operations() -> OpenApiRouter<AppState> {
         .routes(routes!(workspaces::set_member, workspaces::remove_member))
         .routes(routes!(workspaces::members))
         .routes(routes!(workspaces::audit_log))
+        .routes(routes!(workspace_egress::get, workspace_egress::set))
         .routes(routes!(secrets::create, secrets::list))
         .routes(routes!(secrets::delete))
         .routes(routes!(secrets::attach, secrets::detach))

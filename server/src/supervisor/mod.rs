@@ -11,6 +11,7 @@ pub mod host;
 pub mod observed;
 mod provider;
 mod reads;
+pub mod sandbox_env;
 pub(crate) mod shell;
 pub mod slots;
 mod wire;
