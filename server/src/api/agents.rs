@@ -69,9 +69,9 @@ pub struct CreateAgent {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateAgent {
-    /// Replaces the egress allow-list; `null`: follow the workspace's default again. A caller who
-    /// is not an admin of the agent's workspace may only narrow that default
-    /// (`EGRESS_WIDENED` otherwise; docs/proxy.md, "The workspace default").
+    /// Replaces the egress allow-list (any list: admins may widen the workspace's default for one
+    /// agent); `null`: follow the workspace's default again (docs/proxy.md, "The workspace
+    /// default"). Operators narrow it with `PUT /api/v1/agents/{id}/egress`.
     #[serde(default, deserialize_with = "present_egress")]
     #[schema(value_type = Option<Egress>)]
     egress: Option<Option<Egress>>,
@@ -365,9 +365,8 @@ pub async fn show(
         (status = 200, description = "The agent as changed", body = AgentDetail),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
             `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
-            `USE_A_SECRET`, `INVALID_EGRESS`, `EGRESS_WIDENED` (an agent admin who is not a workspace admin \
-            asked for more than the workspace's egress default), `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, \
-            `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises)", body = ErrorBody),
+            `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, \
+            `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises)", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]
@@ -403,16 +402,9 @@ pub async fn update(
     let egress = match body.egress {
         None => None,
         Some(None) => Some(None),
+        // Admins may give an agent any list, wider than the workspace's default too.
         Some(Some(egress)) => {
-            let row = egress::validate(egress).map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?;
-            // Widening the workspace's default is a workspace admin's act.
-            let workspace_admin =
-                store::users::role_in(&state.pool, principal.user_id, agent.workspace_id).await? >= Some(Role::Admin);
-            if !workspace_admin {
-                let default = store::proxy_identities::workspace_default(&state.pool, agent.workspace_id).await?;
-                egress::within(&row, &default).map_err(|m| ApiError::bad_request(ErrorCode::EgressWidened, m))?;
-            }
-            Some(Some(row))
+            Some(Some(egress::validate(egress).map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?))
         }
     };
     if let Some(egress) = egress {

@@ -49,6 +49,7 @@ mod permissions_flow;
 mod provider_logins;
 mod proxy_feed;
 mod proxy_feed_e2e;
+mod workspace_egress;
 mod quotas;
 mod remote_engines;
 mod replicas;
