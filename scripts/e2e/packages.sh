@@ -6,8 +6,8 @@
 #
 # In a real Docker sandbox of the base image, through the real egress proxy: the workspace's
 # egress default (presets npm, pypi, debian) is set once and a new agent follows it; the agent's
-# harness installs one real small package with each of npm, pip and apt (apt as root, see the
-# switch below) and uses it; a host outside the presets is refused by the proxy (CONNECT and
+# harness installs one real small package with each of npm, pip and apt (apt: see the switch
+# below) and uses it; a host outside the presets is refused by the proxy (CONNECT and
 # plain HTTP), a direct connection does not leave the sandbox, and the proxy's log shows this
 # sandbox reached no host but the presets'; in the web terminal (the agent's terminal WebSocket,
 # as the UI opens it, through `agentholdctl exec`) the proxy variables are there and
@@ -24,12 +24,16 @@ CTL=$TARGET/debug/agentholdctl
 TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-300}
 IMAGE=${E2E_BASE_IMAGE:-agenthold/base:latest}
 # ---------------------------------------------------------------------------------------------
-# THE SWITCH (issue 32, item 1 is the `sudo` branch's): how apt runs as root in the sandbox.
-#   docker-exec  `docker exec --user root` with the harness's proxy variables (sudo is stopped by
-#                the sandbox's no-new-privileges until that branch lands)
-#   sudo         `sudo apt-get …` typed by the agent itself (the image's sudoers keeps the proxy
-#                variables). Flip the default to sudo when sudo works in sandboxes.
-APT_AS=${E2E_APT_AS:-docker-exec}
+# THE SWITCH (issue 32, item 1 is the `sudo` branch's): how apt runs in the sandbox.
+#   user   apt as the agent itself, with its own state and cache directories under ~/apt:
+#          `apt-get update` (the mirror's signed InRelease checked against the image's Debian
+#          keyring), `apt-get download`, `dpkg -x`. Root cannot install in a sandbox yet: sudo is
+#          stopped by no-new-privileges, and `docker exec --user root` lacks the capabilities
+#          dpkg needs (chown, fowner; `--privileged` is refused by the runtime).
+#   sudo   `sudo apt-get update && sudo apt-get install -y` typed by the agent itself (the
+#          image's sudoers keeps the proxy variables). FLIP THE DEFAULT TO sudo when the `sudo`
+#          branch makes sudo work in sandboxes.
+APT_AS=${E2E_APT_AS:-user}
 # ---------------------------------------------------------------------------------------------
 NPM_PACKAGE=is-number NPM_VERSION=7.0.0
 PIP_PACKAGE=six PIP_VERSION=1.17.0
@@ -46,7 +50,7 @@ die() { log "error: $*"; exit 1; }
 export AGENTHOLD_URL AGENTHOLD_TOKEN
 for cmd in jq curl docker; do command -v "$cmd" >/dev/null || die "$cmd is needed"; done
 [[ ${AGENTHOLD_DRIVER:-docker} == docker ]] || { log "skipped: the local driver does not use the proxy"; exit 0; }
-[[ $APT_AS == sudo || $APT_AS == docker-exec ]] || die "E2E_APT_AS is sudo or docker-exec, not $APT_AS"
+[[ $APT_AS == sudo || $APT_AS == user ]] || die "E2E_APT_AS is sudo or user, not $APT_AS"
 [[ -x $CTL ]] || (cd "$ROOT" && cargo build -q -p agenthold-cli)
 docker image inspect "$IMAGE" >/dev/null 2>&1 || die "$IMAGE does not exist; run make base-image"
 
@@ -112,26 +116,16 @@ run "pip install --no-cache-dir --quiet $PIP_PACKAGE==$PIP_VERSION && python3 -c
 grep -qx "pip-ok $PIP_VERSION" "$WORK/out" || fail "pip install $PIP_PACKAGE through the proxy" "$WORK/out"
 ok "pip install $PIP_PACKAGE==$PIP_VERSION (into ~/.local: the image's pip.conf) through the proxy, and it imports"
 
-container=$(sandbox_container "$agent")
-[[ -n $container ]] || fail "no container for agent $agent"
 case $APT_AS in
     sudo)
         run "sudo -n apt-get update -qq && sudo -n apt-get install -y -qq --no-install-recommends $APT_PACKAGE >/dev/null && $APT_PACKAGE"
         ;;
-    docker-exec)
-        # The harness's proxy variable (read as `agent`: the sandbox's root cannot read another
-        # user's /proc entries), given to a root shell the way sudo would keep it.
-        http_proxy=$(docker exec -u agent "$container" sh -c \
-            'for f in /proc/[0-9]*/environ; do tr "\0" "\n" <"$f" 2>/dev/null | sed -n "s/^http_proxy=//p" | grep . && exit 0; done; exit 1') \
-            || fail "no http_proxy in any process of the sandbox"
-        docker exec -u root -e "http_proxy=$http_proxy" "$container" sh -c \
-            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $APT_PACKAGE" \
-            >"$WORK/apt.log" 2>&1 || fail "apt-get install $APT_PACKAGE as root through the proxy" "$WORK/apt.log"
-        run "$APT_PACKAGE"
+    user)
+        run "a=\$HOME/apt; mkdir -p \$a/lists/partial \$a/cache/archives/partial \$a/pkg && o=\"-o Dir::State::Lists=\$a/lists -o Dir::Cache=\$a/cache -o Debug::NoLocking=1 -o APT::Sandbox::User=\$(id -un)\" && apt-get \$o -qq update && cd \$a/pkg && apt-get \$o -qq download $APT_PACKAGE && dpkg -x ${APT_PACKAGE}_*.deb \$a/root && \$a/root/usr/bin/$APT_PACKAGE"
         ;;
 esac
-grep -qx 'Hello, world!' "$WORK/out" || fail "apt-get install $APT_PACKAGE ($APT_AS) through the proxy" "$WORK/out"
-ok "apt-get install $APT_PACKAGE as root ($APT_AS) from the Debian mirror through the proxy, and it runs"
+grep -qx 'Hello, world!' "$WORK/out" || fail "apt ($APT_AS): $APT_PACKAGE from the Debian mirror through the proxy" "$WORK/out"
+ok "apt ($APT_AS): $APT_PACKAGE from the Debian mirror (signatures checked) through the proxy, unpacked, and it runs"
 
 # ---------------------------------------------------------------------------------------------
 # 3. Nothing else leaves: a host outside the presets is refused by the proxy (CONNECT and plain
@@ -161,8 +155,9 @@ fi
 # 4. The web terminal: the same proxy environment; npm answers there.
 "$CTL" exec --timeout 180 "$agent" "echo proxies=\$(env | grep -ci proxy); npm view $NPM_PACKAGE@$NPM_VERSION version" \
     >"$WORK/terminal.out" 2>"$WORK/terminal.err" || fail "the terminal command failed" "$WORK/terminal.out" "$WORK/terminal.err"
-tr -d '\r' <"$WORK/terminal.out" >"$WORK/terminal.txt"
-count=$(sed -n 's/^proxies=\([0-9]*\)$/\1/p' "$WORK/terminal.txt" | tail -n 1)
+# The terminal's bytes: its control sequences (colours, title, npm's spinner) taken out.
+tr -d '\r' <"$WORK/terminal.out" | sed -E $'s/\x1b\\[[0-9;?]*[A-Za-z]//g; s/\x1b\\][^\x07]*\x07//g' >"$WORK/terminal.txt"
+count=$(grep -ao 'proxies=[0-9][0-9]*' "$WORK/terminal.txt" | tail -n 1 | cut -d= -f2)
 (( ${count:-0} > 0 )) || fail "the terminal has no proxy variables" "$WORK/terminal.txt"
-grep -qx "$NPM_VERSION" "$WORK/terminal.txt" || fail "npm view in the terminal did not answer $NPM_VERSION" "$WORK/terminal.txt"
+grep -aqE "(^|[^0-9.])${NPM_VERSION//./\\.}\$" "$WORK/terminal.txt" || fail "npm view in the terminal did not answer $NPM_VERSION" "$WORK/terminal.txt"
 ok "in the web terminal: $count proxy variables, and npm view $NPM_PACKAGE answers $NPM_VERSION"
