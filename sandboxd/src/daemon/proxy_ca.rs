@@ -39,8 +39,8 @@ pub fn trust_env() -> Vec<(String, String)> {
             "PIP_CERT",
             "CARGO_HTTP_CAINFO",
         ]
-            .into_iter()
-            .map(|name| (name.to_owned(), bundle.clone())),
+        .into_iter()
+        .map(|name| (name.to_owned(), bundle.clone())),
     );
     env
 }

@@ -17,9 +17,9 @@ use crate::auth::Principal;
 use crate::error_code::ErrorCode;
 use crate::ids::AgentId;
 use crate::proxy_feed::egress::{self, Egress};
-use crate::store::proxy_identities::AgentEgress;
 use crate::state::AppState;
 use crate::store;
+use crate::store::proxy_identities::AgentEgress;
 use crate::store::users::Role;
 
 /// The workspace's egress default (any member).
@@ -31,7 +31,11 @@ use crate::store::users::Role;
     responses((status = 200, description = "The default (empty when none was set)", body = Egress)),
     extensions(("x-agenthold-access" = json!(Access::Viewer))),
 )]
-pub async fn get(State(state): State<AppState>, principal: Principal, Id(id): Id<Uuid>) -> Result<Json<Egress>, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    principal: Principal,
+    Id(id): Id<Uuid>,
+) -> Result<Json<Egress>, ApiError> {
     principal.require(&state, id, Role::Viewer, "workspace").await?;
     let row = store::proxy_identities::workspace_default(&state.pool, id).await?;
     Ok(Json(Egress::from(row)))
@@ -122,8 +126,16 @@ pub async fn set_agent(
         return Err(ApiError::NotFound("agent"));
     }
     let detail = json!({"name": agent.name, "allow": row.allow, "presets": row.presets});
-    super::workspaces::audit(&state, &principal, agent.workspace_id, "agent.egress_changed", "agent", id.to_string(), detail)
-        .await?;
+    super::workspaces::audit(
+        &state,
+        &principal,
+        agent.workspace_id,
+        "agent.egress_changed",
+        "agent",
+        id.to_string(),
+        detail,
+    )
+    .await?;
     Ok(Json(AgentEgressView::from(AgentEgress { row, inherited: false })))
 }
 
@@ -145,8 +157,16 @@ pub async fn reset_agent(
     let agent = super::agents::visible_agent(&state, &principal, id, Role::Operator).await?;
     store::proxy_identities::clear_egress(&state.pool, id).await?;
     let detail = json!({"name": agent.name, "inherited": true});
-    super::workspaces::audit(&state, &principal, agent.workspace_id, "agent.egress_changed", "agent", id.to_string(), detail)
-        .await?;
+    super::workspaces::audit(
+        &state,
+        &principal,
+        agent.workspace_id,
+        "agent.egress_changed",
+        "agent",
+        id.to_string(),
+        detail,
+    )
+    .await?;
     let mut now = store::proxy_identities::egress(&state.pool, &[id.0]).await?;
     let (_, egress) = now.pop().ok_or(ApiError::NotFound("agent"))?;
     Ok(Json(AgentEgressView::from(egress)))

@@ -121,9 +121,10 @@ pub async fn open(
     // The agent's plain env, then what its harness gets besides: its secrets' and logins'
     // placeholders, the egress proxy and its CA (so npm, pip, apt, git… in the terminal go where
     // the agent's go).
-    let shared = crate::supervisor::sandbox_env::shared(&state.pool, state.supervisors.proxy(), state.driver.as_ref(), &agent)
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the terminal's environment: {e}")))?;
+    let shared =
+        crate::supervisor::sandbox_env::shared(&state.pool, state.supervisors.proxy(), state.driver.as_ref(), &agent)
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("the terminal's environment: {e}")))?;
     let mut env: Vec<(String, String)> = agent.env.iter().cloned().collect();
     env.extend(shared.env);
     env.append(&mut program.env);

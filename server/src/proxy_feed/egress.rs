@@ -149,9 +149,8 @@ fn covers(default: &EgressRow, entry: &str) -> bool {
         return true;
     }
     let (host, port) = split_port(entry);
-    let preset_host = port.is_none()
-        && !host.starts_with("*.")
-        && default.presets.iter().any(|p| preset_hosts(p).contains(&host));
+    let preset_host =
+        port.is_none() && !host.starts_with("*.") && default.presets.iter().any(|p| preset_hosts(p).contains(&host));
     if preset_host {
         return true;
     }

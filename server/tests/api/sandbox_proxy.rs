@@ -413,7 +413,8 @@ async fn the_terminal_gets_the_harness_s_proxy_ca_and_placeholders() {
              \"$(printf %s \"$c\" | base64 -w0)\" >&3; echo \"{host}=$(head -n 1 <&3 | tr -d '\\r')\"; exec 3<&-"
         )
     };
-    let output = in_terminal(server, &agent, &[shared_vars_line(), connect("api.anthropic.com"), connect("example.com")]).await;
+    let output =
+        in_terminal(server, &agent, &[shared_vars_line(), connect("api.anthropic.com"), connect("example.com")]).await;
     assert_eq!(printed(&output, "names="), Some(names), "the terminal's variables:\n{output}");
     assert_eq!(printed(&output, "sum="), printed(&harness, "sum="), "the same values as the harness's:\n{output}");
     let allowed = printed(&output, "api.anthropic.com=").expect("the proxy's answer");

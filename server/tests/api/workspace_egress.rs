@@ -32,7 +32,11 @@ async fn wait_for(path: &Path, agent: &str, what: &str, check: impl Fn(&[String]
         if allowed(path, agent).is_some_and(|a| check(&a)) {
             return;
         }
-        assert!(start.elapsed() < WITHIN, "the proxy file did not show {what} within {WITHIN:?}: {:?}", allowed(path, agent));
+        assert!(
+            start.elapsed() < WITHIN,
+            "the proxy file did not show {what} within {WITHIN:?}: {:?}",
+            allowed(path, agent)
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -71,7 +75,10 @@ async fn agents_follow_the_workspace_default_and_operators_may_only_narrow_it() 
     // One with a list of its own keeps it.
     let own = server.create_agent(json!({"workspace_id": ws, "egress": {"presets": ["crates"]}})).await;
     let (_, view) = server.get(&format!("/api/v1/agents/{own}")).await;
-    assert_eq!((view["egress"]["presets"].clone(), view["egress_inherited"].clone()), (json!(["crates"]), json!(false)));
+    assert_eq!(
+        (view["egress"]["presets"].clone(), view["egress_inherited"].clone()),
+        (json!(["crates"]), json!(false))
+    );
 
     // The default changes: the follower follows within seconds; the other does not move.
     let (status, _) = server.put_json(&default_path, json!({"presets": ["go", "opencode_free"]})).await;
@@ -88,7 +95,10 @@ async fn agents_follow_the_workspace_default_and_operators_may_only_narrow_it() 
     // An operator: reads the default, may narrow an agent's list within it, not widen it, and
     // may not change the default.
     let olga = make_user(&server, "olga").await;
-    assert_eq!(server.put_json(&format!("/api/v1/workspaces/{ws}/members/{}", olga.id), json!({"role": "operator"})).await.0, 204);
+    assert_eq!(
+        server.put_json(&format!("/api/v1/workspaces/{ws}/members/{}", olga.id), json!({"role": "operator"})).await.0,
+        204
+    );
     let (status, seen) = call(&server, "GET", &default_path, &olga.token, json!({})).await;
     assert_eq!((status, seen["presets"].clone()), (200, json!(["go", "opencode_free"])));
     let (status, body) = call(&server, "PUT", &default_path, &olga.token, json!({"presets": ["npm"]})).await;
@@ -99,7 +109,11 @@ async fn agents_follow_the_workspace_default_and_operators_may_only_narrow_it() 
     assert_eq!(status, 200, "{narrowed}");
     assert_eq!(narrowed, json!({"egress": {"allow": ["sum.golang.org"], "presets": ["go"]}, "inherited": false}));
     wait_for(&path, &follower, "the narrowed list", |a| !a.iter().any(|h| h == "opencode.ai")).await;
-    for wider in [json!({"presets": ["npm"]}), json!({"allow": ["evil.example.net"]}), json!({"allow": ["proxy.golang.org:8443"]})] {
+    for wider in [
+        json!({"presets": ["npm"]}),
+        json!({"allow": ["evil.example.net"]}),
+        json!({"allow": ["proxy.golang.org:8443"]}),
+    ] {
         let (status, body) = call(&server, "PUT", &agent_egress, &olga.token, wider.clone()).await;
         assert_eq!((status, body["error"]["code"].as_str()), (403, Some("EGRESS_WIDENED")), "{wider}: {body}");
         assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("workspace admin")), "{body}");
