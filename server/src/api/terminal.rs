@@ -125,7 +125,7 @@ pub async fn open(
         crate::supervisor::sandbox_env::shared(&state.pool, state.supervisors.proxy(), state.driver.as_ref(), &agent)
             .await
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("the terminal's environment: {e}")))?;
-    let mut env: Vec<(String, String)> = agent.env.iter().cloned().collect();
+    let mut env: Vec<(String, String)> = agent.env.to_vec();
     env.extend(shared.env);
     env.append(&mut program.env);
     program.env = env;
