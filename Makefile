@@ -86,7 +86,7 @@ test:
 	@scripts/dev/test.sh
 
 e2e: up base-image
-	@set -a; . .dev/env; set +a; bash scripts/e2e/sessions.sh && bash scripts/e2e/secrets.sh && bash scripts/e2e/git.sh && bash scripts/e2e/provider-logins.sh \
+	@set -a; . .dev/env; set +a; bash scripts/e2e/sessions.sh && bash scripts/e2e/secrets.sh && bash scripts/e2e/git.sh && bash scripts/e2e/packages.sh && bash scripts/e2e/provider-logins.sh \
 	    && bash scripts/e2e/claude-harness.sh && bash scripts/e2e/codex.sh && bash scripts/e2e/opencode.sh \
 	    && bash scripts/e2e/gate.sh claude-code && bash scripts/e2e/gate.sh codex && bash scripts/e2e/gate.sh opencode
 

@@ -16,6 +16,7 @@ code_list! {
         CsrfRejected = "CSRF_REJECTED",
         DatabaseUnavailable = "DATABASE_UNAVAILABLE",
         DeliveryIdMissing = "DELIVERY_ID_MISSING",
+        EgressWidened = "EGRESS_WIDENED",
         EnvNameTaken = "ENV_NAME_TAKEN",
         Forbidden = "FORBIDDEN",
         HarnessError = "HARNESS_ERROR",

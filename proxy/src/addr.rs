@@ -45,6 +45,12 @@ impl Refusal {
 /// Whether `ip` may be dialled. `deny_private` refuses the private and shared ranges too;
 /// loopback, link-local, unspecified, multicast, reserved and `own` addresses are always refused.
 pub fn check(ip: IpAddr, deny_private: bool, own: &[IpAddr]) -> Result<(), Refusal> {
+    check_allowing(ip, deny_private, own, &[])
+}
+
+/// [`check`], with `allowed`: private, shared or reserved addresses that may be dialled all the
+/// same (an operator's mirror); never a loopback, link-local, unspecified, multicast or `own` one.
+pub fn check_allowing(ip: IpAddr, deny_private: bool, own: &[IpAddr], allowed: &[IpAddr]) -> Result<(), Refusal> {
     let ip = canonical(ip);
     let refusal = match ip {
         IpAddr::V4(v4) => classify_v4(v4),
@@ -52,6 +58,8 @@ pub fn check(ip: IpAddr, deny_private: bool, own: &[IpAddr]) -> Result<(), Refus
     };
     match refusal {
         Some(Refusal::Private | Refusal::SharedAddressSpace) if !deny_private => {}
+        Some(Refusal::Private | Refusal::SharedAddressSpace | Refusal::Reserved)
+            if allowed.iter().any(|a| canonical(*a) == ip) => {}
         Some(refusal) => return Err(refusal),
         None => {}
     }
@@ -206,5 +214,18 @@ mod tests {
         let own: IpAddr = "1.2.3.4".parse().expect("addr");
         let mapped: IpAddr = "::ffff:1.2.3.4".parse().expect("addr");
         assert_eq!(check(mapped, true, &[own]), Err(Refusal::Proxy));
+        // An operator's mirror: only the named private or reserved address, never loopback,
+        // link-local or the proxy's own.
+        let mirror: IpAddr = "203.0.113.80".parse().expect("ip");
+        let other: IpAddr = "203.0.113.81".parse().expect("ip");
+        assert_eq!(check_allowing(mirror, true, &[], &[mirror]), Ok(()));
+        assert_eq!(check_allowing(other, true, &[], &[mirror]), Err(Refusal::Reserved));
+        let ten: IpAddr = "10.1.2.3".parse().expect("ip");
+        assert_eq!(check_allowing(ten, true, &[], &[ten]), Ok(()));
+        for never in ["127.0.0.1", "169.254.169.254", "0.0.0.0", "224.0.0.1"] {
+            let never: IpAddr = never.parse().expect("ip");
+            assert!(check_allowing(never, true, &[], &[never]).is_err(), "{never}");
+        }
+        assert_eq!(check_allowing(mirror, true, &[mirror], &[mirror]), Err(Refusal::Proxy));
     }
 }

@@ -26,6 +26,12 @@ pub struct ConfigFile {
     /// connection's local address are refused anyway).
     #[serde(default)]
     pub own_addrs: Vec<IpAddr>,
+    /// Private or reserved addresses the proxy may dial all the same, for an allowed host only:
+    /// where the host's DNS points a registry's name at a mirror (a package mirror inside the
+    /// network). Loopback, link-local, unspecified, multicast and the proxy's own addresses are
+    /// refused whatever this says.
+    #[serde(default)]
+    pub allow_addrs: Vec<IpAddr>,
     /// Seconds a pass-through tunnel may stay idle before it is closed. Default 600.
     #[serde(default)]
     pub tunnel_idle_timeout_secs: Option<u64>,

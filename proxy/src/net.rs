@@ -13,7 +13,7 @@ use std::time::Duration;
 use rustls::ClientConfig;
 use tokio::net::TcpStream;
 
-use crate::addr::{Refusal, check};
+use crate::addr::{Refusal, check_allowing};
 use crate::host::{Host, Target};
 use crate::policy::Policy;
 
@@ -110,7 +110,7 @@ pub async fn resolve_checked(
     let mut refused_by = policy.own_addrs.clone();
     refused_by.extend_from_slice(own);
     for ip in &ips {
-        check(*ip, policy.deny_private, &refused_by).map_err(DialError::Refused)?;
+        check_allowing(*ip, policy.deny_private, &refused_by, &policy.allow_addrs).map_err(DialError::Refused)?;
     }
     Ok(Pinned {
         addrs: ips.into_iter().map(|ip| SocketAddr::new(ip, target.port)).collect(),

@@ -234,6 +234,8 @@ pub struct Policy {
     pub deny_private: bool,
     /// The proxy's own addresses (beyond the listener's).
     pub own_addrs: Vec<IpAddr>,
+    /// Private or reserved addresses it may dial all the same (`allow_addrs`).
+    pub allow_addrs: Vec<IpAddr>,
     /// Idle timeout of pass-through tunnels.
     pub tunnel_idle: Duration,
     /// How many connections may be held, and how long one has to authenticate.
@@ -336,6 +338,7 @@ impl Policy {
             version: file.version,
             deny_private: file.deny_private,
             own_addrs: file.own_addrs,
+            allow_addrs: file.allow_addrs,
             tunnel_idle: Duration::from_secs(TUNNEL_IDLE_SECS.take(file.tunnel_idle_timeout_secs)),
             limits: ConnectionLimits::from_file(
                 file.max_connections_per_sandbox,

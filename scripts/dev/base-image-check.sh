@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick self-check of the harness image (default agenthold/base:latest; `make base-image` builds
 # it): node is the pinned Node.js 24, the harness commands and tools are on PATH for `agent`,
-# passwordless sudo, /opt/agenthold; and each of claude-agent-acp, codex-acp and `opencode acp`
+# passwordless sudo, /opt/agenthold; `claude` runs, Chromium renders a local page headless as
+# `agent`, pip/git/sudo are set for the egress proxy; and each of claude-agent-acp, codex-acp and `opencode acp`
 # answers an ACP `initialize` request with a result that has a protocolVersion — in a container
 # without any network (--network none).
 #
@@ -64,6 +65,36 @@ if [[ $env_out == "$want" ]]; then
     fi
 else
     fail "the image's tools: $env_out"
+fi
+
+# The rest of the base image's promise (FULL only), as `agent` in a container confined like a
+# sandbox (no new privileges, no capabilities, no network): `claude` on PATH runs; Chromium
+# renders a local page headless (its script ran: the DOM holds what it wrote); pip installs into
+# ~/.local despite PEP 668 and trusts the system bundle; git trusts it too.
+if (( FULL )); then
+    promise=$(docker run --rm --network none --user agent --security-opt no-new-privileges --cap-drop ALL "$IMAGE" bash -lc '
+        set -e
+        claude --version | grep -q "(Claude Code)" || { echo "claude --version: $(claude --version 2>&1 | head -n 1)"; exit 1; }
+        printf "%s" "<html><body><p id=out>static</p><script>document.getElementById(\"out\").textContent = \"rendered \" + 6 * 7</script></body></html>" >/tmp/page.html
+        dom=$(timeout 60 chromium --headless --dump-dom file:///tmp/page.html 2>/tmp/chromium.err) || { echo "chromium failed: $(tail -n 3 /tmp/chromium.err)"; exit 1; }
+        case $dom in *"<p id=\"out\">rendered 42</p>"*) ;; *) echo "chromium rendered: $dom"; exit 1 ;; esac
+        pip config list 2>/dev/null | grep -qx "global.break-system-packages=.true." || { echo "pip: no break-system-packages"; exit 1; }
+        [ "$(git config --system http.sslCAInfo)" = /etc/ssl/certs/ca-certificates.crt ] || { echo "git: no sslCAInfo"; exit 1; }
+        echo ok' 2>&1) || true
+    if [[ $promise == ok ]]; then
+        log "ok: claude on PATH, chromium --headless renders a local page as agent, pip and git configured"
+    else
+        fail "the base image's promise: $promise"
+    fi
+    # sudo keeps the proxy's variables (sudo apt-get goes through the proxy): checked where sudo
+    # works (a plain container; agenthold's sandboxes are the sudo setting's business).
+    kept=$(docker run --rm --network none --user agent -e HTTPS_PROXY=http://u:p@proxy.invalid:3128 -e SSL_CERT_FILE=/x \
+        "$IMAGE" sudo -n sh -c 'echo "$HTTPS_PROXY $SSL_CERT_FILE"' 2>/dev/null) || true
+    if [[ $kept == "http://u:p@proxy.invalid:3128 /x" ]]; then
+        log "ok: sudo keeps the proxy's and the CA's variables"
+    else
+        fail "sudo does not keep the proxy's variables: $kept"
+    fi
 fi
 
 # advertised NAME JSON — logs what the harness's initialize result advertised.

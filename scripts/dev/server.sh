@@ -11,7 +11,8 @@
 # server, on 0.0.0.0:$AGENTHOLD_PROXY_PORT (default 3128), following the
 # configuration file the server writes; sandboxes reach it at
 # host.docker.internal (AGENTHOLD_PROXY_ADDR). AGENTHOLD_DEV_PROXY=0 leaves it
-# out. State: .dev/proxy.pid, .dev/proxy.log.
+# out. State: .dev/proxy.pid, .dev/proxy.log. The registries' addresses as this host resolves
+# them are AGENTHOLD_PROXY_ALLOW_ADDRS unless it is set (a mirror on a private address).
 #
 # Expects the binaries to be built (make build) and Postgres, Docker and the
 # images to be ready (make postgres docker images); `make up`/`make dev` do all
@@ -104,6 +105,16 @@ start_proxy() {
         </dev/null >>"$PROXY_LOGFILE" 2>&1 ) &
     echo $! >"$PROXY_PIDFILE"
     export AGENTHOLD_PROXY_ADDR=${AGENTHOLD_PROXY_ADDR:-host.docker.internal:$PROXY_PORT}
+    # Where this host's DNS points the package registries of the egress presets at a mirror on
+    # a private or reserved address, the proxy may dial those addresses (for those allowed hosts
+    # only; docs/proxy.md, "Mirrors on private addresses"). Set AGENTHOLD_PROXY_ALLOW_ADDRS to
+    # choose yourself (empty: none). Public addresses in the list change nothing.
+    if [[ -z ${AGENTHOLD_PROXY_ALLOW_ADDRS+set} ]]; then
+        local hosts="registry.npmjs.org pypi.org files.pythonhosted.org deb.debian.org security.debian.org crates.io index.crates.io static.crates.io proxy.golang.org sum.golang.org"
+        AGENTHOLD_PROXY_ALLOW_ADDRS=$(for h in $hosts; do getent ahosts "$h" 2>/dev/null || true; done | awk '{ print $1 }' | sort -u | paste -sd, -)
+        export AGENTHOLD_PROXY_ALLOW_ADDRS
+        [[ -n $AGENTHOLD_PROXY_ALLOW_ADDRS ]] && log "the proxy may dial the registries' addresses: $AGENTHOLD_PROXY_ALLOW_ADDRS"
+    fi
 }
 
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

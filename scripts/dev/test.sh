@@ -157,7 +157,7 @@ fi
 # The real harnesses' sessions are also opened in Chromium (E2E_UI=1), after a thought, a plan
 # and a command (the stand-ins' think / plan / run).
 scripts/dev/ui-browser.sh
-for script in secrets provider-logins claude-harness codex opencode; do
+for script in secrets packages provider-logins claude-harness codex opencode; do
     step "end to end: scripts/e2e/$script.sh (through the real egress proxy)"
     (
         set -a

@@ -51,7 +51,15 @@ export const POSTURES: [string, string][] = [
   ['autonomous', 'autonomous — approve every call'],
 ];
 
-export const EGRESS_PRESETS: [string, string][] = [['package_registries', 'Package registries (npm, PyPI, crates.io, Go modules, RubyGems, Maven Central)']];
+export const EGRESS_PRESETS: [string, string][] = [
+  ['npm', 'npm registry'],
+  ['pypi', 'PyPI'],
+  ['crates', 'crates.io'],
+  ['go', 'Go modules'],
+  ['debian', 'Debian mirror (apt)'],
+  ['opencode_free', "OpenCode's free models"],
+  ['package_registries', 'Package registries (npm, PyPI, crates.io, Go modules, RubyGems, Maven Central)'],
+];
 
 export interface LimitsForm {
   cpus: string;

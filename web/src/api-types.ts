@@ -61,6 +61,30 @@ export interface paths {
         patch: operations["update_agent"];
         trace?: never;
     };
+    "/api/v1/agents/{id}/egress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Gives an agent a list of its own (operators of its workspace: only within the workspace's default, e.g. fewer presets; admins: any, wider too)
+         * @description Gives an agent a list of its own (operators of its workspace: only within the workspace's default, e.g. fewer presets; admins: any, wider too). The proxy follows within seconds. Audited as `agent.egress_changed`.
+         */
+        put: operations["set_agent_egress"];
+        post?: never;
+        /**
+         * Returns an agent to its workspace's default (operators: the default is the admins' choice)
+         * @description Returns an agent to its workspace's default (operators: the default is the admins' choice). Audited as `agent.egress_changed`.
+         */
+        delete: operations["reset_agent_egress"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{id}/harness-log": {
         parameters: {
             query?: never;
@@ -893,6 +917,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workspaces/{id}/egress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's egress default (any member) */
+        get: operations["get_workspace_egress"];
+        /**
+         * Replaces the workspace's egress default (workspace admins)
+         * @description Replaces the workspace's egress default (workspace admins). Every agent of the workspace that follows it (`egress_inherited`) gets the new list within seconds; agents with a list of their own keep it. Audited as `workspace.egress_changed`.
+         */
+        put: operations["set_workspace_egress"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workspaces/{id}/members": {
         parameters: {
             query?: never;
@@ -1041,8 +1086,16 @@ export interface components {
             desired_state: string;
             /** @description The sandbox driver (`docker`, `kubernetes`, `local`). */
             driver: string;
-            /** @description What the sandbox may reach besides its secrets' hosts. */
+            /**
+             * @description What the sandbox may reach besides its secrets' hosts (in force: its own list, or its
+             *     workspace's default).
+             */
             egress: components["schemas"]["Egress"];
+            /**
+             * @description True when `egress` is its workspace's default, which it follows (it has no list of its
+             *     own); false when it has its own.
+             */
+            egress_inherited: boolean;
             /**
              * @description The Docker engine its sandbox lives on, for life: `local` (the server's own) or a name
              *     from `AGENTHOLD_DOCKER_ENGINES` (docs/engines.md).
@@ -1110,6 +1163,13 @@ export interface components {
             /** @description How one can sign in inside its sandbox. */
             login_methods: components["schemas"]["LoginMethod"][];
             logins: null | components["schemas"]["AgentLogins"];
+        };
+        /** @description An agent's egress in force. */
+        AgentEgressView: {
+            /** @description What its sandbox may reach besides its secrets' hosts. */
+            egress: components["schemas"]["Egress"];
+            /** @description True when that is its workspace's default, which it follows. */
+            inherited: boolean;
         };
         /**
          * Format: uuid
@@ -1520,7 +1580,7 @@ export interface components {
          * @description A stable, machine-readable error code.
          * @enum {string}
          */
-        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "HOST_NOT_COVERED" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_REPO" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_STREAM_ENDED" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_AUTH_METHOD" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
+        ErrorCode: "ALREADY_ANSWERED" | "AMBIGUOUS_AGENT" | "AUTONOMOUS_FORBIDDEN" | "BODY_READ_TIMEOUT" | "BUDGET_EXHAUSTED" | "CAPACITY" | "CHAIN_TOO_DEEP" | "CSRF_REJECTED" | "DATABASE_UNAVAILABLE" | "DELIVERY_ID_MISSING" | "EGRESS_WIDENED" | "ENV_NAME_TAKEN" | "FORBIDDEN" | "HARNESS_ERROR" | "HARNESS_EXITED" | "HARNESS_INIT_FAILED" | "HARNESS_LOST" | "HARNESS_OUTPUT_UNSTORABLE" | "HARNESS_PROTOCOL_ERROR" | "HARNESS_START_FAILED" | "HARNESS_TIMEOUT" | "HOST_NOT_COVERED" | "IMAGE_NOT_ALLOWED" | "INTERNAL" | "INTERVAL_TOO_SHORT" | "INVALID_ANSWER" | "INVALID_BODY" | "INVALID_COMMAND" | "INVALID_CRON" | "INVALID_CURSOR" | "INVALID_EGRESS" | "INVALID_ENV" | "INVALID_ENV_NAME" | "INVALID_IMAGE" | "INVALID_LIMIT" | "INVALID_LIMITS" | "INVALID_LOGIN" | "INVALID_MODEL" | "INVALID_NAME" | "INVALID_OPTION" | "INVALID_POLICY" | "INVALID_POSTURE" | "INVALID_PROMPT" | "INVALID_QUERY" | "INVALID_REPO" | "INVALID_RULE" | "INVALID_SECRET_VALUE" | "INVALID_SESSION" | "INVALID_STATE" | "INVALID_TEMPLATE" | "INVALID_TIME_ZONE" | "INVALID_USERNAME" | "LAST_ADMIN" | "LIMIT_TOO_HIGH" | "LOGIN_BUSY" | "LOGIN_REJECTED" | "NAME_TAKEN" | "NOT_ALLOWED" | "NOT_A_WEBSOCKET" | "NOT_FOUND" | "NO_RUNNING_TURN" | "NO_TURN_IN_PROGRESS" | "NUL_CHARACTER" | "ORIGIN_REJECTED" | "OUT_OF_MEMORY" | "PAYLOAD_TOO_LARGE" | "POLICY_MISSING" | "PROMPT_TOO_LONG" | "PROVIDER_STREAM_ENDED" | "PROVIDER_UNREACHABLE" | "QUOTA_EXCEEDED" | "RATE_LIMITED" | "REPLAYED" | "REPLICA_UNAVAILABLE" | "REQUEST_TIMEOUT" | "SANDBOX_EXITED" | "SANDBOX_FAILED" | "SANDBOX_START_FAILED" | "SANDBOX_UNREACHABLE" | "SECRET_UNAVAILABLE" | "SELF_TARGET" | "SERVER_BUSY" | "SESSION_IN_USE" | "SESSION_START_FAILED" | "SIGNATURE_EXPIRED" | "SIGNATURE_INVALID" | "SIGNATURE_MISSING" | "TEMPLATE_FIELD_MISSING" | "TOO_MANY_ATTEMPTS" | "TOO_MANY_REFUSALS" | "TOO_MANY_REQUESTS" | "TOO_MANY_SECRETS" | "TURN_IN_PROGRESS" | "TURN_TIMEOUT" | "UNAUTHORIZED" | "UNKNOWN_AUTH_METHOD" | "UNKNOWN_HARNESS" | "UNKNOWN_LOGIN_KIND" | "UNKNOWN_LOGIN_METHOD" | "UNKNOWN_POSTURE" | "USERNAME_TAKEN" | "USE_A_SECRET" | "WEAK_PASSWORD" | "WEBHOOK_PAUSED";
         /** @description An error's code and message. */
         ErrorDetail: {
             /**
@@ -2635,6 +2695,82 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    set_agent_egress: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Egress"];
+            };
+        };
+        responses: {
+            /** @description The agent's egress in force */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentEgressView"];
+                };
+            };
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_EGRESS` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description `EGRESS_WIDENED`: an operator asked for more than the workspace's default (the message names what); `FORBIDDEN` below operator; `FORBIDDEN`: the caller can see the resource but its role does not allow this; `CSRF_REJECTED`: a session cookie without its `X-CSRF-Token` on a request that changes something; `ORIGIN_REJECTED`: a cookie-authenticated WebSocket from another origin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    reset_agent_egress: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's egress in force (the workspace's default) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentEgressView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -4692,6 +4828,73 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_workspace_egress: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The default (empty when none was set) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Egress"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    set_workspace_egress: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Egress"];
+            };
+        };
+        responses: {
+            /** @description The default as stored (normalised) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Egress"];
+                };
+            };
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `INVALID_EGRESS` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

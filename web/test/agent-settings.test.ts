@@ -48,6 +48,7 @@ const agent: Agent = {
   secrets: [{ env_name: 'ANTHROPIC_API_KEY', secret_id: 's1', secret_name: 'anthropic', preset: 'anthropic' }],
   credentials_inside_sandbox: false,
   egress: { allow: [], presets: [] },
+  egress_inherited: false,
 } as Agent;
 
 describe('defaults that work', () => {

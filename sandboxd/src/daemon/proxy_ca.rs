@@ -29,9 +29,18 @@ pub fn trust_env() -> Vec<(String, String)> {
     let (ca_file, bundle) = (format!("/{CA_FILE}"), format!("/{BUNDLE}"));
     let mut env = vec![("NODE_EXTRA_CA_CERTS".to_owned(), ca_file)];
     env.extend(
-        ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE", "GIT_SSL_CAINFO"]
-            .into_iter()
-            .map(|name| (name.to_owned(), bundle.clone())),
+        [
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "CODEX_CA_CERTIFICATE",
+            "GIT_SSL_CAINFO",
+            // pip's own setting (it may not read the system store) and cargo's.
+            "PIP_CERT",
+            "CARGO_HTTP_CAINFO",
+        ]
+        .into_iter()
+        .map(|name| (name.to_owned(), bundle.clone())),
     );
     env
 }
@@ -179,7 +188,7 @@ mod tests {
             };
             assert_eq!(value, expected, "{name}");
         }
-        assert_eq!(trust_env().len(), 6);
+        assert_eq!(trust_env().len(), 8);
     }
 
     #[tokio::test]

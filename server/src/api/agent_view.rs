@@ -19,7 +19,7 @@ use crate::secrets::validate;
 use crate::state::AppState;
 use crate::store;
 use crate::store::agents::AgentRow;
-use crate::store::proxy_identities::EgressRow;
+use crate::store::proxy_identities::AgentEgress;
 use crate::store::secrets::Attachment;
 use crate::supervisor::core::Observed;
 
@@ -91,8 +91,12 @@ pub struct Agent {
     /// Whether credentials may sit inside its sandbox (a credential-looking plain env variable,
     /// or a login made in its terminal).
     credentials_inside_sandbox: bool,
-    /// What the sandbox may reach besides its secrets' hosts.
+    /// What the sandbox may reach besides its secrets' hosts (in force: its own list, or its
+    /// workspace's default).
     egress: Egress,
+    /// True when `egress` is its workspace's default, which it follows (it has no list of its
+    /// own); false when it has its own.
+    egress_inherited: bool,
     /// The repository it was made for, and how its clone went (`null`: none).
     #[schema(required = true)]
     repo: Option<RepoView>,
@@ -237,7 +241,7 @@ pub fn agent_view(
     agent: &AgentRow,
     state: &AppState,
     attachments: &[Attachment],
-    egress: &[(Uuid, EgressRow)],
+    egress: &[(Uuid, AgentEgress)],
     repos: &[store::repos::RepoRow],
 ) -> Agent {
     let home_dir = state.driver.home_dir(agent.id);
@@ -249,7 +253,7 @@ pub fn agent_view(
         error: r.error.clone(),
         updated_at: r.updated_at,
     });
-    let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, row)| Egress::from(row.clone()));
+    let egress = egress.iter().find(|(id, _)| *id == agent.id.0).map(|(_, e)| e.clone()).unwrap_or_default();
     let secrets = attachments.iter().filter(|a| a.agent_id == agent.id.0).map(AttachedSecret::from).collect();
     // Agents made before credential-looking names were refused may still hold one in clear.
     // ... or someone signed in inside its sandbox (a login method run in its terminal).
@@ -296,7 +300,8 @@ pub fn agent_view(
         created_at: agent.created_at,
         secrets,
         credentials_inside_sandbox,
-        egress: egress.unwrap_or_default(),
+        egress: Egress::from(egress.row),
+        egress_inherited: egress.inherited,
         repo,
     }
 }

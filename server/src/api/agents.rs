@@ -55,7 +55,8 @@ pub struct CreateAgent {
     limits: Option<Limits>,
     /// The workspace; default: the caller's personal workspace.
     workspace_id: Option<uuid::Uuid>,
-    /// What the sandbox may reach besides its secrets' hosts.
+    /// What the sandbox may reach besides its secrets' hosts; default: it follows the
+    /// workspace's egress default (`GET /api/v1/workspaces/{id}/egress`).
     egress: Option<Egress>,
     /// The login method (an id from its harness's `authMethods`, at most 128 characters) the
     /// harness is signed in with (ACP `authenticate`) when a session call answers that it must
@@ -82,8 +83,12 @@ pub struct RepoSpec {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateAgent {
-    /// Replaces the egress allow-list.
-    egress: Option<Egress>,
+    /// Replaces the egress allow-list (any list: admins may widen the workspace's default for one
+    /// agent); `null`: follow the workspace's default again (docs/proxy.md, "The workspace
+    /// default"). Operators narrow it with `PUT /api/v1/agents/{id}/egress`.
+    #[serde(default, deserialize_with = "present_egress")]
+    #[schema(value_type = Option<Egress>)]
+    egress: Option<Option<Egress>>,
     /// A new harness (restarts it once no turn runs).
     harness: Option<String>,
     /// A `command` harness's program.
@@ -118,6 +123,11 @@ pub struct AgentList {
 
 /// A field that is present (even `null`) is `Some`.
 fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<Value>>, D::Error> {
+    Ok(Some(Option::deserialize(deserializer)?))
+}
+
+/// `egress` present (even `null`) is `Some`.
+fn present_egress<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<Egress>>, D::Error> {
     Ok(Some(Option::deserialize(deserializer)?))
 }
 
@@ -277,7 +287,8 @@ pub async fn create(
     }
     let row = store::agents::get(&state.pool, agent.id).await?.ok_or(ApiError::NotFound("agent"))?;
     audit(&state, &principal, &row, "agent.created").await?;
-    let egress: Vec<_> = egress.into_iter().map(|e| (agent.id.0, e)).collect();
+    // Without a list of its own it follows the workspace's default.
+    let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
     let repos = store::repos::for_agents(&state.pool, &[agent.id.0]).await?;
     Ok((StatusCode::CREATED, Json(agent_view(&row, &state, &[], &egress, &repos))))
 }
@@ -412,22 +423,34 @@ pub async fn update(
         _ => None,
     };
     let (settings, change) = super::agent_settings::apply(&state, &agent, patch, advertised.as_ref())?;
-    let egress = body
-        .egress
-        .map(egress::validate)
-        .transpose()
-        .map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?;
-    if let Some(egress) = egress {
-        if !store::proxy_identities::set_egress(&state.pool, id, &egress).await? {
-            return Err(ApiError::NotFound("agent"));
+    let egress = match body.egress {
+        None => None,
+        Some(None) => Some(None),
+        // Admins may give an agent any list, wider than the workspace's default too.
+        Some(Some(egress)) => {
+            Some(Some(egress::validate(egress).map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?))
         }
+    };
+    if let Some(egress) = egress {
+        let detail = match &egress {
+            Some(row) => {
+                if !store::proxy_identities::set_egress(&state.pool, id, row).await? {
+                    return Err(ApiError::NotFound("agent"));
+                }
+                json!({"name": agent.name, "allow": row.allow, "presets": row.presets})
+            }
+            None => {
+                store::proxy_identities::clear_egress(&state.pool, id).await?;
+                json!({"name": agent.name, "inherited": true})
+            }
+        };
         let record = AuditRecord {
             workspace_id: agent.workspace_id,
             actor_user_id: Some(principal.user_id),
             action: "agent.egress_changed",
             resource_type: "agent",
             resource_id: agent.id.to_string(),
-            detail: json!({"name": agent.name, "allow": egress.allow, "presets": egress.presets}),
+            detail,
         };
         store::audit::append(&state.pool, record).await?;
     }

@@ -7,6 +7,7 @@ mod agent_settings;
 mod agent_view;
 mod agents;
 mod body_read;
+mod egress;
 pub mod error;
 mod extract;
 mod grants;
@@ -80,6 +81,8 @@ pub(crate) fn operations() -> OpenApiRouter<AppState> {
         .routes(routes!(workspaces::set_member, workspaces::remove_member))
         .routes(routes!(workspaces::members))
         .routes(routes!(workspaces::audit_log))
+        .routes(routes!(egress::get, egress::set))
+        .routes(routes!(egress::set_agent, egress::reset_agent))
         .routes(routes!(secrets::create, secrets::list))
         .routes(routes!(secrets::delete))
         .routes(routes!(secrets::attach, secrets::detach))

@@ -2,8 +2,13 @@
 //! sandbox user in its home. Binary messages carry input and output; a text message
 //! `{"type":"resize","cols":N,"rows":N}` resizes. Wakes a sleeping agent.
 //!
+//! The terminal's process gets what the harness's gets besides the harness's own variables
+//! (`supervisor::sandbox_env`): the agent's plain env, its secrets' and logins' placeholders, the
+//! egress proxy's variables and its CA's — so `npm`, `pip`, `apt`, `git` in the terminal reach
+//! what the agent reaches, and no further.
+//!
 //! `?login=<method id>` (agent admins) runs one of the harness's login methods instead of the
-//! shell — "sign in inside this sandbox" (docs/logins.md): with the proxy's environment, so the
+//! shell — "sign in inside this sandbox" (docs/logins.md): with that environment, so the
 //! sign-in reaches the provider, and `NO_BROWSER=1`, so it prints its URL. The agent is then marked
 //! as holding its own login.
 
@@ -113,6 +118,17 @@ pub async fn open(
         None => Program { argv: vec!["/bin/sh".to_owned(), "-c".to_owned(), SHELL.to_owned()], env: Vec::new() },
         Some(method) => login_program(&state, &principal, id, method).await?,
     };
+    // The agent's plain env, then what its harness gets besides: its secrets' and logins'
+    // placeholders, the egress proxy and its CA (so npm, pip, apt, git… in the terminal go where
+    // the agent's go).
+    let shared =
+        crate::supervisor::sandbox_env::shared(&state.pool, state.supervisors.proxy(), state.driver.as_ref(), &agent)
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("the terminal's environment: {e}")))?;
+    let mut env: Vec<(String, String)> = agent.env.to_vec();
+    env.extend(shared.env);
+    env.append(&mut program.env);
+    program.env = env;
     // Node in the terminal (a harness's own login, `npx …`) sees the sandbox's memory limit too.
     program.env.extend(crate::harness::node_options(&agent));
     // Opening a terminal wakes a sleeping agent.
@@ -159,21 +175,8 @@ async fn login_program(
             format!("login methods this terminal can run: [{}]{known}", runnable.join(", ")),
         ));
     };
-    let mut env = vec![("NO_BROWSER".to_owned(), "1".to_owned())];
-    if let Some(proxy) = state.supervisors.proxy() {
-        let addr = state
-            .driver
-            .proxy_addr(id)
-            .await
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!("the engine's proxy address: {e}")))?;
-        let addr = addr.as_deref().unwrap_or(&proxy.addr);
-        let proxy_env = crate::proxy_feed::sandbox_proxy_env(&state.pool, &proxy.master_key, id, addr)
-            .await
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!("the proxy identity: {e}")))?;
-        env.extend(proxy_env);
-        env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
-        env.extend(crate::secrets::git::sandbox_env(&state.pool, id).await?);
-    }
+    // The proxy's environment comes with every terminal's (`open`).
+    let env = vec![("NO_BROWSER".to_owned(), "1".to_owned())];
     crate::store::agents::mark_sandbox_login(&state.pool, id).await?;
     let record = crate::store::audit::AuditRecord {
         workspace_id: agent.workspace_id,

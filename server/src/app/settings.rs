@@ -51,6 +51,7 @@ pub(super) fn proxy_feed_settings(
         config_file: config.proxy_config_file(),
         ca,
         own_addrs: config.proxy_own_addrs.clone(),
+        allow_addrs: config.proxy_allow_addrs.clone(),
         upstream_overrides: overrides,
         // Sandboxes that use the proxy reach agenthold's MCP server through it.
         server_route: (config.proxy_addr.is_some() && config.driver != DriverKind::Local)

@@ -397,6 +397,11 @@ pub struct Config {
     /// More addresses of the proxy itself (comma-separated), refused as destinations.
     #[arg(long, env = "AGENTHOLD_PROXY_OWN_ADDRS", value_delimiter = ',')]
     pub proxy_own_addrs: Vec<std::net::IpAddr>,
+    /// Private or reserved addresses (comma-separated) the proxy may dial all the same for an
+    /// allowed host: a package mirror the host's DNS points a registry's name at
+    /// (docs/proxy.md, "Mirrors on private addresses").
+    #[arg(long, env = "AGENTHOLD_PROXY_ALLOW_ADDRS", value_delimiter = ',')]
+    pub proxy_allow_addrs: Vec<std::net::IpAddr>,
     /// Kubernetes driver: the namespace of the sandboxes' objects (unset: the kubeconfig's
     /// namespace, or the server's own when it runs in the cluster).
     #[arg(long, env = "AGENTHOLD_KUBE_NAMESPACE")]

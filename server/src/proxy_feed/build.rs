@@ -22,6 +22,8 @@ pub struct Inputs {
     pub ca: CaPaths,
     /// More addresses of the proxy itself.
     pub own_addrs: Vec<IpAddr>,
+    /// Private or reserved addresses the proxy may dial all the same.
+    pub allow_addrs: Vec<IpAddr>,
     /// Every agent not being deleted.
     pub agents: Vec<AgentInput>,
     /// TEST ONLY: stand-ins.
@@ -84,6 +86,7 @@ pub fn build_config(inputs: &Inputs) -> (ProxyFile, Vec<Skipped>) {
         ca: inputs.ca.clone(),
         deny_private: true,
         own_addrs: inputs.own_addrs.clone(),
+        allow_addrs: inputs.allow_addrs.clone(),
         sandboxes,
         upstream_overrides: inputs.upstream_overrides.clone(),
         server_route: inputs.server_route.clone(),
@@ -216,6 +219,7 @@ mod tests {
             version: 7,
             ca: ca(),
             own_addrs: vec!["203.0.113.7".parse().expect("ip")],
+            allow_addrs: Vec::new(),
             agents,
             upstream_overrides: BTreeMap::new(),
             server_route: None,

@@ -136,6 +136,7 @@ mod tests {
             ca,
             deny_private: true,
             own_addrs: Vec::new(),
+            allow_addrs: Vec::new(),
             sandboxes: vec![
                 // A custom secret's host outside the CA: that rule goes, the sandbox stays.
                 sandbox(

@@ -1,6 +1,7 @@
-//! An agent's egress allow-list as the API takes and shows it: `{allow: [host[:port] |
-//! *.domain[:port]], presets: ["package_registries"]}`, checked with the proxy's own host
-//! parser (so whatever is stored, the proxy accepts), and the hosts each preset stands for.
+//! An egress allow-list (an agent's, or its workspace's default) as the API takes and shows it:
+//! `{allow: [host[:port] | *.domain[:port]], presets: ["npm", …]}`, checked with the proxy's
+//! own host parser (so whatever is stored, the proxy accepts); the hosts each preset stands
+//! for; and the rule of what "narrowing" the workspace's default means ([`within`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +12,9 @@ pub const MAX_ALLOW: usize = 64;
 /// Longest entry.
 const MAX_ENTRY_LEN: usize = 260;
 
-/// The preset names.
-pub const PRESETS: &[&str] = &["package_registries"];
+/// The preset names, each for one kind of package (or one harness's free service);
+/// `package_registries` is the older preset for all the language registries at once.
+pub const PRESETS: &[&str] = &["package_registries", "npm", "pypi", "crates", "go", "debian", "opencode_free"];
 
 /// The package registries preset: the public registries of npm, PyPI, crates.io, Go modules,
 /// RubyGems and Maven Central (HTTPS only).
@@ -32,10 +34,32 @@ pub const PACKAGE_REGISTRIES: &[&str] = &[
     "repo1.maven.org",
 ];
 
-/// The hosts a preset allows.
+/// npm's registry (and Yarn's name for it).
+const NPM: &[&str] = &["registry.npmjs.org", "registry.yarnpkg.com"];
+/// PyPI: the index and the files.
+const PYPI: &[&str] = &["pypi.org", "files.pythonhosted.org"];
+/// crates.io: the API, the sparse index and the downloads.
+const CRATES: &[&str] = &["crates.io", "index.crates.io", "static.crates.io"];
+/// Go modules: the module proxy and the checksum database (Go's defaults, `GOPROXY` and
+/// `GOSUMDB`).
+const GO: &[&str] = &["proxy.golang.org", "sum.golang.org"];
+/// The Debian mirror the base image's apt uses (plain HTTP through the proxy, port 80; the
+/// packages are checked against the image's Debian keyring) and its security archive.
+const DEBIAN: &[&str] = &["deb.debian.org", "security.debian.org"];
+/// OpenCode's free models ("OpenCode Zen", `https://opencode.ai/zen/v1`, the host the
+/// `opencode` provider of the opencode CLI calls) and its models list.
+const OPENCODE_FREE: &[&str] = &["opencode.ai", "models.opencode.ai"];
+
+/// The hosts a preset allows (any port a plain entry allows: 443 for CONNECT, 80 for plain HTTP).
 pub fn preset_hosts(preset: &str) -> &'static [&'static str] {
     match preset {
         "package_registries" => PACKAGE_REGISTRIES,
+        "npm" => NPM,
+        "pypi" => PYPI,
+        "crates" => CRATES,
+        "go" => GO,
+        "debian" => DEBIAN,
+        "opencode_free" => OPENCODE_FREE,
         _ => &[],
     }
 }
@@ -91,6 +115,69 @@ pub fn validate(egress: Egress) -> Result<EgressRow, String> {
         }
     }
     Ok(EgressRow { allow, presets })
+}
+
+/// Whether an agent's own list stays within its workspace's default (what an agent admin who is
+/// not a workspace admin may set; docs/proxy.md, "The workspace default"): every preset is one
+/// of the default's or all its hosts are allowed by the default; every entry is one of the
+/// default's, under one of its wildcards (same port), or a host of one of its presets (no
+/// port). The message names the first thing outside.
+pub fn within(own: &EgressRow, default: &EgressRow) -> Result<(), String> {
+    for preset in &own.presets {
+        let covered = default.presets.contains(preset) || preset_hosts(preset).iter().all(|h| covers(default, h));
+        if !covered {
+            return Err(format!(
+                "egress.presets: {preset:?} is not in the workspace's default ({}); a workspace admin may widen it",
+                describe(default)
+            ));
+        }
+    }
+    for entry in &own.allow {
+        if !covers(default, entry) {
+            return Err(format!(
+                "egress.allow: {entry:?} is not in the workspace's default ({}); a workspace admin may widen it",
+                describe(default)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `default` allows every destination the normalised `entry` allows.
+fn covers(default: &EgressRow, entry: &str) -> bool {
+    if default.allow.iter().any(|d| d == entry) {
+        return true;
+    }
+    let (host, port) = split_port(entry);
+    let preset_host =
+        port.is_none() && !host.starts_with("*.") && default.presets.iter().any(|p| preset_hosts(p).contains(&host));
+    if preset_host {
+        return true;
+    }
+    // `*.d[:p]` covers `x.d[:p]` and `*.x.d[:p]`.
+    let bare = host.strip_prefix("*.").unwrap_or(host);
+    default.allow.iter().any(|d| {
+        let (d_host, d_port) = split_port(d);
+        d_port == port
+            && d_host.strip_prefix("*.").is_some_and(|suffix| {
+                bare.strip_suffix(suffix).is_some_and(|rest| rest.ends_with('.') && rest.len() > 1)
+            })
+    })
+}
+
+/// `host[:port]` of a normalised entry (an IPv6 literal keeps its brackets).
+fn split_port(entry: &str) -> (&str, Option<&str>) {
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') && port.bytes().all(|b| b.is_ascii_digit()) => (host, Some(port)),
+        _ => (entry, None),
+    }
+}
+
+fn describe(default: &EgressRow) -> String {
+    if default.allow.is_empty() && default.presets.is_empty() {
+        return "empty".to_owned();
+    }
+    format!("presets [{}], allow [{}]", default.presets.join(", "), default.allow.join(", "))
 }
 
 fn normalise(raw: &str) -> Option<String> {
@@ -156,5 +243,59 @@ mod tests {
         assert!(validate(egress(&[], &["everything"])).is_err());
         let many: Vec<String> = (0..=MAX_ALLOW).map(|i| format!("h{i}.example.com")).collect();
         assert!(validate(Egress { allow: many, presets: Vec::new() }).is_err());
+    }
+
+    fn row(allow: &[&str], presets: &[&str]) -> EgressRow {
+        validate(egress(allow, presets)).expect("valid")
+    }
+
+    #[test]
+    fn every_preset_has_hosts_the_proxy_accepts() {
+        for preset in PRESETS {
+            assert!(!preset_hosts(preset).is_empty(), "{preset}");
+            for host in preset_hosts(preset) {
+                assert_eq!(normalise(host).as_deref(), Some(*host), "{preset}: {host}");
+            }
+        }
+        // The older preset is what it was: every language registry, no Debian mirror.
+        assert_eq!(PACKAGE_REGISTRIES.len(), 13);
+        assert!(!PACKAGE_REGISTRIES.contains(&"deb.debian.org"));
+        for preset in ["npm", "pypi", "crates", "go"] {
+            assert!(preset_hosts(preset).iter().all(|h| PACKAGE_REGISTRIES.contains(h)), "{preset}");
+        }
+    }
+
+    #[test]
+    fn narrowing_keeps_within_the_default() {
+        let default = row(&["*.example.com", "git.internal.dev:8443", "93.184.215.14"], &["npm", "package_registries"]);
+        // Removing things is narrowing; so is naming what the default already allows.
+        for (allow, presets) in [
+            (vec![], vec![]),
+            (vec![], vec!["npm"]),
+            (vec!["api.example.com", "*.cdn.example.com"], vec![]),
+            (vec!["git.internal.dev:8443", "93.184.215.14"], vec![]),
+            (vec!["registry.npmjs.org", "pypi.org"], vec!["pypi", "crates", "go"]),
+        ] {
+            let own = row(&allow, &presets);
+            assert_eq!(within(&own, &default), Ok(()), "{own:?}");
+        }
+        // Anything the default does not allow is widening.
+        for (allow, presets) in [
+            (vec!["example.com"], vec![]),
+            (vec!["api.example.com:8443"], vec![]),
+            (vec!["git.internal.dev"], vec![]),
+            (vec!["registry.npmjs.org:8443"], vec![]),
+            (vec!["evil.com"], vec![]),
+            (vec!["notexample.com"], vec![]),
+            (vec![], vec!["debian"]),
+            (vec![], vec!["opencode_free"]),
+        ] {
+            let own = row(&allow, &presets);
+            let refused = within(&own, &default).expect_err("widening");
+            assert!(refused.contains("workspace admin"), "{refused}");
+        }
+        // An empty default allows nothing more.
+        assert!(within(&row(&[], &["npm"]), &EgressRow::default()).is_err());
+        assert_eq!(within(&EgressRow::default(), &EgressRow::default()), Ok(()));
     }
 }

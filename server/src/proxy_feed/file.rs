@@ -24,6 +24,9 @@ pub struct ProxyFile {
     pub deny_private: bool,
     /// More addresses of the proxy itself.
     pub own_addrs: Vec<IpAddr>,
+    /// Private or reserved addresses the proxy may dial all the same (an operator's mirror).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_addrs: Vec<IpAddr>,
     /// One entry per agent.
     pub sandboxes: Vec<SandboxEntry>,
     /// TEST ONLY: stand-ins for hosts.

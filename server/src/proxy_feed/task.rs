@@ -48,6 +48,8 @@ pub struct FeedSettings {
     pub ca: CaPaths,
     /// More addresses of the proxy itself.
     pub own_addrs: Vec<IpAddr>,
+    /// Private or reserved addresses the proxy may dial all the same.
+    pub allow_addrs: Vec<IpAddr>,
     /// TEST ONLY: stand-ins.
     pub upstream_overrides: BTreeMap<String, UpstreamOverride>,
     /// agenthold's MCP server through the proxy (`None`: not offered).
@@ -297,6 +299,7 @@ impl Feed {
             version: 0,
             ca: self.settings.ca.clone(),
             own_addrs: self.settings.own_addrs.clone(),
+            allow_addrs: self.settings.allow_addrs.clone(),
             agents,
             upstream_overrides: self.settings.upstream_overrides.clone(),
             server_route: self.settings.server_route.clone(),

@@ -1,8 +1,10 @@
 //! What the egress proxy knows about each agent: the `proxy_identities` table (a random proxy
-//! username and its password, sealed under the master key) and the `agent_egress` table (the
-//! agent's allow-list and presets), plus the one query the proxy feed reads everything with.
-//! Triggers (migration 0006) announce every change that alters the proxy's configuration on the
-//! Postgres channel [`CHANGED_CHANNEL`]. Plaintext passwords never reach this module.
+//! username and its password, sealed under the master key), the `agent_egress` table (the
+//! agent's own allow-list and presets) and the `workspace_egress` table (the workspace's
+//! default, which an agent without a list of its own follows), plus the one query the proxy
+//! feed reads everything with. Triggers (migrations 0006, 0033) announce every change that
+//! alters the proxy's configuration on the Postgres channel [`CHANGED_CHANNEL`]. Plaintext
+//! passwords never reach this module.
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -28,8 +30,17 @@ pub struct SealedIdentity {
 pub struct EgressRow {
     /// `host[:port]`, `*.domain[:port]` entries.
     pub allow: Vec<String>,
-    /// Preset names (`package_registries`).
+    /// Preset names (`npm`, `package_registries`, …).
     pub presets: Vec<String>,
+}
+
+/// An agent's egress in force: its own list, or its workspace's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentEgress {
+    /// What it may reach.
+    pub row: EgressRow,
+    /// True when it follows its workspace's default (it has no list of its own).
+    pub inherited: bool,
 }
 
 /// One agent as the proxy feed sees it.
@@ -45,7 +56,8 @@ pub struct FeedAgent {
     pub login_user_id: Option<uuid::Uuid>,
     /// Its identity, if one was made.
     pub identity: Option<SealedIdentity>,
-    /// Its allow-list (empty when none was set).
+    /// Its allow-list in force: its own, else its workspace's default (empty when neither was
+    /// set).
     pub egress: EgressRow,
     /// The address its sandbox's traffic comes from, when recorded (and parseable).
     pub source_addr: Option<std::net::IpAddr>,
@@ -105,12 +117,35 @@ pub async fn replace(
     Ok(done.rows_affected() > 0)
 }
 
-/// The allow-lists of these agents (agents without one are absent).
-pub async fn egress(pool: &PgPool, agent_ids: &[Uuid]) -> sqlx::Result<Vec<(Uuid, EgressRow)>> {
-    let rows = sqlx::query!(r#"SELECT agent_id, allow, presets FROM agent_egress WHERE agent_id = ANY($1)"#, agent_ids)
-        .fetch_all(pool)
-        .await?;
-    Ok(rows.into_iter().map(|r| (r.agent_id, EgressRow { allow: r.allow, presets: r.presets })).collect())
+/// The egress in force for these agents (agents that do not exist are absent).
+pub async fn egress(pool: &PgPool, agent_ids: &[Uuid]) -> sqlx::Result<Vec<(Uuid, AgentEgress)>> {
+    let rows = sqlx::query!(
+        r#"SELECT a.id, e.allow AS "allow?", e.presets AS "presets?",
+                  w.allow AS "default_allow?", w.presets AS "default_presets?"
+           FROM agents a
+           LEFT JOIN agent_egress e ON e.agent_id = a.id
+           LEFT JOIN workspace_egress w ON w.workspace_id = a.workspace_id
+           WHERE a.id = ANY($1)"#,
+        agent_ids
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let egress = match (r.allow, r.presets) {
+                (Some(allow), Some(presets)) => AgentEgress { row: EgressRow { allow, presets }, inherited: false },
+                _ => AgentEgress {
+                    row: EgressRow {
+                        allow: r.default_allow.unwrap_or_default(),
+                        presets: r.default_presets.unwrap_or_default(),
+                    },
+                    inherited: true,
+                },
+            };
+            (r.id, egress)
+        })
+        .collect())
 }
 
 /// Sets an agent's allow-list (not for an agent being deleted). False if there is no such agent.
@@ -129,17 +164,54 @@ pub async fn set_egress(pool: &PgPool, agent_id: AgentId, egress: &EgressRow) ->
     Ok(done.rows_affected() > 0)
 }
 
+/// Removes an agent's own list: it follows its workspace's default again.
+pub async fn clear_egress(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<()> {
+    sqlx::query!(r#"DELETE FROM agent_egress WHERE agent_id = $1"#, agent_id.0).execute(pool).await?;
+    Ok(())
+}
+
+/// A workspace's egress default (empty when none was set).
+pub async fn workspace_default(pool: &PgPool, workspace_id: Uuid) -> sqlx::Result<EgressRow> {
+    let row = sqlx::query!(r#"SELECT allow, presets FROM workspace_egress WHERE workspace_id = $1"#, workspace_id)
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(|r| EgressRow { allow: r.allow, presets: r.presets }).unwrap_or_default())
+}
+
+/// Sets a workspace's egress default. False if there is no such workspace.
+pub async fn set_workspace_default(
+    pool: &PgPool,
+    workspace_id: Uuid,
+    by: Uuid,
+    egress: &EgressRow,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
+        r#"INSERT INTO workspace_egress (workspace_id, allow, presets, updated_by)
+           SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM workspaces WHERE id = $1)
+           ON CONFLICT (workspace_id) DO UPDATE SET allow = EXCLUDED.allow, presets = EXCLUDED.presets,
+                                                    updated_by = EXCLUDED.updated_by, updated_at = now()"#,
+        workspace_id,
+        &egress.allow,
+        &egress.presets,
+        by,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
 /// Every agent not being deleted, with its identity and allow-list, oldest first.
 pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
     let rows = sqlx::query!(
         r#"SELECT a.id, a.harness, a.workspace_id AS "workspace_id!", a.login_user_id,
                   i.username AS "username?", i.key_id AS "key_id?", i.nonce AS "nonce?",
                   i.ciphertext AS "ciphertext?",
-                  e.allow AS "allow?", e.presets AS "presets?",
+                  coalesce(e.allow, w.allow) AS "allow?", coalesce(e.presets, w.presets) AS "presets?",
                   s.source_addr AS "source_addr?"
            FROM agents a
            LEFT JOIN proxy_identities i ON i.agent_id = a.id
            LEFT JOIN agent_egress e ON e.agent_id = a.id
+           LEFT JOIN workspace_egress w ON w.workspace_id = a.workspace_id
            LEFT JOIN sandboxes s ON s.agent_id = a.id
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#

@@ -12,6 +12,7 @@ pub mod observed;
 mod provider;
 mod reads;
 mod repo;
+pub mod sandbox_env;
 pub(crate) mod shell;
 pub mod slots;
 mod wire;

@@ -732,18 +732,17 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
         None => return Err("unknown harness".to_owned()),
     };
     let mut env = crate::harness::environment(&launch, &agent, &home_dir);
-    // Attached secrets reach the sandbox as placeholders only; the proxy holds the values.
-    env.extend(crate::secrets::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
-    // git answers its hosts' `git_token` secrets with their placeholders (the proxy swaps them).
-    env.extend(crate::secrets::git::sandbox_env(&deps.pool, agent_id).await.map_err(database)?);
-    // So do its login user's provider logins (docs/logins.md); using them is audited.
-    let logins = crate::logins::delivered(
-        &deps.pool,
-        crate::logins::Recipient::of(&agent, crate::harness::account_logins(&agent.harness)),
-    )
-    .await
-    .map_err(database)?;
-    env.extend(crate::logins::sandbox_env(agent_id, &logins));
+    // Its secrets' and logins' placeholders, the egress proxy and its CA: what the terminal gets
+    // too (`sandbox_env`).
+    let shared = super::sandbox_env::shared(&deps.pool, deps.proxy.as_ref(), deps.driver.as_ref(), &agent)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, agent.id = %agent_id, "starting the harness: its sandbox environment");
+            "the harness could not start (see the server log)".to_owned()
+        })?;
+    env.extend(shared.env);
+    let logins = shared.logins;
+    // Using the logins is audited.
     if !logins.is_empty() {
         let kinds: Vec<&str> = logins.iter().map(|(kind, _)| kind.as_str()).collect();
         let record = store::audit::AuditRecord {
@@ -755,23 +754,6 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
             detail: serde_json::json!({"name": agent.name, "kinds": kinds}),
         };
         store::audit::append(&deps.pool, record).await.map_err(database)?;
-    }
-    // The egress proxy (its URL holds the agent's proxy password: never logged) and its CA,
-    // which sandboxd installed at start.
-    if let Some(proxy) = &deps.proxy {
-        // The agent's engine may have a proxy address of its own (a remote engine's).
-        let addr = deps.driver.proxy_addr(agent_id).await.map_err(|e| {
-            tracing::error!(error = %e, agent.id = %agent_id, "starting the harness: the engine's proxy address");
-            "the harness could not start (see the server log)".to_owned()
-        })?;
-        let addr = addr.as_deref().unwrap_or(&proxy.addr);
-        let proxy_env =
-            crate::proxy_feed::sandbox_proxy_env(&deps.pool, &proxy.master_key, agent_id, addr).await.map_err(|e| {
-                tracing::error!(error = %e, agent.id = %agent_id, "starting the harness: the proxy identity");
-                "the harness could not start (proxy identity)".to_owned()
-            })?;
-        env.extend(proxy_env);
-        env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
     }
     // The agent's repository, cloned with this environment (the proxy, git's helper) first.
     let session_cwd = super::repo::prepare(deps, agent_id, &home_dir, &env).await;

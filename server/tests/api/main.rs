@@ -70,3 +70,4 @@ mod turn_limits;
 mod turns;
 mod warm_pool;
 mod web_ui;
+mod workspace_egress;

@@ -18,6 +18,10 @@ use crate::support::secrets::{admin, attach_anthropic_secret, database};
 use crate::support::skip::skip_unless_docker;
 use crate::support::{TestServer, last_run_output};
 
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
 const TURN: Duration = Duration::from_secs(120);
 /// What the stand-in answers, to recognise its body in the tool output.
 const STAND_IN_BODY: &str = "stand-in says hello";
@@ -321,4 +325,93 @@ async fn a_provider_stream_cut_short_is_named_in_the_failed_turn() {
     assert!(error["seq"].as_i64() < turn_end["seq"].as_i64(), "the error comes before the end: {events:?}");
     let log = proxy.log();
     assert!(log.contains("cut-short") && log.contains("bytes_sent=100"), "{log}");
+}
+
+/// The variables the harness and the terminal must share: the proxy's, the CA's, and an attached
+/// secret's placeholder.
+const SHARED_VARS: &str = "^(HTTPS?_PROXY|https?_proxy|NO_PROXY|no_proxy|NODE_USE_ENV_PROXY|NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|\
+REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|CODEX_CA_CERTIFICATE|GIT_SSL_CAINFO|PIP_CERT|CARGO_HTTP_CAINFO|ANTHROPIC_API_KEY)=";
+
+/// A shell line printing `names=<the shared variables' names>` and `sum=<a hash of their values>`
+/// (the values hold the proxy password: never printed).
+fn shared_vars_line() -> String {
+    format!(
+        "V='{SHARED_VARS}'; echo \"names=$(env | grep -E \"$V\" | cut -d= -f1 | sort | tr '\\n' ,)\"; \
+         echo \"sum=$(env | grep -E \"$V\" | sort | sha256sum | cut -c1-16)\""
+    )
+}
+
+/// Types `lines` into a shell terminal of the agent (then `exit`) and returns what it printed.
+async fn in_terminal(server: &TestServer, agent: &str, lines: &[String]) -> String {
+    let url = format!("{}/api/v1/agents/{agent}/terminal", server.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("authorization", format!("Bearer {}", server.token).parse().expect("header"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("the terminal opens");
+    socket.send(Message::Text(r#"{"type":"resize","cols":250,"rows":50}"#.into())).await.expect("resize");
+    for line in lines.iter().map(String::as_str).chain(["exit"]) {
+        socket.send(Message::Binary(format!("{line}\n").into_bytes().into())).await.expect("input");
+    }
+    let mut output = Vec::new();
+    while let Ok(Some(Ok(message))) = tokio::time::timeout(TURN, socket.next()).await {
+        match message {
+            Message::Binary(bytes) => output.extend_from_slice(&bytes),
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    String::from_utf8_lossy(&output).into_owned()
+}
+
+/// The value after `key` on an output line (not the typed command's echo, which holds `$(`; a
+/// terminal's line may start with control sequences).
+fn printed<'a>(output: &'a str, key: &str) -> Option<&'a str> {
+    output
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.contains("$("))
+        .find_map(|l| l.split_once(key).map(|(_, value)| value))
+}
+
+/// Issue 32: a person in the web terminal reaches what the agent reaches. The terminal's shell
+/// gets exactly the harness's proxy variables, CA variables and secret placeholders (same names,
+/// same values), and its proxy credentials open a tunnel to an allowed host (the secret's) while
+/// the proxy refuses one outside the agent's egress.
+#[tokio::test]
+async fn the_terminal_gets_the_harness_s_proxy_ca_and_placeholders() {
+    if skip_unless_docker("local sandboxes do not use the egress proxy") {
+        return;
+    }
+    let setup = Proxied::start().await;
+    let server = &setup.server;
+    let agent = server.create_agent(json!({})).await;
+    let (_, value) = attach_anthropic_secret(server, &agent).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, &format!("run {}", shared_vars_line())).await;
+    let harness = last_run_output(&server.wait_turns(&session, 1, TURN).await);
+    let names = printed(&harness, "names=").expect("the harness's names");
+    assert_eq!(
+        names,
+        "ANTHROPIC_API_KEY,CARGO_HTTP_CAINFO,CODEX_CA_CERTIFICATE,CURL_CA_BUNDLE,GIT_SSL_CAINFO,HTTPS_PROXY,HTTP_PROXY,\
+         NODE_EXTRA_CA_CERTS,NODE_USE_ENV_PROXY,NO_PROXY,PIP_CERT,REQUESTS_CA_BUNDLE,SSL_CERT_FILE,http_proxy,https_proxy,\
+         no_proxy,",
+        "{harness}"
+    );
+
+    // The proxy's answer to a CONNECT with the terminal's own HTTPS_PROXY credentials.
+    let connect = |host: &str| {
+        format!(
+            "p=${{HTTPS_PROXY#http://}}; c=${{p%@*}}; hp=${{p##*@}}; exec 3<>/dev/tcp/${{hp%:*}}/${{hp##*:}}; \
+             printf 'CONNECT {host}:443 HTTP/1.1\\r\\nHost: {host}:443\\r\\nProxy-Authorization: Basic %s\\r\\n\\r\\n' \
+             \"$(printf %s \"$c\" | base64 -w0)\" >&3; echo \"{host}=$(head -n 1 <&3 | tr -d '\\r')\"; exec 3<&-"
+        )
+    };
+    let output =
+        in_terminal(server, &agent, &[shared_vars_line(), connect("api.anthropic.com"), connect("example.com")]).await;
+    assert_eq!(printed(&output, "names="), Some(names), "the terminal's variables:\n{output}");
+    assert_eq!(printed(&output, "sum="), printed(&harness, "sum="), "the same values as the harness's:\n{output}");
+    let allowed = printed(&output, "api.anthropic.com=").expect("the proxy's answer");
+    assert!(allowed.starts_with("HTTP/1.1 200"), "the secret's host: {allowed}\n{output}");
+    let refused = printed(&output, "example.com=").expect("the proxy's answer");
+    assert!(refused.starts_with("HTTP/1.1 403"), "a host outside the egress: {refused}\n{output}");
+    assert!(!output.contains(&value), "the real value reached the terminal");
 }
