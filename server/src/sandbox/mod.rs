@@ -10,6 +10,8 @@ mod docker_netns;
 mod docker_networks;
 pub use docker_networks::READY_NETWORKS;
 mod docker_oom;
+mod docker_tools;
+pub mod docker_security;
 pub mod engines;
 pub mod firewall;
 pub mod kubernetes;
