@@ -438,7 +438,6 @@ impl DockerDriver {
                     Some(format!("AGENTHOLD_SANDBOX_TOKEN={}", spec.token.expose())),
                     spec.tunnel_ca_pem.as_ref().map(|pem| format!("AGENTHOLD_TUNNEL_CA_PEM={pem}")),
                     self.proxy_ca.as_ref().map(|(pem, _)| format!("AGENTHOLD_PROXY_CA_PEM={pem}")),
-                    Some(format!("AGENTHOLD_SANDBOX_SUDO={}", posture.sudo_word())),
                 ]
                 .into_iter()
                 .flatten()

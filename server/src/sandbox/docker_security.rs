@@ -8,8 +8,8 @@
 //! gVisor (`runsc`: a kernel in user space between the sandbox and the host's). Then the sandbox
 //! gets sudo: `no-new-privileges` is lifted (sudo is set-uid) and root inside keeps the few
 //! capabilities package installs need ([`SUDO_CAP_ADD`]). Otherwise (plain runc, no remap) the
-//! sandbox stays locked down ([`CAP_ADD`], `no-new-privileges`) and sudo is off. The agent sees
-//! which in `AGENTHOLD_SANDBOX_SUDO` (`on`/`off`); the container carries it in [`SUDO_LABEL`].
+//! sandbox stays locked down ([`CAP_ADD`], `no-new-privileges`) and sudo is off. The container
+//! carries which in [`SUDO_LABEL`]; the server logs it at start.
 
 use std::collections::HashMap;
 
@@ -78,7 +78,7 @@ impl Posture {
         self.containment != Containment::None
     }
 
-    /// `on` or `off`, for [`SUDO_LABEL`] and `AGENTHOLD_SANDBOX_SUDO`.
+    /// `on` or `off`, for [`SUDO_LABEL`].
     pub fn sudo_word(&self) -> &'static str {
         if self.sudo() { "on" } else { "off" }
     }
