@@ -85,7 +85,7 @@ async fn root_in_a_sandbox_has_sudo_only_where_contained_and_still_cannot_escape
          run sudo -n touch /usr/local/bin/root-wrote-this 2>&1 && echo USR_WRITABLE; sudo -n grep CapEff /proc/self/status\n\
          run sudo -n mount -t tmpfs none /mnt 2>&1; echo mount_rc=$?; sudo -n mknod /tmp/vda b 254 0 2>&1; echo mknod_rc=$?\n\
          run sudo -n sh -c 'echo 0 > /proc/sys/net/ipv4/conf/all/forwarding' 2>&1; echo net_rc=$?; sudo -n sh -c 'echo /x > /proc/sys/kernel/modprobe' 2>&1; echo modprobe_rc=$?\n\
-         run echo devices: $(sudo -n ls /dev 2>&1 | tr '\\n' ' '); echo pid1: $(sudo -n cat /proc/1/cmdline 2>&1 | tr '\\0' ' '); sudo -n ls /var/run/docker.sock /run/docker.sock 2>&1; echo host_file: $(sudo -n grep -rl {marker} /tmp /root /var/tmp /etc /mnt 2>/dev/null | head -n 3)"
+         run echo devices: $(ls /dev 2>&1 | tr '\\n' ' '); echo pid1: $(cat /proc/1/cmdline 2>&1 | tr '\\0' ' '); sudo -n ls /var/run/docker.sock /run/docker.sock 2>&1; echo host_file: $(sudo -n grep -rl {marker} /tmp /root /var/tmp /etc /mnt 2>/dev/null | head -n 3)"
     );
     server.prompt(&session, &script).await;
     let events = server.wait_turns(&session, 1, TURN).await;
