@@ -333,8 +333,8 @@ pub struct Config {
     /// registered); checked against the engine at start. Root in a sandbox gets sudo only where
     /// it is not root on the host: under gVisor (`runsc`) or on an engine that remaps user
     /// namespaces (docs/security.md, "sudo in a sandbox").
-    #[arg(long, env = "AGENTHOLD_SANDBOX_RUNTIME", default_value = crate::sandbox::docker_security::DEFAULT_RUNTIME,
-          value_parser = crate::sandbox::docker_security::parse_runtime)]
+    #[arg(long, env = "AGENTHOLD_SANDBOX_RUNTIME", default_value = sandbox::DEFAULT_RUNTIME,
+          value_parser = sandbox::parse_runtime)]
     pub sandbox_runtime: String,
     /// The IPv4 pool agent networks' subnets are cut from (passed to the engine in each network's
     /// IPAM settings), or `engine` to let the engine pick from its own pools.

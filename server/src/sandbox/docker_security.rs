@@ -38,8 +38,7 @@ pub const SUDO_CAP_ADD: [&str; 9] =
 pub const NOFILE_LIMIT: i64 = 65_536;
 /// The label saying whether a container was made with sudo (`on`) or locked down (`off`).
 pub const SUDO_LABEL: &str = "agenthold.sudo";
-/// The runtime a sandbox runs under when `AGENTHOLD_SANDBOX_RUNTIME` is not set.
-pub const DEFAULT_RUNTIME: &str = "runc";
+pub use crate::config::sandbox::{DEFAULT_RUNTIME, parse_runtime};
 
 /// Why root in a sandbox is not root on the host, if it is not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,18 +112,6 @@ pub fn limit(host: &mut HostConfig, spec: &SandboxSpec, nofile: i64) {
     host.pids_limit = Some(i64::from(spec.pids_limit));
     host.ulimits =
         Some(vec![ResourcesUlimits { name: Some("nofile".to_owned()), soft: Some(nofile), hard: Some(nofile) }]);
-}
-
-/// Checks a runtime's name as `AGENTHOLD_SANDBOX_RUNTIME` gives it (letters, digits, `-`, `_`, `.`).
-pub fn parse_runtime(name: &str) -> Result<String, String> {
-    let name = name.trim();
-    if name.is_empty()
-        || name.len() > 64
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        return Err(format!("{name:?}: a runtime name is letters, digits, '-', '_' or '.' (runc, runsc, …)"));
-    }
-    Ok(name.to_owned())
 }
 
 /// What `runtime` means on an engine with these security options and runtimes (name → path), as
