@@ -30,6 +30,18 @@
 #   AGENTHOLD_DOCKERD_SOCKET      start and talk to a dockerd on this unix socket (its own
 #                                 exec-root, pid file and log: a second engine beside the usual one)
 #   AGENTHOLD_DOCKERD_ARGS        more dockerd arguments (word-split)
+#
+# Root in a sandbox (docs/security.md, "sudo in a sandbox"): with AGENTHOLD_DOCKER_USERNS=default
+# the dockerd this script starts remaps user namespaces (uid 0 in a container is uid 100000+
+# outside, `dockremap` in /etc/subuid), so that the server gives sandboxes sudo. Its images live
+# apart from an engine's without remapping (`make images` builds them again). Not yet the
+# default: the whole suite has not run under remapping (docs/security.md says what is measured).
+# An engine already running as asked otherwise is left as it is, and this script says so.
+#   AGENTHOLD_DOCKER_USERNS=default|off   default: --userns-remap=default (sudo on); off: none
+#                                         (sudo off; the default for now)
+#   AGENTHOLD_DOCKER_RUNTIMES=runsc       register gVisor as the runtime `runsc` (installs the
+#                                         Debian package runsc when missing), for
+#                                         AGENTHOLD_SANDBOX_RUNTIME=runsc
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -46,6 +58,10 @@ if [[ -n $OWN_SOCKET ]]; then
     export DOCKER_HOST="unix://$OWN_SOCKET"
 fi
 case $DISK_MODE in auto|xfs|btrfs|off) ;; *) die "AGENTHOLD_DOCKER_DISK=$DISK_MODE: auto, xfs, btrfs or off" ;; esac
+USERNS=${AGENTHOLD_DOCKER_USERNS:-off}
+case $USERNS in default|off) ;; *) die "AGENTHOLD_DOCKER_USERNS=$USERNS: default or off" ;; esac
+RUNTIMES=${AGENTHOLD_DOCKER_RUNTIMES:-}
+case $RUNTIMES in ''|runsc) ;; *) die "AGENTHOLD_DOCKER_RUNTIMES=$RUNTIMES: runsc or nothing" ;; esac
 
 engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
@@ -76,6 +92,22 @@ disk_limits_of_engine() {
     grep -o 'agenthold.disk-limits=[a-z_,]*' <<<"$labels" | cut -d= -f2 || true
 }
 
+# What root in a sandbox of the running engine is (docs/security.md, "sudo in a sandbox"), and
+# what to do when it is not what the settings ask for.
+report_root_containment() {
+    local options runtimes
+    options=$(timeout 10 docker info --format '{{json .SecurityOptions}}' 2>/dev/null) || return 0
+    runtimes=$(timeout 10 docker info --format '{{json .Runtimes}}' 2>/dev/null) || true
+    if grep -q 'name=userns' <<<"$options"; then
+        log "it remaps user namespaces: sandboxes get sudo (root inside is not root on the host)"
+    elif [[ $USERNS != off ]]; then
+        log "it does not remap user namespaces: sandboxes get no sudo (unless AGENTHOLD_SANDBOX_RUNTIME=runsc). To give them sudo, stop this engine (it was not started with --userns-remap) and rerun this script with AGENTHOLD_DOCKER_USERNS=default"
+    fi
+    if [[ -n $RUNTIMES ]] && ! grep -q "\"$RUNTIMES\"" <<<"$runtimes"; then
+        log "it has no runtime $RUNTIMES: stop it and rerun this script to register it"
+    fi
+}
+
 if engine_answers; then
     log "Docker engine answers ($(timeout 10 docker info --format '{{.ServerVersion}}, storage driver {{.Driver}}, data-root {{.DockerRootDir}}' 2>/dev/null))"
     limits=$(disk_limits_of_engine)
@@ -84,6 +116,7 @@ if engine_answers; then
     elif [[ $DISK_MODE != off ]]; then
         log "it was not started on a data-root with quotas: sandboxes get no disk limits (docs/setup.md, \"The engine's disk\"; stop it and rerun this script to move it)"
     fi
+    report_root_containment
     exit 0
 fi
 
@@ -269,6 +302,18 @@ choose_driver() {
     echo ""   # dockerd's own choice
 }
 
+# gVisor as Debian ships it (runsc 0.0~20221219) takes every network namespace for the host's on
+# kernels that namespace net.core.rmem_default (6.x: "cannot run with network enabled in root
+# network namespace"), so it runs with --network=host: the sandbox's sockets are the host
+# kernel's, in the container's own network namespace (its firewall rules still hold). A wrapper,
+# because `dockerd --add-runtime` takes a path only.
+runsc_wrapper() {
+    local wrapper=$DEV_DIR/runsc
+    printf '#!/bin/sh\nexec %s --network=host "$@"\n' "$(command -v runsc)" >"$wrapper"
+    chmod 755 "$wrapper"
+    echo "$wrapper"
+}
+
 start_dockerd() {
     local driver=$1 data_root=$2 limits=$3 args=()
     [[ -n $driver ]] && args+=(--storage-driver "$driver")
@@ -277,6 +322,11 @@ start_dockerd() {
     if [[ -n $OWN_SOCKET ]]; then
         local run_dir=/var/run/agenthold-docker-$(basename "$OWN_SOCKET" .sock)
         args+=(-H "unix://$OWN_SOCKET" --exec-root "$run_dir" --pidfile "$run_dir.pid")
+    fi
+    [[ $USERNS == default ]] && args+=(--userns-remap default)
+    if [[ $RUNTIMES == runsc ]]; then
+        command -v runsc >/dev/null 2>&1 || apt_install runsc
+        args+=(--add-runtime "runsc=$(runsc_wrapper)")
     fi
     # shellcheck disable=SC2206 # word-split on purpose
     [[ -n ${AGENTHOLD_DOCKERD_ARGS:-} ]] && args+=($AGENTHOLD_DOCKERD_ARGS)
@@ -304,6 +354,7 @@ start_dockerd() {
         sleep 0.5
     done
     log "Docker engine answers ($(docker info --format '{{.ServerVersion}}, storage driver {{.Driver}}, cgroup v{{.CgroupVersion}}' 2>/dev/null))"
+    report_root_containment
 }
 
 prepare_disk

@@ -8,6 +8,8 @@
 # 2. agenthold/test:latest from images/test/Dockerfile, rebuilt only when its
 #    inputs change (Dockerfile, extra CA certificates, base image id), tracked
 #    by the label org.agenthold.build-hash.
+# 3. agenthold/test-sudo:latest from images/test-sudo/Dockerfile (agenthold/test
+#    with sudo), the same way.
 #
 # The full harness image is scripts/dev/base-image.sh (make base-image).
 #
@@ -25,6 +27,7 @@ source "$(dirname "$0")/images-lib.sh"
 
 BASE_IMAGE=agenthold/debian-base:bookworm
 TEST_IMAGE=agenthold/test:latest
+SUDO_TEST_IMAGE=agenthold/test-sudo:latest
 
 timeout 10 docker info >/dev/null 2>&1 || die "no Docker engine answers; run scripts/dev/docker.sh (make docker) first"
 
@@ -34,3 +37,5 @@ flock 9
 
 ensure_debian_base bookworm "$BASE_IMAGE"
 build_image "$REPO_ROOT/images/test" "$TEST_IMAGE" "$BASE_IMAGE" "$DEV_DIR/test-image-build.log"
+# agenthold/test-sudo:latest: the test image with sudo (the tests of sudo in a sandbox).
+build_image "$REPO_ROOT/images/test-sudo" "$SUDO_TEST_IMAGE" "$TEST_IMAGE" "$DEV_DIR/test-sudo-image-build.log"

@@ -39,13 +39,31 @@ pub(super) async fn driver(
 ) -> anyhow::Result<Arc<dyn SandboxDriver>> {
     let subnet_pool = SubnetPool::of(config).map_err(anyhow::Error::msg)?;
     Ok(match (config.driver, engines) {
-        (DriverKind::Docker, None) => Arc::new(docker_driver(
-            config,
-            DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir()).context("connecting to Docker")?,
-            sandbox_proxy_ca,
-            subnet_pool,
-            replica_id,
-        )),
+        (DriverKind::Docker, None) => {
+            let driver = docker_driver(
+                config,
+                DockerDriver::connect(config.instance.clone(), config.sandbox_bin_dir())
+                    .context("connecting to Docker")?,
+                sandbox_proxy_ca,
+                subnet_pool,
+                replica_id,
+            );
+            // A runtime the engine lacks stops the server here, saying what to do.
+            match driver.posture().await {
+                Ok(posture) => tracing::info!(
+                    runtime = %config.sandbox_runtime,
+                    containment = posture.containment.as_str(),
+                    sudo = posture.sudo_word(),
+                    "sandbox runtime"
+                ),
+                Err(crate::sandbox::DriverError::Engine(message)) if message.contains("AGENTHOLD_SANDBOX_RUNTIME") => {
+                    anyhow::bail!("{message}")
+                }
+                // An engine not answering yet is asked again at the first sandbox.
+                Err(error) => tracing::warn!(%error, "could not ask the Docker engine about its runtimes"),
+            }
+            Arc::new(driver)
+        }
         (DriverKind::Docker, Some(engines)) => Arc::new(multi_engine_driver(
             config,
             engines,
@@ -83,6 +101,7 @@ fn docker_driver(
     driver
         .with_replica(replica_id)
         .with_nofile_limit(config.sandbox_nofile)
+        .with_runtime(config.sandbox_runtime.clone())
         .with_proxy_ca(proxy_ca)
         .with_confined_egress(config.sandbox_egress == Egress::Confined)
         .with_subnet_pool(subnet_pool)

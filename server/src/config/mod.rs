@@ -329,6 +329,13 @@ pub struct Config {
     /// the server's own hard limit if lower. The engine must be allowed at least as many.
     #[arg(long, env = "AGENTHOLD_SANDBOX_NOFILE", value_parser = clap::value_parser!(i64).range(64..=1_048_576))]
     pub sandbox_nofile: Option<i64>,
+    /// The OCI runtime Docker sandboxes run under (`runc`, `runsc`, or any the engine has
+    /// registered); checked against the engine at start. Root in a sandbox gets sudo only where
+    /// it is not root on the host: under gVisor (`runsc`) or on an engine that remaps user
+    /// namespaces (docs/security.md, "sudo in a sandbox").
+    #[arg(long, env = "AGENTHOLD_SANDBOX_RUNTIME", default_value = sandbox::DEFAULT_RUNTIME,
+          value_parser = sandbox::parse_runtime)]
+    pub sandbox_runtime: String,
     /// The IPv4 pool agent networks' subnets are cut from (passed to the engine in each network's
     /// IPAM settings), or `engine` to let the engine pick from its own pools.
     #[arg(long, env = "AGENTHOLD_SANDBOX_SUBNET_POOL", default_value = sandbox::DEFAULT_POOL)]

@@ -92,6 +92,21 @@ impl Config {
     }
 }
 
+/// The runtime a sandbox runs under when `AGENTHOLD_SANDBOX_RUNTIME` is not set.
+pub const DEFAULT_RUNTIME: &str = "runc";
+
+/// Checks a runtime's name as `AGENTHOLD_SANDBOX_RUNTIME` gives it (letters, digits, `-`, `_`, `.`).
+pub fn parse_runtime(name: &str) -> Result<String, String> {
+    let name = name.trim();
+    if name.is_empty()
+        || name.len() > 64
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!("{name:?}: a runtime name is letters, digits, '-', '_' or '.' (runc, runsc, …)"));
+    }
+    Ok(name.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::parse;

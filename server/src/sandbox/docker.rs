@@ -6,8 +6,8 @@
 //! with a compatible libc works and sandboxd never drifts from the server's version.
 //!
 //! Containers are hardened: every capability dropped but the few sandboxd needs to hand the
-//! harness to the `agent` user ([`CAP_ADD`]), `no-new-privileges`, no swap beyond the memory
-//! limit, a file-descriptor limit, and a size for the home and the writable layer where the
+//! harness to the `agent` user, `no-new-privileges` unless root inside is contained (then sudo
+//! works: [`super::docker_security`]), no swap beyond the memory limit, a file-descriptor limit, and a size for the home and the writable layer where the
 //! engine can enforce one ([`super::docker_disk`]). Each container is labelled with the tools volume and the
 //! container settings it was made with; one made by another server version is reported
 //! [`SandboxStatus::Stale`], to be recreated around the same home.
@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, ResourcesUlimits, VolumeCreateRequest};
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, VolumeCreateRequest};
 use bollard::query_parameters::{
     CreateContainerOptions, RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
@@ -39,6 +39,7 @@ use tokio::sync::OnceCell;
 use super::docker_disk::{self as disk, Disk};
 use super::docker_netns::{self as netns, HolderState};
 use super::docker_networks::Networks;
+use super::docker_security::{self as security, Posture};
 use super::{DiskCheck, DiskEnforcement, DiskLimits, DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
 use crate::ids::AgentId;
 
@@ -46,15 +47,7 @@ use crate::ids::AgentId;
 pub const TOOLS_DIR: &str = "/opt/agenthold";
 /// The agent's home inside a container.
 pub const HOME_DIR: &str = "/home/agent";
-/// The capabilities a sandbox keeps (all others are dropped): the fewest sandboxd, running as
-/// root, needs to run harnesses and terminals as the `agent` user. It creates that user and
-/// hands it a home it made (`CHOWN`; `/etc/passwd` is root's own, so no `DAC_OVERRIDE`),
-/// switches to it (`SETUID`, `SETGID`: plain syscalls, which `no-new-privileges` allows), and
-/// signals its process groups (`KILL`: root may not signal another user's processes without it).
-pub const CAP_ADD: [&str; 4] = ["CHOWN", "KILL", "SETGID", "SETUID"];
-/// Open files per process in a sandbox (soft and hard limit), unless the server's own hard limit
-/// is lower (see [`nofile_limit`]).
-pub const NOFILE_LIMIT: i64 = 65_536;
+pub use super::docker_security::{CAP_ADD, NOFILE_LIMIT, SUDO_CAP_ADD, SUDO_LABEL, nofile_limit};
 /// The label naming the tools volume a container mounts.
 pub const TOOLS_LABEL: &str = "agenthold.tools";
 /// The label naming the version of the container settings a container was made with.
@@ -93,6 +86,10 @@ pub struct DockerDriver {
     proxy_source_addr: Option<std::net::IpAddr>,
     /// Its sandboxes' disk limits, and what the engine can enforce ([`super::docker_disk`]).
     disk: Disk,
+    /// The OCI runtime its sandboxes run under (`AGENTHOLD_SANDBOX_RUNTIME`).
+    runtime: String,
+    /// What that runtime means on this engine (sudo or not), asked of it once.
+    posture: OnceCell<Posture>,
 }
 
 /// How long a remote engine has to answer a ping before it is taken as unavailable.
@@ -136,6 +133,8 @@ impl DockerDriver {
             tunnel_url: None,
             proxy_source_addr: None,
             disk: Disk::new(DiskLimits::Auto, disk::DEFAULT_MIB),
+            runtime: security::DEFAULT_RUNTIME.to_owned(),
+            posture: OnceCell::new(),
         }
     }
 
@@ -216,6 +215,19 @@ impl DockerDriver {
         self
     }
 
+    /// Its sandboxes run under the engine's runtime `name` (`runc`, `runsc`, …).
+    #[must_use]
+    pub fn with_runtime(mut self, name: String) -> Self {
+        self.runtime = name;
+        self
+    }
+
+    /// What its sandboxes' runtime means on the engine (sudo or not); an engine without the
+    /// runtime is an error saying what to do. Asked once.
+    pub async fn posture(&self) -> Result<Posture, DriverError> {
+        self.posture.get_or_try_init(|| security::probe(&self.docker, &self.runtime)).await.cloned()
+    }
+
     /// Sets the open-files limit of its sandboxes (`None`: [`nofile_limit`]).
     #[must_use]
     pub fn with_nofile_limit(mut self, limit: Option<i64>) -> Self {
@@ -244,8 +256,9 @@ impl DockerDriver {
     }
 
     /// A container's labels: the agent's, plus the tools volume and settings version it is made with.
-    fn labels_with_versions(&self, agent_id: AgentId, tools: &str) -> HashMap<String, String> {
+    fn labels_with_versions(&self, agent_id: AgentId, tools: &str, posture: &Posture) -> HashMap<String, String> {
         let mut labels = self.labels(agent_id);
+        labels.insert(SUDO_LABEL.to_owned(), posture.sudo_word().to_owned());
         labels.insert(TOOLS_LABEL.to_owned(), tools.to_owned());
         labels.insert(SPEC_LABEL.to_owned(), SPEC_VERSION.to_owned());
         labels.insert(EGRESS_LABEL.to_owned(), self.egress_label().to_owned());
@@ -336,7 +349,7 @@ impl DockerDriver {
 
     async fn tools_tar(&self) -> Result<Bytes, DriverError> {
         let bin_dir = self.bin_dir.clone();
-        tokio::task::spawn_blocking(move || build_tools_tar(&bin_dir))
+        tokio::task::spawn_blocking(move || super::docker_tools::build_tools_tar(&bin_dir))
             .await
             .map_err(|e| DriverError::Engine(e.to_string()))?
     }
@@ -370,6 +383,7 @@ impl DockerDriver {
         }
         // Asked of the engine once (at start, usually): nothing to wait for here.
         let disk = self.disk.plan(&self.docker, &self.instance, &spec.image, spec.disk_mib).await?;
+        let posture = self.posture().await?;
         // Independent engine calls, at once: they are most of a cold start's overhead.
         let (gateway, (), tools) = tokio::try_join!(
             self.networks.ensure(agent_id),
@@ -385,8 +399,7 @@ impl DockerDriver {
         };
         let (holder_id, holder_running) =
             netns::ensure_made(&self.docker, &holder, known, &holder_spec, self.labels(agent_id), TOOLS_DIR).await?;
-        let memory = i64::from(spec.memory_mib) * 1024 * 1024;
-        let host_config = HostConfig {
+        let mut host_config = HostConfig {
             mounts: Some(vec![
                 Mount {
                     target: Some(HOME_DIR.to_owned()),
@@ -402,25 +415,14 @@ impl DockerDriver {
                     ..Default::default()
                 },
             ]),
-            nano_cpus: Some((spec.cpus * 1e9) as i64),
-            memory: Some(memory),
-            // No swap beyond the memory limit: a memory hog is stopped at the limit.
-            memory_swap: Some(memory),
-            pids_limit: Some(i64::from(spec.pids_limit)),
-            ulimits: Some(vec![ResourcesUlimits {
-                name: Some("nofile".to_owned()),
-                soft: Some(self.nofile),
-                hard: Some(self.nofile),
-            }]),
-            cap_drop: Some(vec!["ALL".to_owned()]),
-            cap_add: Some(CAP_ADD.iter().map(|c| (*c).to_owned()).collect()),
-            security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
             // The holder's namespace: its address, DNS and hosts (`host.docker.internal`).
             network_mode: Some(netns::joined(&holder_id)),
             storage_opt: disk.writable_layer.map(|size| HashMap::from([("size".to_owned(), size)])),
             ..Default::default()
         };
-        let mut labels = self.labels_with_versions(agent_id, &tools);
+        security::limit(&mut host_config, &spec, self.nofile);
+        posture.apply(&mut host_config);
+        let mut labels = self.labels_with_versions(agent_id, &tools, &posture);
         if let Some(mib) = disk.label {
             labels.insert(disk::DISK_LABEL.to_owned(), mib);
         }
@@ -581,6 +583,7 @@ impl SandboxDriver for DockerDriver {
                 || labels.get(SPEC_LABEL).map(String::as_str) != Some(SPEC_VERSION)
                 || labels.get(EGRESS_LABEL).map(String::as_str) != Some(self.egress_label())
                 || labels.get(PROXY_CA_LABEL) != self.proxy_ca.as_ref().map(|(_, hash)| hash)
+                || labels.get(SUDO_LABEL).map(String::as_str) != Some(self.posture().await?.sudo_word())
             {
                 return Ok(SandboxStatus::Stale);
             }
@@ -754,47 +757,12 @@ impl SandboxDriver for DockerDriver {
     }
 }
 
-/// The default open-files limit of a sandbox: [`NOFILE_LIMIT`], or the server's own hard limit if
-/// that is lower. The engine usually runs with no higher a limit than the server (a container
-/// cannot be given more than the engine has: its start would fail); `AGENTHOLD_SANDBOX_NOFILE`
-/// overrides it.
-pub fn nofile_limit() -> i64 {
-    let own = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
-    own.and_then(|max| i64::try_from(max).ok()).map_or(NOFILE_LIMIT, |max| max.min(NOFILE_LIMIT))
-}
-
 /// The labels of an agent's container, volume and network.
 pub(super) fn agent_labels(instance: &str, agent_id: AgentId) -> HashMap<String, String> {
     HashMap::from([
         ("agenthold.instance".to_owned(), instance.to_owned()),
         ("agenthold.agent".to_owned(), agent_id.to_string()),
     ])
-}
-
-/// A tar archive holding `opt/agenthold/{sandboxd,fakeagent}` (mode 0755).
-fn build_tools_tar(bin_dir: &std::path::Path) -> Result<Bytes, DriverError> {
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut dir = tar::Header::new_gnu();
-    dir.set_entry_type(tar::EntryType::Directory);
-    dir.set_mode(0o755);
-    dir.set_size(0);
-    builder
-        .append_data(&mut dir, "opt/agenthold/", std::io::empty())
-        .map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
-    for name in ["sandboxd", "fakeagent"] {
-        let path = bin_dir.join(name);
-        let bytes =
-            std::fs::read(&path).map_err(|e| DriverError::Engine(format!("reading {}: {e}", path.display())))?;
-        let mut header = tar::Header::new_gnu();
-        header.set_mode(0o755);
-        header.set_size(bytes.len() as u64);
-        header.set_entry_type(tar::EntryType::Regular);
-        builder
-            .append_data(&mut header, format!("opt/agenthold/{name}"), bytes.as_slice())
-            .map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
-    }
-    let archive = builder.into_inner().map_err(|e| DriverError::Engine(format!("packing tools: {e}")))?;
-    Ok(Bytes::from(archive))
 }
 
 /// Starts the container `name` (running already is fine).
@@ -824,7 +792,7 @@ pub(super) fn status_of(error: &BollardError) -> Option<u16> {
 }
 
 /// A bollard error with its causes (a TLS failure's reason is in the source chain).
-fn describe(error: &BollardError) -> String {
+pub(super) fn describe(error: &BollardError) -> String {
     let mut text = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {

@@ -11,6 +11,8 @@ mod docker_netns;
 mod docker_networks;
 pub use docker_networks::READY_NETWORKS;
 mod docker_oom;
+pub mod docker_security;
+mod docker_tools;
 pub mod engines;
 pub mod firewall;
 pub mod kubernetes;

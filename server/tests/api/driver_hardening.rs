@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use agenthold_server::sandbox::docker::{CAP_ADD, SPEC_LABEL, SPEC_VERSION, TOOLS_LABEL, nofile_limit};
+use agenthold_server::sandbox::docker::{
+    CAP_ADD, SPEC_LABEL, SPEC_VERSION, SUDO_CAP_ADD, SUDO_LABEL, TOOLS_LABEL, nofile_limit,
+};
 use serde_json::{Value, json};
 
 use crate::support::TestServer;
@@ -37,7 +39,16 @@ async fn sandboxes_are_hardened_and_a_turn_still_works() {
     let output: String = events.iter().filter_map(|e| e["payload"]["content"][0]["content"]["text"].as_str()).collect();
     assert!(output.contains("agent\n"), "commands run as the agent user: {output}");
     assert!(output.contains("hello"), "{output}");
-    assert!(output.contains("NoNewPrivs:\t1"), "{output}");
+    // Where root inside is contained (a remapping engine, gVisor) sudo is on: no
+    // no-new-privileges, and root keeps the capabilities sudo needs (tests/api/sandbox_sudo.rs).
+    let (_, sudo) = docker(&[
+        "inspect",
+        "-f",
+        &format!("{{{{index .Config.Labels \"{SUDO_LABEL}\"}}}}"),
+        &server.container(&agent),
+    ]);
+    let sudo = sudo == "on";
+    assert!(output.contains(if sudo { "NoNewPrivs:\t0" } else { "NoNewPrivs:\t1" }), "{output}");
     assert!(output.contains("CapEff:\t0000000000000000"), "{output}");
     assert!(output.contains(&format!("nofile={}", nofile_limit())), "{output}");
 
@@ -46,11 +57,13 @@ async fn sandboxes_are_hardened_and_a_turn_still_works() {
     let inspect: Value = serde_json::from_str(&inspect).expect("docker inspect JSON");
     let host = &inspect[0]["HostConfig"];
     assert_eq!(caps(&host["CapDrop"]), ["ALL"]);
-    let mut expected: Vec<String> = CAP_ADD.iter().map(|c| (*c).to_owned()).collect();
+    let kept: &[&str] = if sudo { &SUDO_CAP_ADD } else { &CAP_ADD };
+    let mut expected: Vec<String> = kept.iter().map(|c| (*c).to_owned()).collect();
     expected.sort();
     assert_eq!(caps(&host["CapAdd"]), expected);
-    assert!(
+    assert_eq!(
         host["SecurityOpt"].as_array().is_some_and(|o| o.iter().any(|o| o == "no-new-privileges:true")),
+        !sudo,
         "{}",
         host["SecurityOpt"]
     );

@@ -58,6 +58,7 @@ mod routes_matrix;
 mod sandbox_confinement;
 mod sandbox_login;
 mod sandbox_proxy;
+mod sandbox_sudo;
 mod secrets_api;
 mod secrets_startup;
 mod stream;
