@@ -67,5 +67,6 @@ mod triggers_webhooks;
 mod tunnel_tls;
 mod turn_limits;
 mod turns;
+mod usage;
 mod warm_pool;
 mod web_ui;
