@@ -324,6 +324,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agents/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What an agent's turns used over the last days
+         * @description What an agent's turns used over the last days: tokens and cost, in total, by day and by session.
+         */
+        get: operations["agent_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{id}/wake": {
         parameters: {
             query?: never;
@@ -1243,6 +1263,20 @@ export interface components {
          * @enum {string}
          */
         AgentState: "starting" | "awake" | "stopping" | "asleep" | "error";
+        /** @description An agent's usage over a window. */
+        AgentUsage: {
+            /** @description Each day of the window, oldest first (days without turns included, as zeros). */
+            by_day: components["schemas"]["DayUsage"][];
+            /** @description The sessions with turns in the window, the most recently active first (at most 100). */
+            by_session: components["schemas"]["SessionUsage"][];
+            /**
+             * Format: date
+             * @description The window's first day (UTC).
+             */
+            since: string;
+            /** @description Everything in the window. */
+            totals: components["schemas"]["Totals"];
+        };
         /**
          * @description `POST /api/v1/permissions/{id}/answer`: a permission question takes
          *     `{"decision": "allow" | "allow_for_session" | "deny"}` or `{"option_id"}` (one the harness
@@ -1505,6 +1539,14 @@ export interface components {
         CreateWorkspace: {
             /** @description 1-100 characters. */
             name: string;
+        };
+        /** @description One UTC day. */
+        DayUsage: components["schemas"]["Totals"] & {
+            /**
+             * Format: date
+             * @description The day (`2026-12-06`).
+             */
+            day: string;
         };
         /** @description A delivery that started a turn. */
         Delivered: {
@@ -2271,6 +2313,14 @@ export interface components {
             /** @description Their ids. */
             sessions: components["schemas"]["SessionId"][];
         };
+        /** @description One session. */
+        SessionUsage: components["schemas"]["Totals"] & {
+            /**
+             * Format: uuid
+             * @description The session.
+             */
+            session_id: string;
+        };
         /** @description `PUT /api/v1/workspaces/{id}/members/{user}`. */
         SetMember: {
             /** @description The member's role. */
@@ -2300,6 +2350,43 @@ export interface components {
             last_used_at: string | null;
             /** @description Its name. */
             name: string;
+        };
+        /** @description Usage summed over some turns. */
+        Totals: {
+            /**
+             * Format: int64
+             * @description Input tokens read from the provider's cache.
+             */
+            cached_read_tokens: number;
+            /**
+             * Format: int64
+             * @description Input tokens written to the provider's cache.
+             */
+            cached_write_tokens: number;
+            /** @description Cost by currency (`{"USD": 0.0123}`); empty when no harness reported one. */
+            cost: {
+                [key: string]: number;
+            };
+            /**
+             * Format: int64
+             * @description Input tokens.
+             */
+            input_tokens: number;
+            /**
+             * Format: int64
+             * @description Output tokens.
+             */
+            output_tokens: number;
+            /**
+             * Format: int64
+             * @description Reasoning tokens.
+             */
+            thought_tokens: number;
+            /**
+             * Format: int64
+             * @description Turns ended.
+             */
+            turns: number;
         };
         /**
          * Format: uuid
@@ -3368,6 +3455,44 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+        };
+    };
+    agent_usage: {
+        parameters: {
+            query?: {
+                /** @description The window: the last this many UTC days, today included (default 30, 1–366). */
+                days?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's usage */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentUsage"];
+                };
+            };
+            /** @description `INVALID_QUERY` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     wake_agent: {

@@ -5,6 +5,7 @@
 
 mod notice_code;
 pub mod side_effects;
+pub mod usage;
 
 pub use notice_code::NoticeCode;
 

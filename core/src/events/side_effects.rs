@@ -43,6 +43,10 @@ pub enum SideEffect {
         turn_id: TurnId,
         /// Its stop reason (`end_turn`, `cancelled`, `error`, …).
         stop_reason: String,
+        /// Its tokens, when the harness said.
+        tokens: Option<super::usage::Tokens>,
+        /// The session's cost so far as the harness last reported it, if it did.
+        session_cost: Option<super::usage::Cost>,
     },
     /// A turn's `session/prompt` is about to be sent.
     MarkSent {

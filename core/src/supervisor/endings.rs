@@ -27,7 +27,7 @@ impl Core {
         let (mut events, mut side, mut ended) = (Vec::new(), Vec::new(), Vec::new());
         for turn in &failed {
             events.push(turns::failure(turn, code, message));
-            let ending = turns::ending(turn, "error", None, now.wall);
+            let ending = turns::ending(turn, "error", None, None, now.wall);
             events.push(ending.event);
             side.push(ending.effect);
             ended.push(ending.ended);

@@ -85,6 +85,18 @@ impl Core {
         }
     }
 
+    /// What a session has cost so far; sessions past [`super::SESSION_COSTS_KEPT`] push out
+    /// another's (whose next turn then ends without a cost until its harness reports again).
+    fn note_session_cost(&mut self, session_id: SessionId, cost: crate::events::usage::Cost) {
+        if self.session_costs.len() >= super::SESSION_COSTS_KEPT && !self.session_costs.contains_key(&session_id) {
+            let other = self.session_costs.keys().next().copied();
+            if let Some(other) = other {
+                self.session_costs.remove(&other);
+            }
+        }
+        self.session_costs.insert(session_id, cost);
+    }
+
     /// One complete line.
     fn on_line(&mut self, line: Line, now: Now) {
         let end = line.end;
@@ -112,6 +124,9 @@ impl Core {
             FromHarness::Notification { method, params } if method == method::SESSION_UPDATE => {
                 if let Some(event) = self.update_event(&params) {
                     self.watch_update_for_full_disk(event.session_id, &event.payload);
+                    if let Some(cost) = crate::events::usage::session_cost(&event.payload) {
+                        self.note_session_cost(event.session_id, cost);
+                    }
                     out.events.push(event);
                 }
             }
@@ -427,7 +442,8 @@ impl Core {
                         ("error".to_owned(), None)
                     }
                 };
-                let ending = turns::ending(&turn, &stop_reason, usage, now.wall);
+                let cost = self.session_costs.get(&turn.session_id).cloned();
+                let ending = turns::ending(&turn, &stop_reason, usage, cost, now.wall);
                 out.events.push(ending.event);
                 out.side.push(ending.effect);
                 out.ended.push(ending.ended);

@@ -94,6 +94,9 @@ enum Purpose {
     Other,
 }
 
+/// Sessions whose cost so far the core remembers.
+const SESSION_COSTS_KEPT: usize = 1024;
+
 /// The supervisor's core.
 pub struct Core {
     agent_id: AgentId,
@@ -152,6 +155,9 @@ pub struct Core {
     condition: observed::Condition,
     /// Running turns that reported ENOSPC or EDQUOT: the disk is checked when they end.
     disk_suspects: std::collections::HashSet<TurnId>,
+    /// What each session has cost so far, as its harness last reported (`usage_update`), for
+    /// its turns' ends; at most [`SESSION_COSTS_KEPT`] sessions.
+    session_costs: HashMap<SessionId, crate::events::usage::Cost>,
     effects: VecDeque<Effect>,
 }
 
@@ -194,6 +200,7 @@ impl Core {
             environment_changed: false,
             condition: observed::Condition::default(),
             disk_suspects: std::collections::HashSet::new(),
+            session_costs: HashMap::new(),
             effects: VecDeque::new(),
         }
     }
@@ -633,7 +640,7 @@ impl Core {
         match self.turns[index].state {
             TurnState::Waiting => {
                 let turn = self.turns.remove(index);
-                let ending = turns::ending(&turn, "cancelled", None, now.wall);
+                let ending = turns::ending(&turn, "cancelled", None, None, now.wall);
                 self.end_turns(vec![ending.event], vec![ending.effect], vec![ending.ended]);
             }
             TurnState::Recording { .. } | TurnState::Sent { .. } => {

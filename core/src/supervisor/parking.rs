@@ -182,7 +182,7 @@ impl Core {
             });
             events.push(NewEvent::new(session_id, EventKind::PermissionResolved, resolved));
         }
-        let ending = turns::ending(&parked.turn, "cancelled", None, now.wall);
+        let ending = turns::ending(&parked.turn, "cancelled", None, None, now.wall);
         events.push(ending.event);
         side.push(ending.effect);
         self.end_turns(events, side, vec![ending.ended]);

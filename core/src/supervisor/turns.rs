@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{FailureCode, OpenTurn, PersistId, StoredTurnState, TurnEnded};
 use crate::events::side_effects::SideEffect;
+use crate::events::usage::{self, Cost};
 use crate::events::{EventKind, NewEvent};
 use crate::ids::{SessionId, TurnId};
 
@@ -106,19 +107,36 @@ pub struct Ending {
     pub ended: TurnEnded,
 }
 
-/// What ends a turn at `now`.
-pub fn ending(turn: &Turn, stop_reason: &str, usage: Option<Value>, now: DateTime<Utc>) -> Ending {
+/// What ends a turn at `now`: `usage` is the harness's own (its `session/prompt` answer's), kept
+/// as it is beside the same `tokens` for every harness; `session_cost` what the session has cost
+/// so far, as the harness last reported it.
+pub fn ending(
+    turn: &Turn,
+    stop_reason: &str,
+    usage: Option<Value>,
+    session_cost: Option<Cost>,
+    now: DateTime<Utc>,
+) -> Ending {
     let duration_ms = (now - turn.started).num_milliseconds().max(0);
     let mut payload = json!({
         "turn_id": turn.id,
         "stop_reason": stop_reason,
         "duration_ms": duration_ms,
     });
-    if let (Some(usage), Some(map)) = (usage, payload.as_object_mut()) {
-        map.insert("usage".to_owned(), usage);
+    let tokens = usage.as_ref().and_then(usage::tokens);
+    if let Some(map) = payload.as_object_mut() {
+        if let Some(usage) = usage {
+            map.insert("usage".to_owned(), usage);
+        }
+        if let Some(tokens) = &tokens {
+            map.insert("tokens".to_owned(), json!(tokens));
+        }
+        if let Some(cost) = &session_cost {
+            map.insert("session_cost".to_owned(), json!(cost));
+        }
     }
     let event = NewEvent::new(turn.session_id, EventKind::TurnEnd, payload);
-    let effect = SideEffect::EndTurn { turn_id: turn.id, stop_reason: stop_reason.to_owned() };
+    let effect = SideEffect::EndTurn { turn_id: turn.id, stop_reason: stop_reason.to_owned(), tokens, session_cost };
     let duration = Duration::from_millis(u64::try_from(duration_ms).unwrap_or(0));
     let ended = TurnEnded { turn_id: turn.id, stop_reason: stop_reason.to_owned(), duration };
     Ending { event, effect, ended }

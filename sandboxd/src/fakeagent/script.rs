@@ -59,6 +59,8 @@ pub enum Command {
     Stop(String),
     /// `usage <input> <output>`: token usage to report in the prompt response.
     Usage { input: u64, output: u64 },
+    /// `cost <amount> <currency>`: a `usage_update` saying the session has cost this much so far.
+    Cost { amount: f64, currency: String },
     /// Anything else: echoed back as `fakeagent: <line>`.
     Echo(String),
 }
@@ -147,6 +149,13 @@ pub fn parse_line(line: &str) -> Option<Command> {
         "error" if rest.is_empty() => Command::Error("fakeagent script error".to_owned()),
         "error" => Command::Error(rest.to_owned()),
         "stop" if !rest.is_empty() && !rest.contains(char::is_whitespace) => Command::Stop(rest.to_owned()),
+        "cost" => {
+            let (amount, currency) = split_word(rest);
+            match amount.parse() {
+                Ok(amount) if !currency.is_empty() => Command::Cost { amount, currency: currency.to_owned() },
+                _ => echo(),
+            }
+        }
         "usage" => {
             let (input, output) = split_word(rest);
             match (input.parse(), output.parse()) {

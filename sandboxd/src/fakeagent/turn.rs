@@ -289,6 +289,11 @@ impl Turn {
             Command::Error(message) => return Flow::Error(message),
             Command::Stop(reason) => self.stop_reason = reason,
             Command::Usage { input, output } => self.usage = Some((input, output)),
+            Command::Cost { amount, currency } => self.emit(
+                rec,
+                json!({"sessionUpdate": "usage_update", "used": 1000, "size": 200_000,
+                    "cost": {"amount": amount, "currency": currency}}),
+            ),
         }
         Flow::Next
     }

@@ -33,6 +33,7 @@ mod stream;
 mod terminal;
 mod terminal_relay;
 pub mod tunnel;
+mod usage;
 mod users;
 mod warm_claim;
 mod web;
@@ -92,6 +93,7 @@ pub(crate) fn operations() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::wake))
         .routes(routes!(agents::rebuild))
         .routes(routes!(harness_log::show))
+        .routes(routes!(usage::show))
         .routes(routes!(permissions::list))
         .routes(routes!(permissions::stream))
         .routes(routes!(permissions::show))

@@ -295,7 +295,9 @@ fn offset_moved(chains: &[store::sandboxes::StdoutChain]) -> sqlx::Error {
 async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result<bool> {
     match effect {
         SideEffect::StdoutStored { .. } => Ok(true),
-        SideEffect::EndTurn { turn_id, stop_reason } => store::sessions::end_turn(tx, *turn_id, stop_reason).await,
+        SideEffect::EndTurn { turn_id, stop_reason, tokens, session_cost } => {
+            store::sessions::end_turn(tx, *turn_id, stop_reason, tokens.as_ref(), session_cost.as_ref()).await
+        }
         SideEffect::MarkSent { turn_id, request_id, generation, stdin_end, deadline_at } => {
             store::sessions::mark_sent(tx, *turn_id, request_id, *generation, *stdin_end, *deadline_at).await?;
             Ok(true)

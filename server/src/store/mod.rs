@@ -24,6 +24,7 @@ pub mod secrets;
 pub mod sessions;
 pub mod tokens;
 pub mod triggers;
+pub mod usage;
 pub mod users;
 pub mod warm_pool;
 pub mod webhooks;

@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+use agenthold_core::events::usage::{Cost, Tokens};
+
 use crate::ids::{AgentId, SessionId, TurnId};
 
 /// One session as stored.
@@ -262,11 +264,38 @@ pub async fn mark_sent(
 
 /// Ends a turn inside `tx` (in the transaction that stores its `turn_end`); `false` when it had
 /// already ended (its `turn_end` must then not be stored again).
-pub async fn end_turn(tx: &mut sqlx::PgConnection, id: TurnId, stop_reason: &str) -> sqlx::Result<bool> {
+pub async fn end_turn(
+    tx: &mut sqlx::PgConnection,
+    id: TurnId,
+    stop_reason: &str,
+    tokens: Option<&Tokens>,
+    session_cost: Option<&Cost>,
+) -> sqlx::Result<bool> {
+    let count = |pick: fn(&Tokens) -> Option<u64>| tokens.and_then(pick).and_then(|n| i64::try_from(n).ok());
     let updated = sqlx::query!(
-        r#"UPDATE turns SET state = 'ended', stop_reason = $2, ended_at = now() WHERE id = $1 AND state <> 'ended'"#,
+        r#"WITH prev AS (
+               SELECT p.session_cost FROM turns p JOIN turns t ON t.id = $1
+               WHERE p.session_id = t.session_id AND p.id <> $1 AND p.session_cost IS NOT NULL
+                 AND p.cost_currency = $9
+               ORDER BY p.ended_at DESC LIMIT 1)
+           UPDATE turns SET state = 'ended', stop_reason = $2, ended_at = now(),
+                  input_tokens = $3, output_tokens = $4, cached_read_tokens = $5,
+                  cached_write_tokens = $6, thought_tokens = $7,
+                  session_cost = $8, cost_currency = $9,
+                  turn_cost = CASE
+                      WHEN $8::float8 IS NULL THEN NULL
+                      WHEN (SELECT session_cost FROM prev) IS NULL OR (SELECT session_cost FROM prev) > $8 THEN $8
+                      ELSE $8 - (SELECT session_cost FROM prev) END
+           WHERE id = $1 AND state <> 'ended'"#,
         id.0,
-        stop_reason
+        stop_reason,
+        count(|t| t.input),
+        count(|t| t.output),
+        count(|t| t.cached_read),
+        count(|t| t.cached_write),
+        count(|t| t.thought),
+        session_cost.map(|c| c.amount),
+        session_cost.map(|c| c.currency.as_str()),
     )
     .execute(&mut *tx)
     .await?;

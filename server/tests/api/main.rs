@@ -69,6 +69,7 @@ mod triggers_webhooks;
 mod tunnel_tls;
 mod turn_limits;
 mod turns;
+mod usage;
 mod warm_pool;
 mod web_ui;
 mod workspace_egress;

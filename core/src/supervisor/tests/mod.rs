@@ -17,6 +17,7 @@ mod parking;
 mod provider;
 mod slots;
 mod takeover_race;
+mod usage;
 
 use std::time::{Duration, Instant};
 
