@@ -161,7 +161,7 @@ async fn the_orphan_sweep_removes_objects_of_agents_that_no_longer_exist_and_no_
         if docker(&args).0 {
             break;
         }
-        assert!(attempt < 5, "docker run the holder");
+        assert!(attempt < 30, "docker run the holder");
         let _ = docker(&["rm", "-f", &holder]);
         let _ = docker(&["network", "rm", &network]);
     }
