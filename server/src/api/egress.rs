@@ -2,8 +2,9 @@
 //! `/api/v1/workspaces/{id}/egress` is the presets and allow-list the workspace's admins choose
 //! once, which every agent of the workspace without a list of its own follows (new agents start
 //! so); `/api/v1/agents/{id}/egress` gives one agent a list of its own (operators: only within
-//! the workspace's default — narrowing; admins: any) or returns it to the default. Every list is
-//! bounded (`egress::MAX_ALLOW` entries, known presets only) and audited.
+//! the workspace's default — narrowing; admins: any) or returns it to the default (operators:
+//! only when that narrows it too). Every list is bounded (`egress::MAX_ALLOW` entries, known
+//! presets only) and audited.
 
 use axum::Json;
 use axum::extract::State;
@@ -139,14 +140,18 @@ pub async fn set_agent(
     Ok(Json(AgentEgressView::from(AgentEgress { row, inherited: false })))
 }
 
-/// Returns an agent to its workspace's default (operators: the default is the admins' choice).
-/// Audited as `agent.egress_changed`.
+/// Returns an agent to its workspace's default (admins; operators only when that narrows what it
+/// reaches: not when an admin gave it less than the default). Audited as `agent.egress_changed`.
 #[utoipa::path(
     delete,
     path = "/api/v1/agents/{id}/egress",
     operation_id = "reset_agent_egress",
     tag = "agents",
-    responses((status = 200, description = "The agent's egress in force (the workspace's default)", body = AgentEgressView)),
+    responses(
+        (status = 200, description = "The agent's egress in force (the workspace's default)", body = AgentEgressView),
+        (status = 403, description = "`EGRESS_WIDENED`: an operator's reset would give the agent more than an admin \
+            left it (the message names what); `FORBIDDEN` below operator", body = ErrorBody),
+    ),
     extensions(("x-agenthold-access" = json!(Access::Operator))),
 )]
 pub async fn reset_agent(
@@ -155,7 +160,14 @@ pub async fn reset_agent(
     Id(id): Id<AgentId>,
 ) -> Result<Json<AgentEgressView>, ApiError> {
     let agent = super::agents::visible_agent(&state, &principal, id, Role::Operator).await?;
-    store::proxy_identities::clear_egress(&state.pool, id).await?;
+    let role = store::users::role_in(&state.pool, principal.user_id, agent.workspace_id).await?;
+    if role < Some(Role::Admin) {
+        store::proxy_identities::clear_egress_if(&state.pool, id, egress::reset_narrows).await?.map_err(|message| {
+            ApiError::Refused { status: axum::http::StatusCode::FORBIDDEN, code: ErrorCode::EgressWidened, message }
+        })?;
+    } else {
+        store::proxy_identities::clear_egress(&state.pool, id).await?;
+    }
     let detail = json!({"name": agent.name, "inherited": true});
     super::workspaces::audit(
         &state,

@@ -123,24 +123,40 @@ pub fn validate(egress: Egress) -> Result<EgressRow, String> {
 /// default's, under one of its wildcards (same port), or a host of one of its presets (no
 /// port). The message names the first thing outside.
 pub fn within(own: &EgressRow, default: &EgressRow) -> Result<(), String> {
+    match first_outside(own, default) {
+        None => Ok(()),
+        Some(outside) => Err(format!(
+            "egress.{outside} is not in the workspace's default ({}); a workspace admin may widen it",
+            describe(default)
+        )),
+    }
+}
+
+/// Whether returning an agent from its own list to the workspace's default narrows it (what
+/// someone who is not a workspace admin may do): the default must stay within the agent's own
+/// list, or the reset would widen what the sandbox reaches past what an admin set. The message
+/// names the first thing the default adds.
+pub fn reset_narrows(own: &EgressRow, default: &EgressRow) -> Result<(), String> {
+    match first_outside(default, own) {
+        None => Ok(()),
+        Some(outside) => Err(format!(
+            "returning this agent to the workspace's default would widen its egress: the default's \
+             {outside} is not in the agent's own list ({}); a workspace admin may reset it",
+            describe(own)
+        )),
+    }
+}
+
+/// The first preset or entry of `own` that `default` does not allow, as `presets: "x"` or
+/// `allow: "x"`.
+fn first_outside(own: &EgressRow, default: &EgressRow) -> Option<String> {
     for preset in &own.presets {
         let covered = default.presets.contains(preset) || preset_hosts(preset).iter().all(|h| covers(default, h));
         if !covered {
-            return Err(format!(
-                "egress.presets: {preset:?} is not in the workspace's default ({}); a workspace admin may widen it",
-                describe(default)
-            ));
+            return Some(format!("presets: {preset:?}"));
         }
     }
-    for entry in &own.allow {
-        if !covers(default, entry) {
-            return Err(format!(
-                "egress.allow: {entry:?} is not in the workspace's default ({}); a workspace admin may widen it",
-                describe(default)
-            ));
-        }
-    }
-    Ok(())
+    own.allow.iter().find(|entry| !covers(default, entry)).map(|entry| format!("allow: {entry:?}"))
 }
 
 /// Whether `default` allows every destination the normalised `entry` allows.
@@ -297,5 +313,22 @@ mod tests {
         // An empty default allows nothing more.
         assert!(within(&row(&[], &["npm"]), &EgressRow::default()).is_err());
         assert_eq!(within(&EgressRow::default(), &EgressRow::default()), Ok(()));
+    }
+
+    #[test]
+    fn a_reset_narrows_only_when_the_default_stays_within_the_agent_s_list() {
+        let default = row(&["git.example.com"], &["npm"]);
+        // An admin gave the agent more than the default: back to the default is narrowing.
+        assert_eq!(reset_narrows(&row(&["git.example.com", "*.corp.dev"], &["npm", "pypi"]), &default), Ok(()));
+        // The same hosts named otherwise (the preset's hosts, a wildcard) are no widening either.
+        let npm_hosts: Vec<&str> = preset_hosts("npm").to_vec();
+        assert_eq!(reset_narrows(&row(&[&["*.example.com"][..], &npm_hosts].concat(), &[]), &default), Ok(()));
+        // An admin narrowed the agent below the default: going back would widen it.
+        let refused = reset_narrows(&row(&["git.example.com"], &[]), &default).expect_err("widening");
+        assert!(refused.contains(r#"presets: "npm""#) && refused.contains("workspace admin"), "{refused}");
+        let refused = reset_narrows(&row(&[], &["npm"]), &default).expect_err("widening");
+        assert!(refused.contains(r#"allow: "git.example.com""#), "{refused}");
+        assert!(reset_narrows(&EgressRow::default(), &default).is_err());
+        assert_eq!(reset_narrows(&EgressRow::default(), &EgressRow::default()), Ok(()));
     }
 }

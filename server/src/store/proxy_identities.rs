@@ -170,6 +170,36 @@ pub async fn clear_egress(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<()> 
     Ok(())
 }
 
+/// Returns an agent to its workspace's default if `allowed(own list, default)` agrees; both rows
+/// are locked meanwhile, so neither changes between the check and the removal. `Ok(Err(why))`
+/// when refused; an agent that already follows the default is left as it is.
+pub async fn clear_egress_if(
+    pool: &PgPool,
+    agent_id: AgentId,
+    allowed: impl FnOnce(&EgressRow, &EgressRow) -> Result<(), String>,
+) -> sqlx::Result<Result<(), String>> {
+    let mut tx = pool.begin().await?;
+    let own = sqlx::query!(r#"SELECT allow, presets FROM agent_egress WHERE agent_id = $1 FOR UPDATE"#, agent_id.0)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(own) = own else { return Ok(Ok(())) };
+    let default = sqlx::query!(
+        r#"SELECT w.allow, w.presets FROM agents a JOIN workspace_egress w ON w.workspace_id = a.workspace_id
+           WHERE a.id = $1 FOR SHARE OF w"#,
+        agent_id.0
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .map(|r| EgressRow { allow: r.allow, presets: r.presets })
+    .unwrap_or_default();
+    if let Err(why) = allowed(&EgressRow { allow: own.allow, presets: own.presets }, &default) {
+        return Ok(Err(why));
+    }
+    sqlx::query!(r#"DELETE FROM agent_egress WHERE agent_id = $1"#, agent_id.0).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Ok(()))
+}
+
 /// A workspace's egress default (empty when none was set).
 pub async fn workspace_default(pool: &PgPool, workspace_id: Uuid) -> sqlx::Result<EgressRow> {
     let row = sqlx::query!(r#"SELECT allow, presets FROM workspace_egress WHERE workspace_id = $1"#, workspace_id)

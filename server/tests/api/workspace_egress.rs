@@ -124,11 +124,21 @@ async fn agents_follow_the_workspace_default_and_operators_may_only_narrow_it() 
         let (status, body) = call(&server, "PUT", &agent_egress, &olga.token, bad).await;
         assert_eq!(status, 400, "{body}");
     }
-    // The admin may widen one agent beyond the default.
-    let (status, widened) = server.put_json(&agent_egress, json!({"presets": ["npm"]})).await;
+    // The admin may give one agent something else than the default (npm, not go): an operator may
+    // not return it to the default then — that would give it go and opencode_free, which the admin
+    // did not — and the list stays as the admin left it.
+    let (status, other) = server.put_json(&agent_egress, json!({"presets": ["npm"]})).await;
+    assert_eq!((status, other["inherited"].clone()), (200, json!(false)), "{other}");
+    let (status, body) = call(&server, "DELETE", &agent_egress, &olga.token, json!({})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("EGRESS_WIDENED")), "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(r#"presets: "go""#) && message.contains("workspace admin"), "{body}");
+    let (_, view) = server.get(&format!("/api/v1/agents/{follower}")).await;
+    assert_eq!((view["egress"]["presets"].clone(), view["egress_inherited"].clone()), (json!(["npm"]), json!(false)));
+    // The admin widens it beyond the default: back to the default narrows it, which an operator
+    // may (the default is the admins' choice), by DELETE; admins by PATCH `egress: null` too.
+    let (status, widened) = server.put_json(&agent_egress, json!({"presets": ["npm", "go", "opencode_free"]})).await;
     assert_eq!((status, widened["inherited"].clone()), (200, json!(false)), "{widened}");
-    // Back to the default (an operator may: the default is the admins' choice), by DELETE and
-    // by PATCH `egress: null`.
     let (status, back) = call(&server, "DELETE", &agent_egress, &olga.token, json!({})).await;
     assert_eq!(status, 200, "{back}");
     assert_eq!(back, json!({"egress": {"allow": [], "presets": ["go", "opencode_free"]}, "inherited": true}));
@@ -141,5 +151,5 @@ async fn agents_follow_the_workspace_default_and_operators_may_only_narrow_it() 
     let actions: Vec<&str> =
         audit["records"].as_array().expect("records").iter().filter_map(|r| r["action"].as_str()).collect();
     assert_eq!(actions.iter().filter(|a| **a == "workspace.egress_changed").count(), 2, "{actions:?}");
-    assert_eq!(actions.iter().filter(|a| **a == "agent.egress_changed").count(), 4, "{actions:?}");
+    assert_eq!(actions.iter().filter(|a| **a == "agent.egress_changed").count(), 5, "{actions:?}");
 }
