@@ -24,16 +24,17 @@ CTL=$TARGET/debug/agentholdctl
 TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-300}
 IMAGE=${E2E_BASE_IMAGE:-agenthold/base:latest}
 # ---------------------------------------------------------------------------------------------
-# THE SWITCH (issue 32, item 1 is the `sudo` branch's): how apt runs in the sandbox.
+# How apt runs in the sandbox (E2E_APT_AS):
+#   sudo   `sudo apt-get update && sudo apt-get install -y` typed by the agent itself (the
+#          image's sudoers keeps the proxy variables): sandboxes get sudo when root in them is not
+#          root on the host (docs/security.md, "sudo in a sandbox").
 #   user   apt as the agent itself, with its own state and cache directories under ~/apt:
 #          `apt-get update` (the mirror's signed InRelease checked against the image's Debian
-#          keyring), `apt-get download`, `dpkg -x`. Root cannot install in a sandbox yet: sudo is
-#          stopped by no-new-privileges, and `docker exec --user root` lacks the capabilities
-#          dpkg needs (chown, fowner; `--privileged` is refused by the runtime).
-#   sudo   `sudo apt-get update && sudo apt-get install -y` typed by the agent itself (the
-#          image's sudoers keeps the proxy variables). FLIP THE DEFAULT TO sudo when the `sudo`
-#          branch makes sudo work in sandboxes.
-APT_AS=${E2E_APT_AS:-user}
+#          keyring), `apt-get download`, `dpkg -x` — for an engine that does not remap user
+#          namespaces (no sudo there).
+#   auto   (default) sudo when the engine remaps user namespaces (make dev's engine does) or
+#          sandboxes run under gVisor, else user, said in the log.
+APT_AS=${E2E_APT_AS:-auto}
 # ---------------------------------------------------------------------------------------------
 NPM_PACKAGE=is-number NPM_VERSION=7.0.0
 PIP_PACKAGE=six PIP_VERSION=1.17.0
@@ -50,7 +51,16 @@ die() { log "error: $*"; exit 1; }
 export AGENTHOLD_URL AGENTHOLD_TOKEN
 for cmd in jq curl docker; do command -v "$cmd" >/dev/null || die "$cmd is needed"; done
 [[ ${AGENTHOLD_DRIVER:-docker} == docker ]] || { log "skipped: the local driver does not use the proxy"; exit 0; }
-[[ $APT_AS == sudo || $APT_AS == user ]] || die "E2E_APT_AS is sudo or user, not $APT_AS"
+if [[ $APT_AS == auto ]]; then
+    if docker info --format '{{json .SecurityOptions}}' 2>/dev/null | grep -q 'name=userns' \
+        || [[ ${AGENTHOLD_SANDBOX_RUNTIME:-} == runsc ]]; then
+        APT_AS=sudo
+    else
+        APT_AS=user
+        log "the engine does not remap user namespaces: no sudo in sandboxes, so apt runs as the agent (E2E_APT_AS=user)"
+    fi
+fi
+[[ $APT_AS == sudo || $APT_AS == user ]] || die "E2E_APT_AS is auto, sudo or user, not $APT_AS"
 [[ -x $CTL ]] || (cd "$ROOT" && cargo build -q -p agenthold-cli)
 docker image inspect "$IMAGE" >/dev/null 2>&1 || die "$IMAGE does not exist; run make base-image"
 
@@ -125,7 +135,7 @@ case $APT_AS in
         ;;
 esac
 grep -qx 'Hello, world!' "$WORK/out" || fail "apt ($APT_AS): $APT_PACKAGE from the Debian mirror through the proxy" "$WORK/out"
-ok "apt ($APT_AS): $APT_PACKAGE from the Debian mirror (signatures checked) through the proxy, unpacked, and it runs"
+ok "apt ($APT_AS): $APT_PACKAGE from the Debian mirror (signatures checked) through the proxy, $([[ $APT_AS == sudo ]] && echo installed || echo unpacked), and it runs"
 
 # ---------------------------------------------------------------------------------------------
 # 3. Nothing else leaves: a host outside the presets is refused by the proxy (CONNECT and plain
