@@ -102,12 +102,19 @@ impl Repo {
 
     /// The clone's command line, run in the sandbox as the harness's user with the harness's
     /// environment. It is idempotent: a folder that already holds the repository (a clone that
-    /// finished before a restart) is left as it is; a half-made one (no `.git`) is removed and
-    /// made again. Options after `--` cannot be taken for flags.
+    /// finished before a restart) is left as it is. The clone is made beside the folder
+    /// (`.<dir>.partial`) and moved into place only once complete, so nothing but its own
+    /// leftovers is ever removed: a folder of that name the agent made itself (not empty, no
+    /// `.git`) is left as it is and the clone fails saying so. Options after `--` cannot be taken
+    /// for flags.
     pub fn clone_argv(&self, home: &str) -> Vec<String> {
         let script = "set -e; dir=$1; url=$2; shift 2; \
              if [ -d \"$dir/.git\" ]; then echo \"already cloned\"; exit 0; fi; \
-             rm -rf -- \"$dir\"; exec git clone --no-progress \"$@\" -- \"$url\" \"$dir\"";
+             if [ -e \"$dir\" ] && ! rmdir -- \"$dir\" 2>/dev/null; then \
+               echo \"$dir exists and is not a git clone: left as it is; move it away and the clone is tried again at the next start\" >&2; exit 3; fi; \
+             part=\"$(dirname -- \"$dir\")/.$(basename -- \"$dir\").partial\"; rm -rf -- \"$part\"; \
+             git clone --no-progress \"$@\" -- \"$url\" \"$part\" || { status=$?; rm -rf -- \"$part\"; exit $status; }; \
+             exec mv -T -- \"$part\" \"$dir\"";
         let mut argv = vec![
             "sh".to_owned(),
             "-c".to_owned(),
@@ -197,6 +204,55 @@ mod tests {
             argv[4..],
             ["/home/agent/agenthold", "https://GitHub.com/org/agenthold.git", "--branch", "feature/x-1"]
         );
+    }
+
+    /// The script itself, run by `sh` against a local repository (git on the test machine's PATH).
+    #[test]
+    fn the_clone_script_removes_only_its_own_leftovers() {
+        use std::process::Command;
+        let base = std::env::temp_dir().join(format!("agenthold-clone-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (src, home) = (base.join("src"), base.join("home"));
+        std::fs::create_dir_all(&home).expect("home");
+        let git = |args: &[&str]| {
+            let out = Command::new("git").args(["-c", "user.name=t", "-c", "user.email=t@t"]).args(args).output();
+            assert!(out.expect("git runs").status.success(), "git {args:?}");
+        };
+        git(&["init", "-q", src.to_str().expect("utf-8")]);
+        git(&["-C", src.to_str().expect("utf-8"), "commit", "-q", "--allow-empty", "-m", "one"]);
+        let repo = Repo::parse("https://example.com/org/tool.git", None).expect("valid");
+        let home_str = home.to_str().expect("utf-8");
+        let clone = |url: &str| {
+            let mut argv = repo.clone_argv(home_str);
+            argv[5] = url.to_owned();
+            let out = Command::new(&argv[0]).args(&argv[1..]).output().expect("sh runs");
+            (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+        };
+        let (dir, partial) = (home.join("tool"), home.join(".tool.partial"));
+        let src_url = src.to_str().expect("utf-8");
+        // A folder the agent made itself is left as it is, and the clone says why it failed.
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("notes.txt"), "mine").expect("write");
+        let (code, out) = clone(src_url);
+        assert_eq!(code, Some(3), "{out}");
+        assert!(out.contains("exists and is not a git clone"), "{out}");
+        assert_eq!(std::fs::read_to_string(dir.join("notes.txt")).ok().as_deref(), Some("mine"));
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        // A failed clone leaves nothing; a killed one's leftovers are removed before the next.
+        let (code, out) = clone(base.join("nowhere").to_str().expect("utf-8"));
+        assert_ne!(code, Some(0), "{out}");
+        assert!(!dir.exists() && !partial.exists(), "{out}");
+        std::fs::create_dir_all(partial.join(".git")).expect("leftover");
+        std::fs::create_dir_all(&dir).expect("an empty folder is taken");
+        let (code, out) = clone(src_url);
+        assert_eq!(code, Some(0), "{out}");
+        assert!(dir.join(".git").is_dir() && !partial.exists(), "{out}");
+        // Once cloned, it stays.
+        std::fs::write(dir.join("work.txt"), "kept").expect("write");
+        let (code, out) = clone(src_url);
+        assert_eq!((code, out.trim()), (Some(0), "already cloned"));
+        assert!(dir.join("work.txt").is_file());
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
