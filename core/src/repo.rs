@@ -226,7 +226,10 @@ mod tests {
             let mut argv = repo.clone_argv(home_str);
             argv[5] = url.to_owned();
             let out = Command::new(&argv[0]).args(&argv[1..]).output().expect("sh runs");
-            (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+            )
         };
         let (dir, partial) = (home.join("tool"), home.join(".tool.partial"));
         let src_url = src.to_str().expect("utf-8");
