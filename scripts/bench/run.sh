@@ -4,7 +4,7 @@
 # Brings up what it needs (the private Postgres, the Docker engine, the images),
 # builds the release binaries (server, sandboxd + fakeagent, the benchmark),
 # starts its OWN server — ports ${BENCH_PORT:-17800}/${BENCH_TUNNEL_PORT:-17801},
-# AGENTHOLD_INSTANCE=bench, data in .dev/bench, a fresh database agenthold_bench,
+# AGENTHOLD_INSTANCE=bench (BENCH_INSTANCE), data in .dev/bench (BENCH_DIR), a fresh database agenthold_<instance>,
 # Docker driver, image agenthold/test:latest — runs target/release/agenthold-bench,
 # then the browser UI's figures (web/e2e/bench.mjs in Chromium, against the same server),
 # stops the server and prints the benchmark's JSON object as the LAST line of
@@ -16,6 +16,7 @@
 # many-agents loads and the flood they are compared with; nothing after the server's figures),
 # BENCH_ONLY=load (only the load: 100 sessions × 10 watchers, BENCH_LOAD_SECONDS long; make chaos),
 # BENCH_ONLY=startup (only docker run, cold, pooled and harness starts, wakes: a minute or two),
+# BENCH_RUNTIMES=0 (without the startup figures per sandbox runtime: scripts/bench/runtimes.sh),
 # BENCH_PERF=1 (the `profiling` build, and `perf record` of the server while the benchmark
 # runs: .dev/bench/perf.data, a summary in .dev/bench/perf.txt).
 # shellcheck source=scripts/dev/lib.sh
@@ -25,9 +26,9 @@ cd "$REPO_ROOT" || exit 1
 PORT=${BENCH_PORT:-17800}
 TUNNEL_PORT=${BENCH_TUNNEL_PORT:-17801}
 METRICS_PORT=${BENCH_METRICS_PORT:-17802}
-INSTANCE=bench
+INSTANCE=${BENCH_INSTANCE:-bench}
 IMAGE=agenthold/test:latest
-BENCH_DIR=$DEV_DIR/bench
+BENCH_DIR=${BENCH_DIR:-$DEV_DIR/bench}
 TARGET=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 [[ $TARGET == /* ]] || TARGET=$REPO_ROOT/$TARGET
 PROFILE=release
@@ -64,8 +65,8 @@ PSQL=${PSQL:-$(command -v psql || true)}
 [[ -n $PSQL ]] || die "psql not found (apt-get install postgresql-client)"
 # Swap the database name of a URL, keeping any ?query parameters.
 db_url() { local base=${BASE_URL%%\?*}; echo "${base%/*}/$1${BASE_URL#"$base"}"; }
-BENCH_DB_URL=$(db_url agenthold_bench)
-SCRATCH_DB_URL=$(db_url agenthold_bench_scratch)
+BENCH_DB_URL=$(db_url "agenthold_$INSTANCE")
+SCRATCH_DB_URL=$(db_url agenthold_${INSTANCE}_scratch)
 
 # --- cleanup (also on failure and Ctrl-C) ----------------------------------------
 remove_bench_sandboxes() {
@@ -111,9 +112,9 @@ done
 log "removing leftover sandboxes of instance '$INSTANCE'"
 remove_bench_sandboxes
 
-log "fresh databases agenthold_bench and agenthold_bench_scratch"
+log "fresh databases agenthold_$INSTANCE and agenthold_${INSTANCE}_scratch"
 export PGOPTIONS="-c client_min_messages=warning"
-for db in agenthold_bench agenthold_bench_scratch; do
+for db in "agenthold_$INSTANCE" agenthold_${INSTANCE}_scratch; do
     "$PSQL" "$BASE_URL" -v ON_ERROR_STOP=1 -q \
         -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >&2
 done
@@ -351,13 +352,24 @@ else
     log "no $BASE_IMAGE (make base-image): the harness figures are left out"
 fi
 
+# --- the sandbox runtimes (scripts/bench/runtimes.sh): startup and wake under each runtime -----
+# beside the default (remapped runc); BENCH_RUNTIMES=0 leaves them out.
+echo '{}' >"$BENCH_DIR/runtimes.json"
+if [[ ${BENCH_RUNTIMES:-1} != 0 ]]; then
+    if bash scripts/bench/runtimes.sh >"$BENCH_DIR/runtimes.out"; then
+        tail -n 1 "$BENCH_DIR/runtimes.out" >"$BENCH_DIR/runtimes.json"
+    else
+        log "the runtimes benchmark failed: its figures are left out"
+    fi
+fi
+
 # One JSON object: the server's figures, the proxy's and the harnesses' beside them, and the
 # proxy's targets.
 jq -c --slurpfile proxy "$BENCH_DIR/proxy.jsonl" --slurpfile harnesses "$BENCH_DIR/harnesses.json" \
-    --slurpfile ui "$BENCH_DIR/ui.json" '
+    --slurpfile ui "$BENCH_DIR/ui.json" --slurpfile runtimes "$BENCH_DIR/runtimes.json" '
     ($proxy | add) as $p
     | $ui[0] as $u
-    | . + $p + $harnesses[0] + $u
+    | . + $p + $harnesses[0] + $u + $runtimes[0]
     | .targets += (if $u.ui_open_10k_ms == null then {} else {
         ui_open_10k_ms: {target: "<= 1000", value: $u.ui_open_10k_ms, pass: ($u.ui_open_10k_ms <= 1000)},
         ui_flood_longest_task_ms: {target: "<= 50", value: $u.ui_flood_longest_task_ms, pass: ($u.ui_flood_longest_task_ms <= 50)},
