@@ -174,7 +174,19 @@ pub fn request(
     body: Option<&[u8]>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Response, String> {
-    let deadline = Instant::now() + TIMEOUT;
+    request_within(TIMEOUT, method, url, headers, body, env)
+}
+
+/// [`request`] with a time limit of its own (an MCP call that waits on the server, for one).
+pub fn request_within(
+    limit: Duration,
+    method: &str,
+    url: &str,
+    headers: &[(String, String)],
+    body: Option<&[u8]>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Response, String> {
+    let deadline = Instant::now() + limit;
     let (target, tls) = match parse_url(url, "https://", 443) {
         Ok(target) => (target, true),
         Err(_) => (parse_url(url, "http://", 80).map_err(|_| format!("not an http(s) URL: {url}"))?, false),

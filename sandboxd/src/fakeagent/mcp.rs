@@ -60,12 +60,16 @@ pub fn substitute(args: &str, last: &Value) -> String {
     out
 }
 
+/// A call's time limit: above the longest wait a tool may ask of the server (agenthold's
+/// `wait_turn` waits up to 100 s), which the fetch's own 10 s would cut short on a loaded host.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn post(server: &Server, message: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Value, String> {
     let mut headers = server.headers.clone();
     headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
     headers.push(("Accept".to_owned(), "application/json, text/event-stream".to_owned()));
     let body = message.to_string();
-    let response = fetch::request("POST", &server.url, &headers, Some(body.as_bytes()), env)?;
+    let response = fetch::request_within(CALL_TIMEOUT, "POST", &server.url, &headers, Some(body.as_bytes()), env)?;
     if response.from_proxy || !(200..300).contains(&response.status) {
         let text = String::from_utf8_lossy(&response.body[..response.body.len().min(512)]).into_owned();
         let who = if response.from_proxy { "the proxy" } else { "the MCP server" };
