@@ -91,6 +91,22 @@ disk_limits_of_engine() {
     grep -o 'agenthold.disk-limits=[a-z_,]*' <<<"$labels" | cut -d= -f2 || true
 }
 
+# Every container of a remapping engine runs as the same unprivileged host uid (dockremap's
+# range), and each takes a session keyring under that uid's key quota: kernel.keys.maxkeys
+# (200 by default) stops the 200th container ("unable to join session keyring: disk quota
+# exceeded"). Raised to root's own quota, as for an engine of containers sharing one uid.
+raise_key_quota() {
+    local keys bytes
+    keys=$(sysctl -n kernel.keys.maxkeys 2>/dev/null) || return 0
+    bytes=$(sysctl -n kernel.keys.maxbytes 2>/dev/null) || return 0
+    (( keys >= 1000000 && bytes >= 25000000 )) && return 0
+    if sysctl -q -w kernel.keys.maxkeys=1000000 kernel.keys.maxbytes=25000000 2>/dev/null; then
+        log "raised kernel.keys.maxkeys/maxbytes to 1000000/25000000 (were $keys/$bytes): the remapped uid holds one key per container"
+    else
+        log "kernel.keys.maxkeys is $keys: a remapping engine cannot run more than about $keys containers; raise it (sysctl kernel.keys.maxkeys=1000000 kernel.keys.maxbytes=25000000)"
+    fi
+}
+
 # What root in a sandbox of the running engine is (docs/security.md, "sudo in a sandbox"), and
 # what to do when it is not what the settings ask for.
 report_root_containment() {
@@ -99,6 +115,7 @@ report_root_containment() {
     runtimes=$(timeout 10 docker info --format '{{json .Runtimes}}' 2>/dev/null) || true
     if grep -q 'name=userns' <<<"$options"; then
         log "it remaps user namespaces: sandboxes get sudo (root inside is not root on the host)"
+        raise_key_quota
     elif [[ $USERNS != off ]]; then
         log "it does not remap user namespaces: sandboxes get no sudo (unless AGENTHOLD_SANDBOX_RUNTIME=runsc). To give them sudo, stop this engine (it was not started with --userns-remap) and rerun this script with AGENTHOLD_DOCKER_USERNS=default"
     fi
