@@ -36,6 +36,32 @@ export async function makeUser(admin: APIRequestContext, prefix = 'ui'): Promise
   return { id: made.id, username, password, workspaceId: made.personal_workspace_id };
 }
 
+/**
+ * Deletes every agent in the workspaces `user` administers, with their sandboxes: a test's
+ * sandboxes would otherwise outlive it (by design), and a few runs of the suite fill the shared
+ * Docker engine (each container holds a kernel keyring of the remapped root; the quota is 200).
+ * A schedule of a deleted agent runs no more.
+ */
+export async function deleteAgentsOf(user: User, baseURL: string) {
+  const ctx = await request.newContext({ baseURL });
+  try {
+    const login = await ctx.post('/api/v1/auth/login', { data: { username: user.username, password: user.password } });
+    expect(login.status(), await login.text()).toBe(200);
+    const headers = { 'x-csrf-token': (await login.json()).csrf_token };
+    const me = await (await ctx.get('/api/v1/me')).json();
+    const mine = new Set(me.workspaces.filter((w: any) => w.role === 'admin').map((w: any) => w.workspace_id));
+    const listed = await ctx.get('/api/v1/agents');
+    expect(listed.status(), await listed.text()).toBe(200);
+    const agents = (await listed.json()).agents.filter((a: any) => mine.has(a.workspace_id));
+    for (const a of agents) {
+      const r = await ctx.delete(`/api/v1/agents/${a.id}`, { headers });
+      expect([204, 404], `deleting agent ${a.name}: ${r.status()} ${await r.text()}`).toContain(r.status());
+    }
+  } finally {
+    await ctx.dispose();
+  }
+}
+
 /** Page errors and CSP violations of `page`, collected into `into`. */
 export function watchProblems(page: Page, into: string[]) {
   page.on('pageerror', (e) => into.push(`page error: ${e.message}`));
@@ -55,8 +81,10 @@ export const test = base.extend<{ admin: APIRequestContext; user: User; problems
     await use(ctx);
     await ctx.dispose();
   },
-  user: async ({ admin }, use) => {
-    await use(await makeUser(admin));
+  user: async ({ admin, baseURL }, use) => {
+    const user = await makeUser(admin);
+    await use(user);
+    await deleteAgentsOf(user, baseURL!);
   },
   newUser: async ({ admin }, use) => {
     await use((prefix?: string) => makeUser(admin, prefix));
