@@ -11,9 +11,11 @@
 //
 // A failure keeps its trace and screenshot under .dev/playwright/results/ (`npx playwright
 // show-trace <trace.zip>`), the HTML report is .dev/playwright/report/ (no video: it needs
-// Playwright's own ffmpeg download). No retries: a flaky test shows as failing. Workers: 2 (the
-// suite's wall time on a 2-core machine: 1 worker ~N s, 2 workers ~M s, see docs/ui.md);
-// UI_WORKERS overrides.
+// Playwright's own ffmpeg download). No retries: a flaky test shows as failing. One worker: on
+// the 2-core dev machine (shared, loaded) the whole suite took 239 and 271 s with one worker and
+// 236, 280 and 279 s with two (the server, the sandboxes and the browsers share the cores, and the
+// new user's wait for its schedule's first run, up to a minute and a half, is most of the
+// critical path either way); UI_WORKERS=2 gives two.
 import { defineConfig } from '@playwright/test';
 import { fileURLToPath } from 'node:url';
 
@@ -24,7 +26,7 @@ export default defineConfig({
   timeout: 180_000,
   expect: { timeout: 15_000 },
   fullyParallel: true,
-  workers: Number(process.env.UI_WORKERS ?? 2),
+  workers: Number(process.env.UI_WORKERS ?? 1),
   retries: 0,
   forbidOnly: !!process.env.CI,
   reporter: [['list'], ['html', { open: 'never', outputFolder: `${DEV}report` }]],
