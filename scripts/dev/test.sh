@@ -11,8 +11,9 @@
 #                                                 the Docker driver, then again on
 #                                                 the local driver
 #   5. end to end: make up, scripts/e2e/sessions.sh (if present), the other
-#      e2e scripts, the UI in Chromium (web/e2e/run.mjs), the UI's generated types against the
-#      server's OpenAPI document, a new user's whole flow (web/e2e/tests, @playwright/test), make down
+#      e2e scripts, the UI's generated types against the server's OpenAPI document, every browser
+#      flow in Chromium (web/e2e/tests, @playwright/test, axe; the server restarted mid-turn last),
+#      make down
 #
 # A test that cannot run here skips saying so (server/tests/api/support/skip.rs): the skips are
 # counted and listed at the end ("N tests skipped:"). With CI=true (AGENTHOLD_SKIPS_FATAL=1) a test
@@ -202,15 +203,6 @@ for harness in claude-code codex; do
     )
 done
 
-step "end to end: the UI in a real browser (web/e2e/run.mjs: playwright-core + Chromium)"
-scripts/dev/ui-browser.sh
-(
-    set -a
-    . "$DEV_DIR/env"
-    set +a
-    AGENTHOLD_UI_RESTART=1 node web/e2e/run.mjs
-)
-
 step "the UI's types match the server's OpenAPI document (web: npm run check-types)"
 (
     set -a
@@ -219,12 +211,16 @@ step "the UI's types match the server's OpenAPI document (web: npm run check-typ
     cd web && npm run --silent check-types
 )
 
-step "end to end: a new user's whole flow in Chromium (web/e2e/tests: @playwright/test, axe)"
+# Every browser flow, each test its own user, axe on every page; the `restart` project last
+# (AGENTHOLD_UI_RESTART=1: it kills the server mid-turn and starts it again with server.sh).
+# A failure's trace and screenshot: .dev/playwright/results/; the report: .dev/playwright/report/.
+step "end to end: the UI in Chromium (web/e2e/tests: @playwright/test, axe, the server restarted mid-turn)"
+scripts/dev/ui-browser.sh
 (
     set -a
     . "$DEV_DIR/env"
     set +a
-    cd web && SCREENSHOTS="$DEV_DIR/ui-screenshots" npx playwright test
+    cd web && SCREENSHOTS="$DEV_DIR/ui-screenshots" AGENTHOLD_UI_RESTART=1 npx playwright test
 )
 
 step "end to end: make down"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Makes sure the Chromium the UI's browser checks drive (web/e2e/run.mjs, playwright-core with
-# executablePath) is installed: Debian's package, /usr/bin/chromium (CHROMIUM overrides). As root
-# it installs the package when missing; otherwise it says how. Playwright's own browser download
-# is not used.
+# Makes sure the Chromium the UI's browser checks drive is installed (web/e2e/tests with
+# @playwright/test, web/e2e/bench.mjs with playwright-core; both launch it by its path): Debian's
+# package, /usr/bin/chromium (CHROMIUM overrides). As root it installs the package when missing;
+# otherwise it says how. Playwright's own browser download is not used.
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/lib.sh"
 

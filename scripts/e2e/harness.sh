@@ -22,7 +22,7 @@
 #      loaded the session, so the provider sees the first prompt in the conversation again.
 #   6. for the UI: runs the further turns of E2E_EXTRA_PROMPTS (one a line), writes the session's
 #      event log to E2E_EVENTS_OUT (the UI's fixtures), and with E2E_UI=1 opens the session in
-#      Chromium (web/e2e/run.mjs, "a real harness session"). `make test` runs it with E2E_UI=1 and
+#      Chromium (web/e2e/tests/real-session.spec.ts). `make test` runs it with E2E_UI=1 and
 #      a think, a plan and a run.
 # Each check prints `ok - …`; a failure prints `not ok - …` and exits 1.
 set -euo pipefail
@@ -171,9 +171,10 @@ if [[ -n ${E2E_EVENTS_OUT:-} ]]; then
     "$CTL" --compact events "$session" --after 0 --limit 1000 >"$E2E_EVENTS_OUT" || fail "keeping the events"
     ok "the session's events are in $E2E_EVENTS_OUT"
 fi
-# E2E_UI=1: the UI's Chromium check opens this session (web/e2e/run.mjs, "a real harness session").
+# E2E_UI=1: the UI's Chromium check opens this session (web/e2e/tests/real-session.spec.ts).
 if [[ ${E2E_UI:-} == 1 ]]; then
-    AGENTHOLD_UI_REAL_SESSION="$agent/$session" node "$ROOT/web/e2e/run.mjs" "a real harness session" >"$WORK/ui.log" 2>&1 \
+    (cd "$ROOT/web" && AGENTHOLD_UI_REAL_SESSION="$agent/$session" npx playwright test --project=ui real-session.spec.ts) >"$WORK/ui.log" 2>&1 \
         || fail "the UI did not render the session as it should" "$WORK/ui.log"
-    ok "the UI renders the session in Chromium ($(grep -c '^PASS ' "$WORK/ui.log") check)"
+    grep -q '1 passed' "$WORK/ui.log" || fail "the UI's check of the session did not run" "$WORK/ui.log"
+    ok "the UI renders the session in Chromium (web/e2e/tests/real-session.spec.ts)"
 fi
