@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::agent_settings::{
-    Limits, SettingsPatch, check_auth_method, check_auto_sleep, check_env, check_harness, check_image, check_limits,
+    FieldChange, Impact, Limits, SettingsPatch, check_auth_method, check_auto_sleep, check_env, check_harness, check_image, check_limits,
     check_model, check_policy, check_posture, check_turn_seconds,
 };
 use super::agent_view::{Agent, AgentDetail, agent_detail, agent_view};
@@ -386,7 +386,7 @@ pub async fn show(
     tag = "agents",
     request_body = UpdateAgent,
     responses(
-        (status = 200, description = "The agent as changed", body = AgentDetail),
+        (status = 200, description = "The agent as changed, with what the change did", body = UpdatedAgent),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
             `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
             `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, \
@@ -399,7 +399,7 @@ pub async fn update(
     principal: Principal,
     Id(id): Id<AgentId>,
     RawBody(body): RawBody,
-) -> Result<Json<AgentDetail>, ApiError> {
+) -> Result<Json<UpdatedAgent>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     let body: UpdateAgent = parse_json(&body)?;
     // Everything is checked before anything is written.
@@ -422,7 +422,7 @@ pub async fn update(
         }
         _ => None,
     };
-    let (settings, change) = super::agent_settings::apply(&state, &agent, patch, advertised.as_ref())?;
+    let (settings, mut change) = super::agent_settings::apply(&state, &agent, patch, advertised.as_ref())?;
     let egress = match body.egress {
         None => None,
         Some(None) => Some(None),
@@ -453,6 +453,7 @@ pub async fn update(
             detail,
         };
         store::audit::append(&state.pool, record).await?;
+        change.impacts.push(FieldChange { field: "egress".to_owned(), impact: Impact::Proxy });
     }
     if !change.fields.is_empty() {
         if !store::agents::update(&state.pool, id, &settings).await? {
@@ -478,7 +479,18 @@ pub async fn update(
         store::audit::append(&state.pool, record).await?;
     }
     let agent = store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
-    Ok(Json(agent_detail(&state, &agent).await?))
+    Ok(Json(UpdatedAgent { agent: agent_detail(&state, &agent).await?, changed: change.impacts }))
+}
+
+/// An agent as a change left it, and what the change did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UpdatedAgent {
+    /// The agent.
+    #[serde(flatten)]
+    agent: AgentDetail,
+    /// Each setting the change made and when it reaches the running agent (empty: nothing
+    /// changed; `egress` whenever the body sets it).
+    changed: Vec<FieldChange>,
 }
 
 /// Makes the agent's container again from its current image and limits, around the same home
