@@ -100,8 +100,8 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
     console.log(`edit form open: ${openMs} ms`);
     await page.getByLabel('Memory (MiB)').fill('1024');
     await page.getByLabel('Turn time limit (s; 0: the server’s)').fill('900');
-    await expect(page.locator('[data-impact^="limits"]')).toContainText('applies when the sandbox is rebuilt');
-    await expect(page.locator('[data-impact="turn time limit"]')).toContainText('applies from the next prompt');
+    await expect(page.locator('[data-impact="limits"]')).toContainText('applies when the sandbox is rebuilt');
+    await expect(page.locator('[data-impact="turn_seconds"]')).toContainText('turn time limit: applies from the next prompt');
     await checkPage(page, 'flow-05-edit-agent');
     await page.getByRole('button', { name: 'Save' }).click();
     await expect(page.getByRole('status').filter({ hasText: 'Saved.' })).toBeVisible();
