@@ -21,10 +21,11 @@ export function SessionTotalsLine({ t }: { t: SessionTotals }) {
   );
 }
 
-export function TotalsLine({ totals }: { totals: Totals }) {
+/** The server's totals in a line; `part`: one session's (not the whole window's). */
+export function TotalsLine({ totals, part }: { totals: Totals; part?: boolean }) {
   const t = fromServerTotals(totals);
   return (
-    <span class="usage-totals" data-usage-totals>
+    <span class="usage-totals" data-usage-totals={part ? undefined : true} data-usage-part={part ? true : undefined}>
       {t.turns} turn{t.turns === 1 ? '' : 's'} · {compact(t.input)} in{t.cachedRead ? ` (${compact(t.cachedRead)} cached)` : ''} · {compact(t.output)} out
       {t.thought ? ` · ${compact(t.thought)} thinking` : ''}
       {t.costs.length ? ` · ${t.costs.map(([c, a]) => money(a, c)).join(' + ')}` : ''}
@@ -53,7 +54,7 @@ export function UsageChart({ days }: { days: AgentUsage['by_day'] }) {
       <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={label} preserveAspectRatio="none">
         <line x1={pad} x2={W - pad} y1={H - pad} y2={H - pad} class="axis" />
         {days.map((d, i) => (
-          <rect x={pad + bw * i + 1} y={y(tokens[i])} width={Math.max(1, bw - 2)} height={H - pad - y(tokens[i])} class="bar">
+          <rect x={pad + bw * i + 1} y={y(tokens[i])} width={Math.max(1, bw - 2)} height={H - pad - y(tokens[i])} class={d.turns ? 'bar used' : 'bar'}>
             <title>{`${d.day}: ${d.turns} turns, ${compact(tokens[i])} tokens${currency && d.cost[currency] ? `, ${money(d.cost[currency], currency)}` : ''}`}</title>
           </rect>
         ))}
@@ -110,7 +111,7 @@ export function AgentUsagePanel({ agentId }: { agentId: string }) {
               <summary>By session ({u.by_session.length})</summary>
               <ul class="plain">
                 {u.by_session.slice(0, 20).map((s) => (
-                  <li><Link href={`/agents/${agentId}/sessions/${s.session_id}`}>Session {s.session_id.slice(0, 8)}</Link> · <TotalsLine totals={s} /></li>
+                  <li><Link href={`/agents/${agentId}/sessions/${s.session_id}`}>Session {s.session_id.slice(0, 8)}</Link> · <TotalsLine totals={s} part /></li>
                 ))}
               </ul>
             </details>

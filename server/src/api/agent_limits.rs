@@ -145,13 +145,21 @@ pub async fn show(State(state): State<AppState>, _principal: Principal) -> Resul
         crate::permissions::posture::resolve(None, config.default_posture, forbid).ok().map(Posture::as_str);
     Ok(Json(AgentBounds {
         limits: ResourceBounds {
-            cpus: Bounds { default: config.default_cpus, min: settings::CPUS_RANGE.0, max: max_cpus.min(settings::CPUS_RANGE.1) },
+            cpus: Bounds {
+                default: config.default_cpus,
+                min: settings::CPUS_RANGE.0,
+                max: max_cpus.min(settings::CPUS_RANGE.1),
+            },
             memory_mib: Bounds {
                 default: config.default_memory_mib,
                 min: settings::MEMORY_MIB_RANGE.0,
                 max: max_memory.min(settings::MEMORY_MIB_RANGE.1),
             },
-            pids: Bounds { default: config.default_pids_limit, min: settings::PIDS_RANGE.0, max: max_pids.min(settings::PIDS_RANGE.1) },
+            pids: Bounds {
+                default: config.default_pids_limit,
+                min: settings::PIDS_RANGE.0,
+                max: max_pids.min(settings::PIDS_RANGE.1),
+            },
             disk_mib: Bounds {
                 default: config.default_disk_mib(),
                 min: settings::DISK_MIB_RANGE.0,
@@ -174,7 +182,10 @@ pub async fn show(State(state): State<AppState>, _principal: Principal) -> Resul
         egress: EgressBounds {
             max_entries: egress::MAX_ALLOW,
             max_entry_chars: egress::MAX_ENTRY_LEN,
-            presets: egress::PRESETS.iter().map(|&name| PresetHosts { name, hosts: egress::preset_hosts(name) }).collect(),
+            presets: egress::PRESETS
+                .iter()
+                .map(|&name| PresetHosts { name, hosts: egress::preset_hosts(name) })
+                .collect(),
         },
         posture: PostureBounds { offered, default: default_posture },
         max_auth_method_chars: settings::MAX_AUTH_METHOD_CHARS,

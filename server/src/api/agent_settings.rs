@@ -194,7 +194,11 @@ pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
         return Err(ApiError::bad_request(ErrorCode::InvalidEnv, "at most 128 environment variables"));
     }
     for (key, value) in env {
-        if !valid_env_name(key) || key.starts_with("AGENTHOLD_") || value.len() > MAX_ENV_VALUE_BYTES || value.contains('\0') {
+        if !valid_env_name(key)
+            || key.starts_with("AGENTHOLD_")
+            || value.len() > MAX_ENV_VALUE_BYTES
+            || value.contains('\0')
+        {
             return Err(ApiError::bad_request(
                 ErrorCode::InvalidEnv,
                 format!(

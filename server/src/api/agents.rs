@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::agent_settings::{
-    FieldChange, Impact, Limits, SettingsPatch, check_auth_method, check_auto_sleep, check_env, check_harness, check_image, check_limits,
-    check_model, check_policy, check_posture, check_turn_seconds,
+    FieldChange, Impact, Limits, SettingsPatch, check_auth_method, check_auto_sleep, check_env, check_harness,
+    check_image, check_limits, check_model, check_policy, check_posture, check_turn_seconds,
 };
 use super::agent_view::{Agent, AgentDetail, agent_detail, agent_view};
 use super::error::{ApiError, ErrorBody};

@@ -23,7 +23,10 @@ impl HarnessAdapter for Fake {
         // Takes every kind, so that tests see delivery for both providers (development only).
         Profile {
             label: "fake (development and tests only)",
-            development_only: true, account_logins: crate::logins::kinds::ALL, ..Profile::BARE }
+            development_only: true,
+            account_logins: crate::logins::kinds::ALL,
+            ..Profile::BARE
+        }
     }
 
     /// fakeagent with `FAKEAGENT_REQUIRE_AUTH=fake-key` asks for `fake-key`, which the server may

@@ -85,7 +85,10 @@ async fn limits_come_from_the_server_s_configuration_and_match_its_checks() {
     assert_eq!(limits["posture"], json!({"offered": ["guarded", "approval"], "default": "approval"}), "{limits}");
     assert_eq!(limits["egress"]["max_entries"], 64);
     let presets = limits["egress"]["presets"].as_array().expect("presets");
-    assert!(presets.iter().any(|p| p["name"] == "npm" && p["hosts"].as_array().is_some_and(|h| !h.is_empty())), "{limits}");
+    assert!(
+        presets.iter().any(|p| p["name"] == "npm" && p["hosts"].as_array().is_some_and(|h| !h.is_empty())),
+        "{limits}"
+    );
     assert_eq!(limits["model"]["max_chars"], 200);
 
     // The maxima it gives are accepted, one over is refused with the code the form expects.
@@ -99,14 +102,18 @@ async fn limits_come_from_the_server_s_configuration_and_match_its_checks() {
         (json!({"limits": {"memory_mib": 3001}}), "LIMIT_TOO_HIGH"),
         (json!({"limits": {"turn_seconds": 601}}), "LIMIT_TOO_HIGH"),
         (json!({"limits": {"memory_mib": l["memory_mib"]["min"].as_i64().expect("min") - 1}}), "INVALID_LIMITS"),
-        (json!({"limits": {"auto_sleep_secs": l["auto_sleep_secs"]["max"].as_i64().expect("max") + 1}}), "INVALID_LIMITS"),
+        (
+            json!({"limits": {"auto_sleep_secs": l["auto_sleep_secs"]["max"].as_i64().expect("max") + 1}}),
+            "INVALID_LIMITS",
+        ),
         (json!({"model": "m".repeat(201)}), "INVALID_MODEL"),
         (json!({"posture": "autonomous"}), "AUTONOMOUS_FORBIDDEN"),
     ] {
         let answer = admin(&server, "PATCH", &path, body.clone()).await;
         assert_eq!(code(&answer), (400, expected), "{body}: {}", answer.1);
     }
-    let answer = admin(&server, "PATCH", &path, json!({"limits": {"auto_sleep_secs": l["auto_sleep_secs"]["max"]}})).await;
+    let answer =
+        admin(&server, "PATCH", &path, json!({"limits": {"auto_sleep_secs": l["auto_sleep_secs"]["max"]}})).await;
     assert_eq!(answer.0, 200, "{}", answer.1);
 }
 

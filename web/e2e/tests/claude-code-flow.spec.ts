@@ -182,8 +182,8 @@ test.describe('Claude Code, set up and run in the browser', () => {
     await test.step('reads the agent’s usage (summed by the server) and its chart', async () => {
       await page.goto(agentUrl);
       const usage = page.locator('section[aria-labelledby="usage-h"]');
-      await expect(usage.locator('[data-usage-totals]').first()).toContainText(/\d+ turns?/);
-      await expect(usage.locator('.usage-chart svg rect.bar').first()).toBeAttached();
+      await expect(usage.locator('[data-usage-totals]')).toContainText(/\d+ turns?/);
+      await expect(usage.locator('.usage-chart svg rect.bar.used').first()).toBeVisible();
       await usage.getByLabel(/Over the last/).selectOption('7');
       await expect(usage.locator('.usage-chart svg rect.bar')).toHaveCount(7);
       await checkPage(page, 'claude-09-agent-usage');

@@ -161,7 +161,7 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
   await test.step('reads the agent’s usage over its sessions', async () => {
     await page.goto(agentUrl);
     await expect(page.locator('section[aria-labelledby="usage-h"] [data-usage-totals]')).toContainText(/\d+ turns?/);
-    await expect(page.locator('.usage-chart svg rect.bar').first()).toBeVisible();
+    await expect(page.locator('.usage-chart svg rect.bar.used').first()).toBeVisible();
     await checkPage(page, 'flow-08-agent-overview');
   });
 });
