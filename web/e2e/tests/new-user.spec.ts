@@ -165,3 +165,47 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
     await checkPage(page, 'flow-08-agent-overview');
   });
 });
+
+test('an admin sets the workspace’s egress default; an agent follows it until given a list of its own', async ({ page, user, problems }) => {
+  void problems;
+  await signIn(page, user);
+  await test.step('Settings → Egress: presets from the server, saved', async () => {
+    await page.goto('/settings/egress');
+    await page.getByRole('checkbox', { name: /^npm/ }).check();
+    await page.getByLabel(/^Also allow/).fill('git.example.com');
+    await page.getByRole('button', { name: 'Save the default' }).click();
+    await expect(page.getByRole('status').filter({ hasText: 'Saved' })).toBeVisible();
+    await checkPage(page, 'egress-01-workspace-default');
+  });
+  const name = `egress-${Date.now().toString(36)}`;
+  await test.step('a new agent follows it', async () => {
+    await page.goto('/agents/new');
+    await page.getByLabel('Name', { exact: true }).fill(name);
+    await page.getByLabel('Harness').selectOption('fake');
+    await expect(page.getByRole('checkbox', { name: 'Follow the workspace’s default' })).toBeChecked();
+    await page.getByRole('button', { name: 'Create' }).click();
+    await expect(page.getByRole('heading', { name })).toBeVisible();
+    await expect(page.locator('[data-egress-inherited="yes"]')).toBeVisible();
+    await expect(page.getByText('preset npm')).toBeVisible();
+    await expect(page.getByText('git.example.com', { exact: true })).toBeVisible();
+  });
+  await test.step('given a list of its own, then back to the default', async () => {
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await expect(page.locator('p[data-egress-inherited="yes"]')).toContainText('npm, git.example.com');
+    await page.getByRole('checkbox', { name: 'Follow the workspace’s default' }).uncheck();
+    await page.getByLabel(/^Also allow/).fill('example.org');
+    await expect(page.locator('[data-impact="egress"]')).toContainText('reaches the proxy within seconds');
+    await checkPage(page, 'egress-02-own-list');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect(page.locator('[data-applied]')).toContainText('egress allow-list: reaches the proxy within seconds');
+    await page.getByRole('link', { name: 'Back to the overview' }).click();
+    await expect(page.locator('[data-egress-inherited="no"]')).toBeVisible();
+    await expect(page.getByText('example.org', { exact: true })).toBeVisible();
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await page.getByRole('checkbox', { name: 'Follow the workspace’s default' }).check();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect(page.locator('[data-applied]')).toBeVisible();
+    await page.getByRole('link', { name: 'Back to the overview' }).click();
+    await expect(page.locator('[data-egress-inherited="yes"]')).toBeVisible();
+  });
+});
