@@ -15,7 +15,7 @@
 //   set -a; . .dev/env; set +a; cd web && npx playwright test tests/claude-code-flow.spec.ts
 import { createHmac, randomUUID } from 'node:crypto';
 import { checkPage, expect, signIn, test } from './fixtures';
-import { baseImageMissing, recorded, startStandIn, type StandIn } from './ui33-helpers';
+import { baseImageMissing, deleteAgentAs, recorded, startStandIn, type StandIn } from './ui33-helpers';
 
 const IMAGE = process.env.E2E_HARNESS_IMAGE ?? 'agenthold/base:latest';
 const KEY = `sk-ant-api03-ui-${randomUUID()}`;
@@ -38,8 +38,8 @@ test.describe('Claude Code, set up and run in the browser', () => {
   });
   // Its sandbox and its every-minute schedule go with it.
   let agentId = '';
-  test.afterEach(async ({ admin }) => {
-    if (agentId) await admin.delete(`/api/v1/agents/${agentId}`);
+  test.afterEach(async ({ user, baseURL }) => {
+    if (agentId) expect(await deleteAgentAs(baseURL!, user, agentId), 'deleting the agent').toBe(204);
   });
 
   test('a new user runs a guarded Claude Code agent end to end', async ({ page, user, problems, baseURL }) => {

@@ -11,12 +11,20 @@
 // stand-in answers with a tool call that asks).
 import { createHmac, randomUUID } from 'node:crypto';
 import { checkPage, expect, signIn, test } from './fixtures';
+import { deleteAgentAs } from './ui33-helpers';
 
 const HARNESS = process.env.E2E_HARNESS ?? 'fake';
 const fake = HARNESS === 'fake';
 const PROMPT = process.env.E2E_PROMPT ?? (fake ? 'ask execute git push\ntext Pushed.\nusage 1200 340' : 'please write hello.txt hi');
 const SECRET_VALUE = process.env.E2E_SECRET_VALUE ?? 'sk-ant-test-0000000000000000';
 const TRIGGER_PROMPT = fake ? 'text From a trigger.\nusage 10 5' : 'say hi';
+
+// The agent a test made goes with it (its sandbox, its every-minute schedule).
+let agentId = '';
+test.afterEach(async ({ user, baseURL }) => {
+  if (agentId) expect(await deleteAgentAs(baseURL!, user, agentId), 'deleting the agent').toBe(204);
+  agentId = '';
+});
 
 test('a new user sets up and runs a guarded agent end to end', async ({ page, user, problems, baseURL }) => {
   void problems;
@@ -63,6 +71,7 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
     await expect(page.getByText('guarded', { exact: true })).toBeVisible();
   });
   const agentUrl = page.url();
+  agentId = new URL(agentUrl).pathname.split('/')[2];
 
   await test.step('prompts it with the keyboard and approves its question', async () => {
     await page.getByRole('button', { name: 'New session' }).click();
@@ -185,6 +194,7 @@ test('an admin sets the workspace’s egress default; an agent follows it until 
     await expect(page.getByRole('checkbox', { name: 'Follow the workspace’s default' })).toBeChecked();
     await page.getByRole('button', { name: 'Create' }).click();
     await expect(page.getByRole('heading', { name })).toBeVisible();
+    agentId = new URL(page.url()).pathname.split('/')[2];
     await expect(page.locator('[data-egress-inherited="yes"]')).toBeVisible();
     await expect(page.getByText('preset npm')).toBeVisible();
     await expect(page.getByText('git.example.com', { exact: true })).toBeVisible();

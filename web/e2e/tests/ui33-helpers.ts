@@ -91,3 +91,20 @@ export function recorded(record: string): { headers?: Record<string, string> }[]
       }
     });
 }
+
+/**
+ * Deletes an agent as the user who made it (its workspace is theirs; the server admin is not a
+ * member): signs in with its password and sends the CSRF token the login answers.
+ */
+export async function deleteAgentAs(baseURL: string, user: { username: string; password: string }, agentId: string): Promise<number> {
+  const { request } = await import('@playwright/test');
+  const ctx = await request.newContext({ baseURL });
+  try {
+    const login = await ctx.post('/api/v1/auth/login', { data: { username: user.username, password: user.password } });
+    const csrf = (await login.json()).csrf_token as string;
+    const r = await ctx.delete(`/api/v1/agents/${agentId}`, { headers: { 'x-csrf-token': csrf } });
+    return r.status();
+  } finally {
+    await ctx.dispose();
+  }
+}
