@@ -1,7 +1,7 @@
 // An agent's settings as the create-and-edit form holds them, and what each change means: the
 // form's state from an agent, the body of `POST /api/v1/agents` and the smallest `PATCH
-// /api/v1/agents/{id}` body, a preview of when each change applies (the server's PATCH answer,
-// `changed`, says it for certain once saved), the secrets to attach or detach, the checks the
+// /api/v1/agents/{id}` body, how to tell when each change applies (the server's `changed`: the
+// form asks with `?dry_run=true` before saving), the secrets to attach or detach, the checks the
 // page makes before sending from what the server publishes (`GET /api/v1/harnesses`, `GET
 // /api/v1/limits`: server-info.ts) rather than copies of its rules, and which field a server
 // error belongs to. Plain TypeScript, unit-tested (test/agent-settings.test.ts).
@@ -249,24 +249,6 @@ export const FIELD_TEXT: Record<string, string> = {
   auto_sleep_secs: 'auto-sleep',
   egress: 'egress allow-list',
 };
-
-/**
- * A preview of what saving `patch` will do, before it is sent, in the server's terms; once saved
- * the PATCH answer's `changed` is what the page shows.
- */
-export function impactsOf(patch: UpdateAgent): FieldChange[] {
-  const out: FieldChange[] = [];
-  const add = (field: string, impact: Impact) => out.push({ field, impact });
-  for (const f of ['harness', 'command', 'model', 'env'] as const) if (f in patch) add(f, 'restarts_harness');
-  if ('image' in patch) add('image', 'needs_rebuild');
-  for (const f of ['posture', 'policy', 'auth_method'] as const) if (f in patch) add(f, 'at_once');
-  const l = patch.limits ?? {};
-  if ((['cpus', 'memory_mib', 'pids', 'disk_mib'] as const).some((k) => k in l)) add('limits', 'needs_rebuild');
-  if ('turn_seconds' in l) add('turn_seconds', 'next_prompt');
-  if ('auto_sleep_secs' in l) add('auto_sleep_secs', 'at_once');
-  if ('egress' in patch) add('egress', 'proxy');
-  return out;
-}
 
 /** "memory: applies when the sandbox is rebuilt". */
 export const changeText = (c: FieldChange) => `${FIELD_TEXT[c.field] ?? c.field}: ${IMPACT_TEXT[c.impact]}`;

@@ -56,7 +56,7 @@ export interface paths {
         head?: never;
         /**
          * Changes an agent (agent admins; the role is checked before the body is read)
-         * @description Changes an agent (agent admins; the role is checked before the body is read): `egress` replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at once, to the running turn's next permission request and to its questions still waiting (each one the new rules settle is answered, with `"redecided": true`); `auth_method` the next time the harness asks to sign in (no restart); harness, command, model and env restart the harness once no turn runs (its sessions are loaded again, or start anew with a `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as `agent.changed` with the changed fields (env: names only).
+         * @description Changes an agent (agent admins; the role is checked before the body is read): `egress` replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at once, to the running turn's next permission request and to its questions still waiting (each one the new rules settle is answered, with `"redecided": true`); `auth_method` the next time the harness asks to sign in (no restart); harness, command, model and env restart the harness once no turn runs (its sessions are loaded again, or start anew with a `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as `agent.changed` with the changed fields (env: names only). The answer's `changed` says when each change applies; `?dry_run=true` checks the body the same way and answers that alone, writing nothing (a form's preview).
          */
         patch: operations["update_agent"];
         trace?: never;
@@ -2971,7 +2971,10 @@ export interface operations {
     };
     update_agent: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Check the change and answer what it would do, changing nothing. */
+                dry_run?: boolean;
+            };
             header?: never;
             path: {
                 id: string;
@@ -2984,7 +2987,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The agent as changed, with what the change did */
+            /** @description The agent as changed, with what the change did (with `dry_run`: the agent unchanged, with what the change would do) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2993,7 +2996,7 @@ export interface operations {
                     "application/json": components["schemas"]["UpdatedAgent"];
                 };
             };
-            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises) */
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises), `INVALID_QUERY` */
             400: {
                 headers: {
                     [name: string]: unknown;

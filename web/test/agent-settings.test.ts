@@ -11,7 +11,6 @@ import {
   changeText,
   fieldOfError,
   formFromAgent,
-  impactsOf,
   needsRebuild,
   patchBody,
   secretChanges,
@@ -122,14 +121,21 @@ describe('edit', () => {
     f.policyDefault = 'deny';
     const patch = patchBody(agent, f);
     expect(patch).toEqual({ model: 'claude-opus-4-1', limits: { memory_mib: 4096, turn_seconds: 900 }, policy: { rules: [{ effect: 'read', answer: 'allow' }], default: 'deny' } });
-    expect(impactsOf(patch)).toEqual([
+    // What the server answers for it (agent_offer.rs): read for the page.
+    const changed = [
       { field: 'model', impact: 'restarts_harness' },
       { field: 'policy', impact: 'at_once' },
       { field: 'limits', impact: 'needs_rebuild' },
       { field: 'turn_seconds', impact: 'next_prompt' },
+    ] as const;
+    expect(changed.map(changeText)).toEqual([
+      'model: restarts the harness once no turn runs',
+      'policy: applies at once',
+      'limits: applies when the sandbox is rebuilt',
+      'turn time limit: applies from the next prompt',
     ]);
-    expect(impactsOf(patch).map(changeText)).toContain('turn time limit: applies from the next prompt');
-    expect(needsRebuild(impactsOf(patch))).toBe(true);
+    expect(needsRebuild([...changed])).toBe(true);
+    expect(needsRebuild([{ field: 'auth_method', impact: 'at_once' }])).toBe(false);
   });
   it('leaving guarded with no rules removes the policy; clearing the model sends ""', () => {
     const f = formFromAgent({ ...agent, model: 'm', policy: null } as Agent, 'u1');
@@ -142,8 +148,6 @@ describe('edit', () => {
     f.authMethod = ' acme-key ';
     const patch = patchBody(agent, f);
     expect(patch).toEqual({ auth_method: 'acme-key' });
-    expect(impactsOf(patch)).toEqual([{ field: 'auth_method', impact: 'at_once' }]);
-    expect(needsRebuild(impactsOf(patch))).toBe(false);
     const named = { ...agent, auth_method: 'acme-key' } as Agent;
     expect(formFromAgent(named, 'u1').authMethod).toBe('acme-key');
     expect(patchBody(named, { ...formFromAgent(named, 'u1'), authMethod: '' })).toEqual({ auth_method: '' });

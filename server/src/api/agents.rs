@@ -17,7 +17,7 @@ use super::agent_settings::{
 };
 use super::agent_view::{Agent, AgentDetail, agent_detail, agent_view};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Body, Id, RawBody, parse_json};
+use super::extract::{Body, Id, Query, RawBody, parse_json};
 use super::openapi::Access;
 use crate::auth::Principal;
 use crate::error_code::ErrorCode;
@@ -378,19 +378,23 @@ pub async fn show(
 /// restart the harness once no turn runs (its sessions are loaded again, or start anew with a
 /// `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when
 /// the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as
-/// `agent.changed` with the changed fields (env: names only).
+/// `agent.changed` with the changed fields (env: names only). The answer's `changed` says when
+/// each change applies; `?dry_run=true` checks the body the same way and answers that alone,
+/// writing nothing (a form's preview).
 #[utoipa::path(
     patch,
     path = "/api/v1/agents/{id}",
     operation_id = "update_agent",
     tag = "agents",
     request_body = UpdateAgent,
+    params(UpdateQuery),
     responses(
-        (status = 200, description = "The agent as changed, with what the change did", body = UpdatedAgent),
+        (status = 200, description = "The agent as changed, with what the change did (with `dry_run`: the agent \
+            unchanged, with what the change would do)", body = UpdatedAgent),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
             `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
             `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, \
-            `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises)", body = ErrorBody),
+            `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises), `INVALID_QUERY`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]
@@ -398,6 +402,7 @@ pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
+    Query(query): Query<UpdateQuery>,
     RawBody(body): RawBody,
 ) -> Result<Json<UpdatedAgent>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
@@ -431,6 +436,13 @@ pub async fn update(
             Some(Some(egress::validate(egress).map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?))
         }
     };
+    if query.dry_run {
+        // Checked whole, nothing written: what saving would do (the form's preview).
+        if egress.is_some() {
+            change.impacts.push(FieldChange { field: "egress".to_owned(), impact: Impact::Proxy });
+        }
+        return Ok(Json(UpdatedAgent { agent: agent_detail(&state, &agent).await?, changed: change.impacts }));
+    }
     if let Some(egress) = egress {
         let detail = match &egress {
             Some(row) => {
@@ -480,6 +492,15 @@ pub async fn update(
     }
     let agent = store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
     Ok(Json(UpdatedAgent { agent: agent_detail(&state, &agent).await?, changed: change.impacts }))
+}
+
+/// `PATCH /api/v1/agents/{id}`'s query.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UpdateQuery {
+    /// Check the change and answer what it would do, changing nothing.
+    #[serde(default)]
+    dry_run: bool,
 }
 
 /// An agent as a change left it, and what the change did.

@@ -154,3 +154,42 @@ async fn a_patch_answers_when_each_change_applies() {
     let again = admin(&server, "PATCH", &path, json!({"model": "m-1"})).await;
     assert_eq!(again.1["changed"], json!([]), "{}", again.1);
 }
+
+#[tokio::test]
+async fn a_dry_run_says_what_a_patch_would_do_and_changes_nothing() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let path = format!("/api/v1/agents/{agent}");
+    let before = admin(&server, "GET", &path, json!(null)).await.1;
+    let body = json!({"model": "m-2", "limits": {"memory_mib": 1024}, "egress": {"allow": ["example.com"]}});
+    let answer = admin(&server, "PATCH", &format!("{path}?dry_run=true"), body.clone()).await;
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    assert_eq!(
+        answer.1["changed"],
+        json!([{"field": "model", "impact": "restarts_harness"}, {"field": "limits", "impact": "needs_rebuild"},
+               {"field": "egress", "impact": "proxy"}]),
+        "{}",
+        answer.1
+    );
+    let after = admin(&server, "GET", &path, json!(null)).await.1;
+    for field in ["model", "limits", "egress", "egress_inherited"] {
+        assert_eq!(after[field], before[field], "{field} changed by a dry run");
+    }
+    let audit = admin(
+        &server,
+        "GET",
+        &format!("/api/v1/workspaces/{}/audit", before["workspace_id"].as_str().expect("ws")),
+        json!(null),
+    )
+    .await
+    .1;
+    assert!(!audit.to_string().contains("agent.changed"), "a dry run is not audited: {audit}");
+    // Checked the same way as a real change.
+    let answer = admin(&server, "PATCH", &format!("{path}?dry_run=true"), json!({"model": "has space"})).await;
+    assert_eq!(code(&answer), (400, "INVALID_MODEL"), "{}", answer.1);
+    let answer = admin(&server, "PATCH", &format!("{path}?dry_run=maybe"), json!({"model": "m"})).await;
+    assert_eq!(code(&answer), (400, "INVALID_QUERY"), "{}", answer.1);
+    // The real change then does what the dry run said.
+    let answer = admin(&server, "PATCH", &path, body).await;
+    assert_eq!(answer.1["changed"].as_array().map(Vec::len), Some(3), "{}", answer.1);
+}

@@ -24,7 +24,6 @@ import {
   defaultHarness,
   fieldOfError,
   formFromAgent,
-  impactsOf,
   needsRebuild,
   patchBody,
   secretChanges,
@@ -68,7 +67,7 @@ export function AgentFormPage({ id }: { id: string | null }) {
   const [loaded, setLoaded] = useState<Loaded | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
   const [form, setForm] = useState<AgentForm | null>(null);
-  const [errors, setErrors] = useState<FieldErrors>({});
+  const [submitErrors, setErrors] = useState<FieldErrors>({});
   const [busy, setBusy] = useState(false);
   const [saved, setSaved] = useState<string | null>(null);
   const [rebuild, setRebuild] = useState(false);
@@ -100,7 +99,29 @@ export function AgentFormPage({ id }: { id: string | null }) {
   const creating = id === null;
   const patch = useMemo(() => (form && loaded?.agent ? patchBody(loaded.agent, form) : null), [form, loaded]);
   const egress = form && loaded?.agent ? egressChange(loaded.agent, form) : null;
-  const impacts: FieldChange[] = [...(patch ? impactsOf(patch) : []), ...(egress ? [{ field: 'egress', impact: 'proxy' as const }] : [])];
+  // What saving would do, from the server (`PATCH …?dry_run=true`, a moment after the last edit):
+  // when each change applies, or the refusal, shown at its field.
+  const patchKey = patch && Object.keys(patch).length ? JSON.stringify(patch) : '';
+  const [preview, setPreview] = useState<{ key: string; changed: FieldChange[]; error: ApiError | null } | null>(null);
+  useEffect(() => {
+    const agentId = loaded?.agent?.id;
+    if (!patchKey || !agentId) return;
+    let live = true;
+    const timer = setTimeout(() => {
+      api<{ changed: FieldChange[] }>('PATCH', `/api/v1/agents/${agentId}?dry_run=true`, JSON.parse(patchKey)).then(
+        (a) => live && setPreview({ key: patchKey, changed: a.changed, error: null }),
+        (e) => live && setPreview({ key: patchKey, changed: [], error: e instanceof ApiError ? e : new ApiError(0, 'NETWORK', String(e)) }),
+      );
+    }, 250);
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [patchKey, loaded?.agent?.id]);
+  const current = preview && preview.key === patchKey ? preview : null;
+  const impacts: FieldChange[] = [...(current?.changed ?? []), ...(egress ? [{ field: 'egress', impact: 'proxy' as const }] : [])];
+  const refused = current?.error && form ? { [fieldOfError(current.error.code, current.error.message, form)]: `${current.error.message} (${current.error.code})` } : {};
+  const errors: FieldErrors = { ...refused, ...submitErrors };
 
   if (loadError) return <main class="page"><p class="error" role="alert">{loadError instanceof Error ? loadError.message : String(loadError)}</p><Link href="/">Back to the agents</Link></main>;
   if (!form || !loaded) return <main class="page"><h1>{creating ? 'Create an agent' : 'Edit'}</h1><p class="muted">Loading…</p></main>;
