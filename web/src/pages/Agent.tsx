@@ -5,6 +5,7 @@ import type { Agent } from '../types';
 import { Action, Badge, ErrorLine, Json, Link, useLoad, when } from '../ui';
 import { StateBadge, marks } from './Agents';
 import { AgentUsagePanel } from '../usage-view';
+import { serverInfo } from '../server-info';
 import { HarnessLogPanel } from '../harness-log-panel';
 
 interface AuditRecord {
@@ -21,6 +22,11 @@ export function AgentPage({ id }: { id: string }) {
   const agent = useLoad(() => api<Agent>('GET', `/api/v1/agents/${id}`), [id]);
   const sessions = useLoad(() => api<{ sessions: string[] }>('GET', `/api/v1/agents/${id}/sessions`), [id]);
   const a = agent.data;
+  // What the edit form checks against (the harnesses and limits), fetched once the page shows, so
+  // that "Edit" opens without waiting for it.
+  useEffect(() => {
+    if (a) serverInfo().catch(() => undefined);
+  }, [!!a]);
   // Follow a sandbox that is starting or stopping until it settles.
   const moving = a?.state === 'starting' || a?.state === 'stopping';
   useEffect(() => {
