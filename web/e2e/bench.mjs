@@ -5,6 +5,9 @@
 //   ui_open_10k_ms            navigate to a session of 10,000 stored events → its last item visible
 //   ui_flood_longest_task_ms  the longest main-thread task while 1,000 events/s stream in
 //   ui_js_gzip_kib            the bundle's JavaScript, gzipped, without the lazily loaded terminal
+//   ui_edit_form_ms           on an agent's page (loaded afresh), "Edit" clicked → its form filled in
+//                             (the agent, the user's logins and the server's harnesses and limits
+//                             fetched; the form's memory field holds the agent's value)
 //
 //   AGENTHOLD_URL=… AGENTHOLD_TOKEN=<server admin> node web/e2e/bench.mjs
 import { chromium } from 'playwright-core';
@@ -114,6 +117,23 @@ for (let i = 0; i < 3; i++) {
 }
 const ui_open_10k_ms = Math.min(...opens);
 
+// The edit form: from the agent's page, freshly loaded each time (nothing cached in the page).
+const edits = [];
+for (let i = 0; i < 3; i++) {
+  await page.goto(`/agents/${agent.id}`);
+  const edit = page.getByRole('link', { name: 'Edit' });
+  await edit.waitFor();
+  const t0 = Date.now();
+  await edit.click();
+  await page.waitForFunction(() => {
+    const memory = document.querySelector('input[name="limits.memory_mib"]');
+    return !!memory && memory.value !== '';
+  }, undefined, { timeout: 30000, polling: 'raf' });
+  edits.push(Date.now() - t0);
+  log(`edit form ${i + 1}: ${edits[i]} ms`);
+}
+const ui_edit_form_ms = Math.min(...edits);
+
 // Flood: 1,000 events/s for 5 s; the longest main-thread task meanwhile.
 const flood = await rest('POST', `/api/v1/agents/${agent.id}/sessions`, {}, userToken);
 await page.goto(`/agents/${agent.id}/sessions/${flood.id}`);
@@ -145,4 +165,4 @@ log(`main-thread tasks during the flood: ${tasks.length}; longest ${tasks.slice(
 await browser.close();
 
 const ui_js_gzip_kib = bundleGzipKib();
-console.log(JSON.stringify({ ui_open_10k_ms, ui_flood_longest_task_ms, ui_js_gzip_kib }));
+console.log(JSON.stringify({ ui_open_10k_ms, ui_flood_longest_task_ms, ui_js_gzip_kib, ui_edit_form_ms }));

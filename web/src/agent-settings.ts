@@ -1,65 +1,20 @@
 // An agent's settings as the create-and-edit form holds them, and what each change means: the
 // form's state from an agent, the body of `POST /api/v1/agents` and the smallest `PATCH
-// /api/v1/agents/{id}` body, what a change restarts (the rules of server/src/api/
-// agent_settings.rs `apply`/`Change`: harness, command, model, env restart the harness once no
-// turn runs; image and limits need a rebuild; posture, policy and the login method apply at once;
-// the turn limit and auto-sleep from the next prompt; egress within seconds), the secrets to attach or detach, checks
-// the page can make before sending, and which field a server error belongs to.
-// Plain TypeScript, unit-tested (test/agent-settings.test.ts).
-import type { Agent, CreateAgent, UpdateAgent } from './types';
+// /api/v1/agents/{id}` body, how to tell when each change applies (the server's `changed`: the
+// form asks with `?dry_run=true` before saving), the secrets to attach or detach, the checks the
+// page makes before sending from what the server publishes (`GET /api/v1/harnesses`, `GET
+// /api/v1/limits`: server-info.ts) rather than copies of its rules, and which field a server
+// error belongs to. Plain TypeScript, unit-tested (test/agent-settings.test.ts).
+import type { Agent, CreateAgent, Schemas, UpdateAgent } from './types';
+import type { Harness, ServerInfo } from './server-info';
 import { fromPolicy, rowErrors, toPolicy, type Answer, type RuleRow } from './policy';
 
-/**
- * What the UI knows of each harness. The server has no route listing its harnesses with their
- * models and login kinds yet (docs/ui.md, "What the UI needs from the server"); until it does this
- * mirrors docs/harnesses.md and docs/logins.md. Models are suggestions: any name is accepted.
- */
-export const HARNESS_INFO: Record<string, { label: string; models: string[]; loginKinds: string[]; secretPresets: { preset: string; env: string }[]; real: boolean }> = {
-  'claude-code': {
-    label: 'Claude Code',
-    models: ['claude-sonnet-4-5', 'claude-opus-4-1', 'claude-haiku-4-5'],
-    loginKinds: ['claude_subscription', 'anthropic_api_key'],
-    secretPresets: [{ preset: 'anthropic', env: 'ANTHROPIC_API_KEY' }],
-    real: true,
-  },
-  codex: {
-    label: 'Codex',
-    models: ['gpt-5-codex', 'gpt-5'],
-    loginKinds: ['chatgpt_login', 'chatgpt_access_token', 'openai_api_key'],
-    secretPresets: [{ preset: 'openai', env: 'OPENAI_API_KEY' }],
-    real: true,
-  },
-  opencode: {
-    label: 'OpenCode',
-    models: ['anthropic/claude-sonnet-4-5', 'openai/gpt-5', 'openrouter/anthropic/claude-sonnet-4.5'],
-    loginKinds: [],
-    secretPresets: [
-      { preset: 'anthropic', env: 'ANTHROPIC_API_KEY' },
-      { preset: 'openai', env: 'OPENAI_API_KEY' },
-      { preset: 'openrouter', env: 'OPENROUTER_API_KEY' },
-    ],
-    real: true,
-  },
-  command: { label: 'Any ACP program (command)', models: [], loginKinds: [], secretPresets: [], real: false },
-  fake: { label: 'fake (development and tests only)', models: [], loginKinds: [], secretPresets: [], real: false },
+/** What each posture means, for its option's text (the offered ones come from the server). */
+export const POSTURE_TEXT: Record<string, string> = {
+  approval: 'approval — ask a person for every call',
+  guarded: 'guarded — a policy answers; it may ask a person',
+  autonomous: 'autonomous — approve every call',
 };
-
-export const POSTURES: [string, string][] = [
-  ['', 'the server’s default'],
-  ['approval', 'approval — ask a person for every call'],
-  ['guarded', 'guarded — a policy answers; it may ask a person'],
-  ['autonomous', 'autonomous — approve every call'],
-];
-
-export const EGRESS_PRESETS: [string, string][] = [
-  ['npm', 'npm registry'],
-  ['pypi', 'PyPI'],
-  ['crates', 'crates.io'],
-  ['go', 'Go modules'],
-  ['debian', 'Debian mirror (apt)'],
-  ['opencode_free', "OpenCode's free models"],
-  ['package_registries', 'Package registries (npm, PyPI, crates.io, Go modules, RubyGems, Maven Central)'],
-];
 
 export interface LimitsForm {
   cpus: string;
@@ -91,6 +46,8 @@ export interface AgentForm {
   policyDefault: Answer;
   env: { name: string; value: string }[];
   limits: LimitsForm;
+  /** Follow the workspace's default egress (no list of its own). */
+  egressInherit: boolean;
   egressAllow: string;
   egressPresets: string[];
   /** Attached secrets: variable → secret id. */
@@ -110,25 +67,26 @@ export interface WorkspaceSecret {
   preset: string;
 }
 
+/** Harnesses a person would pick: offered here, not development-only. */
+export const realHarnesses = (harnesses: Harness[]) => harnesses.filter((h) => h.available && !h.development_only);
+
 /**
  * The harness a new agent should start with: the first real one the user can run — with one of
- * their own logins that harness takes, or a secret of the workspace with its provider's preset —
- * else Claude Code. Never `fake` (production refuses it).
+ * their own logins that harness takes, or a secret of the workspace with a preset it reads —
+ * else the first real one that needs no command. Never a development-only one.
  */
-export function defaultHarness(logins: MyLogin[], secrets: WorkspaceSecret[]): string {
+export function defaultHarness(harnesses: Harness[], logins: MyLogin[], secrets: WorkspaceSecret[]): string {
   const usable = new Set(logins.filter((l) => l.state === 'ok').map((l) => l.kind));
   const presets = new Set(secrets.map((s) => s.preset));
-  for (const [name, info] of Object.entries(HARNESS_INFO)) {
-    if (!info.real) continue;
-    if (info.loginKinds.some((k) => usable.has(k)) || info.secretPresets.some((p) => presets.has(p.preset))) return name;
-  }
-  return 'claude-code';
+  const real = realHarnesses(harnesses).filter((h) => !h.needs_command);
+  const fits = real.find((h) => h.account_logins.some((k) => usable.has(k)) || h.secrets.some((p) => presets.has(p.preset)));
+  return (fits ?? real[0] ?? harnesses.find((h) => h.available))?.name ?? '';
 }
 
 /** Secrets worth attaching to a new agent of `harness`: one per variable the harness reads. */
-export function suggestedSecrets(harness: string, secrets: WorkspaceSecret[]): { env: string; secretId: string }[] {
+export function suggestedSecrets(harness: Harness | undefined, secrets: WorkspaceSecret[]): { env: string; secretId: string }[] {
   const out: { env: string; secretId: string }[] = [];
-  for (const p of HARNESS_INFO[harness]?.secretPresets ?? []) {
+  for (const p of harness?.secrets ?? []) {
     const s = secrets.find((x) => x.preset === p.preset);
     if (s && !out.some((o) => o.env === p.env)) out.push({ env: p.env, secretId: s.id });
   }
@@ -151,6 +109,7 @@ export function blankForm(workspaceId: string, harness: string): AgentForm {
     policyDefault: 'ask',
     env: [],
     limits: { cpus: '', memory_mib: '', pids: '', disk_mib: '', turn_seconds: '', auto_sleep_secs: '' },
+    egressInherit: true,
     egressAllow: '',
     egressPresets: [],
     secrets: [],
@@ -183,6 +142,7 @@ export function formFromAgent(a: Agent, myId: string | undefined): AgentForm {
       turn_seconds: s(a.limits.turn_seconds),
       auto_sleep_secs: s(a.limits.auto_sleep_secs),
     },
+    egressInherit: !!a.egress_inherited,
     egressAllow: (a.egress.allow ?? []).join('\n'),
     egressPresets: [...(a.egress.presets ?? [])],
     secrets: a.secrets.map((x) => ({ env: x.env_name, secretId: x.secret_id })),
@@ -217,7 +177,7 @@ export function createBody(f: AgentForm): CreateAgent {
   if (Object.keys(env).length) body.env = env;
   const limits = limitsBody(f.limits, true);
   if (Object.keys(limits).length) body.limits = limits;
-  if (f.egressAllow.trim() || f.egressPresets.length) body.egress = { allow: lines(f.egressAllow), presets: f.egressPresets };
+  if (!f.egressInherit) body.egress = { allow: lines(f.egressAllow), presets: f.egressPresets };
   return body;
 }
 
@@ -254,33 +214,44 @@ export function patchBody(a: Agent, f: AgentForm): UpdateAgent {
   const limits: Record<string, number | null> = {};
   for (const [k, v] of Object.entries(want)) if (have[k] !== v) limits[k] = v;
   if (Object.keys(limits).length) body.limits = limits;
-  const egress = { allow: lines(f.egressAllow), presets: [...f.egressPresets].sort() };
-  if (!same(egress, { allow: a.egress.allow ?? [], presets: [...(a.egress.presets ?? [])].sort() })) body.egress = egress;
   return body;
 }
 
-export type Impact = 'restarts the harness once no turn runs' | 'applies when the sandbox is rebuilt' | 'applies at once' | 'applies from the next prompt' | 'reaches the proxy within seconds';
-
-/** What each field of a PATCH does to the running agent (server: `agent_settings::apply`). */
-export function impactsOf(patch: UpdateAgent): { field: string; impact: Impact }[] {
-  const out: { field: string; impact: Impact }[] = [];
-  const add = (field: string, impact: Impact) => out.push({ field, impact });
-  if ('harness' in patch) add('harness', 'restarts the harness once no turn runs');
-  if ('command' in patch) add('command', 'restarts the harness once no turn runs');
-  if ('model' in patch) add('model', 'restarts the harness once no turn runs');
-  if ('env' in patch) add('environment', 'restarts the harness once no turn runs');
-  if ('image' in patch) add('image', 'applies when the sandbox is rebuilt');
-  if ('auth_method' in patch) add('login method', 'applies at once');
-  if ('posture' in patch) add('posture', 'applies at once');
-  if ('policy' in patch) add('policy', 'applies at once');
-  const l = patch.limits ?? {};
-  const resources = (['cpus', 'memory_mib', 'pids', 'disk_mib'] as const).filter((k) => k in l);
-  if (resources.length) add(`limits (${resources.join(', ')})`, 'applies when the sandbox is rebuilt');
-  if ('turn_seconds' in l) add('turn time limit', 'applies from the next prompt');
-  if ('auto_sleep_secs' in l) add('auto-sleep', 'applies at once');
-  if ('egress' in patch) add('egress allow-list', 'reaches the proxy within seconds');
-  return out;
+/**
+ * What saving does to the agent's egress (`PUT`/`DELETE /api/v1/agents/{id}/egress`, which
+ * operators may use within the workspace's default): follow the default again, take a list of
+ * its own, or nothing.
+ */
+export function egressChange(a: Agent, f: AgentForm): { inherit: true } | { set: { allow: string[]; presets: string[] } } | null {
+  if (f.egressInherit) return a.egress_inherited ? null : { inherit: true };
+  const egress = { allow: lines(f.egressAllow), presets: [...f.egressPresets].sort() };
+  if (!a.egress_inherited && same(egress, { allow: a.egress.allow ?? [], presets: [...(a.egress.presets ?? [])].sort() })) return null;
+  return { set: egress };
 }
+
+/** When a change reaches the running agent (the server's `Impact`). */
+export type Impact = Schemas['Impact'];
+export type FieldChange = Schemas['FieldChange'];
+
+export const IMPACT_TEXT: Record<Impact, string> = {
+  restarts_harness: 'restarts the harness once no turn runs',
+  needs_rebuild: 'applies when the sandbox is rebuilt',
+  at_once: 'applies at once',
+  next_prompt: 'applies from the next prompt',
+  proxy: 'reaches the proxy within seconds',
+};
+
+/** What people call each setting the server names in `changed`. */
+export const FIELD_TEXT: Record<string, string> = {
+  auth_method: 'login method',
+  env: 'environment',
+  turn_seconds: 'turn time limit',
+  auto_sleep_secs: 'auto-sleep',
+  egress: 'egress allow-list',
+};
+
+/** "memory: applies when the sandbox is rebuilt". */
+export const changeText = (c: FieldChange) => `${FIELD_TEXT[c.field] ?? c.field}: ${IMPACT_TEXT[c.impact]}`;
 
 /**
  * The login methods the agent's running harness advertised that the server may sign it in with
@@ -296,8 +267,8 @@ export function authMethodsOf(a: Agent | null | undefined): string[] {
     .slice(0, 32);
 }
 
-/** Whether a change needs `POST …/rebuild` to take effect. */
-export const needsRebuild = (patch: UpdateAgent) => impactsOf(patch).some((i) => i.impact === 'applies when the sandbox is rebuilt');
+/** Whether a change (the server's `changed`) needs `POST …/rebuild` to take effect. */
+export const needsRebuild = (changed: FieldChange[]) => changed.some((i) => i.impact === 'needs_rebuild');
 
 /** The secret attachments to make and remove so the agent holds what the form says. */
 export function secretChanges(current: { env_name: string; secret_id: string }[], wanted: AgentForm['secrets']): { attach: { env: string; secretId: string }[]; detach: string[] } {
@@ -308,69 +279,56 @@ export function secretChanges(current: { env_name: string; secret_id: string }[]
   };
 }
 
-const CREDENTIAL_LAST = ['KEY', 'APIKEY', 'TOKEN', 'SECRET', 'PASSWORD', 'PASSWD', 'PASSPHRASE', 'CREDENTIAL', 'CREDENTIALS'];
-/** Whether a plain env name looks like a credential (docs/secrets.md: refused with USE_A_SECRET). */
-export function looksLikeCredential(name: string): boolean {
-  const parts = name.toUpperCase().split('_').filter(Boolean);
-  if (!parts.length) return false;
-  if (CREDENTIAL_LAST.includes(parts[parts.length - 1])) return true;
-  if (parts.some((p) => p === 'SECRET' || p === 'PASSWORD' || p === 'PASSWD')) return true;
-  return name.toUpperCase().endsWith('PASSWORD');
-}
-
-const RESERVED_ENV = new Set(['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY', 'NODE_USE_ENV_PROXY', 'NODE_EXTRA_CA_CERTS', 'NODE_OPTIONS', 'SSL_CERT_FILE', 'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'CODEX_CA_CERTIFICATE', 'PATH', 'HOME', 'USER', 'SHELL', 'LD_PRELOAD', 'LD_LIBRARY_PATH']);
-
-/** An egress entry the server would refuse, or null (`host`, `host:port`, `*.domain[:port]`). */
-export function egressEntryError(entry: string): string | null {
-  const m = /^(\*\.)?([a-z0-9-]+(?:\.[a-z0-9-]+)*)\.?(?::(\d{1,5}))?$/i.exec(entry);
-  if (!m) return `“${entry}” is not a host, host:port, *.domain or *.domain:port`;
-  if (m[1] && !m[2].includes('.')) return `“${entry}”: a wildcard needs a domain with a dot (*.example.com, not *.com)`;
-  if (m[3] && (Number(m[3]) < 1 || Number(m[3]) > 65535)) return `“${entry}”: the port must be 1–65535`;
-  return null;
-}
-
 export type FieldErrors = Partial<Record<string, string>>;
 
-/** What the page can tell before sending; keys are field names (`policy.2.path`, `env.0`, …). */
-export function checkForm(f: AgentForm, creating: boolean): FieldErrors {
+/**
+ * What the page can tell before sending, from the server's published bounds (`info`); keys are
+ * field names (`policy.2.path`, `env.0`, …). The rest (names, credential-looking variables, an
+ * egress entry's syntax) the server answers, shown at its field by `fieldOfError`.
+ */
+export function checkForm(f: AgentForm, creating: boolean, info: ServerInfo): FieldErrors {
   const e: FieldErrors = {};
-  if (creating && !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(f.name.trim())) e.name = '1–64 of a-z 0-9 - _ ., starting with a letter or digit';
-  if (!HARNESS_INFO[f.harness]) e.harness = 'choose a harness';
-  if (f.harness === 'command' && !words(f.command).length) e.command = 'the program to run and its arguments';
-  if (f.model.trim() && !/^[A-Za-z0-9\-._:/@+]{1,200}$/.test(f.model.trim())) e.model = 'up to 200 of A-Z a-z 0-9 - . _ : / @ +';
-  if ([...f.authMethod.trim()].length > 128) e.authMethod = 'a login method id is at most 128 characters';
+  const { limits } = info;
+  if (creating && !f.name.trim()) e.name = 'a name';
+  const harness = info.harnesses.find((h) => h.name === f.harness);
+  if (!harness || !harness.available) e.harness = 'choose a harness this server offers';
+  if (harness?.needs_command && !words(f.command).length) e.command = 'the program to run and its arguments';
+  const model = f.model.trim();
+  const modelChar = (c: string) => /[A-Za-z0-9]/.test(c) || limits.model.punctuation.includes(c);
+  if (model && ([...model].length > limits.model.max_chars || ![...model].every(modelChar))) e.model = `up to ${limits.model.max_chars} of A-Z a-z 0-9 ${limits.model.punctuation.split('').join(' ')}`;
+  if ([...f.authMethod.trim()].length > limits.max_auth_method_chars) e.authMethod = `a login method id is at most ${limits.max_auth_method_chars} characters`;
+  if (f.posture && !limits.posture.offered.includes(f.posture)) e.posture = `this server offers ${limits.posture.offered.join(', ')}`;
   f.policyRows.forEach((row, i) => {
     for (const [k, v] of Object.entries(rowErrors(row))) e[`policy.${i}.${k}`] = v;
   });
+  const named = f.env.filter((r) => r.name.trim());
+  if (named.length > limits.env.max_vars) e.env = `at most ${limits.env.max_vars} variables`;
   f.env.forEach((r, i) => {
     const name = r.name.trim();
     if (!name) return;
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || name.toUpperCase().startsWith('AGENTHOLD_')) e[`env.${i}`] = 'a name of letters, digits and _, not starting with a digit, not AGENTHOLD_*';
-    else if (looksLikeCredential(name)) e[`env.${i}`] = `${name} looks like a credential: store it as a secret and attach it instead`;
-    else if (f.env.findIndex((x) => x.name.trim() === name) !== i) e[`env.${i}`] = `${name} is set twice`;
+    if (f.env.findIndex((x) => x.name.trim() === name) !== i) e[`env.${i}`] = `${name} is set twice`;
+    else if (new TextEncoder().encode(r.value).length > limits.env.max_value_bytes) e[`env.${i}`] = `at most ${limits.env.max_value_bytes} bytes`;
   });
   for (const [key, label] of [['cpus', 'CPUs'], ['memory_mib', 'memory'], ['pids', 'processes'], ['disk_mib', 'disk']] as const) {
     const v = f.limits[key].trim();
-    if (v && !(Number(v) > 0)) e[`limits.${key}`] = `${label}: a number above 0`;
+    const r = limits.limits[key];
+    if (v && !(Number(v) >= r.min && Number(v) <= r.max)) e[`limits.${key}`] = `${label}: ${r.min}–${r.max} on this server`;
   }
   const turn = f.limits.turn_seconds.trim();
-  if (turn && !(Number.isInteger(Number(turn)) && Number(turn) >= 0 && Number(turn) <= 2_592_000)) e['limits.turn_seconds'] = '0 (the server’s) or 1–2,592,000 seconds';
+  const t = limits.limits.turn_seconds;
+  if (turn && !(Number.isInteger(Number(turn)) && (Number(turn) === 0 || (Number(turn) >= t.min && Number(turn) <= t.max)))) e['limits.turn_seconds'] = `0 (the server’s, ${t.default} s) or ${t.min}–${t.max} seconds`;
   const sleep = f.limits.auto_sleep_secs.trim();
-  if (sleep && !(Number.isInteger(Number(sleep)) && Number(sleep) >= 0 && Number(sleep) <= 31_536_000)) e['limits.auto_sleep_secs'] = '0 (never) up to a year, in seconds';
+  const s = limits.limits.auto_sleep_secs;
+  if (sleep && !(Number.isInteger(Number(sleep)) && Number(sleep) >= s.min && Number(sleep) <= s.max)) e['limits.auto_sleep_secs'] = `0 (never) up to ${s.max} seconds`;
   const allow = lines(f.egressAllow);
-  if (allow.length > 64) e.egress = 'at most 64 entries';
-  else for (const entry of allow) {
-    const err = egressEntryError(entry);
-    if (err) {
-      e.egress = err;
-      break;
-    }
-  }
-  f.secrets.forEach((s, i) => {
-    const name = s.env.trim();
-    if (!name && !s.secretId) return;
-    if (!/^[A-Z_][A-Z0-9_]{0,127}$/.test(name) || name.startsWith('AGENTHOLD_') || RESERVED_ENV.has(name)) e[`secrets.${i}`] = 'a variable of A-Z 0-9 _ (not reserved: AGENTHOLD_*, PATH, HOME, proxy variables, …)';
-    else if (!s.secretId) e[`secrets.${i}`] = 'choose the secret';
+  if (allow.length > limits.egress.max_entries) e.egress = `at most ${limits.egress.max_entries} entries`;
+  else if (allow.some((x) => x.length > limits.egress.max_entry_chars)) e.egress = `an entry is at most ${limits.egress.max_entry_chars} characters`;
+  if (f.secrets.filter((x) => x.env.trim()).length > limits.max_secrets) e.secrets = `at most ${limits.max_secrets} secrets`;
+  f.secrets.forEach((x, i) => {
+    const name = x.env.trim();
+    if (!name && !x.secretId) return;
+    if (!name) e[`secrets.${i}`] = 'the variable to attach it as';
+    else if (!x.secretId) e[`secrets.${i}`] = 'choose the secret';
     else if (f.env.some((r) => r.name.trim() === name)) e[`secrets.${i}`] = `the plain environment sets ${name} already`;
   });
   return e;
@@ -393,6 +351,7 @@ const CODE_FIELDS: Record<string, string> = {
   INVALID_ENV_NAME: 'secrets',
   TOO_MANY_SECRETS: 'secrets',
   INVALID_EGRESS: 'egress',
+  EGRESS_WIDENED: 'egress',
   INVALID_LIMITS: 'limits',
   LIMIT_TOO_HIGH: 'limits',
   INVALID_IMAGE: 'image',
@@ -400,10 +359,18 @@ const CODE_FIELDS: Record<string, string> = {
   INVALID_REPO: 'repo',
 };
 
-/** Which field a server error belongs to (`limits.cpus`, `policy.2`, …), or 'form'. */
-export function fieldOfError(code: string, message: string): string {
+/**
+ * Which field a server error belongs to (`limits.cpus`, `policy.2`, `env.1`, …), or 'form'.
+ * `form` (optional) places an env error at the row of the variable its message names.
+ */
+export function fieldOfError(code: string, message: string, form?: AgentForm): string {
   const base = CODE_FIELDS[code];
   if (!base) return 'form';
+  if (base === 'env' && form) {
+    const said = new Set(message.match(/[A-Za-z0-9_]+/g) ?? []);
+    const row = form.env.findIndex((r) => said.has(r.name.trim()));
+    return row >= 0 ? `env.${row}` : 'env';
+  }
   if (base === 'limits') {
     const m = /limits\.(\w+)/.exec(message) ?? /\b(cpus|memory_mib|pids|disk_mib|turn_seconds|auto_sleep_secs)\b/.exec(message);
     return m ? `limits.${m[1]}` : 'limits';

@@ -56,7 +56,7 @@ export interface paths {
         head?: never;
         /**
          * Changes an agent (agent admins; the role is checked before the body is read)
-         * @description Changes an agent (agent admins; the role is checked before the body is read): `egress` replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at once, to the running turn's next permission request and to its questions still waiting (each one the new rules settle is answered, with `"redecided": true`); `auth_method` the next time the harness asks to sign in (no restart); harness, command, model and env restart the harness once no turn runs (its sessions are loaded again, or start anew with a `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as `agent.changed` with the changed fields (env: names only).
+         * @description Changes an agent (agent admins; the role is checked before the body is read): `egress` replaces the allow-list (the proxy follows within seconds); `posture` and `policy` apply at once, to the running turn's next permission request and to its questions still waiting (each one the new rules settle is answered, with `"redecided": true`); `auth_method` the next time the harness asks to sign in (no restart); harness, command, model and env restart the harness once no turn runs (its sessions are loaded again, or start anew with a `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as `agent.changed` with the changed fields (env: names only). The answer's `changed` says when each change applies; `?dry_run=true` checks the body the same way and answers that alone, writing nothing (a form's preview).
          */
         patch: operations["update_agent"];
         trace?: never;
@@ -419,6 +419,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/harnesses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every kind of harness the server knows (those its mode does not offer too, marked `available: false`), real ones first as the server lists them */
+        get: operations["list_harnesses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/hooks/{id}": {
         parameters: {
             query?: never;
@@ -433,6 +450,26 @@ export interface paths {
          * @description Delivers a webhook: a signed JSON body becomes a prompt to the webhook's agent. Refusals start nothing and are listed under the webhook's deliveries; a webhook that does not exist answers 404 (and records nothing).
          */
         post: operations["deliver_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What an agent's settings are held to on this server
+         * @description What an agent's settings are held to on this server: defaults, least and most of each limit, the bounds of names and lists, the egress presets and the postures offered.
+         */
+        get: operations["agent_limits"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1173,6 +1210,26 @@ export interface components {
              */
             workspace_id: string;
         };
+        /** @description What an agent's settings are held to on this server. */
+        AgentBounds: {
+            /** @description An egress allow-list (an agent's or a workspace's default). */
+            egress: components["schemas"]["EgressBounds"];
+            /** @description The plain environment. */
+            env: components["schemas"]["EnvBounds"];
+            /** @description The resource limits. */
+            limits: components["schemas"]["ResourceBounds"];
+            /** @description The longest login method id (`auth_method`). */
+            max_auth_method_chars: number;
+            /**
+             * Format: int64
+             * @description The most secrets attached to one agent.
+             */
+            max_secrets: number;
+            /** @description A model name. */
+            model: components["schemas"]["ModelBounds"];
+            /** @description The postures. */
+            posture: components["schemas"]["PostureBounds"];
+        };
         /** @description One agent, with what its running harness advertised and its logins. */
         AgentDetail: components["schemas"]["Agent"] & {
             /**
@@ -1379,6 +1436,13 @@ export interface components {
             resource_id: string;
             /** @description The kind of resource. */
             resource_type: string;
+        };
+        /** @description A login method the server calls on its own when the harness asks to sign in. */
+        AutoLogin: {
+            /** @description The variable that must be in the harness's environment for it (an attached secret). */
+            env: string;
+            /** @description The method's id as the harness advertises it (`api-key`). */
+            method: string;
         };
         /** @description A cancel under way. */
         Cancelling: {
@@ -1613,6 +1677,22 @@ export interface components {
             /** @description Preset names. */
             presets?: string[];
         };
+        /** @description The bounds of an egress allow-list. */
+        EgressBounds: {
+            /** @description The most entries. */
+            max_entries: number;
+            /** @description The longest entry, characters. */
+            max_entry_chars: number;
+            /** @description The presets, in the order the API lists them. */
+            presets: components["schemas"]["PresetHosts"][];
+        };
+        /** @description The bounds of an agent's plain environment. */
+        EnvBounds: {
+            /** @description The longest value, bytes. */
+            max_value_bytes: number;
+            /** @description The most variables. */
+            max_vars: number;
+        };
         /** @description The body of every error answer: `{"error": {"code", "message"}}`. */
         Error: {
             /** @description What went wrong. */
@@ -1674,10 +1754,53 @@ export interface components {
              */
             next_after: number;
         };
+        /** @description One setting a change made, and when it reaches the running agent. */
+        FieldChange: {
+            /**
+             * @description The setting: `harness`, `command`, `model`, `env`, `image`, `limits`, `turn_seconds`,
+             *     `auto_sleep_secs`, `posture`, `policy`, `auth_method` or `egress`.
+             */
+            field: string;
+            /** @description When it applies. */
+            impact: components["schemas"]["Impact"];
+        };
         /** @description A session's grants, newest first. */
         GrantList: {
             /** @description The grants. */
             grants: components["schemas"]["SessionGrant"][];
+        };
+        /** @description One kind of harness. */
+        Harness: {
+            /**
+             * @description The provider logins on a person's account it uses (`GET /api/v1/me/providers`), most
+             *     preferred first.
+             */
+            account_logins: string[];
+            /** @description Login methods the server calls on its own, given their variable. */
+            auto_logins: components["schemas"]["AutoLogin"][];
+            /**
+             * @description Whether this server offers it (`false`: a development-only harness on a production
+             *     server; `POST /api/v1/agents` refuses it with `UNKNOWN_HARNESS`).
+             */
+            available: boolean;
+            /** @description The image its agents get when they name none. */
+            default_image: string;
+            /** @description Only for development and tests. */
+            development_only: boolean;
+            /** @description What people call it. */
+            label: string;
+            /** @description Models it is known to take, most usual first: suggestions, any model name is accepted. */
+            models: string[];
+            /** @description Its name in the API (`"harness": "claude-code"`). */
+            name: string;
+            /** @description Whether an agent of it must name the program to run (`command`); the others refuse one. */
+            needs_command: boolean;
+            /** @description Hosts it talks to, allowed through the egress proxy. */
+            provider_hosts: string[];
+            /** @description Secret presets that fit it, with the variable each is attached under. */
+            secrets: components["schemas"]["HarnessSecret"][];
+            /** @description Whether it can be signed in from the agent's terminal (`cli-login`). */
+            terminal_login: boolean;
         };
         /** @description The newest stderr of an agent's harness. */
         HarnessLog: {
@@ -1714,11 +1837,23 @@ export interface components {
              */
             text: string;
         };
+        /** @description A secret preset that fits a harness, and the variable it is attached under. */
+        HarnessSecret: {
+            /** @description The variable (`ANTHROPIC_API_KEY`). */
+            env: string;
+            /** @description The secret's preset (`anthropic`). */
+            preset: string;
+        };
         /** @description How the process is. */
         Health: {
             /** @description `ok` (liveness), `ready` or `database unavailable` (readiness). */
             status: string;
         };
+        /**
+         * @description When a changed setting reaches the running agent.
+         * @enum {string}
+         */
+        Impact: "restarts_harness" | "needs_rebuild" | "at_once" | "next_prompt" | "proxy";
         /** @description The agents that may prompt this one. */
         IncomingLinks: {
             /**
@@ -1928,6 +2063,13 @@ export interface components {
             /** @description Their login name (the user model has no other name or email). */
             username: string;
         };
+        /** @description The bounds of a model name. */
+        ModelBounds: {
+            /** @description The longest, in characters. */
+            max_chars: number;
+            /** @description The characters allowed besides ASCII letters and digits. */
+            punctuation: string;
+        };
         /**
          * @description A stable, machine-readable notice code.
          * @enum {string}
@@ -1989,11 +2131,28 @@ export interface components {
             /** @description The questions. */
             permissions: components["schemas"]["Permission"][];
         };
+        /** @description The postures an agent may choose. */
+        PostureBounds: {
+            /**
+             * @description What an agent that names none runs with; `null`: none it could run with (it must name
+             *     one).
+             */
+            default: string | null;
+            /** @description The ones this server accepts (not `autonomous` where `AGENTHOLD_FORBID_AUTONOMOUS`). */
+            offered: string[];
+        };
         /**
          * @description Where a secret's value belongs.
          * @enum {string}
          */
         Preset: "anthropic" | "openai" | "openrouter" | "git_token" | "custom";
+        /** @description An egress preset and the hosts it allows. */
+        PresetHosts: {
+            /** @description The hosts it allows. */
+            hosts: string[];
+            /** @description Its name (`npm`). */
+            name: string;
+        };
         /** @description `POST /api/v1/sessions/{id}/prompt`: plain text, or ACP content blocks (one of the two). */
         PromptBody: {
             /** @description ACP content blocks. */
@@ -2109,6 +2268,63 @@ export interface components {
             updated_at: string;
             /** @description `https://…`. */
             url: string;
+        };
+        /** @description The resource limits (`limits` of an agent); they apply when its sandbox is made again. */
+        ResourceBounds: {
+            /** @description Seconds idle before the agent sleeps (`0`: never). */
+            auto_sleep_secs: {
+                /** Format: int64 */
+                default: number;
+                /** Format: int64 */
+                max: number;
+                /** Format: int64 */
+                min: number;
+            };
+            /** @description CPUs. */
+            cpus: {
+                /** Format: double */
+                default: number;
+                /** Format: double */
+                max: number;
+                /** Format: double */
+                min: number;
+            };
+            /** @description Disk, MiB. */
+            disk_mib: {
+                /** Format: int32 */
+                default: number;
+                /** Format: int32 */
+                max: number;
+                /** Format: int32 */
+                min: number;
+            };
+            /** @description Memory, MiB. */
+            memory_mib: {
+                /** Format: int32 */
+                default: number;
+                /** Format: int32 */
+                max: number;
+                /** Format: int32 */
+                min: number;
+            };
+            /** @description Processes. */
+            pids: {
+                /** Format: int32 */
+                default: number;
+                /** Format: int32 */
+                max: number;
+                /** Format: int32 */
+                min: number;
+            };
+            /** @description A turn's time limit, seconds (`0` in a change: back to the default). */
+            turn_seconds: {
+                /** Format: int64 */
+                default: number;
+                /** Format: int64 */
+                max: number;
+                /** Format: int64 */
+                min: number;
+            };
         };
         /**
          * @description A role in a workspace, weakest first.
@@ -2419,6 +2635,14 @@ export interface components {
             policy?: Record<string, never> | null;
             /** @description `""` returns to the server's default. */
             posture?: string | null;
+        };
+        /** @description An agent as a change left it, and what the change did. */
+        UpdatedAgent: components["schemas"]["AgentDetail"] & {
+            /**
+             * @description Each setting the change made and when it reaches the running agent (empty: nothing
+             *     changed; `egress` whenever the body sets it).
+             */
+            changed: components["schemas"]["FieldChange"][];
         };
         /** @description `PATCH /api/v1/schedules/{id}`: each field absent is kept. */
         UpdateSchedule: {
@@ -2747,7 +2971,10 @@ export interface operations {
     };
     update_agent: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Check the change and answer what it would do, changing nothing. */
+                dry_run?: boolean;
+            };
             header?: never;
             path: {
                 id: string;
@@ -2760,16 +2987,16 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The agent as changed */
+            /** @description The agent as changed, with what the change did (with `dry_run`: the agent unchanged, with what the change would do) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AgentDetail"];
+                    "application/json": components["schemas"]["UpdatedAgent"];
                 };
             };
-            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises) */
+            /** @description `INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises), `INVALID_QUERY` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3692,6 +3919,29 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    list_harnesses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The harnesses */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Harness"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     deliver_webhook: {
         parameters: {
             query?: never;
@@ -3797,6 +4047,29 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+        };
+    };
+    agent_limits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The limits */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentBounds"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     mcp: {

@@ -30,8 +30,6 @@ export type ProviderLoginList = Schemas['ProviderLoginList'];
 export type CreateAgent = Schemas['CreateAgent'];
 export type UpdateAgent = Schemas['UpdateAgent'];
 
-export const HARNESSES = ['claude-code', 'codex', 'opencode', 'command', 'fake'];
-
 /** An "Approve for this session" answer: agenthold approves calls like `call` in the session until it is revoked. */
 export type SessionGrant = Omit<Schemas['SessionGrant'], 'call'> & {
   call: {

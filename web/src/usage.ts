@@ -1,14 +1,18 @@
-// What a turn cost, the same way for every harness. The server stores each harness's own answer:
-// `turn_end.usage` is the ACP prompt response's `usage` as the harness sent it (Claude Code and
-// Codex: inputTokens, outputTokens, totalTokens, cachedReadTokens, cachedWriteTokens, Codex also
-// thoughtTokens; OpenCode: inputTokens, outputTokens, totalTokens; the fake harness the first
-// three), and money comes only in `usage_update` session updates as the session's running total
-// (`cost: {amount, currency}`: Claude Code and OpenCode; Codex reports none). This module turns
-// those into one shape per turn — input, output, cached, thought tokens and the turn's own cost
-// (the running total's growth over the turn) — and sums them per session and per agent.
+// What a turn used, as the server reads it alike for every harness: each `turn_end` carries
+// `tokens` ({input, output, cached_read, cached_write, thought, total}, each present when the
+// harness said) and `session_cost` ({amount, currency}: what the session had cost so far, as the
+// harness last reported it) — core/src/events/usage.rs. An agent's totals, by day and by session,
+// come from `GET /api/v1/agents/{id}/usage` (usage-view.tsx). This module only reads those
+// fields, sums a session's turns for its header, and formats; events stored before the server
+// read usage (no `tokens`) fall back to the harness's own `usage` object.
 // Plain TypeScript, unit-tested (test/usage.test.ts).
+import type { Schemas } from './types';
 
-/** One turn's usage, normalised. `null` where the harness reported nothing. */
+/** The agent's usage over a window (`GET /api/v1/agents/{id}/usage`). */
+export type AgentUsage = Schemas['AgentUsage'];
+export type Totals = Schemas['Totals'];
+
+/** One turn's usage. `null` where the harness reported nothing. */
 export interface TurnUsage {
   turnId: string | null;
   /** When the turn ended (the `turn_end` event's time). */
@@ -24,145 +28,92 @@ export interface TurnUsage {
   /** Reasoning tokens, when reported apart (Codex). */
   thought: number | null;
   total: number | null;
-  /** What this turn cost: the session's reported running cost at its end minus at its start. */
-  cost: number | null;
-  currency: string | null;
+  /** What the session had cost when this turn ended, as the harness reported it. */
+  sessionCost: { amount: number; currency: string } | null;
 }
 
-export interface UsageTotals {
+/** A session's turns summed (its header line). */
+export interface SessionTotals {
   turns: number;
   input: number;
   output: number;
   cachedRead: number;
-  cachedWrite: number;
   thought: number;
-  total: number;
-  /** By currency (a session reports one; an agent's harness may change). */
-  cost: Record<string, number>;
+  /** The session's cost so far, as last reported. */
+  cost: { amount: number; currency: string } | null;
 }
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
-/** Reads a harness's usage object, whatever its spelling (ACP camelCase, or snake_case). */
-export function normaliseUsage(raw: unknown): Omit<TurnUsage, 'turnId' | 'at' | 'durationMs' | 'cost' | 'currency'> {
+type Counts = Pick<TurnUsage, 'input' | 'output' | 'cachedRead' | 'cachedWrite' | 'thought' | 'total'>;
+
+/** The server's `tokens` of a `turn_end`. */
+function fromTokens(t: Record<string, unknown>): Counts {
+  return { input: num(t.input), output: num(t.output), cachedRead: num(t.cached_read), cachedWrite: num(t.cached_write), thought: num(t.thought), total: num(t.total) };
+}
+
+/** Events stored before the server read usage: the ACP `usage` object as the harness sent it. */
+function fromHarnessUsage(raw: unknown): Counts {
   const u = raw && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
-  const pick = (...names: string[]) => {
-    for (const n of names) {
-      const v = num(u[n]);
-      if (v !== null) return v;
-    }
-    return null;
-  };
-  const input = pick('inputTokens', 'input_tokens');
-  const output = pick('outputTokens', 'output_tokens');
-  let total = pick('totalTokens', 'total_tokens');
-  if (total === null && input !== null && output !== null) total = input + output;
+  return { input: num(u.inputTokens), output: num(u.outputTokens), cachedRead: num(u.cachedReadTokens), cachedWrite: num(u.cachedWriteTokens), thought: num(u.thoughtTokens), total: num(u.totalTokens) };
+}
+
+/** One `turn_end`'s usage. */
+export function turnUsage(payload: any, at: string | null = null): TurnUsage {
+  const p = payload && typeof payload === 'object' ? payload : {};
+  const counts = p.tokens && typeof p.tokens === 'object' ? fromTokens(p.tokens) : fromHarnessUsage(p.usage);
+  const amount = num(p.session_cost?.amount);
+  const currency = typeof p.session_cost?.currency === 'string' ? p.session_cost.currency : null;
   return {
-    input,
-    output,
-    cachedRead: pick('cachedReadTokens', 'cached_read_tokens', 'cacheReadInputTokens', 'cache_read_input_tokens', 'input_tokens_cached'),
-    cachedWrite: pick('cachedWriteTokens', 'cached_write_tokens', 'cacheCreationInputTokens', 'cache_creation_input_tokens'),
-    thought: pick('thoughtTokens', 'thought_tokens', 'reasoningTokens', 'reasoning_output_tokens'),
-    total,
+    turnId: typeof p.turn_id === 'string' ? p.turn_id : null,
+    at,
+    durationMs: num(p.duration_ms),
+    ...counts,
+    sessionCost: amount !== null && currency ? { amount, currency } : null,
   };
 }
 
-/** The session's running cost in a `usage_update` (`{amount, currency}`), if it carries one. */
-export function reportedCost(update: unknown): { amount: number; currency: string } | null {
-  const c = (update as { cost?: { amount?: unknown; currency?: unknown } } | null)?.cost;
-  const amount = num(c?.amount);
-  if (amount === null) return null;
-  return { amount, currency: typeof c?.currency === 'string' ? c.currency : 'USD' };
-}
-
-interface LogEvent {
-  type: string;
-  payload: any;
-  created_at?: string;
-}
-
-/**
- * Follows a session's events in order and yields each turn's usage at its `turn_end`. Costs are
- * differences of the running total, so a turn whose harness reported no cost has `cost: null`,
- * and the first turn of a loaded tail that started mid-session counts from the last total seen.
- */
+/** Follows a session's events and keeps each turn's usage, in order. */
 export class UsageTracker {
-  private lastCost: { amount: number; currency: string } | null = null;
-  private costAtTurnStart: number | null = null;
   readonly turns: TurnUsage[] = [];
 
   /** Takes one event; returns the turn's usage when the event ends a turn. */
-  apply(e: LogEvent): TurnUsage | null {
-    if (e.type === 'prompt') {
-      this.costAtTurnStart = this.lastCost?.amount ?? 0;
-      return null;
-    }
-    if (e.type === 'update' && e.payload?.sessionUpdate === 'usage_update') {
-      const c = reportedCost(e.payload);
-      if (c) this.lastCost = c;
-      return null;
-    }
+  apply(e: { type: string; payload: any; created_at?: string }): TurnUsage | null {
     if (e.type !== 'turn_end') return null;
-    const p = e.payload ?? {};
-    const start = this.costAtTurnStart;
-    const cost = this.lastCost && start !== null && this.lastCost.amount >= start ? this.lastCost.amount - start : null;
-    const turn: TurnUsage = {
-      turnId: typeof p.turn_id === 'string' ? p.turn_id : null,
-      at: e.created_at ?? null,
-      durationMs: num(p.duration_ms),
-      ...normaliseUsage(p.usage),
-      cost: cost !== null && cost > 0 ? roundMoney(cost) : cost === 0 && this.lastCost ? 0 : null,
-      currency: this.lastCost?.currency ?? null,
-    };
-    // The next turn's cost counts from here even if its prompt came before this update arrived.
-    this.costAtTurnStart = this.lastCost?.amount ?? null;
+    const turn = turnUsage(e.payload, e.created_at ?? null);
     this.turns.push(turn);
     return turn;
   }
 }
 
 /** Each turn's usage in a session's events (in order). */
-export function turnsOf(events: LogEvent[]): TurnUsage[] {
+export function turnsOf(events: { type: string; payload: any; created_at?: string }[]): TurnUsage[] {
   const t = new UsageTracker();
   for (const e of events) t.apply(e);
   return t.turns;
 }
 
-export function emptyTotals(): UsageTotals {
-  return { turns: 0, input: 0, output: 0, cachedRead: 0, cachedWrite: 0, thought: 0, total: 0, cost: {} };
-}
-
-/** Sums turns (a session's, or every session's of an agent). */
-export function totals(turns: TurnUsage[]): UsageTotals {
-  const t = emptyTotals();
+/** A session's turns summed; its cost is the last one reported. */
+export function sessionTotals(turns: TurnUsage[]): SessionTotals {
+  const t: SessionTotals = { turns: 0, input: 0, output: 0, cachedRead: 0, thought: 0, cost: null };
   for (const u of turns) {
     t.turns += 1;
     t.input += u.input ?? 0;
     t.output += u.output ?? 0;
     t.cachedRead += u.cachedRead ?? 0;
-    t.cachedWrite += u.cachedWrite ?? 0;
     t.thought += u.thought ?? 0;
-    t.total += u.total ?? (u.input ?? 0) + (u.output ?? 0);
-    if (u.cost !== null && u.currency) t.cost[u.currency] = roundMoney((t.cost[u.currency] ?? 0) + u.cost);
+    if (u.sessionCost) t.cost = u.sessionCost;
   }
   return t;
 }
 
-/** Buckets turns by day (UTC date of their end) for a chart: oldest first. */
-export function byDay(turns: TurnUsage[]): { day: string; tokens: number; cost: number }[] {
-  const days = new Map<string, { tokens: number; cost: number }>();
-  for (const u of turns) {
-    if (!u.at) continue;
-    const day = u.at.slice(0, 10);
-    const d = days.get(day) ?? { tokens: 0, cost: 0 };
-    d.tokens += u.total ?? (u.input ?? 0) + (u.output ?? 0);
-    d.cost += u.cost ?? 0;
-    days.set(day, d);
-  }
-  return [...days.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([day, d]) => ({ day, tokens: d.tokens, cost: roundMoney(d.cost) }));
+/** The server's totals in the shape the header line reads. */
+export function fromServerTotals(t: Totals): { turns: number; input: number; output: number; cachedRead: number; thought: number; costs: [string, number][] } {
+  return { turns: t.turns, input: t.input_tokens, output: t.output_tokens, cachedRead: t.cached_read_tokens, thought: t.thought_tokens, costs: Object.entries(t.cost) };
 }
 
-const roundMoney = (x: number) => Math.round(x * 1e6) / 1e6;
+/** Tokens of a day or a session, for the chart. */
+export const tokensOf = (t: Totals) => t.input_tokens + t.output_tokens;
 
 /** 12,480 → "12.5k"; 950 → "950". */
 export function compact(n: number): string {
@@ -181,13 +132,13 @@ export function money(amount: number, currency: string): string {
   }
 }
 
-/** One line for a turn: "5.2k in (4.8k cached) · 10 out · $0.0208". */
-export function usageLine(u: Pick<TurnUsage, 'input' | 'output' | 'cachedRead' | 'cachedWrite' | 'thought' | 'cost' | 'currency'>): string {
+/** One line for a turn: "5.2k in (4.8k cached) · 10 out · session so far $0.0208". */
+export function usageLine(u: Pick<TurnUsage, 'input' | 'output' | 'cachedRead' | 'cachedWrite' | 'thought' | 'sessionCost'>): string {
   const parts: string[] = [];
   if (u.input !== null) parts.push(`${compact(u.input)} in${u.cachedRead ? ` (${compact(u.cachedRead)} cached)` : ''}`);
   if (u.output !== null) parts.push(`${compact(u.output)} out`);
   if (u.thought) parts.push(`${compact(u.thought)} thinking`);
   if (u.cachedWrite) parts.push(`${compact(u.cachedWrite)} cache writes`);
-  if (u.cost !== null && u.currency) parts.push(money(u.cost, u.currency));
+  if (u.sessionCost) parts.push(`session so far ${money(u.sessionCost.amount, u.sessionCost.currency)}`);
   return parts.join(' · ');
 }

@@ -104,7 +104,7 @@ describe('Claude Code (claude-agent-acp 0.101.0)', () => {
   });
 
   it('turn ends show duration and tokens; usage keeps the last report', () => {
-    expect(text(html(of(view, 'turn_end')[0]))).toBe('Turn ended · end_turn · 6.1 s · 5.2k in · 10 out · $0.0208');
+    expect(text(html(of(view, 'turn_end')[0]))).toBe('Turn ended · end_turn · 6.1 s · 5.2k in · 10 out');
     expect(view.usage).toMatchObject({ sessionUpdate: 'usage_update', used: 2949, cost: { currency: 'USD' } });
     expect(view.meta.session_info_update).toMatchObject({ title: 'Stand-in' });
   });

@@ -49,7 +49,7 @@ fn present_or_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
 }
 
 /// The longest turn time limit an agent may set (30 days).
-const MAX_TURN_SECONDS: i64 = 30 * 24 * 3600;
+pub const MAX_TURN_SECONDS: i64 = 30 * 24 * 3600;
 
 /// A turn time limit: `None` (absent) keeps `current`, `0` is the server's, else 1 s – 30 days
 /// and at most the server's maximum (`AGENTHOLD_MAX_TURN_SECS`).
@@ -75,7 +75,23 @@ pub fn check_turn_seconds(
 }
 
 /// The longest model name accepted.
-const MAX_MODEL_BYTES: usize = 200;
+pub const MAX_MODEL_BYTES: usize = 200;
+/// The characters of a model name besides ASCII letters and digits.
+pub const MODEL_PUNCTUATION: &str = "-._:/@+";
+/// The most plain environment variables an agent may have.
+pub const MAX_ENV_VARS: usize = 128;
+/// The longest plain environment value (32 KiB).
+pub const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
+/// The range of an agent's CPUs (below the server's ceiling too).
+pub const CPUS_RANGE: (f64, f64) = (0.05, 256.0);
+/// The range of an agent's memory, MiB.
+pub const MEMORY_MIB_RANGE: (i32, i32) = (64, 1 << 20);
+/// The range of an agent's process limit.
+pub const PIDS_RANGE: (i32, i32) = (16, 1 << 20);
+/// The range of an agent's disk, MiB.
+pub const DISK_MIB_RANGE: (i32, i32) = (64, 1 << 24);
+/// The longest auto-sleep time, seconds (a year).
+pub const MAX_AUTO_SLEEP_SECS: i32 = 366 * 86_400;
 
 /// The harness adapter `name`, if this server offers it (`fake` only in dev and test mode), with
 /// `command` checked by it.
@@ -117,7 +133,7 @@ pub fn check_policy(policy: Option<serde_json::Value>) -> Result<Option<serde_js
 /// spaces or quotes; empty means none.
 pub fn check_model(model: Option<String>) -> Result<Option<String>, ApiError> {
     let Some(model) = model.filter(|m| !m.is_empty()) else { return Ok(None) };
-    let fine = |c: char| c.is_ascii_alphanumeric() || "-._:/@+".contains(c);
+    let fine = |c: char| c.is_ascii_alphanumeric() || MODEL_PUNCTUATION.contains(c);
     if model.len() > MAX_MODEL_BYTES || !model.chars().all(fine) {
         return Err(ApiError::bad_request(
             ErrorCode::InvalidModel,
@@ -174,11 +190,15 @@ fn valid_env_name(name: &str) -> bool {
 /// Plain (non-secret) environment variables: sane names, bounded values, and no name that looks
 /// like a credential (those must be secrets).
 pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
-    if env.len() > 128 {
+    if env.len() > MAX_ENV_VARS {
         return Err(ApiError::bad_request(ErrorCode::InvalidEnv, "at most 128 environment variables"));
     }
     for (key, value) in env {
-        if !valid_env_name(key) || key.starts_with("AGENTHOLD_") || value.len() > 32 * 1024 || value.contains('\0') {
+        if !valid_env_name(key)
+            || key.starts_with("AGENTHOLD_")
+            || value.len() > MAX_ENV_VALUE_BYTES
+            || value.contains('\0')
+        {
             return Err(ApiError::bad_request(
                 ErrorCode::InvalidEnv,
                 format!(
@@ -210,10 +230,11 @@ pub fn check_limits(
     pids_limit: i32,
     disk_mib: i32,
 ) -> Result<(), ApiError> {
-    if !(0.05..=256.0).contains(&cpus)
-        || !(64..=1 << 20).contains(&memory_mib)
-        || !(16..=1 << 20).contains(&pids_limit)
-        || !(64..=1 << 24).contains(&disk_mib)
+    let within = |(low, high): (i32, i32), value: i32| (low..=high).contains(&value);
+    if !(CPUS_RANGE.0..=CPUS_RANGE.1).contains(&cpus)
+        || !within(MEMORY_MIB_RANGE, memory_mib)
+        || !within(PIDS_RANGE, pids_limit)
+        || !within(DISK_MIB_RANGE, disk_mib)
     {
         return Err(ApiError::bad_request(
             ErrorCode::InvalidLimits,
@@ -246,7 +267,7 @@ pub fn check_limits(
 /// An auto-sleep time: 0 (never) to a year.
 pub fn check_auto_sleep(secs: Option<i32>) -> Result<Option<i32>, ApiError> {
     match secs {
-        Some(secs) if !(0..=366 * 86_400).contains(&secs) => Err(ApiError::bad_request(
+        Some(secs) if !(0..=MAX_AUTO_SLEEP_SECS).contains(&secs) => Err(ApiError::bad_request(
             ErrorCode::InvalidLimits,
             "limits.auto_sleep_secs: 0 (never) to 31622400 (a year)",
         )),
@@ -287,11 +308,39 @@ pub struct SettingsPatch {
     pub(super) auth_method: Option<String>,
 }
 
+/// When a changed setting reaches the running agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Impact {
+    /// The harness restarts once no turn runs (its sessions are loaded again).
+    RestartsHarness,
+    /// When the sandbox is made again (`POST /api/v1/agents/{id}/rebuild`).
+    NeedsRebuild,
+    /// At once (the gate's next request, the next sign-in, the idle timer).
+    AtOnce,
+    /// From the agent's next prompt.
+    NextPrompt,
+    /// The egress proxy follows within seconds.
+    Proxy,
+}
+
+/// One setting a change made, and when it reaches the running agent.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct FieldChange {
+    /// The setting: `harness`, `command`, `model`, `env`, `image`, `limits`, `turn_seconds`,
+    /// `auto_sleep_secs`, `posture`, `policy`, `auth_method` or `egress`.
+    pub field: String,
+    /// When it applies.
+    pub impact: Impact,
+}
+
 /// What a patch changed, and what that means for the running agent.
 #[derive(Debug, Default)]
 pub struct Change {
     /// The fields that changed, with their new values (env: names only).
     pub fields: serde_json::Map<String, Value>,
+    /// Each changed field and when it applies, in the order above.
+    pub impacts: Vec<FieldChange>,
     /// The harness must restart (once no turn runs) to take it.
     pub restarts_harness: bool,
     /// The posture or policy changed: the running harness's gate takes it at once.
@@ -377,6 +426,13 @@ pub fn apply(
 
     let mut change = Change::default();
     let mut changed = |name: &str, value: Value, restart: bool, rebuild: bool| {
+        let impact = match (restart, rebuild, name) {
+            (true, _, _) => Impact::RestartsHarness,
+            (_, true, _) => Impact::NeedsRebuild,
+            (_, _, "turn_seconds") => Impact::NextPrompt,
+            _ => Impact::AtOnce,
+        };
+        change.impacts.push(FieldChange { field: name.to_owned(), impact });
         change.fields.insert(name.to_owned(), value);
         change.restarts_harness |= restart;
         change.needs_rebuild |= rebuild;

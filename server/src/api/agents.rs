@@ -12,12 +12,12 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::agent_settings::{
-    Limits, SettingsPatch, check_auth_method, check_auto_sleep, check_env, check_harness, check_image, check_limits,
-    check_model, check_policy, check_posture, check_turn_seconds,
+    FieldChange, Impact, Limits, SettingsPatch, check_auth_method, check_auto_sleep, check_env, check_harness,
+    check_image, check_limits, check_model, check_policy, check_posture, check_turn_seconds,
 };
 use super::agent_view::{Agent, AgentDetail, agent_detail, agent_view};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Body, Id, RawBody, parse_json};
+use super::extract::{Body, Id, Query, RawBody, parse_json};
 use super::openapi::Access;
 use crate::auth::Principal;
 use crate::error_code::ErrorCode;
@@ -378,19 +378,23 @@ pub async fn show(
 /// restart the harness once no turn runs (its sessions are loaded again, or start anew with a
 /// `CONTEXT_RESET` notice when the new harness cannot load them); image and limits apply when
 /// the container is made again (`POST /api/v1/agents/{id}/rebuild`). Audited as
-/// `agent.changed` with the changed fields (env: names only).
+/// `agent.changed` with the changed fields (env: names only). The answer's `changed` says when
+/// each change applies; `?dry_run=true` checks the body the same way and answers that alone,
+/// writing nothing (a form's preview).
 #[utoipa::path(
     patch,
     path = "/api/v1/agents/{id}",
     operation_id = "update_agent",
     tag = "agents",
     request_body = UpdateAgent,
+    params(UpdateQuery),
     responses(
-        (status = 200, description = "The agent as changed", body = AgentDetail),
+        (status = 200, description = "The agent as changed, with what the change did (with `dry_run`: the agent \
+            unchanged, with what the change would do)", body = UpdatedAgent),
         (status = 400, description = "`INVALID_BODY`, `NUL_CHARACTER`, `UNKNOWN_HARNESS`, `INVALID_COMMAND`, \
             `INVALID_MODEL`, `UNKNOWN_POSTURE`, `AUTONOMOUS_FORBIDDEN`, `INVALID_POLICY`, `INVALID_ENV`, \
             `USE_A_SECRET`, `INVALID_EGRESS`, `INVALID_LIMITS`, `LIMIT_TOO_HIGH`, `INVALID_IMAGE`, `IMAGE_NOT_ALLOWED`, \
-            `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises)", body = ErrorBody),
+            `UNKNOWN_AUTH_METHOD` (naming the methods the running harness advertises), `INVALID_QUERY`", body = ErrorBody),
     ),
     extensions(("x-agenthold-access" = json!(Access::Admin))),
 )]
@@ -398,8 +402,9 @@ pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
     Id(id): Id<AgentId>,
+    Query(query): Query<UpdateQuery>,
     RawBody(body): RawBody,
-) -> Result<Json<AgentDetail>, ApiError> {
+) -> Result<Json<UpdatedAgent>, ApiError> {
     let agent = visible_agent(&state, &principal, id, Role::Admin).await?;
     let body: UpdateAgent = parse_json(&body)?;
     // Everything is checked before anything is written.
@@ -422,7 +427,7 @@ pub async fn update(
         }
         _ => None,
     };
-    let (settings, change) = super::agent_settings::apply(&state, &agent, patch, advertised.as_ref())?;
+    let (settings, mut change) = super::agent_settings::apply(&state, &agent, patch, advertised.as_ref())?;
     let egress = match body.egress {
         None => None,
         Some(None) => Some(None),
@@ -431,6 +436,13 @@ pub async fn update(
             Some(Some(egress::validate(egress).map_err(|m| ApiError::bad_request(ErrorCode::InvalidEgress, m))?))
         }
     };
+    if query.dry_run {
+        // Checked whole, nothing written: what saving would do (the form's preview).
+        if egress.is_some() {
+            change.impacts.push(FieldChange { field: "egress".to_owned(), impact: Impact::Proxy });
+        }
+        return Ok(Json(UpdatedAgent { agent: agent_detail(&state, &agent).await?, changed: change.impacts }));
+    }
     if let Some(egress) = egress {
         let detail = match &egress {
             Some(row) => {
@@ -453,6 +465,7 @@ pub async fn update(
             detail,
         };
         store::audit::append(&state.pool, record).await?;
+        change.impacts.push(FieldChange { field: "egress".to_owned(), impact: Impact::Proxy });
     }
     if !change.fields.is_empty() {
         if !store::agents::update(&state.pool, id, &settings).await? {
@@ -478,7 +491,27 @@ pub async fn update(
         store::audit::append(&state.pool, record).await?;
     }
     let agent = store::agents::get(&state.pool, id).await?.ok_or(ApiError::NotFound("agent"))?;
-    Ok(Json(agent_detail(&state, &agent).await?))
+    Ok(Json(UpdatedAgent { agent: agent_detail(&state, &agent).await?, changed: change.impacts }))
+}
+
+/// `PATCH /api/v1/agents/{id}`'s query.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UpdateQuery {
+    /// Check the change and answer what it would do, changing nothing.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// An agent as a change left it, and what the change did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UpdatedAgent {
+    /// The agent.
+    #[serde(flatten)]
+    agent: AgentDetail,
+    /// Each setting the change made and when it reaches the running agent (empty: nothing
+    /// changed; `egress` whenever the body sets it).
+    changed: Vec<FieldChange>,
 }
 
 /// Makes the agent's container again from its current image and limits, around the same home

@@ -3,6 +3,7 @@
 //! path and method of its own `#[utoipa::path]`, and the OpenAPI document (`openapi`) is made
 //! from the same list. Each resource module exposes its handlers.
 
+mod agent_limits;
 mod agent_settings;
 mod agent_view;
 mod agents;
@@ -12,6 +13,7 @@ pub mod error;
 mod extract;
 mod grants;
 mod harness_log;
+mod harnesses;
 mod health;
 mod hooks;
 mod internal;
@@ -87,6 +89,8 @@ pub(crate) fn operations() -> OpenApiRouter<AppState> {
         .routes(routes!(secrets::create, secrets::list))
         .routes(routes!(secrets::delete))
         .routes(routes!(secrets::attach, secrets::detach))
+        .routes(routes!(harnesses::list))
+        .routes(routes!(agent_limits::show))
         .routes(routes!(agents::create, agents::list))
         .routes(routes!(agents::show, agents::update, agents::delete))
         .routes(routes!(agents::sleep))

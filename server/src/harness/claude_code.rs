@@ -34,6 +34,8 @@ impl HarnessAdapter for ClaudeCode {
 
     fn profile(&self) -> Profile {
         Profile {
+            label: "Claude Code",
+            models: &["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"],
             secrets: &[("anthropic", "ANTHROPIC_API_KEY")],
             provider_hosts: &["api.anthropic.com"],
             login_dir: Some(".claude"),

@@ -63,6 +63,8 @@ impl HarnessAdapter for Codex {
 
     fn profile(&self) -> Profile {
         Profile {
+            label: "Codex",
+            models: &["gpt-5-codex", "gpt-5"],
             secrets: &[("openai", "OPENAI_API_KEY")],
             provider_hosts: &["api.openai.com"],
             login_dir: Some(".codex"),

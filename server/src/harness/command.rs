@@ -37,6 +37,6 @@ impl HarnessAdapter for CommandHarness {
     }
 
     fn profile(&self) -> Profile {
-        Profile::BARE
+        Profile { label: "Any ACP program (command)", ..Profile::BARE }
     }
 }

@@ -21,7 +21,12 @@ impl HarnessAdapter for Fake {
 
     fn profile(&self) -> Profile {
         // Takes every kind, so that tests see delivery for both providers (development only).
-        Profile { development_only: true, account_logins: crate::logins::kinds::ALL, ..Profile::BARE }
+        Profile {
+            label: "fake (development and tests only)",
+            development_only: true,
+            account_logins: crate::logins::kinds::ALL,
+            ..Profile::BARE
+        }
     }
 
     /// fakeagent with `FAKEAGENT_REQUIRE_AUTH=fake-key` asks for `fake-key`, which the server may

@@ -41,6 +41,11 @@ impl Launch {
 /// What an adapter says about its harness, for the API and the docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Profile {
+    /// What people call it (`Claude Code`), for the UI.
+    pub label: &'static str,
+    /// Models it is known to take, most usual first: suggestions (`GET /api/v1/harnesses`); any
+    /// name `check_model` accepts may be set.
+    pub models: &'static [&'static str],
     /// Secret presets that fit it (`anthropic`, `openai`, `openrouter`), with the variable each
     /// is attached under.
     pub secrets: &'static [(&'static str, &'static str)],
@@ -65,6 +70,8 @@ pub struct Profile {
 impl Profile {
     /// Nothing to say: no secrets, hosts, logins, install, mode.
     pub const BARE: Profile = Profile {
+        label: "",
+        models: &[],
         secrets: &[],
         provider_hosts: &[],
         login_dir: None,
@@ -174,6 +181,11 @@ pub fn adapter(name: &str) -> Option<&'static dyn HarnessAdapter> {
 /// The provider login kinds the named harness takes (none for an unknown name).
 pub fn account_logins(name: &str) -> &'static [crate::logins::kinds::LoginKind] {
     adapter(name).map(|a| a.profile().account_logins).unwrap_or_default()
+}
+
+/// Every adapter, in the order the API lists them.
+pub fn all() -> &'static [&'static dyn HarnessAdapter] {
+    ADAPTERS
 }
 
 /// The names of all adapters, for error messages.

@@ -36,6 +36,8 @@ impl HarnessAdapter for OpenCode {
 
     fn profile(&self) -> Profile {
         Profile {
+            label: "OpenCode",
+            models: &["anthropic/claude-sonnet-4-5", "openai/gpt-5", "openrouter/anthropic/claude-sonnet-4.5"],
             secrets: &[
                 ("anthropic", "ANTHROPIC_API_KEY"),
                 ("openai", "OPENAI_API_KEY"),

@@ -10,7 +10,7 @@ use crate::store::proxy_identities::EgressRow;
 /// Most entries in an allow-list.
 pub const MAX_ALLOW: usize = 64;
 /// Longest entry.
-const MAX_ENTRY_LEN: usize = 260;
+pub const MAX_ENTRY_LEN: usize = 260;
 
 /// The preset names, each for one kind of package (or one harness's free service);
 /// `package_registries` is the older preset for all the language registries at once.

@@ -7,6 +7,7 @@ mod support;
 mod abuse;
 mod acp_auth;
 mod agent_changes;
+mod agent_offer;
 mod agent_states;
 mod agents_prompting;
 mod agents_prompting_proxy;

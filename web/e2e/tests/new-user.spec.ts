@@ -11,12 +11,20 @@
 // stand-in answers with a tool call that asks).
 import { createHmac, randomUUID } from 'node:crypto';
 import { checkPage, expect, signIn, test } from './fixtures';
+import { deleteAgentAs } from './ui33-helpers';
 
 const HARNESS = process.env.E2E_HARNESS ?? 'fake';
 const fake = HARNESS === 'fake';
 const PROMPT = process.env.E2E_PROMPT ?? (fake ? 'ask execute git push\ntext Pushed.\nusage 1200 340' : 'please write hello.txt hi');
 const SECRET_VALUE = process.env.E2E_SECRET_VALUE ?? 'sk-ant-test-0000000000000000';
 const TRIGGER_PROMPT = fake ? 'text From a trigger.\nusage 10 5' : 'say hi';
+
+// The agent a test made goes with it (its sandbox, its every-minute schedule).
+let agentId = '';
+test.afterEach(async ({ user, baseURL }) => {
+  if (agentId) expect(await deleteAgentAs(baseURL!, user, agentId), 'deleting the agent').toBe(204);
+  agentId = '';
+});
 
 test('a new user sets up and runs a guarded agent end to end', async ({ page, user, problems, baseURL }) => {
   void problems;
@@ -63,6 +71,7 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
     await expect(page.getByText('guarded', { exact: true })).toBeVisible();
   });
   const agentUrl = page.url();
+  agentId = new URL(agentUrl).pathname.split('/')[2];
 
   await test.step('prompts it with the keyboard and approves its question', async () => {
     await page.getByRole('button', { name: 'New session' }).click();
@@ -100,8 +109,8 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
     console.log(`edit form open: ${openMs} ms`);
     await page.getByLabel('Memory (MiB)').fill('1024');
     await page.getByLabel('Turn time limit (s; 0: the server’s)').fill('900');
-    await expect(page.locator('[data-impact^="limits"]')).toContainText('applies when the sandbox is rebuilt');
-    await expect(page.locator('[data-impact="turn time limit"]')).toContainText('applies from the next prompt');
+    await expect(page.locator('[data-impact="limits"]')).toContainText('applies when the sandbox is rebuilt');
+    await expect(page.locator('[data-impact="turn_seconds"]')).toContainText('turn time limit: applies from the next prompt');
     await checkPage(page, 'flow-05-edit-agent');
     await page.getByRole('button', { name: 'Save' }).click();
     await expect(page.getByRole('status').filter({ hasText: 'Saved.' })).toBeVisible();
@@ -161,7 +170,52 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
   await test.step('reads the agent’s usage over its sessions', async () => {
     await page.goto(agentUrl);
     await expect(page.locator('section[aria-labelledby="usage-h"] [data-usage-totals]')).toContainText(/\d+ turns?/);
-    await expect(page.locator('.usage-chart svg rect.bar').first()).toBeVisible();
+    await expect(page.locator('.usage-chart svg rect.bar.used').first()).toBeVisible();
     await checkPage(page, 'flow-08-agent-overview');
+  });
+});
+
+test('an admin sets the workspace’s egress default; an agent follows it until given a list of its own', async ({ page, user, problems }) => {
+  void problems;
+  await signIn(page, user);
+  await test.step('Settings → Egress: presets from the server, saved', async () => {
+    await page.goto('/settings/egress');
+    await page.getByRole('checkbox', { name: /^npm/ }).check();
+    await page.getByLabel(/^Also allow/).fill('git.example.com');
+    await page.getByRole('button', { name: 'Save the default' }).click();
+    await expect(page.getByRole('status').filter({ hasText: 'Saved' })).toBeVisible();
+    await checkPage(page, 'egress-01-workspace-default');
+  });
+  const name = `egress-${Date.now().toString(36)}`;
+  await test.step('a new agent follows it', async () => {
+    await page.goto('/agents/new');
+    await page.getByLabel('Name', { exact: true }).fill(name);
+    await page.getByLabel('Harness').selectOption('fake');
+    await expect(page.getByRole('checkbox', { name: 'Follow the workspace’s default' })).toBeChecked();
+    await page.getByRole('button', { name: 'Create' }).click();
+    await expect(page.getByRole('heading', { name })).toBeVisible();
+    agentId = new URL(page.url()).pathname.split('/')[2];
+    await expect(page.locator('[data-egress-inherited="yes"]')).toBeVisible();
+    await expect(page.getByText('preset npm')).toBeVisible();
+    await expect(page.getByText('git.example.com', { exact: true })).toBeVisible();
+  });
+  await test.step('given a list of its own, then back to the default', async () => {
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await expect(page.locator('p[data-egress-inherited="yes"]')).toContainText('npm, git.example.com');
+    await page.getByRole('checkbox', { name: 'Follow the workspace’s default' }).uncheck();
+    await page.getByLabel(/^Also allow/).fill('example.org');
+    await expect(page.locator('[data-impact="egress"]')).toContainText('reaches the proxy within seconds');
+    await checkPage(page, 'egress-02-own-list');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect(page.locator('[data-applied]')).toContainText('egress allow-list: reaches the proxy within seconds');
+    await page.getByRole('link', { name: 'Back to the overview' }).click();
+    await expect(page.locator('[data-egress-inherited="no"]')).toBeVisible();
+    await expect(page.getByText('example.org', { exact: true })).toBeVisible();
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await page.getByRole('checkbox', { name: 'Follow the workspace’s default' }).check();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect(page.locator('[data-applied]')).toBeVisible();
+    await page.getByRole('link', { name: 'Back to the overview' }).click();
+    await expect(page.locator('[data-egress-inherited="yes"]')).toBeVisible();
   });
 });

@@ -4,8 +4,8 @@ import { navigate } from '../router';
 import type { Agent } from '../types';
 import { Action, Badge, ErrorLine, Json, Link, useLoad, when } from '../ui';
 import { StateBadge, marks } from './Agents';
-import { UsageChart, UsageTotalsLine, loadAgentUsage } from '../usage-view';
-import { totals } from '../usage';
+import { AgentUsagePanel } from '../usage-view';
+import { serverInfo } from '../server-info';
 import { HarnessLogPanel } from '../harness-log-panel';
 
 interface AuditRecord {
@@ -22,6 +22,11 @@ export function AgentPage({ id }: { id: string }) {
   const agent = useLoad(() => api<Agent>('GET', `/api/v1/agents/${id}`), [id]);
   const sessions = useLoad(() => api<{ sessions: string[] }>('GET', `/api/v1/agents/${id}/sessions`), [id]);
   const a = agent.data;
+  // What the edit form checks against (the harnesses and limits), fetched once the page shows, so
+  // that "Edit" opens without waiting for it.
+  useEffect(() => {
+    if (a) serverInfo().catch(() => undefined);
+  }, [!!a]);
   // Follow a sandbox that is starting or stopping until it settles.
   const moving = a?.state === 'starting' || a?.state === 'stopping';
   useEffect(() => {
@@ -99,7 +104,7 @@ export function AgentPage({ id }: { id: string }) {
         ) : null}
       </section>
 
-      <AgentUsage sessions={sessions.data?.sessions ?? null} />
+      <AgentUsagePanel agentId={a.id} />
 
       <section class="card">
         <h2>Overview</h2>
@@ -136,6 +141,7 @@ export function AgentPage({ id }: { id: string }) {
             {a.egress.allow?.length || a.egress.presets?.length
               ? [...(a.egress.presets ?? []).map((p) => `preset ${p}`), ...(a.egress.allow ?? [])].map((x) => <code>{x} </code>)
               : 'only the hosts of its secrets and logins'}
+            <span class="muted" data-egress-inherited={a.egress_inherited ? 'yes' : 'no'}>{a.egress_inherited ? ' (the workspace’s default)' : ' (its own list)'}</span>
           </dd>
           <dt>Created</dt><dd>{when(a.created_at)}</dd>
         </dl>
@@ -195,23 +201,5 @@ export function AgentPage({ id }: { id: string }) {
         </section>
       ) : null}
     </main>
-  );
-}
-
-/** Tokens and cost of the agent's turns, summed over its newest sessions, with a chart. */
-function AgentUsage({ sessions }: { sessions: string[] | null }) {
-  const usage = useLoad(async () => (sessions ? loadAgentUsage(sessions) : null), [sessions?.length]);
-  const u = usage.data;
-  return (
-    <section class="card" aria-labelledby="usage-h">
-      <h2 id="usage-h">Usage</h2>
-      <ErrorLine error={usage.error} />
-      {!u ? <p class="muted">Loading…</p> : !u.turns.length ? <p class="muted">No turns yet.</p> : (
-        <>
-          <p><UsageTotalsLine t={totals(u.turns)} />{u.capped ? <span class="muted"> (the newest {u.sessionsRead} sessions)</span> : null}</p>
-          <UsageChart turns={u.turns} />
-        </>
-      )}
-    </section>
   );
 }

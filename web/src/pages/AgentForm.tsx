@@ -10,18 +10,20 @@ import { navigate } from '../router';
 import type { Agent, ProviderLoginList, Secret } from '../types';
 import { Link } from '../ui';
 import { PolicyEditor } from '../policy-editor';
+import { serverInfo, type ServerInfo } from '../server-info';
 import {
-  EGRESS_PRESETS,
-  HARNESS_INFO,
+  POSTURE_TEXT,
   authMethodsOf,
-  POSTURES,
   blankForm,
+  changeText,
+  egressChange,
+  realHarnesses,
+  type FieldChange,
   checkForm,
   createBody,
   defaultHarness,
   fieldOfError,
   formFromAgent,
-  impactsOf,
   needsRebuild,
   patchBody,
   secretChanges,
@@ -31,6 +33,7 @@ import {
 } from '../agent-settings';
 
 interface Loaded {
+  info: ServerInfo;
   agent: Agent | null;
   logins: ProviderLoginList;
   secrets: Secret[];
@@ -48,12 +51,12 @@ async function load(id: string | null, workspaceId: string | null, later?: (secr
   const agentP = id ? api<Agent>('GET', `/api/v1/agents/${id}`) : Promise.resolve(null);
   const loginsP = api<ProviderLoginList>('GET', '/api/v1/me/providers').catch(() => ({ logins: [], kinds: [] }) as ProviderLoginList);
   const secretsP = id ? null : secretsOf(workspaceId);
-  const [agent, logins] = await Promise.all([agentP, loginsP]);
+  const [agent, logins, info] = await Promise.all([agentP, loginsP, serverInfo()]);
   if (!secretsP && later) {
     secretsOf(agent?.workspace_id).then(later);
-    return { agent, logins, secrets: [] };
+    return { info, agent, logins, secrets: [] };
   }
-  return { agent, logins, secrets: await (secretsP ?? secretsOf(agent?.workspace_id)) };
+  return { info, agent, logins, secrets: await (secretsP ?? secretsOf(agent?.workspace_id)) };
 }
 
 /** `id` null: create. */
@@ -64,10 +67,11 @@ export function AgentFormPage({ id }: { id: string | null }) {
   const [loaded, setLoaded] = useState<Loaded | null>(null);
   const [loadError, setLoadError] = useState<unknown>(null);
   const [form, setForm] = useState<AgentForm | null>(null);
-  const [errors, setErrors] = useState<FieldErrors>({});
+  const [submitErrors, setErrors] = useState<FieldErrors>({});
   const [busy, setBusy] = useState(false);
   const [saved, setSaved] = useState<string | null>(null);
   const [rebuild, setRebuild] = useState(false);
+  const [applied, setApplied] = useState<FieldChange[] | null>(null);
 
   useEffect(() => {
     let live = true;
@@ -77,10 +81,11 @@ export function AgentFormPage({ id }: { id: string | null }) {
         setLoaded(l);
         setForm((old) => {
           if (l.agent) return formFromAgent(l.agent, me.value?.id);
-          const harness = old?.harness ?? defaultHarness(l.logins.logins, l.secrets);
+          const harness = old?.harness ?? defaultHarness(l.info.harnesses, l.logins.logins, l.secrets);
+          const h = l.info.harnesses.find((x) => x.name === harness);
           const f = old ? { ...old, workspaceId } : blankForm(workspaceId, harness);
-          if (!old) f.secrets = suggestedSecrets(harness, l.secrets);
-          f.useMyLogins = old?.useMyLogins ?? HARNESS_INFO[harness]?.loginKinds.some((k) => l.logins.logins.some((x) => x.kind === k && x.state === 'ok')) ?? false;
+          if (!old) f.secrets = suggestedSecrets(h, l.secrets);
+          f.useMyLogins = old?.useMyLogins ?? h?.account_logins.some((k) => l.logins.logins.some((x) => x.kind === k && x.state === 'ok')) ?? false;
           return f;
         });
       },
@@ -93,7 +98,30 @@ export function AgentFormPage({ id }: { id: string | null }) {
 
   const creating = id === null;
   const patch = useMemo(() => (form && loaded?.agent ? patchBody(loaded.agent, form) : null), [form, loaded]);
-  const impacts = patch ? impactsOf(patch) : [];
+  const egress = form && loaded?.agent ? egressChange(loaded.agent, form) : null;
+  // What saving would do, from the server (`PATCH …?dry_run=true`, a moment after the last edit):
+  // when each change applies, or the refusal, shown at its field.
+  const patchKey = patch && Object.keys(patch).length ? JSON.stringify(patch) : '';
+  const [preview, setPreview] = useState<{ key: string; changed: FieldChange[]; error: ApiError | null } | null>(null);
+  useEffect(() => {
+    const agentId = loaded?.agent?.id;
+    if (!patchKey || !agentId) return;
+    let live = true;
+    const timer = setTimeout(() => {
+      api<{ changed: FieldChange[] }>('PATCH', `/api/v1/agents/${agentId}?dry_run=true`, JSON.parse(patchKey)).then(
+        (a) => live && setPreview({ key: patchKey, changed: a.changed, error: null }),
+        (e) => live && setPreview({ key: patchKey, changed: [], error: e instanceof ApiError ? e : new ApiError(0, 'NETWORK', String(e)) }),
+      );
+    }, 250);
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [patchKey, loaded?.agent?.id]);
+  const current = preview && preview.key === patchKey ? preview : null;
+  const impacts: FieldChange[] = [...(current?.changed ?? []), ...(egress ? [{ field: 'egress', impact: 'proxy' as const }] : [])];
+  const refused = current?.error && form ? { [fieldOfError(current.error.code, current.error.message, form)]: `${current.error.message} (${current.error.code})` } : {};
+  const errors: FieldErrors = { ...refused, ...submitErrors };
 
   if (loadError) return <main class="page"><p class="error" role="alert">{loadError instanceof Error ? loadError.message : String(loadError)}</p><Link href="/">Back to the agents</Link></main>;
   if (!form || !loaded) return <main class="page"><h1>{creating ? 'Create an agent' : 'Edit'}</h1><p class="muted">Loading…</p></main>;
@@ -101,21 +129,26 @@ export function AgentFormPage({ id }: { id: string | null }) {
 
   const set = (over: Partial<AgentForm>) => {
     setSaved(null);
+    setApplied(null);
     setForm({ ...form, ...over });
   };
-  const info = HARNESS_INFO[form.harness];
+  const { limits } = loaded.info;
+  const info = loaded.info.harnesses.find((h) => h.name === form.harness);
+  const offered = realHarnesses(loaded.info.harnesses);
+  const choices = info && !offered.includes(info) ? [...offered, info] : offered;
+  const devChoices = loaded.info.harnesses.filter((h) => h.available && !choices.includes(h));
   const myKinds = new Set(loaded.logins.logins.filter((l) => l.state === 'ok').map((l) => l.kind));
-  const usable = info?.loginKinds.filter((k) => myKinds.has(k)) ?? [];
+  const usable = info?.account_logins.filter((k) => myKinds.has(k)) ?? [];
   const secretsChange = secretChanges(loaded.agent?.secrets ?? [], form.secrets);
   const wantsLogins = form.useMyLogins !== (loaded.agent ? loaded.agent.login_user_id === me.value?.id : false);
-  const nothingToSave = !creating && patch && !Object.keys(patch).length && !secretsChange.attach.length && !secretsChange.detach.length && !wantsLogins;
+  const nothingToSave = !creating && patch && !Object.keys(patch).length && !egress && !secretsChange.attach.length && !secretsChange.detach.length && !wantsLogins;
   const invalid = (k: string) => (errors[k] ? { 'aria-invalid': true, 'aria-describedby': `err-${k.replace(/\./g, '-')}` } : {});
   const FieldError = ({ k }: { k: string }) => (errors[k] ? <span class="field-error" id={`err-${k.replace(/\./g, '-')}`} role="alert">{errors[k]}</span> : null);
 
   async function submit(e: Event) {
     e.preventDefault();
     if (!form || !loaded) return;
-    const found = checkForm(form, creating);
+    const found = checkForm(form, creating, loaded.info);
     setErrors(found);
     if (Object.keys(found).length) {
       document.querySelector<HTMLElement>('[aria-invalid="true"]')?.focus();
@@ -123,12 +156,19 @@ export function AgentFormPage({ id }: { id: string | null }) {
     }
     setBusy(true);
     let agentId = loaded.agent?.id ?? null;
+    let changed: FieldChange[] = [];
     try {
       if (creating) {
         const made = await api<Agent>('POST', '/api/v1/agents', createBody(form));
         agentId = made.id;
       } else if (patch && Object.keys(patch).length) {
-        await api<Agent>('PATCH', `/api/v1/agents/${agentId}`, patch);
+        const answer = await api<{ changed: FieldChange[] }>('PATCH', `/api/v1/agents/${agentId}`, patch);
+        changed = answer.changed;
+      }
+      if (!creating && egress) {
+        if ('inherit' in egress) await api('DELETE', `/api/v1/agents/${agentId}/egress`);
+        else await api('PUT', `/api/v1/agents/${agentId}/egress`, egress.set);
+        changed = [...changed, { field: 'egress', impact: 'proxy' }];
       }
       for (const env of secretsChange.detach) await api('DELETE', `/api/v1/agents/${agentId}/secrets/${encodeURIComponent(env)}`);
       for (const s of secretsChange.attach) await api('PUT', `/api/v1/agents/${agentId}/secrets/${encodeURIComponent(s.env)}`, { secret_id: s.secretId });
@@ -140,11 +180,12 @@ export function AgentFormPage({ id }: { id: string | null }) {
       const fresh = await load(agentId, null);
       setLoaded(fresh);
       setForm(formFromAgent(fresh.agent!, me.value?.id));
-      setRebuild(!!patch && needsRebuild(patch));
-      setSaved(impacts.length ? `Saved. ${impacts.map((i) => `${i.field}: ${i.impact}`).join('; ')}.` : 'Saved.');
+      setRebuild(needsRebuild(changed));
+      setApplied(changed);
+      setSaved(changed.length ? `Saved. ${changed.map(changeText).join('; ')}.` : 'Saved.');
     } catch (error) {
       if (error instanceof ApiError) {
-        const field = fieldOfError(error.code, error.message);
+        const field = fieldOfError(error.code, error.message, form);
         setErrors({ [field]: `${error.message} (${error.code})` });
         if (creating && agentId) navigate(`/agents/${agentId}/edit`); // made, but a secret or login failed: fix it there
       } else setErrors({ form: String(error) });
@@ -183,22 +224,24 @@ export function AgentFormPage({ id }: { id: string | null }) {
               {...invalid('harness')}
               onChange={(e) => {
                 const harness = e.currentTarget.value;
-                set({ harness, secrets: creating && !form.secrets.length ? suggestedSecrets(harness, loaded.secrets) : form.secrets });
+                const h = loaded.info.harnesses.find((x) => x.name === harness);
+                set({ harness, secrets: creating && !form.secrets.length ? suggestedSecrets(h, loaded.secrets) : form.secrets });
               }}
             >
-              {Object.entries(HARNESS_INFO).map(([name, h]) => <option value={name}>{h.label}</option>)}
+              {choices.map((h) => <option value={h.name}>{h.label}</option>)}
+              {devChoices.length ? <optgroup label="Development only">{devChoices.map((h) => <option value={h.name}>{h.label}</option>)}</optgroup> : null}
             </select>
           </label>
           <FieldError k="harness" />
-          {info?.real ? (
+          {info && !info.development_only && (info.account_logins.length || info.secrets.length) ? (
             <p class="muted hint" data-hint="logins">
-              {info.loginKinds.length ? <>Takes the logins {info.loginKinds.map((k) => <code>{k} </code>)}{usable.length ? <>— you have <strong>{usable.join(', ')}</strong>.</> : <>— you have none: <Link href="/settings/providers">connect one</Link>, or attach a secret.</>}</> : null}{' '}
-              {info.secretPresets.length ? <>Reads secrets as {info.secretPresets.map((p) => <code>{p.env} </code>)}.</> : null}
+              {info.account_logins.length ? <>Takes the logins {info.account_logins.map((k) => <code>{k} </code>)}{usable.length ? <>— you have <strong>{usable.join(', ')}</strong>.</> : <>— you have none: <Link href="/settings/providers">connect one</Link>, or attach a secret.</>}</> : null}{' '}
+              {info.secrets.length ? <>Reads secrets as {info.secrets.map((p) => <code>{p.env} </code>)}.</> : null}
             </p>
-          ) : form.harness === 'fake' ? (
-            <p class="muted hint">The scripted test agent: refused by a production server.</p>
+          ) : info?.development_only ? (
+            <p class="muted hint">For development and tests: refused by a production server.</p>
           ) : null}
-          {form.harness === 'command' ? (
+          {info?.needs_command ? (
             <>
               <label>Command<input name="command" value={form.command} placeholder="my-acp-agent --stdio" {...invalid('command')} onInput={(e) => set({ command: e.currentTarget.value })} /></label>
               <FieldError k="command" />
@@ -215,7 +258,7 @@ export function AgentFormPage({ id }: { id: string | null }) {
           <datalist id="auth-methods">{authMethodsOf(loaded.agent).map((m) => <option value={m} />)}</datalist>
           <p class="muted hint">Used (ACP <code>authenticate</code>) when the harness asks to sign in before it opens or loads a session.</p>
           <FieldError k="authMethod" />
-          <label>Image<input name="image" value={form.image} placeholder="the server’s default" {...invalid('image')} onInput={(e) => set({ image: e.currentTarget.value })} /></label>
+          <label>Image<input name="image" value={form.image} placeholder={info?.default_image ?? 'the server’s default'} {...invalid('image')} onInput={(e) => set({ image: e.currentTarget.value })} /></label>
           <FieldError k="image" />
           {creating ? (
             <>
@@ -237,7 +280,9 @@ export function AgentFormPage({ id }: { id: string | null }) {
           <legend>Permissions</legend>
           <label>Posture
             <select name="posture" value={form.posture} {...invalid('posture')} onChange={(e) => set({ posture: e.currentTarget.value })}>
-              {POSTURES.map(([v, l]) => <option value={v}>{l}</option>)}
+              <option value="">the server’s default{limits.posture.default ? ` (${limits.posture.default})` : ' (none: choose one)'}</option>
+              {limits.posture.offered.map((v) => <option value={v}>{POSTURE_TEXT[v] ?? v}</option>)}
+              {form.posture && !limits.posture.offered.includes(form.posture) ? <option value={form.posture}>{form.posture} (not offered here)</option> : null}
             </select>
           </label>
           <FieldError k="posture" />
@@ -264,7 +309,7 @@ export function AgentFormPage({ id }: { id: string | null }) {
               <FieldError k={`secrets.${i}`} />
             </div>
           ))}
-          <button type="button" disabled={!loaded.secrets.length} onClick={() => set({ secrets: [...form.secrets, { env: info?.secretPresets[0]?.env ?? '', secretId: '' }] })}>Attach a secret</button>
+          <button type="button" disabled={!loaded.secrets.length} onClick={() => set({ secrets: [...form.secrets, { env: info?.secrets[0]?.env ?? '', secretId: '' }] })}>Attach a secret</button>
           {!loaded.secrets.length ? <span class="muted"> The workspace has no secrets.</span> : null}
           <FieldError k="secrets" />
         </fieldset>
@@ -285,46 +330,66 @@ export function AgentFormPage({ id }: { id: string | null }) {
 
         <fieldset class="limits">
           <legend>Limits</legend>
-          <p class="muted hint">Empty: the server’s default. The server’s maxima (AGENTHOLD_MAX_*) are checked when saving.</p>
+          <p class="muted hint">Empty: the server’s default (shown greyed). The ranges are this server’s.</p>
           {(
             [
-              ['cpus', 'CPUs', '0.5'],
+              ['cpus', 'CPUs', '0.05'],
               ['memory_mib', 'Memory (MiB)', '1'],
               ['pids', 'Processes', '1'],
               ['disk_mib', 'Disk (MiB)', '1'],
               ['turn_seconds', 'Turn time limit (s; 0: the server’s)', '1'],
               ['auto_sleep_secs', 'Auto-sleep after idle (s; 0: never)', '1'],
             ] as const
-          ).map(([key, label, step]) => (
-            <label data-limit={key}>
-              {label}
-              <input name={`limits.${key}`} type="number" min="0" step={step} value={form.limits[key]} {...invalid(`limits.${key}`)} onInput={(e) => set({ limits: { ...form.limits, [key]: e.currentTarget.value } })} />
-              <FieldError k={`limits.${key}`} />
-            </label>
-          ))}
+          ).map(([key, label, step]) => {
+            const r = limits.limits[key];
+            return (
+              <label data-limit={key}>
+                {label}
+                <input name={`limits.${key}`} type="number" min={key === 'turn_seconds' ? 0 : r.min} max={r.max} step={step} placeholder={String(r.default)} value={form.limits[key]} aria-describedby={`range-${key}`} {...invalid(`limits.${key}`)} onInput={(e) => set({ limits: { ...form.limits, [key]: e.currentTarget.value } })} />
+                <span class="muted hint" id={`range-${key}`}>{r.min}–{r.max}</span>
+                <FieldError k={`limits.${key}`} />
+              </label>
+            );
+          })}
           <FieldError k="limits" />
         </fieldset>
 
         <fieldset>
           <legend>Network</legend>
-          <label>Also allow (one host, host:port or *.domain per line)
-            <textarea name="egress" rows={3} value={form.egressAllow} {...invalid('egress')} onInput={(e) => set({ egressAllow: e.currentTarget.value })} />
+          <label class="check">
+            <input type="checkbox" name="egress-inherit" checked={form.egressInherit} onChange={(e) => set({ egressInherit: e.currentTarget.checked })} />
+            Follow the workspace’s default
           </label>
+          <p class="muted hint" data-egress-inherited={form.egressInherit ? 'yes' : 'no'}>
+            {form.egressInherit
+              ? loaded.agent && loaded.agent.egress_inherited
+                ? <>Follows the workspace’s default: {describeEgress(loaded.agent.egress)}. <Link href="/settings/egress">Workspace default</Link></>
+                : <>Follows the workspace’s default (changes to it reach the agent within seconds). <Link href="/settings/egress">Workspace default</Link></>
+              : <>A list of its own; operators may only narrow the workspace’s default (<code>EGRESS_WIDENED</code> otherwise).</>}
+          </p>
+          {!form.egressInherit ? (
+            <>
+              <label>Also allow (one host, host:port or *.domain per line)
+                <textarea name="egress" rows={3} value={form.egressAllow} {...invalid('egress')} onInput={(e) => set({ egressAllow: e.currentTarget.value })} />
+              </label>
+              {limits.egress.presets.map((p) => (
+                <label class="check" title={p.hosts.join(', ')}>
+                  <input type="checkbox" checked={form.egressPresets.includes(p.name)} onChange={(e) => set({ egressPresets: e.currentTarget.checked ? [...form.egressPresets, p.name] : form.egressPresets.filter((x) => x !== p.name) })} />
+                  <code>{p.name}</code> <span class="muted">{p.hosts.slice(0, 3).join(', ')}{p.hosts.length > 3 ? `, … (${p.hosts.length})` : ''}</span>
+                </label>
+              ))}
+            </>
+          ) : null}
           <FieldError k="egress" />
-          {EGRESS_PRESETS.map(([name, label]) => (
-            <label class="check">
-              <input type="checkbox" checked={form.egressPresets.includes(name)} onChange={(e) => set({ egressPresets: e.currentTarget.checked ? [...form.egressPresets, name] : form.egressPresets.filter((p) => p !== name) })} />
-              {label}
-            </label>
-          ))}
         </fieldset>
 
         {!creating ? (
           <section class="changes" aria-live="polite">
             <h2>What saving changes</h2>
+            {applied ? <p class="muted" data-applied>{applied.length ? `The server applied: ${applied.map(changeText).join('; ')}.` : 'The server changed nothing.'}</p> : null}
             {impacts.length || secretsChange.attach.length || secretsChange.detach.length || wantsLogins ? (
               <ul>
-                {impacts.map((i) => <li data-impact={i.field}><strong>{i.field}</strong>: {i.impact}</li>)}
+                {impacts.map((i) => <li data-impact={i.field}>{changeText(i)}</li>)}
                 {secretsChange.attach.map((s) => <li><strong>secret {s.env}</strong>: attached; the proxy takes it within seconds</li>)}
                 {secretsChange.detach.map((s) => <li><strong>secret {s}</strong>: detached</li>)}
                 {wantsLogins ? <li><strong>logins</strong>: {form.useMyLogins ? 'yours, from the next harness start' : 'nobody’s'}</li> : null}
@@ -359,4 +424,10 @@ export function AgentFormPage({ id }: { id: string | null }) {
       </form>
     </main>
   );
+}
+
+/** "npm, pypi + example.com" */
+function describeEgress(e: { allow?: string[] | null; presets?: string[] | null }): string {
+  const parts = [...(e.presets ?? []), ...(e.allow ?? [])];
+  return parts.length ? parts.join(', ') : 'nothing beyond its secrets’ and harness’s hosts';
 }

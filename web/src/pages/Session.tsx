@@ -7,8 +7,8 @@ import { SessionStore } from '../session-store';
 import { elementScroll, measureElement, observeElementOffset, observeElementRect, Virtualizer } from '@tanstack/virtual-core';
 import type { Agent } from '../types';
 import { Link, useLoad } from '../ui';
-import { UsageTotalsLine } from '../usage-view';
-import { totals } from '../usage';
+import { SessionTotalsLine } from '../usage-view';
+import { sessionTotals } from '../usage';
 
 const STATUS_TEXT: Record<LinkStatus, string> = {
   connecting: 'connecting…',
@@ -115,7 +115,7 @@ export function SessionPage({ agentId, sessionId }: { agentId: string; sessionId
           {' · '}
           <span data-running={view.running ? 'yes' : 'no'}>{view.running ? (view.pending.length ? 'waiting for an answer' : 'turn running') : 'idle'}</span>
           {usage && typeof usage.used === 'number' ? <span class="muted"> · context {usage.used}{usage.size ? ` / ${usage.size}` : ''}</span> : null}
-          {view.usageTracker.turns.length ? <span class="muted"> · <UsageTotalsLine t={totals(view.usageTracker.turns)} /></span> : null}
+          {view.usageTracker.turns.length ? <span class="muted"> · <SessionTotalsLine t={sessionTotals(view.usageTracker.turns)} /></span> : null}
           {status !== 'live' && status !== 'closed' ? (
             <button type="button" class="link" onClick={() => store.socket?.now()}>
               connect again

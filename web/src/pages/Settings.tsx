@@ -1,14 +1,16 @@
 import type * as preact from 'preact';
 import { useState } from 'preact/hooks';
-import { api, atLeast, me, roleIn } from '../api';
+import { ApiError, api, atLeast, me, roleIn } from '../api';
 import { type Role, RoleSelect, SelectField, SubmitForm, TextField, WorkspacePicker } from '../forms';
 import { Action, Badge, ErrorLine, Link, useLoad, when } from '../ui';
+import { serverInfo } from '../server-info';
 
 const TABS: [string, string, boolean][] = [
   ['providers', 'Provider logins', false],
   ['tokens', 'API tokens', false],
   ['members', 'Members', false],
   ['secrets', 'Secrets', true],
+  ['egress', 'Egress', true],
   ['audit', 'Audit log', true],
 ];
 
@@ -26,6 +28,7 @@ export function SettingsPage({ tab }: { tab: string }) {
       {tab === 'tokens' ? <Tokens /> : null}
       {tab === 'members' ? <Members /> : null}
       {tab === 'secrets' && isAdmin ? <Secrets /> : null}
+      {tab === 'egress' && isAdmin ? <WorkspaceEgress /> : null}
       {tab === 'audit' && isAdmin ? <Audit /> : null}
     </main>
   );
@@ -294,6 +297,70 @@ function Secrets() {
         <TextField label="Value (write-only)" secret value={value} onInput={setValue} />
         <div><button type="submit" class="primary">Add secret</button></div>
       </SubmitForm>
+    </section>
+  );
+}
+
+/**
+ * The workspace's default egress (`GET`/`PUT /api/v1/workspaces/{id}/egress`): the presets (from
+ * `GET /api/v1/limits`, each with its hosts) and hosts every agent without a list of its own may
+ * reach; operators may give an agent only a narrower list (`EGRESS_WIDENED`).
+ */
+function WorkspaceEgress() {
+  const { admin, ws, setWs } = useAdminWorkspace();
+  const info = useLoad(() => serverInfo(), []);
+  const current = useLoad(() => api<{ allow: string[]; presets: string[] }>('GET', `/api/v1/workspaces/${ws}/egress`), [ws]);
+  const [draft, setDraft] = useState<{ ws: string; allow: string; presets: string[] } | null>(null);
+  const [fieldError, setFieldError] = useState<string | null>(null);
+  const [saved, setSaved] = useState(false);
+  const form = draft && draft.ws === ws ? draft : current.data ? { ws, allow: current.data.allow.join('\n'), presets: current.data.presets } : null;
+  const edit = (over: Partial<{ allow: string; presets: string[] }>) => {
+    if (!form) return;
+    setSaved(false);
+    setDraft({ ...form, ...over });
+  };
+  const limits = info.data?.limits;
+  return (
+    <section class="card" aria-labelledby="egress-h">
+      <h2 id="egress-h">Egress default</h2>
+      <p class="muted">What the sandboxes of this workspace’s agents may reach besides their secrets’ and harness’s hosts, unless an agent has a list of its own. Operators may give an agent only a narrower list; admins any. The proxy follows a change within seconds.</p>
+      <WorkspacePicker value={ws} onChange={setWs} workspaces={admin} />
+      <ErrorLine error={current.error ?? info.error} />
+      {form && limits ? (
+        <form
+          class="settings-form"
+          noValidate
+          onSubmit={async (e) => {
+            e.preventDefault();
+            setFieldError(null);
+            const allow = form.allow.split(/[\n,]/).map((x) => x.trim()).filter(Boolean);
+            if (allow.length > limits.egress.max_entries) return setFieldError(`at most ${limits.egress.max_entries} entries`);
+            try {
+              const stored = await api<{ allow: string[]; presets: string[] }>('PUT', `/api/v1/workspaces/${ws}/egress`, { allow, presets: form.presets });
+              setDraft({ ws, allow: stored.allow.join('\n'), presets: stored.presets });
+              setSaved(true);
+            } catch (error) {
+              setFieldError(error instanceof ApiError ? `${error.message} (${error.code})` : String(error));
+            }
+          }}
+        >
+          <fieldset>
+            <legend>Presets</legend>
+            {limits.egress.presets.map((p) => (
+              <label class="check" title={p.hosts.join(', ')}>
+                <input type="checkbox" name={`preset-${p.name}`} checked={form.presets.includes(p.name)} onChange={(e) => edit({ presets: e.currentTarget.checked ? [...form.presets, p.name] : form.presets.filter((x) => x !== p.name) })} />
+                <code>{p.name}</code> <span class="muted">{p.hosts.join(', ')}</span>
+              </label>
+            ))}
+          </fieldset>
+          <label>Also allow (one host, host:port or *.domain per line)
+            <textarea name="egress-allow" rows={4} value={form.allow} aria-invalid={fieldError ? true : undefined} aria-describedby={fieldError ? 'egress-error' : undefined} onInput={(e) => edit({ allow: e.currentTarget.value })} />
+          </label>
+          {fieldError ? <span class="field-error" id="egress-error" role="alert">{fieldError}</span> : null}
+          {saved ? <p class="ok" role="status">Saved: agents that follow the default get it within seconds.</p> : null}
+          <div class="actions"><button class="primary" type="submit">Save the default</button></div>
+        </form>
+      ) : null}
     </section>
   );
 }
