@@ -5,7 +5,8 @@
 //! `tls_floor_stream_mb_per_s` (the same response through a TLS relay that only decrypts and
 //! re-encrypts: rustls on both sides, no HTTP parsing, no policy — the floor under interception on
 //! this machine, measured in the same run), and `proxy_rss_idle_mib` (the `agenthold-proxy` binary
-//! next to this one, idle, when found).
+//! next to this one, idle, when found). Each stream figure is the best of [`STREAM_ROUNDS`] interleaved
+//! rounds.
 //! Nothing leaves loopback: the provider host is mapped to the local server by the test-only
 //! upstream override.
 
@@ -31,6 +32,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 const REQUESTS: usize = 500;
 const STREAM_BYTES: usize = 256 << 20;
+/// Rounds of the four streams (direct, intercepted, the TLS relay floor, pass-through), each
+/// path's best reported.
+const STREAM_ROUNDS: usize = 3;
 const CHUNK: usize = 64 << 10;
 const HOST: &str = "api.anthropic.com";
 /// A pass-through host served by the same stand-in (its SNI must name it: the proxy checks).
@@ -125,13 +129,18 @@ async fn bench(dir: &Path) -> anyhow::Result<()> {
     let overhead = p50(proxied_ms) - p50(direct_ms);
     println!("{}", json!({ "proxy_overhead_p50_ms": round(overhead) }));
 
-    let direct_rate = stream(&mut direct).await?;
-    let proxied_rate = stream(&mut proxied).await?;
+    // Interleaved rounds, the best of each path: on a shared machine one stream (about a second)
+    // can fall into another process's burst, and a ratio of two single streams is mostly noise.
+    let (mut direct_rate, mut proxied_rate, mut tunnel_rate, mut floor_rate) = (0f64, 0f64, 0f64, 0f64);
+    for _ in 0..STREAM_ROUNDS {
+        direct_rate = direct_rate.max(stream(&mut direct).await?);
+        proxied_rate = proxied_rate.max(stream(&mut proxied).await?);
+        floor_rate = floor_rate.max(stream(&mut relayed).await?);
+        tunnel_rate = tunnel_rate.max(stream(&mut tunneled).await?);
+    }
     println!("{}", json!({ "proxy_stream_mb_per_s": round(proxied_rate) }));
     println!("{}", json!({ "direct_stream_mb_per_s": round(direct_rate) }));
-    let tunnel_rate = stream(&mut tunneled).await?;
     println!("{}", json!({ "tunnel_stream_mb_per_s": round(tunnel_rate) }));
-    let floor_rate = stream(&mut relayed).await?;
     println!("{}", json!({ "tls_floor_stream_mb_per_s": round(floor_rate) }));
 
     if let Some(rss) = idle_rss(&config_path).await {
@@ -166,7 +175,10 @@ async fn tls_relay(
             let outbound = TcpStream::connect(upstream).await?;
             outbound.set_nodelay(true)?;
             let mut outbound = connector.connect(ServerName::try_from(HOST.to_owned())?, outbound).await?;
-            tokio::io::copy_bidirectional_with_sizes(&mut inbound, &mut outbound, RELAY_BUFFER, RELAY_BUFFER).await?;
+            // It ends when the benchmark drops its client (without close_notify): not a failure;
+            // a short stream fails the benchmark by its byte count.
+            let _ = tokio::io::copy_bidirectional_with_sizes(&mut inbound, &mut outbound, RELAY_BUFFER, RELAY_BUFFER)
+                .await;
             anyhow::Ok(())
         };
         if let Err(error) = relay.await {
