@@ -36,7 +36,9 @@ const STEP_DEADLINE: Duration = Duration::from_secs(300);
 /// Creates [`PARALLEL`] internal networks and runs the image once on each, all at once; returns
 /// the seconds until the last run printed its line. The networks are removed afterwards.
 pub async fn docker_run_parallel(image: &str, instance: &str, tag: &str) -> Result<f64> {
-    progress(&format!("floor: {PARALLEL} × (docker network create --internal + docker run --rm {image} echo hi) at once"));
+    progress(&format!(
+        "floor: {PARALLEL} × (docker network create --internal + docker run --rm {image} echo hi) at once"
+    ));
     let names: Vec<String> = (0..PARALLEL).map(|n| format!("{instance}-floor-{tag}-{n}")).collect();
     let started = Instant::now();
     let runs = futures_util::future::join_all(

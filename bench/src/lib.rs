@@ -427,7 +427,8 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
             json!({"target": format!("<= {}", targets::METRICS_SCRAPE_MS), "value": round(scrape.scrape_ms, 2), "pass": scrape.scrape_ms <= targets::METRICS_SCRAPE_MS}),
         );
     }
-    let all_pass = targets.as_object().is_some_and(|t| t.values().filter(|v| !v.is_null()).all(|v| v["pass"] == json!(true)));
+    let all_pass =
+        targets.as_object().is_some_and(|t| t.values().filter(|v| !v.is_null()).all(|v| v["pass"] == json!(true)));
 
     let mut report = json!({
         "flood_events_per_s": round(flood_per_s, 0),

@@ -24,8 +24,11 @@ const DEADLINE: Duration = Duration::from_secs(120);
 /// from before the first query until the reader has counted the last line, and the seconds.
 pub async fn measure(database_url: &str, session_id: &str, count: i64) -> Result<(f64, f64)> {
     let session = Uuid::parse_str(session_id).context("the session id")?;
-    let pool =
-        PgPoolOptions::new().max_connections(2).connect(database_url).await.context("connecting to the server's database")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(database_url)
+        .await
+        .context("connecting to the server's database")?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let expected = usize::try_from(count)?;

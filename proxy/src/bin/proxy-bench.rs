@@ -165,7 +165,8 @@ async fn tls_relay(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let upstream_tls = ClientTls::no_roots().trust_pem("the stand-in's root", root_pem)?.alpn(&[tls::HTTP_1_1]).build()?;
+    let upstream_tls =
+        ClientTls::no_roots().trust_pem("the stand-in's root", root_pem)?.alpn(&[tls::HTTP_1_1]).build()?;
     let connector = tokio_rustls::TlsConnector::from(Arc::new(upstream_tls));
     tokio::spawn(async move {
         let relay = async {
@@ -177,8 +178,8 @@ async fn tls_relay(
             let mut outbound = connector.connect(ServerName::try_from(HOST.to_owned())?, outbound).await?;
             // It ends when the benchmark drops its client (without close_notify): not a failure;
             // a short stream fails the benchmark by its byte count.
-            let _ = tokio::io::copy_bidirectional_with_sizes(&mut inbound, &mut outbound, RELAY_BUFFER, RELAY_BUFFER)
-                .await;
+            let _ =
+                tokio::io::copy_bidirectional_with_sizes(&mut inbound, &mut outbound, RELAY_BUFFER, RELAY_BUFFER).await;
             anyhow::Ok(())
         };
         if let Err(error) = relay.await {
