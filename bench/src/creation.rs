@@ -66,7 +66,7 @@ pub async fn docker_run_parallel(image: &str, instance: &str, tag: &str) -> Resu
 
 async fn network_and_run(image: &str, instance: &str, name: &str, n: usize) -> Result<()> {
     let label = format!("agenthold.instance={instance}");
-    let subnet = format!("{}.{}.{}.{}/28", FLOOR_SUBNETS[0], FLOOR_SUBNETS[1], n / 16, (n % 16) * 16);
+    let subnet = floor_subnet(n);
     let created = tokio::time::timeout(
         STEP_DEADLINE,
         Command::new("docker")
@@ -96,6 +96,11 @@ async fn network_and_run(image: &str, instance: &str, name: &str, n: usize) -> R
         bail!("docker run on {name} printed {line:?}: {}", String::from_utf8_lossy(&output.stderr).trim());
     }
     Ok(())
+}
+
+/// The floor's `n`th network's subnet: the `n`th /28 of [`FLOOR_SUBNETS`]'s /16.
+fn floor_subnet(n: usize) -> String {
+    format!("{}.{}.{}.{}/28", FLOOR_SUBNETS[0], FLOOR_SUBNETS[1], n / 16, (n % 16) * 16)
 }
 
 /// [`SPACED`] cold starts begun [`SPACING`] apart (each a fresh agent of the cold image, recorded
@@ -170,4 +175,18 @@ pub async fn only(config: &crate::config::Config, api: &Api, agents: &mut Vec<St
             "cold_start_spaced_1s": spaced.iter().map(|v| round(*v, 1)).collect::<Vec<_>>(),
         },
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_subnets_are_distinct_28s() {
+        assert_eq!(floor_subnet(0), "10.198.0.0/28");
+        assert_eq!(floor_subnet(15), "10.198.0.240/28");
+        assert_eq!(floor_subnet(16), "10.198.1.0/28");
+        let all: std::collections::HashSet<String> = (0..PARALLEL).map(floor_subnet).collect();
+        assert_eq!(all.len(), PARALLEL);
+    }
 }
