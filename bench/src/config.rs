@@ -18,6 +18,10 @@ pub struct Config {
     /// (the raw-insert baseline writes there).
     #[arg(long, env = "BENCH_SCRATCH_DATABASE_URL")]
     pub scratch_database_url: String,
+    /// The server's own database (optional: the replay floor reads the replayed session's rows
+    /// there, `replay_floor_events_per_s`).
+    #[arg(long, env = "BENCH_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// The server's `AGENTHOLD_INSTANCE` (its containers are `<instance>-<agent id>`).
     #[arg(long, env = "AGENTHOLD_INSTANCE", default_value = "bench")]
     pub instance: String,
@@ -85,4 +89,7 @@ pub enum Only {
     Load,
     /// The start-up figures alone: docker run, cold, pooled and harness start, wake.
     Startup,
+    /// The creation figures and their floors alone: docker run, 50 × (network + docker run) in
+    /// parallel beside a burst of 50 agents, and 20 cold starts one second apart.
+    Creation,
 }
