@@ -45,7 +45,7 @@ mkdir -p "$BENCH_DIR"
 log "Postgres, Docker engine, images"
 BASE_URL=$(scripts/dev/postgres.sh)
 scripts/dev/docker.sh >&2
-scripts/dev/images.sh >&2
+[[ ${BENCH_SKIP_IMAGES:-} == 1 ]] || scripts/dev/images.sh >&2  # BENCH_SKIP_IMAGES=1: the engine has them (runtimes.sh)
 
 export SQLX_OFFLINE=true  # build against the committed .sqlx/, like make test
 if [[ ${BENCH_SKIP_BUILD:-} != 1 ]]; then

@@ -5,8 +5,9 @@
 #   default  runc on the engine scripts/dev/docker.sh starts: user namespaces remapped, so
 #            sandboxes get sudo (docs/security.md, "sudo in a sandbox")
 #   plain    runc on an engine without remapping (no sudo): a second dockerd started here on a
-#            socket, data-root and network pool of its own, stopped again at the end; its images
-#            are built there once (kept in its data-root for the next run)
+#            socket, data-root, network pool and default bridge of its own, stopped again at
+#            the end; the test image is copied into it
+#            from the default engine (`docker save | docker load`, once per build of it)
 #   runsc    gVisor, when the default engine has the runtime registered
 #            (AGENTHOLD_DOCKER_RUNTIMES=runsc) — else said as skipped with the reason
 #
@@ -42,6 +43,15 @@ startup() {
     fi
 }
 
+# copy_image IMAGE — the default engine's IMAGE into the plain engine, unless it has that very one.
+copy_image() {
+    local id
+    id=$(docker image inspect --format '{{.Id}}' "$1") || return 1
+    [[ $(DOCKER_HOST=unix://$PLAIN_SOCKET docker image inspect --format '{{.Id}}' "$1" 2>/dev/null) == "$id" ]] && return 0
+    log "plain: copying $1 from the default engine"
+    docker save "$1" | DOCKER_HOST=unix://$PLAIN_SOCKET docker load -q >&2
+}
+
 stop_plain() {
     [[ -f $PLAIN_PIDFILE ]] || return 0
     local pid
@@ -55,13 +65,20 @@ trap stop_plain EXIT
 rm -f "$OUT"/*.json
 startup default
 
-# The plain engine: no remapping, no disk image, an address pool apart from the default engine's.
+# The plain engine: no remapping, no disk image, an address pool and a default bridge apart from
+# the default engine's (`--bridge none` would not do: a dockerd without a bridge of its own removes
+# docker0, the other engine's).
+PLAIN_BRIDGE=ahbenchplain0
+if ! ip link show "$PLAIN_BRIDGE" >/dev/null 2>&1; then
+    ip link add "$PLAIN_BRIDGE" type bridge && ip addr add 10.215.0.1/24 dev "$PLAIN_BRIDGE" \
+        && ip link set "$PLAIN_BRIDGE" up || log "plain: could not make the bridge $PLAIN_BRIDGE"
+fi
 log "plain: a second dockerd without user-namespace remapping on $PLAIN_SOCKET (data-root $PLAIN_ROOT)"
 if AGENTHOLD_DOCKERD_SOCKET=$PLAIN_SOCKET AGENTHOLD_DOCKER_USERNS=off AGENTHOLD_DOCKER_DISK=off \
     AGENTHOLD_DOCKER_ADDRESS_POOL=10.214.0.0/16 \
-    AGENTHOLD_DOCKERD_ARGS="--data-root $PLAIN_ROOT --bridge none" scripts/dev/docker.sh >&2 \
-    && DOCKER_HOST=unix://$PLAIN_SOCKET scripts/dev/images.sh >&2; then
-    startup plain DOCKER_HOST="unix://$PLAIN_SOCKET"
+    AGENTHOLD_DOCKERD_ARGS="--data-root $PLAIN_ROOT --bridge $PLAIN_BRIDGE" scripts/dev/docker.sh >&2 \
+    && copy_image agenthold/test:latest; then
+    startup plain DOCKER_HOST="unix://$PLAIN_SOCKET" BENCH_SKIP_IMAGES=1
 else
     jq -cn '{skipped: "the second engine or its images did not come up (see .dev/dockerd-agenthold-bench-plain.log)"}' \
         >"$OUT/plain.json"
