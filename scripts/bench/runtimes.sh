@@ -65,20 +65,22 @@ trap stop_plain EXIT
 rm -f "$OUT"/*.json
 startup default
 
-# The plain engine: no remapping, no disk image, an address pool and a default bridge apart from
-# the default engine's (`--bridge none` would not do: a dockerd without a bridge of its own removes
+# The plain engine: no remapping, no disk image, an address pool, a default bridge and agent
+# subnets apart from the default engine's (`--bridge none` would not do: a dockerd without a bridge of its own removes
 # docker0, the other engine's).
 PLAIN_BRIDGE=ahbenchplain0
 if ! ip link show "$PLAIN_BRIDGE" >/dev/null 2>&1; then
-    ip link add "$PLAIN_BRIDGE" type bridge && ip addr add 10.215.0.1/24 dev "$PLAIN_BRIDGE" \
+    ip link add "$PLAIN_BRIDGE" type bridge && ip addr add 10.217.0.1/24 dev "$PLAIN_BRIDGE" \
         && ip link set "$PLAIN_BRIDGE" up || log "plain: could not make the bridge $PLAIN_BRIDGE"
 fi
 log "plain: a second dockerd without user-namespace remapping on $PLAIN_SOCKET (data-root $PLAIN_ROOT)"
 if AGENTHOLD_DOCKERD_SOCKET=$PLAIN_SOCKET AGENTHOLD_DOCKER_USERNS=off AGENTHOLD_DOCKER_DISK=off \
-    AGENTHOLD_DOCKER_ADDRESS_POOL=10.214.0.0/16 \
+    AGENTHOLD_DOCKER_ADDRESS_POOL=10.215.0.0/16 \
     AGENTHOLD_DOCKERD_ARGS="--data-root $PLAIN_ROOT --bridge $PLAIN_BRIDGE" scripts/dev/docker.sh >&2 \
     && copy_image agenthold/test:latest; then
-    startup plain DOCKER_HOST="unix://$PLAIN_SOCKET" BENCH_SKIP_IMAGES=1
+    # Agent subnets apart from the default engine's (10.214.0.0/16): two engines' bridges on one
+    # subnet would take each other's routes, and each server checks only its own engine's networks.
+    startup plain DOCKER_HOST="unix://$PLAIN_SOCKET" BENCH_SKIP_IMAGES=1 AGENTHOLD_SANDBOX_SUBNET_POOL=10.216.0.0/16
 else
     jq -cn '{skipped: "the second engine or its images did not come up (see .dev/dockerd-agenthold-bench-plain.log)"}' \
         >"$OUT/plain.json"
