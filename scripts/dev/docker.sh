@@ -34,10 +34,14 @@
 # Root in a sandbox (docs/security.md, "sudo in a sandbox"): with AGENTHOLD_DOCKER_USERNS=default
 # the dockerd this script starts remaps user namespaces (uid 0 in a container is uid 100000+
 # outside, `dockremap` in /etc/subuid), so that the server gives sandboxes sudo. Its images live
-# apart from an engine's without remapping (`make images` builds them again). The default.
+# apart from an engine's without remapping (`make images` builds them again). Not yet the
+# default: on the btrfs store with full qgroups (this kernel's btrfs-progs cannot enable simple
+# quotas) a container whose writable-layer size is below about its image's size cannot be made
+# (Docker's chown of the -init layer fails with EDQUOT), and larger sizes were not enforced in
+# the same measurement (docs/security.md, "sudo in a sandbox").
 # An engine already running as asked otherwise is left as it is, and this script says so.
-#   AGENTHOLD_DOCKER_USERNS=default|off   default: --userns-remap=default (sudo on; the
-#                                         default); off: none (sudo off)
+#   AGENTHOLD_DOCKER_USERNS=default|off   default: --userns-remap=default (sudo on); off: none
+#                                         (sudo off; the default for now)
 #   AGENTHOLD_DOCKER_RUNTIMES=runsc       register gVisor as the runtime `runsc` (installs the
 #                                         Debian package runsc when missing), for
 #                                         AGENTHOLD_SANDBOX_RUNTIME=runsc
@@ -57,7 +61,7 @@ if [[ -n $OWN_SOCKET ]]; then
     export DOCKER_HOST="unix://$OWN_SOCKET"
 fi
 case $DISK_MODE in auto|xfs|btrfs|off) ;; *) die "AGENTHOLD_DOCKER_DISK=$DISK_MODE: auto, xfs, btrfs or off" ;; esac
-USERNS=${AGENTHOLD_DOCKER_USERNS:-default}
+USERNS=${AGENTHOLD_DOCKER_USERNS:-off}
 case $USERNS in default|off) ;; *) die "AGENTHOLD_DOCKER_USERNS=$USERNS: default or off" ;; esac
 RUNTIMES=${AGENTHOLD_DOCKER_RUNTIMES:-}
 case $RUNTIMES in ''|runsc) ;; *) die "AGENTHOLD_DOCKER_RUNTIMES=$RUNTIMES: runsc or nothing" ;; esac
