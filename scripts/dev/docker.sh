@@ -35,10 +35,7 @@
 # the dockerd this script starts remaps user namespaces (uid 0 in a container is uid 100000+
 # outside, `dockremap` in /etc/subuid), so that the server gives sandboxes sudo. Its images live
 # apart from an engine's without remapping (`make images` builds them again). Not yet the
-# default: on the btrfs store with full qgroups (this kernel's btrfs-progs cannot enable simple
-# quotas) a container whose writable-layer size is below about its image's size cannot be made
-# (Docker's chown of the -init layer fails with EDQUOT), and larger sizes were not enforced in
-# the same measurement (docs/security.md, "sudo in a sandbox").
+# default: the end-to-end half of make test has not run under it in one full run.
 # An engine already running as asked otherwise is left as it is, and this script says so.
 #   AGENTHOLD_DOCKER_USERNS=default|off   default: --userns-remap=default (sudo on); off: none
 #                                         (sudo off; the default for now)
