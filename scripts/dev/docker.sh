@@ -34,11 +34,10 @@
 # Root in a sandbox (docs/security.md, "sudo in a sandbox"): with AGENTHOLD_DOCKER_USERNS=default
 # the dockerd this script starts remaps user namespaces (uid 0 in a container is uid 100000+
 # outside, `dockremap` in /etc/subuid), so that the server gives sandboxes sudo. Its images live
-# apart from an engine's without remapping (`make images` builds them again). Not yet the
-# default: the end-to-end half of make test has not run under it in one full run.
+# apart from an engine's without remapping (`make images` builds them again). The default.
 # An engine already running as asked otherwise is left as it is, and this script says so.
-#   AGENTHOLD_DOCKER_USERNS=default|off   default: --userns-remap=default (sudo on); off: none
-#                                         (sudo off; the default for now)
+#   AGENTHOLD_DOCKER_USERNS=default|off   default (the default): --userns-remap=default (sudo
+#                                         on); off: none (sudo off)
 #   AGENTHOLD_DOCKER_RUNTIMES=runsc       register gVisor as the runtime `runsc` (installs the
 #                                         Debian package runsc when missing), for
 #                                         AGENTHOLD_SANDBOX_RUNTIME=runsc
@@ -58,7 +57,7 @@ if [[ -n $OWN_SOCKET ]]; then
     export DOCKER_HOST="unix://$OWN_SOCKET"
 fi
 case $DISK_MODE in auto|xfs|btrfs|off) ;; *) die "AGENTHOLD_DOCKER_DISK=$DISK_MODE: auto, xfs, btrfs or off" ;; esac
-USERNS=${AGENTHOLD_DOCKER_USERNS:-off}
+USERNS=${AGENTHOLD_DOCKER_USERNS:-default}
 case $USERNS in default|off) ;; *) die "AGENTHOLD_DOCKER_USERNS=$USERNS: default or off" ;; esac
 RUNTIMES=${AGENTHOLD_DOCKER_RUNTIMES:-}
 case $RUNTIMES in ''|runsc) ;; *) die "AGENTHOLD_DOCKER_RUNTIMES=$RUNTIMES: runsc or nothing" ;; esac
