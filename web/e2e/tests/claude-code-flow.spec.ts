@@ -13,8 +13,9 @@
 // scripts/e2e/real-harness.sh does. Skipped, with the reason, only when the base image is absent.
 //
 //   set -a; . .dev/env; set +a; cd web && npx playwright test tests/claude-code-flow.spec.ts
-import { createHmac, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { checkPage, expect, signIn, test } from './fixtures';
+import { addScheduleAndWebhook, deliverAndSeeRuns, editLimits, type CreatedWebhook } from './flow-steps';
 import { baseImageMissing, deleteAgentAs, recorded, startStandIn, type StandIn } from './ui33-helpers';
 
 const IMAGE = process.env.E2E_HARNESS_IMAGE ?? 'agenthold/base:latest';
@@ -114,69 +115,16 @@ test.describe('Claude Code, set up and run in the browser', () => {
     });
 
     await test.step('edits its limits; the server says when each change applies', async () => {
-      await page.goto(agentUrl);
-      await page.getByRole('link', { name: 'Edit' }).click();
-      const memory = page.getByLabel('Memory (MiB)');
-      await expect(memory).toBeVisible();
-      // The field's range is the server's (GET /api/v1/limits).
-      await expect(memory).toHaveAttribute('max', /^\d+$/);
-      await memory.fill('1024');
-      await page.getByLabel('Turn time limit (s; 0: the server’s)').fill('900');
-      await expect(page.locator('[data-impact="limits"]')).toContainText('applies when the sandbox is rebuilt');
-      await expect(page.locator('[data-impact="turn_seconds"]')).toContainText('applies from the next prompt');
-      await checkPage(page, 'claude-06-edit');
-      await page.getByRole('button', { name: 'Save' }).click();
-      await expect(page.getByRole('status').filter({ hasText: 'Saved.' })).toBeVisible();
-      await expect(page.locator('[data-applied]')).toContainText('limits: applies when the sandbox is rebuilt');
-      await expect(page.getByRole('button', { name: 'Rebuild now' })).toBeVisible();
-      await page.goto(agentUrl);
-      await expect(page.getByText(/1024 MiB/)).toBeVisible();
+      await editLimits(page, agentUrl, 'claude-06-edit');
     });
 
-    let hook = { url: '', secret: '' };
+    let hook: CreatedWebhook = { url: '', secret: '' };
     await test.step('adds a schedule and a webhook', async () => {
-      await page.getByRole('link', { name: 'Triggers' }).click();
-      await page.getByText('Add a schedule').click();
-      const schedule = page.locator('section[aria-labelledby="schedules-h"] form');
-      await schedule.getByLabel('Name', { exact: true }).fill('every-minute');
-      await schedule.getByLabel(/^Cron/).fill('* * * * *');
-      await schedule.getByLabel('Time zone').fill('UTC');
-      await expect(schedule.locator('[data-preview] li')).toHaveCount(5);
-      await schedule.getByLabel('Prompt').fill(TRIGGER_PROMPT);
-      await schedule.getByRole('button', { name: 'Add the schedule' }).click();
-      await expect(page.locator('[data-schedule="every-minute"]')).toBeVisible();
-
-      await page.getByText('Add a webhook').click();
-      const webhook = page.locator('section[aria-labelledby="webhooks-h"] form');
-      await webhook.getByLabel('Name', { exact: true }).fill('on-push');
-      await webhook.getByLabel(/^Template/).fill('{{ prompt }}');
-      await webhook.getByLabel(/^Try it/).fill(JSON.stringify({ prompt: TRIGGER_PROMPT }));
-      await expect(webhook.locator('[data-template-result] pre')).toHaveText(TRIGGER_PROMPT);
-      await webhook.getByRole('button', { name: 'Add the webhook' }).click();
-      const shown = page.locator('[data-created-webhook]');
-      await expect(shown).toBeVisible();
-      hook = { url: (await shown.locator('[data-webhook-url]').innerText()).trim(), secret: (await shown.locator('[data-webhook-secret]').innerText()).trim() };
-      await checkPage(page, 'claude-07-triggers');
-      await shown.getByRole('button', { name: 'I have copied it' }).click();
-      await expect(shown).toHaveCount(0);
+      hook = await addScheduleAndWebhook(page, TRIGGER_PROMPT, 'claude-07-triggers');
     });
 
     await test.step('sees the webhook’s delivery and the schedule’s run', async () => {
-      const body = JSON.stringify({ prompt: TRIGGER_PROMPT });
-      const r = await page.request.post(new URL(hook.url, baseURL).pathname, {
-        data: body,
-        headers: { 'content-type': 'application/json', 'x-github-delivery': randomUUID(), 'x-hub-signature-256': `sha256=${createHmac('sha256', hook.secret).update(body).digest('hex')}` },
-      });
-      expect(r.status(), await r.text()).toBe(202);
-      await page.reload();
-      await page.locator('[data-webhook="on-push"] summary', { hasText: 'Deliveries' }).click();
-      await expect(page.locator('[data-webhook="on-push"] tr[data-outcome="accepted"]')).toHaveCount(1);
-      await expect(async () => {
-        await page.reload();
-        await page.locator('[data-schedule="every-minute"] summary', { hasText: 'Runs' }).click();
-        await expect(page.locator('[data-schedule="every-minute"] tr[data-outcome]').first()).toBeVisible({ timeout: 2_000 });
-      }).toPass({ timeout: 120_000, intervals: [5_000] });
-      await checkPage(page, 'claude-08-trigger-runs');
+      await deliverAndSeeRuns(page, baseURL!, hook, TRIGGER_PROMPT, 'claude-08-trigger-runs', 120_000);
     });
 
     await test.step('reads the agent’s usage (summed by the server) and its chart', async () => {

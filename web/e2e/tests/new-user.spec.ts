@@ -9,8 +9,8 @@
 // `claude-code`, the dev stack's stand-in provider answers through the real proxy (scripts/e2e/
 // real-harness.sh sets it up; E2E_SECRET_VALUE is the stand-in's key, E2E_PROMPT a prompt the
 // stand-in answers with a tool call that asks).
-import { createHmac, randomUUID } from 'node:crypto';
 import { checkPage, expect, signIn, test } from './fixtures';
+import { addScheduleAndWebhook, deliverAndSeeRuns, editLimits, type CreatedWebhook } from './flow-steps';
 import { deleteAgentAs } from './ui33-helpers';
 
 const HARNESS = process.env.E2E_HARNESS ?? 'fake';
@@ -100,71 +100,18 @@ test('a new user sets up and runs a guarded agent end to end', async ({ page, us
   });
 
   await test.step('edits its limits, seeing what the change restarts', async () => {
-    await page.goto(agentUrl);
-    const started = Date.now();
-    await page.getByRole('link', { name: 'Edit' }).click();
-    await expect(page.getByLabel('Memory (MiB)')).toBeVisible();
-    const openMs = Date.now() - started;
+    const openMs = await editLimits(page, agentUrl, 'flow-05-edit-agent');
     test.info().annotations.push({ type: 'edit form open (ms)', description: String(openMs) });
     console.log(`edit form open: ${openMs} ms`);
-    await page.getByLabel('Memory (MiB)').fill('1024');
-    await page.getByLabel('Turn time limit (s; 0: the server’s)').fill('900');
-    await expect(page.locator('[data-impact="limits"]')).toContainText('applies when the sandbox is rebuilt');
-    await expect(page.locator('[data-impact="turn_seconds"]')).toContainText('turn time limit: applies from the next prompt');
-    await checkPage(page, 'flow-05-edit-agent');
-    await page.getByRole('button', { name: 'Save' }).click();
-    await expect(page.getByRole('status').filter({ hasText: 'Saved.' })).toBeVisible();
-    await expect(page.getByRole('button', { name: 'Rebuild now' })).toBeVisible();
-    await page.goto(agentUrl);
-    await expect(page.getByText(/1024 MiB/)).toBeVisible();
   });
 
-  let hook = { url: '', secret: '' };
+  let hook: CreatedWebhook = { url: '', secret: '' };
   await test.step('adds a schedule (previewed) and a webhook (secret shown once)', async () => {
-    await page.getByRole('link', { name: 'Triggers' }).click();
-    await page.getByText('Add a schedule').click();
-    const schedule = page.locator('section[aria-labelledby="schedules-h"] form');
-    await schedule.getByLabel('Name', { exact: true }).fill('every-minute');
-    await schedule.getByLabel(/^Cron/).fill('* * * * *');
-    await schedule.getByLabel('Time zone').fill('UTC');
-    await expect(schedule.locator('[data-preview] li')).toHaveCount(5);
-    await schedule.getByLabel('Prompt').fill(TRIGGER_PROMPT);
-    await schedule.getByRole('button', { name: 'Add the schedule' }).click();
-    await expect(page.locator('[data-schedule="every-minute"]')).toBeVisible();
-
-    await page.getByText('Add a webhook').click();
-    const webhook = page.locator('section[aria-labelledby="webhooks-h"] form');
-    await webhook.getByLabel('Name', { exact: true }).fill('on-push');
-    await webhook.getByLabel(/^Template/).fill('{{ prompt }}');
-    await webhook.getByLabel(/^Try it/).fill(JSON.stringify({ prompt: TRIGGER_PROMPT }));
-    await expect(webhook.locator('[data-template-result] pre')).toHaveText(TRIGGER_PROMPT);
-    await webhook.getByRole('button', { name: 'Add the webhook' }).click();
-    const shown = page.locator('[data-created-webhook]');
-    await expect(shown).toBeVisible();
-    hook = { url: (await shown.locator('[data-webhook-url]').innerText()).trim(), secret: (await shown.locator('[data-webhook-secret]').innerText()).trim() };
-    await checkPage(page, 'flow-06-triggers');
-    await shown.getByRole('button', { name: 'I have copied it' }).click();
-    await expect(shown).toHaveCount(0);
+    hook = await addScheduleAndWebhook(page, TRIGGER_PROMPT, 'flow-06-triggers');
   });
 
   await test.step('a signed delivery is accepted and listed; the schedule runs', async () => {
-    const body = JSON.stringify({ prompt: TRIGGER_PROMPT });
-    const path = new URL(hook.url, baseURL).pathname;
-    const r = await page.request.post(path, {
-      data: body,
-      headers: { 'content-type': 'application/json', 'x-github-delivery': randomUUID(), 'x-hub-signature-256': `sha256=${createHmac('sha256', hook.secret).update(body).digest('hex')}` },
-    });
-    expect(r.status(), await r.text()).toBe(202);
-    await page.reload();
-    await page.locator('[data-webhook="on-push"] summary', { hasText: 'Deliveries' }).click();
-    await expect(page.locator('[data-webhook="on-push"] tr[data-outcome="accepted"]')).toHaveCount(1);
-    // A schedule runs on the minute: wait for its first run (at most ~70 s).
-    await expect(async () => {
-      await page.reload();
-      await page.locator('[data-schedule="every-minute"] summary', { hasText: 'Runs' }).click();
-      await expect(page.locator('[data-schedule="every-minute"] tr[data-outcome]').first()).toBeVisible({ timeout: 2_000 });
-    }).toPass({ timeout: 90_000, intervals: [5_000] });
-    await checkPage(page, 'flow-07-trigger-runs');
+    await deliverAndSeeRuns(page, baseURL!, hook, TRIGGER_PROMPT, 'flow-07-trigger-runs', 90_000);
   });
 
   await test.step('reads the agent’s usage over its sessions', async () => {
