@@ -76,8 +76,8 @@ export interface paths {
         put: operations["set_agent_egress"];
         post?: never;
         /**
-         * Returns an agent to its workspace's default (operators: the default is the admins' choice)
-         * @description Returns an agent to its workspace's default (operators: the default is the admins' choice). Audited as `agent.egress_changed`.
+         * Returns an agent to its workspace's default (admins; operators only when that narrows what it reaches: not when an admin gave it less than the default)
+         * @description Returns an agent to its workspace's default (admins; operators only when that narrows what it reaches: not when an admin gave it less than the default). Audited as `agent.egress_changed`.
          */
         delete: operations["reset_agent_egress"];
         options?: never;
@@ -3083,7 +3083,15 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /** @description `EGRESS_WIDENED`: an operator's reset would give the agent more than an admin left it (the message names what); `FORBIDDEN` below operator; `FORBIDDEN`: the caller can see the resource but its role does not allow this; `CSRF_REJECTED`: a session cookie without its `X-CSRF-Token` on a request that changes something; `ORIGIN_REJECTED`: a cookie-authenticated WebSocket from another origin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
