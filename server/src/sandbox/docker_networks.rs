@@ -4,8 +4,10 @@
 //! and the few networks kept ready for agents not created yet (a bridge takes ~120 ms to make,
 //! which a first prompt would otherwise wait for).
 //!
-//! Ready networks: at most [`READY_NETWORKS`] exist or are being made, whatever the burst (refills
-//! in flight are counted); those no agent took are removed at the next start. Once the driver
+//! Ready networks: as many exist or are being made as [`super::ready_demand`] says the creation
+//! rate wants — [`READY_NETWORKS`] when creations are rare, at most [`MOST_READY_NETWORKS`] while
+//! they come often (refills in flight are counted) — and once creations stop for a while those
+//! beyond the floor are removed; those no agent took are removed at the next start. Once the driver
 //! knows the default image and tools ([`Networks::hold_ready_with`]), each ready network also gets
 //! its agent's network holder ([`super::docker_netns`]), so a new agent's sandbox starts like a
 //! woken one.
@@ -20,13 +22,15 @@ use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
 use super::DriverError;
+use super::ready_demand::{DEMAND_WINDOW, ReadyDemand};
 use super::subnets::{Allocator, SubnetPool};
 use crate::ids::AgentId;
 
-/// Networks kept ready for agents not created yet.
-pub const READY_NETWORKS: usize = 2;
-/// How long after an agent takes a ready network another one is made.
-const REFILL_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
+pub use super::ready_demand::{MOST_READY_NETWORKS, READY_NETWORKS};
+/// How long after an agent takes a ready network another one is made: not at once, since the
+/// engine makes the taking agent's sandbox meanwhile (the wanted count is higher while creations
+/// come often, so that the replacements' delay does not empty the list).
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
 /// How many blocks a network creation tries when the engine says they overlap a network made
 /// meanwhile (each refusal marks the block taken; the list is read again after the first).
 const OVERLAP_RETRIES: usize = 16;
@@ -50,6 +54,8 @@ pub struct Networks {
     ready: Arc<Mutex<Vec<AgentId>>>,
     /// Ready networks being made.
     refilling: Arc<AtomicUsize>,
+    /// How many the creation rate wants ready.
+    demand: Arc<Mutex<ReadyDemand>>,
     /// The image and tools volume ready networks' holders are made from (once known).
     holders: Arc<OnceLock<ReadyHolders>>,
     /// Whether [`Self::prepare`] ran: until then nothing is made ready (it removes what an
@@ -95,6 +101,7 @@ impl Networks {
             subnets: None,
             ready: Arc::default(),
             refilling: Arc::default(),
+            demand: Arc::default(),
             holders: Arc::default(),
             prepared: AtomicBool::new(false),
             replica: None,
@@ -132,7 +139,9 @@ impl Networks {
     /// The id for a new agent: one whose network is ready, if any (and more are made).
     pub fn next_agent_id(&self) -> AgentId {
         let ready = self.ready.lock().pop();
+        self.demand.lock().took(std::time::Instant::now());
         self.refill(REFILL_DELAY);
+        self.settle_later();
         ready.unwrap_or_default()
     }
 
@@ -210,17 +219,18 @@ impl Networks {
         self.refill(std::time::Duration::ZERO);
     }
 
-    /// Creates networks in the background, after `delay`, until [`READY_NETWORKS`] are ready or
-    /// being made.
+    /// Creates networks in the background, after `delay`, until as many as the demand wants are
+    /// ready or being made.
     fn refill(&self, delay: std::time::Duration) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         if !self.prepared.load(Ordering::SeqCst) {
             return;
         }
+        let target = self.demand.lock().target(std::time::Instant::now());
         // Under the list's lock, so that concurrent callers agree on what is missing.
         let missing = {
             let ready = self.ready.lock();
-            let missing = READY_NETWORKS.saturating_sub(ready.len() + self.refilling.load(Ordering::SeqCst));
+            let missing = target.saturating_sub(ready.len() + self.refilling.load(Ordering::SeqCst));
             self.refilling.fetch_add(missing, Ordering::SeqCst);
             missing
         };
@@ -260,6 +270,58 @@ impl Networks {
                 }
             });
         }
+    }
+
+    /// Once creations have stopped for a [`DEMAND_WINDOW`], removes the ready networks (and
+    /// holders) beyond what the demand then wants. One task at a time; it goes on while creations
+    /// keep coming.
+    fn settle_later(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        {
+            let mut demand = self.demand.lock();
+            if demand.settling {
+                return;
+            }
+            demand.settling = true;
+        }
+        let (docker, instance, ready, refilling, demand, subnets) = (
+            self.docker.clone(),
+            self.instance.clone(),
+            Arc::clone(&self.ready),
+            Arc::clone(&self.refilling),
+            Arc::clone(&self.demand),
+            self.subnets.clone(),
+        );
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(DEMAND_WINDOW).await;
+                let now = std::time::Instant::now();
+                let surplus: Vec<AgentId> = {
+                    let mut demand = demand.lock();
+                    let target = demand.target(now);
+                    let mut ready = ready.lock();
+                    let making = refilling.load(Ordering::SeqCst);
+                    let count = super::ready_demand::surplus(ready.len(), making, target);
+                    // The oldest first: the list is taken from its end.
+                    let surplus = ready.drain(..count).collect();
+                    // Done once nothing counts any more and nothing is being made (a refill still
+                    // in flight may land beyond the floor: looked at again a window later).
+                    if demand.is_quiet(now) && making == 0 {
+                        demand.settling = false;
+                    }
+                    surplus
+                };
+                for agent_id in &surplus {
+                    remove_ready(&docker, &instance, *agent_id, subnets.as_deref()).await;
+                }
+                if !surplus.is_empty() {
+                    tracing::debug!(count = surplus.len(), "removed ready networks creations no longer want");
+                }
+                if !demand.lock().settling {
+                    return;
+                }
+            }
+        });
     }
 
     /// The agent's own network, made unless it exists as it should (a network made with the other
@@ -313,6 +375,26 @@ pub fn ready_labels(replica: Option<&str>) -> HashMap<String, String> {
     let mut labels = HashMap::from([(READY_LABEL.to_owned(), "true".to_owned())]);
     labels.extend(replica.map(|replica| (REPLICA_LABEL.to_owned(), replica.to_owned())));
     labels
+}
+
+/// Removes a ready network no agent took, its holder first (a network with a container on it is
+/// not removed), and gives its subnet back. Failures are logged: the next start removes it.
+async fn remove_ready(docker: &Docker, instance: &str, agent_id: AgentId, subnets: Option<&Subnets>) {
+    let holder = super::docker_netns::holder_name(instance, agent_id);
+    let options = bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() };
+    match docker.remove_container(&holder, Some(options)).await {
+        Ok(()) => {}
+        Err(error) if status_of(&error) == Some(404) => {}
+        Err(error) => return tracing::warn!(%error, "removing the holder of a ready network"),
+    }
+    match docker.remove_network(&network_name(instance, agent_id)).await {
+        Ok(()) => {}
+        Err(error) if status_of(&error) == Some(404) => {}
+        Err(error) => return tracing::warn!(%error, "removing a ready network"),
+    }
+    if let Some(subnets) = subnets {
+        subnets.allocator.lock().release(agent_id);
+    }
 }
 
 /// Makes and starts the holder of a ready network.

@@ -9,7 +9,7 @@ mod docker_events;
 mod docker_exec;
 mod docker_netns;
 mod docker_networks;
-pub use docker_networks::READY_NETWORKS;
+pub use docker_networks::{MOST_READY_NETWORKS, READY_NETWORKS};
 mod docker_oom;
 pub mod docker_security;
 mod docker_tools;
@@ -20,6 +20,7 @@ mod labelled;
 pub use labelled::{Labelled, ObjectKind};
 pub mod local;
 pub mod multi;
+mod ready_demand;
 pub mod subnets;
 
 use futures_util::future::BoxFuture;
