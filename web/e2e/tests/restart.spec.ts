@@ -16,7 +16,7 @@ test('kill and restart the server mid-turn with the page open: it continues with
   await openSession(page, agent.id, session.id);
   await prompt(page, 'flood 1500 150\ntext after the flood');
   await page.waitForFunction(() => Number((document.querySelector('.log') as HTMLElement | null)?.dataset.applied ?? 0) > 150, null, { timeout: 60_000 });
-  killServer();
+  await killServer();
   const restarted = startServer();
   await expect(page.locator('[data-status="reconnecting"]')).toBeVisible({ timeout: 30_000 });
   await restarted;

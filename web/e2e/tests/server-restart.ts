@@ -22,8 +22,22 @@ export function restartable(): string | null {
 /** The settings of the server that runs now (what server.sh start needs to start it again). */
 let settings: Record<string, string> = {};
 
-/** SIGKILL to the dev stack's server, its settings kept for startServer. */
-export function killServer() {
+/** Whether `pid` has exited (gone, or a zombie: its sockets are closed by then). */
+function exited(pid: number): boolean {
+  try {
+    // The state follows the command name's closing parenthesis.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * SIGKILL to the dev stack's server, its settings kept for startServer; resolves once it has
+ * exited (until then its listening sockets still accept, and a new server finds its ports taken).
+ */
+export async function killServer() {
   const pid = Number(readFileSync(PIDFILE, 'utf8').trim());
   const exe = readlinkSync(`/proc/${pid}/exe`).replace(/ \(deleted\)$/, '');
   if (!exe.endsWith('/agenthold')) throw new Error(`pid ${pid} in ${PIDFILE} runs ${exe}, not the agenthold server`);
@@ -38,6 +52,11 @@ export function killServer() {
   settings.AGENTHOLD_TUNNEL_PORT ??= /:(\d+)$/.exec(settings.AGENTHOLD_TUNNEL_LISTEN ?? '')?.[1] ?? '';
   if (!settings.AGENTHOLD_PORT || !settings.AGENTHOLD_TUNNEL_PORT) throw new Error(`pid ${pid}: no listen address in its environment`);
   process.kill(pid, 'SIGKILL');
+  const deadline = Date.now() + 30_000;
+  while (!exited(pid)) {
+    if (Date.now() > deadline) throw new Error(`pid ${pid} did not exit within 30 s of SIGKILL`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** scripts/dev/server.sh start with the killed server's settings: resolves once it is ready. */
