@@ -1,7 +1,8 @@
 //! `BENCH_ONLY=startup`: the start-up figures alone — a bare `docker run`, cold, pooled and
 //! harness starts, and wakes with the engine's part of them — held to the same targets as in the
 //! full run, in a minute or two: for work on a start path. Unlike the full run, no burst of 50
-//! agents runs beside them.
+//! agents runs beside them. Then one flood on the woken agent (`flood_events_per_s`, no target
+//! here): the runtimes part (`scripts/bench/runtimes.sh`) compares it across runtimes.
 
 use anyhow::Result;
 use serde_json::{Value, json};
@@ -23,6 +24,13 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
     let wakes =
         startup::wakes(api, &colds[0].agent_id, &colds[0].session_id, repeats, config.metrics_url.as_deref()).await?;
 
+    crate::progress(&format!("flood {} 0 with {} watchers", config.flood_events, config.watchers));
+    let flood =
+        crate::throughput::flood(api, &colds[0].session_id, config.flood_events, 0, config.watchers, config.server_pid)
+            .await?;
+    let flood_per_s = flood.delivered_per_s();
+    crate::progress(&format!("  {flood_per_s:.0} events/s"));
+
     let wake_each: Vec<f64> = wakes.each.iter().map(|w| w.wake_ms).collect();
     let figures = StartupFigures {
         docker_run: median(&docker_runs),
@@ -41,6 +49,7 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
         "harness_start_ms": round(figures.harness_start, 1),
         "wake_ms": round(figures.wake, 1),
         "wake_engine_ms": wakes.engine_ms.map(|e| round(e, 1)),
+        "flood_events_per_s": round(flood_per_s, 0),
         "targets": targets,
         "all_pass": all_pass,
         "details": {

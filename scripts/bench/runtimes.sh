@@ -12,11 +12,11 @@
 # is a second dockerd started here on a socket, data-root, network pool, default bridge and agent
 # subnets of its own, stopped again at the end, with the test image copied in from the default
 # engine (`docker save | docker load`, once per build of it). Each is
-# `BENCH_ONLY=startup scripts/bench/run.sh` (docker run, cold start, pooled start, wake) against a
-# bench server of its own. Prints ONE JSON object as the last line of stdout:
+# `BENCH_ONLY=startup scripts/bench/run.sh` (docker run, cold start, pooled start, wake, then one
+# flood) against a bench server of its own. Prints ONE JSON object as the last line of stdout:
 # {"runtimes": {"runc": {...}, "runc_userns": {...}}, "runtimes_default": "runc",
 #  "runtimes_skipped": {...}, "runtime_<name>_vs_default": {"docker_run": r, "cold_start": r,
-#  "wake": r}}; everything else goes to stderr. Needs the release binaries (run.sh builds them).
+#  "wake": r, "flood": r}}; everything else goes to stderr. Needs the release binaries (run.sh builds them).
 #   BENCH_RUNTIMES_OTHER_ROOT  the second engine's data-root (default /var/lib/agenthold-docker-other)
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/../dev/lib.sh"
@@ -37,7 +37,7 @@ startup() {
     log "$name: BENCH_ONLY=startup"
     if env "$@" BENCH_DIR="$OUT/$name" BENCH_ONLY=startup BENCH_SKIP_BUILD=1 BENCH_RUNTIMES=0 \
         bash scripts/bench/run.sh >"$OUT/$name.out"; then
-        tail -n 1 "$OUT/$name.out" | jq -c '{docker_run_ms, cold_start_ms, pooled_start_ms, wake_ms}' >"$OUT/$name.json"
+        tail -n 1 "$OUT/$name.out" | jq -c '{docker_run_ms, cold_start_ms, pooled_start_ms, wake_ms, flood_events_per_s}' >"$OUT/$name.json"
     else
         log "$name: the startup benchmark failed"
         skipped "$name" "its startup benchmark failed (see $OUT/$name.out and $OUT/$name/server.log)"
@@ -110,6 +110,7 @@ jq -cs --arg default "$default" '
           value: {
             docker_run: ((.value.docker_run_ms / $d.docker_run_ms) * 100 | round / 100),
             cold_start: ((.value.cold_start_ms / $d.cold_start_ms) * 100 | round / 100),
-            wake: ((.value.wake_ms / $d.wake_ms) * 100 | round / 100)
+            wake: ((.value.wake_ms / $d.wake_ms) * 100 | round / 100),
+            flood: ((.value.flood_events_per_s / $d.flood_events_per_s) * 100 | round / 100)
           }}] | from_entries)
 ' "$OUT/runc.json" "$OUT/runc_userns.json" "$OUT/runsc.json"
