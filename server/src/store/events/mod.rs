@@ -347,10 +347,14 @@ pub async fn page_encoded(
     max_bytes: i64,
 ) -> sqlx::Result<Page> {
     let rows = sqlx::query!(
+        // Each payload is made text once (the innermost query's LIMIT keeps the planner from
+        // folding it into the window's, which would convert every payload twice: 2 x the time).
         r#"SELECT seq, type, payload AS "payload!", created_at, running AS "running!" FROM (
-             SELECT seq, type, payload::text AS payload, created_at,
-                    sum(octet_length(payload::text)) OVER (ORDER BY seq) AS running
-             FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+             SELECT seq, type, payload, created_at, sum(octet_length(payload)) OVER (ORDER BY seq) AS running
+             FROM (
+               SELECT seq, type, payload::text AS payload, created_at
+               FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+             ) rows
            ) page
            WHERE running - octet_length(payload) < $4
            ORDER BY seq"#,
