@@ -89,6 +89,9 @@ pub enum Only {
     Load,
     /// The start-up figures alone: docker run, cold, pooled and harness start, wake.
     Startup,
+    /// The event log's figures beside their floors alone: the flood against the raw insert, the
+    /// replay against the replay floor.
+    Log,
     /// The creation figures and their floors alone: docker run, 50 × (network + docker run) in
     /// parallel beside a burst of 50 agents, and 20 cold starts one second apart.
     Creation,

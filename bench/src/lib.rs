@@ -15,6 +15,7 @@ pub mod config;
 pub mod creation;
 pub mod floor;
 pub mod load;
+pub mod log_only;
 pub mod many;
 pub mod metrics_scrape;
 pub mod multi;
@@ -92,6 +93,7 @@ pub async fn run(config: Config) -> Result<Value> {
         Some(config::Only::Load) => load::only(&config, &api, &mut agents).await,
         Some(config::Only::Startup) => startup_only::only(&config, &api, &mut agents).await,
         Some(config::Only::Creation) => creation::only(&config, &api, &mut agents).await,
+        Some(config::Only::Log) => log_only::only(&config, &api, &mut agents).await,
         None => measure(&config, &api, &mut agents).await,
     };
     progress(&format!("deleting {} benchmark agent(s)", agents.len()));

@@ -18,7 +18,8 @@
 # BENCH_ONLY=startup (only docker run, cold, pooled and harness starts, wakes: a minute or two),
 # BENCH_RUNTIMES=0 (without the startup figures per sandbox runtime: scripts/bench/runtimes.sh),
 # BENCH_ONLY=creation (only docker run, 50 × network + docker run at once beside a burst of 50
-# agents, and 20 cold starts one second apart: a few minutes),
+# agents, and 20 cold starts one second apart: a few minutes), BENCH_ONLY=log (only the flood
+# beside the raw insert and the replay beside its floor: a minute or two),
 # BENCH_PERF=1 (the `profiling` build, and `perf record` of the server while the benchmark
 # runs: .dev/bench/perf.data, a summary in .dev/bench/perf.txt).
 # shellcheck source=scripts/dev/lib.sh
