@@ -220,7 +220,7 @@ scripts/dev/ui-browser.sh
     set -a
     . "$DEV_DIR/env"
     set +a
-    cd web && SCREENSHOTS="$DEV_DIR/ui-screenshots" AGENTHOLD_UI_RESTART=1 npx playwright test
+    cd web && SCREENSHOTS="$DEV_DIR/ui-screenshots" AGENTHOLD_UI_RESTART=1 UI_RETRIES=1 npx playwright test
 )
 
 step "end to end: make down"

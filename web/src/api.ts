@@ -30,20 +30,31 @@ export class ApiError extends Error {
   }
 }
 
+/** Tries of a read (GET, HEAD) that fails before any answer, and the wait before each again. */
+const READ_TRIES = 3;
+const READ_RETRY_MS = 300;
+
 export async function api<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  if (method !== 'GET' && method !== 'HEAD' && csrf) headers['x-csrf-token'] = csrf;
-  let response: Response;
-  try {
-    response = await fetch(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      credentials: 'same-origin',
-    });
-  } catch {
-    throw new ApiError(0, 'NETWORK', 'the server cannot be reached');
+  const read = method === 'GET' || method === 'HEAD';
+  if (!read && csrf) headers['x-csrf-token'] = csrf;
+  let response: Response | null = null;
+  // A read that fails without an answer is tried again: a browser on the server's own host drops
+  // requests in flight whenever the host's interfaces change (Chromium's ERR_NETWORK_CHANGED, on
+  // each Docker network or container made). A write is not: it may have reached the server.
+  for (let attempt = 1; response === null; attempt++) {
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: 'same-origin',
+      });
+    } catch {
+      if (!read || attempt >= READ_TRIES) throw new ApiError(0, 'NETWORK', 'the server cannot be reached');
+      await new Promise((r) => setTimeout(r, READ_RETRY_MS));
+    }
   }
   const text = await response.text();
   let data: any = null;
