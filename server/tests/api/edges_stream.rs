@@ -58,6 +58,34 @@ async fn a_watcher_that_stops_reading_is_closed_and_large_logs_catch_up_whole() 
     let mut late = server.watch(&session, "0").await;
     let caught_up = late.until("turn_end", Duration::from_secs(30)).await;
     assert_eq!(seqs(&caught_up), seqs(&live), "the same events, none lost or repeated");
+
+    // The events route's pages are bounded by bytes too (4 MiB, the event that crosses it
+    // included): ~300 kB events come 14 a page whatever the limit asked, and paging on with
+    // next_after gives the whole log.
+    let (mut after, mut paged, mut pages) = (0i64, Vec::new(), 0);
+    loop {
+        let (status, body) = server.get(&format!("/api/v1/sessions/{session}/events?after={after}&limit=1000")).await;
+        assert_eq!(status, 200, "{body}");
+        let events = body["events"].as_array().expect("events").clone();
+        if events.is_empty() {
+            break;
+        }
+        let payload_bytes: usize = events.iter().map(|e| e["payload"].to_string().len()).sum();
+        let last_payload = events.last().map_or(0, |e| e["payload"].to_string().len());
+        assert!(
+            payload_bytes - last_payload < 4 << 20,
+            "a page of {} events holds {payload_bytes} payload bytes: past the 4 MiB budget before its last event",
+            events.len()
+        );
+        after = body["next_after"].as_i64().expect("next_after");
+        paged.extend(events);
+        pages += 1;
+        assert!(pages < 100, "paging does not end");
+    }
+    assert!(pages >= 8, "{BIG_EVENTS} events of ~300 kB took only {pages} pages: the byte budget did not cut them");
+    let paged = seqs(&paged);
+    assert!(paged.iter().copied().eq(1..=paged.len() as i64), "paging gives every seq once, in order: {paged:?}");
+    assert!(paged.starts_with(&seqs(&caught_up)), "paging gives the log the stream gave");
 }
 
 #[tokio::test]

@@ -338,7 +338,9 @@ pub struct Page {
 
 /// Up to `limit` events after `after`, encoded as [`after_encoded`] does, stopping once their
 /// payloads reach `max_bytes` (the first event always comes, however large: one event is capped
-/// by the item budget anyway).
+/// by the item budget anyway). The rows are read as they arrive and the read is dropped at the
+/// byte budget, so at most `max_bytes` and one event are held; the query is the plain ordered
+/// read (a running sum in SQL made Postgres, the catch-up's bottleneck, do twice the work).
 pub async fn page_encoded(
     pool: &PgPool,
     session_id: SessionId,
@@ -346,32 +348,26 @@ pub async fn page_encoded(
     limit: i64,
     max_bytes: i64,
 ) -> sqlx::Result<Page> {
-    let rows = sqlx::query!(
-        // Each payload is made text once (the innermost query's LIMIT keeps the planner from
-        // folding it into the window's, which would convert every payload twice: 2 x the time).
-        r#"SELECT seq, type, payload AS "payload!", created_at, running AS "running!" FROM (
-             SELECT seq, type, payload, created_at, sum(octet_length(payload)) OVER (ORDER BY seq) AS running
-             FROM (
-               SELECT seq, type, payload::text AS payload, created_at
-               FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
-             ) rows
-           ) page
-           WHERE running - octet_length(payload) < $4
-           ORDER BY seq"#,
+    use futures_util::TryStreamExt;
+    let mut rows = sqlx::query!(
+        r#"SELECT seq, type, payload::text AS "payload!", created_at FROM events
+           WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"#,
         session_id.0,
         after,
-        limit,
-        max_bytes
+        limit
     )
-    .fetch_all(pool)
-    .await?;
-    let more = rows.len() as i64 >= limit || rows.last().is_some_and(|r| r.running >= max_bytes);
-    let events = rows
-        .into_iter()
-        .map(|r| {
-            let kind = EventKind::parse(&r.r#type).unwrap_or(EventKind::Notice);
-            SharedEvent::with_payload_json(session_id, r.seq, kind, r.created_at, &r.payload)
-        })
-        .collect();
+    .fetch(pool);
+    let budget = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+    let (mut events, mut bytes, mut more) = (Vec::new(), 0usize, false);
+    while let Some(r) = rows.try_next().await? {
+        bytes = bytes.saturating_add(r.payload.len());
+        let kind = EventKind::parse(&r.r#type).unwrap_or(EventKind::Notice);
+        events.push(SharedEvent::with_payload_json(session_id, r.seq, kind, r.created_at, &r.payload));
+        if bytes >= budget {
+            more = true;
+            break;
+        }
+    }
+    more |= events.len() as i64 >= limit;
     Ok(Page { events, more })
 }
