@@ -34,9 +34,9 @@ describe('api', () => {
   it('never sends a write twice', async () => {
     for (const method of ['POST', 'PATCH', 'PUT', 'DELETE']) {
       const fetch = failingThen(1);
-      const error = await api(method, '/api/v1/agents/x/schedules', { name: 'n' }).catch((e) => e);
+      const error: unknown = await api(method, '/api/v1/agents/x/schedules', { name: 'n' }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ApiError);
-      expect(error.code).toBe('NETWORK');
+      expect((error as ApiError).code).toBe('NETWORK');
       expect(fetch, method).toHaveBeenCalledTimes(1);
     }
   });
