@@ -204,7 +204,7 @@ impl InProcess {
     }
 }
 
-/// A directory removed when dropped.
+/// A server's data directory, removed (its sandboxes killed) when dropped.
 struct TempDir(std::path::PathBuf);
 
 impl TempDir {
@@ -221,6 +221,8 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // The sandboxes the server started outlive it (the local driver's design): ended here.
+        super::server::kill_local_sandboxes(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -608,15 +608,7 @@ impl Watcher {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill();
-        // Kill every sandboxd this server started with the local driver (and its harness).
-        let pid_files = std::fs::read_dir(self.data_dir.join("sandboxes")).into_iter().flatten().flatten();
-        for entry in pid_files {
-            if let Some(pid) =
-                std::fs::read_to_string(entry.path().join("sandboxd.pid")).ok().and_then(|p| p.trim().parse().ok())
-            {
-                agenthold_server::sandbox::local::kill_group(pid);
-            }
-        }
+        kill_local_sandboxes(&self.data_dir);
         if self.replica {
             if !std::thread::panicking() {
                 let _ = std::fs::remove_dir_all(&self.data_dir);
@@ -631,6 +623,19 @@ impl Drop for TestServer {
         if !std::thread::panicking() {
             drop_database(&self.database_url);
             let _ = std::fs::remove_dir_all(&self.data_dir);
+        }
+    }
+}
+
+/// Kills every sandboxd (and its harness) that a server with this data directory started with
+/// the local driver: they outlive their server by design, so a test's must be ended by the test.
+pub fn kill_local_sandboxes(data_dir: &std::path::Path) {
+    let pid_files = std::fs::read_dir(data_dir.join("sandboxes")).into_iter().flatten().flatten();
+    for entry in pid_files {
+        if let Some(pid) =
+            std::fs::read_to_string(entry.path().join("sandboxd.pid")).ok().and_then(|p| p.trim().parse().ok())
+        {
+            agenthold_server::sandbox::local::kill_group(pid);
         }
     }
 }
