@@ -5,6 +5,12 @@ use clap::Parser;
 
 use agenthold_server::config::{Command, Config, SecretsCommand};
 
+/// mimalloc in place of glibc's allocator: the event path allocates and frees a JSON tree per
+/// harness line, and glibc's free lists (`malloc_consolidate`, `unlink_chunk`) took a third of
+/// the server's CPU under a flood (docs/benchmarks.md, "The flood's allocations").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut config = Config::parse();

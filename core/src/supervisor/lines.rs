@@ -122,7 +122,7 @@ impl Core {
         let mut out = LineOut::default();
         match message {
             FromHarness::Notification { method, params } if method == method::SESSION_UPDATE => {
-                if let Some(event) = self.update_event(&params) {
+                if let Some(event) = self.update_event(params) {
                     self.watch_update_for_full_disk(event.session_id, &event.payload);
                     if let Some(cost) = crate::events::usage::session_cost(&event.payload) {
                         self.note_session_cost(event.session_id, cost);
@@ -204,10 +204,12 @@ impl Core {
     /// An `update` event for a `session/update`, unless it replays the history of a session
     /// being loaded or resumed (before or after the harness's answer, until the session's next
     /// prompt goes out): history kinds are dropped then, state updates (commands, mode, …) kept.
-    fn update_event(&self, params: &Value) -> Option<NewEvent> {
-        let acp_id = params.get("sessionId")?.as_str()?;
+    fn update_event(&self, params: Value) -> Option<NewEvent> {
+        let Value::Object(mut params) = params else { return None };
         let harness = self.harness.as_ref()?;
-        let update = params.get("update").cloned().unwrap_or(Value::Null);
+        // Taken out of the line's params, not copied: a flood's every line passes here.
+        let update = params.remove("update").unwrap_or(Value::Null);
+        let acp_id = params.get("sessionId")?.as_str()?;
         if let Some(session_id) = harness.replaying_as(acp_id) {
             if replays_history(&update) {
                 return None;

@@ -356,18 +356,27 @@ impl Networks {
 
     /// Removes the agent's network (if any) and gives its subnet back.
     pub async fn remove(&self, agent_id: AgentId) -> Result<(), DriverError> {
-        let result = match self.docker.remove_network(&self.name(agent_id)).await {
-            Ok(()) => Ok(()),
-            Err(error) if status_of(&error) == Some(404) => Ok(()),
-            Err(error) => Err(engine(error)),
-        };
-        if result.is_ok()
-            && let Some(subnets) = &self.subnets
-        {
-            subnets.allocator.lock().release(agent_id);
-        }
-        result
+        remove_network(&self.docker, &self.instance, agent_id, self.subnets.as_deref()).await.map_err(engine)
     }
+}
+
+/// Removes an agent's network (gone already is removed) and gives its subnet back; on a failure
+/// the subnet stays booked, so it is never handed out twice.
+async fn remove_network(
+    docker: &Docker,
+    instance: &str,
+    agent_id: AgentId,
+    subnets: Option<&Subnets>,
+) -> Result<(), bollard::errors::Error> {
+    match docker.remove_network(&network_name(instance, agent_id)).await {
+        Ok(()) => {}
+        Err(error) if status_of(&error) == Some(404) => {}
+        Err(error) => return Err(error),
+    }
+    if let Some(subnets) = subnets {
+        subnets.allocator.lock().release(agent_id);
+    }
+    Ok(())
 }
 
 /// The labels of a ready network and its holder: ready, and the replica that made it.
@@ -387,13 +396,8 @@ async fn remove_ready(docker: &Docker, instance: &str, agent_id: AgentId, subnet
         Err(error) if status_of(&error) == Some(404) => {}
         Err(error) => return tracing::warn!(%error, "removing the holder of a ready network"),
     }
-    match docker.remove_network(&network_name(instance, agent_id)).await {
-        Ok(()) => {}
-        Err(error) if status_of(&error) == Some(404) => {}
-        Err(error) => return tracing::warn!(%error, "removing a ready network"),
-    }
-    if let Some(subnets) = subnets {
-        subnets.allocator.lock().release(agent_id);
+    if let Err(error) = remove_network(docker, instance, agent_id, subnets).await {
+        tracing::warn!(%error, "removing a ready network");
     }
 }
 
