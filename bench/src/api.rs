@@ -1,5 +1,5 @@
-//! The agenthold REST calls the benchmarks make (agents, sessions, prompts, sleep) and the
-//! stream, through the CLI's client ([`agenthold_cli::api::Client`]: reqwest and
+//! The agenthold REST calls the benchmarks make (agents, sessions, prompts, sleep, wake, list,
+//! show) and the stream, through the CLI's client ([`agenthold_cli::api::Client`]: reqwest and
 //! tokio-tungstenite over rustls, so `https://` servers work too).
 
 use std::time::Duration;
@@ -87,6 +87,26 @@ impl Api {
     /// Puts an agent to sleep (its container stops).
     pub async fn sleep(&self, agent_id: &str) -> Result<()> {
         self.call("POST", &format!("/api/v1/agents/{agent_id}/sleep"), None, 200).await.map(drop)
+    }
+
+    /// Starts a sleeping agent's sandbox; answered once it is started and dialing in (or
+    /// connected).
+    pub async fn wake(&self, agent_id: &str) -> Result<()> {
+        self.call("POST", &format!("/api/v1/agents/{agent_id}/wake"), None, 200).await.map(drop)
+    }
+
+    /// `GET /api/v1/agents`: how many agents the caller sees.
+    pub async fn list_agents(&self) -> Result<usize> {
+        let body = self.call("GET", "/api/v1/agents", None, 200).await?;
+        body["agents"].as_array().map(Vec::len).context("no agents array in the agent list")
+    }
+
+    /// `GET /api/v1/agents/{id}`: its observed state (`starting`, `awake`, `stopping`, `asleep`,
+    /// `error`) and, in `error`, why.
+    pub async fn agent_state(&self, agent_id: &str) -> Result<(String, Option<String>)> {
+        let body = self.call("GET", &format!("/api/v1/agents/{agent_id}"), None, 200).await?;
+        let state = body["state"].as_str().with_context(|| format!("no state in agent {agent_id}"))?;
+        Ok((state.to_owned(), body["state_reason"].as_str().map(str::to_owned)))
     }
 
     /// Deletes an agent with its sandbox.

@@ -1,5 +1,7 @@
 //! The benchmark's settings (flags or environment variables; `scripts/bench/run.sh` sets them).
 
+use std::path::PathBuf;
+
 use agenthold_cli::secret::Token;
 use clap::Parser;
 
@@ -78,6 +80,19 @@ pub struct Config {
     /// How long the `load` part streams (`make chaos`: 300).
     #[arg(long, env = "BENCH_LOAD_SECONDS", default_value_t = 60)]
     pub load_seconds: u64,
+    /// The `scale` part's levels: agents held (all but the first 10 asleep) when it measures,
+    /// comma-separated, grown one after the other.
+    #[arg(long, env = "BENCH_SCALE_AGENTS", value_delimiter = ',', default_value = "10,100,1000")]
+    pub scale_agents: Vec<usize>,
+    /// Events of the `scale` part's flood (Postgres bytes per stored event).
+    #[arg(long, env = "BENCH_SCALE_FLOOD_EVENTS", default_value_t = 200_000)]
+    pub scale_flood_events: u64,
+    /// Where the `scale` part writes its chart (SVG).
+    #[arg(long, env = "BENCH_SCALE_SVG", default_value = ".dev/bench/scale.svg")]
+    pub scale_svg: PathBuf,
+    /// A second place for that chart (e.g. `docs/img/scale.svg`); unset: none.
+    #[arg(long, env = "BENCH_SCALE_PLOT")]
+    pub scale_plot: Option<PathBuf>,
 }
 
 /// A part of the benchmark run on its own.
@@ -95,4 +110,7 @@ pub enum Only {
     /// The creation figures and their floors alone: docker run, 50 × (network + docker run) in
     /// parallel beside a burst of 50 agents, and 20 cold starts one second apart.
     Creation,
+    /// What the server costs at 10, 100 and 1,000 agents, most of them asleep
+    /// (`--scale-agents`), and per million stored events.
+    Scale,
 }

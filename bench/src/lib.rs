@@ -21,14 +21,17 @@ pub mod metrics_scrape;
 pub mod multi;
 pub mod raw;
 pub mod replay_floor;
+pub mod scale;
 pub mod server_mem;
 pub mod startup;
 pub mod startup_only;
 pub mod stats;
+pub mod svg;
 pub mod throughput;
 pub mod watch;
 
 use anyhow::{Context, Result};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::api::Api;
@@ -94,16 +97,26 @@ pub async fn run(config: Config) -> Result<Value> {
         Some(config::Only::Startup) => startup_only::only(&config, &api, &mut agents).await,
         Some(config::Only::Creation) => creation::only(&config, &api, &mut agents).await,
         Some(config::Only::Log) => log_only::only(&config, &api, &mut agents).await,
+        Some(config::Only::Scale) => scale::only(&config, &api, &mut agents).await,
         None => measure(&config, &api, &mut agents).await,
     };
-    progress(&format!("deleting {} benchmark agent(s)", agents.len()));
-    for agent_id in &agents {
-        if let Err(error) = api.delete_agent(agent_id).await {
+    progress(&format!("deleting {} benchmark agent(s), {DELETIONS_IN_FLIGHT} at once", agents.len()));
+    let started = std::time::Instant::now();
+    let api = &api;
+    let mut deletions = futures_util::stream::iter(&agents)
+        .map(|agent_id| async move { (agent_id, api.delete_agent(agent_id).await) })
+        .buffer_unordered(DELETIONS_IN_FLIGHT);
+    while let Some((agent_id, deleted)) = deletions.next().await {
+        if let Err(error) = deleted {
             progress(&format!("could not delete agent {agent_id}: {error:#}"));
         }
     }
+    progress(&format!("  deleted in {:.1} s", started.elapsed().as_secs_f64()));
     outcome
 }
+
+/// Agents deleted at once when the benchmark ends (the scale part leaves a thousand).
+const DELETIONS_IN_FLIGHT: usize = 8;
 
 /// The medians the start-up targets compare, ms.
 #[derive(Debug, Clone, Copy)]

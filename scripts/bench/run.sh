@@ -21,7 +21,12 @@
 # agents, and 20 cold starts one second apart: a few minutes), BENCH_ONLY=log (only the flood
 # beside the raw insert and the replay beside its floor: a minute or two),
 # BENCH_PERF=1 (the `profiling` build, and `perf record` of the server while the benchmark
-# runs: .dev/bench/perf.data, a summary in .dev/bench/perf.txt).
+# runs, BENCH_PERF_HZ samples a second, 99 unless set: .dev/bench/perf.data, a summary in
+# .dev/bench/perf.txt),
+# BENCH_ONLY=scale (only how the server's cost grows with agents, most of them asleep: levels
+# BENCH_SCALE_AGENTS, default 10,100,1000; its chart in $BENCH_DIR/scale.svg and, when
+# BENCH_SCALE_PLOT names a path such as docs/img/scale.svg, there too; the full run ends with it
+# against a server of its own, BENCH_SKIP_SCALE=1 leaves it out).
 # shellcheck source=scripts/dev/lib.sh
 source "$(dirname "$0")/../dev/lib.sh"
 cd "$REPO_ROOT" || exit 1
@@ -155,8 +160,13 @@ start_server() {
         # flight per caller (a script that size is told 429 with Retry-After; the load does not
         # retry), so the cap is sized to the load like the others.
         export AGENTHOLD_MAX_REQUESTS_PER_CALLER=512
-        # The density loads make hundreds of agents as one user: above the default quotas.
+        # The density loads (and the scale part's 1,000) make hundreds of agents as one user:
+        # above the default quotas. No server-wide cap (AGENTHOLD_MAX_AGENTS, AGENTHOLD_MAX_AWAKE)
+        # is set, and the subnet pool (a /16 in /28s) has room for 4,096 agent networks.
         export AGENTHOLD_MAX_AGENTS_PER_WORKSPACE=1000000 AGENTHOLD_MAX_AGENTS_PER_USER=1000000
+        # The scale part keeps its first 10 agents awake for as long as it grows (a 1,000-agent
+        # run can take longer than the default 30 idle minutes).
+        [[ ${BENCH_ONLY:-} == scale ]] && export AGENTHOLD_AUTO_SLEEP_SECS=0
         # The loads name the images they build and tag (the burst: an image of its own).
         export AGENTHOLD_ALLOWED_IMAGES='agenthold/*,agenthold-test/*'
         unset AGENTHOLD_TUNNEL_URL AGENTHOLD_SANDBOX_BIN_DIR AGENTHOLD_MASTER_KEY AGENTHOLD_MASTER_KEY_FILE
@@ -217,13 +227,13 @@ started=$SECONDS
 PERF_PID=
 if [[ $PROFILE == profiling ]]; then
     ensure_cmd perf linux-perf
-    perf record -q -F 99 --call-graph dwarf,16384 -p "$SERVER_PID" -o "$BENCH_DIR/perf.data" 2>"$BENCH_DIR/perf.log" &
+    perf record -q -F "${BENCH_PERF_HZ:-99}" --call-graph dwarf,16384 -p "$SERVER_PID" -o "$BENCH_DIR/perf.data" 2>"$BENCH_DIR/perf.log" &
     PERF_PID=$!
 fi
 # shellcheck disable=SC2086
 if ! AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN BENCH_SCRATCH_DATABASE_URL=$SCRATCH_DB_URL BENCH_DATABASE_URL=$BENCH_DB_URL \
     AGENTHOLD_INSTANCE=$INSTANCE AGENTHOLD_IMAGE=$IMAGE BENCH_SERVER_PID=$SERVER_PID \
-    BENCH_METRICS_URL=http://127.0.0.1:$METRICS_PORT \
+    BENCH_METRICS_URL=http://127.0.0.1:$METRICS_PORT BENCH_SCALE_SVG=${BENCH_SCALE_SVG:-$BENCH_DIR/scale.svg} \
     "$BENCH_BIN" ${BENCH_ARGS:-} >"$BENCH_DIR/result.json"; then
     log "the benchmark failed; last lines of $BENCH_DIR/server.log:"
     tail -n 20 "$BENCH_DIR/server.log" >&2
@@ -366,13 +376,32 @@ if [[ ${BENCH_RUNTIMES:-1} != 0 ]]; then
     fi
 fi
 
-# One JSON object: the server's figures, the proxy's and the harnesses' beside them, and the
-# proxy's targets.
+# --- how cost grows with agents: BENCH_ONLY=scale against a bench server of its own -----------
+# scale_* at 10, 100 and 1,000 agents (BENCH_SCALE_AGENTS), all but 10 asleep, and per million
+# stored events; its chart in $BENCH_DIR/scale.svg. BENCH_SKIP_SCALE=1 leaves it out.
+echo '{}' >"$BENCH_DIR/scale.json"
+if [[ ${BENCH_SKIP_SCALE:-} != 1 ]]; then
+    log "how cost grows with agents: BENCH_ONLY=scale (levels ${BENCH_SCALE_AGENTS:-10,100,1000})"
+    if BENCH_DIR="$BENCH_DIR/scale" BENCH_SCALE_SVG="$BENCH_DIR/scale.svg" BENCH_ONLY=scale BENCH_SKIP_BUILD=1 \
+        BENCH_SKIP_IMAGES=1 BENCH_RUNTIMES=0 BENCH_PERF=0 bash scripts/bench/run.sh >"$BENCH_DIR/scale.out"; then
+        tail -n 1 "$BENCH_DIR/scale.out" >"$BENCH_DIR/scale.json"
+    else
+        log "the scale benchmark failed: its figures are left out (see $BENCH_DIR/scale/server.log)"
+    fi
+fi
+
+# One JSON object: the server's figures, the proxy's, the harnesses' and the scale part's beside
+# them, and the proxy's targets.
 jq -c --slurpfile proxy "$BENCH_DIR/proxy.jsonl" --slurpfile harnesses "$BENCH_DIR/harnesses.json" \
-    --slurpfile ui "$BENCH_DIR/ui.json" --slurpfile runtimes "$BENCH_DIR/runtimes.json" '
+    --slurpfile ui "$BENCH_DIR/ui.json" --slurpfile runtimes "$BENCH_DIR/runtimes.json" \
+    --slurpfile scale "$BENCH_DIR/scale.json" '
     ($proxy | add) as $p
     | $ui[0] as $u
+    | $scale[0] as $s
     | . + $p + $harnesses[0] + $u + $runtimes[0]
+    | . + ($s | del(.targets, .all_pass, .details))
+    | .targets += ($s.targets // {})
+    | if $s.details.scale == null then . else .details.scale = $s.details.scale end
     | .targets += (if $u.ui_open_10k_ms == null then {} else {
         ui_open_10k_ms: {target: "<= 1000", value: $u.ui_open_10k_ms, pass: ($u.ui_open_10k_ms <= 1000)},
         ui_flood_longest_task_ms: {target: "<= 50", value: $u.ui_flood_longest_task_ms, pass: ($u.ui_flood_longest_task_ms <= 50)},
