@@ -348,6 +348,9 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     let approvals =
         approval::roundtrips(api, targets::APPROVAL_ROUNDS, tag, agents).await.context("approval round trip")?;
     progress(&format!("  median {:.2} ms", median(&approvals)));
+    if let Some(url) = &config.database_url {
+        replay_floor::settle(url).await?;
+    }
     progress(&format!("replay: one stream from after=0 until {} events", config.replay_events));
     let (replay_per_s, replay_s) = throughput::replay(api, &session, config.replay_events).await?;
     progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));

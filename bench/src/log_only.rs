@@ -35,6 +35,8 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
         progress(&format!("replay: filling the session to {} events", config.replay_events));
         throughput::flood(api, &session, u64::try_from(top_up)?, 0, 1, config.server_pid).await?;
     }
+    let url = config.database_url.as_deref().context("BENCH_ONLY=log needs the server's database (--database-url)")?;
+    replay_floor::settle(url).await?;
     progress(&format!("replay: one stream from after=0 until {} events", config.replay_events));
     let replay_cpu_before = config.server_pid.and_then(throughput::cpu_seconds);
     let (replay_per_s, replay_s) = throughput::replay(api, &session, config.replay_events).await?;
@@ -44,7 +46,6 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
         .zip(replay_cpu_before)
         .map(|(after, before)| (after - before) * 1000.0 / config.replay_events as f64 * 1000.0);
     progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));
-    let url = config.database_url.as_deref().context("BENCH_ONLY=log needs the server's database (--database-url)")?;
     let (floor_per_s, floor_s) = replay_floor::measure(url, &session, config.replay_events).await?;
     progress(&format!("  floor: {floor_per_s:.0} events/s ({floor_s:.2} s)"));
 
