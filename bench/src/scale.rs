@@ -60,6 +60,9 @@ pub struct Level {
     pub awake: usize,
     /// Growing from the level before to this one, seconds.
     pub grow_s: f64,
+    /// The server's CPU while growing, per agent added, ms (`None` without its pid): what
+    /// creating, waking and putting an agent to sleep costs the server, as agents grow.
+    pub grow_server_cpu_ms_per_agent: Option<f64>,
     /// Each new agent's create → woken → asleep, ms.
     pub each_create_ms: Vec<f64>,
     /// The server's `VmRSS` after the idle window, KiB (`None` without its pid).
@@ -153,14 +156,21 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
     let mut measured = Vec::new();
     for &level in &levels {
         let started = Instant::now();
+        let cpu_before = config.server_pid.and_then(throughput::cpu_seconds);
         let each_create_ms = grow(api, tag, &mut held, level, agents).await?;
         let grow_s = started.elapsed().as_secs_f64();
+        let grow_cpu_ms_per_agent = cpu_before
+            .zip(config.server_pid.and_then(throughput::cpu_seconds))
+            .map(|(before, after)| (after - before) * 1000.0 / each_create_ms.len().max(1) as f64);
         progress(&format!(
-            "  {level} agents: grown in {grow_s:.1} s (each create → awake → asleep: p50 {:.0} ms, max {:.0} ms)",
+            "  {level} agents: grown in {grow_s:.1} s (each create → awake → asleep: p50 {:.0} ms, max {:.0} ms; \
+             server CPU {} ms per agent)",
             median(&each_create_ms),
-            each_create_ms.iter().copied().fold(0.0, f64::max)
+            each_create_ms.iter().copied().fold(0.0, f64::max),
+            grow_cpu_ms_per_agent.map_or("?".to_owned(), |c| format!("{c:.1}"))
         ));
-        let measured_level = measure_level(config, api, &pool, &held, host_used_before, grow_s, each_create_ms)
+        let grown = Grown { grow_s, grow_server_cpu_ms_per_agent: grow_cpu_ms_per_agent, each_create_ms };
+        let measured_level = measure_level(config, api, &pool, &held, host_used_before, grown)
             .await
             .with_context(|| format!("measuring at {level} agents"))?;
         report_level(&measured_level);
@@ -287,6 +297,13 @@ async fn wait_until_awake(api: &Api, agent_id: &str, poll: Duration) -> Result<(
     }
 }
 
+/// What growing to a level took.
+struct Grown {
+    grow_s: f64,
+    grow_server_cpu_ms_per_agent: Option<f64>,
+    each_create_ms: Vec<f64>,
+}
+
 /// The measurements at one level, in this order: a settling pause, the idle window (nothing
 /// asked of the server), memory and sizes, then the request latencies and the wakes.
 async fn measure_level(
@@ -295,8 +312,7 @@ async fn measure_level(
     pool: &PgPool,
     held: &Held,
     host_used_before: i64,
-    grow_s: f64,
-    each_create_ms: Vec<f64>,
+    grown: Grown,
 ) -> Result<Level> {
     tokio::time::sleep(SETTLE).await;
     let cpu_before = config.server_pid.and_then(throughput::cpu_seconds);
@@ -343,8 +359,9 @@ async fn measure_level(
     Ok(Level {
         agents: held.len(),
         awake: held.awake.len(),
-        grow_s,
-        each_create_ms,
+        grow_s: grown.grow_s,
+        grow_server_cpu_ms_per_agent: grown.grow_server_cpu_ms_per_agent,
+        each_create_ms: grown.each_create_ms,
         server_rss_kib,
         server_idle_cpu_pct,
         pg_bytes,
@@ -576,6 +593,7 @@ fn report(levels: &[Level], cost: &EventCost, pg_before: i64, rss_before: Option
         let figures = [
             ("server_rss_mib", json!(level.server_rss_kib.map(mib))),
             ("server_idle_cpu_pct", json!(level.server_idle_cpu_pct.map(|c| round(c, 2)))),
+            ("grow_server_cpu_ms_per_agent", json!(level.grow_server_cpu_ms_per_agent.map(|c| round(c, 1)))),
             ("pg_mib", json!(round(level.pg_bytes as f64 / MIB, 1))),
             ("host_used_mib", json!(round(level.host_used_growth_kib as f64 / 1024.0, 0))),
             ("containers", json!(level.containers)),

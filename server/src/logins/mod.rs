@@ -94,23 +94,38 @@ impl Recipient {
 /// nobody's, or its login user left its workspace).
 async fn plan(pool: &PgPool, agent: Recipient) -> sqlx::Result<Vec<(LoginKind, SealedLogin)>> {
     let Some(user_id) = agent.login_user_id else { return Ok(Vec::new()) };
-    if store::users::role_in(pool, user_id, agent.workspace_id).await?.is_none() {
+    if agent.accepts.is_empty() {
         return Ok(Vec::new());
     }
-    let accepted = agent.accepts;
-    if accepted.is_empty() {
+    let member = store::users::role_in(pool, user_id, agent.workspace_id).await?.is_some();
+    if !member {
         return Ok(Vec::new());
     }
     let sealed = store::provider_logins::sealed_for_user(pool, user_id).await?;
-    let connected: Vec<(LoginKind, bool)> =
-        sealed.iter().filter_map(|s| LoginKind::parse(&s.row.kind).map(|k| (k, s.row.state == "ok"))).collect();
     let attached: Vec<String> =
         crate::secrets::sandbox_env(pool, agent.id).await?.into_iter().map(|(env, _)| env).collect();
-    let picked = chosen(accepted, &connected, &attached);
-    Ok(sealed
+    Ok(plan_from(agent, member, sealed, &attached))
+}
+
+/// [`plan`] from what was read (pure): whether the login user is a member of the agent's
+/// workspace, that user's sealed logins and the variables of the agent's attached secrets.
+pub fn plan_from(
+    agent: Recipient,
+    member: bool,
+    sealed: Vec<SealedLogin>,
+    attached_env: &[String],
+) -> Vec<(LoginKind, SealedLogin)> {
+    if agent.login_user_id.is_none() || !member || agent.accepts.is_empty() {
+        return Vec::new();
+    }
+    let sealed: Vec<SealedLogin> = sealed.into_iter().filter(|s| Some(s.row.user_id) == agent.login_user_id).collect();
+    let connected: Vec<(LoginKind, bool)> =
+        sealed.iter().filter_map(|s| LoginKind::parse(&s.row.kind).map(|k| (k, s.row.state == "ok"))).collect();
+    let picked = chosen(agent.accepts, &connected, attached_env);
+    sealed
         .into_iter()
         .filter_map(|s| LoginKind::parse(&s.row.kind).filter(|k| picked.contains(k)).map(|k| (k, s)))
-        .collect())
+        .collect()
 }
 
 /// The agent's login placeholders: (variable, placeholder) pairs; for a ChatGPT login the
@@ -181,9 +196,18 @@ pub struct ForProxy {
 /// The agent's logins as the proxy needs them, from one read. A value that does not open fails
 /// the call (the caller injects nothing for the agent).
 pub async fn for_proxy(pool: &PgPool, key: &MasterKey, agent: Recipient) -> Result<ForProxy, ForAgentError> {
-    let planned = plan(pool, agent).await?;
+    for_proxy_from(key, agent.id, plan(pool, agent).await?)
+}
+
+/// [`for_proxy`] from the logins [`plan_from`] picked: their values opened, one injection per
+/// rule, and the requests the proxy answers itself.
+pub fn for_proxy_from(
+    key: &MasterKey,
+    agent_id: AgentId,
+    planned: Vec<(LoginKind, SealedLogin)>,
+) -> Result<ForProxy, ForAgentError> {
     let rows: Vec<(LoginKind, LoginRow)> = planned.iter().map(|(kind, login)| (*kind, login.row.clone())).collect();
-    let answers = local_answers(agent.id, &rows);
+    let answers = local_answers(agent_id, &rows);
     let mut out = Vec::new();
     for (kind, login) in planned {
         let mut value: Secret =
@@ -195,9 +219,9 @@ pub async fn for_proxy(pool: &PgPool, key: &MasterKey, agent: Recipient) -> Resu
                 let tokens: chatgpt::Tokens = serde_json::from_str(value.expose())
                     .map_err(|_| ForAgentError::Open { secret_id: login.row.id, source: OpenError::NotText })?;
                 value = Secret::new(tokens.access_token);
-                chatgpt::access_placeholder(&chatgpt::marker(&login.row.placeholder_seed, agent.id))
+                chatgpt::access_placeholder(&chatgpt::marker(&login.row.placeholder_seed, agent_id))
             }
-            _ => placeholder(&login.row.placeholder_seed, agent.id, kind),
+            _ => placeholder(&login.row.placeholder_seed, agent_id, kind),
         };
         for rule in kind.rules() {
             out.push(AttachedSecret {
@@ -234,6 +258,51 @@ mod tests {
         let connected = [(ClaudeSubscription, true), (OpenaiApiKey, true)];
         assert_eq!(chosen(&both, &connected, &["ANTHROPIC_API_KEY".to_owned()]), [OpenaiApiKey]);
         assert_eq!(chosen(&both, &connected, &["OTHER".to_owned()]), [ClaudeSubscription, OpenaiApiKey]);
+    }
+
+    fn login(user_id: Uuid, kind: LoginKind, state: &str) -> SealedLogin {
+        SealedLogin {
+            row: LoginRow {
+                id: Uuid::new_v4(),
+                user_id,
+                kind: kind.as_str().to_owned(),
+                provider: kind.provider().to_owned(),
+                state: state.to_owned(),
+                placeholder_seed: "seed".to_owned(),
+                connected_at: chrono::Utc::now(),
+                refreshed_at: None,
+                expires_at: None,
+                failure: None,
+                public: serde_json::Value::Null,
+            },
+            sealed: crate::store::sealed::Sealed { key_id: "k".to_owned(), nonce: Vec::new(), ciphertext: Vec::new() },
+        }
+    }
+
+    #[test]
+    fn a_plan_from_a_batch_read_takes_only_its_members_own_working_logins() {
+        let (user, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let agent = Recipient {
+            id: AgentId(Uuid::new_v4()),
+            workspace_id: Uuid::new_v4(),
+            accepts: &[ClaudeSubscription, AnthropicApiKey],
+            login_user_id: Some(user),
+        };
+        let read = || {
+            vec![
+                login(other, ClaudeSubscription, "ok"),
+                login(user, ClaudeSubscription, "connect_again"),
+                login(user, AnthropicApiKey, "ok"),
+            ]
+        };
+        let kinds = |planned: Vec<(LoginKind, SealedLogin)>| -> Vec<(LoginKind, Uuid)> {
+            planned.into_iter().map(|(kind, login)| (kind, login.row.user_id)).collect()
+        };
+        assert_eq!(kinds(plan_from(agent, true, read(), &[])), [(AnthropicApiKey, user)], "its user's, working");
+        assert!(plan_from(agent, false, read(), &[]).is_empty(), "not a member of the agent's workspace");
+        assert!(plan_from(agent, true, read(), &["ANTHROPIC_API_KEY".to_owned()]).is_empty(), "a secret wins");
+        let nobody = Recipient { login_user_id: None, ..agent };
+        assert!(plan_from(nobody, true, read(), &[]).is_empty(), "uses nobody's logins");
     }
 
     #[test]

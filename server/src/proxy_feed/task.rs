@@ -19,13 +19,12 @@ use sqlx::postgres::PgListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::build::{AgentInput, Inputs, SecretsInput, build_config};
+use super::build::{Inputs, build_config};
 use super::check::check_and_write;
 use super::file::{CaPaths, UpstreamOverride};
-use super::identity::{self, IdentityError};
+use super::identity::IdentityError;
 use super::sources::Sources;
 use crate::secrets::master_key::MasterKey;
-use crate::secrets::{self, ForAgentError};
 use crate::store;
 
 /// How long after a notification the feed waits for more before rebuilding.
@@ -226,81 +225,12 @@ impl Feed {
     }
 
     async fn gather(&self) -> Result<Inputs, IdentityError> {
-        let rows = store::proxy_identities::feed_agents(&self.pool).await?;
-        let mut agents = Vec::with_capacity(rows.len());
-        for row in rows {
-            let identity = match row.identity.as_ref().map(|stored| identity::open(&self.key, row.agent_id, stored)) {
-                Some(Ok(identity)) => identity,
-                // None made yet, or it does not open: make (or replace) it.
-                _ => match identity::ensure(&self.pool, &self.key, row.agent_id).await {
-                    Ok(identity) => identity,
-                    // Deleted meanwhile.
-                    Err(IdentityError::NoAgent) => continue,
-                    Err(error) => return Err(error),
-                },
-            };
-            let recipient = crate::logins::Recipient {
-                id: row.agent_id,
-                workspace_id: row.workspace_id,
-                accepts: crate::harness::account_logins(&row.harness),
-                login_user_id: row.login_user_id,
-            };
-            // Its login user's provider logins ride along like attached secrets, with the requests
-            // the proxy answers itself (a ChatGPT login's refresh: only the server refreshes).
-            let mut answers = Vec::new();
-            let attached = match secrets::for_agent(&self.pool, &self.key, row.agent_id).await {
-                Ok(mut attached) => crate::logins::for_proxy(&self.pool, &self.key, recipient).await.map(|logins| {
-                    attached.extend(logins.secrets);
-                    answers = logins
-                        .answers
-                        .into_iter()
-                        .map(|(host, path, body)| super::file::AnswerEntry { host, path, body })
-                        .collect();
-                    attached
-                }),
-                Err(error) => Err(error),
-            };
-            let secrets = match attached {
-                Ok(attached) => SecretsInput::Attached(attached),
-                Err(ForAgentError::Db(error)) => return Err(error.into()),
-                Err(error @ ForAgentError::Open { .. }) => {
-                    tracing::warn!(agent.id = %row.agent_id, %error, "an attached secret does not open: nothing is injected for this agent");
-                    SecretsInput::Unreadable
-                }
-            };
-            // The hosts its harness talks to (its providers' APIs, as its adapter names them) and
-            // its repository's host (the clone, fetch and push go there).
-            let mut provider_hosts: Vec<String> = crate::harness::adapter(&row.harness)
-                .map(|a| a.profile().provider_hosts.iter().map(|h| (*h).to_owned()).collect())
-                .unwrap_or_default();
-            if let Some(repo) = crate::store::repos::get(&self.pool, row.agent_id).await?
-                && let Ok(repo) = agenthold_core::repo::Repo::parse(&repo.url, repo.branch.as_deref())
-            {
-                provider_hosts.push(repo.allow_entry());
-            }
-            agents.push(AgentInput {
-                agent_id: row.agent_id,
-                identity,
-                // As read; [`Self::admit_sources`] decides what is written.
-                source_addrs: row.source_addr.into_iter().collect(),
-                any_source: false,
-                egress: row.egress,
-                provider_hosts,
-                secrets,
-                answers,
-                mcp_credential: self
-                    .settings
-                    .server_route
-                    .as_ref()
-                    .map(|_| crate::mcp::credential::token(&self.key, row.agent_id)),
-            });
-        }
         Ok(Inputs {
             version: 0,
             ca: self.settings.ca.clone(),
             own_addrs: self.settings.own_addrs.clone(),
             allow_addrs: self.settings.allow_addrs.clone(),
-            agents,
+            agents: super::gather::agents(&self.pool, &self.key, self.settings.server_route.as_ref()).await?,
             upstream_overrides: self.settings.upstream_overrides.clone(),
             server_route: self.settings.server_route.clone(),
         })

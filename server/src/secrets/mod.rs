@@ -60,7 +60,15 @@ pub async fn for_agent(
     key: &MasterKey,
     agent_id: AgentId,
 ) -> Result<Vec<AttachedSecret>, ForAgentError> {
-    let sealed = store::secrets::sealed_for_agent(pool, agent_id).await?;
+    open_attached(key, store::secrets::sealed_for_agent(pool, agent_id).await?)
+}
+
+/// An agent's attached secrets as read ([`store::secrets::sealed_for_agents`]), opened. A value
+/// that does not open fails the whole call.
+pub fn open_attached(
+    key: &MasterKey,
+    sealed: Vec<store::secrets::SealedAttachment>,
+) -> Result<Vec<AttachedSecret>, ForAgentError> {
     sealed
         .into_iter()
         .map(|row| {

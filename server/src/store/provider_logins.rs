@@ -193,13 +193,18 @@ pub async fn list_for_user(pool: &PgPool, user_id: Uuid) -> sqlx::Result<Vec<Log
 
 /// The user's logins with their sealed values.
 pub async fn sealed_for_user(pool: &PgPool, user_id: Uuid) -> sqlx::Result<Vec<SealedLogin>> {
+    sealed_for_users(pool, &[user_id]).await
+}
+
+/// [`sealed_for_user`] for many users in one statement, by user and kind.
+pub async fn sealed_for_users(db: impl sqlx::PgExecutor<'_>, user_ids: &[Uuid]) -> sqlx::Result<Vec<SealedLogin>> {
     let rows = sqlx::query!(
         r#"SELECT id, user_id, kind, provider, state, placeholder_seed, connected_at, refreshed_at,
                   expires_at, failure, public, key_id, nonce, ciphertext
-           FROM provider_logins WHERE user_id = $1 ORDER BY kind"#,
-        user_id
+           FROM provider_logins WHERE user_id = ANY($1) ORDER BY user_id, kind"#,
+        user_ids
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()

@@ -54,6 +54,9 @@ pub struct FeedAgent {
     pub workspace_id: uuid::Uuid,
     /// Whose provider logins it uses.
     pub login_user_id: Option<uuid::Uuid>,
+    /// Whether that user is still a member of the agent's workspace (their logins reach it only
+    /// then).
+    pub login_user_member: bool,
     /// Its identity, if one was made.
     pub identity: Option<SealedIdentity>,
     /// Its allow-list in force: its own, else its workspace's default (empty when neither was
@@ -231,9 +234,12 @@ pub async fn set_workspace_default(
 }
 
 /// Every agent not being deleted, with its identity and allow-list, oldest first.
-pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
+pub async fn feed_agents(db: impl sqlx::PgExecutor<'_>) -> sqlx::Result<Vec<FeedAgent>> {
     let rows = sqlx::query!(
         r#"SELECT a.id, a.harness, a.workspace_id AS "workspace_id!", a.login_user_id,
+                  EXISTS (SELECT 1 FROM memberships m
+                          WHERE m.user_id = a.login_user_id AND m.workspace_id = a.workspace_id)
+                      AS "login_user_member!",
                   i.username AS "username?", i.key_id AS "key_id?", i.nonce AS "nonce?",
                   i.ciphertext AS "ciphertext?",
                   coalesce(e.allow, w.allow) AS "allow?", coalesce(e.presets, w.presets) AS "presets?",
@@ -246,7 +252,7 @@ pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
            WHERE a.deleting_at IS NULL
            ORDER BY a.created_at, a.id"#
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
@@ -262,6 +268,7 @@ pub async fn feed_agents(pool: &PgPool) -> sqlx::Result<Vec<FeedAgent>> {
                 harness: r.harness,
                 workspace_id: r.workspace_id,
                 login_user_id: r.login_user_id,
+                login_user_member: r.login_user_member,
                 identity,
                 egress: EgressRow { allow: r.allow.unwrap_or_default(), presets: r.presets.unwrap_or_default() },
                 source_addr: r.source_addr.and_then(|a| a.parse().ok()),

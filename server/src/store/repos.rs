@@ -51,14 +51,14 @@ pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<RepoRo
 }
 
 /// The repositories of these agents (those that have one).
-pub async fn for_agents(pool: &PgPool, agent_ids: &[Uuid]) -> sqlx::Result<Vec<RepoRow>> {
+pub async fn for_agents(db: impl sqlx::PgExecutor<'_>, agent_ids: &[Uuid]) -> sqlx::Result<Vec<RepoRow>> {
     sqlx::query_as!(
         RepoRow,
         r#"SELECT agent_id, url, branch, dir, state, error, updated_at FROM agent_repos
            WHERE agent_id = ANY($1)"#,
         agent_ids
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await
 }
 

@@ -384,27 +384,39 @@ pub async fn attachments(pool: &PgPool, agent_ids: &[Uuid]) -> sqlx::Result<Vec<
 /// An agent's attached secrets, sealed, by variable. Only secrets of the agent's own workspace,
 /// and nothing for an agent being deleted.
 pub async fn sealed_for_agent(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Vec<SealedAttachment>> {
+    Ok(sealed_for_agents(pool, &[agent_id.0]).await?.into_iter().map(|(_, sealed)| sealed).collect())
+}
+
+/// [`sealed_for_agent`] for many agents in one statement: (agent, attachment), by agent and
+/// variable.
+pub async fn sealed_for_agents(
+    db: impl sqlx::PgExecutor<'_>,
+    agent_ids: &[Uuid],
+) -> sqlx::Result<Vec<(AgentId, SealedAttachment)>> {
     let rows = sqlx::query!(
-        r#"SELECT x.env_name, x.placeholder, s.id, s.workspace_id, s.host, s.port, s.path_prefix, s.header,
-                  s.format, s.key_id, s.nonce, s.ciphertext
+        r#"SELECT x.agent_id, x.env_name, x.placeholder, s.id, s.workspace_id, s.host, s.port, s.path_prefix,
+                  s.header, s.format, s.key_id, s.nonce, s.ciphertext
            FROM agent_secrets x
            JOIN secrets s ON s.id = x.secret_id
            JOIN agents a ON a.id = x.agent_id AND a.workspace_id = s.workspace_id
-           WHERE x.agent_id = $1 AND a.deleting_at IS NULL
-           ORDER BY x.env_name"#,
-        agent_id.0
+           WHERE x.agent_id = ANY($1) AND a.deleting_at IS NULL
+           ORDER BY x.agent_id, x.env_name"#,
+        agent_ids
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| SealedAttachment {
-            env_name: r.env_name,
-            placeholder: r.placeholder,
-            secret_id: r.id,
-            workspace_id: r.workspace_id,
-            rule: rule(r.host, r.port, r.path_prefix, r.header, r.format),
-            sealed: Sealed { key_id: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext },
+        .map(|r| {
+            let sealed = SealedAttachment {
+                env_name: r.env_name,
+                placeholder: r.placeholder,
+                secret_id: r.id,
+                workspace_id: r.workspace_id,
+                rule: rule(r.host, r.port, r.path_prefix, r.header, r.format),
+                sealed: Sealed { key_id: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext },
+            };
+            (AgentId(r.agent_id), sealed)
         })
         .collect())
 }

@@ -216,3 +216,48 @@ async fn a_database_failure_keeps_the_last_file_and_a_secret_that_does_not_open_
     assert!(!std::fs::read_to_string(&path).expect("file").contains(&value_a));
     assert!(server.log().contains("nothing is injected for this agent"));
 }
+
+#[tokio::test]
+async fn each_of_many_agents_gets_its_own_secrets_from_one_read() {
+    let server = TestServer::start().await;
+    let path = server.data_dir.join("proxy.json");
+    let workspace = personal_workspace(&server).await;
+    // The feed reads every agent's attachments in one statement: each entry must still hold its
+    // own agent's values and no one else's (a third of them hold two, a third none).
+    let mut agents = Vec::new();
+    for i in 0..12 {
+        let agent = server.create_agent(json!({})).await;
+        let mut values = Vec::new();
+        for (n, env) in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"].iter().enumerate().take(i % 3) {
+            let value = unique_value();
+            let preset = if n == 0 { "anthropic" } else { "openai" };
+            let body = json!({"name": format!("k-{i}-{n}"), "preset": preset, "value": value});
+            let secret = create_secret(&server, &workspace, body).await;
+            let attach = format!("/api/v1/agents/{agent}/secrets/{env}");
+            assert_eq!(admin(&server, "PUT", &attach, json!({"secret_id": secret})).await.0, 200);
+            values.push(value);
+        }
+        agents.push((agent, values));
+    }
+    let injected = |f: &Value, agent: &str| -> Vec<String> {
+        let Some(rules) = sandbox(f, agent).and_then(|s| s["inject"].as_array()) else { return Vec::new() };
+        let mut values: Vec<String> = rules.iter().filter_map(|r| r["value"].as_str().map(str::to_owned)).collect();
+        values.sort();
+        values.dedup();
+        values
+    };
+    let (file, _) = wait_for(&path, "every agent with its secrets", |f| {
+        agents.iter().all(|(agent, values)| sandbox(f, agent).is_some() && injected(f, agent).len() == values.len())
+    })
+    .await;
+    for (agent, values) in &agents {
+        let mut expected = values.clone();
+        expected.sort();
+        assert_eq!(injected(&file, agent), expected, "agent {agent} holds exactly its own values");
+    }
+    let usernames: std::collections::HashSet<&str> = agents
+        .iter()
+        .map(|(agent, _)| sandbox(&file, agent).expect("entry")["username"].as_str().expect("name"))
+        .collect();
+    assert_eq!(usernames.len(), agents.len(), "one identity per agent");
+}
