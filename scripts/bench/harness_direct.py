@@ -8,6 +8,7 @@ prompt on the same process, and prints one JSON object: each phase in ms from `d
 (`*_at_ms`), the first update of each prompt, and the stand-in's first request (from RECORD).
 
     harness_direct.py HARNESS HOLDER IMAGE RECORD CERTS [--prompt TEXT] [--name CONTAINER] [--label L]
+        [--env NAME=VALUE]... [--save-dir HOME_SUBDIR:DEST]...
 """
 
 import argparse
@@ -20,11 +21,22 @@ import sys
 import threading
 import time
 
+
+def codex_catalog_script():
+    """codex.rs's CATALOG_CONFIG (the script codex-acp starts through: Codex's model catalog)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "../../server/src/harness/codex.rs")) as f:
+        text = f.read()
+    start = text.index('pub const CATALOG_CONFIG: &str = r#"') + len('pub const CATALOG_CONFIG: &str = r#"')
+    return text[start:text.index('"#', start)]
+
+
 # What agenthold's adapters set (server/src/harness/*.rs), without the egress proxy's variables.
+# (Codex: its launch's argv; `--argv '["codex-acp"]'` runs it as before the catalog setting.)
 HARNESSES = {
     "claude-code": (["claude-agent-acp"], "default", "ANTHROPIC_API_KEY", {
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "IS_SANDBOX": "1"}),
-    "codex": (["codex-acp"], "read-only", "OPENAI_API_KEY", {
+    "codex": (["/bin/sh", "-c", codex_catalog_script(), "agenthold-codex", "codex-acp"], "read-only", "OPENAI_API_KEY", {
         "CODEX_CONFIG": json.dumps({"check_for_update_on_startup": False, "analytics": {"enabled": False}}),
         "DEFAULT_AUTH_REQUEST": json.dumps({"methodId": "api-key"}), "NO_BROWSER": "1"}),
     "opencode": (["opencode", "acp"], None, "ANTHROPIC_API_KEY", {
@@ -39,6 +51,16 @@ BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 TRUST = dict({"NODE_EXTRA_CA_CERTS": CA_FILE}, **{k: BUNDLE for k in (
     "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE", "GIT_SSL_CAINFO",
     "PIP_CERT", "CARGO_HTTP_CAINFO")})
+# --save-dir: every SQLite database in the directory copied beside it as <name>.snapshot (the
+# online backup API: Codex's logs_2.sqlite is being written).
+SNAPSHOT_DBS = """import glob, sqlite3, sys
+for path in glob.glob(sys.argv[1] + '/*.sqlite'):
+    src = sqlite3.connect(path)
+    dst = sqlite3.connect(path + '.snapshot')
+    src.backup(dst)
+    dst.close()
+    src.close()
+"""
 # agenthold's `initialize` (core/src/acp/messages.rs).
 INITIALIZE = {"protocolVersion": 1, "clientInfo": {"name": "agenthold", "version": "0"},
               "clientCapabilities": {"_meta": {"terminal_output_delta": True, "terminal-auth": True},
@@ -128,7 +150,7 @@ def dns_stub(log_path):
 def main():
     if sys.argv[1:2] == ["--dns-stub"]:
         return dns_stub(sys.argv[2])
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(fromfile_prefix_chars="@")  # @FILE: more arguments, one a line
     p.add_argument("harness", choices=HARNESSES)
     p.add_argument("holder")
     p.add_argument("image")
@@ -139,12 +161,21 @@ def main():
     p.add_argument("--label", default="agenthold.bench-direct=1")
     p.add_argument("--timeout", type=float, default=180)
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE on top (e.g. RUST_LOG=debug)")
+    p.add_argument("--no-key", action="store_true", help="no API key variable (a harness signed in otherwise)")
+    p.add_argument("--argv", help="the harness's command instead of the usual one, as a JSON array "
+                                  "(e.g. a launch of a changed adapter)")
     p.add_argument("--stderr", help="write the harness's stderr here")
+    p.add_argument("--save-dir", action="append", default=[], metavar="SUBDIR:DEST",
+                   help="copy /home/agent/SUBDIR out to DEST before the harness is stopped "
+                        "(e.g. .codex:/tmp/x, for Codex's log ~/.codex/logs_2.sqlite)")
     p.add_argument("--pause", type=float, default=3, help="seconds between the first turn's end and the warm prompt")
     a = p.parse_args()
     argv, mode, key_var, env = HARNESSES[a.harness]
+    if a.argv:
+        argv = json.loads(a.argv)
     env = dict(env, HOME="/home/agent", NODE_OPTIONS="--max-old-space-size=1536", **TRUST)
-    env[key_var] = f"sk-direct-{os.getpid()}"
+    if not a.no_key:
+        env[key_var] = f"sk-direct-{os.getpid()}"
     env.update(e.split("=", 1) for e in a.env)
     # The limits of an agent of the server's defaults (2 CPUs, 2048 MiB: docker.rs, security::limit).
     docker = ["docker", "run", "-i", "--rm", "--name", a.name, "--label", a.label,
@@ -196,6 +227,16 @@ def main():
     except (RuntimeError, queue.Empty, KeyError) as e:
         out["error"] = str(e) or "timeout"
     finally:
+        if a.save_dir:
+            time.sleep(12)  # Codex writes its log in batches
+        for spec in a.save_dir:  # while the container still runs (it is --rm)
+            sub, dest = spec.split(":", 1)
+            # A consistent copy of each SQLite database first (a copied -wal may not match).
+            snap = subprocess.run(["docker", "exec", a.name, "python3", "-c", SNAPSHOT_DBS, f"/home/agent/{sub}"],
+                                  capture_output=True, check=False)
+            if snap.returncode:
+                out["save_error"] = snap.stderr.decode(errors="replace")[-500:]
+            subprocess.run(["docker", "cp", f"{a.name}:/home/agent/{sub}", dest], capture_output=True, check=False)
         h.proc.stdin.close()
         subprocess.run(["docker", "rm", "-f", a.name], capture_output=True, check=False)
         h.proc.wait()

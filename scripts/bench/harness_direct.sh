@@ -13,6 +13,13 @@
 # (harness_direct.py --dns-stub) answers every other name NXDOMAIN at once, as the egress proxy
 # refuses any other host at once. The stand-in's root CA is trusted the way sandboxd trusts the
 # proxy's (the same files and variables). A run whose stand-in recorded no request is invalid (null).
+#
+# Knobs (environment): DIRECT_HARNESSES (default "claude-code codex opencode": which to run);
+# DIRECT_ARGS_<harness, - as _> (more harness_direct.py arguments for that harness, split on
+# spaces, e.g. DIRECT_ARGS_codex="--env CODEX_CONFIG={...}"; or "@FILE", its arguments one a
+# line, for values with spaces: --argv '["codex-acp"]' runs Codex as before codex.rs's
+# CATALOG_CONFIG); DIRECT_SAVE_HOME=1 (each Codex run's ~/.codex copied to
+# CERTS/../direct/codex-<round>.home, with a consistent logs_2.sqlite.snapshot: Codex's log).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 certs=${1:?usage: $0 CERTS IMAGE [ROUNDS]}
@@ -44,11 +51,16 @@ for _ in $(seq 100); do [[ -s $work/anthropic.port && -s $work/openai.port ]] &&
 [[ -s $work/anthropic.port && -s $work/openai.port ]] || { echo "the stand-ins did not start" >&2; exit 1; }
 
 for round in $(seq "$rounds"); do
-    for harness in claude-code codex opencode; do
+    for harness in ${DIRECT_HARNESSES:-claude-code codex opencode}; do
         provider=$([[ $harness == codex ]] && echo openai || echo anthropic)
+        extra_var=DIRECT_ARGS_${harness//-/_}
+        read -r -a extra <<<"${!extra_var:-}"
+        if [[ ${DIRECT_SAVE_HOME:-0} == 1 && $harness == codex ]]; then
+            extra+=(--save-dir ".codex:$work/$harness-$round.home")
+        fi
         python3 "$here/harness_direct.py" "$harness" "$(cat "$work/holder-$provider")" "$image" \
             "$work/$provider.jsonl" "$work/certs" --label "$label" --name "bench-direct-$$-$harness" \
-            --stderr "$work/$harness-$round.stderr" | jq -c --argjson n "$round" '. + {round: $n}' >>"$work/runs.jsonl"
+            --stderr "$work/$harness-$round.stderr" ${extra[@]+"${extra[@]}"} | jq -c --argjson n "$round" '. + {round: $n}' >>"$work/runs.jsonl"
         tail -n 1 "$work/runs.jsonl" | jq -r '"\(.harness) direct (round \(.round)): first update \(.first_update_ms) ms cold (\(.first_update_kind)), \(.warm_first_update_ms) ms warm; \(.requests) + \(.warm_requests) requests at the stand-in\(if .error then "; error: " + .error else "" end)"' >&2
     done
 done

@@ -295,7 +295,11 @@ mod tests {
     #[test]
     fn codex_signs_in_with_its_key_and_asks_before_it_writes() {
         let launched = launch("codex", Some("gpt-x"));
-        assert_eq!(launched.argv, ["codex-acp"]);
+        assert_eq!(
+            launched.argv.last().map(String::as_str),
+            Some("codex-acp"),
+            "codex-acp, through the catalog script"
+        );
         let config: serde_json::Value =
             serde_json::from_str(env(&launched, "CODEX_CONFIG").expect("config")).expect("json");
         assert_eq!(config["model"], "gpt-x");
