@@ -348,20 +348,24 @@ async fn measure(config: &Config, api: &Api, agents: &mut Vec<String>) -> Result
     let approvals =
         approval::roundtrips(api, targets::APPROVAL_ROUNDS, tag, agents).await.context("approval round trip")?;
     progress(&format!("  median {:.2} ms", median(&approvals)));
-    if let Some(url) = &config.database_url {
-        replay_floor::settle(url).await?;
-    }
-    progress(&format!("replay: one stream from after=0 until {} events", config.replay_events));
-    let (replay_per_s, replay_s) = throughput::replay(api, &session, config.replay_events).await?;
-    progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));
-    let replay_floor = match &config.database_url {
+    let (replay_per_s, replay_s, replay_floor) = match &config.database_url {
         Some(url) => {
-            progress(&format!("replay floor: the same {} rows read and written to a socket", config.replay_events));
-            let (per_s, seconds) = replay_floor::measure(url, &session, config.replay_events).await?;
-            progress(&format!("  {per_s:.0} events/s ({seconds:.2} s)"));
-            Some((per_s, seconds))
+            progress(&format!(
+                "replay: one stream from after=0 until {} events, and its floor (the same rows read and written to a \
+                 socket), turn about ({} each, the best kept)",
+                config.replay_events,
+                replay_floor::ROUNDS
+            ));
+            let compared = replay_floor::compare(api, url, &session, config.replay_events, config.server_pid).await?;
+            let (replay, floor) = (compared.replay(), compared.floor());
+            (replay.per_s, replay.seconds, Some((floor.per_s, floor.seconds)))
         }
-        None => None,
+        None => {
+            progress(&format!("replay: one stream from after=0 until {} events", config.replay_events));
+            let (per_s, seconds) = throughput::replay(api, &session, config.replay_events).await?;
+            progress(&format!("  {per_s:.0} events/s ({seconds:.2} s)"));
+            (per_s, seconds, None)
+        }
     };
 
     // --- many agents at once ----------------------------------------------------------------

@@ -36,18 +36,14 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
         throughput::flood(api, &session, u64::try_from(top_up)?, 0, 1, config.server_pid).await?;
     }
     let url = config.database_url.as_deref().context("BENCH_ONLY=log needs the server's database (--database-url)")?;
-    replay_floor::settle(url).await?;
-    progress(&format!("replay: one stream from after=0 until {} events", config.replay_events));
-    let replay_cpu_before = config.server_pid.and_then(throughput::cpu_seconds);
-    let (replay_per_s, replay_s) = throughput::replay(api, &session, config.replay_events).await?;
-    let replay_cpu = config
-        .server_pid
-        .and_then(throughput::cpu_seconds)
-        .zip(replay_cpu_before)
-        .map(|(after, before)| (after - before) * 1000.0 / config.replay_events as f64 * 1000.0);
-    progress(&format!("  {replay_per_s:.0} events/s ({replay_s:.2} s)"));
-    let (floor_per_s, floor_s) = replay_floor::measure(url, &session, config.replay_events).await?;
-    progress(&format!("  floor: {floor_per_s:.0} events/s ({floor_s:.2} s)"));
+    progress(&format!(
+        "replay: one stream from after=0 until {} events, and its floor, turn about ({} each, the best kept)",
+        config.replay_events,
+        replay_floor::ROUNDS
+    ));
+    let compared = replay_floor::compare(api, url, &session, config.replay_events, config.server_pid).await?;
+    let (replay, floor) = (compared.replay(), compared.floor());
+    let (replay_per_s, floor_per_s, replay_cpu) = (replay.per_s, floor.per_s, replay.server_cpu_ms_per_1k);
 
     let (flood_vs_raw, replay_vs_floor) = (flood_per_s / raw_per_s, replay_per_s / floor_per_s);
     let targets = json!({
@@ -64,6 +60,9 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
         "replay_cpu_ms_per_1k_events": replay_cpu.map(|v| round(v, 1)),
         "replay_floor_events_per_s": round(floor_per_s, 0),
         "replay_vs_floor": round(replay_vs_floor, 3),
+        "replay_rounds": compared.replays.iter().zip(&compared.floors)
+            .map(|(r, f)| json!({"replay_events_per_s": round(r.per_s, 0), "floor_events_per_s": round(f.per_s, 0)}))
+            .collect::<Vec<_>>(),
         "targets": targets,
         "all_pass": all_pass,
     }))

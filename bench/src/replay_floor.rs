@@ -4,6 +4,8 @@
 //! the same run right after agenthold's replay. No WebSocket, no framing beyond one line per
 //! event, no JSON parsing on either side; the next page is read while the current one is written
 //! (as the server's catch-up does), so the floor is the faster of Postgres and the socket.
+//! [`compare`] takes the replay and the floor turn about, [`ROUNDS`] times each, and keeps the
+//! best of each: on this shared machine one run of either spread by a third.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,75 @@ use uuid::Uuid;
 const PAGE: i64 = 2000;
 /// The longest the floor may take before the run is called failed.
 const DEADLINE: Duration = Duration::from_secs(120);
+
+/// How many times the replay and its floor are each taken (turn about).
+pub const ROUNDS: usize = 3;
+
+/// One replay or floor run: events per second, seconds, and the server's CPU per 1,000 events
+/// (the replay's, when its pid is known).
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    /// Events per second.
+    pub per_s: f64,
+    /// How long it took.
+    pub seconds: f64,
+    /// The server's CPU per 1,000 events, ms.
+    pub server_cpu_ms_per_1k: Option<f64>,
+}
+
+/// The replay and its floor, [`ROUNDS`] of each, turn about (after [`settle`]).
+#[derive(Debug, Clone)]
+pub struct Compared {
+    /// The replay's runs, in order.
+    pub replays: Vec<Run>,
+    /// The floor's runs, in order.
+    pub floors: Vec<Run>,
+}
+
+impl Compared {
+    /// The fastest replay.
+    pub fn replay(&self) -> Run {
+        best(&self.replays)
+    }
+    /// The fastest floor.
+    pub fn floor(&self) -> Run {
+        best(&self.floors)
+    }
+}
+
+fn best(runs: &[Run]) -> Run {
+    runs.iter().copied().fold(Run { per_s: 0.0, seconds: 0.0, server_cpu_ms_per_1k: None }, |a, b| {
+        if b.per_s > a.per_s { b } else { a }
+    })
+}
+
+/// Settles the table, then replays `count` events of `session_id` through the server and reads
+/// them as the floor does, turn about, [`ROUNDS`] times each.
+pub async fn compare(
+    api: &crate::api::Api,
+    database_url: &str,
+    session_id: &str,
+    count: i64,
+    server_pid: Option<u32>,
+) -> Result<Compared> {
+    settle(database_url).await?;
+    let mut compared = Compared { replays: Vec::new(), floors: Vec::new() };
+    for round in 1..=ROUNDS {
+        let cpu_before = server_pid.and_then(crate::throughput::cpu_seconds);
+        let (per_s, seconds) = crate::throughput::replay(api, session_id, count).await?;
+        let server_cpu_ms_per_1k = server_pid
+            .and_then(crate::throughput::cpu_seconds)
+            .zip(cpu_before)
+            .map(|(after, before)| (after - before) * 1000.0 / count as f64 * 1000.0);
+        compared.replays.push(Run { per_s, seconds, server_cpu_ms_per_1k });
+        let (floor_per_s, floor_seconds) = measure(database_url, session_id, count).await?;
+        compared.floors.push(Run { per_s: floor_per_s, seconds: floor_seconds, server_cpu_ms_per_1k: None });
+        crate::progress(&format!(
+            "  round {round}: replay {per_s:.0} events/s ({seconds:.2} s), floor {floor_per_s:.0} events/s ({floor_seconds:.2} s)"
+        ));
+    }
+    Ok(compared)
+}
 
 /// Vacuums the server's `events` table, so the replay and its floor read rows in the same state:
 /// the first read of rows a flood has just committed checks each one's transaction and sets its
