@@ -19,7 +19,8 @@
 //! network is `internal` (Docker forwards nothing out of it) with a bridge named for
 //! [`super::firewall`], whose host rules let the sandbox reach only the tunnel and the egress
 //! proxy; `host.docker.internal` names the network's own gateway, the one host address the
-//! sandbox has a path to.
+//! sandbox has a path to. The tools volume is [`tools_volume`], the driver's part of the orphan
+//! sweep [`sweep`].
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,10 +28,7 @@ use std::path::PathBuf;
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, VolumeCreateRequest};
-use bollard::query_parameters::{
-    CreateContainerOptions, RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
-};
-use bytes::Bytes;
+use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions, StopContainerOptions};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use sha2::Digest;
@@ -42,6 +40,9 @@ use super::docker_networks::Networks;
 use super::docker_security::{self as security, Posture};
 use super::{DiskCheck, DiskEnforcement, DiskLimits, DriverError, SandboxDriver, SandboxSpec, SandboxStatus};
 use crate::ids::AgentId;
+
+mod sweep;
+mod tools_volume;
 
 /// Where agenthold's tools live inside a container.
 pub const TOOLS_DIR: &str = "/opt/agenthold";
@@ -266,92 +267,6 @@ impl DockerDriver {
             labels.insert(PROXY_CA_LABEL.to_owned(), hash.clone());
         }
         labels
-    }
-
-    /// The tools volume, created and filled on first use: a never-started helper container
-    /// mounts it and receives the archive (Docker's archive upload, which works for local and
-    /// remote engines alike). Sandboxes then mount it instead of each receiving an upload.
-    async fn tools_volume(&self, image: &str) -> Result<String, DriverError> {
-        let cell = self.tools_volume.get_or_try_init(|| async {
-            let name = self.tools_name().await?;
-            // A volume a sandbox was made with is filled already (its name is its content's
-            // hash): filling it again would rewrite binaries running sandboxes execute ("text
-            // file busy"), as another replica, or this server restarted, would.
-            if self.tools_in_use(&name).await? {
-                return Ok(name);
-            }
-            let tar = self.tools_tar().await?;
-            let volume = VolumeCreateRequest {
-                name: Some(name.clone()),
-                labels: Some(self.labels_of_instance()),
-                ..Default::default()
-            };
-            self.docker.create_volume(volume).await.map_err(engine)?;
-            let helper = format!("{name}-fill-{}", uuid::Uuid::new_v4().simple());
-            let body = ContainerCreateBody {
-                image: Some(image.to_owned()),
-                entrypoint: Some(vec!["/bin/true".to_owned()]),
-                labels: Some(self.labels_of_instance()),
-                host_config: Some(HostConfig {
-                    mounts: Some(vec![Mount {
-                        target: Some(TOOLS_DIR.to_owned()),
-                        source: Some(name.clone()),
-                        typ: Some(MountType::VOLUME),
-                        ..Default::default()
-                    }]),
-                    network_mode: Some("none".to_owned()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            let options = CreateContainerOptions { name: Some(helper.clone()), ..Default::default() };
-            let created = match self.docker.create_container(Some(options), body).await {
-                Ok(created) => created,
-                Err(error) if status_of(&error) == Some(404) => {
-                    return Err(DriverError::ImageNotFound(image.to_owned()));
-                }
-                Err(error) => return Err(engine(error)),
-            };
-            let upload = UploadToContainerOptions { path: "/".to_owned(), ..Default::default() };
-            let uploaded = self.docker.upload_to_container(&created.id, Some(upload), bollard::body_full(tar)).await;
-            let remove = RemoveContainerOptions { force: true, ..Default::default() };
-            let _ = self.docker.remove_container(&created.id, Some(remove)).await;
-            uploaded.map_err(engine)?;
-            Ok::<_, DriverError>(name)
-        });
-        cell.await.cloned()
-    }
-
-    /// Whether a container (a sandbox, running or not) was made with this tools volume.
-    async fn tools_in_use(&self, name: &str) -> Result<bool, DriverError> {
-        let options = bollard::query_parameters::ListContainersOptions {
-            all: true,
-            limit: Some(1),
-            filters: Some(HashMap::from([(
-                "label".to_owned(),
-                vec![format!("agenthold.instance={}", self.instance), format!("{TOOLS_LABEL}={name}")],
-            )])),
-            ..Default::default()
-        };
-        Ok(!self.docker.list_containers(Some(options)).await.map_err(engine)?.is_empty())
-    }
-
-    /// The tools volume's name, from the content hash of the tools archive (which is built
-    /// again to fill the volume rather than kept in memory).
-    async fn tools_name(&self) -> Result<String, DriverError> {
-        let name = self.tools_name.get_or_try_init(|| async {
-            let tar = self.tools_tar().await?;
-            let digest = sha2::Sha256::digest(&tar);
-            Ok::<_, DriverError>(format!("{}-tools-{}", self.instance, hex::encode(&digest[..8])))
-        });
-        name.await.cloned()
-    }
-
-    async fn tools_tar(&self) -> Result<Bytes, DriverError> {
-        let bin_dir = self.bin_dir.clone();
-        tokio::task::spawn_blocking(move || super::docker_tools::build_tools_tar(&bin_dir))
-            .await
-            .map_err(|e| DriverError::Engine(e.to_string()))?
     }
 
     fn labels_of_instance(&self) -> HashMap<String, String> {
@@ -622,93 +537,11 @@ impl SandboxDriver for DockerDriver {
     }
 
     fn labelled_objects(&self) -> BoxFuture<'_, Result<Vec<super::Labelled>, DriverError>> {
-        async move {
-            use super::{Labelled, ObjectKind};
-            let filters = || {
-                let labels = vec![format!("agenthold.instance={}", self.instance), "agenthold.agent".to_owned()];
-                Some(HashMap::from([("label".to_owned(), labels)]))
-            };
-            let agent_of = |labels: Option<&HashMap<String, String>>| {
-                labels.and_then(|l| l.get("agenthold.agent")).and_then(|a| a.parse::<AgentId>().ok())
-            };
-            // The replica that made a ready network or holder.
-            let made_by = |labels: Option<&HashMap<String, String>>| {
-                labels.and_then(|l| l.get(super::docker_networks::REPLICA_LABEL)).and_then(|r| r.parse().ok())
-            };
-            let date = |text: Option<&String>| {
-                text.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|d| d.with_timezone(&chrono::Utc))
-            };
-            let mut found = Vec::new();
-            let options = bollard::query_parameters::ListContainersOptions {
-                all: true,
-                filters: filters(),
-                ..Default::default()
-            };
-            for container in self.docker.list_containers(Some(options)).await.map_err(engine)? {
-                let (Some(agent_id), Some(id)) = (agent_of(container.labels.as_ref()), container.id) else { continue };
-                // A ready network's holder goes with it.
-                if self.networks.is_ready(agent_id) {
-                    continue;
-                }
-                let created = container.created.and_then(|s| chrono::DateTime::from_timestamp(s, 0));
-                let made_by = made_by(container.labels.as_ref());
-                found.push(Labelled {
-                    kind: ObjectKind::Container,
-                    name: id,
-                    agent_id,
-                    created,
-                    engine: None,
-                    made_by,
-                });
-            }
-            let options = bollard::query_parameters::ListVolumesOptions { filters: filters() };
-            let volumes = self.docker.list_volumes(Some(options)).await.map_err(engine)?.volumes.unwrap_or_default();
-            for volume in volumes {
-                let Some(agent_id) = agent_of(Some(&volume.labels)) else { continue };
-                let created = date(volume.created_at.as_ref());
-                let (name, made_by) = (volume.name, None);
-                found.push(Labelled { kind: ObjectKind::Volume, name, agent_id, created, engine: None, made_by });
-            }
-            let options = bollard::query_parameters::ListNetworksOptions { filters: filters() };
-            for network in self.docker.list_networks(Some(options)).await.map_err(engine)? {
-                let (Some(agent_id), Some(name)) = (agent_of(network.labels.as_ref()), network.name) else { continue };
-                if self.networks.is_ready(agent_id) {
-                    continue;
-                }
-                let created = date(network.created.as_ref());
-                let made_by = made_by(network.labels.as_ref());
-                found.push(Labelled { kind: ObjectKind::Network, name, agent_id, created, engine: None, made_by });
-            }
-            Ok(found)
-        }
-        .boxed()
+        self.list_labelled().boxed()
     }
 
     fn remove_object<'a>(&'a self, object: &'a super::Labelled) -> BoxFuture<'a, Result<(), DriverError>> {
-        async move {
-            use super::ObjectKind;
-            let gone = |result: Result<(), BollardError>| match result {
-                Ok(()) => Ok(()),
-                Err(error) if status_of(&error) == Some(404) => Ok(()),
-                Err(error) => Err(engine(error)),
-            };
-            match object.kind {
-                ObjectKind::Container => remove_container(&self.docker, &object.name).await,
-                ObjectKind::Volume => gone(
-                    self.docker
-                        .remove_volume(&object.name, None::<bollard::query_parameters::RemoveVolumeOptions>)
-                        .await,
-                ),
-                // By the agent's network name, which also gives its subnet back.
-                ObjectKind::Network if object.name == self.network(object.agent_id) => {
-                    self.networks.remove(object.agent_id).await
-                }
-                ObjectKind::Network => gone(self.docker.remove_network(&object.name).await),
-                // Kubernetes objects only; never listed here.
-                ObjectKind::Secret => Ok(()),
-            }
-        }
-        .boxed()
+        self.remove_labelled(object).boxed()
     }
 
     fn update_limits(
