@@ -61,9 +61,14 @@ pub async fn sweep(driver: &dyn SandboxDriver, pool: &sqlx::PgPool, grace: Durat
     let mut ids: Vec<uuid::Uuid> = objects.iter().map(|o| o.agent_id.0).collect();
     ids.sort_unstable();
     ids.dedup();
+    // Pooled sandboxes (the warm pool) belong to agents not created yet. The pool is read before
+    // the agents: a claim moves a sandbox from the pool to a new agent in one transaction, so read
+    // in this order it is in one set or the other whenever the claim commits (read the other way
+    // round, a claim committed between the reads was in neither, and the agent's sandbox was taken
+    // for an orphan).
+    let pooled = crate::store::warm_pool::all(pool).await?;
     let mut agents: HashSet<AgentId> = crate::store::agents::existing(pool, &ids).await?.into_iter().collect();
-    // Pooled sandboxes (the warm pool) belong to agents not created yet.
-    agents.extend(crate::store::warm_pool::all(pool).await?);
+    agents.extend(pooled);
     // Ready networks (and holders) of live replicas are theirs to hand out.
     let alive: HashSet<uuid::Uuid> = crate::store::replicas::alive(pool).await?.into_iter().collect();
     let mut removed = 0;
