@@ -2,7 +2,7 @@
 //! PersistentVolumeClaim for `/home/agent`, a Secret holding the sandbox token (the Pod refers to
 //! it; the token is never in the Pod spec) and a NetworkPolicy letting the Pod reach only the
 //! server's tunnel, the egress proxy and the cluster DNS. The objects are built by the pure
-//! [`manifests`]; this module makes the API calls.
+//! [`manifests`] from the driver's [`settings`]; this module makes the API calls.
 //!
 //! Sleep deletes the Pod and keeps the claim and the Secret (whose annotation records what the
 //! Pod is made from); a wake makes the Pod again. Destroy deletes all four. A Pod whose settings
@@ -12,6 +12,7 @@
 //! it is tested against recorded API exchanges (docs/kubernetes.md says exactly what).
 
 pub mod manifests;
+pub mod settings;
 
 use std::time::{Duration, Instant};
 
