@@ -111,8 +111,15 @@ pub async fn settle(database_url: &str) -> Result<()> {
 /// from before the first query until the reader has counted the last line, and the seconds.
 pub async fn measure(database_url: &str, session_id: &str, count: i64) -> Result<(f64, f64)> {
     let session = Uuid::parse_str(session_id).context("the session id")?;
+    // Postgres's generic plan for the page query, as the server reads it (`page_encoded`).
     let pool = PgPoolOptions::new()
         .max_connections(2)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query("SET plan_cache_mode = force_generic_plan").execute(conn).await?;
+                Ok(())
+            })
+        })
         .connect(database_url)
         .await
         .context("connecting to the server's database")?;
