@@ -341,12 +341,6 @@ pub struct Page {
 /// by the item budget anyway). The rows are read as they arrive and the read is dropped at the
 /// byte budget, so at most `max_bytes` and one event are held; the query is the plain ordered
 /// read (a running sum in SQL made Postgres, the catch-up's bottleneck, do twice the work).
-///
-/// It is read with Postgres's generic plan (`plan_cache_mode`, for this transaction only): by
-/// default each connection plans its first five executions of a prepared statement with their
-/// values, and on a session whose rows a flood has just written those plans made every page about
-/// five times slower — a replay's first catch-up on a connection ran at 74,000–101,000 events/s
-/// where later ones, on the generic plan, ran at 415,000–530,000 (docs/benchmarks.md).
 pub async fn page_encoded(
     pool: &PgPool,
     session_id: SessionId,
@@ -355,8 +349,6 @@ pub async fn page_encoded(
     max_bytes: i64,
 ) -> sqlx::Result<Page> {
     use futures_util::TryStreamExt;
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET LOCAL plan_cache_mode = force_generic_plan").execute(&mut *tx).await?;
     let mut rows = sqlx::query!(
         r#"SELECT seq, type, payload::text AS "payload!", created_at FROM events
            WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"#,
@@ -364,7 +356,7 @@ pub async fn page_encoded(
         after,
         limit
     )
-    .fetch(&mut *tx);
+    .fetch(pool);
     let budget = usize::try_from(max_bytes).unwrap_or(usize::MAX);
     let (mut events, mut bytes, mut more) = (Vec::new(), 0usize, false);
     while let Some(r) = rows.try_next().await? {
@@ -376,8 +368,6 @@ pub async fn page_encoded(
             break;
         }
     }
-    drop(rows);
-    tx.commit().await?;
     more |= events.len() as i64 >= limit;
     Ok(Page { events, more })
 }
