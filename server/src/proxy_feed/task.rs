@@ -230,10 +230,28 @@ impl Feed {
             ca: self.settings.ca.clone(),
             own_addrs: self.settings.own_addrs.clone(),
             allow_addrs: self.settings.allow_addrs.clone(),
-            agents: super::gather::agents(&self.pool, &self.key, self.settings.server_route.as_ref()).await?,
+            agents: self.read_agents().await?,
             upstream_overrides: self.settings.upstream_overrides.clone(),
             server_route: self.settings.server_route.clone(),
         })
+    }
+}
+
+impl Feed {
+    /// [`super::gather::agents`] in a task of its own: the read runs in a transaction, and the
+    /// rebuild's deadline must not cancel it between its `BEGIN` and its end (a connection would
+    /// go back to the pool inside an open transaction). Past the deadline the task finishes on
+    /// its own and its result is dropped.
+    async fn read_agents(&self) -> Result<Vec<super::build::AgentInput>, IdentityError> {
+        let (pool, key, route) = (self.pool.clone(), Arc::clone(&self.key), self.settings.server_route.clone());
+        let read = tokio::spawn(async move { super::gather::agents(&pool, &key, route.as_ref()).await });
+        match read.await {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::error!(%error, "the proxy feed's read failed");
+                Err(IdentityError::Db(sqlx::Error::WorkerCrashed))
+            }
+        }
     }
 }
 
