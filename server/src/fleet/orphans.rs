@@ -62,10 +62,10 @@ pub async fn sweep(driver: &dyn SandboxDriver, pool: &sqlx::PgPool, grace: Durat
     ids.sort_unstable();
     ids.dedup();
     // Pooled sandboxes (the warm pool) belong to agents not created yet. The pool is read before
-    // the agents: a claim moves a sandbox from the pool to a new agent in one transaction, so read
-    // in this order it is in one set or the other whenever the claim commits (read the other way
-    // round, a claim committed between the reads was in neither, and the agent's sandbox was taken
-    // for an orphan).
+    // the agents: a claim first stores the agent under the sandbox's id, then takes the sandbox out
+    // of the pool, so read in this order the id is in one set or the other whenever the claim
+    // happens (read the other way round, a claim between the reads was in neither, and the agent's
+    // sandbox was taken for an orphan).
     let pooled = crate::store::warm_pool::all(pool).await?;
     let mut agents: HashSet<AgentId> = crate::store::agents::existing(pool, &ids).await?.into_iter().collect();
     agents.extend(pooled);
