@@ -179,7 +179,13 @@ pub fn database_up(up: bool) {
     metrics::gauge!("agenthold_database_up").set(if up { 1.0 } else { 0.0 });
 }
 
-/// Pooled sandboxes connected and ready to claim.
+/// An agent claimed a pooled harness: took it running (`taken`), or only its sandbox.
+pub fn pooled_harness_claimed(taken: bool) {
+    let outcome = if taken { "taken" } else { "differed" };
+    metrics::counter!("agenthold_pooled_harness_claims_total", "outcome" => outcome).increment(1);
+}
+
+/// Pooled sandboxes ready to claim.
 pub fn warm_pool(ready: usize) {
     metrics::gauge!("agenthold_warm_pool_ready").set(ready as f64);
 }

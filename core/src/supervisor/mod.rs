@@ -47,7 +47,9 @@ pub use auth::Auth;
 pub use disk::says_disk_full;
 pub use failure::{Failure, FailureCode, WakeError};
 pub use grants::Grant;
-pub use harness::{Harness, HarnessStreams, Phase, Question, QuestionKind, SessionPhase};
+pub use harness::{
+    Harness, HarnessStreams, Phase, Question, QuestionKind, STDERR_TAIL_BYTES, SessionPhase, with_stderr,
+};
 pub use observed::Observed;
 pub use parking::Parked;
 pub use sandboxd::{ExitStatus, FromSandboxd, ProcessStart, ProcessState, ResumeFrom, ToSandboxd};

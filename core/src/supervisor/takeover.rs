@@ -42,6 +42,10 @@ pub struct SnapshotHarness {
     pub session_cwd: Option<String>,
     /// The login method the agent names (`auth_method`), signed in with when it asks.
     pub auth_method: Option<String>,
+    /// Login methods its adapter may call on its own, whose key its environment holds.
+    pub automatic: Vec<String>,
+    /// The names of the variables it was started with.
+    pub delivered: Vec<String>,
 }
 
 /// What a takeover reads.
@@ -155,9 +159,8 @@ impl Core {
                 harness.session_mode = known.session_mode;
                 harness.mcp_servers = known.mcp_servers;
                 harness.session_cwd = known.session_cwd;
-                // What its start knew of its environment is not kept: after a takeover it signs in
-                // with the agent's named method only.
-                harness.auth = super::Auth::new(known.auth_method, Vec::new(), Vec::new());
+                // Signed in as its start would have: its variables' names are kept with it.
+                harness.auth = super::Auth::new(known.auth_method, known.automatic, known.delivered);
                 if let Some(init) = &known.init {
                     harness.auth.read_advertised(init);
                 }

@@ -49,6 +49,13 @@ pub struct CreateAgent {
     /// Plain environment variables (names that look like credentials are refused: use secrets).
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// Secrets of the workspace attached at once, by variable (`{"ANTHROPIC_API_KEY": "<secret
+    /// id>"}`), as `PUT /api/v1/agents/{id}/secrets/{env_name}` would; at most 32. An agent
+    /// created with the secrets a pooled harness was started for takes it running
+    /// (docs/design.md, "Pooled harnesses").
+    #[serde(default)]
+    #[schema(value_type = BTreeMap<String, uuid::Uuid>)]
+    secrets: BTreeMap<String, uuid::Uuid>,
     /// The sandbox image; default: the server's (its base image for the real harnesses).
     image: Option<String>,
     /// Resource limits; default: the server's.
@@ -171,6 +178,8 @@ pub async fn create(
     let posture = check_posture(&state, body.posture)?;
     let policy = check_policy(body.policy)?;
     check_env(&body.env)?;
+    let secrets = super::create_secrets::check(&state, workspace_id, &body.env, &body.secrets).await?;
+    let secret_variables: Vec<String> = secrets.iter().map(|named| named.env_name().to_owned()).collect();
     let egress = body
         .egress
         .map(egress::validate)
@@ -234,9 +243,17 @@ pub async fn create(
         placements += 1;
         // A sandbox started ahead (the warm pool, on the local engine) gives the agent its id;
         // not to one with a disk size of its own (a sandbox's size is fixed when it is made).
-        let claimed = (placement.engine == crate::sandbox::LOCAL_ENGINE && disk_mib == state.config.default_disk_mib())
-            .then(|| state.warm_pool.as_ref().and_then(|pool| pool.claim(&agent.image)))
-            .flatten();
+        let wanted = crate::fleet::warm_pool::Wanted {
+            harness: &agent.harness,
+            model: agent.model.as_deref(),
+            variables: &secret_variables,
+        };
+        let claimed = match (&state.warm_pool, placement.engine == crate::sandbox::LOCAL_ENGINE) {
+            (Some(pool), true) if disk_mib == state.config.default_disk_mib() => {
+                pool.claim(&agent.image, Some(wanted)).await
+            }
+            _ => None,
+        };
         agent.id = claimed
             .as_ref()
             .map_or_else(|| state.driver.next_agent_id_on(&placement.engine), |claimed| claimed.agent_id);
@@ -275,10 +292,19 @@ pub async fn create(
             Err(InsertError::Db(error)) => return Err(error.into()),
         }
     };
+    // Under the pooled harness's placeholders when it has one in the variable.
+    let pooled_placeholder = |variable: &str| match claimed.as_ref().map(|c| &c.taken) {
+        Some(crate::fleet::warm_pool::Taken::Harness(warmed)) => warmed.plan.placeholder(variable).map(str::to_owned),
+        _ => None,
+    };
+    let attached =
+        super::create_secrets::attach(&state, &principal, agent.id, workspace_id, secrets, pooled_placeholder).await;
+    // The sandbox is the agent's whatever happened to its secrets.
     if let Some(claimed) = claimed {
         let limits = (agent.cpus, agent.memory_mib, agent.pids_limit);
         super::warm_claim::take_over(&state, agent.id, limits, claimed).await;
     }
+    attached?;
     if let Some(egress) = &egress {
         store::proxy_identities::set_egress(&state.pool, agent.id, egress).await?;
     }

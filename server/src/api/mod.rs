@@ -8,6 +8,7 @@ mod agent_settings;
 mod agent_view;
 mod agents;
 mod body_read;
+mod create_secrets;
 mod egress;
 pub mod error;
 mod extract;

@@ -304,7 +304,7 @@ pub async fn delete(
 
 /// 400 `HOST_NOT_COVERED` when the egress proxy's CA does not cover `host`: the proxy could never
 /// inject a secret there (docs/proxy.md, "Secrets for other hosts").
-async fn ensure_covered(state: &AppState, host: &str) -> Result<(), ApiError> {
+pub(super) async fn ensure_covered(state: &AppState, host: &str) -> Result<(), ApiError> {
     if crate::proxy_feed::coverage::covers(&state.config, host).await.map_err(ApiError::Internal)? {
         Ok(())
     } else {

@@ -1,39 +1,170 @@
-//! A new agent taking a sandbox from the warm pool (`sandbox::warm_pool`): the agent was created
+//! A new agent taking a sandbox from the warm pool (`fleet::warm_pool`): the agent was created
 //! with the pooled sandbox's id; here its token moves to the agent, the agent's own limits are
 //! applied to the running container, its address is recorded for the egress proxy, and the live
 //! sandboxd connection goes to the agent's supervisor — so the first prompt starts the harness
 //! at once. If any step fails the container is removed (the home stays) and the first prompt
 //! makes it again, the cold way.
+//!
+//! A sandbox whose harness the pool started (`fleet::pooled_harness`) is bound to the agent
+//! first: the pool's proxy identity becomes the agent's (its secrets were attached under the
+//! pool's placeholders when it was created), then the start the agent's own harness would have
+//! is compared with the pooled one. The same: the harness is recorded as the agent's (in the
+//! transaction that moves the token) and handed over running — the supervisor takes it over as
+//! after a restart. Not: why is logged and audited, and the pooled harness is dropped (the
+//! supervisor's takeover does not know it, so sandboxd ends it); the agent keeps the sandbox.
+//! The agent's id is the sandbox's, so no step, interrupted, leaves a sandbox bound to two
+//! agents.
 
-use crate::fleet::warm_pool::Claimed;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::fleet::pooled_harness::Warmed;
+use crate::fleet::warm_pool::{Claimed, Taken};
 use crate::ids::AgentId;
 use crate::state::AppState;
 use crate::store;
+use crate::store::sandboxes::AdoptedHarness;
 
 /// The limits an agent was created with: cpus, memory (MiB), pids.
 pub type Limits = (f64, i32, i32);
 
+/// How long a claim waits for the proxy feed to write the agent's binding (its address, identity
+/// and secrets) before the harness may send its first request.
+const FEED_WAIT: Duration = Duration::from_secs(5);
+
 /// Hands `claimed` to the agent just created with its id.
 pub async fn take_over(state: &AppState, agent_id: AgentId, limits: Limits, claimed: Claimed) {
-    match hand_over(state, agent_id, limits, &claimed.handle).await {
+    let held = match claimed.taken {
+        Taken::Plain(held) => held,
+        Taken::Harness(warmed) => return take_harness(state, agent_id, limits, &claimed.handle, *warmed).await,
+    };
+    match hand_over(state, agent_id, limits, &claimed.handle, None).await {
         Ok(()) => {
-            let held = claimed.held;
             state.dispatch.attach(agent_id, held.link, held.hello, held.inbox).await;
             tracing::info!(agent.id = %agent_id, "the agent took a sandbox from the warm pool");
         }
         Err(error) => {
-            tracing::warn!(%error, agent.id = %agent_id, "taking a pooled sandbox failed; its first prompt makes one");
-            claimed.held.link.close();
-            if let Err(error) = state.driver.remove_container(agent_id).await {
-                tracing::warn!(%error, agent.id = %agent_id, "removing the pooled container");
-            }
-            let _ = store::warm_pool::delete(&state.pool, agent_id).await;
+            held.link.close();
+            give_up(state, agent_id, &error).await;
         }
     }
 }
 
-async fn hand_over(state: &AppState, agent_id: AgentId, limits: Limits, handle: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(store::warm_pool::claim(&state.pool, agent_id, handle).await?, "the sandbox was not pooled");
+/// The sandbox is removed (its home stays): the agent's first prompt makes it again.
+async fn give_up(state: &AppState, agent_id: AgentId, error: &anyhow::Error) {
+    tracing::warn!(%error, agent.id = %agent_id, "taking a pooled sandbox failed; its first prompt makes one");
+    if let Err(error) = state.driver.remove_container(agent_id).await {
+        tracing::warn!(%error, agent.id = %agent_id, "removing the pooled container");
+    }
+    let _ = store::warm_pool::delete(&state.pool, agent_id).await;
+}
+
+/// Binds a pooled harness to the agent and hands it over running, or drops it and hands over
+/// the sandbox alone.
+async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handle: &str, warmed: Warmed) {
+    let differences = match bind(state, agent_id, &warmed).await {
+        Ok(differences) => differences,
+        Err(error) => {
+            warmed.held.link.close();
+            return give_up(state, agent_id, &error).await;
+        }
+    };
+    let adopted = differences.is_empty().then(|| AdoptedHarness {
+        channel: crate::fleet::pooled_harness::CHANNEL,
+        stdout_offset: warmed.stdout_read,
+        init: warmed.init.clone(),
+        env_names: warmed.plan.env.iter().map(|(name, _)| name.clone()).collect(),
+    });
+    if let Err(error) = hand_over(state, agent_id, limits, handle, adopted.as_ref()).await {
+        warmed.held.link.close();
+        return give_up(state, agent_id, &error).await;
+    }
+    audit(state, agent_id, &warmed, &differences).await;
+    let why = differences.join("; ");
+    let hello = if differences.is_empty() { warmed.hello() } else { warmed.held.hello.clone() };
+    let held = warmed.held;
+    state.dispatch.attach(agent_id, held.link, hello, held.inbox).await;
+    crate::metrics::pooled_harness_claimed(differences.is_empty());
+    if differences.is_empty() {
+        tracing::info!(agent.id = %agent_id, "the agent took a running harness from the warm pool");
+    } else {
+        tracing::info!(agent.id = %agent_id, %why, "the agent's start differs from the pooled harness's: it took the sandbox, and its first prompt starts its own harness");
+    }
+}
+
+/// Makes the pool's proxy identity the agent's, then says what differs between the agent's
+/// own harness start and the pooled one (nothing: it may be handed over).
+async fn bind(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> anyhow::Result<Vec<String>> {
+    let proxy = state.supervisors.proxy();
+    if let (Some(identity), Some(proxy)) = (&warmed.plan.identity, proxy) {
+        let mut tx = state.pool.begin().await?;
+        anyhow::ensure!(
+            crate::proxy_feed::identity::bind(&mut tx, &proxy.master_key, agent_id, identity).await?,
+            "the agent is gone"
+        );
+        tx.commit().await?;
+    }
+    let agent = store::agents::get(&state.pool, agent_id).await?.ok_or_else(|| anyhow::anyhow!("the agent is gone"))?;
+    let shared = crate::supervisor::sandbox_env::shared(&state.pool, proxy, state.driver.as_ref(), &agent).await?;
+    let (tools_dir, home_dir) = (state.driver.tools_dir(), state.driver.home_dir(agent_id));
+    let context = crate::harness::LaunchContext { agent: &agent, tools_dir: &tools_dir, home_dir: &home_dir };
+    let mut differences = match crate::supervisor::sandbox_env::harness_start(&context, shared) {
+        Ok(start) => {
+            let user = state.driver.sandbox_user();
+            crate::fleet::pooled_harness::differences(&warmed.plan, &start, &home_dir, user.as_deref())
+        }
+        Err(message) => vec![format!("its harness cannot start: {message}")],
+    };
+    if store::repos::get(&state.pool, agent_id).await?.is_some() {
+        differences.push("a repository is cloned before its harness starts".to_owned());
+    }
+    if state.supervisors.postures().gate(&agent, &home_dir).is_err() {
+        differences.push("its posture cannot run".to_owned());
+    }
+    Ok(differences)
+}
+
+/// Records the claim and the binding: which pool profile, which variables' placeholders are now
+/// the agent's, and whether the running harness was taken (else why not). Never a value.
+async fn audit(state: &AppState, agent_id: AgentId, warmed: &Warmed, differences: &[String]) {
+    let Ok(Some(agent)) = store::agents::get(&state.pool, agent_id).await else { return };
+    let bound: Vec<&String> = warmed.plan.placeholders.keys().collect();
+    let record = store::audit::AuditRecord {
+        workspace_id: agent.workspace_id,
+        actor_user_id: agent.created_by,
+        action: "agent.pooled_harness_claimed",
+        resource_type: "agent",
+        resource_id: agent_id.to_string(),
+        detail: json!({
+            "name": agent.name,
+            "profile": warmed.plan.profile.to_string(),
+            "bound_variables": bound,
+            "proxy_identity_bound": warmed.plan.identity.is_some(),
+            "harness_taken": differences.is_empty(),
+            "why_not": (!differences.is_empty()).then(|| differences.join("; ")),
+        }),
+    };
+    if let Err(error) = store::audit::append(&state.pool, record).await {
+        tracing::warn!(%error, agent.id = %agent_id, "auditing a pooled harness's claim");
+    }
+}
+
+/// Moves the token (and records an adopted harness) in one transaction, applies the agent's
+/// limits, records its address and waits for the proxy feed to write it.
+async fn hand_over(
+    state: &AppState,
+    agent_id: AgentId,
+    limits: Limits,
+    handle: &str,
+    adopted: Option<&AdoptedHarness>,
+) -> anyhow::Result<()> {
+    let mut tx = state.pool.begin().await?;
+    anyhow::ensure!(store::warm_pool::claim(&mut *tx, agent_id, handle).await?, "the sandbox was not pooled");
+    if let Some(harness) = adopted {
+        store::sandboxes::adopt_harness(&mut tx, agent_id, harness).await?;
+    }
+    tx.commit().await?;
     let config = &state.config;
     if limits != (config.default_cpus, config.default_memory_mib, config.default_pids_limit) {
         let (cpus, memory_mib, pids_limit) = limits;
@@ -41,5 +172,15 @@ async fn hand_over(state: &AppState, agent_id: AgentId, limits: Limits, handle: 
     }
     let addr = state.driver.source_addr(agent_id).await?;
     store::sandboxes::set_source_addr(&state.pool, agent_id, addr).await?;
+    // A running harness sends its first request as soon as it is prompted: the proxy must know
+    // the agent by then (its identity, address and secrets, all committed before this write).
+    if let (Some(addr), Some(_)) = (addr, adopted)
+        && let Some(mut written) = state.supervisors.proxy().and_then(|p| p.written.clone())
+    {
+        let has = |w: &crate::proxy_feed::task::Written| w.get(&agent_id).is_some_and(|a| a.contains(&addr));
+        if tokio::time::timeout(FEED_WAIT, written.wait_for(has)).await.is_err() {
+            tracing::warn!(agent.id = %agent_id, "the proxy feed has not written the claimed sandbox yet; handing it over anyway");
+        }
+    }
     Ok(())
 }

@@ -59,6 +59,8 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
     let api_addr = listeners.api.local_addr()?;
     let proxy_feed_settings = settings::proxy_feed_settings(&config, api_addr)?;
     let sandbox_proxy_ca = settings::sandbox_proxy_ca(&config)?;
+    // Where sandboxes reach the egress proxy, when they use it.
+    let proxy_addr = sandbox_proxy_ca.as_ref().map(|_| config.proxy_addr());
     let replica_id = crate::replicas::replica_id(config.replica_id, &config.data_dir)?;
     let driver =
         super::drivers::driver(&config, engines.as_deref(), &pool, sandbox_proxy_ca.clone(), replica_id).await?;
@@ -134,8 +136,8 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
         proxy_report: proxy_feed_settings
             .as_ref()
             .map(|s| s.config_file.with_file_name(agenthold_proxy::cut::REPORT_FILE)),
-        proxy: sandbox_proxy_ca.map(|_| crate::supervisor::ProxyAccess {
-            addr: config.proxy_addr(),
+        proxy: proxy_addr.clone().map(|addr| crate::supervisor::ProxyAccess {
+            addr,
             master_key: Arc::clone(&master_key),
             written: proxy_feed_settings.is_some().then_some(written_rx),
         }),
@@ -143,23 +145,35 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
     let dispatch = Arc::new(crate::dispatch::Dispatch::new(Arc::clone(&supervisors), Arc::clone(&replicas)));
     let config_overrides = config.proxy_test_upstream_overrides.clone();
     let (stop, stopping) = watch::channel(false);
-    let warm_pool =
-        (config.warm_pool_size > 0 && config.driver == DriverKind::Docker && local_takes_agents).then(|| {
-            let settings = crate::fleet::warm_pool::PoolSettings {
-                size: config.warm_pool_size as usize,
-                image: config.image.clone(),
-                tunnel_url: supervisors.tunnel_url().to_owned(),
-                tunnel_ca_pem: supervisors.tunnel_ca_pem().map(str::to_owned),
-                cpus: config.default_cpus,
-                memory_mib: config.default_memory_mib,
-                pids_limit: config.default_pids_limit,
-                connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
-                refill_delay: std::time::Duration::from_secs(3),
-                replica_id: replicas.id(),
-            };
-            let host = Arc::clone(supervisors.host());
-            crate::fleet::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
-        });
+    let pooled_harnesses: Vec<(crate::fleet::pooled_harness::PooledProfile, String)> = config
+        .warm_pool_harnesses
+        .0
+        .iter()
+        .map(|profile| {
+            let in_base = crate::harness::adapter(&profile.harness).is_some_and(|a| a.profile().in_base_image);
+            (profile.clone(), if in_base { config.base_image.clone() } else { config.image.clone() })
+        })
+        .collect();
+    let pooling = config.warm_pool_size > 0 || !pooled_harnesses.is_empty();
+    let warm_pool = (pooling && config.driver == DriverKind::Docker && local_takes_agents).then(|| {
+        let settings = crate::fleet::warm_pool::PoolSettings {
+            size: config.warm_pool_size as usize,
+            image: config.image.clone(),
+            tunnel_url: supervisors.tunnel_url().to_owned(),
+            tunnel_ca_pem: supervisors.tunnel_ca_pem().map(str::to_owned),
+            cpus: config.default_cpus,
+            memory_mib: config.default_memory_mib,
+            pids_limit: config.default_pids_limit,
+            connect_timeout: std::time::Duration::from_secs(config.warm_pool_connect_timeout_secs),
+            refill_delay: std::time::Duration::from_secs(3),
+            replica_id: replicas.id(),
+            harnesses: pooled_harnesses,
+            proxy_addr: proxy_addr.clone(),
+            warm_timeout: std::time::Duration::from_secs(60),
+        };
+        let host = Arc::clone(supervisors.host());
+        crate::fleet::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)
+    });
     if let Some(warm_pool) = &warm_pool {
         background.adopt("warm pool", warm_pool.spawn());
     }

@@ -172,6 +172,13 @@ pub struct Config {
     /// (Docker driver; 0: none). A new agent of that image takes one (docs/design.md, "Warm pool").
     #[arg(long, env = "AGENTHOLD_WARM_POOL_SIZE", default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=64))]
     pub warm_pool_size: u64,
+    /// Harnesses started ahead, one pooled sandbox each (Docker driver; docs/design.md, "Pooled
+    /// harnesses"): comma-separated profiles `harness[@model][:VARIABLE[+VARIABLE…]]` —
+    /// `claude-code,codex,opencode@anthropic/claude-sonnet-4-5` — whose variables (default: the
+    /// harness's usual key, `ANTHROPIC_API_KEY` for Claude Code) are those an agent attaches its
+    /// secrets under when it is created. Empty: none.
+    #[arg(long, env = "AGENTHOLD_WARM_POOL_HARNESSES", default_value = "", value_parser = crate::fleet::pooled_harness::parse_profiles_arg)]
+    pub warm_pool_harnesses: crate::fleet::pooled_harness::PooledProfiles,
     /// Seconds a pooled sandbox's sandboxd has to connect before the sandbox is removed and
     /// replaced.
     #[arg(long, env = "AGENTHOLD_WARM_POOL_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]

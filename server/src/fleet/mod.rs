@@ -8,4 +8,5 @@ pub mod auto_sleep;
 pub mod deletion;
 pub mod heartbeat;
 pub mod orphans;
+pub mod pooled_harness;
 pub mod warm_pool;

@@ -16,6 +16,10 @@
 //!   its connection ends (the container died): removed, then made again.
 //! - **Counted** as awake on the host (`AGENTHOLD_MAX_AWAKE`): none is made while the host is
 //!   full; a claim carries the count over to the agent (same id).
+//! - **Pooled harnesses** (`AGENTHOLD_WARM_POOL_HARNESSES`, [`super::pooled_harness`]): for each
+//!   profile one more sandbox, of its harness's image, whose harness the pool starts and
+//!   initialises as soon as its sandboxd connects; an agent whose harness, model and secrets'
+//!   variables fit the profile takes it, harness and all.
 //! - **At start** every pooled sandbox an earlier process of this replica left is removed (its
 //!   connection is gone with that process), and those of replicas no longer alive; another live
 //!   replica's pool is its own. The orphan sweep leaves recorded pooled sandboxes alone.
@@ -29,6 +33,7 @@ use parking_lot::Mutex;
 use sqlx::PgPool;
 use tokio::sync::{Notify, mpsc};
 
+use super::pooled_harness::{Keeper, Plan, PlanContext, PooledProfile, Warmed};
 use crate::ids::AgentId;
 use crate::sandbox::{SandboxDriver, SandboxSpec};
 use crate::store;
@@ -58,6 +63,12 @@ pub struct PoolSettings {
     pub refill_delay: Duration,
     /// The replica this pool belongs to (its sandboxes' connections reach its tunnel).
     pub replica_id: uuid::Uuid,
+    /// Profiles of the harnesses started ahead, each with its sandboxes' image.
+    pub harnesses: Vec<(PooledProfile, String)>,
+    /// `host:port` of the egress proxy as sandboxes reach it (`None`: they do not use one).
+    pub proxy_addr: Option<String>,
+    /// How long a pooled harness has to answer `initialize`.
+    pub warm_timeout: Duration,
 }
 
 /// A pooled sandboxd's connection, as the tunnel made it.
@@ -76,14 +87,65 @@ pub struct Claimed {
     pub agent_id: AgentId,
     /// The driver's handle (the container id).
     pub handle: String,
-    /// Its live connection.
-    pub held: Held,
+    /// Its live connection, and the harness running in it.
+    pub taken: Taken,
+}
+
+/// What runs in a claimed sandbox.
+pub enum Taken {
+    /// Nothing yet: its connection.
+    Plain(Held),
+    /// A harness the pool started ([`super::pooled_harness`]), with the connection.
+    Harness(Box<Warmed>),
+}
+
+/// What an agent asks of a pooled harness.
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    /// Its harness.
+    pub harness: &'a str,
+    /// Its model.
+    pub model: Option<&'a str>,
+    /// The variables its secrets are attached under.
+    pub variables: &'a [String],
 }
 
 struct Entry {
     since: Instant,
     handle: String,
+    image: String,
+    /// The profile whose harness it runs (an index into the settings' `harnesses`).
+    profile: Option<usize>,
+    /// Its connection, while nothing runs in it.
     held: Option<Held>,
+    /// Its harness's start, until its sandboxd connects.
+    plan: Option<Plan>,
+    /// Its warmed harness, waiting for a claim.
+    keeper: Option<Keeper>,
+    /// Its harness could not be warmed: replaced.
+    failed: bool,
+}
+
+impl Entry {
+    fn ready(&self) -> bool {
+        match self.profile {
+            None => self.held.as_ref().is_some_and(|held| !held.inbox.is_closed()),
+            Some(_) => self.keeper.as_ref().is_some_and(Keeper::alive),
+        }
+    }
+
+    /// Gone for good: its connection ended, it never connected in time, or its harness failed.
+    fn dead(&self, connect_timeout: Duration) -> bool {
+        if self.failed {
+            return true;
+        }
+        match (&self.held, &self.keeper) {
+            (Some(held), _) => held.inbox.is_closed(),
+            (None, Some(keeper)) => !keeper.alive(),
+            // Not connected yet (a harness being warmed has its own deadline).
+            (None, None) => (self.plan.is_some() || self.profile.is_none()) && self.since.elapsed() > connect_timeout,
+        }
+    }
 }
 
 struct Inner {
@@ -122,29 +184,53 @@ impl WarmPool {
         Self { inner: Arc::new(inner) }
     }
 
-    /// Keeps a pooled sandboxd's connection until a claim; false when `agent_id` is not pooled
-    /// (any more).
+    /// Keeps a pooled sandboxd's connection until a claim (starting its harness first, for a
+    /// harness profile's sandbox); false when `agent_id` is not pooled (any more).
     pub fn hold(&self, agent_id: AgentId, held: Held) -> bool {
         let mut entries = self.inner.entries.lock();
         let Some(entry) = entries.get_mut(&agent_id) else { return false };
-        entry.held = Some(held);
         tracing::debug!(agent.id = %agent_id, "a pooled sandbox connected");
+        let Some(plan) = entry.plan.take() else {
+            entry.held = Some(held);
+            return true;
+        };
+        let pool = self.clone();
+        let timeout = self.inner.settings.warm_timeout;
+        tokio::spawn(async move {
+            let began = Instant::now();
+            let warmed = super::pooled_harness::warm(held, plan, timeout).await;
+            let mut entries = pool.inner.entries.lock();
+            let Some(entry) = entries.get_mut(&agent_id) else { return };
+            match warmed {
+                Ok(warmed) => {
+                    tracing::info!(agent.id = %agent_id, ms = began.elapsed().as_millis() as u64, "a pooled harness answered `initialize`");
+                    entry.keeper = Some(Keeper::keep(warmed));
+                }
+                Err(error) => {
+                    tracing::warn!(agent.id = %agent_id, %error, "a pooled harness could not be started; replacing its sandbox");
+                    entry.failed = true;
+                }
+            }
+            drop(entries);
+            pool.inner.changed.notify_one();
+            crate::metrics::warm_pool(pool.ready());
+        });
         true
     }
 
-    /// Takes a connected sandbox of `image`, if the pool has one.
-    pub fn claim(&self, image: &str) -> Option<Claimed> {
-        if image != self.inner.settings.image {
-            return None;
-        }
-        let claimed = {
-            let mut entries = self.inner.entries.lock();
-            let id = entries
-                .iter()
-                .find(|(_, entry)| entry.held.as_ref().is_some_and(|held| !held.inbox.is_closed()))
-                .map(|(id, _)| *id)?;
-            let entry = entries.remove(&id)?;
-            Claimed { agent_id: id, handle: entry.handle, held: entry.held? }
+    /// Takes a sandbox of `image`: one whose harness fits `wanted`, else one with nothing
+    /// running in it, if the pool has one.
+    pub async fn claim(&self, image: &str, wanted: Option<Wanted<'_>>) -> Option<Claimed> {
+        let profiles = &self.inner.settings.harnesses;
+        let fitting = wanted
+            .and_then(|w| profiles.iter().position(|(p, img)| img == image && p.fits(w.harness, w.model, w.variables)));
+        let claimed = match fitting {
+            Some(profile) => self.claim_harness(profile).await,
+            None => None,
+        };
+        let claimed = match claimed {
+            Some(claimed) => claimed,
+            None => self.claim_plain(image)?,
         };
         *self.inner.last_claim.lock() = Some(Instant::now());
         self.inner.changed.notify_one();
@@ -152,9 +238,63 @@ impl WarmPool {
         Some(claimed)
     }
 
+    async fn claim_harness(&self, profile: usize) -> Option<Claimed> {
+        loop {
+            let (agent_id, entry) = {
+                let mut entries = self.inner.entries.lock();
+                let id = entries.iter().find(|(_, e)| e.profile == Some(profile) && e.ready()).map(|(id, _)| *id)?;
+                (id, entries.remove(&id)?)
+            };
+            let keeper = entry.keeper?;
+            match keeper.take().await {
+                Ok(warmed) => {
+                    return Some(Claimed { agent_id, handle: entry.handle, taken: Taken::Harness(Box::new(warmed)) });
+                }
+                Err(why) => {
+                    tracing::warn!(agent.id = %agent_id, %why, "a pooled harness is not fit to hand over; removing its sandbox");
+                    let pool = self.clone();
+                    tokio::spawn(async move { pool.remove(agent_id).await });
+                }
+            }
+        }
+    }
+
+    fn claim_plain(&self, image: &str) -> Option<Claimed> {
+        if image != self.inner.settings.image {
+            return None;
+        }
+        let mut entries = self.inner.entries.lock();
+        let id = entries.iter().find(|(_, e)| e.profile.is_none() && e.ready()).map(|(id, _)| *id)?;
+        let entry = entries.remove(&id)?;
+        Some(Claimed { agent_id: id, handle: entry.handle, taken: Taken::Plain(entry.held?) })
+    }
+
     /// Puts back a sandbox whose agent could not be created after all.
     pub fn give_back(&self, claimed: Claimed) {
-        let entry = Entry { since: Instant::now(), handle: claimed.handle, held: Some(claimed.held) };
+        let mut entry = Entry {
+            since: Instant::now(),
+            handle: claimed.handle,
+            image: String::new(),
+            profile: None,
+            held: None,
+            plan: None,
+            keeper: None,
+            failed: false,
+        };
+        match claimed.taken {
+            Taken::Plain(held) => {
+                entry.image = self.inner.settings.image.clone();
+                entry.held = Some(held);
+            }
+            Taken::Harness(warmed) => {
+                let profiles = &self.inner.settings.harnesses;
+                let profile = profiles.iter().position(|(p, _)| *p == warmed.plan.profile);
+                entry.profile = profile;
+                entry.image = profile.map(|i| profiles[i].1.clone()).unwrap_or_default();
+                entry.failed = profile.is_none();
+                entry.keeper = Some(Keeper::keep(*warmed));
+            }
+        }
         self.inner.entries.lock().insert(claimed.agent_id, entry);
         crate::metrics::warm_pool(self.ready());
     }
@@ -166,7 +306,7 @@ impl WarmPool {
 
     /// Pooled sandboxes connected and ready to claim.
     pub fn ready(&self) -> usize {
-        self.inner.entries.lock().values().filter(|e| e.held.as_ref().is_some_and(|h| !h.inbox.is_closed())).count()
+        self.inner.entries.lock().values().filter(|e| e.ready()).count()
     }
 
     /// Removes what an earlier process left, then keeps the pool full until aborted.
@@ -220,28 +360,31 @@ impl WarmPool {
         let timeout = self.inner.settings.connect_timeout;
         let dead: Vec<AgentId> = {
             let mut entries = self.inner.entries.lock();
-            let dead: Vec<AgentId> = entries
-                .iter()
-                .filter(|(_, e)| match &e.held {
-                    Some(held) => held.inbox.is_closed(),
-                    None => e.since.elapsed() > timeout,
-                })
-                .map(|(id, _)| *id)
-                .collect();
+            let dead: Vec<AgentId> = entries.iter().filter(|(_, e)| e.dead(timeout)).map(|(id, _)| *id).collect();
             for id in &dead {
                 entries.remove(id);
             }
             dead
         };
         for agent_id in dead {
-            tracing::warn!(agent.id = %agent_id, "a pooled sandbox did not connect in time or went away: replacing it");
+            tracing::warn!(agent.id = %agent_id, "a pooled sandbox did not connect in time, went away or its harness failed: replacing it");
             self.remove(agent_id).await;
         }
     }
 
     async fn refill(&self) {
         let settings = &self.inner.settings;
-        while self.inner.entries.lock().len() < settings.size {
+        loop {
+            let wanted = {
+                let entries = self.inner.entries.lock();
+                let count = |profile: Option<usize>| entries.values().filter(|e| e.profile == profile).count();
+                if count(None) < settings.size {
+                    Some(None)
+                } else {
+                    (0..settings.harnesses.len()).find(|i| count(Some(*i)) < 1).map(Some)
+                }
+            };
+            let Some(profile) = wanted else { return };
             // Pooled sandboxes run: they count against the host's awake limit, and never take
             // the last room an agent's wake could use.
             if self.inner.host.free().is_some_and(|free| free < 2) {
@@ -251,7 +394,7 @@ impl WarmPool {
             if let Some(wait) = since_claim.and_then(|at| settings.refill_delay.checked_sub(at.elapsed())) {
                 tokio::time::sleep(wait).await;
             }
-            if let Err(error) = self.make_one().await {
+            if let Err(error) = self.make_one(profile).await {
                 tracing::warn!(%error, "making a pooled sandbox; trying again shortly");
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 return;
@@ -259,15 +402,36 @@ impl WarmPool {
         }
     }
 
-    async fn make_one(&self) -> anyhow::Result<()> {
+    async fn make_one(&self, profile: Option<usize>) -> anyhow::Result<()> {
         let (driver, settings) = (&self.inner.driver, &self.inner.settings);
         let agent_id = driver.next_agent_id();
+        let image = profile.map_or(&settings.image, |i| &settings.harnesses[i].1).clone();
+        let plan = match profile {
+            Some(i) => {
+                let proxy_addr = match &settings.proxy_addr {
+                    Some(addr) => Some(driver.proxy_addr(agent_id).await?.unwrap_or_else(|| addr.clone())),
+                    None => None,
+                };
+                let context = PlanContext {
+                    image: image.clone(),
+                    tools_dir: driver.tools_dir(),
+                    home_dir: driver.home_dir(agent_id),
+                    user: driver.sandbox_user(),
+                    memory_mib: settings.memory_mib,
+                    proxy_addr,
+                };
+                let plan =
+                    super::pooled_harness::plan(&settings.harnesses[i].0, &context).map_err(anyhow::Error::msg)?;
+                Some(plan)
+            }
+            None => None,
+        };
         let token = crate::supervisor::shell::mint_token();
         let hash = store::tokens::hash_token(token.expose());
-        store::warm_pool::insert(&self.inner.pool, agent_id, &hash, &settings.image, settings.replica_id).await?;
+        store::warm_pool::insert(&self.inner.pool, agent_id, &hash, &image, settings.replica_id).await?;
         let spec = SandboxSpec {
             agent_id,
-            image: settings.image.clone(),
+            image: image.clone(),
             tunnel_url: settings.tunnel_url.clone(),
             tunnel_ca_pem: settings.tunnel_ca_pem.clone(),
             token,
@@ -280,7 +444,9 @@ impl WarmPool {
         let made = async {
             let handle = driver.create(spec).await?;
             // Known before it starts, so its sandboxd's connection is held, not refused.
-            self.inner.entries.lock().insert(agent_id, Entry { since: Instant::now(), handle, held: None });
+            let entry =
+                Entry { since: Instant::now(), handle, image, profile, held: None, plan, keeper: None, failed: false };
+            self.inner.entries.lock().insert(agent_id, entry);
             self.inner.host.take_running(agent_id, Instant::now());
             driver.start(agent_id).await
         };
@@ -289,7 +455,12 @@ impl WarmPool {
             self.remove(agent_id).await;
             return Err(error.into());
         }
-        tracing::info!(agent.id = %agent_id, "a pooled sandbox is starting");
+        match profile {
+            Some(i) => {
+                tracing::info!(agent.id = %agent_id, profile = %settings.harnesses[i].0, "a pooled sandbox for a harness is starting")
+            }
+            None => tracing::info!(agent.id = %agent_id, "a pooled sandbox is starting"),
+        }
         Ok(())
     }
 

@@ -173,6 +173,18 @@ pub(crate) fn model(context: &LaunchContext<'_>) -> Option<String> {
     context.agent.model.clone().filter(|m| !m.is_empty())
 }
 
+/// The login methods the named harness's adapter may call on its own for a process started with
+/// variables of these names (those whose key variable is among them).
+pub fn automatic_methods(harness: &str, env_names: &[String]) -> Vec<String> {
+    adapter(harness)
+        .map(|a| a.auto_authenticate())
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, variable)| env_names.iter().any(|name| name == variable))
+        .map(|(method, _)| (*method).to_owned())
+        .collect()
+}
+
 /// The adapter of this name.
 pub fn adapter(name: &str) -> Option<&'static dyn HarnessAdapter> {
     ADAPTERS.iter().copied().find(|adapter| adapter.name() == name)

@@ -99,6 +99,17 @@ pub async fn ensure(pool: &PgPool, key: &MasterKey, agent_id: AgentId) -> Result
     Err(IdentityError::Db(sqlx::Error::Protocol("the proxy identity kept changing".into())))
 }
 
+/// Makes `identity` the agent's (a pooled harness's, bound at its claim), in `tx`. False when
+/// the agent is gone.
+pub async fn bind(
+    tx: &mut sqlx::PgConnection,
+    key: &MasterKey,
+    agent_id: AgentId,
+    identity: &Identity,
+) -> Result<bool, IdentityError> {
+    Ok(store::put(tx, agent_id, &seal(key, agent_id, identity)?).await?)
+}
+
 /// The environment a harness needs to reach the outside through the proxy at
 /// `proxy_host_port` (`host:port` as seen from the sandbox): `HTTPS_PROXY`/`HTTP_PROXY` and
 /// their lowercase forms (`http://user:password@host:port`), `NO_PROXY`/`no_proxy` (the

@@ -97,6 +97,26 @@ pub async fn insert_if_absent(pool: &PgPool, agent_id: AgentId, identity: &Seale
     Ok(done.rows_affected() > 0)
 }
 
+/// Stores `identity` as the agent's, whatever it had: for an agent that claims a harness the warm
+/// pool started with this identity (its own, made by the feed a moment before, was never used).
+pub async fn put(tx: &mut sqlx::PgConnection, agent_id: AgentId, identity: &SealedIdentity) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
+        r#"INSERT INTO proxy_identities (agent_id, username, key_id, nonce, ciphertext)
+           SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM agents WHERE id = $1)
+           ON CONFLICT (agent_id) DO UPDATE
+           SET username = EXCLUDED.username, key_id = EXCLUDED.key_id, nonce = EXCLUDED.nonce,
+               ciphertext = EXCLUDED.ciphertext"#,
+        agent_id.0,
+        identity.username,
+        identity.sealed.key_id,
+        identity.sealed.nonce,
+        identity.sealed.ciphertext,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
 /// Replaces an identity whose password no longer opens (another master key), if it is still the
 /// one `stale_username` names. True if replaced.
 pub async fn replace(

@@ -20,13 +20,15 @@ pub struct SandboxRow {
     pub harness_init: Option<serde_json::Value>,
     /// Sessions the current harness knows.
     pub harness_sessions: Vec<SessionId>,
+    /// The names of the variables the current harness was started with.
+    pub harness_env_names: Vec<String>,
 }
 
 /// The sandbox row of an agent.
 pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<SandboxRow>> {
     let row = sqlx::query!(
         r#"SELECT handle, harness_generation, harness_channel, harness_stdout_offset, harness_init,
-                  harness_sessions
+                  harness_sessions, harness_env_names
            FROM sandboxes WHERE agent_id = $1"#,
         agent_id.0
     )
@@ -39,6 +41,7 @@ pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<Sandbo
         harness_stdout_offset: r.harness_stdout_offset,
         harness_init: r.harness_init,
         harness_sessions: r.harness_sessions.into_iter().map(SessionId).collect(),
+        harness_env_names: r.harness_env_names,
     }))
 }
 
@@ -109,18 +112,58 @@ pub async fn bump_next_channel(tx: &mut sqlx::PgConnection, agent_id: AgentId, a
     Ok(())
 }
 
-/// Records a new harness process on `channel`; returns its generation.
-pub async fn start_harness(pool: &PgPool, agent_id: AgentId, channel: u32) -> sqlx::Result<i64> {
+/// Records a new harness process on `channel`, started with variables of these names; returns
+/// its generation.
+pub async fn start_harness(pool: &PgPool, agent_id: AgentId, channel: u32, env_names: &[String]) -> sqlx::Result<i64> {
     let channel = i32::try_from(channel).unwrap_or(i32::MAX);
     sqlx::query_scalar!(
         r#"UPDATE sandboxes SET harness_generation = harness_generation + 1, harness_channel = $2,
                   harness_stdout_offset = 0, harness_init = NULL, harness_sessions = '{}',
-                  updated_at = now()
+                  harness_env_names = $3, updated_at = now()
            WHERE agent_id = $1 RETURNING harness_generation"#,
         agent_id.0,
-        channel
+        channel,
+        env_names
     )
     .fetch_one(pool)
+    .await
+}
+
+/// A harness the warm pool started and initialised, as the agent that claimed its sandbox
+/// records it (docs/design.md, "Pooled harnesses").
+#[derive(Debug, Clone)]
+pub struct AdoptedHarness {
+    /// Its channel.
+    pub channel: u32,
+    /// stdout bytes the pool read (up to the end of the `initialize` answer).
+    pub stdout_offset: u64,
+    /// Its `initialize` answer.
+    pub init: serde_json::Value,
+    /// The names of the variables it was started with.
+    pub env_names: Vec<String>,
+}
+
+/// Records a harness the pool started as the agent's current one, and makes later channels
+/// start above its own; returns its generation. Inside the claim's transaction.
+pub async fn adopt_harness(
+    tx: &mut sqlx::PgConnection,
+    agent_id: AgentId,
+    harness: &AdoptedHarness,
+) -> sqlx::Result<i64> {
+    let channel = i32::try_from(harness.channel).unwrap_or(i32::MAX - 1);
+    let offset = i64::try_from(harness.stdout_offset).unwrap_or(i64::MAX);
+    sqlx::query_scalar!(
+        r#"UPDATE sandboxes SET harness_generation = harness_generation + 1, harness_channel = $2,
+                  harness_stdout_offset = $3, harness_init = $4, harness_sessions = '{}',
+                  harness_env_names = $5, next_channel = GREATEST(next_channel, $2 + 1), updated_at = now()
+           WHERE agent_id = $1 RETURNING harness_generation"#,
+        agent_id.0,
+        channel,
+        offset,
+        &harness.init,
+        &harness.env_names
+    )
+    .fetch_one(&mut *tx)
     .await
 }
 

@@ -61,7 +61,7 @@ pub async fn delete(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<()> {
 /// Hands a pooled sandbox to the agent created with its id: its token and the driver's handle
 /// move to the agent's `sandboxes` row, in one statement. False when it was not pooled (any
 /// more).
-pub async fn claim(pool: &PgPool, agent_id: AgentId, handle: &str) -> sqlx::Result<bool> {
+pub async fn claim(db: impl sqlx::PgExecutor<'_>, agent_id: AgentId, handle: &str) -> sqlx::Result<bool> {
     let done = sqlx::query!(
         r#"WITH taken AS (DELETE FROM pooled_sandboxes WHERE agent_id = $1 RETURNING token_hash)
            UPDATE sandboxes SET token_hash = taken.token_hash, handle = $2, updated_at = now()
@@ -69,7 +69,7 @@ pub async fn claim(pool: &PgPool, agent_id: AgentId, handle: &str) -> sqlx::Resu
         agent_id.0,
         handle
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }

@@ -265,6 +265,11 @@ impl Supervisors {
         self.deps.proxy.as_ref()
     }
 
+    /// The postures agents run with.
+    pub fn postures(&self) -> &Postures {
+        &self.deps.postures
+    }
+
     /// The agent's supervisor if one runs here.
     fn running(&self, agent_id: AgentId) -> Option<mpsc::Sender<Command>> {
         let actors = self.actors.lock();

@@ -125,6 +125,11 @@ pub(super) async fn load_snapshot(
                 mcp_servers: super::shell::offered_mcp(mcp, agent_id),
                 session_cwd: cloned_repo(pool, agent_id, home_dir).await?,
                 auth_method: agent.as_ref().and_then(|a| a.auth_method.clone()),
+                automatic: agent
+                    .as_ref()
+                    .map(|a| crate::harness::automatic_methods(&a.harness, &row.harness_env_names))
+                    .unwrap_or_default(),
+                delivered: row.harness_env_names.clone(),
             })
         }
         None => None,

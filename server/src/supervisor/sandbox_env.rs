@@ -61,6 +61,35 @@ pub async fn shared(
     Ok(Shared { env, logins })
 }
 
+/// What a harness process of an agent is started with (the channel, folder and user aside).
+#[derive(Debug, Clone)]
+pub struct HarnessStart {
+    /// The adapter's program (before any login wrapper), for the log.
+    pub program: Option<String>,
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// The environment, in the order it applies (later wins).
+    pub env: Vec<(String, String)>,
+    /// The provider logins whose placeholders `env` holds.
+    pub logins: Vec<(LoginKind, LoginRow)>,
+}
+
+/// The harness start of the agent in `context`, given its sandbox's shared environment: the
+/// adapter's launch, the agent's own variables, then `shared`. Pure: the warm pool makes a
+/// pooled harness's start with it too, so an agent that claims one can tell whether its own
+/// start would have been the same (docs/design.md, "Pooled harnesses").
+pub fn harness_start(context: &crate::harness::LaunchContext<'_>, shared: Shared) -> Result<HarnessStart, String> {
+    let launch = match crate::harness::adapter(&context.agent.harness).map(|a| a.launch(context)) {
+        Some(launch) => launch?,
+        None => return Err("unknown harness".to_owned()),
+    };
+    let program = launch.argv.first().cloned();
+    let mut env = crate::harness::environment(&launch, context.agent, context.home_dir);
+    env.extend(shared.env);
+    let argv = crate::logins::wrap_argv(launch.argv, &shared.logins);
+    Ok(HarnessStart { program, argv, env, logins: shared.logins })
+}
+
 /// The proxy's variables and the CA trust variables (sandboxd installed the CA at start).
 async fn proxy_env(
     pool: &PgPool,

@@ -726,12 +726,6 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     let gate = deps.postures.gate(&agent, &deps.driver.home_dir(agent_id)).map_err(|e| e.to_string())?;
     let home_dir = deps.driver.home_dir(agent_id);
     let context = crate::harness::LaunchContext { agent: &agent, tools_dir: &tools_dir, home_dir: &home_dir };
-    let launch = match crate::harness::adapter(&agent.harness).map(|a| a.launch(&context)) {
-        Some(Ok(launch)) => launch,
-        Some(Err(message)) => return Err(message),
-        None => return Err("unknown harness".to_owned()),
-    };
-    let mut env = crate::harness::environment(&launch, &agent, &home_dir);
     // Its secrets' and logins' placeholders, the egress proxy and its CA: what the terminal gets
     // too (`sandbox_env`).
     let shared = super::sandbox_env::shared(&deps.pool, deps.proxy.as_ref(), deps.driver.as_ref(), &agent)
@@ -740,8 +734,8 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
             tracing::error!(error = %e, agent.id = %agent_id, "starting the harness: its sandbox environment");
             "the harness could not start (see the server log)".to_owned()
         })?;
-    env.extend(shared.env);
-    let logins = shared.logins;
+    let composed = super::sandbox_env::harness_start(&context, shared)?;
+    let (env, logins) = (composed.env, composed.logins);
     // Using the logins is audited.
     if !logins.is_empty() {
         let kinds: Vec<&str> = logins.iter().map(|(kind, _)| kind.as_str()).collect();
@@ -758,22 +752,17 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
     // The agent's repository, cloned with this environment (the proxy, git's helper) first.
     let session_cwd = super::repo::prepare(deps, agent_id, &home_dir, &env).await;
     let channel = store::sandboxes::allocate_channel(&deps.pool, agent_id).await.map_err(database)?;
-    let generation = store::sandboxes::start_harness(&deps.pool, agent_id, channel).await.map_err(database)?;
-    tracing::info!(agent.id = %agent_id, channel, generation, argv = ?launch.argv, "starting the harness");
+    let env_names: Vec<String> = env.iter().map(|(name, _)| name.clone()).collect();
+    let generation =
+        store::sandboxes::start_harness(&deps.pool, agent_id, channel, &env_names).await.map_err(database)?;
+    tracing::info!(agent.id = %agent_id, channel, generation, program = ?composed.program, "starting the harness");
     crate::metrics::harness_started();
     // How it is signed in when it asks: the agent's named method, else one the adapter may call
     // itself whose key the harness has, else the only advertised one whose key it has (the
     // variables' names only, never their values).
-    let auto_auth: Vec<String> = crate::harness::adapter(&agent.harness)
-        .map(|a| a.auto_authenticate())
-        .unwrap_or_default()
-        .iter()
-        .filter(|(_, variable)| env.iter().any(|(name, _)| name == variable))
-        .map(|(method, _)| (*method).to_owned())
-        .collect();
-    let delivered = env.iter().map(|(name, _)| name.clone()).collect();
-    let auth = crate::supervisor::core::Auth::new(agent.auth_method.clone(), auto_auth, delivered);
-    let argv = crate::logins::wrap_argv(launch.argv, &logins);
+    let auto_auth = crate::harness::automatic_methods(&agent.harness, &env_names);
+    let auth = crate::supervisor::core::Auth::new(agent.auth_method.clone(), auto_auth, env_names);
+    let argv = composed.argv;
     let cwd = session_cwd.clone().unwrap_or(home_dir);
     let start = ProcessStart { channel, argv, env, cwd, user: deps.driver.sandbox_user() };
     let session_mode = session_mode(&agent.harness);

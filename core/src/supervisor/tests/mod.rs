@@ -480,6 +480,8 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             mcp_servers: Default::default(),
             session_cwd: None,
             auth_method: None,
+            automatic: Vec::new(),
+            delivered: Vec::new(),
         }),
         turns: vec![turn].into(),
     }

@@ -203,6 +203,8 @@ impl Db {
                 mcp_servers: Default::default(),
                 session_cwd: None,
                 auth_method: None,
+                automatic: Vec::new(),
+                delivered: Vec::new(),
             }
         });
         Snapshot { generation: row.generation, harness, turns: self.open_work() }

@@ -1,0 +1,5 @@
+-- The names (never the values) of the variables a harness process was started with. A server
+-- that takes a running harness over — after a restart, or an agent claiming a harness the warm
+-- pool started (docs/design.md, "Pooled harnesses") — signs it in as its start would have: the
+-- adapter's own login methods need to know which keys the harness holds.
+ALTER TABLE sandboxes ADD COLUMN harness_env_names text[] NOT NULL DEFAULT '{}';

@@ -1,0 +1,677 @@
+//! Harnesses the warm pool starts ahead (docs/design.md, "Pooled harnesses"): in a pooled
+//! sandbox made for a *profile* (a harness, its model, the variables its keys come in), the pool
+//! starts the harness and answers nothing but `initialize`, so an agent that claims it sends its
+//! first prompt to a harness that is already up.
+//!
+//! The harness is started with what the agent's own start will hold, bound to no one yet:
+//! *pool placeholders* in the profile's variables (fresh, shaped like the provider's keys) and a
+//! fresh proxy identity the proxy does not know — an unclaimed harness reaches nothing. At the
+//! claim the server binds them to the agent (its secrets are attached under those placeholders,
+//! the identity becomes the agent's), then compares the start the agent would have had with the
+//! pooled one ([`differences`]): equal, the agent takes the running harness over; not, it says
+//! why and the harness is dropped (the sandbox is still the agent's; its first prompt starts the
+//! harness the ordinary way).
+//!
+//! - [`PooledProfile`] and [`parse_profiles`]: `AGENTHOLD_WARM_POOL_HARNESSES`.
+//! - [`plan`]: the start of a pooled harness (pure).
+//! - [`warm`]: starts it over the held tunnel and reads its `initialize` answer.
+//! - [`Keeper`]: reads the tunnel until the claim; a harness that exits or prints anything
+//!   unasked meanwhile is not handed over.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agenthold_core::acp::wire::{self, FromHarness};
+use agenthold_sandboxd::protocol::{Control, DataKind, ProcessState};
+use bytes::BytesMut;
+use tokio::sync::oneshot;
+
+use super::warm_pool::Held;
+use crate::harness::LaunchContext;
+use crate::proxy_feed::Identity;
+use crate::store::agents::AgentRow;
+use crate::supervisor::sandbox_env::{HarnessStart, Shared};
+
+/// The channel a pooled harness runs on (the first a sandbox has).
+pub const CHANNEL: u32 = 1;
+/// The most a pooled harness may print before its `initialize` answer ends.
+const MAX_INIT_BYTES: usize = 1 << 20;
+
+/// What a pooled harness is started for: agents of this harness and model whose secrets come in
+/// exactly these variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PooledProfile {
+    /// The harness adapter's name.
+    pub harness: String,
+    /// The model (`None`: the harness's own default).
+    pub model: Option<String>,
+    /// The variables its pool placeholders are in, sorted.
+    pub variables: Vec<String>,
+}
+
+impl PooledProfile {
+    /// Whether an agent of `harness` and `model` with secrets attached under `variables` (any
+    /// order) may take a harness of this profile.
+    pub fn fits(&self, harness: &str, model: Option<&str>, variables: &[String]) -> bool {
+        let mut wanted = variables.to_vec();
+        wanted.sort();
+        wanted.dedup();
+        self.harness == harness && self.model.as_deref() == model.filter(|m| !m.is_empty()) && self.variables == wanted
+    }
+}
+
+impl std::fmt::Display for PooledProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.harness)?;
+        if let Some(model) = &self.model {
+            write!(f, "@{model}")?;
+        }
+        if !self.variables.is_empty() {
+            write!(f, ":{}", self.variables.join("+"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The profiles of `AGENTHOLD_WARM_POOL_HARNESSES`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PooledProfiles(pub Vec<PooledProfile>);
+
+/// [`parse_profiles`] for the command line.
+pub fn parse_profiles_arg(text: &str) -> Result<PooledProfiles, String> {
+    parse_profiles(text).map(PooledProfiles)
+}
+
+/// Parses `AGENTHOLD_WARM_POOL_HARNESSES`: profiles separated by commas, each
+/// `harness[@model][:VARIABLE[+VARIABLE…]]`; without variables, the first secret preset's
+/// variable of the harness (`ANTHROPIC_API_KEY` for `claude-code`). At most 8 profiles.
+pub fn parse_profiles(text: &str) -> Result<Vec<PooledProfile>, String> {
+    let mut profiles = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+        let (head, variables) = match item.split_once(':') {
+            Some((head, variables)) => (head, Some(variables)),
+            None => (item, None),
+        };
+        let (harness, model) = match head.split_once('@') {
+            Some((harness, model)) => (harness, Some(model)),
+            None => (head, None),
+        };
+        let adapter = crate::harness::adapter(harness).ok_or_else(|| format!("{item:?}: no harness {harness:?}"))?;
+        if harness == "command" {
+            return Err(format!("{item:?}: a command harness's program is the agent's own; it cannot be pooled"));
+        }
+        let model = match model {
+            Some(model) if model.is_empty() || model.len() > 200 || model.chars().any(char::is_whitespace) => {
+                return Err(format!("{item:?}: a model is a name without spaces, at most 200 characters"));
+            }
+            model => model.map(str::to_owned),
+        };
+        let mut variables: Vec<String> = match variables {
+            Some(list) => list.split('+').map(str::to_owned).collect(),
+            None => adapter.profile().secrets.first().map(|(_, variable)| (*variable).to_owned()).into_iter().collect(),
+        };
+        for variable in &variables {
+            crate::secrets::validate::secret_env_name(variable).map_err(|m| format!("{item:?}: {m}"))?;
+        }
+        variables.sort();
+        variables.dedup();
+        let profile = PooledProfile { harness: harness.to_owned(), model, variables };
+        if profiles.contains(&profile) {
+            return Err(format!("{item:?} is listed twice"));
+        }
+        profiles.push(profile);
+    }
+    if profiles.len() > 8 {
+        return Err(format!("at most 8 pooled harness profiles ({} given)", profiles.len()));
+    }
+    Ok(profiles)
+}
+
+/// Where a pooled harness starts.
+#[derive(Debug, Clone)]
+pub struct PlanContext {
+    /// The image of its sandbox.
+    pub image: String,
+    /// agenthold's tools inside the sandbox.
+    pub tools_dir: String,
+    /// The home inside the sandbox (the agent's to be).
+    pub home_dir: String,
+    /// Who it runs as.
+    pub user: Option<String>,
+    /// The memory its sandbox has (the server's default: Node's heap follows it).
+    pub memory_mib: i32,
+    /// `host:port` of the egress proxy as the sandbox reaches it (`None`: no proxy).
+    pub proxy_addr: Option<String>,
+}
+
+/// A pooled harness's start, with what it is bound to at the claim.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The profile it was made for.
+    pub profile: PooledProfile,
+    /// Program, environment (the order it applies in), folder and user.
+    pub argv: Vec<String>,
+    /// See [`Self::argv`].
+    pub env: Vec<(String, String)>,
+    /// See [`Self::argv`].
+    pub cwd: String,
+    /// See [`Self::argv`].
+    pub user: Option<String>,
+    /// Each profile variable with its pool placeholder.
+    pub placeholders: BTreeMap<String, String>,
+    /// The proxy identity in its environment (`None`: no proxy).
+    pub identity: Option<Identity>,
+}
+
+impl Plan {
+    /// The pool placeholder in `variable`, if the harness has one there.
+    pub fn placeholder(&self, variable: &str) -> Option<&str> {
+        self.placeholders.get(variable).map(String::as_str)
+    }
+}
+
+/// The agent a pooled harness is started as: the profile's harness and model, the server's
+/// defaults, nothing of anyone's.
+fn pool_agent(profile: &PooledProfile, context: &PlanContext) -> AgentRow {
+    AgentRow {
+        id: crate::ids::AgentId(uuid::Uuid::nil()),
+        workspace_id: uuid::Uuid::nil(),
+        created_by: None,
+        name: String::new(),
+        harness: profile.harness.clone(),
+        command: None,
+        model: profile.model.clone(),
+        posture: None,
+        policy: None,
+        env: Vec::new(),
+        image: context.image.clone(),
+        driver: "docker".to_owned(),
+        engine: crate::sandbox::LOCAL_ENGINE.to_owned(),
+        permission_policy: String::new(),
+        cpus: 0.0,
+        memory_mib: context.memory_mib,
+        pids_limit: 0,
+        disk_mib: None,
+        turn_timeout_secs: None,
+        login_user_id: None,
+        sandbox_login_at: None,
+        auto_sleep_secs: None,
+        auth_method: None,
+        desired_state: "awake".to_owned(),
+        created_at: chrono::Utc::now(),
+    }
+}
+
+/// The start of a harness of `profile`: the adapter's launch as for an agent with the server's
+/// defaults, fresh pool placeholders in the profile's variables (by variable, as an agent's
+/// attached secrets come), a fresh proxy identity, the proxy's CA — exactly the order an agent's
+/// own start has ([`crate::supervisor::sandbox_env::shared`]).
+pub fn plan(profile: &PooledProfile, context: &PlanContext) -> Result<Plan, String> {
+    let adapter = crate::harness::adapter(&profile.harness).ok_or("unknown harness")?;
+    let presets = adapter.profile().secrets;
+    let placeholders: BTreeMap<String, String> = profile
+        .variables
+        .iter()
+        .map(|variable| {
+            let preset = presets.iter().find(|(_, v)| v == variable).map(|(preset, _)| *preset).unwrap_or("custom");
+            let preset =
+                crate::secrets::presets::Preset::parse(preset).unwrap_or(crate::secrets::presets::Preset::Custom);
+            (variable.clone(), preset.placeholder())
+        })
+        .collect();
+    let mut env: Vec<(String, String)> = placeholders.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let identity = context.proxy_addr.as_ref().map(|_| crate::proxy_feed::identity::fresh());
+    if let (Some(identity), Some(addr)) = (&identity, &context.proxy_addr) {
+        env.extend(crate::proxy_feed::identity::proxy_env(identity, addr));
+        env.extend(agenthold_sandboxd::daemon::proxy_ca::trust_env());
+    }
+    let agent = pool_agent(profile, context);
+    let launch_context = LaunchContext { agent: &agent, tools_dir: &context.tools_dir, home_dir: &context.home_dir };
+    let start = crate::supervisor::sandbox_env::harness_start(&launch_context, Shared { env, logins: Vec::new() })?;
+    Ok(Plan {
+        profile: profile.clone(),
+        argv: start.argv,
+        env: start.env,
+        cwd: context.home_dir.clone(),
+        user: context.user.clone(),
+        placeholders,
+        identity,
+    })
+}
+
+/// What differs between a pooled harness's start and the one the claiming agent's would be, in
+/// words naming variables and settings, never values; empty when they are the same (the
+/// environments compared as each process sees them: a later variable wins).
+pub fn differences(pooled: &Plan, agent: &HarnessStart, agent_cwd: &str, agent_user: Option<&str>) -> Vec<String> {
+    let mut found = Vec::new();
+    if pooled.argv != agent.argv {
+        found.push("the harness's command".to_owned());
+    }
+    if pooled.cwd != agent_cwd {
+        found.push("the folder it starts in (a repository)".to_owned());
+    }
+    if pooled.user.as_deref() != agent_user {
+        found.push("the user it runs as".to_owned());
+    }
+    let seen = |env: &[(String, String)]| env.iter().cloned().collect::<BTreeMap<String, String>>();
+    let (pooled_env, agent_env) = (seen(&pooled.env), seen(&agent.env));
+    let missing: Vec<&str> = agent_env.keys().filter(|k| !pooled_env.contains_key(*k)).map(String::as_str).collect();
+    let extra: Vec<&str> = pooled_env.keys().filter(|k| !agent_env.contains_key(*k)).map(String::as_str).collect();
+    let changed: Vec<&str> = agent_env
+        .iter()
+        .filter(|(k, v)| pooled_env.get(*k).is_some_and(|pooled| pooled != *v))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !missing.is_empty() {
+        found.push(format!("variables the pooled harness lacks: {}", missing.join(", ")));
+    }
+    if !extra.is_empty() {
+        found.push(format!("variables the agent does not have: {}", extra.join(", ")));
+    }
+    if !changed.is_empty() {
+        found.push(format!("variables with other values: {}", changed.join(", ")));
+    }
+    found
+}
+
+/// A pooled harness, started and initialised.
+pub struct Warmed {
+    /// The sandbox's tunnel.
+    pub held: Held,
+    /// What it was started with.
+    pub plan: Plan,
+    /// Its `initialize` answer (the result).
+    pub init: serde_json::Value,
+    /// Its pid in the sandbox.
+    pub pid: Option<u32>,
+    /// stdout read up to the end of the `initialize` answer (acknowledged to sandboxd).
+    pub stdout_read: u64,
+    /// stdout received so far.
+    pub stdout_end: u64,
+    /// stdin written (the `initialize` request), as sandboxd confirmed.
+    pub stdin_written: u64,
+    /// stdin sent.
+    pub stdin_sent: u64,
+}
+
+impl Warmed {
+    /// The `Hello` the claiming agent's supervisor is handed: sandboxd's own, with the harness
+    /// where it stands, so the takeover picks it up ([`crate::supervisor::core`]'s takeover).
+    pub fn hello(&self) -> Control {
+        let (protocol, version) = match &self.held.hello {
+            Control::Hello { protocol, version, .. } => (*protocol, version.clone()),
+            _ => (agenthold_sandboxd::protocol::PROTOCOL_VERSION, String::new()),
+        };
+        let process = ProcessState {
+            channel: CHANNEL,
+            pid: self.pid,
+            stdout_acked: self.stdout_read,
+            stdout_end: self.stdout_end,
+            stdin_written: self.stdin_written,
+            stdin_accepted: self.stdin_sent,
+            exit: None,
+        };
+        Control::Hello { protocol, version, processes: vec![process] }
+    }
+}
+
+/// Why a pooled harness could not be warmed (with the end of its stderr).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct WarmError {
+    /// Why, for the log.
+    pub message: String,
+}
+
+/// Starts the harness of `plan` over `held` and waits (at most `timeout`) for its `initialize`
+/// answer. The tunnel is made live first (`Resume` of nothing: sandboxd holds no process yet).
+pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warmed, WarmError> {
+    let fail = |message: String| WarmError { message };
+    held.link.send(&Control::Resume { channels: Vec::new() });
+    let start = Control::Start {
+        channel: CHANNEL,
+        argv: plan.argv.clone(),
+        env: plan.env.clone(),
+        cwd: plan.cwd.clone(),
+        user: plan.user.clone(),
+    };
+    if !held.link.send(&start) {
+        return Err(fail("the tunnel closed before the harness started".to_owned()));
+    }
+    let id = wire::new_request_id();
+    let request = wire::request(
+        &id,
+        agenthold_core::acp::messages::method::INITIALIZE,
+        &agenthold_core::acp::messages::initialize(),
+    );
+    let stdin_sent = request.len() as u64;
+    if !held.link.send_data(DataKind::Stdin, CHANNEL, 0, request.into()) {
+        return Err(fail("the tunnel closed before `initialize` was sent".to_owned()));
+    }
+    let mut reading = Reading::default();
+    let answered = tokio::time::timeout(timeout, async {
+        while let Some(incoming) = held.inbox.recv().await {
+            match reading.take(incoming, &id)? {
+                Some(init) => return Ok(init),
+                None => continue,
+            }
+        }
+        Err("the tunnel closed".to_owned())
+    })
+    .await;
+    let init = match answered {
+        Ok(Ok(init)) => init,
+        Ok(Err(message)) => return Err(fail(crate::supervisor::core::with_stderr(&message, &reading.stderr()))),
+        Err(_) => {
+            let message = format!("no `initialize` answer within {} s", timeout.as_secs());
+            return Err(fail(crate::supervisor::core::with_stderr(&message, &reading.stderr())));
+        }
+    };
+    held.link.send(&Control::Ack { channel: CHANNEL, offset: reading.line_start });
+    Ok(Warmed {
+        held,
+        plan,
+        init,
+        pid: reading.pid,
+        stdout_read: reading.line_start,
+        stdout_end: reading.stdout_end,
+        stdin_written: reading.stdin_written,
+        stdin_sent,
+    })
+}
+
+/// What [`warm`] has read so far.
+#[derive(Default)]
+struct Reading {
+    pid: Option<u32>,
+    /// stdout received, from the start of the line not read yet.
+    pending: BytesMut,
+    /// The offset of `pending`'s first byte.
+    line_start: u64,
+    stdout_end: u64,
+    stdin_written: u64,
+    stderr_tail: Vec<u8>,
+}
+
+impl Reading {
+    /// Takes one message; the `initialize` result once its answer has arrived whole.
+    fn take(&mut self, incoming: crate::tunnel::link::Incoming, id: &str) -> Result<Option<serde_json::Value>, String> {
+        use crate::tunnel::link::Incoming;
+        match incoming {
+            Incoming::Control(Control::Started { channel: CHANNEL, pid }) => self.pid = Some(pid),
+            Incoming::Control(Control::StartFailed { message, .. }) => {
+                return Err(format!("the harness did not start: {message}"));
+            }
+            Incoming::Control(Control::Exited { status, .. }) => {
+                return Err(format!("the harness exited before answering `initialize` ({status:?})"));
+            }
+            Incoming::Control(Control::StdinWritten { channel: CHANNEL, offset }) => self.stdin_written = offset,
+            Incoming::Control(Control::StdinRejected { reason, .. }) => {
+                return Err(format!("sandboxd refused the `initialize` request: {reason}"));
+            }
+            Incoming::Control(_) => {}
+            Incoming::Data(frame) if frame.channel != CHANNEL => {}
+            Incoming::Data(frame) => match frame.kind {
+                DataKind::Stderr => {
+                    self.stderr_tail.extend_from_slice(&frame.payload);
+                    let excess = self.stderr_tail.len().saturating_sub(crate::supervisor::core::STDERR_TAIL_BYTES);
+                    self.stderr_tail.drain(..excess);
+                }
+                DataKind::Stdout => return self.stdout(frame.offset, &frame.payload, id),
+                _ => {}
+            },
+        }
+        Ok(None)
+    }
+
+    fn stdout(&mut self, offset: u64, payload: &[u8], id: &str) -> Result<Option<serde_json::Value>, String> {
+        // Frames come in order; a frame resent from before what was read adds only its new end.
+        let end = offset + payload.len() as u64;
+        if end <= self.stdout_end {
+            return Ok(None);
+        }
+        if offset > self.stdout_end {
+            return Err("stdout skipped bytes".to_owned());
+        }
+        let skip = usize::try_from(self.stdout_end - offset).unwrap_or(usize::MAX);
+        self.pending.extend_from_slice(&payload[skip..]);
+        self.stdout_end = end;
+        while let Some(newline) = self.pending.iter().position(|b| *b == b'\n') {
+            let line = self.pending.split_to(newline + 1);
+            self.line_start += line.len() as u64;
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match wire::parse_line(text) {
+                Ok(FromHarness::Response { id: answered, outcome }) if answered == id => {
+                    let init = outcome.map_err(|error| format!("the harness refused `initialize`: {error}"))?;
+                    agenthold_core::acp::messages::parse_initialize(&init)?;
+                    return Ok(Some(init));
+                }
+                // Notifications before the answer (a harness announcing itself) are not kept.
+                Ok(FromHarness::Notification { .. }) => {}
+                Ok(_) => return Err("the harness asked something before answering `initialize`".to_owned()),
+                Err(garbage) => return Err(format!("the harness printed {garbage}")),
+            }
+        }
+        if self.pending.len() > MAX_INIT_BYTES {
+            return Err(format!("the harness printed over {MAX_INIT_BYTES} bytes without answering `initialize`"));
+        }
+        Ok(None)
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr_tail).trim().to_owned()
+    }
+}
+
+/// A warmed harness waiting for its claim: reads its tunnel (so sandboxd's messages never back
+/// up) and notes anything that rules out handing it over.
+pub struct Keeper {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<Warmed, String>>,
+}
+
+impl Keeper {
+    /// Starts reading.
+    pub fn keep(mut warmed: Warmed) -> Self {
+        let (stop, mut stopped) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut stopped => return Ok(warmed),
+                    incoming = warmed.held.inbox.recv() => match incoming {
+                        None => return Err("its tunnel closed".to_owned()),
+                        Some(crate::tunnel::link::Incoming::Control(Control::Exited { status, .. })) => {
+                            return Err(format!("it exited ({status:?})"));
+                        }
+                        Some(crate::tunnel::link::Incoming::Control(Control::StdinWritten { channel: CHANNEL, offset })) => {
+                            warmed.stdin_written = offset;
+                        }
+                        Some(crate::tunnel::link::Incoming::Data(frame))
+                            if frame.kind == DataKind::Stdout && frame.offset + frame.payload.len() as u64 > warmed.stdout_end =>
+                        {
+                            return Err("it printed on stdout before any prompt".to_owned());
+                        }
+                        Some(_) => {}
+                    },
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    /// Whether it is still fit to hand over (it has not exited, closed or spoken).
+    pub fn alive(&self) -> bool {
+        !self.task.is_finished()
+    }
+
+    /// Stops reading: the warmed harness, or why it is not fit to be handed over.
+    pub async fn take(self) -> Result<Warmed, String> {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_else(|error| Err(format!("its keeper failed: {error}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> PlanContext {
+        PlanContext {
+            image: "agenthold/base:latest".to_owned(),
+            tools_dir: "/opt/agenthold".to_owned(),
+            home_dir: "/home/agent".to_owned(),
+            user: Some("agent".to_owned()),
+            memory_mib: 2048,
+            proxy_addr: Some("10.0.0.1:3128".to_owned()),
+        }
+    }
+
+    #[test]
+    fn profiles_parse_with_their_models_and_variables_and_default_to_the_harness_s_key() {
+        let profiles = parse_profiles(
+            " claude-code, codex@gpt-5 ,opencode@anthropic/claude-sonnet-4-5:OPENAI_API_KEY+ANTHROPIC_API_KEY",
+        )
+        .expect("parses");
+        assert_eq!(profiles.len(), 3);
+        assert_eq!(
+            profiles[0],
+            PooledProfile { harness: "claude-code".into(), model: None, variables: vec!["ANTHROPIC_API_KEY".into()] }
+        );
+        assert_eq!(profiles[1].model.as_deref(), Some("gpt-5"));
+        assert_eq!(profiles[1].variables, ["OPENAI_API_KEY"]);
+        assert_eq!(profiles[2].variables, ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"], "sorted");
+        assert_eq!(profiles[2].to_string(), "opencode@anthropic/claude-sonnet-4-5:ANTHROPIC_API_KEY+OPENAI_API_KEY");
+        assert_eq!(parse_profiles("").expect("empty"), []);
+        assert_eq!(parse_profiles("fake").expect("fake")[0].variables, Vec::<String>::new(), "fake has no preset");
+    }
+
+    #[test]
+    fn bad_profiles_are_refused_with_the_item_named() {
+        for (text, says) in [
+            ("nope", "no harness"),
+            ("command", "cannot be pooled"),
+            ("claude-code@", "a model"),
+            ("claude-code@a b", "a model"),
+            ("claude-code:lower-case", "\"claude-code:lower-case\""),
+            ("claude-code,claude-code", "listed twice"),
+            ("fake:A1,fake:A2,fake:A3,fake:A4,fake:A5,fake:A6,fake:A7,fake:A8,fake:A9", "at most 8"),
+        ] {
+            let error = parse_profiles(text).expect_err(text);
+            assert!(error.contains(says), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_profile_fits_an_agent_of_its_harness_model_and_exact_variables() {
+        let profile = &parse_profiles("opencode@openai/gpt-5:OPENAI_API_KEY+ANTHROPIC_API_KEY").expect("parses")[0];
+        let both = ["OPENAI_API_KEY".to_owned(), "ANTHROPIC_API_KEY".to_owned()];
+        assert!(profile.fits("opencode", Some("openai/gpt-5"), &both));
+        assert!(!profile.fits("opencode", None, &both), "another model");
+        assert!(!profile.fits("codex", Some("openai/gpt-5"), &both));
+        assert!(!profile.fits("opencode", Some("openai/gpt-5"), &both[..1]), "a variable fewer");
+        let bare = &parse_profiles("claude-code").expect("parses")[0];
+        assert!(bare.fits("claude-code", Some(""), &["ANTHROPIC_API_KEY".to_owned()]), "an empty model is none");
+    }
+
+    #[test]
+    fn a_plan_holds_fresh_placeholders_shaped_like_the_keys_and_a_fresh_identity() {
+        let profile = &parse_profiles("claude-code").expect("parses")[0];
+        let (one, two) = (plan(profile, &context()).expect("plan"), plan(profile, &context()).expect("plan"));
+        let placeholder = one.placeholder("ANTHROPIC_API_KEY").expect("a placeholder");
+        assert!(placeholder.starts_with("sk-ant-agenthold-"), "{placeholder}");
+        assert_ne!(Some(placeholder), two.placeholder("ANTHROPIC_API_KEY"), "never the same twice");
+        let env: BTreeMap<_, _> = one.env.iter().cloned().collect();
+        assert_eq!(env.get("ANTHROPIC_API_KEY").map(String::as_str), Some(placeholder));
+        let identity = one.identity.as_ref().expect("an identity");
+        assert!(env["HTTPS_PROXY"].contains(&identity.username), "the proxy variables hold the identity");
+        assert_ne!(identity.username, two.identity.as_ref().expect("identity").username);
+        assert_eq!(env["NODE_OPTIONS"], "--max-old-space-size=1536", "Node's heap follows the sandbox's memory");
+        assert_eq!(one.argv, ["claude-agent-acp"]);
+        assert_eq!(one.cwd, "/home/agent");
+        let without_proxy = plan(profile, &PlanContext { proxy_addr: None, ..context() }).expect("plan");
+        assert!(without_proxy.identity.is_none());
+        assert!(!without_proxy.env.iter().any(|(k, _)| k == "HTTPS_PROXY"));
+    }
+
+    #[test]
+    fn differences_name_what_differs_and_never_a_value() {
+        let profile = &parse_profiles("claude-code").expect("parses")[0];
+        let pooled = plan(profile, &context()).expect("plan");
+        let same =
+            HarnessStart { program: None, argv: pooled.argv.clone(), env: pooled.env.clone(), logins: Vec::new() };
+        assert!(differences(&pooled, &same, "/home/agent", Some("agent")).is_empty());
+        // One variable given twice, the pooled value later (the later wins): the same.
+        let mut twice = same.clone();
+        twice.env.insert(0, ("ANTHROPIC_API_KEY".to_owned(), "overridden-later".to_owned()));
+        assert!(differences(&pooled, &twice, "/home/agent", Some("agent")).is_empty());
+        let mut last = same.clone();
+        last.env.push(("ANTHROPIC_API_KEY".to_owned(), "wins".to_owned()));
+        assert_eq!(
+            differences(&pooled, &last, "/home/agent", Some("agent")),
+            ["variables with other values: ANTHROPIC_API_KEY"]
+        );
+
+        let mut other = same.clone();
+        other.env.retain(|(k, _)| k != "ANTHROPIC_API_KEY");
+        other.env.push(("GITHUB_TOKEN".to_owned(), "agenthold-git-secretish".to_owned()));
+        other.env.push(("ANTHROPIC_MODEL".to_owned(), "claude-opus".to_owned()));
+        other.env.retain(|(k, _)| k != "NODE_OPTIONS");
+        other.env.push(("NODE_OPTIONS".to_owned(), "--max-old-space-size=96".to_owned()));
+        other.argv.push("--flag".to_owned());
+        let found = differences(&pooled, &other, "/home/agent/repo", None).join("; ");
+        for says in [
+            "the harness's command",
+            "a repository",
+            "the user",
+            "lacks: ANTHROPIC_MODEL, GITHUB_TOKEN",
+            "does not have: ANTHROPIC_API_KEY",
+            "other values: NODE_OPTIONS",
+        ] {
+            assert!(found.contains(says), "{says}: {found}");
+        }
+        assert!(!found.contains("secretish") && !found.contains("96") && !found.contains("sk-ant"), "{found}");
+    }
+
+    fn reading_of(lines: &[&str]) -> (Reading, Result<Option<serde_json::Value>, String>) {
+        let mut reading = Reading::default();
+        let bytes = lines.concat();
+        let mut result = Ok(None);
+        // Split anywhere: frames do not follow lines.
+        for (at, chunk) in bytes.as_bytes().chunks(7).enumerate() {
+            result = reading.stdout((at * 7) as u64, chunk, "id-1");
+            if !matches!(result, Ok(None)) {
+                break;
+            }
+        }
+        (reading, result)
+    }
+
+    #[test]
+    fn the_initialize_answer_is_read_across_frames_and_its_end_is_where_stdout_is_acknowledged() {
+        let notice = "{\"jsonrpc\":\"2.0\",\"method\":\"hello\",\"params\":{}}\n";
+        let answer =
+            "{\"jsonrpc\":\"2.0\",\"id\":\"id-1\",\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{}}}\n";
+        let (reading, result) = reading_of(&[notice, "\n", answer]);
+        let init = result.expect("read").expect("answered");
+        assert_eq!(init["protocolVersion"], 1);
+        assert_eq!(reading.line_start, (notice.len() + 1 + answer.len()) as u64);
+
+        let (_, refused) =
+            reading_of(&["{\"jsonrpc\":\"2.0\",\"id\":\"id-1\",\"error\":{\"code\":-1,\"message\":\"no\"}}\n"]);
+        assert!(refused.expect_err("refused").contains("refused `initialize`"));
+        let (_, asked) =
+            reading_of(&["{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"fs/read_text_file\",\"params\":{}}\n"]);
+        assert!(asked.expect_err("asked").contains("asked something"));
+        let (_, garbage) = reading_of(&["Loading...\n"]);
+        assert!(garbage.expect_err("garbage").contains("printed"));
+        let mut reading = Reading::default();
+        assert!(reading.stdout(5, b"x", "id-1").is_err(), "a gap in stdout");
+        let mut reading = Reading::default();
+        let endless = vec![b'x'; MAX_INIT_BYTES + 1];
+        assert!(reading.stdout(0, &endless, "id-1").expect_err("too long").contains("without answering"));
+    }
+}
