@@ -47,6 +47,7 @@ mod parked_turns;
 mod partition;
 mod people;
 mod permissions_flow;
+mod pooled_harness;
 mod provider_logins;
 mod proxy_feed;
 mod proxy_feed_e2e;
