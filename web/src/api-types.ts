@@ -1487,6 +1487,15 @@ export interface components {
             posture?: string | null;
             repo?: null | components["schemas"]["RepoSpec"];
             /**
+             * @description Secrets of the workspace attached at once, by variable (`{"ANTHROPIC_API_KEY": "<secret
+             *     id>"}`), as `PUT /api/v1/agents/{id}/secrets/{env_name}` would; at most 32. An agent
+             *     created with the secrets a pooled harness was started for takes it running
+             *     (docs/design.md, "Pooled harnesses").
+             */
+            secrets?: {
+                [key: string]: string;
+            };
+            /**
              * Format: uuid
              * @description The workspace; default: the caller's personal workspace.
              */
