@@ -7,7 +7,10 @@
 //! away mid-response is logged and counted too (`ended_by=client`), not reported. The client of a
 //! cut response sees its connection end without the response's end, as before. The same report
 //! counts, per sandbox, the requests the proxy answered itself ([`Reports::answered`]): the server
-//! refreshes a ChatGPT login when a sandbox asks to, at most once a minute.
+//! refreshes a ChatGPT login when a sandbox asks to, at most once a minute. And, per client
+//! address, the requests refused for want of known credentials ([`Reports::refused`]): a harness
+//! the warm pool started holds credentials no sandbox entry has until an agent claims it, and the
+//! server does not hand over one that reached for the network before then.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,6 +93,18 @@ pub struct SandboxAnswered {
     pub path: String,
 }
 
+/// Requests from one client address refused with `407` (no credentials, or credentials no
+/// sandbox in force has).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    /// How many since the proxy started.
+    pub count: u64,
+    /// When the first was (milliseconds since the Unix epoch).
+    pub first_at_ms: u64,
+    /// When the last was.
+    pub last_at_ms: u64,
+}
+
 /// The report file's content.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
@@ -98,6 +113,9 @@ pub struct Report {
     /// Per sandbox id: the requests the proxy answered itself.
     #[serde(default)]
     pub answered: BTreeMap<String, SandboxAnswered>,
+    /// Per client address: requests refused for want of known credentials.
+    #[serde(default)]
+    pub refused: BTreeMap<String, Refused>,
 }
 
 /// The largest report file a reader takes (the report holds at most [`MAX_SANDBOXES`] entries
@@ -211,6 +229,40 @@ impl Reports {
             path.clone_into(&mut entry.path);
         }
         self.write();
+    }
+
+    /// A request from `client` refused with `407`. Recorded at once for an address the report
+    /// does not hold yet (the server reads it when a pooled harness is claimed); after that the
+    /// file is written at most once a second per address, so a client cannot make the proxy
+    /// write without end.
+    pub fn refused(self: &Arc<Self>, client: std::net::IpAddr) {
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let key = client.to_string();
+        let write = {
+            let mut report = self.report.lock();
+            let refused = &mut report.refused;
+            if !refused.contains_key(&key)
+                && refused.len() >= MAX_SANDBOXES
+                && let Some(oldest) = refused.iter().min_by_key(|(_, r)| r.last_at_ms).map(|(ip, _)| ip.clone())
+            {
+                refused.remove(&oldest);
+            }
+            match refused.get_mut(&key) {
+                Some(entry) => {
+                    let stale = now_ms.saturating_sub(entry.last_at_ms) >= 1000;
+                    entry.count += 1;
+                    entry.last_at_ms = now_ms;
+                    stale
+                }
+                None => {
+                    refused.insert(key, Refused { count: 1, first_at_ms: now_ms, last_at_ms: now_ms });
+                    true
+                }
+            }
+        };
+        if write {
+            self.write();
+        }
     }
 
     /// Writes the report file, off the runtime.
@@ -386,5 +438,24 @@ mod tests {
         let report = reports.report.lock();
         assert_eq!(report.cut_short.len(), MAX_SANDBOXES);
         assert!(!report.cut_short.contains_key("a"), "the oldest went first");
+    }
+
+    #[test]
+    fn refusals_are_kept_per_client_address_and_bounded() {
+        let reports = Arc::new(Reports::new(None));
+        let ip: std::net::IpAddr = "10.214.0.2".parse().expect("ip");
+        reports.refused(ip);
+        reports.refused(ip);
+        let entry = reports.report.lock().refused["10.214.0.2"].clone();
+        assert_eq!(entry.count, 2);
+        assert!(entry.first_at_ms > 0 && entry.first_at_ms <= entry.last_at_ms);
+        for i in 0..MAX_SANDBOXES as u32 + 5 {
+            reports.refused(std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0b00_0000 + i)));
+        }
+        let report = reports.report.lock();
+        assert_eq!(report.refused.len(), MAX_SANDBOXES);
+        // An older report (without the field) still reads.
+        let old: Report = serde_json::from_str(r#"{"cut_short": {}}"#).expect("an older report");
+        assert!(old.refused.is_empty());
     }
 }

@@ -206,6 +206,7 @@ pub async fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Auth
     }
     let Some((policy, sandbox)) = known(&state) else {
         tracing::info!(client = %ctx.peer, "proxy authentication failed");
+        ctx.shared.cuts.refused(ctx.peer.ip());
         return Err(respond::auth_required());
     };
     let credentials = credentials.ok_or_else(respond::auth_required)?;

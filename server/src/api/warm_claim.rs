@@ -116,6 +116,16 @@ async fn bind(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> anyhow::R
         }
         Err(message) => vec![format!("its harness cannot start: {message}")],
     };
+    // A harness that reached for the network before anyone owned it may have given up on
+    // something (a model list, a sign-in) it will not try again.
+    if let (Some(path), Ok(Some(addr))) = (state.supervisors.proxy_report(), state.driver.source_addr(agent_id).await) {
+        let path = path.to_owned();
+        let report =
+            tokio::task::spawn_blocking(move || agenthold_proxy::cut::Report::read(&path)).await.ok().flatten();
+        if report.is_some_and(|r| crate::fleet::pooled_harness::reached_out(&r, addr, warmed.plan.made_at_ms)) {
+            differences.push("it reached for the network before its claim (the proxy refused it)".to_owned());
+        }
+    }
     if store::repos::get(&state.pool, agent_id).await?.is_some() {
         differences.push("a repository is cloned before its harness starts".to_owned());
     }

@@ -161,6 +161,9 @@ pub struct Plan {
     pub placeholders: BTreeMap<String, String>,
     /// The proxy identity in its environment (`None`: no proxy).
     pub identity: Option<Identity>,
+    /// When it was made (milliseconds since the Unix epoch): anything the proxy refused from
+    /// its sandbox's address since then was its.
+    pub made_at_ms: u64,
 }
 
 impl Plan {
@@ -236,6 +239,7 @@ pub fn plan(profile: &PooledProfile, context: &PlanContext) -> Result<Plan, Stri
         user: context.user.clone(),
         placeholders,
         identity,
+        made_at_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0),
     })
 }
 
@@ -272,6 +276,13 @@ pub fn differences(pooled: &Plan, agent: &HarnessStart, agent_cwd: &str, agent_u
         found.push(format!("variables with other values: {}", changed.join(", ")));
     }
     found
+}
+
+/// Whether the proxy's report says it refused a request from `addr` since `since_ms`: a pooled
+/// harness there reached for the network before its claim (with credentials nobody had yet),
+/// and may have given up on something it will not try again.
+pub fn reached_out(report: &agenthold_proxy::cut::Report, addr: std::net::IpAddr, since_ms: u64) -> bool {
+    report.refused.get(&addr.to_string()).is_some_and(|refused| refused.last_at_ms >= since_ms)
 }
 
 /// A pooled harness, started and initialised.
@@ -634,6 +645,17 @@ mod tests {
             assert!(found.contains(says), "{says}: {found}");
         }
         assert!(!found.contains("secretish") && !found.contains("96") && !found.contains("sk-ant"), "{found}");
+    }
+
+    #[test]
+    fn a_refusal_from_the_sandbox_s_address_since_it_was_made_counts_and_one_before_does_not() {
+        let mut report = agenthold_proxy::cut::Report::default();
+        let refused = |at| agenthold_proxy::cut::Refused { count: 1, first_at_ms: at, last_at_ms: at };
+        report.refused.insert("10.214.0.2".to_owned(), refused(5_000));
+        let addr = "10.214.0.2".parse().expect("ip");
+        assert!(reached_out(&report, addr, 4_000));
+        assert!(!reached_out(&report, addr, 6_000), "an earlier sandbox at the same address");
+        assert!(!reached_out(&report, "10.214.0.3".parse().expect("ip"), 0));
     }
 
     fn reading_of(lines: &[&str]) -> (Reading, Result<Option<serde_json::Value>, String>) {

@@ -265,6 +265,11 @@ impl Supervisors {
         self.deps.proxy.as_ref()
     }
 
+    /// The egress proxy's report file, when the server feeds the proxy.
+    pub fn proxy_report(&self) -> Option<&std::path::Path> {
+        self.deps.proxy_report.as_deref()
+    }
+
     /// The postures agents run with.
     pub fn postures(&self) -> &Postures {
         &self.deps.postures
