@@ -179,6 +179,11 @@ pub struct Config {
     /// secrets under when it is created. Empty: none.
     #[arg(long, env = "AGENTHOLD_WARM_POOL_HARNESSES", default_value = "", value_parser = crate::fleet::pooled_harness::parse_profiles_arg)]
     pub warm_pool_harnesses: crate::fleet::pooled_harness::PooledProfiles,
+    /// The memory the pooled harnesses may hold together, MiB, by each harness's measured idle
+    /// size (Claude Code 330, Codex 275, OpenCode 530): each profile keeps one, and one more for
+    /// every two of its harnesses claimed in the last minute (at most 4), within this.
+    #[arg(long, env = "AGENTHOLD_WARM_POOL_HARNESS_MEMORY_MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    pub warm_pool_harness_memory_mib: u64,
     /// Seconds a pooled sandbox's sandboxd has to connect before the sandbox is removed and
     /// replaced.
     #[arg(long, env = "AGENTHOLD_WARM_POOL_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]

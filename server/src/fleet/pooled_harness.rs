@@ -127,6 +127,35 @@ pub fn parse_profiles(text: &str) -> Result<Vec<PooledProfile>, String> {
     Ok(profiles)
 }
 
+/// How many pooled harnesses of one profile are kept when demand is high.
+pub const MAX_PER_PROFILE: usize = 4;
+
+/// How many pooled harnesses each profile keeps, given how many of its harnesses were claimed
+/// in the last minute (`recent`) and what one costs (`idle_mib`), within `budget_mib` for them
+/// all. Each profile wants one, and one more for every two claims in the last minute (a claimed
+/// harness's replacement takes seconds to start), at most [`MAX_PER_PROFILE`]. The budget goes
+/// first to one of each profile, in the order listed, then one more at a time round the
+/// profiles that want more; what does not fit is not kept. Pure.
+pub fn targets(idle_mib: &[u32], recent: &[usize], budget_mib: u64) -> Vec<usize> {
+    let wanted: Vec<usize> = recent.iter().map(|claims| (1 + claims / 2).min(MAX_PER_PROFILE)).collect();
+    let mut kept = vec![0; idle_mib.len()];
+    let mut left = budget_mib;
+    loop {
+        let mut added = false;
+        for (i, cost) in idle_mib.iter().enumerate() {
+            let cost = u64::from(*cost);
+            if kept[i] < wanted.get(i).copied().unwrap_or(1) && cost <= left {
+                kept[i] += 1;
+                left -= cost;
+                added = true;
+            }
+        }
+        if !added {
+            return kept;
+        }
+    }
+}
+
 /// Where a pooled harness starts.
 #[derive(Debug, Clone)]
 pub struct PlanContext {
@@ -645,6 +674,21 @@ mod tests {
             assert!(found.contains(says), "{says}: {found}");
         }
         assert!(!found.contains("secretish") && !found.contains("96") && !found.contains("sk-ant"), "{found}");
+    }
+
+    #[test]
+    fn each_profile_keeps_one_more_per_two_recent_claims_within_the_budget() {
+        // Quiet: one each, when the budget holds them.
+        assert_eq!(targets(&[330, 275, 530], &[0, 0, 0], 2048), [1, 1, 1]);
+        // Busy Claude Code: 6 claims in the last minute want 4 (the most), which fit.
+        assert_eq!(targets(&[330, 275, 530], &[6, 0, 0], 4096), [4, 1, 1]);
+        assert_eq!(targets(&[330, 275, 530], &[40, 0, 0], 1 << 20), [4, 1, 1], "never past the most");
+        // A small budget: the first of each in order, what fits.
+        assert_eq!(targets(&[330, 275, 530], &[0, 0, 0], 700), [1, 1, 0]);
+        assert_eq!(targets(&[330, 275, 530], &[6, 6, 0], 1300), [1, 1, 1], "one of each first");
+        assert_eq!(targets(&[330, 275, 530], &[6, 6, 0], 1800), [2, 2, 1], "then round the profiles that want more");
+        assert_eq!(targets(&[330], &[0], 0), [0], "no budget: none");
+        assert_eq!(targets(&[], &[], 4096), Vec::<usize>::new());
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub struct PoolSettings {
     pub proxy_addr: Option<String>,
     /// How long a pooled harness has to answer `initialize`.
     pub warm_timeout: Duration,
+    /// The memory the pooled harnesses may hold together (MiB, by their harnesses' estimates).
+    pub harness_budget_mib: u64,
 }
 
 /// A pooled sandboxd's connection, as the tunnel made it.
@@ -155,6 +157,8 @@ struct Inner {
     settings: PoolSettings,
     entries: Mutex<HashMap<AgentId, Entry>>,
     last_claim: Mutex<Option<Instant>>,
+    /// When each profile's harnesses were claimed, the last minute's.
+    claims: Mutex<HashMap<usize, std::collections::VecDeque<Instant>>>,
     changed: Notify,
 }
 
@@ -179,6 +183,7 @@ impl WarmPool {
             settings,
             entries: Mutex::default(),
             last_claim: Mutex::default(),
+            claims: Mutex::default(),
             changed: Notify::new(),
         };
         Self { inner: Arc::new(inner) }
@@ -248,6 +253,7 @@ impl WarmPool {
             let keeper = entry.keeper?;
             match keeper.take().await {
                 Ok(warmed) => {
+                    self.inner.claims.lock().entry(profile).or_default().push_back(Instant::now());
                     return Some(Claimed { agent_id, handle: entry.handle, taken: Taken::Harness(Box::new(warmed)) });
                 }
                 Err(why) => {
@@ -372,16 +378,63 @@ impl WarmPool {
         }
     }
 
+    /// How many pooled harnesses each profile keeps now ([`super::pooled_harness::targets`]).
+    fn harness_targets(&self) -> Vec<usize> {
+        let profiles = &self.inner.settings.harnesses;
+        let recent: Vec<usize> = {
+            let mut claims = self.inner.claims.lock();
+            (0..profiles.len())
+                .map(|i| {
+                    let times = claims.entry(i).or_default();
+                    while times.front().is_some_and(|at| at.elapsed() > Duration::from_secs(60)) {
+                        times.pop_front();
+                    }
+                    times.len()
+                })
+                .collect()
+        };
+        let idle_mib: Vec<u32> = profiles
+            .iter()
+            .map(|(p, _)| crate::harness::adapter(&p.harness).map_or(64, |a| a.profile().idle_mib))
+            .collect();
+        super::pooled_harness::targets(&idle_mib, &recent, self.inner.settings.harness_budget_mib)
+    }
+
+    /// Removes pooled harnesses beyond their profiles' targets (demand fell), the newest first.
+    async fn shrink(&self) {
+        let targets = self.harness_targets();
+        let surplus: Vec<AgentId> = {
+            let mut entries = self.inner.entries.lock();
+            let mut surplus = Vec::new();
+            for (profile, target) in targets.iter().enumerate() {
+                let mut mine: Vec<(Instant, AgentId)> =
+                    entries.iter().filter(|(_, e)| e.profile == Some(profile)).map(|(id, e)| (e.since, *id)).collect();
+                mine.sort();
+                surplus.extend(mine.iter().skip(*target).map(|(_, id)| *id));
+            }
+            for id in &surplus {
+                entries.remove(id);
+            }
+            surplus
+        };
+        for agent_id in surplus {
+            tracing::info!(agent.id = %agent_id, "fewer pooled harnesses are wanted now: removing one");
+            self.remove(agent_id).await;
+        }
+    }
+
     async fn refill(&self) {
         let settings = &self.inner.settings;
+        self.shrink().await;
         loop {
+            let targets = self.harness_targets();
             let wanted = {
                 let entries = self.inner.entries.lock();
                 let count = |profile: Option<usize>| entries.values().filter(|e| e.profile == profile).count();
                 if count(None) < settings.size {
                     Some(None)
                 } else {
-                    (0..settings.harnesses.len()).find(|i| count(Some(*i)) < 1).map(Some)
+                    targets.iter().enumerate().find(|(i, target)| count(Some(*i)) < **target).map(|(i, _)| Some(i))
                 }
             };
             let Some(profile) = wanted else { return };

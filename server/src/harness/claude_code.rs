@@ -44,6 +44,7 @@ impl HarnessAdapter for ClaudeCode {
             development_only: false,
             in_base_image: true,
             account_logins: &[LoginKind::ClaudeSubscription, LoginKind::AnthropicApiKey],
+            idle_mib: 330,
         }
     }
 

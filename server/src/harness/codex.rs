@@ -92,6 +92,7 @@ impl HarnessAdapter for Codex {
             development_only: false,
             in_base_image: true,
             account_logins: &[LoginKind::ChatgptLogin, LoginKind::ChatgptAccessToken, LoginKind::OpenaiApiKey],
+            idle_mib: 275,
         }
     }
 

@@ -25,6 +25,7 @@ impl HarnessAdapter for Fake {
             label: "fake (development and tests only)",
             development_only: true,
             account_logins: crate::logins::kinds::ALL,
+            idle_mib: 10,
             ..Profile::BARE
         }
     }

@@ -65,6 +65,9 @@ pub struct Profile {
     /// The provider logins on the account it takes, most preferred first (one per provider is
     /// delivered: `logins::chosen`).
     pub account_logins: &'static [crate::logins::kinds::LoginKind],
+    /// What one idle, started harness holds in memory with its sandbox (MiB; measured:
+    /// `<harness>_idle_agent_rss_mib` in docs/benchmarks.md): the warm pool's budget counts it.
+    pub idle_mib: u32,
 }
 
 impl Profile {
@@ -80,6 +83,7 @@ impl Profile {
         development_only: false,
         in_base_image: false,
         account_logins: &[],
+        idle_mib: 64,
     };
 }
 

@@ -51,6 +51,7 @@ impl HarnessAdapter for OpenCode {
             in_base_image: true,
             // Its own login file covers many providers: no account logins (seed 003).
             account_logins: &[],
+            idle_mib: 530,
         }
     }
 }
