@@ -11,6 +11,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod crash_points;
 pub mod dispatch;
 pub mod events;
 pub mod fleet;

@@ -70,6 +70,7 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
             return give_up(state, agent_id, &error).await;
         }
     };
+    crate::crash_points::reach(crate::crash_points::POOLED_CLAIM_BOUND);
     let adopted = differences.is_empty().then(|| AdoptedHarness {
         channel: crate::fleet::pooled_harness::CHANNEL,
         stdout_offset: warmed.stdout_read,

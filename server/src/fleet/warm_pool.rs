@@ -340,8 +340,10 @@ impl WarmPool {
                 return;
             }
         };
-        // A record whose id an agent has is a claim that did not finish forgetting it: the
-        // sandbox is that agent's now; only the record goes.
+        // A record whose id an agent has is a claim cut short before it was recorded (the claim
+        // moves the token and forgets the record in one statement): the container still holds
+        // the pool's token, which nothing accepts once the record goes. It is removed (the home
+        // stays): the agent's next wake makes its own, as after any lost container.
         let ids: Vec<uuid::Uuid> = leftovers.iter().map(|id| id.0).collect();
         let agents = match store::agents::existing(&self.inner.pool, &ids).await {
             Ok(agents) => agents,
@@ -352,6 +354,11 @@ impl WarmPool {
         };
         for agent_id in leftovers {
             if agents.contains(&agent_id) {
+                tracing::info!(agent.id = %agent_id, "a claim of a pooled sandbox was cut short: removing its container, the agent makes its own");
+                if let Err(error) = self.inner.driver.remove_container(agent_id).await {
+                    tracing::warn!(%error, agent.id = %agent_id, "removing the container of a claim cut short");
+                    continue;
+                }
                 if let Err(error) = store::warm_pool::delete(&self.inner.pool, agent_id).await {
                     tracing::warn!(%error, agent.id = %agent_id, "forgetting a claimed pooled sandbox");
                 }

@@ -58,32 +58,50 @@ async fn agent_with_key(server: &TestServer, workspace: &str, extra: Value) -> (
     (server.create_agent(body).await, value)
 }
 
+/// A server with a pooled `fake` harness, its sandboxes using the real proxy on the host, with
+/// `api.anthropic.com` mapped to a loopback stand-in.
+struct Setup {
+    server: TestServer,
+    proxy: Proxy,
+    stand_in: StandIn,
+    dir: std::path::PathBuf,
+}
+
+impl Setup {
+    async fn start(extra: &[(&str, &str)]) -> Self {
+        let dir = std::env::temp_dir().join(format!("agenthold-pooled-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let stand_in = StandIn::start(&dir, STAND_IN_BODY).await;
+        let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
+        let config = dir.join("proxy.json");
+        let proxy = Proxy::start(&config, "0.0.0.0:0", dir.join("proxy.log"));
+        let proxy_addr = format!("host.docker.internal:{}", proxy.port());
+        let overrides = overrides.to_string();
+        let mut env = vec![
+            ("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", overrides.as_str()),
+            ("AGENTHOLD_PROXY_ADDR", &proxy_addr),
+            ("AGENTHOLD_PROXY_CONFIG_FILE", config.to_str().expect("utf-8 path")),
+            ("AGENTHOLD_WARM_POOL_SIZE", "0"),
+            ("AGENTHOLD_WARM_POOL_HARNESSES", "fake:ANTHROPIC_API_KEY"),
+            ("RUST_LOG", "info,agenthold_server=debug"),
+        ];
+        env.extend_from_slice(extra);
+        let server = TestServer::start_with(&env).await;
+        let started = Instant::now();
+        while !config.exists() {
+            assert!(started.elapsed() < DEADLINE, "the server never wrote {}", config.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self { server, proxy, stand_in, dir }
+    }
+}
+
 #[tokio::test]
 async fn an_agent_takes_a_running_pooled_harness_bound_to_its_own_key_and_never_another_s() {
     if skip_unless_docker("the warm pool and the egress proxy are the Docker driver's") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("agenthold-pooled-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let stand_in = StandIn::start(&dir, STAND_IN_BODY).await;
-    let overrides = json!({"api.anthropic.com:443": {"addr": stand_in.addr.to_string(), "ca_cert": stand_in.root}});
-    let config = dir.join("proxy.json");
-    let proxy = Proxy::start(&config, "0.0.0.0:0", dir.join("proxy.log"));
-    let proxy_addr = format!("host.docker.internal:{}", proxy.port());
-    let server = TestServer::start_with(&[
-        ("AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES", &overrides.to_string()),
-        ("AGENTHOLD_PROXY_ADDR", &proxy_addr),
-        ("AGENTHOLD_PROXY_CONFIG_FILE", config.to_str().expect("utf-8 path")),
-        ("AGENTHOLD_WARM_POOL_SIZE", "0"),
-        ("AGENTHOLD_WARM_POOL_HARNESSES", "fake:ANTHROPIC_API_KEY"),
-        ("RUST_LOG", "info,agenthold_server=debug"),
-    ])
-    .await;
-    let started = Instant::now();
-    while !config.exists() {
-        assert!(started.elapsed() < DEADLINE, "the server never wrote {}", config.display());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let Setup { server, proxy, stand_in, dir } = Setup::start(&[]).await;
     let workspace = personal_workspace(&server).await;
     wait_log(&server, "a pooled harness answered `initialize`", 1).await;
 
@@ -140,5 +158,115 @@ async fn an_agent_takes_a_running_pooled_harness_bound_to_its_own_key_and_never_
     assert_eq!(fetch_status(&events), Some(json!(200)), "{events:?}");
     assert_eq!(starts(&third), 1, "its own harness started");
     assert_eq!(stand_in.seen.lock().expect("seen").last().cloned(), Some(Some(third_key)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `text` without its terminal colours.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Running sandbox containers named for `agent` (not its network holder).
+fn containers_of(agent: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-a", "--filter", &format!("label=agenthold.agent={agent}")])
+        .args(["--format", "{{.Names}} {{.Label \"agenthold.role\"}}"])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, role)| role.is_empty())
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_server_killed_between_binding_a_pooled_harness_and_recording_the_claim_leaves_it_bound_to_no_one_else() {
+    if skip_unless_docker("the warm pool and the egress proxy are the Docker driver's") {
+        return;
+    }
+    let Setup { mut server, proxy, stand_in, dir } =
+        Setup::start(&[("AGENTHOLD_TEST_CRASH_AT", "pooled-claim-bound")]).await;
+    let workspace = personal_workspace(&server).await;
+    wait_log(&server, "a pooled harness answered `initialize`", 1).await;
+    let pooled: String = plain(&server.log())
+        .lines()
+        .find(|l| l.contains("a pooled harness answered `initialize`"))
+        .and_then(|l| l.split("agent.id=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the pooled sandbox's id in the log")
+        .to_owned();
+
+    // The creation binds the pooled harness (secrets under its placeholders, its identity) and the
+    // server dies before the claim is recorded.
+    let value = unique_value();
+    let secret =
+        create_secret(&server, &workspace, json!({"name": "crash", "preset": "anthropic", "value": value})).await;
+    let body = json!({"name": "crashy", "harness": "fake", "secrets": {"ANTHROPIC_API_KEY": secret}});
+    let answer = server.try_post("/api/v1/agents", body).await;
+    assert!(answer.is_err(), "the server answered although it should have crashed: {answer:?}");
+    assert!(server.exited_within(Duration::from_secs(10)), "the server did not crash");
+    assert!(server.log().contains("crashing at pooled-claim-bound"), "{}", server.log());
+
+    // Started again (no crash point): the agent exists with the pooled sandbox's id; the pool's
+    // record of it is gone, so no later agent can claim it.
+    server.set_env("AGENTHOLD_TEST_CRASH_AT", None);
+    server.restart().await;
+    let (status, agents) = admin(&server, "GET", "/api/v1/agents", json!({})).await;
+    assert_eq!(status, 200, "{agents}");
+    let agent = agents["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["name"] == "crashy")
+        .and_then(|a| a["id"].as_str())
+        .expect("the agent was created before the crash")
+        .to_owned();
+    assert_eq!(agent, pooled, "the agent has the pooled sandbox's id");
+    let db = crate::support::secrets::database(&server).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let records: i64 = sqlx::query_scalar("SELECT count(*) FROM pooled_sandboxes WHERE agent_id = $1::uuid")
+            .bind(&agent)
+            .fetch_one(&db)
+            .await
+            .expect("pooled_sandboxes");
+        if records == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pool still records the claimed sandbox");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The new pool makes a sandbox of another id; the agent's first prompt gets it a harness of its
+    // own (its sandbox made again), with its own key.
+    wait_log(&server, "a pooled harness answered `initialize`", 2).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, FETCH).await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    assert_eq!(fetch_status(&events), Some(json!(200)), "{events:?}\n\nproxy log:\n{}", proxy.log());
+    assert_eq!(stand_in.seen.lock().expect("seen").clone(), [Some(value)], "its own key");
+    assert_eq!(containers_of(&agent).len(), 1, "one sandbox for the agent: {:?}", containers_of(&agent));
+    let last_pooled = server
+        .log()
+        .lines()
+        .rev()
+        .find(|l| l.contains("a pooled harness answered `initialize`"))
+        .map(str::to_owned)
+        .expect("a pooled harness");
+    assert!(!last_pooled.contains(&agent), "the new pool's sandbox is another: {last_pooled}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -317,6 +317,29 @@ impl TestServer {
         self.api_port
     }
 
+    /// Sets (`Some`) or removes (`None`) a variable of the server's environment for its next
+    /// start.
+    pub fn set_env(&mut self, key: &str, value: Option<&str>) {
+        self.env.retain(|(k, _)| k != key);
+        if let Some(value) = value {
+            self.env.push((key.to_owned(), value.to_owned()));
+        }
+    }
+
+    /// Whether the server's process has ended (waited for up to `timeout`).
+    pub fn exited_within(&mut self, timeout: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else { return true };
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                self.child = None;
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
     /// Starts the server again on the same database and ports.
     pub async fn restart(&mut self) {
         self.kill();
@@ -422,6 +445,11 @@ impl TestServer {
     /// POST with a JSON body.
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.try_request("POST", path, Some(Bytes::from(body.to_string()))).await.expect("request")
+    }
+
+    /// POST with a JSON body; an error when no answer came (the server went away).
+    pub async fn try_post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
+        self.try_request("POST", path, Some(Bytes::from(body.to_string()))).await
     }
 
     /// PUT with a JSON body.
