@@ -159,7 +159,9 @@ export function AgentFormPage({ id }: { id: string | null }) {
     let changed: FieldChange[] = [];
     try {
       if (creating) {
-        const made = await api<Agent>('POST', '/api/v1/agents', createBody(form));
+        // Secrets go with the creation: one that fits a pooled harness takes it running.
+        const secrets = Object.fromEntries(secretsChange.attach.map((s) => [s.env, s.secretId]));
+        const made = await api<Agent>('POST', '/api/v1/agents', { ...createBody(form), secrets });
         agentId = made.id;
       } else if (patch && Object.keys(patch).length) {
         const answer = await api<{ changed: FieldChange[] }>('PATCH', `/api/v1/agents/${agentId}`, patch);
@@ -171,7 +173,7 @@ export function AgentFormPage({ id }: { id: string | null }) {
         changed = [...changed, { field: 'egress', impact: 'proxy' }];
       }
       for (const env of secretsChange.detach) await api('DELETE', `/api/v1/agents/${agentId}/secrets/${encodeURIComponent(env)}`);
-      for (const s of secretsChange.attach) await api('PUT', `/api/v1/agents/${agentId}/secrets/${encodeURIComponent(s.env)}`, { secret_id: s.secretId });
+      if (!creating) for (const s of secretsChange.attach) await api('PUT', `/api/v1/agents/${agentId}/secrets/${encodeURIComponent(s.env)}`, { secret_id: s.secretId });
       if (wantsLogins || (creating && form.useMyLogins)) await api(form.useMyLogins ? 'PUT' : 'DELETE', `/api/v1/agents/${agentId}/logins`);
       if (creating) {
         navigate(`/agents/${agentId}`);
