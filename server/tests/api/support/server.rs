@@ -285,15 +285,7 @@ impl TestServer {
     pub fn terminate(&mut self, timeout: Duration) -> bool {
         let Some(child) = self.child.as_mut() else { return true };
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                self.child = None;
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        self.exited_within(timeout)
     }
 
     pub fn kill(&mut self) {
