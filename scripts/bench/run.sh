@@ -392,6 +392,7 @@ measure_pooled_first_updates() {
     local pids=() provider
     for provider in anthropic openai; do
         rm -f "$work/$provider-pooled.port"
+        : >"$work/$provider-pooled.jsonl"
         python3 "$standins/$provider.py" --cert "$work/certs/leaf.pem" --key "$work/certs/leaf.key" \
             --ready "$work/$provider-pooled.port" --record "$work/$provider-pooled.jsonl" 2>"$work/$provider-pooled.log" &
         pids+=($!)
@@ -408,7 +409,7 @@ measure_pooled_first_updates() {
     trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
     start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides" \
         "AGENTHOLD_WARM_POOL_SIZE=0" "AGENTHOLD_WARM_POOL_HARNESSES=$profiles"
-    local workspace harness preset env_name model secret agent session started ms round taken
+    local workspace harness preset env_name model secret agent session started ms round taken value before keys
     export AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN
     workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')
     : >"$work/pooled.jsonl"
@@ -419,8 +420,10 @@ measure_pooled_first_updates() {
             opencode) preset=anthropic env_name=ANTHROPIC_API_KEY model='"anthropic/claude-sonnet-4-5"' ;;
             *) preset=anthropic env_name=ANTHROPIC_API_KEY model=null ;;
             esac
+            value="sk-bench-pooled-$harness-$round-$RANDOM$RANDOM"
+            before=$(wc -l <"$work/$preset-pooled.jsonl")
             secret=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-                -d "{\"name\":\"pooled-$harness-$round\",\"preset\":\"$preset\",\"value\":\"sk-bench-$RANDOM$RANDOM\"}" \
+                -d "{\"name\":\"pooled-$harness-$round\",\"preset\":\"$preset\",\"value\":\"$value\"}" \
                 "$URL/api/v1/workspaces/$workspace/secrets" | jq -r .id)
             # Every profile's harness ready (the one taken last round is made again meanwhile).
             wait_until 180 "three pooled harnesses" bash -c \
@@ -434,10 +437,15 @@ measure_pooled_first_updates() {
             "$ctl" --compact prompt "$session" "hello" >/dev/null
             ms=$(first_update_ms "$session" 0 "$started")
             timeout 180 "$ctl" watch --compact "$session" --after 0 --until turn_end >"$work/pooled-events-$harness-$round.jsonl" 2>/dev/null || true
-            taken=$(grep -c "took a running harness from the warm pool.*$agent\|$agent.*took a running harness from the warm pool" "$BENCH_DIR/server.log" || true)
-            log "$harness pooled (round $round): POST /agents → first update ${ms} ms (harness taken running: $taken)"
-            jq -cn --arg h "${harness//-/_}" --argjson m "$ms" --argjson n "$round" --argjson t "$taken" \
-                '{harness: $h, round: $n, first_update_ms: $m, taken: ($t > 0)}' >>"$work/pooled.jsonl"
+            taken=$(sed 's/\x1b\[[0-9;]*m//g' "$BENCH_DIR/server.log" | grep "took a running harness from the warm pool" | grep -c "$agent" || true)
+            # The stand-in's requests of this run: each with this agent's key (x-api-key or the
+            # bearer), none with another's.
+            keys=$(tail -n +"$((before + 1))" "$work/$preset-pooled.jsonl" \
+                | jq -sc --arg v "$value" '{own: map(select((.headers["x-api-key"] // .headers.authorization // "") | contains($v))) | length,
+                    other: map(select((.headers["x-api-key"] // .headers.authorization // "") as $k | ($k | contains("sk-bench")) and ($k | contains($v) | not))) | length}')
+            log "$harness pooled (round $round): POST /agents → first update ${ms} ms (harness taken running: $taken; requests with its key, another's: $keys)"
+            jq -cn --arg h "${harness//-/_}" --argjson m "$ms" --argjson n "$round" --argjson t "$taken" --argjson k "$keys" \
+                '{harness: $h, round: $n, first_update_ms: $m, taken: ($t > 0), own_key_requests: $k.own, other_key_requests: $k.other}' >>"$work/pooled.jsonl"
             curl -fsS -o /dev/null -X DELETE -H "Authorization: Bearer $TOKEN" "$URL/api/v1/agents/$agent" || true
         done
     done
@@ -448,7 +456,8 @@ measure_pooled_first_updates() {
             group_by(.harness) | map(.[0].harness as $h | map(select(.taken)) | {
               ("pooled_" + $h + "_first_update_ms"): (map(.first_update_ms) | pct(0.5)),
               ("pooled_" + $h + "_first_update_p99_ms"): (map(.first_update_ms) | pct(0.99)),
-              ("pooled_" + $h + "_runs"): length
+              ("pooled_" + $h + "_runs"): length,
+              ("pooled_" + $h + "_other_key_requests"): (map(.other_key_requests) | add)
             }) | add' "$work/pooled.jsonl" >"$work/pooled-figures.json"
     jq -c --slurpfile f "$work/pooled-figures.json" '. + $f[0]' "$BENCH_DIR/harnesses.json" >"$BENCH_DIR/harnesses.json.tmp" \
         && mv "$BENCH_DIR/harnesses.json.tmp" "$BENCH_DIR/harnesses.json"
