@@ -427,7 +427,7 @@ measure_pooled_first_updates() {
                 "$URL/api/v1/workspaces/$workspace/secrets" | jq -r .id)
             # Every profile's harness ready (the one taken last round is made again meanwhile).
             wait_until 180 "three pooled harnesses" bash -c \
-                "curl -fsS http://127.0.0.1:$METRICS_PORT/metrics | awk '/^agenthold_warm_pool_ready / { exit !(\$2 >= 3) } END { }' " \
+                "curl -fsS http://127.0.0.1:$METRICS_PORT/metrics | awk '/^agenthold_warm_pool_ready / { ok = (\$2 >= 3) } END { exit !ok }'" \
                 || log "not every pooled harness was ready; going on"
             started=$EPOCHREALTIME
             agent=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \

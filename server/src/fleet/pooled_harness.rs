@@ -507,38 +507,41 @@ impl Reading {
 }
 
 /// A warmed harness waiting for its claim: reads its tunnel (so sandboxd's messages never back
-/// up) and notes anything that rules out handing it over.
+/// up) and notes anything that rules out handing it over (it exited, its tunnel closed). What it
+/// prints meanwhile stays in sandboxd, unacknowledged: the claiming agent's supervisor reads it
+/// from the end of the `initialize` answer on, as any harness output.
 pub struct Keeper {
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<Warmed, String>>,
 }
 
 impl Keeper {
-    /// Starts reading.
-    pub fn keep(mut warmed: Warmed) -> Self {
+    /// Starts reading; `ended` hears when the harness is no longer fit (logged with why).
+    pub fn keep(mut warmed: Warmed, agent_id: crate::ids::AgentId, ended: std::sync::Arc<tokio::sync::Notify>) -> Self {
+        use crate::tunnel::link::Incoming;
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
-            loop {
+            let why = loop {
                 tokio::select! {
                     biased;
                     _ = &mut stopped => return Ok(warmed),
                     incoming = warmed.held.inbox.recv() => match incoming {
-                        None => return Err("its tunnel closed".to_owned()),
-                        Some(crate::tunnel::link::Incoming::Control(Control::Exited { status, .. })) => {
-                            return Err(format!("it exited ({status:?})"));
-                        }
-                        Some(crate::tunnel::link::Incoming::Control(Control::StdinWritten { channel: CHANNEL, offset })) => {
+                        None => break "its tunnel closed".to_owned(),
+                        Some(Incoming::Control(Control::Exited { status, .. })) => break format!("it exited ({status:?})"),
+                        Some(Incoming::Control(Control::StdinWritten { channel: CHANNEL, offset })) => {
                             warmed.stdin_written = offset;
                         }
-                        Some(crate::tunnel::link::Incoming::Data(frame))
-                            if frame.kind == DataKind::Stdout && frame.offset + frame.payload.len() as u64 > warmed.stdout_end =>
-                        {
-                            return Err("it printed on stdout before any prompt".to_owned());
+                        Some(Incoming::Data(frame)) if frame.kind == DataKind::Stdout && frame.channel == CHANNEL => {
+                            warmed.stdout_end = warmed.stdout_end.max(frame.offset + frame.payload.len() as u64);
                         }
                         Some(_) => {}
                     },
                 }
-            }
+            };
+            tracing::warn!(agent.id = %agent_id, %why, "a pooled harness is no longer fit to hand over; its sandbox is replaced");
+            warmed.held.link.close();
+            ended.notify_one();
+            Err(why)
         });
         Self { stop, task }
     }

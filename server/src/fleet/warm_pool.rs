@@ -159,7 +159,7 @@ struct Inner {
     last_claim: Mutex<Option<Instant>>,
     /// When each profile's harnesses were claimed, the last minute's.
     claims: Mutex<HashMap<usize, std::collections::VecDeque<Instant>>>,
-    changed: Notify,
+    changed: Arc<Notify>,
 }
 
 /// The pool (cheap to clone).
@@ -184,7 +184,7 @@ impl WarmPool {
             entries: Mutex::default(),
             last_claim: Mutex::default(),
             claims: Mutex::default(),
-            changed: Notify::new(),
+            changed: Arc::new(Notify::new()),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -196,6 +196,15 @@ impl WarmPool {
         let Some(entry) = entries.get_mut(&agent_id) else { return false };
         tracing::debug!(agent.id = %agent_id, "a pooled sandbox connected");
         let Some(plan) = entry.plan.take() else {
+            if entry.profile.is_some() {
+                // Its sandboxd connected again: the harness started over the first connection
+                // is not handed over; the sandbox is replaced.
+                tracing::warn!(agent.id = %agent_id, "a pooled harness's sandbox connected again; replacing it");
+                entry.failed = true;
+                drop(entries);
+                self.inner.changed.notify_one();
+                return false;
+            }
             entry.held = Some(held);
             return true;
         };
@@ -209,7 +218,7 @@ impl WarmPool {
             match warmed {
                 Ok(warmed) => {
                     tracing::info!(agent.id = %agent_id, ms = began.elapsed().as_millis() as u64, "a pooled harness answered `initialize`");
-                    entry.keeper = Some(Keeper::keep(warmed));
+                    entry.keeper = Some(Keeper::keep(warmed, agent_id, pool.changed()));
                 }
                 Err(error) => {
                     tracing::warn!(agent.id = %agent_id, %error, "a pooled harness could not be started; replacing its sandbox");
@@ -298,11 +307,16 @@ impl WarmPool {
                 entry.profile = profile;
                 entry.image = profile.map(|i| profiles[i].1.clone()).unwrap_or_default();
                 entry.failed = profile.is_none();
-                entry.keeper = Some(Keeper::keep(*warmed));
+                entry.keeper = Some(Keeper::keep(*warmed, claimed.agent_id, self.changed()));
             }
         }
         self.inner.entries.lock().insert(claimed.agent_id, entry);
         crate::metrics::warm_pool(self.ready());
+    }
+
+    /// What the pool's loop waits on: notified, it looks at its sandboxes again.
+    fn changed(&self) -> Arc<Notify> {
+        Arc::clone(&self.inner.changed)
     }
 
     /// Whether `agent_id` is a pooled sandbox of this process.
