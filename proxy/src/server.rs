@@ -205,7 +205,9 @@ pub async fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Auth
         return Err(respond::text(StatusCode::FORBIDDEN, "no valid configuration is loaded; all access is denied"));
     }
     let Some((policy, sandbox)) = known(&state) else {
-        tracing::info!(client = %ctx.peer, "proxy authentication failed");
+        // The target's authority only (never a path or query of a plain-HTTP request).
+        let target = req.uri().authority().map(ToString::to_string).unwrap_or_default();
+        tracing::info!(client = %ctx.peer, %target, "proxy authentication failed");
         ctx.shared.cuts.refused(ctx.peer.ip());
         return Err(respond::auth_required());
     };

@@ -70,6 +70,7 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
             return give_up(state, agent_id, &error).await;
         }
     };
+    let refused = refused_before_claim(state, agent_id, &warmed).await;
     crate::crash_points::reach(crate::crash_points::POOLED_CLAIM_BOUND);
     let adopted = differences.is_empty().then(|| AdoptedHarness {
         channel: crate::fleet::pooled_harness::CHANNEL,
@@ -81,7 +82,7 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
         warmed.held.link.close();
         return give_up(state, agent_id, &error).await;
     }
-    audit(state, agent_id, &warmed, &differences).await;
+    audit(state, agent_id, &warmed, &differences, refused).await;
     let why = differences.join("; ");
     let hello = if differences.is_empty() { warmed.hello() } else { warmed.held.hello.clone() };
     let held = warmed.held;
@@ -117,16 +118,6 @@ async fn bind(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> anyhow::R
         }
         Err(message) => vec![format!("its harness cannot start: {message}")],
     };
-    // A harness that reached for the network before anyone owned it may have given up on
-    // something (a model list, a sign-in) it will not try again.
-    if let (Some(path), Ok(Some(addr))) = (state.supervisors.proxy_report(), state.driver.source_addr(agent_id).await) {
-        let path = path.to_owned();
-        let report =
-            tokio::task::spawn_blocking(move || agenthold_proxy::cut::Report::read(&path)).await.ok().flatten();
-        if report.is_some_and(|r| crate::fleet::pooled_harness::reached_out(&r, addr, warmed.plan.made_at_ms)) {
-            differences.push("it reached for the network before its claim (the proxy refused it)".to_owned());
-        }
-    }
     if store::repos::get(&state.pool, agent_id).await?.is_some() {
         differences.push("a repository is cloned before its harness starts".to_owned());
     }
@@ -136,9 +127,22 @@ async fn bind(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> anyhow::R
     Ok(differences)
 }
 
+/// How many requests the proxy refused from the sandbox's address since its harness started
+/// (its credentials were nobody's: nothing left), from the proxy's report; `0` without one.
+async fn refused_before_claim(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> u64 {
+    let (Some(path), Ok(Some(addr))) = (state.supervisors.proxy_report(), state.driver.source_addr(agent_id).await)
+    else {
+        return 0;
+    };
+    let path = path.to_owned();
+    let report = tokio::task::spawn_blocking(move || agenthold_proxy::cut::Report::read(&path)).await.ok().flatten();
+    report.map_or(0, |r| crate::fleet::pooled_harness::refused_since(&r, addr, warmed.plan.made_at_ms))
+}
+
 /// Records the claim and the binding: which pool profile, which variables' placeholders are now
-/// the agent's, and whether the running harness was taken (else why not). Never a value.
-async fn audit(state: &AppState, agent_id: AgentId, warmed: &Warmed, differences: &[String]) {
+/// the agent's, how many requests the proxy refused its sandbox before the claim, and whether the
+/// running harness was taken (else why not). Never a value.
+async fn audit(state: &AppState, agent_id: AgentId, warmed: &Warmed, differences: &[String], refused: u64) {
     let Ok(Some(agent)) = store::agents::get(&state.pool, agent_id).await else { return };
     let bound: Vec<&String> = warmed.plan.placeholders.keys().collect();
     let record = store::audit::AuditRecord {
@@ -152,6 +156,7 @@ async fn audit(state: &AppState, agent_id: AgentId, warmed: &Warmed, differences
             "profile": warmed.plan.profile.to_string(),
             "bound_variables": bound,
             "proxy_identity_bound": warmed.plan.identity.is_some(),
+            "refused_before_claim": refused,
             "harness_taken": differences.is_empty(),
             "why_not": (!differences.is_empty()).then(|| differences.join("; ")),
         }),

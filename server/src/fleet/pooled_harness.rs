@@ -307,11 +307,15 @@ pub fn differences(pooled: &Plan, agent: &HarnessStart, agent_cwd: &str, agent_u
     found
 }
 
-/// Whether the proxy's report says it refused a request from `addr` since `since_ms`: a pooled
-/// harness there reached for the network before its claim (with credentials nobody had yet),
-/// and may have given up on something it will not try again.
-pub fn reached_out(report: &agenthold_proxy::cut::Report, addr: std::net::IpAddr, since_ms: u64) -> bool {
-    report.refused.get(&addr.to_string()).is_some_and(|refused| refused.last_at_ms >= since_ms)
+/// The requests the proxy refused from `addr` since `since_ms` (`0`: none, or none since): what a
+/// pooled harness there reached for before its claim, with credentials nobody had yet. Nothing
+/// of it left the proxy. Real harnesses do at start — Claude Code opens connections to its API
+/// ahead of use, Codex asks `chatgpt.com` and `github.com`, OpenCode `registry.npmjs.org` — the
+/// same requests a cold start makes and is refused (`403`) for, but Claude Code's; the count is
+/// audited with the claim. The report counts per address and keeps the first and last time, so
+/// requests of an earlier sandbox at the same address count only when the last came since.
+pub fn refused_since(report: &agenthold_proxy::cut::Report, addr: std::net::IpAddr, since_ms: u64) -> u64 {
+    report.refused.get(&addr.to_string()).filter(|refused| refused.last_at_ms >= since_ms).map_or(0, |r| r.count)
 }
 
 /// A pooled harness, started and initialised.
@@ -695,14 +699,14 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_from_the_sandbox_s_address_since_it_was_made_counts_and_one_before_does_not() {
+    fn refusals_from_the_sandbox_s_address_since_it_was_made_count_and_those_before_do_not() {
         let mut report = agenthold_proxy::cut::Report::default();
-        let refused = |at| agenthold_proxy::cut::Refused { count: 1, first_at_ms: at, last_at_ms: at };
+        let refused = |at| agenthold_proxy::cut::Refused { count: 3, first_at_ms: at, last_at_ms: at };
         report.refused.insert("10.214.0.2".to_owned(), refused(5_000));
         let addr = "10.214.0.2".parse().expect("ip");
-        assert!(reached_out(&report, addr, 4_000));
-        assert!(!reached_out(&report, addr, 6_000), "an earlier sandbox at the same address");
-        assert!(!reached_out(&report, "10.214.0.3".parse().expect("ip"), 0));
+        assert_eq!(refused_since(&report, addr, 4_000), 3);
+        assert_eq!(refused_since(&report, addr, 6_000), 0, "an earlier sandbox at the same address");
+        assert_eq!(refused_since(&report, "10.214.0.3".parse().expect("ip"), 0), 0);
     }
 
     fn reading_of(lines: &[&str]) -> (Reading, Result<Option<serde_json::Value>, String>) {
