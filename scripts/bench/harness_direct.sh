@@ -4,7 +4,10 @@
 # driven by harness_direct.py (initialize, session/new, set_mode, prompt "hello", then a second
 # prompt on the same process), ROUNDS times each (default 1). Prints one JSON object:
 # <harness>_direct_first_update_ms (cold, from `docker run`) and
-# <harness>_direct_warm_first_update_ms (medians); each run's phases in CERTS/../direct/runs.jsonl.
+# <harness>_direct_warm_first_update_ms and <harness>_direct_after_init_first_update_ms (from the
+# `initialize` answer to the first prompt's first update: session/new, set_mode, prompt — what a
+# harness the warm pool started still does once claimed) (medians); each run's phases in
+# CERTS/../direct/runs.jsonl.
 #
 # The provider's stand-in (scripts/e2e/standins, the same script and certificate as through
 # agenthold) runs in a holder container without a network, on 127.0.0.1:443 under the provider's
@@ -70,5 +73,7 @@ jq -cs 'def median: map(select(. != null)) | sort | if length == 0 then null
           elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
         group_by(.harness) | map((.[0].harness | gsub("-"; "_")) as $h | {
           ($h + "_direct_first_update_ms"): (map(select((.requests // 0) > 0) | .first_update_ms) | median),
-          ($h + "_direct_warm_first_update_ms"): (map(select((.warm_requests // 0) > 0) | .warm_first_update_ms) | median)
+          ($h + "_direct_warm_first_update_ms"): (map(select((.warm_requests // 0) > 0) | .warm_first_update_ms) | median),
+          ($h + "_direct_after_init_first_update_ms"): (map(select((.requests // 0) > 0 and .initialize_at_ms != null)
+            | .first_update_ms - .initialize_at_ms | round) | median)
         }) | add' "$work/runs.jsonl"
