@@ -3,3 +3,7 @@
 -- pool started (docs/design.md, "Pooled harnesses") — signs it in as its start would have: the
 -- adapter's own login methods need to know which keys the harness holds.
 ALTER TABLE sandboxes ADD COLUMN harness_env_names text[] NOT NULL DEFAULT '{}';
+-- A session the warm pool opened on a harness before any agent claimed it, with the claiming
+-- agent's folder and MCP servers: the agent's first session takes it instead of `session/new`.
+-- Cleared when a session takes it (and with the harness).
+ALTER TABLE sandboxes ADD COLUMN harness_spare_session text;

@@ -221,6 +221,9 @@ pub struct Harness {
     /// The folder its sessions start in (`session/new`, `load`, `resume`): the agent's
     /// repository once cloned ([`crate::repo`]); `None`, the agent's home.
     pub session_cwd: Option<String>,
+    /// A session it opened (in that folder, with those MCP servers) before any of the agent's
+    /// sessions took it — the warm pool's: the next session to open takes it.
+    pub spare_session: Option<String>,
     stderr_tail: VecDeque<u8>,
 }
 
@@ -248,6 +251,7 @@ impl Harness {
             held: None,
             provider_checked: None,
             session_cwd: None,
+            spare_session: None,
             stderr_tail: VecDeque::new(),
         }
     }

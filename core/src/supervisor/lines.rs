@@ -503,8 +503,19 @@ impl Core {
         self.harness.as_ref().and_then(|h| h.session_cwd.clone()).unwrap_or_else(|| self.home_dir.clone())
     }
 
-    /// Sends `session/new` for a session (`retry`: again, after signing in).
+    /// Sends `session/new` for a session (`retry`: again, after signing in) — or, for a new
+    /// session, takes the harness's spare one (opened by the warm pool with this folder and these
+    /// MCP servers before the agent claimed it).
     fn open_new_session(&mut self, session_id: SessionId, reset: bool, retry: bool, now: Now) {
+        if !reset
+            && !retry
+            && let Some(acp_id) = self.harness.as_mut().and_then(|h| h.spare_session.take())
+        {
+            let mut out = LineOut::default();
+            self.session_ready(session_id, acp_id, &mut out, now);
+            self.persist(Purpose::Other, out.events, out.side);
+            return;
+        }
         let cwd = self.session_cwd();
         let mut params = messages::new_session(&cwd, &[]);
         if let Some(harness) = self.harness.as_mut() {
@@ -561,7 +572,16 @@ impl Core {
             .collect();
         for (turn_id, session_id, acp_id) in waiting {
             match self.harness.as_ref().and_then(|h| h.sessions.get(&session_id)).cloned() {
-                None => self.open_session(session_id, acp_id, capabilities, now),
+                None => {
+                    self.open_session(session_id, acp_id, capabilities, now);
+                    // A spare session is ready at once (when the harness sets no mode).
+                    if let Some(SessionPhase::Ready(acp_id)) =
+                        self.harness.as_ref().and_then(|h| h.sessions.get(&session_id)).cloned()
+                        && self.holds_slot(turn_id)
+                    {
+                        self.record_prompt(turn_id, &acp_id, now);
+                    }
+                }
                 Some(SessionPhase::Opening) => {}
                 // The prompt goes out once the turn holds a slot under the server's limit.
                 Some(SessionPhase::Ready(acp_id)) if self.holds_slot(turn_id) => {

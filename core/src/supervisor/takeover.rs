@@ -46,6 +46,9 @@ pub struct SnapshotHarness {
     pub automatic: Vec<String>,
     /// The names of the variables it was started with.
     pub delivered: Vec<String>,
+    /// A session it opened before any of the agent's sessions took it (the warm pool's): the
+    /// next session to open takes it instead of `session/new`.
+    pub spare_session: Option<String>,
 }
 
 /// What a takeover reads.
@@ -159,6 +162,7 @@ impl Core {
                 harness.session_mode = known.session_mode;
                 harness.mcp_servers = known.mcp_servers;
                 harness.session_cwd = known.session_cwd;
+                harness.spare_session = known.spare_session;
                 // Signed in as its start would have: its variables' names are kept with it.
                 harness.auth = super::Auth::new(known.auth_method, known.automatic, known.delivered);
                 if let Some(init) = &known.init {

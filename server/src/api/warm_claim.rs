@@ -77,6 +77,7 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
         stdout_offset: warmed.stdout_read,
         init: warmed.init.clone(),
         env_names: warmed.plan.env.iter().map(|(name, _)| name.clone()).collect(),
+        spare_session: warmed.spare_session.clone(),
     });
     if let Err(error) = hand_over(state, agent_id, limits, handle, adopted.as_ref()).await {
         warmed.held.link.close();

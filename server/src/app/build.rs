@@ -171,6 +171,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
             proxy_addr: proxy_addr.clone(),
             warm_timeout: std::time::Duration::from_secs(60),
             harness_budget_mib: config.warm_pool_harness_memory_mib,
+            mcp: supervisors.mcp().cloned(),
         };
         let host = Arc::clone(supervisors.host());
         crate::fleet::warm_pool::WarmPool::new(Arc::clone(&driver), host, pool.clone(), settings)

@@ -304,7 +304,7 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
         }
         SideEffect::SessionOpened { agent_id, generation, session_id, acp_session_id } => {
             store::sessions::set_acp_session_id(tx, *session_id, acp_session_id).await?;
-            store::sandboxes::add_harness_session(tx, *agent_id, *generation, *session_id).await?;
+            store::sandboxes::add_harness_session(tx, *agent_id, *generation, *session_id, acp_session_id).await?;
             Ok(true)
         }
         SideEffect::HarnessInit { agent_id, generation, init } => {

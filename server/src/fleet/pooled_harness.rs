@@ -171,6 +171,8 @@ pub struct PlanContext {
     pub memory_mib: i32,
     /// `host:port` of the egress proxy as the sandbox reaches it (`None`: no proxy).
     pub proxy_addr: Option<String>,
+    /// The MCP servers an agent of this id is offered.
+    pub mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
 }
 
 /// A pooled harness's start, with what it is bound to at the claim.
@@ -193,6 +195,9 @@ pub struct Plan {
     /// When it was made (milliseconds since the Unix epoch): anything the proxy refused from
     /// its sandbox's address since then was its.
     pub made_at_ms: u64,
+    /// The MCP servers the agent's sessions will be offered (its id is the sandbox's), for the
+    /// session opened ahead.
+    pub mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
 }
 
 impl Plan {
@@ -269,6 +274,7 @@ pub fn plan(profile: &PooledProfile, context: &PlanContext) -> Result<Plan, Stri
         placeholders,
         identity,
         made_at_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0),
+        mcp_servers: context.mcp_servers.clone(),
     })
 }
 
@@ -326,6 +332,8 @@ pub struct Warmed {
     pub plan: Plan,
     /// Its `initialize` answer (the result).
     pub init: serde_json::Value,
+    /// The session it opened for the agent to be (its ACP id), if it could.
+    pub spare_session: Option<String>,
     /// Its pid in the sandbox.
     pub pid: Option<u32>,
     /// stdout read up to the end of the `initialize` answer (acknowledged to sandboxd).
@@ -367,10 +375,14 @@ pub struct WarmError {
     pub message: String,
 }
 
-/// Starts the harness of `plan` over `held` and waits (at most `timeout`) for its `initialize`
-/// answer. The tunnel is made live first (`Resume` of nothing: sandboxd holds no process yet).
+/// Starts the harness of `plan` over `held`, waits (at most `timeout`) for its `initialize`
+/// answer, then opens a session for the agent to be (`session/new` with the plan's folder and MCP
+/// servers): its first session takes it instead of opening one. A harness that cannot open one
+/// now is still warmed, without it. The tunnel is made live first (`Resume` of nothing: sandboxd
+/// holds no process yet).
 pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warmed, WarmError> {
-    let fail = |message: String| WarmError { message };
+    use agenthold_core::acp::messages::{self, method};
+    let deadline = tokio::time::Instant::now() + timeout;
     held.link.send(&Control::Resume { channels: Vec::new() });
     let start = Control::Start {
         channel: CHANNEL,
@@ -380,35 +392,35 @@ pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warme
         user: plan.user.clone(),
     };
     if !held.link.send(&start) {
-        return Err(fail("the tunnel closed before the harness started".to_owned()));
-    }
-    let id = wire::new_request_id();
-    let request = wire::request(
-        &id,
-        agenthold_core::acp::messages::method::INITIALIZE,
-        &agenthold_core::acp::messages::initialize(),
-    );
-    let stdin_sent = request.len() as u64;
-    if !held.link.send_data(DataKind::Stdin, CHANNEL, 0, request.into()) {
-        return Err(fail("the tunnel closed before `initialize` was sent".to_owned()));
+        return Err(WarmError { message: "the tunnel closed before the harness started".to_owned() });
     }
     let mut reading = Reading::default();
-    let answered = tokio::time::timeout(timeout, async {
-        while let Some(incoming) = held.inbox.recv().await {
-            match reading.take(incoming, &id)? {
-                Some(init) => return Ok(init),
-                None => continue,
-            }
-        }
-        Err("the tunnel closed".to_owned())
-    })
+    let mut stdin_sent = 0;
+    let init = ask(&mut held, &mut reading, &mut stdin_sent, method::INITIALIZE, &messages::initialize(), deadline)
+        .await
+        .and_then(|answer| answer.map_err(|error| format!("the harness refused `initialize`: {error}")))
+        .and_then(|init| messages::parse_initialize(&init).map(|capabilities| (init, capabilities)));
+    let (init, capabilities) = init
+        .map_err(|message| WarmError { message: crate::supervisor::core::with_stderr(&message, &reading.stderr()) })?;
+    let mcp: &[agent_client_protocol::v1::schema::McpServer] =
+        if capabilities.mcp_http { &plan.mcp_servers } else { &[] };
+    let opened = ask(
+        &mut held,
+        &mut reading,
+        &mut stdin_sent,
+        method::SESSION_NEW,
+        &messages::new_session(&plan.cwd, mcp),
+        deadline,
+    )
     .await;
-    let init = match answered {
-        Ok(Ok(init)) => init,
-        Ok(Err(message)) => return Err(fail(crate::supervisor::core::with_stderr(&message, &reading.stderr()))),
-        Err(_) => {
-            let message = format!("no `initialize` answer within {} s", timeout.as_secs());
-            return Err(fail(crate::supervisor::core::with_stderr(&message, &reading.stderr())));
+    let spare_session = match opened {
+        Ok(Ok(result)) => messages::parse_new_session(&result).ok(),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "a pooled harness opened no session ahead");
+            None
+        }
+        Err(message) => {
+            return Err(WarmError { message: crate::supervisor::core::with_stderr(&message, &reading.stderr()) });
         }
     };
     held.link.send(&Control::Ack { channel: CHANNEL, offset: reading.line_start });
@@ -416,12 +428,43 @@ pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warme
         held,
         plan,
         init,
+        spare_session,
         pid: reading.pid,
         stdout_read: reading.line_start,
         stdout_end: reading.stdout_end,
         stdin_written: reading.stdin_written,
         stdin_sent,
     })
+}
+
+/// Sends one request and reads until its answer (the result, or the error object), by
+/// `deadline`; an error when the harness asked something first, printed what is not JSON-RPC,
+/// exited or went silent.
+async fn ask(
+    held: &mut Held,
+    reading: &mut Reading,
+    stdin_sent: &mut u64,
+    method: &str,
+    params: &serde_json::Value,
+    deadline: tokio::time::Instant,
+) -> Result<Result<serde_json::Value, serde_json::Value>, String> {
+    let id = wire::new_request_id();
+    let request = wire::request(&id, method, params);
+    let offset = *stdin_sent;
+    *stdin_sent += request.len() as u64;
+    if !held.link.send_data(DataKind::Stdin, CHANNEL, offset, request.into()) {
+        return Err(format!("the tunnel closed before `{method}` was sent"));
+    }
+    let answered = tokio::time::timeout_at(deadline, async {
+        while let Some(incoming) = held.inbox.recv().await {
+            if let Some(answer) = reading.take(incoming, &id)? {
+                return Ok(answer);
+            }
+        }
+        Err("the tunnel closed".to_owned())
+    })
+    .await;
+    answered.unwrap_or_else(|_| Err(format!("no `{method}` answer in time")))
 }
 
 /// What [`warm`] has read so far.
@@ -437,9 +480,12 @@ struct Reading {
     stderr_tail: Vec<u8>,
 }
 
+/// An answer: the result, or the error object.
+type Answer = Result<serde_json::Value, serde_json::Value>;
+
 impl Reading {
-    /// Takes one message; the `initialize` result once its answer has arrived whole.
-    fn take(&mut self, incoming: crate::tunnel::link::Incoming, id: &str) -> Result<Option<serde_json::Value>, String> {
+    /// Takes one message; the answer to `id` once it has arrived whole.
+    fn take(&mut self, incoming: crate::tunnel::link::Incoming, id: &str) -> Result<Option<Answer>, String> {
         use crate::tunnel::link::Incoming;
         match incoming {
             Incoming::Control(Control::Started { channel: CHANNEL, pid }) => self.pid = Some(pid),
@@ -447,11 +493,11 @@ impl Reading {
                 return Err(format!("the harness did not start: {message}"));
             }
             Incoming::Control(Control::Exited { status, .. }) => {
-                return Err(format!("the harness exited before answering `initialize` ({status:?})"));
+                return Err(format!("the harness exited before it was warmed ({status:?})"));
             }
             Incoming::Control(Control::StdinWritten { channel: CHANNEL, offset }) => self.stdin_written = offset,
             Incoming::Control(Control::StdinRejected { reason, .. }) => {
-                return Err(format!("sandboxd refused the `initialize` request: {reason}"));
+                return Err(format!("sandboxd refused a request to the harness: {reason}"));
             }
             Incoming::Control(_) => {}
             Incoming::Data(frame) if frame.channel != CHANNEL => {}
@@ -468,7 +514,7 @@ impl Reading {
         Ok(None)
     }
 
-    fn stdout(&mut self, offset: u64, payload: &[u8], id: &str) -> Result<Option<serde_json::Value>, String> {
+    fn stdout(&mut self, offset: u64, payload: &[u8], id: &str) -> Result<Option<Answer>, String> {
         // Frames come in order; a frame resent from before what was read adds only its new end.
         let end = offset + payload.len() as u64;
         if end <= self.stdout_end {
@@ -488,19 +534,15 @@ impl Reading {
                 continue;
             }
             match wire::parse_line(text) {
-                Ok(FromHarness::Response { id: answered, outcome }) if answered == id => {
-                    let init = outcome.map_err(|error| format!("the harness refused `initialize`: {error}"))?;
-                    agenthold_core::acp::messages::parse_initialize(&init)?;
-                    return Ok(Some(init));
-                }
-                // Notifications before the answer (a harness announcing itself) are not kept.
+                Ok(FromHarness::Response { id: answered, outcome }) if answered == id => return Ok(Some(outcome)),
+                // Notifications meanwhile (a harness announcing itself, its commands) are not kept.
                 Ok(FromHarness::Notification { .. }) => {}
-                Ok(_) => return Err("the harness asked something before answering `initialize`".to_owned()),
+                Ok(_) => return Err("the harness asked something before it was warmed".to_owned()),
                 Err(garbage) => return Err(format!("the harness printed {garbage}")),
             }
         }
         if self.pending.len() > MAX_INIT_BYTES {
-            return Err(format!("the harness printed over {MAX_INIT_BYTES} bytes without answering `initialize`"));
+            return Err(format!("the harness printed over {MAX_INIT_BYTES} bytes without answering"));
         }
         Ok(None)
     }
@@ -574,6 +616,7 @@ mod tests {
             user: Some("agent".to_owned()),
             memory_mib: 2048,
             proxy_addr: Some("10.0.0.1:3128".to_owned()),
+            mcp_servers: Vec::new(),
         }
     }
 
@@ -709,7 +752,7 @@ mod tests {
         assert_eq!(refused_since(&report, "10.214.0.3".parse().expect("ip"), 0), 0);
     }
 
-    fn reading_of(lines: &[&str]) -> (Reading, Result<Option<serde_json::Value>, String>) {
+    fn reading_of(lines: &[&str]) -> (Reading, Result<Option<Answer>, String>) {
         let mut reading = Reading::default();
         let bytes = lines.concat();
         let mut result = Ok(None);
@@ -724,18 +767,18 @@ mod tests {
     }
 
     #[test]
-    fn the_initialize_answer_is_read_across_frames_and_its_end_is_where_stdout_is_acknowledged() {
+    fn an_answer_is_read_across_frames_and_its_end_is_where_stdout_is_acknowledged() {
         let notice = "{\"jsonrpc\":\"2.0\",\"method\":\"hello\",\"params\":{}}\n";
         let answer =
             "{\"jsonrpc\":\"2.0\",\"id\":\"id-1\",\"result\":{\"protocolVersion\":1,\"agentCapabilities\":{}}}\n";
         let (reading, result) = reading_of(&[notice, "\n", answer]);
-        let init = result.expect("read").expect("answered");
+        let init = result.expect("read").expect("answered").expect("a result");
         assert_eq!(init["protocolVersion"], 1);
         assert_eq!(reading.line_start, (notice.len() + 1 + answer.len()) as u64);
 
         let (_, refused) =
             reading_of(&["{\"jsonrpc\":\"2.0\",\"id\":\"id-1\",\"error\":{\"code\":-1,\"message\":\"no\"}}\n"]);
-        assert!(refused.expect_err("refused").contains("refused `initialize`"));
+        assert_eq!(refused.expect("read").expect("answered").expect_err("an error")["message"], "no");
         let (_, asked) =
             reading_of(&["{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"fs/read_text_file\",\"params\":{}}\n"]);
         assert!(asked.expect_err("asked").contains("asked something"));

@@ -71,6 +71,8 @@ pub struct PoolSettings {
     pub warm_timeout: Duration,
     /// The memory the pooled harnesses may hold together (MiB, by their harnesses' estimates).
     pub harness_budget_mib: u64,
+    /// agenthold's MCP server as harnesses are offered it (for the sessions opened ahead).
+    pub mcp: Option<crate::mcp::servers::Endpoint>,
 }
 
 /// A pooled sandboxd's connection, as the tunnel made it.
@@ -493,6 +495,7 @@ impl WarmPool {
                     user: driver.sandbox_user(),
                     memory_mib: settings.memory_mib,
                     proxy_addr,
+                    mcp_servers: crate::supervisor::shell::offered_mcp(settings.mcp.as_ref(), agent_id).0,
                 };
                 let plan =
                     super::pooled_harness::plan(&settings.harnesses[i].0, &context).map_err(anyhow::Error::msg)?;

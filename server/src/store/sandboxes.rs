@@ -22,13 +22,15 @@ pub struct SandboxRow {
     pub harness_sessions: Vec<SessionId>,
     /// The names of the variables the current harness was started with.
     pub harness_env_names: Vec<String>,
+    /// A session the current harness opened before any session of the agent took it.
+    pub harness_spare_session: Option<String>,
 }
 
 /// The sandbox row of an agent.
 pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<SandboxRow>> {
     let row = sqlx::query!(
         r#"SELECT handle, harness_generation, harness_channel, harness_stdout_offset, harness_init,
-                  harness_sessions, harness_env_names
+                  harness_sessions, harness_env_names, harness_spare_session
            FROM sandboxes WHERE agent_id = $1"#,
         agent_id.0
     )
@@ -42,6 +44,7 @@ pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<Sandbo
         harness_init: r.harness_init,
         harness_sessions: r.harness_sessions.into_iter().map(SessionId).collect(),
         harness_env_names: r.harness_env_names,
+        harness_spare_session: r.harness_spare_session,
     }))
 }
 
@@ -119,7 +122,7 @@ pub async fn start_harness(pool: &PgPool, agent_id: AgentId, channel: u32, env_n
     sqlx::query_scalar!(
         r#"UPDATE sandboxes SET harness_generation = harness_generation + 1, harness_channel = $2,
                   harness_stdout_offset = 0, harness_init = NULL, harness_sessions = '{}',
-                  harness_env_names = $3, updated_at = now()
+                  harness_env_names = $3, harness_spare_session = NULL, updated_at = now()
            WHERE agent_id = $1 RETURNING harness_generation"#,
         agent_id.0,
         channel,
@@ -141,6 +144,8 @@ pub struct AdoptedHarness {
     pub init: serde_json::Value,
     /// The names of the variables it was started with.
     pub env_names: Vec<String>,
+    /// The session the pool opened on it for the agent (its ACP id), if any.
+    pub spare_session: Option<String>,
 }
 
 /// Records a harness the pool started as the agent's current one, and makes later channels
@@ -155,13 +160,15 @@ pub async fn adopt_harness(
     sqlx::query_scalar!(
         r#"UPDATE sandboxes SET harness_generation = harness_generation + 1, harness_channel = $2,
                   harness_stdout_offset = $3, harness_init = $4, harness_sessions = '{}',
-                  harness_env_names = $5, next_channel = GREATEST(next_channel, $2 + 1), updated_at = now()
+                  harness_env_names = $5, harness_spare_session = $6,
+                  next_channel = GREATEST(next_channel, $2 + 1), updated_at = now()
            WHERE agent_id = $1 RETURNING harness_generation"#,
         agent_id.0,
         channel,
         offset,
         &harness.init,
-        &harness.env_names
+        &harness.env_names,
+        harness.spare_session.as_deref()
     )
     .fetch_one(&mut *tx)
     .await
@@ -185,19 +192,22 @@ pub async fn set_harness_init(
     Ok(())
 }
 
-/// Records that the current harness knows a session.
+/// Records that the current harness knows a session (as `acp_session_id`: no longer spare).
 pub async fn add_harness_session(
     tx: &mut sqlx::PgConnection,
     agent_id: AgentId,
     generation: i64,
     session_id: SessionId,
+    acp_session_id: &str,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"UPDATE sandboxes SET harness_sessions = array_append(array_remove(harness_sessions, $3), $3)
+        r#"UPDATE sandboxes SET harness_sessions = array_append(array_remove(harness_sessions, $3), $3),
+                  harness_spare_session = NULLIF(harness_spare_session, $4)
            WHERE agent_id = $1 AND harness_generation = $2"#,
         agent_id.0,
         generation,
-        session_id.0
+        session_id.0,
+        acp_session_id
     )
     .execute(&mut *tx)
     .await?;
@@ -207,7 +217,8 @@ pub async fn add_harness_session(
 /// Records that the harness process of `generation` is gone.
 pub async fn clear_harness(tx: &mut sqlx::PgConnection, agent_id: AgentId, generation: i64) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"UPDATE sandboxes SET harness_channel = NULL, harness_init = NULL, harness_sessions = '{}'
+        r#"UPDATE sandboxes SET harness_channel = NULL, harness_init = NULL, harness_sessions = '{}',
+                  harness_spare_session = NULL
            WHERE agent_id = $1 AND harness_generation = $2"#,
         agent_id.0,
         generation

@@ -270,6 +270,11 @@ impl Supervisors {
         self.deps.proxy_report.as_deref()
     }
 
+    /// agenthold's MCP server as harnesses are offered it (`None`: not offered).
+    pub fn mcp(&self) -> Option<&crate::mcp::servers::Endpoint> {
+        self.deps.mcp.as_ref()
+    }
+
     /// The postures agents run with.
     pub fn postures(&self) -> &Postures {
         &self.deps.postures

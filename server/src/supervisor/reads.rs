@@ -130,6 +130,7 @@ pub(super) async fn load_snapshot(
                     .map(|a| crate::harness::automatic_methods(&a.harness, &row.harness_env_names))
                     .unwrap_or_default(),
                 delivered: row.harness_env_names.clone(),
+                spare_session: row.harness_spare_session.clone(),
             })
         }
         None => None,

@@ -771,7 +771,7 @@ async fn launch(deps: &Deps, agent_id: AgentId) -> Result<Option<Launch>, String
 }
 
 /// agenthold's MCP server for the agent, when harnesses are offered one.
-pub(super) fn offered_mcp(
+pub(crate) fn offered_mcp(
     endpoint: Option<&crate::mcp::servers::Endpoint>,
     agent_id: AgentId,
 ) -> crate::mcp::servers::Offered {

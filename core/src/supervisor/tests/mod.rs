@@ -482,6 +482,7 @@ fn running_snapshot(sim: &Sim, stored: u64, journal: Vec<(u64, Bytes)>) -> Snaps
             auth_method: None,
             automatic: Vec::new(),
             delivered: Vec::new(),
+            spare_session: None,
         }),
         turns: vec![turn].into(),
     }
@@ -735,4 +736,35 @@ fn a_prompt_s_record_stores_its_session_s_acp_id_too() {
             if *session_id == session && acp_session_id == "acp-1")),
         "{record:?}"
     );
+}
+
+#[test]
+fn a_harness_taken_over_with_a_spare_session_prompts_in_it_and_opens_none() {
+    let mut sim = Sim::new();
+    let effects = sim.input(Input::Attached { link: LINK, processes: vec![process(0, 0)] });
+    assert!(matches!(effects[..], [Effect::LoadTakeover { link: LINK }]));
+    // The warm pool's harness: initialised, one session opened ahead, none of the agent's yet.
+    let mut snapshot = running_snapshot(&sim, 0, Vec::new());
+    snapshot.turns = vec![sim.turn.clone()].into();
+    let harness = snapshot.harness.as_mut().expect("a harness");
+    harness.sessions.clear();
+    harness.spare_session = Some("spare-1".to_owned());
+    let effects = sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
+    let written: Vec<String> = stdin(&effects).iter().map(|(_, b)| String::from_utf8_lossy(b).into_owned()).collect();
+    assert!(!written.iter().any(|w| w.contains("session/new")), "no session opened: {written:?}");
+    // The session taken and the prompt recorded, then sent into the spare session once stored.
+    let stored = persists(&effects);
+    assert!(
+        stored.iter().flat_map(|p| p.2.iter()).any(|s| matches!(s,
+            SideEffect::SessionOpened { acp_session_id, .. } if acp_session_id == "spare-1")),
+        "{effects:?}"
+    );
+    let mut sent = Vec::new();
+    for id in stored.iter().map(|p| p.0).collect::<Vec<_>>() {
+        sent.extend(stdin(&sim.ok(id)));
+    }
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let prompt = String::from_utf8_lossy(&sent[0].1);
+    assert!(prompt.contains("session/prompt") && prompt.contains("\"spare-1\""), "{prompt}");
+    assert!(sim.core.harness.as_ref().is_some_and(|h| h.spare_session.is_none()), "taken once");
 }

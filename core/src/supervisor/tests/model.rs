@@ -205,6 +205,7 @@ impl Db {
                 auth_method: None,
                 automatic: Vec::new(),
                 delivered: Vec::new(),
+                spare_session: None,
             }
         });
         Snapshot { generation: row.generation, harness, turns: self.open_work() }
