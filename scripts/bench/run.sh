@@ -409,7 +409,7 @@ measure_pooled_first_updates() {
     trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
     start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides" \
         "AGENTHOLD_WARM_POOL_SIZE=0" "AGENTHOLD_WARM_POOL_HARNESSES=$profiles"
-    local workspace harness preset env_name model secret agent session started ms round taken value before keys
+    local workspace harness preset env_name model secret agent session started ms round taken value before keys profile
     export AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN
     workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')
     : >"$work/pooled.jsonl"
@@ -425,10 +425,12 @@ measure_pooled_first_updates() {
             secret=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
                 -d "{\"name\":\"pooled-$harness-$round\",\"preset\":\"$preset\",\"value\":\"$value\"}" \
                 "$URL/api/v1/workspaces/$workspace/secrets" | jq -r .id)
-            # Every profile's harness ready (the one taken last round is made again meanwhile).
-            wait_until 180 "three pooled harnesses" bash -c \
-                "curl -fsS http://127.0.0.1:$METRICS_PORT/metrics | awk '/^agenthold_warm_pool_ready / { ok = (\$2 >= 3) } END { exit !ok }'" \
-                || log "not every pooled harness was ready; going on"
+            # A harness of this profile ready (the one taken last round is made again meanwhile).
+            profile=$harness:$env_name
+            [[ $harness == opencode ]] && profile=opencode@anthropic/claude-sonnet-4-5:$env_name
+            wait_until 180 "a pooled $harness" bash -c \
+                "curl -fsS http://127.0.0.1:$METRICS_PORT/metrics | grep -F 'agenthold_pooled_harnesses_ready{profile=\"$profile\"}' | awk '{ ok = (\$2 >= 1) } END { exit !ok }'" \
+                || log "no pooled $harness was ready; going on"
             started=$EPOCHREALTIME
             agent=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
                 -d "{\"name\":\"pooled-$harness-$round\",\"harness\":\"$harness\",\"model\":$model,\"secrets\":{\"$env_name\":\"$secret\"}}" \

@@ -185,6 +185,11 @@ pub fn pooled_harness_claimed(taken: bool) {
     metrics::counter!("agenthold_pooled_harness_claims_total", "outcome" => outcome).increment(1);
 }
 
+/// Pooled harnesses of one profile (`harness[@model][:VARIABLES]`) ready to claim.
+pub fn pooled_harnesses_ready(profile: &str, ready: usize) {
+    metrics::gauge!("agenthold_pooled_harnesses_ready", "profile" => profile.to_owned()).set(ready as f64);
+}
+
 /// Pooled sandboxes ready to claim.
 pub fn warm_pool(ready: usize) {
     metrics::gauge!("agenthold_warm_pool_ready").set(ready as f64);

@@ -39,7 +39,7 @@ pub async fn take_over(state: &AppState, agent_id: AgentId, limits: Limits, clai
         Taken::Plain(held) => held,
         Taken::Harness(warmed) => return take_harness(state, agent_id, limits, &claimed.handle, *warmed).await,
     };
-    match hand_over(state, agent_id, limits, &claimed.handle, None).await {
+    match hand_over(state, agent_id, limits, &claimed.handle, None, None).await {
         Ok(()) => {
             state.dispatch.attach(agent_id, held.link, held.hello, held.inbox).await;
             tracing::info!(agent.id = %agent_id, "the agent took a sandbox from the warm pool");
@@ -79,7 +79,7 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
         env_names: warmed.plan.env.iter().map(|(name, _)| name.clone()).collect(),
         spare_session: warmed.spare_session.clone(),
     });
-    if let Err(error) = hand_over(state, agent_id, limits, handle, adopted.as_ref()).await {
+    if let Err(error) = hand_over(state, agent_id, limits, handle, adopted.as_ref(), warmed.source_addr).await {
         warmed.held.link.close();
         return give_up(state, agent_id, &error).await;
     }
@@ -167,33 +167,46 @@ async fn audit(state: &AppState, agent_id: AgentId, warmed: &Warmed, differences
     }
 }
 
-/// Moves the token (and records an adopted harness) in one transaction, applies the agent's
-/// limits, records its address and waits for the proxy feed to write it.
+/// Moves the token, records an adopted harness and the sandbox's address (`known_addr`, else
+/// the engine's) in one transaction — one change for the proxy feed —, applies the agent's
+/// limits and, for an adopted harness, has the feed write the agent at once and waits for it.
 async fn hand_over(
     state: &AppState,
     agent_id: AgentId,
     limits: Limits,
     handle: &str,
     adopted: Option<&AdoptedHarness>,
+    known_addr: Option<std::net::IpAddr>,
 ) -> anyhow::Result<()> {
+    let addr = match known_addr {
+        Some(addr) => Some(addr),
+        None => state.driver.source_addr(agent_id).await?,
+    };
     let mut tx = state.pool.begin().await?;
     anyhow::ensure!(store::warm_pool::claim(&mut *tx, agent_id, handle).await?, "the sandbox was not pooled");
     if let Some(harness) = adopted {
         store::sandboxes::adopt_harness(&mut tx, agent_id, harness).await?;
     }
+    store::sandboxes::set_source_addr(&mut *tx, agent_id, addr).await?;
     tx.commit().await?;
+    // A running harness sends its first request as soon as it is prompted: the proxy must know
+    // the agent by then (its identity, address and secrets, all committed before this write).
+    let proxy = state.supervisors.proxy();
+    let waiting = match (addr, adopted, proxy.and_then(|p| p.written.clone())) {
+        (Some(addr), Some(_), Some(written)) => {
+            if let Some(proxy) = proxy {
+                proxy.nudge.notify_one();
+            }
+            Some((addr, written))
+        }
+        _ => None,
+    };
     let config = &state.config;
     if limits != (config.default_cpus, config.default_memory_mib, config.default_pids_limit) {
         let (cpus, memory_mib, pids_limit) = limits;
         state.driver.update_limits(agent_id, cpus, memory_mib, pids_limit).await?;
     }
-    let addr = state.driver.source_addr(agent_id).await?;
-    store::sandboxes::set_source_addr(&state.pool, agent_id, addr).await?;
-    // A running harness sends its first request as soon as it is prompted: the proxy must know
-    // the agent by then (its identity, address and secrets, all committed before this write).
-    if let (Some(addr), Some(_)) = (addr, adopted)
-        && let Some(mut written) = state.supervisors.proxy().and_then(|p| p.written.clone())
-    {
+    if let Some((addr, mut written)) = waiting {
         let has = |w: &crate::proxy_feed::task::Written| w.get(&agent_id).is_some_and(|a| a.contains(&addr));
         if tokio::time::timeout(FEED_WAIT, written.wait_for(has)).await.is_err() {
             tracing::warn!(agent.id = %agent_id, "the proxy feed has not written the claimed sandbox yet; handing it over anyway");

@@ -106,6 +106,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
     let secs = std::time::Duration::from_secs;
     let postures = settings::postures(&config)?;
     let (written_tx, written_rx) = watch::channel(proxy_feed::task::Written::default());
+    let feed_nudge = Arc::new(tokio::sync::Notify::new());
     let supervisors = Arc::new(Supervisors::new(Deps {
         pool: pool.clone(),
         appender: appender.clone(),
@@ -140,6 +141,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
             addr,
             master_key: Arc::clone(&master_key),
             written: proxy_feed_settings.is_some().then_some(written_rx),
+            nudge: Arc::clone(&feed_nudge),
         }),
     }));
     let dispatch = Arc::new(crate::dispatch::Dispatch::new(Arc::clone(&supervisors), Arc::clone(&replicas)));
@@ -265,6 +267,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
             Arc::clone(&state.master_key),
             settings,
             written_tx,
+            feed_nudge,
             stopping.clone(),
         );
         background.adopt_graceful("proxy feed", feed);

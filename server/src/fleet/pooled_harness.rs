@@ -334,6 +334,9 @@ pub struct Warmed {
     pub init: serde_json::Value,
     /// The session it opened for the agent to be (its ACP id), if it could.
     pub spare_session: Option<String>,
+    /// Its sandbox's address, as the engine gave it once the harness was warmed (`None`: not
+    /// known; the claim asks the engine).
+    pub source_addr: Option<std::net::IpAddr>,
     /// Its pid in the sandbox.
     pub pid: Option<u32>,
     /// stdout read up to the end of the `initialize` answer (acknowledged to sandboxd).
@@ -429,6 +432,7 @@ pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warme
         plan,
         init,
         spare_session,
+        source_addr: None,
         pid: reading.pid,
         stdout_read: reading.line_start,
         stdout_end: reading.stdout_end,

@@ -214,7 +214,14 @@ impl WarmPool {
         let timeout = self.inner.settings.warm_timeout;
         tokio::spawn(async move {
             let began = Instant::now();
-            let warmed = super::pooled_harness::warm(held, plan, timeout).await;
+            let warmed = match super::pooled_harness::warm(held, plan, timeout).await {
+                // Its address, read now rather than while an agent waits for its claim.
+                Ok(mut warmed) => {
+                    warmed.source_addr = pool.inner.driver.source_addr(agent_id).await.ok().flatten();
+                    Ok(warmed)
+                }
+                Err(error) => Err(error),
+            };
             let mut entries = pool.inner.entries.lock();
             let Some(entry) = entries.get_mut(&agent_id) else { return };
             match warmed {
@@ -229,7 +236,7 @@ impl WarmPool {
             }
             drop(entries);
             pool.inner.changed.notify_one();
-            crate::metrics::warm_pool(pool.ready());
+            pool.publish();
         });
         true
     }
@@ -250,7 +257,7 @@ impl WarmPool {
         };
         *self.inner.last_claim.lock() = Some(Instant::now());
         self.inner.changed.notify_one();
-        crate::metrics::warm_pool(self.ready());
+        self.publish();
         Some(claimed)
     }
 
@@ -313,7 +320,7 @@ impl WarmPool {
             }
         }
         self.inner.entries.lock().insert(claimed.agent_id, entry);
-        crate::metrics::warm_pool(self.ready());
+        self.publish();
     }
 
     /// What the pool's loop waits on: notified, it looks at its sandboxes again.
@@ -324,6 +331,22 @@ impl WarmPool {
     /// Whether `agent_id` is a pooled sandbox of this process.
     pub fn holds(&self, agent_id: AgentId) -> bool {
         self.inner.entries.lock().contains_key(&agent_id)
+    }
+
+    /// Sets the gauges: sandboxes ready to claim, and pooled harnesses ready per profile.
+    fn publish(&self) {
+        let profiles = &self.inner.settings.harnesses;
+        let (total, per_profile) = {
+            let entries = self.inner.entries.lock();
+            let ready: Vec<&Entry> = entries.values().filter(|e| e.ready()).collect();
+            let per_profile: Vec<usize> =
+                (0..profiles.len()).map(|i| ready.iter().filter(|e| e.profile == Some(i)).count()).collect();
+            (ready.len(), per_profile)
+        };
+        crate::metrics::warm_pool(total);
+        for ((profile, _), ready) in profiles.iter().zip(per_profile) {
+            crate::metrics::pooled_harnesses_ready(&profile.to_string(), ready);
+        }
     }
 
     /// Pooled sandboxes connected and ready to claim.
@@ -339,7 +362,7 @@ impl WarmPool {
             loop {
                 pool.prune().await;
                 pool.refill().await;
-                crate::metrics::warm_pool(pool.ready());
+                pool.publish();
                 tokio::select! {
                     () = pool.inner.changed.notified() => {}
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}

@@ -67,12 +67,14 @@ pub fn prepare_ca(dir: &Path) -> anyhow::Result<CaPaths> {
     Ok(CaPaths { cert: dir.join("ca.pem"), key: dir.join("ca-key.pem") })
 }
 
-/// Starts the feed; it stops when `stop` turns true. `written` hears of every file written.
+/// Starts the feed; it stops when `stop` turns true. `written` hears of every file written;
+/// `nudge` makes it rebuild at once (a pooled harness's claim, which waits for the write).
 pub fn spawn(
     pool: PgPool,
     key: Arc<MasterKey>,
     settings: FeedSettings,
     written: watch::Sender<Written>,
+    nudge: Arc<tokio::sync::Notify>,
     stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -85,7 +87,7 @@ pub fn spawn(
         })
         .await
         .unwrap_or_default();
-        run(Feed { pool, key, settings, last_digest: None, last_version: 0, written, sources }, stop).await
+        run(Feed { pool, key, settings, last_digest: None, last_version: 0, written, sources }, nudge, stop).await
     })
 }
 
@@ -106,7 +108,7 @@ enum Wake {
     Resync,
 }
 
-async fn run(mut feed: Feed, mut stop: watch::Receiver<bool>) {
+async fn run(mut feed: Feed, nudge: Arc<tokio::sync::Notify>, mut stop: watch::Receiver<bool>) {
     let mut listener: Option<PgListener> = None;
     loop {
         if listener.is_none() {
@@ -114,16 +116,29 @@ async fn run(mut feed: Feed, mut stop: watch::Receiver<bool>) {
         }
         feed.rebuild().await;
         let wake = tokio::select! {
+            biased;
             _ = stop.wait_for(|stop| *stop) => Wake::Stop,
+            // A claim waits on this rebuild: no debounce (its own commits are in already).
+            () = nudge.notified() => Wake::Resync,
             got = next(&mut listener) => got,
             () = tokio::time::sleep(RESYNC) => Wake::Resync,
         };
         match wake {
             Wake::Stop => return,
             Wake::Notified => {
-                // Debounce: take what else arrives shortly, then rebuild once.
+                // Debounce: take what else arrives shortly, then rebuild once (at once when a
+                // claim asks).
                 let deadline = tokio::time::Instant::now() + DEBOUNCE;
-                while let Ok(Wake::Notified) = tokio::time::timeout_at(deadline, next(&mut listener)).await {}
+                loop {
+                    tokio::select! {
+                        biased;
+                        () = nudge.notified() => break,
+                        got = tokio::time::timeout_at(deadline, next(&mut listener)) => match got {
+                            Ok(Wake::Notified) => {}
+                            _ => break,
+                        },
+                    }
+                }
             }
             Wake::Lost => listener = None,
             Wake::Resync => {}

@@ -78,14 +78,18 @@ pub async fn set_handle(pool: &PgPool, agent_id: AgentId, handle: Option<&str>) 
 
 /// Records the address the sandbox's traffic comes from (`None`: unknown). Says whether it
 /// changed (a change is announced to the proxy feed by a trigger).
-pub async fn set_source_addr(pool: &PgPool, agent_id: AgentId, addr: Option<std::net::IpAddr>) -> sqlx::Result<bool> {
+pub async fn set_source_addr(
+    db: impl sqlx::PgExecutor<'_>,
+    agent_id: AgentId,
+    addr: Option<std::net::IpAddr>,
+) -> sqlx::Result<bool> {
     let addr = addr.map(|a| a.to_string());
     let done = sqlx::query!(
         r#"UPDATE sandboxes SET source_addr = $2 WHERE agent_id = $1 AND source_addr IS DISTINCT FROM $2"#,
         agent_id.0,
         addr,
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected() > 0)
 }

@@ -141,6 +141,8 @@ pub struct ProxyAccess {
     pub master_key: Arc<crate::secrets::master_key::MasterKey>,
     /// What the proxy feed last wrote (`None`: the feed is off, someone else feeds the proxy).
     pub written: Option<tokio::sync::watch::Receiver<crate::proxy_feed::task::Written>>,
+    /// Makes the feed rebuild at once.
+    pub nudge: Arc<tokio::sync::Notify>,
 }
 
 /// What the terminal endpoint needs to open a terminal in the sandbox.
