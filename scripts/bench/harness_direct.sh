@@ -6,7 +6,9 @@
 # <harness>_direct_first_update_ms (cold, from `docker run`) and
 # <harness>_direct_warm_first_update_ms and <harness>_direct_after_init_first_update_ms (from the
 # `initialize` answer to the first prompt's first update: session/new, set_mode, prompt — what a
-# harness the warm pool started still does once claimed) (medians); each run's phases in
+# harness the warm pool started would do without its spare session) and
+# <harness>_direct_new_session_prompt_first_update_ms (the first prompt of a session just opened,
+# from its sending to its first update: what a pooled harness still does) (medians); each run's phases in
 # CERTS/../direct/runs.jsonl.
 #
 # The provider's stand-in (scripts/e2e/standins, the same script and certificate as through
@@ -75,5 +77,8 @@ jq -cs 'def median: map(select(. != null)) | sort | if length == 0 then null
           ($h + "_direct_first_update_ms"): (map(select((.requests // 0) > 0) | .first_update_ms) | median),
           ($h + "_direct_warm_first_update_ms"): (map(select((.warm_requests // 0) > 0) | .warm_first_update_ms) | median),
           ($h + "_direct_after_init_first_update_ms"): (map(select((.requests // 0) > 0 and .initialize_at_ms != null)
-            | .first_update_ms - .initialize_at_ms | round) | median)
+            | .first_update_ms - .initialize_at_ms | round) | median),
+          ($h + "_direct_new_session_prompt_first_update_ms"): (map(select((.requests // 0) > 0
+              and .first_update_after_prompt_at_ms != null and .prompt_sent_at_ms != null)
+            | .first_update_after_prompt_at_ms - .prompt_sent_at_ms | round) | median)
         }) | add' "$work/runs.jsonl"
