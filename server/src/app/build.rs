@@ -147,9 +147,9 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
     let dispatch = Arc::new(crate::dispatch::Dispatch::new(Arc::clone(&supervisors), Arc::clone(&replicas)));
     let config_overrides = config.proxy_test_upstream_overrides.clone();
     let (stop, stopping) = watch::channel(false);
-    let pooled_harnesses: Vec<(crate::fleet::pooled_harness::PooledProfile, String)> = config
-        .warm_pool_harnesses
-        .0
+    let pooled_profiles = crate::fleet::pooled_harness::parse_profiles(&config.warm_pool_harnesses)
+        .map_err(|e| anyhow::anyhow!("AGENTHOLD_WARM_POOL_HARNESSES: {e}"))?;
+    let pooled_harnesses: Vec<(crate::fleet::pooled_harness::PooledProfile, String)> = pooled_profiles
         .iter()
         .map(|profile| {
             let in_base = crate::harness::adapter(&profile.harness).is_some_and(|a| a.profile().in_base_image);

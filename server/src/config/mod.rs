@@ -177,8 +177,9 @@ pub struct Config {
     /// `claude-code,codex,opencode@anthropic/claude-sonnet-4-5` — whose variables (default: the
     /// harness's usual key, `ANTHROPIC_API_KEY` for Claude Code) are those an agent attaches its
     /// secrets under when it is created. Empty: none.
-    #[arg(long, env = "AGENTHOLD_WARM_POOL_HARNESSES", default_value = "", value_parser = crate::fleet::pooled_harness::parse_profiles_arg)]
-    pub warm_pool_harnesses: crate::fleet::pooled_harness::PooledProfiles,
+    /// Checked when the server starts (`fleet::pooled_harness::parse_profiles`).
+    #[arg(long, env = "AGENTHOLD_WARM_POOL_HARNESSES", default_value = "")]
+    pub warm_pool_harnesses: String,
     /// The memory the pooled harnesses may hold together, MiB, by each harness's measured idle
     /// size (Claude Code 330, Codex 275, OpenCode 530): each profile keeps one, and one more for
     /// every two of its harnesses claimed in the last minute (at most 4), within this.

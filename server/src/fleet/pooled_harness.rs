@@ -73,15 +73,6 @@ impl std::fmt::Display for PooledProfile {
     }
 }
 
-/// The profiles of `AGENTHOLD_WARM_POOL_HARNESSES`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PooledProfiles(pub Vec<PooledProfile>);
-
-/// [`parse_profiles`] for the command line.
-pub fn parse_profiles_arg(text: &str) -> Result<PooledProfiles, String> {
-    parse_profiles(text).map(PooledProfiles)
-}
-
 /// Parses `AGENTHOLD_WARM_POOL_HARNESSES`: profiles separated by commas, each
 /// `harness[@model][:VARIABLE[+VARIABLE…]]`; without variables, the first secret preset's
 /// variable of the harness (`ANTHROPIC_API_KEY` for `claude-code`). At most 8 profiles.

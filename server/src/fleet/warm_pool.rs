@@ -17,9 +17,10 @@
 //! - **Counted** as awake on the host (`AGENTHOLD_MAX_AWAKE`): none is made while the host is
 //!   full; a claim carries the count over to the agent (same id).
 //! - **Pooled harnesses** (`AGENTHOLD_WARM_POOL_HARNESSES`, [`super::pooled_harness`]): for each
-//!   profile one more sandbox, of its harness's image, whose harness the pool starts and
-//!   initialises as soon as its sandboxd connects; an agent whose harness, model and secrets'
-//!   variables fit the profile takes it, harness and all.
+//!   profile, sandboxes of its harness's image (one, more while its claims come fast, within the
+//!   memory budget: [`super::pooled_harness::targets`]) whose harness the pool starts,
+//!   initialises and opens a session on as soon as its sandboxd connects; an agent whose
+//!   harness, model and secrets' variables fit the profile takes it, harness and all.
 //! - **At start** every pooled sandbox an earlier process of this replica left is removed (its
 //!   connection is gone with that process), and those of replicas no longer alive; another live
 //!   replica's pool is its own. The orphan sweep leaves recorded pooled sandboxes alone.
@@ -117,7 +118,6 @@ pub struct Wanted<'a> {
 struct Entry {
     since: Instant,
     handle: String,
-    image: String,
     /// The profile whose harness it runs (an index into the settings' `harnesses`).
     profile: Option<usize>,
     /// Its connection, while nothing runs in it.
@@ -298,7 +298,6 @@ impl WarmPool {
         let mut entry = Entry {
             since: Instant::now(),
             handle: claimed.handle,
-            image: String::new(),
             profile: None,
             held: None,
             plan: None,
@@ -307,14 +306,12 @@ impl WarmPool {
         };
         match claimed.taken {
             Taken::Plain(held) => {
-                entry.image = self.inner.settings.image.clone();
                 entry.held = Some(held);
             }
             Taken::Harness(warmed) => {
                 let profiles = &self.inner.settings.harnesses;
                 let profile = profiles.iter().position(|(p, _)| *p == warmed.plan.profile);
                 entry.profile = profile;
-                entry.image = profile.map(|i| profiles[i].1.clone()).unwrap_or_default();
                 entry.failed = profile.is_none();
                 entry.keeper = Some(Keeper::keep(*warmed, claimed.agent_id, self.changed()));
             }
@@ -544,8 +541,7 @@ impl WarmPool {
         let made = async {
             let handle = driver.create(spec).await?;
             // Known before it starts, so its sandboxd's connection is held, not refused.
-            let entry =
-                Entry { since: Instant::now(), handle, image, profile, held: None, plan, keeper: None, failed: false };
+            let entry = Entry { since: Instant::now(), handle, profile, held: None, plan, keeper: None, failed: false };
             self.inner.entries.lock().insert(agent_id, entry);
             self.inner.host.take_running(agent_id, Instant::now());
             driver.start(agent_id).await
