@@ -70,7 +70,6 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
             return give_up(state, agent_id, &error).await;
         }
     };
-    let refused = refused_before_claim(state, agent_id, &warmed).await;
     crate::crash_points::reach(crate::crash_points::POOLED_CLAIM_BOUND);
     let adopted = differences.is_empty().then(|| AdoptedHarness {
         channel: crate::fleet::pooled_harness::CHANNEL,
@@ -83,11 +82,13 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
         warmed.held.link.close();
         return give_up(state, agent_id, &error).await;
     }
-    audit(state, agent_id, &warmed, &differences, refused).await;
-    let why = differences.join("; ");
     let hello = if differences.is_empty() { warmed.hello() } else { warmed.held.hello.clone() };
-    let held = warmed.held;
+    let Warmed { held, plan, source_addr, .. } = warmed;
     state.dispatch.attach(agent_id, held.link, hello, held.inbox).await;
+    // Recorded above; the audit (and the proxy's report it reads) waits no prompt.
+    let refused = refused_before_claim(state, agent_id, source_addr, plan.made_at_ms).await;
+    audit(state, agent_id, &plan, &differences, refused).await;
+    let why = differences.join("; ");
     crate::metrics::pooled_harness_claimed(differences.is_empty());
     if differences.is_empty() {
         tracing::info!(agent.id = %agent_id, "the agent took a running harness from the warm pool");
@@ -130,22 +131,37 @@ async fn bind(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> anyhow::R
 
 /// How many requests the proxy refused from the sandbox's address since its harness started
 /// (its credentials were nobody's: nothing left), from the proxy's report; `0` without one.
-async fn refused_before_claim(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> u64 {
-    let (Some(path), Ok(Some(addr))) = (state.supervisors.proxy_report(), state.driver.source_addr(agent_id).await)
-    else {
-        return 0;
+async fn refused_before_claim(
+    state: &AppState,
+    agent_id: AgentId,
+    known_addr: Option<std::net::IpAddr>,
+    since_ms: u64,
+) -> u64 {
+    let Some(path) = state.supervisors.proxy_report() else { return 0 };
+    let addr = match known_addr {
+        Some(addr) => addr,
+        None => match state.driver.source_addr(agent_id).await {
+            Ok(Some(addr)) => addr,
+            _ => return 0,
+        },
     };
     let path = path.to_owned();
     let report = tokio::task::spawn_blocking(move || agenthold_proxy::cut::Report::read(&path)).await.ok().flatten();
-    report.map_or(0, |r| crate::fleet::pooled_harness::refused_since(&r, addr, warmed.plan.made_at_ms))
+    report.map_or(0, |r| crate::fleet::pooled_harness::refused_since(&r, addr, since_ms))
 }
 
 /// Records the claim and the binding: which pool profile, which variables' placeholders are now
 /// the agent's, how many requests the proxy refused its sandbox before the claim, and whether the
 /// running harness was taken (else why not). Never a value.
-async fn audit(state: &AppState, agent_id: AgentId, warmed: &Warmed, differences: &[String], refused: u64) {
+async fn audit(
+    state: &AppState,
+    agent_id: AgentId,
+    plan: &crate::fleet::pooled_harness::Plan,
+    differences: &[String],
+    refused: u64,
+) {
     let Ok(Some(agent)) = store::agents::get(&state.pool, agent_id).await else { return };
-    let bound: Vec<&String> = warmed.plan.placeholders.keys().collect();
+    let bound: Vec<&String> = plan.placeholders.keys().collect();
     let record = store::audit::AuditRecord {
         workspace_id: agent.workspace_id,
         actor_user_id: agent.created_by,
@@ -154,9 +170,9 @@ async fn audit(state: &AppState, agent_id: AgentId, warmed: &Warmed, differences
         resource_id: agent_id.to_string(),
         detail: json!({
             "name": agent.name,
-            "profile": warmed.plan.profile.to_string(),
+            "profile": plan.profile.to_string(),
             "bound_variables": bound,
-            "proxy_identity_bound": warmed.plan.identity.is_some(),
+            "proxy_identity_bound": plan.identity.is_some(),
             "refused_before_claim": refused,
             "harness_taken": differences.is_empty(),
             "why_not": (!differences.is_empty()).then(|| differences.join("; ")),
