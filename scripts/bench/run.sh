@@ -286,6 +286,31 @@ if [[ ${BENCH_ONLY:-} != harnesses ]]; then
     "$PROXY_BENCH_BIN" >"$BENCH_DIR/proxy.jsonl" || die "the proxy benchmark failed"
 fi
 ensure_cmd jq jq
+# start_provider_world SUFFIX — in $work (the caller's): the provider stand-ins
+# (scripts/e2e/standins, with $work/certs; their records in $work/<provider>SUFFIX.jsonl) and the
+# egress proxy on the bench server's file; sets WORLD_PIDS, WORLD_PROXY_PORT and WORLD_OVERRIDES
+# (the test-only upstream overrides mapping api.anthropic.com and api.openai.com to the stand-ins).
+start_provider_world() {
+    local suffix=$1 standins=$REPO_ROOT/scripts/e2e/standins provider
+    WORLD_PIDS=()
+    for provider in anthropic openai; do
+        rm -f "$work/$provider$suffix.port"
+        : >"$work/$provider$suffix.jsonl"
+        python3 "$standins/$provider.py" --cert "$work/certs/leaf.pem" --key "$work/certs/leaf.key" \
+            --ready "$work/$provider$suffix.port" --record "$work/$provider$suffix.jsonl" 2>"$work/$provider$suffix.log" &
+        WORLD_PIDS+=($!)
+    done
+    wait_until 10 "the stand-ins" bash -c "[[ -s $work/anthropic$suffix.port && -s $work/openai$suffix.port ]]" \
+        || { kill "${WORLD_PIDS[@]}"; return 1; }
+    WORLD_PROXY_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])')
+    setsid "$TARGET/release/agenthold-proxy" --listen "0.0.0.0:$WORLD_PROXY_PORT" --config "$BENCH_DIR/data/proxy.json" \
+        </dev/null >"$work/proxy$suffix.log" 2>&1 &
+    WORLD_PIDS+=($!)
+    WORLD_OVERRIDES=$(jq -cn --arg a "127.0.0.1:$(cat "$work/anthropic$suffix.port")" \
+        --arg o "127.0.0.1:$(cat "$work/openai$suffix.port")" --arg ca "$work/certs/root.pem" \
+        '{"api.anthropic.com:443": {addr: $a, ca_cert: $ca}, "api.openai.com:443": {addr: $o, ca_cert: $ca}}')
+}
+
 # measure_first_updates — per real harness, a prompt to a new agent (cold: container, harness
 # start, initialize, session/new, the prompt) until its first `update` arrives on the stream, then
 # (warm) a second prompt in the same session once the first turn has ended, until its first update;
@@ -299,22 +324,9 @@ measure_first_updates() {
     ctl=$TARGET/release/agentholdctl
     rm -rf "$work"; mkdir -p "$work"
     "$standins/make-cert.sh" "$work/certs" api.anthropic.com api.openai.com >/dev/null
-    local pids=() provider
-    for provider in anthropic openai; do
-        : >"$work/$provider.jsonl"
-        python3 "$standins/$provider.py" --cert "$work/certs/leaf.pem" --key "$work/certs/leaf.key" \
-            --ready "$work/$provider.port" --record "$work/$provider.jsonl" 2>"$work/$provider.log" &
-        pids+=($!)
-    done
-    wait_until 10 "the stand-ins" bash -c "[[ -s $work/anthropic.port && -s $work/openai.port ]]" || { kill "${pids[@]}"; return 1; }
-    proxy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])')
-    setsid "$TARGET/release/agenthold-proxy" --listen "0.0.0.0:$proxy_port" --config "$BENCH_DIR/data/proxy.json" \
-        </dev/null >"$work/proxy.log" 2>&1 &
-    pids+=($!)
-    local overrides
-    overrides=$(jq -cn --arg a "127.0.0.1:$(cat "$work/anthropic.port")" --arg o "127.0.0.1:$(cat "$work/openai.port")" \
-        --arg ca "$work/certs/root.pem" \
-        '{"api.anthropic.com:443": {addr: $a, ca_cert: $ca}, "api.openai.com:443": {addr: $o, ca_cert: $ca}}')
+    start_provider_world "" || return 1
+    local pids=("${WORLD_PIDS[@]}") overrides=$WORLD_OVERRIDES
+    proxy_port=$WORLD_PROXY_PORT
     trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
     start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides"
     local workspace harness preset env_name model secret agent session started seq cold warm rss_kib round requests
@@ -389,23 +401,9 @@ measure_pooled_first_updates() {
     ctl=$TARGET/release/agentholdctl
     mkdir -p "$work"
     [[ -s $work/certs/root.pem ]] || "$standins/make-cert.sh" "$work/certs" api.anthropic.com api.openai.com >/dev/null
-    local pids=() provider
-    for provider in anthropic openai; do
-        rm -f "$work/$provider-pooled.port"
-        : >"$work/$provider-pooled.jsonl"
-        python3 "$standins/$provider.py" --cert "$work/certs/leaf.pem" --key "$work/certs/leaf.key" \
-            --ready "$work/$provider-pooled.port" --record "$work/$provider-pooled.jsonl" 2>"$work/$provider-pooled.log" &
-        pids+=($!)
-    done
-    wait_until 10 "the stand-ins" bash -c "[[ -s $work/anthropic-pooled.port && -s $work/openai-pooled.port ]]" || { kill "${pids[@]}"; return 1; }
-    proxy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])')
-    setsid "$TARGET/release/agenthold-proxy" --listen "0.0.0.0:$proxy_port" --config "$BENCH_DIR/data/proxy.json" \
-        </dev/null >"$work/proxy-pooled.log" 2>&1 &
-    pids+=($!)
-    local overrides profiles='claude-code,codex,opencode@anthropic/claude-sonnet-4-5'
-    overrides=$(jq -cn --arg a "127.0.0.1:$(cat "$work/anthropic-pooled.port")" --arg o "127.0.0.1:$(cat "$work/openai-pooled.port")" \
-        --arg ca "$work/certs/root.pem" \
-        '{"api.anthropic.com:443": {addr: $a, ca_cert: $ca}, "api.openai.com:443": {addr: $o, ca_cert: $ca}}')
+    start_provider_world -pooled || return 1
+    local pids=("${WORLD_PIDS[@]}") overrides=$WORLD_OVERRIDES profiles='claude-code,codex,opencode@anthropic/claude-sonnet-4-5'
+    proxy_port=$WORLD_PROXY_PORT
     trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
     start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides" \
         "AGENTHOLD_WARM_POOL_SIZE=0" "AGENTHOLD_WARM_POOL_HARNESSES=$profiles"
