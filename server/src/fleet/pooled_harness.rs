@@ -1,7 +1,8 @@
 //! Harnesses the warm pool starts ahead (docs/design.md, "Pooled harnesses"): in a pooled
 //! sandbox made for a *profile* (a harness, its model, the variables its keys come in), the pool
-//! starts the harness and answers nothing but `initialize`, so an agent that claims it sends its
-//! first prompt to a harness that is already up.
+//! starts the harness, has it answer `initialize` and open a session (`session/new` with the
+//! folder and MCP servers the claiming agent's sessions get), so an agent that claims it sends
+//! its first prompt to a harness and a session that are already up.
 //!
 //! The harness is started with what the agent's own start will hold, bound to no one yet:
 //! *pool placeholders* in the profile's variables (fresh, shaped like the provider's keys) and a
@@ -14,9 +15,12 @@
 //!
 //! - [`PooledProfile`] and [`parse_profiles`]: `AGENTHOLD_WARM_POOL_HARNESSES`.
 //! - [`plan`]: the start of a pooled harness (pure).
-//! - [`warm`]: starts it over the held tunnel and reads its `initialize` answer.
-//! - [`Keeper`]: reads the tunnel until the claim; a harness that exits or prints anything
-//!   unasked meanwhile is not handed over.
+//! - [`warm`]: starts it over the held tunnel, reads its `initialize` answer, opens the spare
+//!   session.
+//! - [`Keeper`]: reads the tunnel until the claim; a harness that exits or whose tunnel closes
+//!   meanwhile is not handed over.
+//! - [`targets`]: how many each profile keeps (pure); [`refused_since`]: what the proxy refused
+//!   its sandbox before the claim.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
