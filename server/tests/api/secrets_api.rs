@@ -451,3 +451,49 @@ async fn a_workspace_and_an_agent_hold_a_bounded_number_of_secrets() {
     assert_eq!(codes(&attach("ONE_MORE".into(), last).await), (409, Some("TOO_MANY_SECRETS")));
     assert_eq!(attach("V0".into(), last).await.0, 200, "replacing at the limit is fine");
 }
+
+#[tokio::test]
+async fn secrets_named_on_create_are_attached_at_once_or_refused_whole_with_nothing_stored() {
+    let server = TestServer::start().await;
+    let ws = personal_workspace(&server).await;
+    let key = create_secret(&server, &ws, json!({"name": "k", "preset": "anthropic", "value": unique_value()})).await;
+    let create = |name: &str, extra: Value| {
+        let mut body = json!({"name": name, "harness": "fake"});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        let server = &server;
+        async move { admin(server, "POST", "/api/v1/agents", body).await }
+    };
+    // Refused whole: a bad variable, a variable the plain env sets too, a secret of nobody's
+    // workspace, too many; no agent is made.
+    let missing = uuid::Uuid::new_v4().to_string();
+    let many: serde_json::Map<String, Value> = (0..33).map(|i| (format!("K{i}"), json!(key))).collect();
+    for (extra, wanted) in [
+        (json!({"secrets": {"1BAD": key}}), (400, Some("INVALID_ENV_NAME"))),
+        (json!({"secrets": {"MY_SETTING": key}, "env": {"MY_SETTING": "plain"}}), (409, Some("ENV_NAME_TAKEN"))),
+        (json!({"secrets": {"MY_KEY": missing}}), (404, Some("NOT_FOUND"))),
+        (json!({"secrets": many}), (409, Some("TOO_MANY_SECRETS"))),
+        (json!({"secrets": {"MY_KEY": 7}}), (400, Some("INVALID_BODY"))),
+    ] {
+        let answer = create("refused", extra.clone()).await;
+        assert_eq!(codes(&answer), wanted, "{extra}: {}", answer.1);
+    }
+    let (_, agents) = admin(&server, "GET", "/api/v1/agents", json!({})).await;
+    assert!(!agents.to_string().contains("\"refused\""), "nothing stored: {agents}");
+
+    // Accepted: attached as PUT would, audited, placeholders in the sandbox only.
+    let answer = create("keyed", json!({"secrets": {"ANTHROPIC_API_KEY": key, "OTHER_KEY": key}})).await;
+    assert_eq!(answer.0, 201, "{}", answer.1);
+    let agent = answer.1["id"].as_str().expect("id").to_owned();
+    let (_, view) = admin(&server, "GET", &format!("/api/v1/agents/{agent}"), json!({})).await;
+    let attached: Vec<&str> =
+        view["secrets"].as_array().expect("secrets").iter().filter_map(|s| s["env_name"].as_str()).collect();
+    assert_eq!(attached, ["ANTHROPIC_API_KEY", "OTHER_KEY"], "{view}");
+    let attaches = audit_actions(&server, &ws)
+        .await
+        .into_iter()
+        .filter(|r| r["action"] == "secret.attached" && r["resource_id"] == agent.as_str())
+        .count();
+    assert_eq!(attaches, 2);
+}
