@@ -316,7 +316,8 @@ pub async fn create(
     // Without a list of its own it follows the workspace's default.
     let egress = store::proxy_identities::egress(&state.pool, &[agent.id.0]).await?;
     let repos = store::repos::for_agents(&state.pool, &[agent.id.0]).await?;
-    Ok((StatusCode::CREATED, Json(agent_view(&row, &state, &[], &egress, &repos))))
+    let attachments = store::secrets::attachments(&state.pool, &[agent.id.0]).await?;
+    Ok((StatusCode::CREATED, Json(agent_view(&row, &state, &attachments, &egress, &repos))))
 }
 
 /// Lists the agents of every workspace the caller belongs to.

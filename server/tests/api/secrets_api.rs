@@ -486,6 +486,7 @@ async fn secrets_named_on_create_are_attached_at_once_or_refused_whole_with_noth
     let answer = create("keyed", json!({"secrets": {"ANTHROPIC_API_KEY": key, "OTHER_KEY": key}})).await;
     assert_eq!(answer.0, 201, "{}", answer.1);
     let agent = answer.1["id"].as_str().expect("id").to_owned();
+    assert_eq!(answer.1["secrets"].as_array().map(Vec::len), Some(2), "the answer shows them: {}", answer.1);
     let (_, view) = admin(&server, "GET", &format!("/api/v1/agents/{agent}"), json!({})).await;
     let attached: Vec<&str> =
         view["secrets"].as_array().expect("secrets").iter().filter_map(|s| s["env_name"].as_str()).collect();
