@@ -51,6 +51,12 @@ impl Api {
         id_of(&body)
     }
 
+    /// Creates an agent from a whole `POST /api/v1/agents` body; returns its id.
+    pub async fn create_agent_from(&self, body: &Value) -> Result<String> {
+        let body = self.call("POST", "/api/v1/agents", Some(body), 201).await?;
+        id_of(&body)
+    }
+
     /// Creates a `fake`-harness agent with the `approval` posture; returns its id.
     pub async fn create_asking_agent(&self, name: &str) -> Result<String> {
         let body = json!({"name": name, "harness": "fake", "posture": "approval"});

@@ -392,8 +392,9 @@ measure_first_updates() {
 # (AGENTHOLD_WARM_POOL_HARNESSES, docs/design.md "Pooled harnesses"): the server keeps one pooled
 # harness per profile (Claude Code, Codex, OpenCode with its Anthropic model); before each agent
 # the benchmark waits until every profile's harness is ready (agenthold_warm_pool_ready), then times
-# `POST /agents` with the agent's secret attached (`secrets`) → session → prompt → its first
-# `update` on the stream. BENCH_POOLED_ROUNDS agents per harness (default 10). Appends
+# `POST /agents` with the agent's secret attached (`secrets`) → session → stream → prompt → its
+# first `update` on the stream, as one client over one kept-alive connection (the `first-update`
+# binary: bench/src/bin/first-update.rs, which also says when each step ended). BENCH_POOLED_ROUNDS agents per harness (default 10). Appends
 # `pooled_<harness>_first_update_ms` (p50) and `pooled_<harness>_first_update_p99_ms` to
 # $BENCH_DIR/harnesses.json; each run in $BENCH_DIR/harness-bench/pooled.jsonl.
 measure_pooled_first_updates() {
@@ -407,7 +408,7 @@ measure_pooled_first_updates() {
     trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
     start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides" \
         "AGENTHOLD_WARM_POOL_SIZE=0" "AGENTHOLD_WARM_POOL_HARNESSES=$profiles"
-    local workspace harness preset env_name model secret agent session started ms round taken value before keys
+    local workspace harness preset env_name model secret agent session steps ms round taken value before keys
     export AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN
     workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')
     : >"$work/pooled.jsonl"
@@ -428,13 +429,10 @@ measure_pooled_first_updates() {
             wait_until 180 "a pooled harness of every profile" bash -c \
                 "curl -fsS http://127.0.0.1:$METRICS_PORT/metrics | grep '^agenthold_pooled_harnesses_ready{' | awk '{ n++; if (\$2 < 1) bad = 1 } END { exit !(n == 3 && !bad) }'" \
                 || log "not every pooled harness was ready; going on"
-            started=$EPOCHREALTIME
-            agent=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-                -d "{\"name\":\"pooled-$harness-$round\",\"harness\":\"$harness\",\"model\":$model,\"secrets\":{\"$env_name\":\"$secret\"}}" \
-                "$URL/api/v1/agents" | jq -r .id)
-            session=$("$ctl" --compact sessions create "$agent" | jq -r .id)
-            "$ctl" --compact prompt "$session" "hello" >/dev/null
-            ms=$(first_update_ms "$session" 0 "$started")
+            steps=$("$TARGET/release/first-update" --prompt hello \
+                --agent "{\"name\":\"pooled-$harness-$round\",\"harness\":\"$harness\",\"model\":$model,\"secrets\":{\"$env_name\":\"$secret\"}}") \
+                || steps='{"agent_id":null,"session_id":null,"first_update_ms":null}'
+            agent=$(jq -r .agent_id <<<"$steps") session=$(jq -r .session_id <<<"$steps") ms=$(jq .first_update_ms <<<"$steps")
             timeout 180 "$ctl" watch --compact "$session" --after 0 --until turn_end >"$work/pooled-events-$harness-$round.jsonl" 2>/dev/null || true
             taken=$(sed 's/\x1b\[[0-9;]*m//g' "$BENCH_DIR/server.log" | grep "took a running harness from the warm pool" | grep -c "$agent" || true)
             # The stand-in's requests of this run: each with this agent's key (x-api-key or the
@@ -442,9 +440,9 @@ measure_pooled_first_updates() {
             keys=$(tail -n +"$((before + 1))" "$work/$preset-pooled.jsonl" \
                 | jq -sc --arg v "$value" '{own: map(select((.headers["x-api-key"] // .headers.authorization // "") | contains($v))) | length,
                     other: map(select((.headers["x-api-key"] // .headers.authorization // "") as $k | ($k | contains("sk-bench")) and ($k | contains($v) | not))) | length}')
-            log "$harness pooled (round $round): POST /agents → first update ${ms} ms (harness taken running: $taken; requests with its key, another's: $keys)"
-            jq -cn --arg h "${harness//-/_}" --argjson m "$ms" --argjson n "$round" --argjson t "$taken" --argjson k "$keys" \
-                '{harness: $h, round: $n, first_update_ms: $m, taken: ($t > 0), own_key_requests: $k.own, other_key_requests: $k.other}' >>"$work/pooled.jsonl"
+            log "$harness pooled (round $round): POST /agents → first update ${ms} ms (steps: $steps; harness taken running: $taken; requests with its key, another's: $keys)"
+            jq -cn --arg h "${harness//-/_}" --argjson s "$steps" --argjson n "$round" --argjson t "$taken" --argjson k "$keys" \
+                '{harness: $h, round: $n, first_update_ms: $s.first_update_ms, steps: $s, taken: ($t > 0), own_key_requests: $k.own, other_key_requests: $k.other}' >>"$work/pooled.jsonl"
             curl -fsS -o /dev/null -X DELETE -H "Authorization: Bearer $TOKEN" "$URL/api/v1/agents/$agent" || true
         done
     done

@@ -2,7 +2,7 @@
 //! command another replica forwarded to the supervisor of an agent this one owns
 //! ([`crate::replicas::forward`]). Served on the replicas' own listener only
 //! (`AGENTHOLD_INTERNAL_LISTEN`, never the public API's); each request signed with the replicas'
-//! key over its time, path and body, taken once within a short window
+//! key over its time, a nonce, its path and body, taken once within a short window
 //! ([`crate::replicas::signing`]); never forwarded again (an agent this replica does not own
 //! answers 421 with its owner). A `destroy` is run only for an agent the database marks as being
 //! deleted.
@@ -33,9 +33,13 @@ pub async fn command(
     body: axum::body::Bytes,
 ) -> Response {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let signing_headers = signing::Headers {
+        timestamp: text(signing::TIMESTAMP_HEADER),
+        nonce: text(signing::NONCE_HEADER),
+        signature: text(signing::SIGNATURE_HEADER),
+    };
     let checked = state.dispatch.replicas().call_key().verify(
-        text(signing::TIMESTAMP_HEADER),
-        text(signing::SIGNATURE_HEADER),
+        signing_headers,
         uri.path(),
         &body,
         chrono::Utc::now().timestamp(),

@@ -305,10 +305,12 @@ async fn post(
         .map(|rest| rest.trim_end_matches('/'))
         .ok_or_else(|| format!("the replica address {base} is not http://host:port"))?;
     let timestamp = chrono::Utc::now().timestamp();
+    let signed = key.sign(timestamp, path, &body);
     let response = http
         .post(format!("http://{authority}{path}"))
         .header(super::signing::TIMESTAMP_HEADER, timestamp.to_string())
-        .header(super::signing::SIGNATURE_HEADER, key.sign(timestamp, path, &body))
+        .header(super::signing::NONCE_HEADER, signed.nonce)
+        .header(super::signing::SIGNATURE_HEADER, signed.signature)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body)
         .send()

@@ -134,12 +134,15 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
             break;
         }
         assert_eq!(status, 409, "{body}"); // not started yet
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the turn never started; A's log: {}\nB's log: {}",
-            a.log(),
-            b.log()
-        );
+        if std::time::Instant::now() >= deadline {
+            let events = a.events(&session).await;
+            panic!(
+                "the turn never started (or the cancel never reached it); A's log: {}\nB's log: {}\nthe session's last events: {}",
+                a.log(),
+                b.log(),
+                last_events(&events, 4)
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let end = on_b.until("turn_end", STALL).await;
@@ -163,6 +166,69 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
     assert_eq!(status, 204, "{body}");
     assert!(on_a.closes_within(Duration::from_secs(15)).await, "A's stream of the deleted session closes");
     assert_eq!(container_running(&a.container(&agent)), None, "the sandbox is gone");
+}
+
+/// A replica that stalls past its lease (SIGSTOP: a loaded machine, a long pause) loses its
+/// agents to the other: a prompt sent through the other meanwhile runs there once the sandbox
+/// follows, the stalled replica gives the agent up when it wakes, and prompts and cancels through
+/// either replica still reach the turn.
+#[tokio::test]
+async fn a_replica_stalled_past_its_lease_gives_its_agent_up_and_either_replica_still_drives_it() {
+    let Some((_balancer, a, b)) = two_replicas().await else { return };
+    let agent = a.create_agent(json!({})).await;
+    let session = a.create_session(&agent).await;
+    a.prompt(&session, "text first, on A").await;
+    a.wait_turns(&session, 1, STALL).await;
+
+    let a_pid = a.pid().expect("A runs").to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill").args([name, &a_pid]).status().expect("kill");
+        assert!(status.success(), "kill {name} A");
+    };
+    signal("-STOP");
+    // Past the lease (3 s) and two of B's heartbeats.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    b.prompt(&session, "text while A stalls").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal("-CONT");
+    let events = b.wait_turns(&session, 2, STALL).await;
+    assert!(texts_of(&events).contains("while A stalls"), "{events:?}");
+
+    // Through either replica, once A has given the agent up.
+    a.prompt(&session, "text through A").await;
+    b.wait_turns(&session, 3, STALL).await;
+    b.prompt(&session, "sleep 60\ntext late").await;
+    let deadline = std::time::Instant::now() + STALL;
+    loop {
+        let (status, body) = a.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
+        if status == 202 {
+            break;
+        }
+        assert_eq!(status, 409, "{body}");
+        if std::time::Instant::now() >= deadline {
+            let events = b.events(&session).await;
+            panic!(
+                "the turn never started (or the cancel never reached it); A's log: {}\nB's log: {}\nthe session's last events: {}",
+                a.log(),
+                b.log(),
+                last_events(&events, 4)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let events = b.wait_turns(&session, 4, STALL).await;
+    let ends = of_type(&events, "turn_end");
+    assert_eq!(ends.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("cancelled")));
+    assert_gap_free(&events);
+}
+
+/// The last `n` events, each on a line (for a failure's message).
+fn last_events(events: &[Value], n: usize) -> String {
+    events[events.len().saturating_sub(n)..].iter().map(Value::to_string).collect::<Vec<_>>().join("\n")
+}
+
+fn texts_of(events: &[Value]) -> String {
+    crate::support::texts(events).join(" ")
 }
 
 #[tokio::test]
@@ -270,7 +336,15 @@ async fn a_replica_killed_mid_turn_is_taken_over_with_every_event_exactly_once()
         let (seen, reconnects) =
             follower.await.expect("the follower").unwrap_or_else(|e| panic!("{}", stalled(&e, &b)));
         assert_gap_free(&seen);
-        assert_eq!(flood_indices(&seen), (1..=UPDATES).collect::<Vec<i64>>(), "every update exactly once, in order");
+        let indices = flood_indices(&seen);
+        assert!(
+            indices == (1..=UPDATES).collect::<Vec<i64>>(),
+            "every update exactly once, in order: {} updates seen, ending {:?}; the last events: {}\n\nB's log: {}",
+            indices.len(),
+            indices.iter().rev().take(3).collect::<Vec<_>>(),
+            last_events(&seen, 4),
+            b.log()
+        );
         assert_eq!(seen.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("end_turn")));
         assert!(of_type(&seen, "error").is_empty(), "{:?}", of_type(&seen, "error"));
         // A watcher stays on A only if its turn ended before the kill (a machine loaded enough to
@@ -476,7 +550,7 @@ async fn follow_until_turn_end(
 
 #[tokio::test]
 async fn the_replica_route_is_on_its_own_listener_and_takes_only_signed_fresh_commands() {
-    use agenthold_server::replicas::signing::{CallKey, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+    use agenthold_server::replicas::signing::{CallKey, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
     let server = TestServer::start().await;
     let agent = server.create_agent(json!({})).await;
     let path = format!("/internal/v1/agents/{agent}/commands");
@@ -486,7 +560,8 @@ async fn the_replica_route_is_on_its_own_listener_and_takes_only_signed_fresh_co
     let key = std::fs::read(server.data_dir.join("master.key")).expect("the master key file");
     let key = CallKey::derive(&agenthold_server::secrets::master_key::MasterKey::parse(&key).expect("a master key"));
     let signed = |path: &str, body: &serde_json::Value, at: i64| {
-        vec![(TIMESTAMP_HEADER, at.to_string()), (SIGNATURE_HEADER, key.sign(at, path, body.to_string().as_bytes()))]
+        let signed = key.sign(at, path, body.to_string().as_bytes());
+        vec![(TIMESTAMP_HEADER, at.to_string()), (NONCE_HEADER, signed.nonce), (SIGNATURE_HEADER, signed.signature)]
     };
     let now = chrono::Utc::now().timestamp();
     let (status, _, _) =
@@ -516,6 +591,8 @@ async fn the_replica_route_is_on_its_own_listener_and_takes_only_signed_fresh_co
     let (status, _, answer) = server.raw_at(&internal, "POST", &path, None, &headers, prompt.clone()).await;
     assert_eq!((status, answer), (200, json!({"outcome": "done"})));
     assert_eq!(post(headers, path.clone(), prompt.clone()).await, 401, "the same request again: a replay");
+    // The same command signed again in the same second (a nudge sent twice) is a new request.
+    assert_eq!(post(signed(&path, &prompt, now), path.clone(), prompt.clone()).await, 200, "signed anew: taken");
     let sleep = json!({"command": "sleep"});
     let (status, _, answer) = server.raw_at(&internal, "POST", &path, None, &signed(&path, &sleep, now), sleep).await;
     assert_eq!((status, answer), (200, json!({"outcome": "lifecycle", "error": null})), "the sleep ran here");
