@@ -40,7 +40,7 @@ pub async fn take_over(state: &AppState, agent_id: AgentId, limits: Limits, clai
         Taken::Harness(warmed) => return take_harness(state, agent_id, limits, &claimed.handle, *warmed).await,
     };
     match hand_over(state, agent_id, limits, &claimed.handle, None, None).await {
-        Ok(()) => {
+        Ok(_) => {
             state.dispatch.attach(agent_id, held.link, held.hello, held.inbox).await;
             tracing::info!(agent.id = %agent_id, "the agent took a sandbox from the warm pool");
         }
@@ -63,6 +63,7 @@ async fn give_up(state: &AppState, agent_id: AgentId, error: &anyhow::Error) {
 /// Binds a pooled harness to the agent and hands it over running, or drops it and hands over
 /// the sandbox alone.
 async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handle: &str, warmed: Warmed) {
+    let started = std::time::Instant::now();
     let differences = match bind(state, agent_id, &warmed).await {
         Ok(differences) => differences,
         Err(error) => {
@@ -78,10 +79,15 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
         env_names: warmed.plan.env.iter().map(|(name, _)| name.clone()).collect(),
         spare_session: warmed.spare_session.clone(),
     });
-    if let Err(error) = hand_over(state, agent_id, limits, handle, adopted.as_ref(), warmed.source_addr).await {
-        warmed.held.link.close();
-        return give_up(state, agent_id, &error).await;
-    }
+    let bound = started.elapsed();
+    let feed_wait = match hand_over(state, agent_id, limits, handle, adopted.as_ref(), warmed.source_addr).await {
+        Ok(feed_wait) => feed_wait,
+        Err(error) => {
+            warmed.held.link.close();
+            return give_up(state, agent_id, &error).await;
+        }
+    };
+    let handed_over = started.elapsed();
     let hello = if differences.is_empty() { warmed.hello() } else { warmed.held.hello.clone() };
     let Warmed { held, plan, source_addr, .. } = warmed;
     state.dispatch.attach(agent_id, held.link, hello, held.inbox).await;
@@ -91,7 +97,15 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
     let why = differences.join("; ");
     crate::metrics::pooled_harness_claimed(differences.is_empty());
     if differences.is_empty() {
-        tracing::info!(agent.id = %agent_id, "the agent took a running harness from the warm pool");
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
+        tracing::info!(
+            agent.id = %agent_id,
+            bind_ms = %ms(bound),
+            hand_over_ms = %ms(handed_over - bound),
+            feed_wait_ms = %ms(feed_wait),
+            total_ms = %ms(started.elapsed()),
+            "the agent took a running harness from the warm pool"
+        );
     } else {
         tracing::info!(agent.id = %agent_id, %why, "the agent's start differs from the pooled harness's: it took the sandbox, and its first prompt starts its own harness");
     }
@@ -185,7 +199,8 @@ async fn audit(
 
 /// Moves the token, records an adopted harness and the sandbox's address (`known_addr`, else
 /// the engine's) in one transaction — one change for the proxy feed —, applies the agent's
-/// limits and, for an adopted harness, has the feed write the agent at once and waits for it.
+/// limits and, for an adopted harness, has the feed write the agent at once and waits for it;
+/// how long it waited for the feed.
 async fn hand_over(
     state: &AppState,
     agent_id: AgentId,
@@ -193,7 +208,7 @@ async fn hand_over(
     handle: &str,
     adopted: Option<&AdoptedHarness>,
     known_addr: Option<std::net::IpAddr>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Duration> {
     let addr = match known_addr {
         Some(addr) => Some(addr),
         None => state.driver.source_addr(agent_id).await?,
@@ -222,11 +237,12 @@ async fn hand_over(
         let (cpus, memory_mib, pids_limit) = limits;
         state.driver.update_limits(agent_id, cpus, memory_mib, pids_limit).await?;
     }
+    let feed_started = std::time::Instant::now();
     if let Some((addr, mut written)) = waiting {
         let has = |w: &crate::proxy_feed::task::Written| w.get(&agent_id).is_some_and(|a| a.contains(&addr));
         if tokio::time::timeout(FEED_WAIT, written.wait_for(has)).await.is_err() {
             tracing::warn!(agent.id = %agent_id, "the proxy feed has not written the claimed sandbox yet; handing it over anyway");
         }
     }
-    Ok(())
+    Ok(feed_started.elapsed())
 }

@@ -126,7 +126,7 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
 
     // A cancel sent to B stops A's turn (409 until the turn has started: on a loaded machine a
     // missed heartbeat may move the lease, and the turn waits for the sandbox to reconnect).
-    b.prompt(&session, "sleep 60\ntext late").await;
+    b.prompt(&session, "sleep 60000\ntext late").await;
     let deadline = std::time::Instant::now() + STALL;
     loop {
         let (status, body) = b.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
@@ -197,7 +197,7 @@ async fn a_replica_stalled_past_its_lease_gives_its_agent_up_and_either_replica_
     // Through either replica, once A has given the agent up.
     a.prompt(&session, "text through A").await;
     b.wait_turns(&session, 3, STALL).await;
-    b.prompt(&session, "sleep 60\ntext late").await;
+    let sleeping = b.prompt(&session, "sleep 60000\ntext late").await["turn_id"].clone();
     let deadline = std::time::Instant::now() + STALL;
     loop {
         let (status, body) = a.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
@@ -216,10 +216,27 @@ async fn a_replica_stalled_past_its_lease_gives_its_agent_up_and_either_replica_
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let events = b.wait_turns(&session, 4, STALL).await;
-    let ends = of_type(&events, "turn_end");
-    assert_eq!(ends.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("cancelled")));
+    let deadline = std::time::Instant::now() + STALL;
+    let events = loop {
+        let events = b.events(&session).await;
+        if of_type(&events, "turn_end").iter().any(|e| e["payload"]["turn_id"] == sleeping) {
+            break events;
+        }
+        assert!(std::time::Instant::now() < deadline, "the cancelled turn never ended: {}", last_events(&events, 12));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_gap_free(&events);
+    let ends = of_type(&events, "turn_end");
+    let mut turns: Vec<&Value> = ends.iter().map(|e| &e["payload"]["turn_id"]).collect();
+    turns.dedup();
+    assert_eq!(turns.len(), ends.len(), "one turn_end per turn: {}", last_events(&events, 12));
+    let slept = ends.iter().find(|e| e["payload"]["turn_id"] == sleeping);
+    assert_eq!(
+        slept.map(|e| e["payload"]["stop_reason"].clone()),
+        Some(json!("cancelled")),
+        "the sleeping turn was cancelled: {}",
+        last_events(&events, 12)
+    );
 }
 
 /// The last `n` events, each on a line (for a failure's message).
@@ -495,8 +512,19 @@ async fn a_rolling_restart_of_both_replicas_during_a_flood_loses_and_repeats_not
 /// Waits until the session's log holds at least `count` events.
 async fn wait_for_updates(server: &TestServer, session: &str, count: usize) {
     let deadline = tokio::time::Instant::now() + STALL;
-    while server.events(session).await.len() < count {
-        assert!(tokio::time::Instant::now() < deadline, "the session stalled below {count} events");
+    loop {
+        let events = server.events(session).await;
+        if events.len() >= count {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!(
+                "session {session} stalled below {count} events; its last events: {}\n\nthe server's log: {}\n\nsandboxes: {}",
+                last_events(&events, 4),
+                server.log(),
+                server.sandbox_logs()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
