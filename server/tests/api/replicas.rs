@@ -127,24 +127,7 @@ async fn either_replica_serves_any_agent_and_streams_what_the_other_stores() {
     // A cancel sent to B stops A's turn (409 until the turn has started: on a loaded machine a
     // missed heartbeat may move the lease, and the turn waits for the sandbox to reconnect).
     b.prompt(&session, "sleep 60000\ntext late").await;
-    let deadline = std::time::Instant::now() + STALL;
-    loop {
-        let (status, body) = b.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
-        if status == 202 {
-            break;
-        }
-        assert_eq!(status, 409, "{body}"); // not started yet
-        if std::time::Instant::now() >= deadline {
-            let events = a.events(&session).await;
-            panic!(
-                "the turn never started (or the cancel never reached it); A's log: {}\nB's log: {}\nthe session's last events: {}",
-                a.log(),
-                b.log(),
-                last_events(&events, 4)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    cancel_once_started(&b, &session, [&a, &b]).await;
     let end = on_b.until("turn_end", STALL).await;
     assert_eq!(end.last().map(|e| e["payload"]["stop_reason"].clone()), Some(json!("cancelled")));
 
@@ -198,24 +181,7 @@ async fn a_replica_stalled_past_its_lease_gives_its_agent_up_and_either_replica_
     a.prompt(&session, "text through A").await;
     b.wait_turns(&session, 3, STALL).await;
     let sleeping = b.prompt(&session, "sleep 60000\ntext late").await["turn_id"].clone();
-    let deadline = std::time::Instant::now() + STALL;
-    loop {
-        let (status, body) = a.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
-        if status == 202 {
-            break;
-        }
-        assert_eq!(status, 409, "{body}");
-        if std::time::Instant::now() >= deadline {
-            let events = b.events(&session).await;
-            panic!(
-                "the turn never started (or the cancel never reached it); A's log: {}\nB's log: {}\nthe session's last events: {}",
-                a.log(),
-                b.log(),
-                last_events(&events, 4)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    cancel_once_started(&a, &session, [&a, &b]).await;
     let deadline = std::time::Instant::now() + STALL;
     let events = loop {
         let events = b.events(&session).await;
@@ -237,6 +203,30 @@ async fn a_replica_stalled_past_its_lease_gives_its_agent_up_and_either_replica_
         "the sleeping turn was cancelled: {}",
         last_events(&events, 12)
     );
+}
+
+/// Cancels the session's turn through `via`, posting again while it answers 409 (the turn not
+/// started yet) for up to [`STALL`]; a failure says both replicas' logs and the session's last
+/// events.
+async fn cancel_once_started(via: &TestServer, session: &str, [a, b]: [&TestServer; 2]) {
+    let deadline = std::time::Instant::now() + STALL;
+    loop {
+        let (status, body) = via.post(&format!("/api/v1/sessions/{session}/cancel"), json!({})).await;
+        if status == 202 {
+            return;
+        }
+        assert_eq!(status, 409, "{body}"); // not started yet
+        if std::time::Instant::now() >= deadline {
+            let events = via.events(session).await;
+            panic!(
+                "the turn never started (or the cancel never reached it); A's log: {}\nB's log: {}\nthe session's last events: {}",
+                a.log(),
+                b.log(),
+                last_events(&events, 4)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The last `n` events, each on a line (for a failure's message).
