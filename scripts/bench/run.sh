@@ -311,6 +311,16 @@ start_provider_world() {
         '{"api.anthropic.com:443": {addr: $a, ca_cert: $ca}, "api.openai.com:443": {addr: $o, ca_cert: $ca}}')
 }
 
+# harness_provider HARNESS — the stand-in's secret preset, the variable the harness reads its key
+# from, and the agent's model as JSON (null: the harness's default), on one line. OpenCode is
+# given its Anthropic model (unset, it picks a provider of its own, opencode.ai).
+harness_provider() {
+    case $1 in
+    codex) echo 'openai OPENAI_API_KEY null' ;;
+    opencode) echo 'anthropic ANTHROPIC_API_KEY "anthropic/claude-sonnet-4-5"' ;;
+    *) echo 'anthropic ANTHROPIC_API_KEY null' ;;
+    esac
+}
 # measure_first_updates — per real harness, a prompt to a new agent (cold: container, harness
 # start, initialize, session/new, the prompt) until its first `update` arrives on the stream, then
 # (warm) a second prompt in the same session once the first turn has ended, until its first update;
@@ -334,12 +344,7 @@ measure_first_updates() {
     workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')
     for round in $(seq "${BENCH_HARNESS_ROUNDS:-1}"); do
         for harness in claude-code codex opencode; do
-            # OpenCode is given its Anthropic model (unset, it picks a provider of its own, opencode.ai).
-            case $harness in
-            codex) preset=openai env_name=OPENAI_API_KEY model=null ;;
-            opencode) preset=anthropic env_name=ANTHROPIC_API_KEY model='"anthropic/claude-sonnet-4-5"' ;;
-            *) preset=anthropic env_name=ANTHROPIC_API_KEY model=null ;;
-            esac
+            read -r preset env_name model < <(harness_provider "$harness")
             requests=$(wc -l <"$work/$preset.jsonl")
             secret=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
                 -d "{\"name\":\"bench-$harness-$round\",\"preset\":\"$preset\",\"value\":\"sk-bench-$RANDOM$RANDOM\"}" \
@@ -414,11 +419,7 @@ measure_pooled_first_updates() {
     : >"$work/pooled.jsonl"
     for round in $(seq "${BENCH_POOLED_ROUNDS:-10}"); do
         for harness in claude-code codex opencode; do
-            case $harness in
-            codex) preset=openai env_name=OPENAI_API_KEY model=null ;;
-            opencode) preset=anthropic env_name=ANTHROPIC_API_KEY model='"anthropic/claude-sonnet-4-5"' ;;
-            *) preset=anthropic env_name=ANTHROPIC_API_KEY model=null ;;
-            esac
+            read -r preset env_name model < <(harness_provider "$harness")
             value="sk-bench-pooled-$harness-$round-$RANDOM$RANDOM"
             before=$(wc -l <"$work/$preset-pooled.jsonl")
             secret=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
