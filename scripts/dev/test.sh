@@ -189,6 +189,18 @@ for harness in claude-code codex opencode; do
         bash scripts/e2e/gate.sh "$harness"
     )
 done
+# Pooled real harnesses: the server keeps each harness started and initialised, bound to no one;
+# an agent created with its key takes it running, a turn runs on it, the stand-in sees only that
+# agent's key and the claim is audited (scripts/e2e/pooled.sh).
+for harness in claude-code codex opencode; do
+    step "end to end: scripts/e2e/pooled.sh $harness (a pooled real harness taken running)"
+    (
+        set -a
+        . "$DEV_DIR/env"
+        set +a
+        bash scripts/e2e/pooled.sh "$harness"
+    )
+done
 # Account logins on the real harnesses: a Claude subscription token (Claude Code) and a ChatGPT
 # login (Codex) reach them as placeholders and a turn runs on them (scripts/e2e/account-logins.sh).
 # (Codex signed in with ChatGPT sends zstd-compressed requests; its stand-in undoes them with zstd.)

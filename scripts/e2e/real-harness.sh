@@ -9,6 +9,9 @@
 #               (an account login on the caller's account instead — Claude Code a Claude
 #               subscription token, Codex a ChatGPT login's auth.json — which the agent uses as its
 #               creator's; nothing attached).
+#   E2E_POOLED=1    the server also keeps a pooled harness of this one (AGENTHOLD_WARM_POOL_HARNESSES,
+#               docs/design.md "Pooled harnesses"): the script waits until it answered `initialize`,
+#               and the agent names its secret on create (`secrets`), as a pooled claim needs.
 # It
 #   - starts the stand-in (its record, with request bodies, in $WORK/record.jsonl; its port in
 #     $port) and restarts the dev server with the TEST-ONLY upstream override mapping
@@ -110,8 +113,17 @@ overrides=$(jq -cn --arg addr "127.0.0.1:$port" --arg ca "$WORK/certs/root.pem" 
       "auth.openai.com:443": {addr: $addr, ca_cert: $ca}, "chatgpt.com:443": {addr: $addr, ca_cert: $ca}}')
 log "restarting the server with the test-only upstream override → the $provider stand-in on 127.0.0.1:$port"
 restarted=1
-AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides "$ROOT/scripts/dev/server.sh" start >/dev/null 2>"$WORK/restart.err" \
+pooled_profile=""
+[[ -z ${E2E_POOLED:-} ]] || pooled_profile=$HARNESS${model:+@$model}
+AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides AGENTHOLD_WARM_POOL_HARNESSES=$pooled_profile \
+    "$ROOT/scripts/dev/server.sh" start >/dev/null 2>"$WORK/restart.err" \
     || fail "restarting the server" "$WORK/restart.err"
+SERVER_LOG=$ROOT/.dev/server.log
+if [[ -n $pooled_profile ]]; then
+    log "waiting for the pooled $pooled_profile harness"
+    for _ in $(seq 600); do grep -q 'a pooled harness answered `initialize`' "$SERVER_LOG" && break; sleep 0.2; done
+    grep -q 'a pooled harness answered `initialize`' "$SERVER_LOG" || fail "no pooled $pooled_profile harness within 120 s" "$SERVER_LOG"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # The key as a secret attached to a new agent running the real harness, or an account login the
@@ -150,10 +162,11 @@ fi
 body=$(jq -cn --arg n "$E2E_NAME-$(date +%s)-$RANDOM" --arg h "$HARNESS" --arg i "$IMAGE" --arg m "$model" \
     --argjson extra "$AGENT_EXTRA" \
     '{name: $n, harness: $h, image: $i} + (if $m == "" then {} else {model: $m} end) + $extra')
+[[ -z $pooled_profile ]] || body=$(jq -c --arg e "$env_name" --arg s "$secret" '. + {secrets: {($e): $s}}' <<<"$body")
 api POST /api/v1/agents "$body" >"$WORK/agent.json"
 agent=$(jq -r .id "$WORK/agent.json")
 [[ -n $agent && $agent != null ]] || fail "creating the agent: HTTP $(status)" "$WORK/agent.json"
-if [[ $CREDENTIAL == secret ]]; then
+if [[ $CREDENTIAL == secret && -z $pooled_profile ]]; then
     api PUT "/api/v1/agents/$agent/secrets/$env_name" "{\"secret_id\":\"$secret\"}" >/dev/null
     [[ $(status) =~ ^20 ]] || fail "attaching the secret: HTTP $(status)" "$WORK/answer.json"
 fi
