@@ -39,7 +39,7 @@ pub async fn take_over(state: &AppState, agent_id: AgentId, limits: Limits, clai
         Taken::Plain(held) => held,
         Taken::Harness(warmed) => return take_harness(state, agent_id, limits, &claimed.handle, *warmed).await,
     };
-    match hand_over(state, agent_id, limits, &claimed.handle, None, None).await {
+    match hand_over(state, agent_id, limits, &claimed.handle, None, None, None).await {
         Ok(_) => {
             state.dispatch.attach(agent_id, held.link, held.hello, held.inbox).await;
             tracing::info!(agent.id = %agent_id, "the agent took a sandbox from the warm pool");
@@ -64,8 +64,8 @@ async fn give_up(state: &AppState, agent_id: AgentId, error: &anyhow::Error) {
 /// the sandbox alone.
 async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handle: &str, warmed: Warmed) {
     let started = std::time::Instant::now();
-    let differences = match bind(state, agent_id, &warmed).await {
-        Ok(differences) => differences,
+    let (agent, differences) = match bind(state, agent_id, &warmed).await {
+        Ok(bound) => bound,
         Err(error) => {
             warmed.held.link.close();
             return give_up(state, agent_id, &error).await;
@@ -79,8 +79,11 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
         env_names: warmed.plan.env.iter().map(|(name, _)| name.clone()).collect(),
         spare_session: warmed.spare_session.clone(),
     });
+    let refused = refused_before_claim(state, agent_id, warmed.source_addr, warmed.plan.made_at_ms).await;
+    let record = claim_record(&agent, &warmed.plan, &differences, refused);
     let bound = started.elapsed();
-    let feed_wait = match hand_over(state, agent_id, limits, handle, adopted.as_ref(), warmed.source_addr).await {
+    let handed = hand_over(state, agent_id, limits, handle, adopted.as_ref(), warmed.source_addr, Some(record)).await;
+    let feed_wait = match handed {
         Ok(feed_wait) => feed_wait,
         Err(error) => {
             warmed.held.link.close();
@@ -89,11 +92,8 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
     };
     let handed_over = started.elapsed();
     let hello = if differences.is_empty() { warmed.hello() } else { warmed.held.hello.clone() };
-    let Warmed { held, plan, source_addr, .. } = warmed;
+    let held = warmed.held;
     state.dispatch.attach(agent_id, held.link, hello, held.inbox).await;
-    // Recorded above; the audit (and the proxy's report it reads) waits no prompt.
-    let refused = refused_before_claim(state, agent_id, source_addr, plan.made_at_ms).await;
-    audit(state, agent_id, &plan, &differences, refused).await;
     let why = differences.join("; ");
     crate::metrics::pooled_harness_claimed(differences.is_empty());
     if differences.is_empty() {
@@ -112,8 +112,12 @@ async fn take_harness(state: &AppState, agent_id: AgentId, limits: Limits, handl
 }
 
 /// Makes the pool's proxy identity the agent's, then says what differs between the agent's
-/// own harness start and the pooled one (nothing: it may be handed over).
-async fn bind(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> anyhow::Result<Vec<String>> {
+/// own harness start and the pooled one (nothing: it may be handed over); with the agent as read.
+async fn bind(
+    state: &AppState,
+    agent_id: AgentId,
+    warmed: &Warmed,
+) -> anyhow::Result<(store::agents::AgentRow, Vec<String>)> {
     let proxy = state.supervisors.proxy();
     if let (Some(identity), Some(proxy)) = (&warmed.plan.identity, proxy) {
         let mut tx = state.pool.begin().await?;
@@ -140,7 +144,7 @@ async fn bind(state: &AppState, agent_id: AgentId, warmed: &Warmed) -> anyhow::R
     if state.supervisors.postures().gate(&agent, &home_dir).is_err() {
         differences.push("its posture cannot run".to_owned());
     }
-    Ok(differences)
+    Ok((agent, differences))
 }
 
 /// How many requests the proxy refused from the sandbox's address since its harness started
@@ -164,24 +168,22 @@ async fn refused_before_claim(
     report.map_or(0, |r| crate::fleet::pooled_harness::refused_since(&r, addr, since_ms))
 }
 
-/// Records the claim and the binding: which pool profile, which variables' placeholders are now
-/// the agent's, how many requests the proxy refused its sandbox before the claim, and whether the
-/// running harness was taken (else why not). Never a value.
-async fn audit(
-    state: &AppState,
-    agent_id: AgentId,
+/// The audit record of the claim and the binding: which pool profile, which variables'
+/// placeholders are now the agent's, how many requests the proxy refused its sandbox before the
+/// claim, and whether the running harness was taken (else why not). Never a value.
+fn claim_record<'a>(
+    agent: &store::agents::AgentRow,
     plan: &crate::fleet::pooled_harness::Plan,
     differences: &[String],
     refused: u64,
-) {
-    let Ok(Some(agent)) = store::agents::get(&state.pool, agent_id).await else { return };
+) -> store::audit::AuditRecord<'a> {
     let bound: Vec<&String> = plan.placeholders.keys().collect();
-    let record = store::audit::AuditRecord {
+    store::audit::AuditRecord {
         workspace_id: agent.workspace_id,
         actor_user_id: agent.created_by,
         action: "agent.pooled_harness_claimed",
         resource_type: "agent",
-        resource_id: agent_id.to_string(),
+        resource_id: agent.id.to_string(),
         detail: json!({
             "name": agent.name,
             "profile": plan.profile.to_string(),
@@ -191,14 +193,12 @@ async fn audit(
             "harness_taken": differences.is_empty(),
             "why_not": (!differences.is_empty()).then(|| differences.join("; ")),
         }),
-    };
-    if let Err(error) = store::audit::append(&state.pool, record).await {
-        tracing::warn!(%error, agent.id = %agent_id, "auditing a pooled harness's claim");
     }
 }
 
-/// Moves the token, records an adopted harness and the sandbox's address (`known_addr`, else
-/// the engine's) in one transaction — one change for the proxy feed —, applies the agent's
+/// Moves the token, records an adopted harness, the sandbox's address (`known_addr`, else the
+/// engine's) and the claim's audit record in one transaction — one change for the proxy feed, and
+/// no claim unaudited —, applies the agent's
 /// limits and, for an adopted harness, has the feed write the agent at once and waits for it;
 /// how long it waited for the feed.
 async fn hand_over(
@@ -208,6 +208,7 @@ async fn hand_over(
     handle: &str,
     adopted: Option<&AdoptedHarness>,
     known_addr: Option<std::net::IpAddr>,
+    audit: Option<store::audit::AuditRecord<'_>>,
 ) -> anyhow::Result<Duration> {
     let addr = match known_addr {
         Some(addr) => Some(addr),
@@ -219,6 +220,9 @@ async fn hand_over(
         store::sandboxes::adopt_harness(&mut tx, agent_id, harness).await?;
     }
     store::sandboxes::set_source_addr(&mut *tx, agent_id, addr).await?;
+    if let Some(record) = audit {
+        store::audit::append(&mut *tx, record).await?;
+    }
     tx.commit().await?;
     // A running harness sends its first request as soon as it is prompted: the proxy must know
     // the agent by then (its identity, address and secrets, all committed before this write).

@@ -21,8 +21,8 @@ pub struct AuditRecord<'a> {
     pub detail: serde_json::Value,
 }
 
-/// Appends a record.
-pub async fn append(pool: &PgPool, record: AuditRecord<'_>) -> sqlx::Result<()> {
+/// Appends a record (on the pool, or in a transaction with what it records).
+pub async fn append<'e>(executor: impl sqlx::PgExecutor<'e>, record: AuditRecord<'_>) -> sqlx::Result<()> {
     sqlx::query!(
         r#"INSERT INTO audit_log (workspace_id, actor_user_id, action, resource_type, resource_id, detail)
            VALUES ($1, $2, $3, $4, $5, $6)"#,
@@ -33,7 +33,7 @@ pub async fn append(pool: &PgPool, record: AuditRecord<'_>) -> sqlx::Result<()> 
         record.resource_id,
         record.detail
     )
-    .execute(pool)
+    .execute(executor)
     .await?;
     Ok(())
 }
