@@ -13,11 +13,11 @@ use crate::host::parse_authority;
 use crate::net::{DialError, connect_pinned, resolve_checked};
 use crate::policy::Decision;
 use crate::respond::{self, Body};
-use crate::server::{ConnCtx, authenticate};
+use crate::server::{ConnCtx, authenticate, authenticate_afresh};
 
 /// Answers a CONNECT request.
 pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
-    let auth = match authenticate(&req, &ctx).await {
+    let mut auth = match authenticate(&req, &ctx).await {
         Ok(auth) => auth,
         Err(response) => return response,
     };
@@ -26,9 +26,19 @@ pub async fn handle(mut req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> 
         tracing::info!(sandbox = %sandbox_id, decision = "bad-target", "CONNECT refused");
         return respond::text(StatusCode::BAD_REQUEST, "CONNECT needs a valid host:port");
     };
-    let decision = auth.sandbox.decide_connect(&target);
+    let mut decision = auth.sandbox.decide_connect(&target);
+    if decision == Decision::Refuse {
+        // Decided again on the file as it is now: the server may have just widened the sandbox.
+        auth = match authenticate_afresh(&req, &ctx).await {
+            Ok(auth) => auth,
+            Err(response) => return response,
+        };
+        decision = auth.sandbox.decide_connect(&target);
+    }
+    let sandbox_id = auth.sandbox.id.clone();
     if decision == Decision::Refuse {
         tracing::info!(sandbox = %sandbox_id, %target, decision = "not-allowed", "CONNECT refused");
+        ctx.shared.cuts.refused(ctx.peer.ip());
         return respond::forbidden(&target.to_string(), "is not on this sandbox's egress allow-list");
     }
     let network = ctx.shared.network.clone();

@@ -8,9 +8,9 @@
 //! cut response sees its connection end without the response's end, as before. The same report
 //! counts, per sandbox, the requests the proxy answered itself ([`Reports::answered`]): the server
 //! refreshes a ChatGPT login when a sandbox asks to, at most once a minute. And, per client
-//! address, the requests refused for want of known credentials ([`Reports::refused`]): a harness
-//! the warm pool started holds credentials no sandbox entry has until an agent claims it, and the
-//! server does not hand over one that reached for the network before then.
+//! address, the requests refused for want of known credentials or for a host not allowed
+//! ([`Reports::refused`]): a harness the warm pool started reaches agenthold's MCP route only
+//! until an agent claims it, and the server audits with the claim what it reached for before.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,7 +94,7 @@ pub struct SandboxAnswered {
 }
 
 /// Requests from one client address refused with `407` (no credentials, or credentials no
-/// sandbox in force has).
+/// sandbox in force has) or with `403` for a host its sandbox may not reach.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refused {
     /// How many since the proxy started.
@@ -113,7 +113,8 @@ pub struct Report {
     /// Per sandbox id: the requests the proxy answered itself.
     #[serde(default)]
     pub answered: BTreeMap<String, SandboxAnswered>,
-    /// Per client address: requests refused for want of known credentials.
+    /// Per client address: requests refused for want of known credentials, or to a host not
+    /// allowed.
     #[serde(default)]
     pub refused: BTreeMap<String, Refused>,
 }
@@ -231,7 +232,7 @@ impl Reports {
         self.write();
     }
 
-    /// A request from `client` refused with `407`. Recorded at once for an address the report
+    /// A request from `client` refused (`407`, or `403` for a host not allowed). Recorded at once for an address the report
     /// does not hold yet (the server reads it when a pooled harness is claimed); after that the
     /// file is written at most once a second per address, so a client cannot make the proxy
     /// write without end.

@@ -10,11 +10,11 @@ use crate::headers::strip_hop_by_hop;
 use crate::host::parse_authority;
 use crate::net::{DialError, resolve_checked};
 use crate::respond::{self, Body};
-use crate::server::{ConnCtx, authenticate};
+use crate::server::{ConnCtx, authenticate, authenticate_afresh};
 
 /// Forwards one plain-HTTP request.
 pub async fn plain(req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
-    let auth = match authenticate(&req, &ctx).await {
+    let mut auth = match authenticate(&req, &ctx).await {
         Ok(auth) => auth,
         Err(response) => return response,
     };
@@ -28,8 +28,16 @@ pub async fn plain(req: Request<Incoming>, ctx: ConnCtx) -> Response<Body> {
             "is agenthold's own service, reachable over HTTPS only",
         );
     }
+    if auth.sandbox.allows_plain(&target).is_err() {
+        // Decided again on the file as it is now: the server may have just widened the sandbox.
+        auth = match authenticate_afresh(&req, &ctx).await {
+            Ok(auth) => auth,
+            Err(response) => return response,
+        };
+    }
     if let Err(why) = auth.sandbox.allows_plain(&target) {
         tracing::info!(sandbox = %sandbox_id, %target, decision = "not-allowed", "plain HTTP refused");
+        ctx.shared.cuts.refused(ctx.peer.ip());
         return respond::forbidden(&format!("http://{target}"), why);
     }
     if req.headers().contains_key(UPGRADE) {

@@ -197,8 +197,7 @@ pub async fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Auth
     if known(&state).is_none() {
         // Whether this check applied the file or waited for the poller applying it, the policy
         // in force may have changed: read it again either way.
-        let follower = Arc::clone(&ctx.shared.follower);
-        let _ = tokio::task::spawn_blocking(move || follower.check()).await;
+        check_file(ctx).await;
         state = ctx.shared.policy.borrow().clone();
     }
     if state.policy().is_none() {
@@ -214,6 +213,22 @@ pub async fn authenticate(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Auth
     let credentials = credentials.ok_or_else(respond::auth_required)?;
     ctx.bind(&sandbox, &policy.limits)?;
     Ok(Authenticated { policy, sandbox, credentials })
+}
+
+/// Applies the configuration file if it changed since it was last seen (a `stat`; a parse and
+/// compile when changed), off the reactor.
+async fn check_file(ctx: &ConnCtx) {
+    let follower = Arc::clone(&ctx.shared.follower);
+    let _ = tokio::task::spawn_blocking(move || follower.check()).await;
+}
+
+/// [`authenticate`] again after checking the file for a change: for a request its sandbox's
+/// entry in force refuses, which the server may have just widened (an agent that took a harness
+/// the warm pool started: the pool's entry reached agenthold's MCP route only, the agent's
+/// reaches its providers) — the harness's first request must not wait for the next poll.
+pub async fn authenticate_afresh(req: &Request<Incoming>, ctx: &ConnCtx) -> Result<Authenticated, Response<Body>> {
+    check_file(ctx).await;
+    authenticate(req, ctx).await
 }
 
 fn parse_basic(req: &Request<Incoming>) -> Option<Credentials> {

@@ -8,7 +8,8 @@
 # agent created with its provider key named on create (`secrets`) takes it running: the server's
 # log and the audit say the harness was taken (not started again), a turn runs on it through the
 # real egress proxy to the local stand-in (scripts/e2e/standins/), and every request the stand-in
-# gets carries this agent's key — none the pool's placeholder or another's. Each check prints
+# gets carries this agent's key — none the pool's placeholder or another's; the session the pool
+# opened ahead has agenthold's MCP server (its tools offered to the model). Each check prints
 # `ok - …`; a failure prints `not ok - …` and exits 1.
 set -euo pipefail
 
@@ -48,6 +49,25 @@ jq -e -s --arg v "$value" 'all(.[]; (.headers["x-api-key"] // .headers.authoriza
     "$WORK/record.jsonl" >/dev/null \
     || fail "the stand-in got a credential that is not this agent's key" "$WORK/record.jsonl"
 ok "the stand-in got this agent's key on the model's route, and no other credential ($(jq -s length "$WORK/record.jsonl") requests)"
+
+# The session the pool opened ahead (before the claim, when the sandbox's proxy entry allowed
+# agenthold's MCP route only) connected to agenthold's MCP server: the proxy forwarded this
+# sandbox's MCP requests, and the harnesses that show their tools to the model offered it
+# agenthold's (Codex lists its MCP tools to the model on demand, not in the request).
+proxy_log=$ROOT/.dev/proxy.log
+if [[ -f $proxy_log ]]; then
+    sed $'s/\x1b\[[0-9;]*m//g' "$proxy_log" | grep -F "sandbox=$agent" | grep -F 'target=mcp.agenthold.internal:443' \
+        | grep -q 'status=200' || fail "the proxy forwarded no MCP request of this sandbox" "$proxy_log"
+fi
+case $HARNESS in
+claude-code | opencode)
+    jq -e -s 'any(.[]; (.tools // []) | any(.[]; test("list_agents")))' "$WORK/record.jsonl" >/dev/null \
+        || fail "the model was not offered agenthold's MCP tools in the pooled session" "$WORK/record.jsonl" "$WORK/turn.jsonl"
+    ;;
+esac
+jq_true "$WORK/turn.jsonl" 'any(.[]; (.payload.content.text // "") | test("MCP server .* failed"))' \
+    && fail "the harness said an MCP server failed to start" "$WORK/turn.jsonl"
+ok "the pooled session had agenthold's MCP server (connected through the proxy before the claim)"
 
 api GET "/api/v1/workspaces/$workspace/audit?limit=200" >"$WORK/audit.json"
 jq -e --arg a "$agent" 'any(.records[]; .action == "agent.pooled_harness_claimed" and .resource_id == $a

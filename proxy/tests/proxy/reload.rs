@@ -102,3 +102,32 @@ async fn a_sandbox_written_in_is_admitted_by_its_first_request_without_waiting_f
     }
     proxy.stop().await;
 }
+
+/// A sandbox the proxy knows, whose entry the server widens (an agent taking a harness the warm
+/// pool started: the pool's entry reached agenthold's MCP route only), is allowed the new host by
+/// its first request after the write — not after the next poll.
+#[tokio::test]
+async fn a_sandbox_widened_in_the_file_reaches_the_new_host_without_waiting_for_the_poll() {
+    let setup = Setup::new();
+    let si = StandIn::https(&setup.root, &["registry.example"]).await;
+    let overrides = json!({ "registry.example:443": setup.over(&si) });
+    let narrow = json!({ "ca": setup.ca(), "sandboxes": [sandbox_a(&[])], "upstream_overrides": overrides });
+    let wide =
+        json!({ "ca": setup.ca(), "sandboxes": [sandbox_a(&["registry.example"])], "upstream_overrides": overrides });
+    let proxy = TestProxy::start(setup, &narrow).await;
+    for round in 0..8 {
+        let refused = connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await.expect_err("narrow");
+        assert_eq!(refused.status, 403, "round {round}: {}", refused.body);
+        proxy.write_config(&serde_json::to_vec(&wide).expect("json"));
+        let started = std::time::Instant::now();
+        if let Err(refused) = connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await {
+            panic!("round {round}: {} {} {:?} after the write", refused.status, refused.body, started.elapsed());
+        }
+        proxy.write_config(&serde_json::to_vec(&narrow).expect("json"));
+        eventually("the sandbox to be narrow again", || async {
+            matches!(connect(proxy.addr, "registry.example:443", Some((A_USER, A_PASS))).await, Err(r) if r.status == 403)
+        })
+        .await;
+    }
+    proxy.stop().await;
+}

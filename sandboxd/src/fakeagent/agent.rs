@@ -26,7 +26,13 @@ struct Session {
     turn: Option<Arc<Cancel>>,
     /// The MCP servers the client offered for it (`http` ones).
     mcp: Vec<super::mcp::Server>,
+    /// What listing the first one's tools gave when `session/new` opened it (as real harnesses
+    /// connect their MCP servers then, in the background): `None` until it is done.
+    tools_at_start: Arc<Mutex<Option<ToolsListed>>>,
 }
+
+/// The names of an MCP server's tools, or why they could not be listed.
+pub type ToolsListed = Result<Vec<String>, String>;
 
 /// Everything the reader thread and the prompt threads share.
 pub struct Agent {
@@ -287,7 +293,15 @@ impl Agent {
             eprintln!("fakeagent: cannot create history {}: {e}", path.display());
         }
         let mcp = super::mcp::servers(params);
-        self.sessions.lock().insert(session_id.clone(), Session { cwd, turn: None, mcp });
+        let tools_at_start = Arc::new(Mutex::new(None));
+        if let Some(server) = mcp.first().cloned() {
+            let listed = Arc::clone(&tools_at_start);
+            std::thread::spawn(move || {
+                let env = |name: &str| std::env::var(name).ok();
+                *listed.lock() = Some(super::mcp::list_tools(&server, &env));
+            });
+        }
+        self.sessions.lock().insert(session_id.clone(), Session { cwd, turn: None, mcp, tools_at_start });
         Ok(json!({"sessionId": session_id}))
     }
 
@@ -312,12 +326,18 @@ impl Agent {
                 s.cwd.clone_from(&cwd);
                 s.mcp.clone_from(&mcp);
             })
-            .or_insert(Session { cwd, turn: None, mcp });
+            .or_insert(Session { cwd, turn: None, mcp, tools_at_start: Arc::default() });
     }
 
     /// The MCP servers offered for a session.
     pub fn mcp_servers(&self, session_id: &str) -> Vec<super::mcp::Server> {
         self.sessions.lock().get(session_id).map(|s| s.mcp.clone()).unwrap_or_default()
+    }
+
+    /// What listing the session's first MCP server's tools gave when `session/new` opened it
+    /// (`None`: not done, or not opened by `session/new` in this process).
+    pub fn tools_at_start(&self, session_id: &str) -> Option<ToolsListed> {
+        self.sessions.lock().get(session_id).and_then(|s| s.tools_at_start.lock().clone())
     }
 
     /// `session/load`: the session is adopted; its id and history come back for [`Agent::replay`]

@@ -78,12 +78,12 @@ fn post(server: &Server, message: &Value, env: &dyn Fn(&str) -> Option<String>) 
     serde_json::from_slice(&response.body).map_err(|_| "the MCP server's answer is not JSON".to_owned())
 }
 
-/// Calls `tool` with `arguments` on `server`: the `tools/call` result (with `isError` when the
-/// tool refused), or why the call failed (transport, JSON-RPC error).
-pub fn call(
+/// `initialize`, then `method` with `params`: its result, or why it failed (transport,
+/// JSON-RPC error).
+fn initialized(
     server: &Server,
-    tool: &str,
-    arguments: Value,
+    method: &str,
+    params: Value,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Value, String> {
     let init = jsonrpc::request(
@@ -96,13 +96,31 @@ pub fn call(
     if let Some(error) = answer.get("error") {
         return Err(format!("initialize: {error}"));
     }
-    let message = jsonrpc::request(&json!(2), "tools/call", &json!({"name": tool, "arguments": arguments}));
+    let message = jsonrpc::request(&json!(2), method, &params);
     let answer = post(server, &message, env)?;
     match (answer.get("result"), answer.get("error")) {
         (Some(result), _) => Ok(result.clone()),
         (None, Some(error)) => Err(format!("JSON-RPC error {error}")),
         (None, None) => Err("the MCP server's answer has no result".to_owned()),
     }
+}
+
+/// Calls `tool` with `arguments` on `server`: the `tools/call` result (with `isError` when the
+/// tool refused), or why the call failed.
+pub fn call(
+    server: &Server,
+    tool: &str,
+    arguments: Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Value, String> {
+    initialized(server, "tools/call", json!({"name": tool, "arguments": arguments}), env)
+}
+
+/// The names of `server`'s tools (`tools/list`), or why they could not be listed.
+pub fn list_tools(server: &Server, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, String> {
+    let result = initialized(server, "tools/list", json!({}), env)?;
+    let tools = result.get("tools").and_then(Value::as_array).ok_or("the tools/list answer has no tools")?;
+    Ok(tools.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned)).collect())
 }
 
 /// The text of a `tools/call` result's content.
@@ -147,6 +165,7 @@ mod tests {
         let server = Server { name: "x".into(), url: "http://127.0.0.1:1/mcp".into(), headers: vec![] };
         let none = |_: &str| None;
         assert!(call(&server, "list_agents", json!({}), &none).is_err());
+        assert!(list_tools(&server, &none).is_err());
         let bad = Server { url: "ftp://x".into(), ..server };
         assert!(call(&bad, "list_agents", json!({}), &none).is_err());
     }

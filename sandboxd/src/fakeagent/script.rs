@@ -24,6 +24,8 @@ pub enum Command {
     /// `mcp <tool> [<JSON arguments>]`: a call of a tool of the MCP server the client offered
     /// (`$last.<field>` in the arguments: that field of the previous call's answer).
     Mcp { tool: String, args: String },
+    /// `mcp-tools`: what listing the MCP server's tools gave when the session was opened.
+    McpTools,
     /// `tool <kind> <title>`: a tool call that completes at once.
     Tool { kind: String, title: String },
     /// `plan <a> | <b> | …`: a `plan` update.
@@ -110,6 +112,7 @@ pub fn parse_line(line: &str) -> Option<Command> {
             let args = if args.is_empty() { "{}" } else { args };
             Command::Mcp { tool: tool.to_owned(), args: args.to_owned() }
         }
+        "mcp-tools" if rest.is_empty() => Command::McpTools,
         "tool" | "ask" => {
             let (kind, title) = split_word(rest);
             if kind.is_empty() {
@@ -210,7 +213,7 @@ mod tests {
             run echo hi && ls\ntool read Read file\nplan a | b |c\nask execute rm -rf\n\
             sleep 5\nflood 10 2.5\nbig 3\nunknown\ngarbage\nstderr oops\ncrash\ncrash 3\nhang\n\
             error boom\nstop refusal\nusage 1 2\nhello there\n\
-            fetch https://h/p x-api-key:$KEY a:b:c\nmcp list_agents\nmcp wait_turn {\"turn_id\": \"$last.turn_id\"}";
+            fetch https://h/p x-api-key:$KEY a:b:c\nmcp list_agents\nmcp wait_turn {\"turn_id\": \"$last.turn_id\"}\nmcp-tools";
         let got = parse(script);
         let want = vec![
             Command::Text("hello\nworld".into()),
@@ -240,6 +243,7 @@ mod tests {
             },
             Command::Mcp { tool: "list_agents".into(), args: "{}".into() },
             Command::Mcp { tool: "wait_turn".into(), args: r#"{"turn_id": "$last.turn_id"}"#.into() },
+            Command::McpTools,
         ];
         assert_eq!(got, want);
     }

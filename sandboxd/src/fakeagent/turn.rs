@@ -238,6 +238,14 @@ impl Turn {
             Command::Run(command) => return self.run_shell(rec, &command),
             Command::Fetch { url, headers } => self.fetch(rec, &url, &headers),
             Command::Mcp { tool, args } => self.mcp(rec, &tool, &args),
+            Command::McpTools => {
+                let text = match self.agent.tools_at_start(&self.session_id) {
+                    Some(Ok(names)) => format!("mcp tools at session start: {}", names.join(", ")),
+                    Some(Err(e)) => format!("mcp tools at session start failed: {e}"),
+                    None => "mcp tools at session start: not listed".to_owned(),
+                };
+                self.emit(rec, chunk("agent_message_chunk", &format!("{text}\n")));
+            }
             Command::Tool { kind, title } => {
                 let id = self.agent.tool_call_id();
                 self.emit(

@@ -243,7 +243,7 @@ async fn hand_over(
     }
     let feed_started = std::time::Instant::now();
     if let Some((addr, mut written)) = waiting {
-        let has = |w: &crate::proxy_feed::task::Written| w.get(&agent_id).is_some_and(|a| a.contains(&addr));
+        let has = |w: &crate::proxy_feed::task::Written| w.agent_from(agent_id, addr);
         if tokio::time::timeout(FEED_WAIT, written.wait_for(has)).await.is_err() {
             tracing::warn!(agent.id = %agent_id, "the proxy feed has not written the claimed sandbox yet; handing it over anyway");
         }

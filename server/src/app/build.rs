@@ -170,7 +170,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
             refill_delay: std::time::Duration::from_secs(3),
             replica_id: replicas.id(),
             harnesses: pooled_harnesses,
-            proxy_addr: proxy_addr.clone(),
+            proxy: supervisors.proxy().cloned(),
             warm_timeout: std::time::Duration::from_secs(60),
             harness_budget_mib: config.warm_pool_harness_memory_mib,
             mcp: supervisors.mcp().cloned(),

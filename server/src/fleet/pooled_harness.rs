@@ -6,7 +6,9 @@
 //!
 //! The harness is started with what the agent's own start will hold, bound to no one yet:
 //! *pool placeholders* in the profile's variables (fresh, shaped like the provider's keys) and a
-//! fresh proxy identity the proxy does not know — an unclaimed harness reaches nothing. At the
+//! fresh proxy identity that the proxy admits to agenthold's MCP route only (with the MCP
+//! credential of the id the agent will get), so the session opened ahead connects to the MCP
+//! server the agent's sessions are offered — an unclaimed harness reaches nothing else. At the
 //! claim the server binds them to the agent (its secrets are attached under those placeholders,
 //! the identity becomes the agent's), then compares the start the agent would have had with the
 //! pooled one ([`differences`]): equal, the agent takes the running harness over; not, it says
@@ -309,11 +311,11 @@ pub fn differences(pooled: &Plan, agent: &HarnessStart, agent_cwd: &str, agent_u
 }
 
 /// The requests the proxy refused from `addr` since `since_ms` (`0`: none, or none since): what a
-/// pooled harness there reached for before its claim, with credentials nobody had yet. Nothing
-/// of it left the proxy. Real harnesses do at start — Claude Code opens connections to its API
-/// ahead of use, Codex asks `chatgpt.com` and `github.com`, OpenCode `registry.npmjs.org` — the
-/// same requests a cold start makes and is refused (`403`) for, but Claude Code's; the count is
-/// audited with the claim. The report counts per address and keeps the first and last time, so
+/// pooled harness there reached for before its claim, whose identity reached agenthold's MCP
+/// route only. Nothing of it left the proxy. Real harnesses do at start — Claude Code opens
+/// connections to its API ahead of use, Codex asks `chatgpt.com` and `github.com`, OpenCode
+/// `registry.npmjs.org` — the same requests a cold start makes and is refused (`403`) for, but
+/// Claude Code's; the count is audited with the claim. The report counts per address and keeps the first and last time, so
 /// requests of an earlier sandbox at the same address count only when the last came since.
 pub fn refused_since(report: &agenthold_proxy::cut::Report, addr: std::net::IpAddr, since_ms: u64) -> u64 {
     report.refused.get(&addr.to_string()).filter(|refused| refused.last_at_ms >= since_ms).map_or(0, |r| r.count)

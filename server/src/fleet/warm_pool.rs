@@ -19,8 +19,10 @@
 //! - **Pooled harnesses** (`AGENTHOLD_WARM_POOL_HARNESSES`, [`super::pooled_harness`]): for each
 //!   profile, sandboxes of its harness's image (one, more while its claims come fast, within the
 //!   memory budget: [`super::pooled_harness::targets`]) whose harness the pool starts,
-//!   initialises and opens a session on as soon as its sandboxd connects; an agent whose
-//!   harness, model and secrets' variables fit the profile takes it, harness and all.
+//!   initialises and opens a session on as soon as its sandboxd connects — once the proxy
+//!   admits its sandbox to agenthold's MCP route (its identity and address recorded with it), so
+//!   that session connects to the MCP server; an agent whose harness, model and secrets'
+//!   variables fit the profile takes it, harness and all.
 //! - **At start** every pooled sandbox an earlier process of this replica left is removed (its
 //!   connection is gone with that process), and those of replicas no longer alive; another live
 //!   replica's pool is its own. The orphan sweep leaves recorded pooled sandboxes alone.
@@ -39,6 +41,9 @@ use crate::ids::AgentId;
 use crate::sandbox::{SandboxDriver, SandboxSpec};
 use crate::store;
 use crate::tunnel::link::{Incoming, Link};
+
+/// How long a pooled harness waits for the proxy feed to admit its sandbox before it starts.
+const FEED_WAIT: Duration = Duration::from_secs(10);
 
 /// How the pool is made.
 #[derive(Debug, Clone)]
@@ -66,8 +71,8 @@ pub struct PoolSettings {
     pub replica_id: uuid::Uuid,
     /// Profiles of the harnesses started ahead, each with its sandboxes' image.
     pub harnesses: Vec<(PooledProfile, String)>,
-    /// `host:port` of the egress proxy as sandboxes reach it (`None`: they do not use one).
-    pub proxy_addr: Option<String>,
+    /// The egress proxy as sandboxes reach it, and its feed (`None`: they do not use one).
+    pub proxy: Option<crate::supervisor::ProxyAccess>,
     /// How long a pooled harness has to answer `initialize`.
     pub warm_timeout: Duration,
     /// The memory the pooled harnesses may hold together (MiB, by their harnesses' estimates).
@@ -214,10 +219,15 @@ impl WarmPool {
         let timeout = self.inner.settings.warm_timeout;
         tokio::spawn(async move {
             let began = Instant::now();
+            // Its address, read now rather than while an agent waits for its claim; with it the
+            // proxy admits the harness to agenthold's MCP route, for the session opened ahead.
+            let source_addr = pool.inner.driver.source_addr(agent_id).await.ok().flatten();
+            if plan.identity.is_some() {
+                pool.admit_to_mcp(agent_id, source_addr).await;
+            }
             let warmed = match super::pooled_harness::warm(held, plan, timeout).await {
-                // Its address, read now rather than while an agent waits for its claim.
                 Ok(mut warmed) => {
-                    warmed.source_addr = pool.inner.driver.source_addr(agent_id).await.ok().flatten();
+                    warmed.source_addr = source_addr;
                     Ok(warmed)
                 }
                 Err(error) => Err(error),
@@ -504,8 +514,8 @@ impl WarmPool {
         let image = profile.map_or(&settings.image, |i| &settings.harnesses[i].1).clone();
         let plan = match profile {
             Some(i) => {
-                let proxy_addr = match &settings.proxy_addr {
-                    Some(addr) => Some(driver.proxy_addr(agent_id).await?.unwrap_or_else(|| addr.clone())),
+                let proxy_addr = match &settings.proxy {
+                    Some(proxy) => Some(driver.proxy_addr(agent_id).await?.unwrap_or_else(|| proxy.addr.clone())),
                     None => None,
                 };
                 let context = PlanContext {
@@ -525,7 +535,16 @@ impl WarmPool {
         };
         let token = crate::supervisor::shell::mint_token();
         let hash = store::tokens::hash_token(token.expose());
-        store::warm_pool::insert(&self.inner.pool, agent_id, &hash, &image, settings.replica_id).await?;
+        // Its harness's identity, sealed as the agent's will be: the proxy admits it (to
+        // agenthold's MCP route only) once its address is known ([`Self::hold`]).
+        let sealed = match (plan.as_ref().and_then(|p| p.identity.as_ref()), &settings.proxy) {
+            (Some(identity), Some(proxy)) => {
+                Some(crate::proxy_feed::identity::seal(&proxy.master_key, agent_id, identity)?)
+            }
+            _ => None,
+        };
+        store::warm_pool::insert(&self.inner.pool, agent_id, &hash, &image, settings.replica_id, sealed.as_ref())
+            .await?;
         let spec = SandboxSpec {
             agent_id,
             image: image.clone(),
@@ -558,6 +577,32 @@ impl WarmPool {
             None => tracing::info!(agent.id = %agent_id, "a pooled sandbox is starting"),
         }
         Ok(())
+    }
+
+    /// Records a pooled harness's address and waits (at most [`FEED_WAIT`]) until the proxy
+    /// feed has written its entry — agenthold's MCP route only —, so the session its harness
+    /// opens ahead connects to the MCP server. Past the wait (or without an address) it goes on:
+    /// that session's MCP connection is refused, and the harness works without those tools.
+    async fn admit_to_mcp(&self, agent_id: AgentId, addr: Option<std::net::IpAddr>) {
+        let Some(proxy) = &self.inner.settings.proxy else { return };
+        let Some(addr) = addr else {
+            tracing::warn!(agent.id = %agent_id, "a pooled harness's sandbox has no address: its session opened ahead cannot reach agenthold's MCP server");
+            return;
+        };
+        match store::warm_pool::set_source_addr(&self.inner.pool, agent_id, addr).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(error) => {
+                tracing::warn!(%error, agent.id = %agent_id, "recording a pooled sandbox's address");
+                return;
+            }
+        }
+        let Some(mut written) = proxy.written.clone() else { return };
+        proxy.nudge.notify_one();
+        let admitted = |w: &crate::proxy_feed::task::Written| w.pooled_from(agent_id, addr);
+        if tokio::time::timeout(FEED_WAIT, written.wait_for(admitted)).await.is_err() {
+            tracing::warn!(agent.id = %agent_id, "the proxy feed has not written a pooled harness's sandbox yet; starting it anyway");
+        }
     }
 
     /// Removes a pooled sandbox's container, home and network, then its record.

@@ -54,6 +54,33 @@ pub struct AgentInput {
     /// Its MCP credential ([`crate::mcp::credential`]): what the proxy puts in for its
     /// placeholder on the server route.
     pub mcp_credential: Option<crate::secret::Secret>,
+    /// A pooled harness's sandbox no agent has claimed yet (the id is the one its agent will
+    /// get): no allow-list, no secrets — agenthold's MCP route only ([`pooled`]).
+    pub pooled: bool,
+}
+
+/// The entry of a pooled harness's sandbox before its claim: its identity, admitted from its
+/// address, reaching agenthold's MCP route only (with the credential of the id its agent will
+/// get), so the session the pool opens ahead connects to the MCP server the agent's sessions
+/// are offered. Nothing else: no host allowed, no secret, no answer.
+pub fn pooled(
+    agent_id: AgentId,
+    identity: Identity,
+    source_addr: IpAddr,
+    mcp_credential: Option<crate::secret::Secret>,
+) -> AgentInput {
+    AgentInput {
+        agent_id,
+        identity,
+        source_addrs: vec![source_addr],
+        any_source: false,
+        egress: EgressRow::default(),
+        provider_hosts: Vec::new(),
+        secrets: SecretsInput::Attached(Vec::new()),
+        answers: Vec::new(),
+        mcp_credential,
+        pooled: true,
+    }
 }
 
 /// An agent's attached secrets as read.
@@ -211,6 +238,7 @@ mod tests {
             secrets,
             answers: Vec::new(),
             mcp_credential: None,
+            pooled: false,
         }
     }
 
@@ -387,6 +415,47 @@ mod tests {
         assert!(policy.authenticate(&a.identity.username, b"pw-0123456789", elsewhere).is_none());
         assert!(policy.authenticate(&b.identity.username, b"pw-0123456789", here).is_none(), "no address: nowhere");
         assert!(policy.authenticate(&c.identity.username, b"pw-0123456789", elsewhere).is_some(), "any_source");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A pooled harness's sandbox, before its claim: admitted from its address, it reaches
+    /// agenthold's MCP route (its placeholder swapped for the credential of the id its agent will
+    /// get) and nothing else — no provider, no registry.
+    #[test]
+    fn a_pooled_sandbox_reaches_the_mcp_route_only() {
+        let dir = std::env::temp_dir().join(format!("agenthold-feed-ca-{}", uuid::Uuid::new_v4().simple()));
+        let hosts: Vec<String> = agenthold_proxy::ca::PRESET_HOSTS.iter().map(|h| (*h).to_owned()).collect();
+        agenthold_proxy::ca::init(&dir, &hosts).expect("ca init");
+        let id = AgentId::new();
+        let identity = Identity { username: "sbx-pooled".into(), password: Secret::new("pw-pooled-0123") };
+        let addr: IpAddr = "10.214.0.9".parse().expect("ip");
+        let entry = pooled(id, identity, addr, Some(Secret::new("ahmcp1.pooled.credential")));
+        assert!(entry.pooled && entry.egress == EgressRow::default() && entry.provider_hosts.is_empty());
+        let mut i = inputs(vec![entry]);
+        i.ca = CaPaths { cert: dir.join("ca.pem"), key: dir.join("ca-key.pem") };
+        i.server_route = Some(ServerRouteEntry::mcp("127.0.0.1:8080".parse().expect("addr")));
+        let (file, skipped) = build_config(&i);
+        assert!(skipped.is_empty());
+        let v = json(&file);
+        assert_eq!(v["sandboxes"][0]["id"], id.to_string());
+        assert_eq!(v["sandboxes"][0]["allow"], serde_json::json!([]));
+        assert_eq!(v["sandboxes"][0]["source_addrs"], serde_json::json!(["10.214.0.9"]));
+        let inject = v["sandboxes"][0]["inject"].as_array().expect("inject");
+        assert_eq!(inject.len(), 1, "{inject:?}");
+        assert_eq!(inject[0]["host"], "mcp.agenthold.internal");
+        assert_eq!(inject[0]["placeholder"], crate::mcp::credential::placeholder(id));
+        let parsed: agenthold_proxy::config::ConfigFile =
+            serde_json::from_slice(&file.to_bytes().expect("serializes")).expect("the proxy parses it");
+        let policy = agenthold_proxy::policy::Policy::compile(parsed, None).expect("the proxy accepts it");
+        assert!(policy.authenticate("sbx-pooled", b"pw-pooled-0123", "10.214.0.10".parse().expect("ip")).is_none());
+        let sandbox = policy.authenticate("sbx-pooled", b"pw-pooled-0123", addr).expect("admitted from its address");
+        let decide = |authority: &str| {
+            sandbox.decide_connect(&agenthold_proxy::host::parse_authority(authority, None).expect("authority"))
+        };
+        assert_eq!(decide("mcp.agenthold.internal:443"), agenthold_proxy::policy::Decision::Intercept);
+        for elsewhere in ["api.anthropic.com:443", "registry.npmjs.org:443", "github.com:443"] {
+            assert_eq!(decide(elsewhere), agenthold_proxy::policy::Decision::Refuse, "{elsewhere}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

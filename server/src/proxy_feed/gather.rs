@@ -1,7 +1,7 @@
 //! The feed's read: every agent's part of the proxy's file — identity, allow-list, provider
 //! hosts, attached secrets and login user's logins with their values, repository host — in a
 //! fixed number of statements (the agents, their attachments, their login users' logins, their
-//! repositories), all from one read-only snapshot. The feed rebuilds on every agent created or
+//! repositories, the pooled harnesses' sandboxes), all from one read-only snapshot. The feed rebuilds on every agent created or
 //! deleted, so reading agent by agent made a burst of _n_ creations cost O(_n_²) statements.
 //! What is read is mapped by the same functions the single-agent paths use
 //! ([`crate::secrets::open_attached`], [`crate::logins::plan_from`],
@@ -23,17 +23,21 @@ use crate::store::provider_logins::SealedLogin;
 use crate::store::proxy_identities::FeedAgent;
 use crate::store::repos::RepoRow;
 use crate::store::secrets::SealedAttachment;
+use crate::store::warm_pool::FeedPooled;
 
 /// What the statements returned, before any value is opened.
 struct Read {
     agents: Vec<FeedAgent>,
+    pooled: Vec<FeedPooled>,
     attached: HashMap<AgentId, Vec<SealedAttachment>>,
     logins: HashMap<Uuid, Vec<SealedLogin>>,
     repos: HashMap<Uuid, RepoRow>,
 }
 
-/// Every agent not being deleted, as the proxy's file needs it. An agent without an identity
-/// (or whose identity does not open) gets a new one; one deleted meanwhile is left out.
+/// Every agent not being deleted, as the proxy's file needs it, then the pooled harnesses'
+/// sandboxes no agent has claimed yet ([`super::build::pooled`]). An agent without an identity
+/// (or whose identity does not open) gets a new one; one deleted meanwhile is left out; a pooled
+/// sandbox whose identity does not open (the master key changed) is left out.
 pub async fn agents(
     pool: &PgPool,
     key: &MasterKey,
@@ -73,13 +77,31 @@ pub async fn agents(
             secrets,
             answers,
             mcp_credential: server_route.map(|_| crate::mcp::credential::token(key, row.agent_id)),
+            pooled: false,
         });
+    }
+    let claimed: std::collections::HashSet<AgentId> = agents.iter().map(|a| a.agent_id).collect();
+    for row in read.pooled {
+        if claimed.contains(&row.agent_id) {
+            continue;
+        }
+        match identity::open(key, row.agent_id, &row.identity) {
+            Ok(identity) => agents.push(super::build::pooled(
+                row.agent_id,
+                identity,
+                row.source_addr,
+                server_route.map(|_| crate::mcp::credential::token(key, row.agent_id)),
+            )),
+            Err(error) => {
+                tracing::warn!(agent.id = %row.agent_id, %error, "a pooled harness's proxy password does not open; the proxy is not told of it")
+            }
+        }
     }
     Ok(agents)
 }
 
-/// The four statements, in one `REPEATABLE READ` read-only transaction: an agent's secrets and
-/// logins are those of the same moment as the agent list.
+/// The five statements, in one `REPEATABLE READ` read-only transaction: an agent's secrets and
+/// logins are those of the same moment as the agent list, and so are the pooled sandboxes.
 async fn read(pool: &PgPool) -> sqlx::Result<Read> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
@@ -103,8 +125,9 @@ async fn read(pool: &PgPool) -> sqlx::Result<Read> {
         }
     }
     let repos = store::repos::for_agents(&mut *tx, &ids).await?.into_iter().map(|r| (r.agent_id, r)).collect();
+    let pooled = store::warm_pool::feed_pooled(&mut *tx).await?;
     tx.commit().await?;
-    Ok(Read { agents, attached, logins, repos })
+    Ok(Read { agents, pooled, attached, logins, repos })
 }
 
 /// The agent's attached secrets and its login user's logins, opened, and the requests the proxy

@@ -57,7 +57,8 @@ pub fn fresh() -> Identity {
     }
 }
 
-fn seal(key: &MasterKey, agent_id: AgentId, identity: &Identity) -> Result<SealedIdentity, IdentityError> {
+/// `identity` sealed for `agent_id` (as stored in `proxy_identities`, and for a pooled harness).
+pub fn seal(key: &MasterKey, agent_id: AgentId, identity: &Identity) -> Result<SealedIdentity, IdentityError> {
     let sealed =
         cipher::seal(key, row(agent_id), identity.password.expose().as_bytes()).map_err(|_| IdentityError::Seal)?;
     Ok(SealedIdentity { username: identity.username.clone(), sealed })

@@ -36,7 +36,28 @@ const READ_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The source addresses of the sandboxes in the file the proxy follows, as last written (or
 /// found unchanged): a harness whose sandbox just got an address starts once it is there.
-pub type Written = Arc<std::collections::HashMap<crate::ids::AgentId, Vec<IpAddr>>>;
+pub type Written = Arc<WrittenAddrs>;
+
+/// What [`Written`] holds: agents' sandboxes and pooled harnesses' (not claimed yet) apart — a
+/// pooled sandbox and the agent that claims it have the same id, and the agent's entry (with
+/// its secrets) is the one a claim waits for.
+#[derive(Debug, Default)]
+pub struct WrittenAddrs {
+    agents: std::collections::HashMap<crate::ids::AgentId, Vec<IpAddr>>,
+    pooled: std::collections::HashMap<crate::ids::AgentId, Vec<IpAddr>>,
+}
+
+impl WrittenAddrs {
+    /// Whether the agent's own entry admits it from `addr`.
+    pub fn agent_from(&self, agent_id: crate::ids::AgentId, addr: IpAddr) -> bool {
+        self.agents.get(&agent_id).is_some_and(|a| a.contains(&addr))
+    }
+
+    /// Whether the pooled harness's entry (no agent's yet) admits it from `addr`.
+    pub fn pooled_from(&self, agent_id: crate::ids::AgentId, addr: IpAddr) -> bool {
+        self.pooled.get(&agent_id).is_some_and(|a| a.contains(&addr))
+    }
+}
 
 /// What the feed needs besides the database.
 #[derive(Debug, Clone)]
@@ -198,7 +219,12 @@ impl Feed {
             }
         };
         self.admit_sources(&mut inputs);
-        let addrs: Written = Arc::new(inputs.agents.iter().map(|a| (a.agent_id, a.source_addrs.clone())).collect());
+        let mut addrs = WrittenAddrs::default();
+        for input in &inputs.agents {
+            let side = if input.pooled { &mut addrs.pooled } else { &mut addrs.agents };
+            side.insert(input.agent_id, input.source_addrs.clone());
+        }
+        let addrs: Written = Arc::new(addrs);
         let (mut file, skipped) = build_config(&inputs);
         for skip in &skipped {
             tracing::warn!(agent.id = %skip.agent_id, secret.id = %skip.secret_id, reason = skip.reason, "a secret is not injected");

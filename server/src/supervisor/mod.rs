@@ -134,6 +134,7 @@ pub enum GateError {
 }
 
 /// What a harness needs to send its traffic through the egress proxy.
+#[derive(Debug, Clone)]
 pub struct ProxyAccess {
     /// `host:port` the sandbox reaches the proxy at.
     pub addr: String,

@@ -677,7 +677,7 @@ async fn record_source_addr(deps: &Deps, agent_id: AgentId) -> Result<(), sqlx::
     let changed = store::sandboxes::set_source_addr(&deps.pool, agent_id, addr).await?;
     let (Some(addr), true) = (addr, changed) else { return Ok(()) };
     let Some(mut written) = deps.proxy.as_ref().and_then(|p| p.written.clone()) else { return Ok(()) };
-    let has = |w: &crate::proxy_feed::task::Written| w.get(&agent_id).is_some_and(|a| a.contains(&addr));
+    let has = |w: &crate::proxy_feed::task::Written| w.agent_from(agent_id, addr);
     if tokio::time::timeout(FEED_WAIT, written.wait_for(has)).await.is_err() {
         tracing::warn!(agent.id = %agent_id, "the proxy feed has not written the sandbox's address yet; starting anyway");
     }

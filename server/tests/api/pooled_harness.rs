@@ -3,7 +3,9 @@
 //! under pool placeholders and a proxy identity nobody owns; an agent created with its
 //! Anthropic secret takes it running — its first prompt starts no harness — and the harness's
 //! fetch through the proxy reaches the stand-in with *that agent's* real key, never another
-//! agent's; an agent whose start differs takes the sandbox, says why and starts its own harness.
+//! agent's; before the claim the proxy lets the pooled harness reach agenthold's MCP route only
+//! (the session opened ahead lists its tools, none runs); an agent whose start differs takes the
+//! sandbox, says why and starts its own harness.
 //! Docker driver only: local sandboxes have no pool and do not use the proxy.
 
 use std::time::{Duration, Instant};
@@ -105,13 +107,76 @@ async fn an_agent_takes_a_running_pooled_harness_bound_to_its_own_key_and_never_
     let workspace = personal_workspace(&server).await;
     wait_log(&server, "a pooled harness answered `initialize`", 1).await;
 
-    // The first agent takes the running harness; its fetch carries its own key.
+    // Before any claim the proxy knows the pooled harness's sandbox with agenthold's MCP route
+    // only; the route lists its tools for that id's credential but runs none of them.
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("proxy.json")).expect("the proxy's file")).expect("json");
+    let pooled = file["sandboxes"].as_array().expect("sandboxes").last().expect("the pooled sandbox").clone();
+    assert_eq!(pooled["allow"], json!([]), "{pooled}");
+    assert_eq!(pooled["source_addrs"].as_array().map(Vec::len), Some(1), "admitted from its address: {pooled}");
+    let rules = pooled["inject"].as_array().expect("inject");
+    assert_eq!(rules.len(), 1, "the MCP route's rule only: {pooled}");
+    assert_eq!(rules[0]["host"], "mcp.agenthold.internal");
+    let pooled_id = pooled["id"].as_str().expect("id").to_owned();
+    let bearer = mcp_credential(&server, &pooled_id);
+    let (status, _, listed) = server
+        .raw_with_headers(
+            "POST",
+            "/api/v1/mcp",
+            Some(&bearer),
+            &[],
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(listed.to_string().contains("list_agents"), "{listed}");
+    let (status, _, called) = server
+        .raw_with_headers(
+            "POST",
+            "/api/v1/mcp",
+            Some(&bearer),
+            &[],
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_agents", "arguments": {}}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{called}");
+    assert!(
+        called["error"]["message"].as_str().is_some_and(|m| m.contains("no agent has taken this sandbox")),
+        "{called}"
+    );
+    let nobody = mcp_credential(&server, &uuid::Uuid::new_v4().to_string());
+    let (status, _, _) = server
+        .raw_with_headers(
+            "POST",
+            "/api/v1/mcp",
+            Some(&nobody),
+            &[],
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await;
+    assert_eq!(status, 401, "neither an agent's nor a pooled sandbox's id");
+
+    // The first agent takes the running harness: the session opened ahead listed agenthold's
+    // MCP tools (through the proxy, before the claim), the agent calls one, and its fetch
+    // carries its own key.
     let (first, first_key) = agent_with_key(&server, &workspace, json!({})).await;
+    assert_eq!(first, pooled_id, "the agent takes the pooled sandbox's id");
     wait_log(&server, "the agent took a running harness from the warm pool", 1).await;
     let session = server.create_session(&first).await;
-    server.prompt(&session, FETCH).await;
+    server.prompt(&session, &format!("mcp-tools\nmcp list_agents\n{FETCH}")).await;
     let events = server.wait_turns(&session, 1, TURN).await;
     assert_eq!(fetch_status(&events), Some(json!(200)), "{events:?}\n\nproxy log:\n{}", proxy.log());
+    let said: String = events
+        .iter()
+        .filter(|e| e["payload"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|e| e["payload"]["content"]["text"].as_str())
+        .collect();
+    assert!(
+        said.contains("mcp tools at session start: ") && said.contains("list_agents, "),
+        "the session opened ahead reached agenthold's MCP server: {said}\n\nproxy log:\n{}",
+        proxy.log()
+    );
+    assert!(said.contains("mcp list_agents: "), "the agent's own call: {said}");
     let starts =
         |agent: &str| server.log().lines().filter(|l| l.contains("starting the harness") && l.contains(agent)).count();
     assert_eq!(starts(&first), 0, "the first prompt started no harness: {}", server.log());
@@ -159,6 +224,15 @@ async fn an_agent_takes_a_running_pooled_harness_bound_to_its_own_key_and_never_
     assert_eq!(starts(&third), 1, "its own harness started");
     assert_eq!(stand_in.seen.lock().expect("seen").last().cloned(), Some(Some(third_key)));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The MCP credential of `id` (an agent's, or the one a pooled sandbox's agent will have), as the
+/// server derives it.
+fn mcp_credential(server: &TestServer, id: &str) -> String {
+    let key = agenthold_server::secrets::master_key::MasterKey::from_file(&server.data_dir.join("master.key"))
+        .expect("the server's master key");
+    let id = agenthold_server::ids::AgentId(id.parse().expect("uuid"));
+    agenthold_server::mcp::credential::token(&key, id).expose().to_owned()
 }
 
 /// `text` without its terminal colours.

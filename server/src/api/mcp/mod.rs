@@ -52,7 +52,14 @@ pub async fn call(State(state): State<AppState>, headers: HeaderMap, body: Body)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| credential::verify(&state.master_key, v))
         .ok_or(ApiError::Unauthorized)?;
-    let caller = store::agents::get(&state.pool, caller).await?.ok_or(ApiError::Unauthorized)?;
+    // A pooled harness's sandbox (no agent has claimed it yet: the id is the one its agent will
+    // get) may connect — `initialize`, `tools/list` —, so the session the pool opens ahead has
+    // the tools; a call needs the agent, checked at each call.
+    let caller = match store::agents::get(&state.pool, caller).await? {
+        Some(agent) => Some(agent),
+        None if store::warm_pool::is_pooled(&state.pool, caller).await? => None,
+        None => return Err(ApiError::Unauthorized),
+    };
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
@@ -68,9 +75,12 @@ pub async fn call(State(state): State<AppState>, headers: HeaderMap, body: Body)
         "initialize" => Ok(rpc::initialize(&params)),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(tools::list()),
-        "tools/call" => match Call::parse(&params) {
-            Err(error) => Err(error),
-            Ok(call) => match calls::run(&state, &caller, &call).await {
+        "tools/call" => match (Call::parse(&params), caller.as_ref()) {
+            (Err(error), _) => Err(error),
+            (Ok(_), None) => {
+                Err(RpcError::new(code::INVALID_REQUEST, "no agent has taken this sandbox yet: try again once one has"))
+            }
+            (Ok(call), Some(caller)) => match calls::run(&state, caller, &call).await {
                 Ok(Ok(result)) => Ok(result),
                 Ok(Err(refusal)) => Ok(refusal.result()),
                 Err(error) => {

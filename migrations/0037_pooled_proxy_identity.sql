@@ -1,0 +1,19 @@
+-- A pooled harness's proxy identity and its sandbox's address (docs/design.md, "Pooled
+-- harnesses"). The password is sealed exactly as an agent's is (`proxy_identities`), under the id
+-- the claiming agent will get, so the claim can move it as it is. The proxy feed writes such a
+-- sandbox with agenthold's MCP route only: the session the pool opens ahead connects to the MCP
+-- server the agent's sessions are offered, and nothing else is reachable until the claim.
+ALTER TABLE pooled_sandboxes
+    ADD COLUMN proxy_username   text UNIQUE,
+    ADD COLUMN proxy_key_id     text,
+    ADD COLUMN proxy_nonce      bytea,
+    ADD COLUMN proxy_ciphertext bytea,
+    ADD COLUMN source_addr      text,
+    ADD CONSTRAINT pooled_sandboxes_proxy_identity_whole CHECK (
+        (proxy_username IS NULL) = (proxy_key_id IS NULL)
+        AND (proxy_key_id IS NULL) = (proxy_nonce IS NULL)
+        AND (proxy_nonce IS NULL) = (proxy_ciphertext IS NULL));
+
+CREATE TRIGGER pooled_sandboxes_proxy_config
+    AFTER INSERT OR UPDATE OR DELETE ON pooled_sandboxes
+    FOR EACH ROW EXECUTE FUNCTION agenthold_proxy_config_row();
