@@ -169,6 +169,9 @@ def main():
                    help="copy /home/agent/SUBDIR out to DEST before the harness is stopped "
                         "(e.g. .codex:/tmp/x, for Codex's log ~/.codex/logs_2.sqlite)")
     p.add_argument("--pause", type=float, default=3, help="seconds between the first turn's end and the warm prompt")
+    p.add_argument("--second-session", action="store_true",
+                   help="the warm prompt goes to a session opened after the first turn (what the harness "
+                        "keeps per process, not per session)")
     a = p.parse_args()
     argv, mode, key_var, env = HARNESSES[a.harness]
     if a.argv:
@@ -204,6 +207,11 @@ def main():
                     t, msg = h.inbox.get()
                     if msg and msg.get("method") == "session/update":
                         updates.append((t, "late"))
+                if a.second_session:
+                    t, result = h.call("session/new", {"cwd": "/home/agent", "mcpServers": []}, deadline, updates)
+                    sid = result["sessionId"]
+                    if mode:
+                        h.call("session/set_mode", {"sessionId": sid, "modeId": mode}, deadline, updates)
             before = len(updates)
             sent = time.time()
             t_end, result = h.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": a.prompt}]},

@@ -400,7 +400,8 @@ measure_first_updates() {
 # `POST /agents` with the agent's secret attached (`secrets`) → session → stream → prompt → its
 # first `update` on the stream, as one client over one kept-alive connection (the `first-update`
 # binary: bench/src/bin/first-update.rs, which also says when each step ended). BENCH_POOLED_ROUNDS agents per harness (default 10). Appends
-# `pooled_<harness>_first_update_ms` (p50) and `pooled_<harness>_first_update_p99_ms` to
+# `pooled_<harness>_first_update_ms` (p50), `pooled_<harness>_first_update_p99_ms` and
+# `pooled_<harness>_first_text_ms` (p50 to the first agent_message_chunk: the model's text) to
 # $BENCH_DIR/harnesses.json; each run in $BENCH_DIR/harness-bench/pooled.jsonl.
 measure_pooled_first_updates() {
     local work=$BENCH_DIR/harness-bench standins=$REPO_ROOT/scripts/e2e/standins proxy_port ctl
@@ -454,6 +455,7 @@ measure_pooled_first_updates() {
             group_by(.harness) | map(.[0].harness as $h | map(select(.taken)) | {
               ("pooled_" + $h + "_first_update_ms"): (map(.first_update_ms) | pct(0.5)),
               ("pooled_" + $h + "_first_update_p99_ms"): (map(.first_update_ms) | pct(0.99)),
+              ("pooled_" + $h + "_first_text_ms"): (map(.steps.first_text_ms) | pct(0.5)),
               ("pooled_" + $h + "_runs"): length,
               ("pooled_" + $h + "_other_key_requests"): (map(.other_key_requests) | add)
             }) | add' "$work/pooled.jsonl" >"$work/pooled-figures.json"

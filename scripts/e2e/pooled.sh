@@ -24,6 +24,13 @@ strip() { sed 's/\x1b\[[0-9;]*m//g' "$SERVER_LOG"; }
 strip | grep 'took a running harness from the warm pool' | grep -qF "$agent" \
     || fail "agent $agent did not take the pooled harness running" "$WORK/agent.json" "$SERVER_LOG"
 ok "the agent took the pooled $HARNESS harness running"
+if [[ $HARNESS == opencode ]]; then
+    # Its first prompt in a process boots OpenCode's own services: the pool spent that before
+    # the claim, in a throwaway turn of its own (docs/design.md "Pooled harnesses").
+    strip | grep 'a pooled harness answered `initialize`' | grep -F "$agent" | grep -qE 'warm_up_ms=[0-9]+' \
+        || fail "the pool ran no warm-up turn on the pooled OpenCode" "$SERVER_LOG"
+    ok "the pool ran OpenCode's warm-up turn before the claim"
+fi
 
 prompt "please write hello.txt hi"
 jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \

@@ -2,7 +2,10 @@
 //! `POST /api/v1/agents` with the body given, a session, its stream opened, the prompt, then the
 //! first `update` on the stream. Prints one JSON object: the agent and session ids and the time
 //! from the create call's start to the end of each step (`created_ms`, `session_ms`,
-//! `streaming_ms`, `prompted_ms`, `first_update_ms`), so that a slow start says where it went.
+//! `streaming_ms`, `prompted_ms`, `first_update_ms`), so that a slow start says where it went,
+//! and to the first text (`first_text_ms`: the first `agent_message_chunk` — a harness's first
+//! update may be its own list of commands, sent before it asks the model anything; `null` if the
+//! turn ended without text) and its kind (`first_update_kind`).
 //! The server is `AGENTHOLD_URL` with `AGENTHOLD_TOKEN`; `make bench` runs it for the pooled
 //! harnesses (scripts/bench/run.sh).
 
@@ -49,11 +52,27 @@ async fn main() -> Result<()> {
     let created = Instant::now();
     let session_id = api.create_session(&agent_id).await?;
     let session = Instant::now();
-    let mut watcher = Watcher::connect(&api, &session_id, 0).await?;
+    let mut watcher = Watcher::connect(&api, &session_id, 0).await?.keep_payloads();
     let streaming = Instant::now();
     api.prompt(&session_id, &args.prompt).await?;
     let prompted = Instant::now();
     let first = watcher.first_update(deadline).await?;
+    let kind = |payload: &Option<String>| {
+        payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .and_then(|p| p["sessionUpdate"].as_str().map(str::to_owned))
+    };
+    let first_kind = kind(&first.payload);
+    let mut first_text = (first_kind.as_deref() == Some("agent_message_chunk")).then_some(first.at);
+    while first_text.is_none() {
+        let Ok(event) = watcher.next_event(deadline).await else { break };
+        match event.kind.as_str() {
+            "update" if kind(&event.payload).as_deref() == Some("agent_message_chunk") => first_text = Some(event.at),
+            "turn_end" => break,
+            _ => {}
+        }
+    }
     watcher.close().await;
     let round = |ms: f64| (ms * 10.0).round() / 10.0;
     println!(
@@ -66,6 +85,8 @@ async fn main() -> Result<()> {
             "streaming_ms": round(since(streaming)),
             "prompted_ms": round(since(prompted)),
             "first_update_ms": round(since(first.at)),
+            "first_update_kind": first_kind,
+            "first_text_ms": first_text.map(|at| round(since(at))),
         })
     );
     Ok(())

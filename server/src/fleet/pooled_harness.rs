@@ -17,7 +17,8 @@
 //!
 //! - [`PooledProfile`] and [`parse_profiles`]: `AGENTHOLD_WARM_POOL_HARNESSES`.
 //! - [`plan`]: the start of a pooled harness (pure).
-//! - [`warm`]: starts it over the held tunnel, reads its `initialize` answer, opens the spare
+//! - [`warm`]: starts it over the held tunnel, reads its `initialize` answer, runs a throwaway
+//!   turn for a harness that boots services at its first prompt ([`warm_up`]), opens the spare
 //!   session.
 //! - [`Keeper`]: reads the tunnel until the claim; a harness that exits or whose tunnel closes
 //!   meanwhile is not handed over.
@@ -331,6 +332,8 @@ pub struct Warmed {
     pub init: serde_json::Value,
     /// The session it opened for the agent to be (its ACP id), if it could.
     pub spare_session: Option<String>,
+    /// How long its warm-up turn took ([`warm_up`]; `None`: its harness runs none).
+    pub warm_up_ms: Option<u64>,
     /// Its sandbox's address, as the engine gave it once the harness was warmed (`None`: not
     /// known; the claim asks the engine).
     pub source_addr: Option<std::net::IpAddr>,
@@ -404,6 +407,14 @@ pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warme
         .map_err(|message| WarmError { message: crate::supervisor::core::with_stderr(&message, &reading.stderr()) })?;
     let mcp: &[agent_client_protocol::v1::schema::McpServer] =
         if capabilities.mcp_http { &plan.mcp_servers } else { &[] };
+    let mut warm_up_ms = None;
+    if crate::harness::adapter(&plan.profile.harness).is_some_and(|a| a.profile().warm_up_turn) {
+        let began = tokio::time::Instant::now();
+        warm_up(&mut held, &mut reading, &mut stdin_sent, &plan.cwd, mcp, deadline).await.map_err(|message| {
+            WarmError { message: crate::supervisor::core::with_stderr(&message, &reading.stderr()) }
+        })?;
+        warm_up_ms = Some(began.elapsed().as_millis() as u64);
+    }
     let opened = ask(
         &mut held,
         &mut reading,
@@ -429,6 +440,7 @@ pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warme
         plan,
         init,
         spare_session,
+        warm_up_ms,
         source_addr: None,
         pid: reading.pid,
         stdout_read: reading.line_start,
@@ -436,6 +448,85 @@ pub async fn warm(mut held: Held, plan: Plan, timeout: Duration) -> Result<Warme
         stdin_written: reading.stdin_written,
         stdin_sent,
     })
+}
+
+/// How long a pooled harness's warm-up turn may take before it is cancelled (and then as long
+/// again for its answer).
+const WARM_UP_TURN: Duration = Duration::from_secs(10);
+
+/// The warm-up turn's prompt (it never reaches a model: see [`warm_up`]).
+const WARM_UP_PROMPT: &str = "agenthold is starting this harness ahead; nothing to do.";
+
+/// The throwaway turn of a harness whose first prompt in a process boots services of its own
+/// (`Profile::warm_up_turn`: OpenCode's file watcher, file finder and project copy, ~0.7 s), so
+/// that the claiming agent's first prompt finds them up: a session of its own (never the
+/// agent's), one prompt, its answer, whatever it says — before the claim the proxy lets the
+/// harness reach agenthold's MCP route only, so the turn fails at its first request to the
+/// provider, after the boot (refused `403`, counted with the refusals the claim audits).
+/// Cancelled past [`WARM_UP_TURN`] (a harness that retries), then answered within as long again;
+/// an error only when it does not answer even then, or asks or prints what a warming harness
+/// may not.
+async fn warm_up(
+    held: &mut Held,
+    reading: &mut Reading,
+    stdin_sent: &mut u64,
+    cwd: &str,
+    mcp: &[agent_client_protocol::v1::schema::McpServer],
+    deadline: tokio::time::Instant,
+) -> Result<(), String> {
+    use agenthold_core::acp::messages::{self, method};
+    let opened =
+        ask(held, reading, stdin_sent, method::SESSION_NEW, &messages::new_session(cwd, mcp), deadline).await?;
+    let Some(session) = opened.ok().and_then(|result| messages::parse_new_session(&result).ok()) else {
+        return Ok(());
+    };
+    let prompt = serde_json::json!({"sessionId": session, "prompt": [{"type": "text", "text": WARM_UP_PROMPT}]});
+    let id = wire::new_request_id();
+    send(held, stdin_sent, &wire::request(&id, method::SESSION_PROMPT, &prompt))?;
+    let turn = |now: tokio::time::Instant| deadline.min(now + WARM_UP_TURN);
+    if answer_to(held, reading, &id, turn(tokio::time::Instant::now())).await?.is_some() {
+        return Ok(());
+    }
+    send(held, stdin_sent, &wire::notification(method::SESSION_CANCEL, &messages::cancel(&session)))?;
+    match answer_to(held, reading, &id, turn(tokio::time::Instant::now())).await? {
+        Some(_) => Ok(()),
+        None => Err("its warm-up turn did not end, even cancelled".to_owned()),
+    }
+}
+
+/// Writes `bytes` to the harness's stdin; an error when the tunnel closed.
+fn send(held: &mut Held, stdin_sent: &mut u64, bytes: &[u8]) -> Result<(), String> {
+    let offset = *stdin_sent;
+    *stdin_sent += bytes.len() as u64;
+    if held.link.send_data(DataKind::Stdin, CHANNEL, offset, bytes.to_vec().into()) {
+        Ok(())
+    } else {
+        Err("the tunnel closed".to_owned())
+    }
+}
+
+/// Reads until the answer to request `id` (the result, or the error object); `None` when
+/// `deadline` passed first; an error when the harness asked something first, printed what is
+/// not JSON-RPC, exited, or the tunnel closed.
+async fn answer_to(
+    held: &mut Held,
+    reading: &mut Reading,
+    id: &str,
+    deadline: tokio::time::Instant,
+) -> Result<Option<Answer>, String> {
+    let answered = tokio::time::timeout_at(deadline, async {
+        while let Some(incoming) = held.inbox.recv().await {
+            if let Some(answer) = reading.take(incoming, id)? {
+                return Ok(answer);
+            }
+        }
+        Err("the tunnel closed".to_owned())
+    })
+    .await;
+    match answered {
+        Ok(answer) => answer.map(Some),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Sends one request and reads until its answer (the result, or the error object), by
@@ -448,24 +539,11 @@ async fn ask(
     method: &str,
     params: &serde_json::Value,
     deadline: tokio::time::Instant,
-) -> Result<Result<serde_json::Value, serde_json::Value>, String> {
+) -> Result<Answer, String> {
     let id = wire::new_request_id();
-    let request = wire::request(&id, method, params);
-    let offset = *stdin_sent;
-    *stdin_sent += request.len() as u64;
-    if !held.link.send_data(DataKind::Stdin, CHANNEL, offset, request.into()) {
-        return Err(format!("the tunnel closed before `{method}` was sent"));
-    }
-    let answered = tokio::time::timeout_at(deadline, async {
-        while let Some(incoming) = held.inbox.recv().await {
-            if let Some(answer) = reading.take(incoming, &id)? {
-                return Ok(answer);
-            }
-        }
-        Err("the tunnel closed".to_owned())
-    })
-    .await;
-    answered.unwrap_or_else(|_| Err(format!("no `{method}` answer in time")))
+    send(held, stdin_sent, &wire::request(&id, method, params))
+        .map_err(|_| format!("the tunnel closed before `{method}` was sent"))?;
+    answer_to(held, reading, &id, deadline).await?.ok_or_else(|| format!("no `{method}` answer in time"))
 }
 
 /// What [`warm`] has read so far.

@@ -236,7 +236,8 @@ impl WarmPool {
             let Some(entry) = entries.get_mut(&agent_id) else { return };
             match warmed {
                 Ok(warmed) => {
-                    tracing::info!(agent.id = %agent_id, ms = began.elapsed().as_millis() as u64, "a pooled harness answered `initialize`");
+                    let warm_up_ms = warmed.warm_up_ms.map(|ms| ms.to_string()).unwrap_or_else(|| "none".to_owned());
+                    tracing::info!(agent.id = %agent_id, ms = began.elapsed().as_millis() as u64, %warm_up_ms, "a pooled harness answered `initialize`");
                     entry.keeper = Some(Keeper::keep(warmed, agent_id, pool.changed()));
                 }
                 Err(error) => {

@@ -45,6 +45,7 @@ impl HarnessAdapter for ClaudeCode {
             in_base_image: true,
             account_logins: &[LoginKind::ClaudeSubscription, LoginKind::AnthropicApiKey],
             idle_mib: 330,
+            warm_up_turn: false,
         }
     }
 

@@ -93,6 +93,7 @@ impl HarnessAdapter for Codex {
             in_base_image: true,
             account_logins: &[LoginKind::ChatgptLogin, LoginKind::ChatgptAccessToken, LoginKind::OpenaiApiKey],
             idle_mib: 275,
+            warm_up_turn: false,
         }
     }
 

@@ -26,6 +26,9 @@ impl HarnessAdapter for Fake {
             development_only: true,
             account_logins: crate::logins::kinds::ALL,
             idle_mib: 10,
+            // It boots nothing at its first prompt; the tests see the pool's warm-up turn all
+            // the same (a throwaway session and turn before the spare session).
+            warm_up_turn: true,
             ..Profile::BARE
         }
     }

@@ -68,6 +68,10 @@ pub struct Profile {
     /// What one idle, started harness holds in memory with its sandbox (MiB; measured:
     /// `<harness>_idle_agent_rss_mib` in docs/benchmarks.md): the warm pool's budget counts it.
     pub idle_mib: u32,
+    /// Whether a harness the warm pool starts runs one throwaway turn before its session is
+    /// opened ahead (`fleet::pooled_harness::warm`): for a harness whose first prompt in a process
+    /// starts services of its own that later prompts reuse.
+    pub warm_up_turn: bool,
 }
 
 impl Profile {
@@ -84,6 +88,7 @@ impl Profile {
         in_base_image: false,
         account_logins: &[],
         idle_mib: 64,
+        warm_up_turn: false,
     };
 }
 

@@ -52,6 +52,9 @@ impl HarnessAdapter for OpenCode {
             // Its own login file covers many providers: no account logins (seed 003).
             account_logins: &[],
             idle_mib: 530,
+            // Its first prompt in a process boots per-process services first (its file watcher,
+            // file finder, project copy: ~0.7 s measured); a pooled one spends that before the claim.
+            warm_up_turn: true,
         }
     }
 }

@@ -177,6 +177,12 @@ async fn an_agent_takes_a_running_pooled_harness_bound_to_its_own_key_and_never_
         proxy.log()
     );
     assert!(said.contains("mcp list_agents: "), "the agent's own call: {said}");
+    // The pool ran its warm-up turn (a throwaway session of its own, before the spare session);
+    // nothing of it is the agent's.
+    let log = plain(&server.log());
+    let warmed = log.lines().find(|l| l.contains("a pooled harness answered `initialize`")).unwrap_or_default();
+    assert!(warmed.contains("warm_up_ms=") && !warmed.contains("warm_up_ms=none"), "{warmed}");
+    assert!(!Value::Array(events.clone()).to_string().contains("starting this harness ahead"), "{events:?}");
     let starts =
         |agent: &str| server.log().lines().filter(|l| l.contains("starting the harness") && l.contains(agent)).count();
     assert_eq!(starts(&first), 0, "the first prompt started no harness: {}", server.log());
