@@ -14,6 +14,11 @@ ALTER TABLE pooled_sandboxes
         AND (proxy_key_id IS NULL) = (proxy_nonce IS NULL)
         AND (proxy_nonce IS NULL) = (proxy_ciphertext IS NULL));
 
-CREATE TRIGGER pooled_sandboxes_proxy_config
-    AFTER INSERT OR UPDATE OR DELETE ON pooled_sandboxes
-    FOR EACH ROW EXECUTE FUNCTION agenthold_proxy_config_row();
+-- The feed rebuilds for pooled sandboxes that have an identity only (the plain warm pool's
+-- refills change nothing in the proxy's file).
+CREATE TRIGGER pooled_sandboxes_proxy_config_written
+    AFTER INSERT OR UPDATE ON pooled_sandboxes
+    FOR EACH ROW WHEN (NEW.proxy_username IS NOT NULL) EXECUTE FUNCTION agenthold_proxy_config_row();
+CREATE TRIGGER pooled_sandboxes_proxy_config_deleted
+    AFTER DELETE ON pooled_sandboxes
+    FOR EACH ROW WHEN (OLD.proxy_username IS NOT NULL) EXECUTE FUNCTION agenthold_proxy_config_row();

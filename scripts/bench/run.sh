@@ -412,8 +412,11 @@ measure_pooled_first_updates() {
     local pids=("${WORLD_PIDS[@]}") overrides=$WORLD_OVERRIDES profiles='claude-code,codex,opencode@anthropic/claude-sonnet-4-5'
     proxy_port=$WORLD_PROXY_PORT
     trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
+    # A memory budget of one harness per profile (their idle sizes: 330 + 275 + 530 MiB): the
+    # pool does not grow with the bench's pace of claims, so no other harness boots (seconds of
+    # both cores) while one is measured — each figure is a claim against a ready pool.
     start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides" \
-        "AGENTHOLD_WARM_POOL_SIZE=0" "AGENTHOLD_WARM_POOL_HARNESSES=$profiles"
+        "AGENTHOLD_WARM_POOL_SIZE=0" "AGENTHOLD_WARM_POOL_HARNESSES=$profiles" "AGENTHOLD_WARM_POOL_HARNESS_MEMORY_MIB=1135"
     local workspace harness preset env_name model secret agent session steps ms round taken value before keys
     export AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN
     workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')

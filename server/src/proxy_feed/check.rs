@@ -29,7 +29,12 @@ pub fn check_and_write(
         return Ok(None);
     }
     file.version = version;
+    let began = std::time::Instant::now();
     write_atomically(path, &file.to_bytes()?).with_context(|| format!("writing {}", path.display()))?;
+    let write_ms = began.elapsed().as_secs_f64() * 1000.0;
+    if write_ms > 50.0 {
+        tracing::info!(write_ms = format!("{write_ms:.1}"), "the proxy configuration's write (fsync) was slow");
+    }
     Ok(Some((digest, file.sandboxes.len())))
 }
 

@@ -207,6 +207,7 @@ async fn next(listener: &mut Option<PgListener>) -> Wake {
 impl Feed {
     /// Reads, builds, checks and (when changed) writes. Every failure keeps the last file.
     async fn rebuild(&mut self) {
+        let began = std::time::Instant::now();
         let mut inputs = match tokio::time::timeout(READ_DEADLINE, self.gather()).await {
             Ok(Ok(inputs)) => inputs,
             Ok(Err(error)) => {
@@ -232,12 +233,15 @@ impl Feed {
         let path = self.settings.config_file.clone();
         let previous = self.last_digest;
         let version = next_version(self.last_version);
+        let read = began.elapsed();
         let written = tokio::task::spawn_blocking(move || check_and_write(&mut file, &path, previous, version)).await;
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
         match written {
             Ok(Ok(Some((digest, sandboxes)))) => {
                 self.last_digest = Some(digest);
                 self.last_version = version;
-                tracing::info!(version, sandboxes, path = %self.settings.config_file.display(), "wrote the proxy configuration");
+                let (read_ms, total_ms) = (ms(read), ms(began.elapsed()));
+                tracing::info!(version, sandboxes, path = %self.settings.config_file.display(), %read_ms, %total_ms, "wrote the proxy configuration");
                 self.written.send_replace(addrs);
             }
             Ok(Ok(None)) => {

@@ -5,7 +5,8 @@
 //! on such an xfs, or btrfs with quotas (with simple quotas, as scripts/dev/docker.sh sets them
 //! up, a container's writes count; with full qgroups its image's files count too). Whether the
 //! engine can is asked once per driver by trying: a volume with a `size` and a never-started
-//! container with a `StorageOpt size` are made, then removed.
+//! container with a `StorageOpt size` are made, then removed (and those an earlier server, killed
+//! meanwhile, left are removed first).
 //!
 //! When a turn reported ENOSPC or EDQUOT, [`check`] asks the sandbox itself whether a small write
 //! still succeeds in its home and in `/tmp` (its writable layer), as the `agent` user.
@@ -15,7 +16,9 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, VolumeCreateRequest};
-use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
+use bollard::query_parameters::{
+    CreateContainerOptions, ListContainersOptions, ListVolumesOptions, RemoveContainerOptions,
+};
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
@@ -182,8 +185,55 @@ impl Disk {
     }
 }
 
-/// Asks the engine what it can limit, by trying (see the module's doc).
+/// The name every probe of `instance` starts with.
+fn probe_prefix(instance: &str) -> String {
+    format!("{instance}-diskprobe-")
+}
+
+/// Removes the probe containers and volumes of `instance` that an earlier server left (one killed
+/// between making a probe and removing it). A probe lives for milliseconds and is never started,
+/// so any found is left over — or another replica's in flight, which has its answer once the
+/// probe is made (its own removal then only warns).
+async fn remove_leftover_probes(docker: &Docker, instance: &str) {
+    let prefix = probe_prefix(instance);
+    let filters = || {
+        Some(HashMap::from([
+            ("label".to_owned(), vec![format!("agenthold.instance={instance}")]),
+            ("name".to_owned(), vec![prefix.clone()]),
+        ]))
+    };
+    let options = ListContainersOptions { all: true, filters: filters(), ..Default::default() };
+    let containers = docker.list_containers(Some(options)).await.unwrap_or_default();
+    for container in containers {
+        let names = container.names.unwrap_or_default();
+        if !names.iter().any(|n| n.trim_start_matches('/').starts_with(&prefix)) {
+            continue;
+        }
+        let Some(id) = container.id else { continue };
+        let remove = RemoveContainerOptions { force: true, v: true, ..Default::default() };
+        match docker.remove_container(&id, Some(remove)).await {
+            Ok(()) => tracing::info!(container = ?names, "removed a disk-limit probe an earlier server left"),
+            Err(error) => {
+                tracing::warn!(%error, container = ?names, "removing a disk-limit probe an earlier server left")
+            }
+        }
+    }
+    let options = ListVolumesOptions { filters: filters() };
+    let volumes = docker.list_volumes(Some(options)).await.map(|v| v.volumes.unwrap_or_default()).unwrap_or_default();
+    for volume in volumes.into_iter().filter(|v| v.name.starts_with(&prefix)) {
+        match docker.remove_volume(&volume.name, None::<bollard::query_parameters::RemoveVolumeOptions>).await {
+            Ok(()) => tracing::info!(volume = volume.name, "removed a disk-limit probe volume an earlier server left"),
+            Err(error) => {
+                tracing::warn!(%error, volume = volume.name, "removing a disk-limit probe volume an earlier server left")
+            }
+        }
+    }
+}
+
+/// Asks the engine what it can limit, by trying (see the module's doc), after removing the
+/// probes an earlier server left.
 async fn detect(docker: &Docker, instance: &str, image: &str) -> Result<Support, DriverError> {
+    remove_leftover_probes(docker, instance).await;
     let info = docker.info().await.map_err(engine)?;
     let backing_fs = info
         .driver_status
@@ -191,7 +241,7 @@ async fn detect(docker: &Docker, instance: &str, image: &str) -> Result<Support,
         .into_iter()
         .find(|pair| pair.first().is_some_and(|k| k == "Backing Filesystem"))
         .and_then(|pair| pair.get(1).cloned());
-    let probe = format!("{instance}-diskprobe-{}", uuid::Uuid::new_v4().simple());
+    let probe = format!("{}{}", probe_prefix(instance), uuid::Uuid::new_v4().simple());
     let labels = HashMap::from([("agenthold.instance".to_owned(), instance.to_owned())]);
     let volume = VolumeCreateRequest {
         name: Some(probe.clone()),

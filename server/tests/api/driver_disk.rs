@@ -283,3 +283,30 @@ async fn disk_limits_off_make_sandboxes_without_sizes() {
         docker(&["volume", "inspect", "-f", "{{json .Options}}", &format!("{}-home-{agent}", server.instance)]);
     assert!(!options.contains("size"), "{options}");
 }
+
+/// The probes that find what the engine enforces (a volume and a never-started container, made
+/// and removed at once) that an earlier server left — one killed between making and removing
+/// them — are removed before the next probe.
+#[tokio::test]
+async fn disk_probes_an_earlier_server_left_are_removed_before_the_next_probe() {
+    if skip_unless_docker("disk limits are the Docker engine's") {
+        return;
+    }
+    let server = TestServer::start().await;
+    let image = std::env::var("AGENTHOLD_TEST_IMAGE").unwrap_or_else(|_| "agenthold/test:latest".to_owned());
+    let leftover = format!("{}-diskprobe-leftover", server.instance);
+    let label = format!("agenthold.instance={}", server.instance);
+    let (made, out) = docker(&["create", "--name", &leftover, "--label", &label, "--network", "none", &image, "true"]);
+    assert!(made, "{out}");
+    let (made, out) = docker(&["volume", "create", "--label", &label, &leftover]);
+    assert!(made, "{out}");
+    let agent = server.create_agent(json!({})).await;
+    enforced(&server, &agent).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "text hello").await;
+    server.wait_turns(&session, 1, Duration::from_secs(120)).await;
+    let (_, containers) = docker(&["ps", "-a", "--format", "{{.Names}}", "--filter", &format!("name={leftover}")]);
+    assert!(containers.is_empty(), "the leftover probe container is still there: {containers}");
+    let (_, volumes) = docker(&["volume", "ls", "--format", "{{.Name}}", "--filter", &format!("name={leftover}")]);
+    assert!(volumes.is_empty(), "the leftover probe volume is still there: {volumes}");
+}

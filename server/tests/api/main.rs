@@ -63,6 +63,7 @@ mod sandbox_proxy;
 mod sandbox_sudo;
 mod secrets_api;
 mod secrets_startup;
+mod store_connections;
 mod stream;
 mod takeover;
 mod tenancy;

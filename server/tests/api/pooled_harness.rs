@@ -119,41 +119,20 @@ async fn an_agent_takes_a_running_pooled_harness_bound_to_its_own_key_and_never_
     assert_eq!(rules[0]["host"], "mcp.agenthold.internal");
     let pooled_id = pooled["id"].as_str().expect("id").to_owned();
     let bearer = mcp_credential(&server, &pooled_id);
-    let (status, _, listed) = server
-        .raw_with_headers(
-            "POST",
-            "/api/v1/mcp",
-            Some(&bearer),
-            &[],
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
-        )
-        .await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let (status, listed) = mcp_rpc(&server, &bearer, list.clone()).await;
     assert_eq!(status, 200, "{listed}");
     assert!(listed.to_string().contains("list_agents"), "{listed}");
-    let (status, _, called) = server
-        .raw_with_headers(
-            "POST",
-            "/api/v1/mcp",
-            Some(&bearer),
-            &[],
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_agents", "arguments": {}}}),
-        )
-        .await;
+    let call =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_agents", "arguments": {}}});
+    let (status, called) = mcp_rpc(&server, &bearer, call).await;
     assert_eq!(status, 200, "{called}");
     assert!(
         called["error"]["message"].as_str().is_some_and(|m| m.contains("no agent has taken this sandbox")),
         "{called}"
     );
     let nobody = mcp_credential(&server, &uuid::Uuid::new_v4().to_string());
-    let (status, _, _) = server
-        .raw_with_headers(
-            "POST",
-            "/api/v1/mcp",
-            Some(&nobody),
-            &[],
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
-        )
-        .await;
+    let (status, _) = mcp_rpc(&server, &nobody, list).await;
     assert_eq!(status, 401, "neither an agent's nor a pooled sandbox's id");
 
     // The first agent takes the running harness: the session opened ahead listed agenthold's
@@ -239,6 +218,12 @@ fn mcp_credential(server: &TestServer, id: &str) -> String {
         .expect("the server's master key");
     let id = agenthold_server::ids::AgentId(id.parse().expect("uuid"));
     agenthold_server::mcp::credential::token(&key, id).expose().to_owned()
+}
+
+/// One JSON-RPC message to the MCP route with `bearer`: status and body.
+async fn mcp_rpc(server: &TestServer, bearer: &str, message: Value) -> (u16, Value) {
+    let (status, _, body) = server.raw_with_headers("POST", "/api/v1/mcp", Some(bearer), &[], message).await;
+    (status, body)
 }
 
 /// `text` without its terminal colours.

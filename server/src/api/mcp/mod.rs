@@ -26,7 +26,8 @@ use crate::store;
 /// `tools/call` (`list_agents`, `prompt_agent`, `wait_turn`, `read_events`). A tool's refusal
 /// (an agent not on the caller's list, a chain too deep) is a result with `isError`; bad
 /// arguments are JSON-RPC `-32602`; a message that is not JSON-RPC gets a JSON-RPC error too
-/// (`-32700`, `-32600`; every JSON-RPC answer is a 200); a notification is 202.
+/// (`-32700`, `-32600`; every JSON-RPC answer is a 200); a notification is 202. The credential of
+/// a pooled harness's sandbox no agent has claimed yet lists the tools but calls none (`-32600`).
 #[utoipa::path(
     post,
     path = "/api/v1/mcp",
