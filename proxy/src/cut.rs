@@ -232,10 +232,10 @@ impl Reports {
         self.write();
     }
 
-    /// A request from `client` refused (`407`, or `403` for a host not allowed). Recorded at once for an address the report
-    /// does not hold yet (the server reads it when a pooled harness is claimed); after that the
-    /// file is written at most once a second per address, so a client cannot make the proxy
-    /// write without end.
+    /// A request from `client` refused (`407`, or `403` for a host not allowed). Recorded at once
+    /// for an address the report does not hold yet (the server reads it when a pooled harness is
+    /// claimed); after that the file is written at most once a second per address, so a client
+    /// cannot make the proxy write without end.
     pub fn refused(self: &Arc<Self>, client: std::net::IpAddr) {
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         let key = client.to_string();

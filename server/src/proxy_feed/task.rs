@@ -1,7 +1,8 @@
 //! The feed: a task that keeps the proxy's configuration file in step with the database. It
 //! rebuilds at start, on every `NOTIFY` on `agenthold_agent_secrets` (attach, detach, secret
 //! deleted) and `agenthold_proxy_config` (agent created, marked for deletion, deleted; an
-//! allow-list or identity written — triggers of migration 0006), debounced, and every
+//! allow-list or identity written — triggers of migration 0006; a pooled harness's sandbox
+//! recorded, given its address or removed — migration 0037), debounced, and every
 //! [`RESYNC`] in case a notification was lost with the listening connection; each build goes
 //! through [`super::check`] before it is written. A failure to read the database keeps the last
 //! file: the feed never writes a file it could not build from a complete read. Each agent's

@@ -142,11 +142,21 @@ impl DockerDriver {
     /// Whether the engine answers (within [`PING_TIMEOUT`]); the error says why not (a refused
     /// certificate, an unreachable host).
     pub async fn ping(&self) -> Result<(), DriverError> {
-        match tokio::time::timeout(PING_TIMEOUT, self.docker.ping()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(DriverError::Engine(describe(&error))),
-            Err(_) => Err(DriverError::Engine(format!("no answer within {} s", PING_TIMEOUT.as_secs()))),
+        let mut why = String::new();
+        for _ in 0..2 {
+            match tokio::time::timeout(PING_TIMEOUT, self.docker.ping()).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(error)) => why = describe(&error),
+                Err(_) => return Err(DriverError::Engine(format!("no answer within {} s", PING_TIMEOUT.as_secs()))),
+            }
+            // hyper's client can report a connection that failed before it was ready (a TLS
+            // handshake the engine refused) as a cancelled request, without the failure: asking
+            // once more gets the cause.
+            if !why.contains("connection was not ready") {
+                break;
+            }
         }
+        Err(DriverError::Engine(why))
     }
 
     /// Its sandboxes dial `url` instead of the server's tunnel URL (`None`: the server's).
