@@ -22,13 +22,7 @@ E2E_CREDENTIAL=login
 source "$ROOT/scripts/e2e/real-harness.sh"
 [[ $HARNESS != codex ]] || command -v zstd >/dev/null || die "zstd is needed (Codex's requests to chatgpt.com are zstd-compressed)"
 
-prompt "please write hello.txt hi"
-jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
-    || fail "the turn did not end with end_turn" "$WORK/turn.jsonl" "$WORK/record.jsonl" "$WORK/standin.log"
-container=$(sandbox_container "$agent")
-[[ -n $container ]] || fail "no container for agent $agent"
-written=$(docker exec -u agent "$container" cat /home/agent/hello.txt 2>/dev/null || true)
-[[ $written == hi ]] || fail "hello.txt in the sandbox holds '$written', not 'hi'" "$WORK/turn.jsonl" "$WORK/record.jsonl"
+turn_writes_hello
 ok "a turn ran on the $login_kind login: the file is in the sandbox"
 
 case $HARNESS in

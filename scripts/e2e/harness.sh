@@ -38,10 +38,8 @@ source "$ROOT/scripts/e2e/real-harness.sh"
 # ---------------------------------------------------------------------------------------------
 # 2–3. A turn that writes a file, through the permission gate.
 started=$SECONDS
-prompt "please write hello.txt hi"
+turn_writes_hello
 turn_secs=$((SECONDS - started))
-jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
-    || fail "the turn did not end with end_turn" "$WORK/turn.jsonl" "$WORK/record.jsonl"
 api GET "/api/v1/agents/$agent" >"$WORK/agent.json"
 jq -e '.advertised.protocolVersion' "$WORK/agent.json" >/dev/null || fail "no initialize answer recorded" "$WORK/agent.json"
 log "advertised: $(jq -c '.advertised | {protocolVersion, agentInfo, authMethods, agentCapabilities}' "$WORK/agent.json")"
@@ -50,10 +48,6 @@ jq_true "$WORK/turn.jsonl" 'any(.[]; .type == "permission") and any(.[]; .type =
     || fail "no permission question and answer in the turn: the harness did not ask the gate" "$WORK/turn.jsonl"
 log "permission asked: $(jq -s -c '[.[] | select(.type == "permission") | .payload.tool_call | {kind, title}]' "$WORK/turn.jsonl")"
 ok "the harness asked the permission gate before writing, and got its answer"
-container=$(sandbox_container "$agent")
-[[ -n $container ]] || fail "no container for agent $agent"
-written=$(docker exec -u agent "$container" cat /home/agent/hello.txt 2>/dev/null || true)
-[[ $written == hi ]] || fail "hello.txt in the sandbox holds '$written', not 'hi'" "$WORK/turn.jsonl" "$WORK/record.jsonl"
 ok "the file is in the sandbox (the turn took ${turn_secs}s, cold)"
 case $provider in
 anthropic) header=x-api-key expected=$value ;;

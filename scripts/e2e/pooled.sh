@@ -32,13 +32,7 @@ if [[ $HARNESS == opencode ]]; then
     ok "the pool ran OpenCode's warm-up turn before the claim"
 fi
 
-prompt "please write hello.txt hi"
-jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
-    || fail "the turn did not end with end_turn" "$WORK/turn.jsonl" "$WORK/record.jsonl" "$WORK/standin.log"
-container=$(sandbox_container "$agent")
-[[ -n $container ]] || fail "no container for agent $agent"
-written=$(docker exec -u agent "$container" cat /home/agent/hello.txt 2>/dev/null || true)
-[[ $written == hi ]] || fail "hello.txt in the sandbox holds '$written', not 'hi'" "$WORK/turn.jsonl" "$WORK/record.jsonl"
+turn_writes_hello
 strip | grep -F "$agent" | grep -q 'starting the harness' \
     && fail "the agent's first turn started a harness of its own" "$SERVER_LOG"
 ok "a turn ran on the pooled harness: the file is in the sandbox, no harness was started for it"

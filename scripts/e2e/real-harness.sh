@@ -188,3 +188,15 @@ prompt() {
     last_seq=$(jq -s 'last.seq' "$WORK/turn.jsonl")
 }
 jq_true() { [[ "$(jq -s "$2" "$1")" == true ]]; }
+# The turn every real-harness script runs first: "please write hello.txt hi" ends with end_turn
+# and the file is in the sandbox. Sets `container` (the agent's sandbox) for the checks after.
+turn_writes_hello() {
+    prompt "please write hello.txt hi"
+    jq_true "$WORK/turn.jsonl" 'last | .type == "turn_end" and .payload.stop_reason == "end_turn"' \
+        || fail "the turn did not end with end_turn" "$WORK/turn.jsonl" "$WORK/record.jsonl" "$WORK/standin.log"
+    container=$(sandbox_container "$agent")
+    [[ -n $container ]] || fail "no container for agent $agent"
+    local written
+    written=$(docker exec -u agent "$container" cat /home/agent/hello.txt 2>/dev/null || true)
+    [[ $written == hi ]] || fail "hello.txt in the sandbox holds '$written', not 'hi'" "$WORK/turn.jsonl" "$WORK/record.jsonl"
+}

@@ -80,11 +80,8 @@ pub async fn agents(
             pooled: false,
         });
     }
-    let claimed: std::collections::HashSet<AgentId> = agents.iter().map(|a| a.agent_id).collect();
+    // Read in the same snapshot as the agents, without those an agent has (`feed_pooled`).
     for row in read.pooled {
-        if claimed.contains(&row.agent_id) {
-            continue;
-        }
         match identity::open(key, row.agent_id, &row.identity) {
             Ok(identity) => agents.push(super::build::pooled(
                 row.agent_id,
