@@ -36,6 +36,14 @@ turn_writes_hello
 strip | grep -F "$agent" | grep -q 'starting the harness' \
     && fail "the agent's first turn started a harness of its own" "$SERVER_LOG"
 ok "a turn ran on the pooled harness: the file is in the sandbox, no harness was started for it"
+if [[ $HARNESS == opencode ]]; then
+    # OpenCode announces its commands right after `session/new`: for the session the pool opened
+    # ahead that was before the claim, and the announcement is kept for the session taking it.
+    jq_true "$WORK/turn.jsonl" 'any(.[]; .type == "update" and .payload.sessionUpdate == "available_commands_update"
+            and (.payload.availableCommands | length) > 0)' \
+        || fail "the pooled session lacks the commands OpenCode announced for it" "$WORK/turn.jsonl"
+    ok "the commands OpenCode announced for the session opened ahead are in the session's log"
+fi
 
 # The model's route got this agent's key, and every request that carried a credential carried
 # it: the pool's placeholder reached nothing.

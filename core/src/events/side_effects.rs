@@ -72,6 +72,18 @@ pub enum SideEffect {
         /// The harness's id for it.
         acp_session_id: String,
     },
+    /// The harness sent an update for its spare session (the warm pool's, no session has taken
+    /// it yet): kept with the sandbox until one does.
+    SpareUpdate {
+        /// The agent.
+        agent_id: AgentId,
+        /// The harness generation.
+        generation: i64,
+        /// The spare session's ACP id.
+        acp_session_id: String,
+        /// The update (`params.update`).
+        update: serde_json::Value,
+    },
     /// The harness's `initialize` answer.
     HarnessInit {
         /// The agent.

@@ -14,6 +14,10 @@ use crate::permissions::Gate;
 
 /// stderr kept for error events.
 pub const STDERR_TAIL_BYTES: usize = 2048;
+/// The most updates kept for a spare session before a session takes it ([`SpareUpdates`]).
+pub const MAX_SPARE_UPDATES: usize = 32;
+/// The most bytes (as JSON) of updates kept for a spare session.
+pub const MAX_SPARE_UPDATE_BYTES: usize = 64 * 1024;
 
 /// An error's message with the end of the harness's stderr after it (`message` alone when the
 /// harness printed nothing there).
@@ -224,7 +228,46 @@ pub struct Harness {
     /// A session it opened (in that folder, with those MCP servers) before any of the agent's
     /// sessions took it — the warm pool's: the next session to open takes it.
     pub spare_session: Option<String>,
+    /// What it sent about its spare session meanwhile (OpenCode announces its commands right
+    /// after `session/new`): the taking session's first events.
+    pub spare_updates: SpareUpdates,
     stderr_tail: VecDeque<u8>,
+}
+
+/// The updates a harness sent for its spare session before a session took it, in order,
+/// bounded by [`MAX_SPARE_UPDATES`] and [`MAX_SPARE_UPDATE_BYTES`] (the rest are not kept).
+#[derive(Debug, Clone, Default)]
+pub struct SpareUpdates {
+    updates: Vec<serde_json::Value>,
+    bytes: usize,
+}
+
+impl SpareUpdates {
+    /// Those read back from the database (a takeover), bounds kept.
+    pub fn from_stored(updates: Vec<serde_json::Value>) -> Self {
+        let mut kept = Self::default();
+        for update in updates {
+            kept.push(update);
+        }
+        kept
+    }
+
+    /// Keeps `update` if it fits; says whether it did.
+    pub fn push(&mut self, update: serde_json::Value) -> bool {
+        let size = serde_json::to_string(&update).map_or(usize::MAX, |text| text.len());
+        if self.updates.len() >= MAX_SPARE_UPDATES || size > MAX_SPARE_UPDATE_BYTES - self.bytes {
+            return false;
+        }
+        self.bytes += size;
+        self.updates.push(update);
+        true
+    }
+
+    /// Takes them all, in order.
+    pub fn take(&mut self) -> Vec<serde_json::Value> {
+        self.bytes = 0;
+        std::mem::take(&mut self.updates)
+    }
 }
 
 impl Harness {
@@ -252,6 +295,7 @@ impl Harness {
             provider_checked: None,
             session_cwd: None,
             spare_session: None,
+            spare_updates: SpareUpdates::default(),
             stderr_tail: VecDeque::new(),
         }
     }

@@ -121,6 +121,11 @@ impl Core {
         }
         let mut out = LineOut::default();
         match message {
+            FromHarness::Notification { method, params }
+                if method == method::SESSION_UPDATE && self.is_spare_update(&params) =>
+            {
+                self.keep_spare_update(params, &mut out);
+            }
             FromHarness::Notification { method, params } if method == method::SESSION_UPDATE => {
                 if let Some(event) = self.update_event(params) {
                     self.watch_update_for_full_disk(event.session_id, &event.payload);
@@ -204,6 +209,28 @@ impl Core {
     /// An `update` event for a `session/update`, unless it replays the history of a session
     /// being loaded or resumed (before or after the harness's answer, until the session's next
     /// prompt goes out): history kinds are dropped then, state updates (commands, mode, …) kept.
+    /// Whether `params` is an update for the harness's spare session (the warm pool's, which no
+    /// session has taken yet).
+    fn is_spare_update(&self, params: &Value) -> bool {
+        let spare = self.harness.as_ref().and_then(|h| h.spare_session.as_deref());
+        spare.is_some() && params.get("sessionId").and_then(Value::as_str) == spare
+    }
+
+    /// Keeps an update for the spare session, stored with its line, for the session that takes
+    /// it ([`Self::open_new_session`]); past the bounds it is dropped, and said so.
+    fn keep_spare_update(&mut self, params: Value, out: &mut LineOut) {
+        let agent_id = self.agent_id;
+        let Value::Object(mut params) = params else { return };
+        let Some(harness) = self.harness.as_mut() else { return };
+        let Some(acp_session_id) = harness.spare_session.clone() else { return };
+        let update = params.remove("update").unwrap_or(Value::Null);
+        if harness.spare_updates.push(update.clone()) {
+            out.side.push(SideEffect::SpareUpdate { agent_id, generation: harness.generation, acp_session_id, update });
+        } else {
+            tracing::debug!(agent.id = %agent_id, "an update for the spare session past what is kept for it; dropped");
+        }
+    }
+
     fn update_event(&self, params: Value) -> Option<NewEvent> {
         let Value::Object(mut params) = params else { return None };
         let harness = self.harness.as_ref()?;
@@ -505,13 +532,16 @@ impl Core {
 
     /// Sends `session/new` for a session (`retry`: again, after signing in) — or, for a new
     /// session, takes the harness's spare one (opened by the warm pool with this folder and these
-    /// MCP servers before the agent claimed it).
+    /// MCP servers before the agent claimed it), with the updates the harness sent for it.
     fn open_new_session(&mut self, session_id: SessionId, reset: bool, retry: bool, now: Now) {
         if !reset
             && !retry
             && let Some(acp_id) = self.harness.as_mut().and_then(|h| h.spare_session.take())
         {
             let mut out = LineOut::default();
+            // What the harness said about the spare session meanwhile is this session's first.
+            let kept = self.harness.as_mut().map(|h| h.spare_updates.take()).unwrap_or_default();
+            out.events.extend(kept.into_iter().map(|update| NewEvent::new(session_id, EventKind::Update, update)));
             self.session_ready(session_id, acp_id, &mut out, now);
             self.persist(Purpose::Other, out.events, out.side);
             return;

@@ -49,6 +49,8 @@ pub struct SnapshotHarness {
     /// A session it opened before any of the agent's sessions took it (the warm pool's): the
     /// next session to open takes it instead of `session/new`.
     pub spare_session: Option<String>,
+    /// What it sent about the spare session meanwhile, as stored.
+    pub spare_updates: Vec<serde_json::Value>,
 }
 
 /// What a takeover reads.
@@ -163,6 +165,7 @@ impl Core {
                 harness.mcp_servers = known.mcp_servers;
                 harness.session_cwd = known.session_cwd;
                 harness.spare_session = known.spare_session;
+                harness.spare_updates = super::harness::SpareUpdates::from_stored(known.spare_updates);
                 // Signed in as its start would have: its variables' names are kept with it.
                 harness.auth = super::Auth::new(known.auth_method, known.automatic, known.delivered);
                 if let Some(init) = &known.init {

@@ -307,6 +307,10 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
             store::sandboxes::add_harness_session(tx, *agent_id, *generation, *session_id, acp_session_id).await?;
             Ok(true)
         }
+        SideEffect::SpareUpdate { agent_id, generation, acp_session_id, update } => {
+            store::sandboxes::add_spare_update(tx, *agent_id, *generation, acp_session_id, update).await?;
+            Ok(true)
+        }
         SideEffect::HarnessInit { agent_id, generation, init } => {
             store::sandboxes::set_harness_init(tx, *agent_id, *generation, init).await?;
             Ok(true)

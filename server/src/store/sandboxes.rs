@@ -24,13 +24,15 @@ pub struct SandboxRow {
     pub harness_env_names: Vec<String>,
     /// A session the current harness opened before any session of the agent took it.
     pub harness_spare_session: Option<String>,
+    /// What the current harness sent about that session meanwhile (its updates, in order).
+    pub harness_spare_updates: Vec<serde_json::Value>,
 }
 
 /// The sandbox row of an agent.
 pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<SandboxRow>> {
     let row = sqlx::query!(
         r#"SELECT handle, harness_generation, harness_channel, harness_stdout_offset, harness_init,
-                  harness_sessions, harness_env_names, harness_spare_session
+                  harness_sessions, harness_env_names, harness_spare_session, harness_spare_updates
            FROM sandboxes WHERE agent_id = $1"#,
         agent_id.0
     )
@@ -45,6 +47,10 @@ pub async fn get(pool: &PgPool, agent_id: AgentId) -> sqlx::Result<Option<Sandbo
         harness_sessions: r.harness_sessions.into_iter().map(SessionId).collect(),
         harness_env_names: r.harness_env_names,
         harness_spare_session: r.harness_spare_session,
+        harness_spare_updates: match r.harness_spare_updates {
+            serde_json::Value::Array(updates) => updates,
+            _ => Vec::new(),
+        },
     }))
 }
 
@@ -126,7 +132,8 @@ pub async fn start_harness(pool: &PgPool, agent_id: AgentId, channel: u32, env_n
     sqlx::query_scalar!(
         r#"UPDATE sandboxes SET harness_generation = harness_generation + 1, harness_channel = $2,
                   harness_stdout_offset = 0, harness_init = NULL, harness_sessions = '{}',
-                  harness_env_names = $3, harness_spare_session = NULL, updated_at = now()
+                  harness_env_names = $3, harness_spare_session = NULL,
+                  harness_spare_updates = '[]', updated_at = now()
            WHERE agent_id = $1 RETURNING harness_generation"#,
         agent_id.0,
         channel,
@@ -164,7 +171,7 @@ pub async fn adopt_harness(
     sqlx::query_scalar!(
         r#"UPDATE sandboxes SET harness_generation = harness_generation + 1, harness_channel = $2,
                   harness_stdout_offset = $3, harness_init = $4, harness_sessions = '{}',
-                  harness_env_names = $5, harness_spare_session = $6,
+                  harness_env_names = $5, harness_spare_session = $6, harness_spare_updates = '[]',
                   next_channel = GREATEST(next_channel, $2 + 1), updated_at = now()
            WHERE agent_id = $1 RETURNING harness_generation"#,
         agent_id.0,
@@ -196,7 +203,30 @@ pub async fn set_harness_init(
     Ok(())
 }
 
-/// Records that the current harness knows a session (as `acp_session_id`: no longer spare).
+/// Keeps an update the current harness sent for its spare session `acp_session_id` (no session
+/// has taken it yet), for the session that takes it.
+pub async fn add_spare_update(
+    tx: &mut sqlx::PgConnection,
+    agent_id: AgentId,
+    generation: i64,
+    acp_session_id: &str,
+    update: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE sandboxes SET harness_spare_updates = harness_spare_updates || jsonb_build_array($4::jsonb)
+           WHERE agent_id = $1 AND harness_generation = $2 AND harness_spare_session = $3"#,
+        agent_id.0,
+        generation,
+        acp_session_id,
+        update
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Records that the current harness knows a session (as `acp_session_id`: no longer spare, and
+/// what was kept for the spare session is the session's now).
 pub async fn add_harness_session(
     tx: &mut sqlx::PgConnection,
     agent_id: AgentId,
@@ -206,7 +236,9 @@ pub async fn add_harness_session(
 ) -> sqlx::Result<()> {
     sqlx::query!(
         r#"UPDATE sandboxes SET harness_sessions = array_append(array_remove(harness_sessions, $3), $3),
-                  harness_spare_session = NULLIF(harness_spare_session, $4)
+                  harness_spare_session = NULLIF(harness_spare_session, $4),
+                  harness_spare_updates = CASE WHEN harness_spare_session = $4 THEN '[]'
+                                               ELSE harness_spare_updates END
            WHERE agent_id = $1 AND harness_generation = $2"#,
         agent_id.0,
         generation,
@@ -222,7 +254,7 @@ pub async fn add_harness_session(
 pub async fn clear_harness(tx: &mut sqlx::PgConnection, agent_id: AgentId, generation: i64) -> sqlx::Result<()> {
     sqlx::query!(
         r#"UPDATE sandboxes SET harness_channel = NULL, harness_init = NULL, harness_sessions = '{}',
-                  harness_spare_session = NULL
+                  harness_spare_session = NULL, harness_spare_updates = '[]'
            WHERE agent_id = $1 AND harness_generation = $2"#,
         agent_id.0,
         generation

@@ -131,6 +131,7 @@ pub(super) async fn load_snapshot(
                     .unwrap_or_default(),
                 delivered: row.harness_env_names.clone(),
                 spare_session: row.harness_spare_session.clone(),
+                spare_updates: row.harness_spare_updates.clone(),
             })
         }
         None => None,

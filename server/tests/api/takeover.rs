@@ -138,3 +138,99 @@ async fn a_prompt_lost_with_the_connection_is_resent_once_and_answered_once() {
         }
     }
 }
+
+/// The warm pool's spare session (docs/design.md, "Pooled harnesses"): what the harness says
+/// about it before a session takes it (OpenCode announces its commands right after
+/// `session/new`) is stored with its line, survives a takeover, and becomes the taking
+/// session's first events — the prompt goes into the spare session, no `session/new`.
+#[tokio::test]
+async fn updates_for_the_spare_session_are_kept_across_a_takeover_for_the_session_that_takes_it() {
+    let server = TestServer::start_with(&[("AGENTHOLD_DRIVER", "local")]).await;
+    let agent = server.create_agent(json!({})).await;
+    let first = server.create_session(&agent).await;
+    server.prompt(&first, "text one").await;
+    server.wait_turns(&first, 1, Duration::from_secs(60)).await;
+
+    let sandbox_dir = server.data_dir.join("sandboxes").join(&agent);
+    let launch: Value =
+        serde_json::from_slice(&std::fs::read(sandbox_dir.join("launch.json")).expect("launch file")).expect("json");
+    let token = launch["token"].as_str().expect("token").to_owned();
+    let pid: u32 = std::fs::read_to_string(sandbox_dir.join("sandboxd.pid")).expect("pid").trim().parse().expect("pid");
+    agenthold_server::sandbox::local::kill_group(pid);
+
+    // The running harness has a spare session no session of the agent's has taken.
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("db");
+    let agent_uuid: uuid::Uuid = agent.parse().expect("uuid");
+    let (channel, offset): (Option<i32>, i64) = sqlx::query_as(
+        "UPDATE sandboxes SET harness_spare_session = 'spare-1' WHERE agent_id = $1
+         RETURNING harness_channel, harness_stdout_offset",
+    )
+    .bind(agent_uuid)
+    .fetch_one(&mut db)
+    .await
+    .expect("sandbox row");
+    let channel = u32::try_from(channel.expect("a harness runs")).expect("channel");
+    let stdout_from = u64::try_from(offset).expect("offset");
+    let hello = |stdout_at: u64| Control::Hello {
+        protocol: agenthold_sandboxd::protocol::PROTOCOL_VERSION,
+        version: "scripted".to_owned(),
+        processes: vec![ProcessState {
+            channel,
+            pid: Some(4242),
+            stdout_acked: stdout_at,
+            stdout_end: stdout_at,
+            stdin_written: 1000,
+            stdin_accepted: 1000,
+            exit: None,
+        }],
+    };
+    let (mut socket, resume_from) = dial(&server, &token, &hello(stdout_from)).await;
+    assert_eq!(resume_from, stdout_from);
+    let commands = json!({"sessionUpdate": "available_commands_update", "availableCommands": [{"name": "init", "description": "d"}]});
+    let line = format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "spare-1", "update": commands}})
+    );
+    let frame =
+        DataFrame { kind: DataKind::Stdout, channel, offset: stdout_from, payload: line.clone().into_bytes().into() };
+    socket.send(Message::Binary(frame.encode().into())).await.expect("stdout");
+    let end = stdout_from + line.len() as u64;
+    loop {
+        if let Control::Ack { offset, .. } = next_control(&mut socket).await
+            && offset == end
+        {
+            break;
+        }
+    }
+    let kept: Value = sqlx::query_scalar("SELECT harness_spare_updates FROM sandboxes WHERE agent_id = $1")
+        .bind(agent_uuid)
+        .fetch_one(&mut db)
+        .await
+        .expect("sandbox row");
+    assert_eq!(kept, json!([commands]), "stored before it was acknowledged");
+    assert!(server.events(&first).await.iter().all(|e| e["payload"] != commands), "not the first session's");
+
+    // The link drops; the takeover reads what is stored.
+    drop(socket);
+    let (mut socket, resume_from) = dial(&server, &token, &hello(end)).await;
+    assert_eq!(resume_from, end);
+    let second = server.create_session(&agent).await;
+    server.prompt(&second, "text two").await;
+    let sent = next_stdin(&mut socket).await;
+    let request: Value = serde_json::from_slice(&sent.payload).expect("a JSON-RPC line");
+    assert_eq!(request["method"], "session/prompt", "no session/new: {request}");
+    assert_eq!(request["params"]["sessionId"], "spare-1");
+    let answer = format!("{}\n", json!({"jsonrpc": "2.0", "id": request["id"], "result": {"stopReason": "end_turn"}}));
+    let frame = DataFrame { kind: DataKind::Stdout, channel, offset: end, payload: answer.into_bytes().into() };
+    socket.send(Message::Binary(frame.encode().into())).await.expect("stdout");
+    let events = server.wait_turns(&second, 1, Duration::from_secs(30)).await;
+    let updates: Vec<&Value> = events.iter().filter(|e| e["type"] == "update").map(|e| &e["payload"]).collect();
+    assert_eq!(updates, [&commands], "{events:#?}");
+    let (spare, kept): (Option<String>, Value) =
+        sqlx::query_as("SELECT harness_spare_session, harness_spare_updates FROM sandboxes WHERE agent_id = $1")
+            .bind(agent_uuid)
+            .fetch_one(&mut db)
+            .await
+            .expect("sandbox row");
+    assert_eq!((spare, kept), (None, json!([])), "taken once");
+}

@@ -206,6 +206,7 @@ impl Db {
                 automatic: Vec::new(),
                 delivered: Vec::new(),
                 spare_session: None,
+                spare_updates: Vec::new(),
             }
         });
         Snapshot { generation: row.generation, harness, turns: self.open_work() }
