@@ -4,7 +4,7 @@ harness's ACP command on stdio, the launch environment agenthold's adapter gives
 the egress proxy's), in the network namespace of HOLDER, where the provider's stand-in listens on
 127.0.0.1:443 under the provider's real host name (scripts/bench/harness_direct.sh). Drives
 initialize → session/new → (session/set_mode, as agenthold does) → session/prompt, then a second
-prompt on the same process, and prints one JSON object: each phase in ms from `docker run`
+prompt in the same session and a third in a session opened after it, and prints one JSON object: each phase in ms from `docker run`
 (`*_at_ms`), the first update of each prompt, and the stand-in's first request (from RECORD).
 
     harness_direct.py HARNESS HOLDER IMAGE RECORD CERTS [--prompt TEXT] [--name CONTAINER] [--label L]
@@ -200,14 +200,17 @@ def main():
         if mode:
             t, _ = h.call("session/set_mode", {"sessionId": sid, "modeId": mode}, deadline, updates)
             out["set_mode_at_ms"] = h.ms(t)
-        for turn in ("cold", "warm"):
-            if turn == "warm":
+        # cold: the process's first prompt; warm: a second prompt in the same session; new_session:
+        # the first prompt of a session opened after both (what a pooled harness that ran a
+        # warm-up turn does: OpenCode's).
+        for turn in ("cold", "warm", "new_session"):
+            if turn != "cold":
                 time.sleep(a.pause)
                 while not h.inbox.empty():  # late updates of the first turn (a title, say)
                     t, msg = h.inbox.get()
                     if msg and msg.get("method") == "session/update":
                         updates.append((t, "late"))
-                if a.second_session:
+                if turn == "new_session" or a.second_session:
                     t, result = h.call("session/new", {"cwd": "/home/agent", "mcpServers": []}, deadline, updates)
                     sid = result["sessionId"]
                     if mode:
@@ -219,7 +222,7 @@ def main():
             mine = updates[before:]
             reqs = records(a.record, sent)
             base = h.t0 if turn == "cold" else sent
-            prefix = "" if turn == "cold" else "warm_"
+            prefix = {"cold": "", "warm": "warm_", "new_session": "new_session_"}[turn]
             # The first update of this prompt: for the cold figure any update since `docker run`
             # (as agenthold's cold figure takes the session's first `update`), else the first after it.
             first = updates[0] if turn == "cold" and updates else (mine[0] if mine else None)
@@ -228,6 +231,9 @@ def main():
             out[f"{prefix}first_update_after_prompt_at_ms"] = round((mine[0][0] - base) * 1000, 1) if mine else None
             out[f"{prefix}first_update_ms"] = round((first[0] - base) * 1000, 1) if first else None
             out[f"{prefix}first_update_kind"] = first[1] if first else None
+            # The model's first text of this prompt (agent_message_chunk), from its sending.
+            text = next((u for u in mine if u[1] == "agent_message_chunk"), None)
+            out[f"{prefix}first_text_after_prompt_ms"] = round((text[0] - sent) * 1000, 1) if text else None
             out[f"{prefix}turn_end_at_ms"] = round((t_end - base) * 1000, 1)
             out[f"{prefix}stop_reason"] = result.get("stopReason")
             out[f"{prefix}requests"] = len(reqs)

@@ -8,7 +8,13 @@
 # `initialize` answer to the first prompt's first update: session/new, set_mode, prompt — what a
 # harness the warm pool started would do without its spare session) and
 # <harness>_direct_new_session_prompt_first_update_ms (the first prompt of a session just opened,
-# from its sending to its first update: what a pooled harness still does) (medians); each run's phases in
+# from its sending to its first update: what a pooled harness still does),
+# <harness>_direct_first_text_after_prompt_ms, <harness>_direct_warm_first_text_after_prompt_ms and
+# <harness>_direct_new_session_first_text_after_prompt_ms (from the sending of the process's first
+# prompt, of a second in the same session, and of the first in a session opened after them, to
+# the model's first text: the harness's own floor for a pooled agent's first text — the first
+# prompt for a pooled Claude Code or Codex, the new session's for a pooled OpenCode, which ran a
+# warm-up turn) (medians); each run's phases in
 # CERTS/../direct/runs.jsonl.
 #
 # The provider's stand-in (scripts/e2e/standins, the same script and certificate as through
@@ -80,5 +86,11 @@ jq -cs 'def median: map(select(. != null)) | sort | if length == 0 then null
             | .first_update_ms - .initialize_at_ms | round) | median),
           ($h + "_direct_new_session_prompt_first_update_ms"): (map(select((.requests // 0) > 0
               and .first_update_after_prompt_at_ms != null and .prompt_sent_at_ms != null)
-            | .first_update_after_prompt_at_ms - .prompt_sent_at_ms | round) | median)
+            | .first_update_after_prompt_at_ms - .prompt_sent_at_ms | round) | median),
+          ($h + "_direct_first_text_after_prompt_ms"): (map(select((.requests // 0) > 0)
+            | .first_text_after_prompt_ms) | median),
+          ($h + "_direct_warm_first_text_after_prompt_ms"): (map(select((.warm_requests // 0) > 0)
+            | .warm_first_text_after_prompt_ms) | median),
+          ($h + "_direct_new_session_first_text_after_prompt_ms"): (map(select((.new_session_requests // 0) > 0)
+            | .new_session_first_text_after_prompt_ms) | median)
         }) | add' "$work/runs.jsonl"

@@ -99,6 +99,10 @@ class StandinHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server_version = "agenthold-standin/1"
+    # TCP_NODELAY, as a provider's front end sets it: with Nagle's algorithm each SSE chunk
+    # after the headers waited for the client's delayed ACK (~40 ms on Linux), a stall that was
+    # the stand-in's, not the harness's or agenthold's.
+    disable_nagle_algorithm = True
     # Filled by main().
     recorder = None
     record_body = False
