@@ -91,6 +91,9 @@ pub(crate) mod targets {
 pub async fn run(config: Config) -> Result<Value> {
     let api = Api::new(&config.url, &config.token)?;
     let mut agents = Vec::new();
+    // Every part may start agents the cold way (of the image under its other name): the tag is
+    // made whichever part runs (`BENCH_ONLY=log` alone failed on an engine without it).
+    startup::tag_cold_image(&config.image).await?;
     let outcome = match config.only {
         Some(config::Only::Multi) => many::only(&config, &api, &mut agents).await,
         Some(config::Only::Load) => load::only(&config, &api, &mut agents).await,

@@ -17,6 +17,8 @@ use crate::supervisor::Supervisors;
 pub struct AppState {
     /// The database.
     pub pool: PgPool,
+    /// The event log's page reads (`store::connect_log_reader`: generic plans).
+    pub log_reads: PgPool,
     /// The live feed of stored events.
     pub hub: Arc<Hub>,
     /// The event log's writer.

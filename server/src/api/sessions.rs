@@ -449,7 +449,7 @@ pub async fn events(
     }
     // The events as the stream sends them (encoded once, payloads as Postgres holds them).
     // A page stops at `limit` events or at MAX_EVENTS_PAGE_BYTES, whichever comes first.
-    let events = store::events::page_encoded(&state.pool, id, after, limit, MAX_EVENTS_PAGE_BYTES).await?.events;
+    let events = store::events::page_encoded(&state.log_reads, id, after, limit, MAX_EVENTS_PAGE_BYTES).await?.events;
     let next_after = events.last().map_or(after, |e| e.seq);
     let joined: Vec<&str> = events.iter().map(|e| e.json.as_ref()).collect();
     let body = format!(r#"{{"events":[{}],"next_after":{next_after}}}"#, joined.join(","));

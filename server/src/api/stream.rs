@@ -57,7 +57,7 @@ pub async fn stream(
     let after = cursor(query.after)?.min(session.last_seq);
     // Someone is looking: the agent is in use (auto-sleep counts from here).
     state.supervisors.host().touch(session.agent_id, std::time::Instant::now());
-    let follower = Follower::new(state.pool.clone(), &state.hub, id, after);
+    let follower = Follower::new(state.log_reads.clone(), &state.hub, id, after);
     // Counted while the socket is open (the guard moves into the socket's task).
     let watching = WatcherGauge::open();
     let pool = state.pool.clone();

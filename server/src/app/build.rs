@@ -99,8 +99,14 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
     };
     super::drivers::remind_remote_firewalls(&config, engines.as_deref().unwrap_or_default(), tunnel_port);
     let hub = Arc::new(Hub::default());
+    let log_reads = store::connect_log_reader(
+        config.database_url.expose(),
+        config.db_log_read_pool_size,
+        std::time::Duration::from_millis(config.db_acquire_timeout_ms),
+    )?;
     // Events other replicas store reach this one's watchers.
-    background.spawn("event fan-out", crate::replicas::fanout::follow(pool.clone(), Arc::clone(&hub)));
+    background
+        .spawn("event fan-out", crate::replicas::fanout::follow(pool.clone(), log_reads.clone(), Arc::clone(&hub)));
     let (appender, appender_task) = Appender::spawn(pool.clone(), Arc::clone(&hub));
     foundations.adopt("event appender", appender_task);
     let secs = std::time::Duration::from_secs;
@@ -186,6 +192,7 @@ pub async fn build(config: Config, listeners: &Listeners) -> anyhow::Result<App>
         availability,
         stopping: stopping.clone(),
         pool: pool.clone(),
+        log_reads,
         hub,
         appender,
         supervisors: Arc::clone(&supervisors),

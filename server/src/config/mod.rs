@@ -192,6 +192,11 @@ pub struct Config {
     /// Connections in the server's Postgres pool.
     #[arg(long, env = "AGENTHOLD_DB_POOL_SIZE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: u32,
+    /// Connections of the pool that reads the event log's pages (catch-ups, pages, the fan-out
+    /// between replicas), on Postgres's generic plans (`store::connect_log_reader`); beside
+    /// `db_pool_size`.
+    #[arg(long, env = "AGENTHOLD_DB_LOG_READ_POOL_SIZE", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub db_log_read_pool_size: u32,
     /// Milliseconds a query may wait for a pool connection before it fails (an API call then
     /// answers 503 `DATABASE_UNAVAILABLE`). Outages are answered sooner: see
     /// `store::availability`.

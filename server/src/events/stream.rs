@@ -44,7 +44,8 @@ impl Drop for Follower {
 }
 
 impl Follower {
-    /// Subscribes to the live feed, then starts from the stored events after `after`.
+    /// Subscribes to the live feed, then starts from the stored events after `after`, read on
+    /// `pool` (the server's event log reader: `store::connect_log_reader`).
     pub fn new(pool: PgPool, hub: &Hub, session_id: SessionId, after: Seq) -> Self {
         let live = hub.subscribe(session_id);
         Self { pool, session_id, live, last_sent: after, catching_up: true, prefetch: None }

@@ -12,14 +12,15 @@ use crate::store::notify::{Heard, Listener, Notice, sender_tag};
 
 /// Follows the event log's notifications until the task is stopped: publishes other replicas'
 /// events to this replica's watchers. Each time the listening connection (re)starts — Postgres
-/// restarting — watchers are nudged to read Postgres themselves.
-pub async fn follow(pool: PgPool, hub: Arc<Hub>) {
+/// restarting — watchers are nudged to read Postgres themselves. The ranges are read on
+/// `log_reads` (`store::connect_log_reader`).
+pub async fn follow(pool: PgPool, log_reads: PgPool, hub: Arc<Hub>) {
     let me = sender_tag().to_owned();
-    let mut listener = Listener::new(pool.clone());
+    let mut listener = Listener::new(pool);
     loop {
         match listener.next().await {
             Heard::Listening => hub.nudge_all(),
-            Heard::Notice(notice) if notice.sender() != me => deliver(&pool, &hub, notice).await,
+            Heard::Notice(notice) if notice.sender() != me => deliver(&log_reads, &hub, notice).await,
             Heard::Notice(_) => {}
         }
     }

@@ -40,6 +40,15 @@ use sqlx::postgres::PgPoolOptions;
 /// every pooled harness's claim waited for it.
 pub const NO_JIT: &str = "SET jit = off";
 
+/// What the event log's reader's connections also run ([`connect_log_reader`]): every prepared
+/// statement on its generic plan. By default a connection plans a statement's first five
+/// executions with their values; for the catch-up's page (`events::page_encoded`) those custom
+/// plans made the first catch-up of a large session ~5 × slower than every later one (measured:
+/// `BENCH_ONLY=log`'s first replay 100,000–130,000 events/s, later ones and the generic plan
+/// 440,000–650,000), and a pooled connection's first five are every catch-up's until the pool is
+/// warm. Only that pool's statements run so: a generic plan is the wrong one for some queries.
+pub const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
+
 /// The migrations in `migrations/`, embedded.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
@@ -66,4 +75,27 @@ pub async fn connect(
         .context("connecting to Postgres")?;
     MIGRATOR.run(&pool).await.context("applying migrations")?;
     Ok(pool)
+}
+
+/// The pool that reads the event log's pages ([`events::page_encoded`] and the session checks
+/// around it): its connections run without JIT and on generic plans ([`GENERIC_PLANS`]). Opened
+/// after [`connect`] (which applies the migrations); connects lazily.
+pub fn connect_log_reader(
+    database_url: &str,
+    max_connections: u32,
+    acquire_timeout: std::time::Duration,
+) -> anyhow::Result<PgPool> {
+    use anyhow::Context;
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(acquire_timeout)
+        .after_connect(|connection, _| {
+            Box::pin(async move {
+                sqlx::Executor::execute(&mut *connection, NO_JIT).await?;
+                sqlx::Executor::execute(&mut *connection, GENERIC_PLANS).await?;
+                Ok(())
+            })
+        })
+        .connect_lazy(database_url)
+        .context("the event log reader's pool")
 }

@@ -26,3 +26,25 @@ async fn every_connection_of_the_pool_runs_without_jit() {
     let jit: String = sqlx::query_scalar("SHOW jit").fetch_one(&other).await.expect("SHOW jit");
     assert_eq!(jit, "on", "the cluster's default is on: this test would prove nothing otherwise");
 }
+
+/// The event log reader's connections plan every statement generically (the catch-up's first
+/// pages on custom plans were ~5 × slower) and run without JIT; the main pool's keep Postgres's
+/// default plan choice.
+#[tokio::test]
+async fn the_event_log_reader_plans_generically_and_the_main_pool_does_not() {
+    let url = create_database().await;
+    let pool = agenthold_server::store::connect(&url, 2, Duration::from_secs(10)).await.expect("connects");
+    let reader = agenthold_server::store::connect_log_reader(&url, 2, Duration::from_secs(10)).expect("a pool");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(reader.acquire().await.expect("a connection"));
+    }
+    for connection in &mut held {
+        let mode: String = sqlx::query_scalar("SHOW plan_cache_mode").fetch_one(&mut **connection).await.expect("SHOW");
+        assert_eq!(mode, "force_generic_plan");
+        let jit: String = sqlx::query_scalar("SHOW jit").fetch_one(&mut **connection).await.expect("SHOW jit");
+        assert_eq!(jit, "off");
+    }
+    let mode: String = sqlx::query_scalar("SHOW plan_cache_mode").fetch_one(&pool).await.expect("SHOW");
+    assert_eq!(mode, "auto", "the main pool keeps Postgres's choice");
+}

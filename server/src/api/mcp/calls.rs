@@ -289,7 +289,7 @@ async fn read(
             Some(session.agent_id),
         ));
     }
-    let page = store::events::page_encoded(&state.pool, session_id, after, limit, MAX_PAGE_BYTES).await?;
+    let page = store::events::page_encoded(&state.log_reads, session_id, after, limit, MAX_PAGE_BYTES).await?;
     let next_after = page.events.last().map_or(after, |e| e.seq);
     let events: Vec<Value> = page.events.iter().filter_map(|e| serde_json::from_str(&e.json).ok()).collect();
     let answer = tools::answer(json!({"events": events, "next_after": next_after, "more": page.more}));
