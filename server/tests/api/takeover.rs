@@ -40,6 +40,35 @@ async fn next_control(socket: &mut Socket) -> Control {
     }
 }
 
+/// Kills the agent's real sandboxd (its harness dies with its stdin); returns the sandbox token a
+/// scripted one dials with.
+fn take_sandboxd_away(server: &TestServer, agent: &str) -> String {
+    let sandbox_dir = server.data_dir.join("sandboxes").join(agent);
+    let launch: Value =
+        serde_json::from_slice(&std::fs::read(sandbox_dir.join("launch.json")).expect("launch file")).expect("json");
+    let pid: u32 = std::fs::read_to_string(sandbox_dir.join("sandboxd.pid")).expect("pid").trim().parse().expect("pid");
+    agenthold_server::sandbox::local::kill_group(pid);
+    launch["token"].as_str().expect("token").to_owned()
+}
+
+/// The `Hello` of a scripted sandboxd whose harness on `channel` stands at `stdout_at` (all of
+/// it acknowledged) with `stdin_written` bytes written.
+fn scripted_hello(channel: u32, stdout_at: u64, stdin_written: u64) -> Control {
+    Control::Hello {
+        protocol: agenthold_sandboxd::protocol::PROTOCOL_VERSION,
+        version: "scripted".to_owned(),
+        processes: vec![ProcessState {
+            channel,
+            pid: Some(4242),
+            stdout_acked: stdout_at,
+            stdout_end: stdout_at,
+            stdin_written,
+            stdin_accepted: stdin_written,
+            exit: None,
+        }],
+    }
+}
+
 async fn next_stdin(socket: &mut Socket) -> DataFrame {
     loop {
         match tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
@@ -64,12 +93,7 @@ async fn a_prompt_lost_with_the_connection_is_resent_once_and_answered_once() {
     server.wait_turns(&session, 1, Duration::from_secs(60)).await;
 
     // Take the real sandboxd away (its harness dies with its stdin) and stand in for it.
-    let sandbox_dir = server.data_dir.join("sandboxes").join(&agent);
-    let launch: Value =
-        serde_json::from_slice(&std::fs::read(sandbox_dir.join("launch.json")).expect("launch file")).expect("json");
-    let token = launch["token"].as_str().expect("token").to_owned();
-    let pid: u32 = std::fs::read_to_string(sandbox_dir.join("sandboxd.pid")).expect("pid").trim().parse().expect("pid");
-    agenthold_server::sandbox::local::kill_group(pid);
+    let token = take_sandboxd_away(&server, &agent);
 
     let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("db");
     let agent_uuid: uuid::Uuid = agent.parse().expect("uuid");
@@ -86,19 +110,7 @@ async fn a_prompt_lost_with_the_connection_is_resent_once_and_answered_once() {
         .await
         .expect("session row");
     let stdout_from = u64::try_from(offset).expect("offset");
-    let hello = |stdin_written: u64| Control::Hello {
-        protocol: agenthold_sandboxd::protocol::PROTOCOL_VERSION,
-        version: "scripted".to_owned(),
-        processes: vec![ProcessState {
-            channel,
-            pid: Some(4242),
-            stdout_acked: stdout_from,
-            stdout_end: stdout_from,
-            stdin_written,
-            stdin_accepted: stdin_written,
-            exit: None,
-        }],
-    };
+    let hello = |stdin_written: u64| scripted_hello(channel, stdout_from, stdin_written);
 
     let (mut socket, resume_from) = dial(&server, &token, &hello(1000)).await;
     assert_eq!(resume_from, stdout_from, "stdout resumes where the stored log ends");
@@ -151,12 +163,7 @@ async fn updates_for_the_spare_session_are_kept_across_a_takeover_for_the_sessio
     server.prompt(&first, "text one").await;
     server.wait_turns(&first, 1, Duration::from_secs(60)).await;
 
-    let sandbox_dir = server.data_dir.join("sandboxes").join(&agent);
-    let launch: Value =
-        serde_json::from_slice(&std::fs::read(sandbox_dir.join("launch.json")).expect("launch file")).expect("json");
-    let token = launch["token"].as_str().expect("token").to_owned();
-    let pid: u32 = std::fs::read_to_string(sandbox_dir.join("sandboxd.pid")).expect("pid").trim().parse().expect("pid");
-    agenthold_server::sandbox::local::kill_group(pid);
+    let token = take_sandboxd_away(&server, &agent);
 
     // The running harness has a spare session no session of the agent's has taken.
     let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("db");
@@ -171,19 +178,7 @@ async fn updates_for_the_spare_session_are_kept_across_a_takeover_for_the_sessio
     .expect("sandbox row");
     let channel = u32::try_from(channel.expect("a harness runs")).expect("channel");
     let stdout_from = u64::try_from(offset).expect("offset");
-    let hello = |stdout_at: u64| Control::Hello {
-        protocol: agenthold_sandboxd::protocol::PROTOCOL_VERSION,
-        version: "scripted".to_owned(),
-        processes: vec![ProcessState {
-            channel,
-            pid: Some(4242),
-            stdout_acked: stdout_at,
-            stdout_end: stdout_at,
-            stdin_written: 1000,
-            stdin_accepted: 1000,
-            exit: None,
-        }],
-    };
+    let hello = |stdout_at: u64| scripted_hello(channel, stdout_at, 1000);
     let (mut socket, resume_from) = dial(&server, &token, &hello(stdout_from)).await;
     assert_eq!(resume_from, stdout_from);
     let commands = json!({"sessionUpdate": "available_commands_update", "availableCommands": [{"name": "init", "description": "d"}]});
