@@ -65,5 +65,6 @@ pub async fn only(config: &Config, api: &Api, agents: &mut Vec<String>) -> Resul
             .collect::<Vec<_>>(),
         "targets": targets,
         "all_pass": all_pass,
+        "details": {"flood": flood.details(config.watchers)},
     }))
 }

@@ -179,6 +179,33 @@ impl FloodRun {
         (to_store, to_receive)
     }
 
+    /// What explains a flood's figure, for `details.flood`: the delivery window, fakeagent's own
+    /// rate, the server's commits, its CPU, and the latency split at the store (emit → the
+    /// storing transaction's `now()` → received).
+    pub fn details(&self, watchers: usize) -> serde_json::Value {
+        let commits = self.commit_sizes();
+        let (to_store, to_receive) = self.split_at_store();
+        let r1 = |v: f64| crate::stats::round(v, 1);
+        serde_json::json!({
+            "events": self.count,
+            "watchers": watchers,
+            "delivery_window_s": crate::stats::round(self.delivery_window_s(), 3),
+            "prompt_to_last_turn_end_s": crate::stats::round(self.wall_s, 3),
+            "fakeagent_emitted_per_s": crate::stats::round(self.emitted_per_s(), 0),
+            "commits": commits.len(),
+            "mean_events_per_commit": r1(commits.iter().sum::<usize>() as f64 / commits.len().max(1) as f64),
+            "max_events_per_commit": commits.iter().max(),
+            "server_cpu_s": self.server_cpu_s.map(|s| crate::stats::round(s, 2)),
+            "emit_to_receive_p50_ms": r1(self.latency_percentile_ms(50.0)),
+            "emit_to_receive_p99_ms": r1(self.latency_percentile_ms(99.0)),
+            "best_watcher_p50_ms": r1(percentile(&self.best_watcher_latencies_ms(), 50.0)),
+            "emit_to_stored_p50_ms": r1(percentile(&to_store, 50.0)),
+            "emit_to_stored_p99_ms": r1(percentile(&to_store, 99.0)),
+            "stored_to_receive_p50_ms": r1(percentile(&to_receive, 50.0)),
+            "stored_to_receive_p99_ms": r1(percentile(&to_receive, 99.0)),
+        })
+    }
+
     /// The flood payloads the first watcher kept (JSON text), for the raw baseline.
     pub fn payloads(&self) -> Vec<String> {
         self.watchers

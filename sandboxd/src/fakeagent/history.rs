@@ -61,13 +61,20 @@ impl Recorder {
 
     /// Appends one update as one line.
     pub fn append(&mut self, update: &Value) {
-        if let Some(file) = &mut self.file {
+        if self.file.is_some() {
             let mut line = update.to_string().into_bytes();
             line.push(b'\n');
-            if let Err(e) = file.write_all(&line) {
-                eprintln!("fakeagent: cannot record history: {e}");
-                self.file = None;
-            }
+            self.append_lines(&line);
+        }
+    }
+
+    /// Appends whole lines (each an update's JSON and a newline) at once.
+    pub fn append_lines(&mut self, block: &[u8]) {
+        if let Some(file) = &mut self.file
+            && let Err(e) = file.write_all(block)
+        {
+            eprintln!("fakeagent: cannot record history: {e}");
+            self.file = None;
         }
     }
 }

@@ -508,31 +508,66 @@ impl Turn {
         }
     }
 
-    /// `flood`: `count` chunks paced against one start instant.
+    /// `flood`: `count` chunks paced against one start instant. Unpaced (`rate` 0), the chunks
+    /// go out in blocks of whole lines ([`FLOOD_BLOCK_BYTES`]), each block one write to stdout
+    /// and one to the history: the stand-in's own cost stays small beside what it measures.
     fn flood(&self, rec: &mut Recorder, count: u64, rate: f64) -> Flow {
+        if rate <= 0.0 {
+            return self.flood_unpaced(rec, count);
+        }
         let start = Instant::now();
         for i in 1..=count {
-            if rate > 0.0 {
-                // Where chunk i is due; None (wait until cancelled) if that is out of range.
-                let due = Duration::try_from_secs_f64((i - 1) as f64 / rate)
-                    .ok()
-                    .and_then(|offset| start.checked_add(offset));
-                if due.is_none_or(|due| due > Instant::now()) && self.cancel.wait_until(due) {
-                    return Flow::Cancelled;
-                }
+            // Where chunk i is due; None (wait until cancelled) if that is out of range.
+            let due =
+                Duration::try_from_secs_f64((i - 1) as f64 / rate).ok().and_then(|offset| start.checked_add(offset));
+            if due.is_none_or(|due| due > Instant::now()) && self.cancel.wait_until(due) {
+                return Flow::Cancelled;
             }
             if self.cancel.is_cancelled() {
                 return Flow::Cancelled;
             }
-            let emitted_at_us = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-            let mut update = chunk("agent_message_chunk", &format!("flood {i}"));
-            update["_meta"] = json!({"fakeagent": {"emittedAtUs": emitted_at_us, "i": i}});
-            self.emit(rec, update);
+            self.emit(rec, flood_chunk(i));
         }
         Flow::Next
     }
+
+    fn flood_unpaced(&self, rec: &mut Recorder, count: u64) -> Flow {
+        let session = Value::String(self.session_id.clone()).to_string();
+        let mut wire = Vec::with_capacity(FLOOD_BLOCK_BYTES + 1024);
+        let mut history = Vec::with_capacity(FLOOD_BLOCK_BYTES + 1024);
+        for i in 1..=count {
+            if self.cancel.is_cancelled() {
+                return Flow::Cancelled;
+            }
+            let update = flood_chunk(i).to_string();
+            history.extend_from_slice(update.as_bytes());
+            history.push(b'\n');
+            wire.extend_from_slice(br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
+            wire.extend_from_slice(session.as_bytes());
+            wire.extend_from_slice(br#","update":"#);
+            wire.extend_from_slice(update.as_bytes());
+            wire.extend_from_slice(b"}}\n");
+            if wire.len() >= FLOOD_BLOCK_BYTES || i == count {
+                rec.append_lines(&history);
+                self.agent.out.lines(&wire);
+                history.clear();
+                wire.clear();
+            }
+        }
+        Flow::Next
+    }
+}
+
+/// How many bytes of an unpaced flood's lines go out in one write.
+const FLOOD_BLOCK_BYTES: usize = 32 * 1024;
+
+/// Flood chunk `i`, stamped with the wall clock when it was made (microseconds).
+fn flood_chunk(i: u64) -> Value {
+    let emitted_at_us =
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let mut update = chunk("agent_message_chunk", &format!("flood {i}"));
+    update["_meta"] = json!({"fakeagent": {"emittedAtUs": emitted_at_us, "i": i}});
+    update
 }
 
 /// The options of every permission request: id, name, kind.

@@ -40,10 +40,17 @@ impl Out {
 
     /// Writes `text` plus a newline and flushes. `text` must not contain a newline.
     pub fn line(&self, text: &str) {
-        let mut w = self.inner.lock();
         let mut buf = Vec::with_capacity(text.len() + 1);
         buf.extend_from_slice(text.as_bytes());
         buf.push(b'\n');
-        let _ = w.write_all(&buf).and_then(|()| w.flush());
+        self.lines(&buf);
+    }
+
+    /// Writes whole lines (each ending in a newline) at once and flushes: an unpaced flood's
+    /// block of chunks costs one write, not one per chunk.
+    pub fn lines(&self, block: &[u8]) {
+        debug_assert!(block.is_empty() || block.ends_with(b"\n"), "whole lines only");
+        let mut w = self.inner.lock();
+        let _ = w.write_all(block).and_then(|()| w.flush());
     }
 }

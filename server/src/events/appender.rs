@@ -1,7 +1,8 @@
 //! Appending with group commit: every writer hands its events to one task that stores whatever
-//! has queued up in one transaction (seqs assigned inside it), then publishes the committed
-//! events to the live feed and tells each writer. A harness streaming hundreds of chunks per
-//! second costs a few transactions, not hundreds.
+//! has queued up in one transaction (seqs assigned inside it), then hands the committed batch to
+//! the publisher ([`super::publisher`]), which publishes it to the live feed and tells each
+//! writer while the next batch is being stored. A harness streaming hundreds of chunks per second
+//! costs a few transactions, not hundreds.
 //!
 //! A request may carry side effects that must commit atomically with its events: how far the
 //! harness's stdout has been stored (so a restarted server neither loses nor repeats output),
@@ -10,13 +11,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
 use super::hub::Hub;
+use super::publisher::{self, Outcome};
 use super::{EventKind, NewEvent, SharedEvent};
-use crate::ids::AgentId;
+use crate::ids::{AgentId, Seq};
 use crate::store;
 
 /// Most events stored in one transaction.
@@ -39,7 +42,7 @@ pub struct AppendFailed {
 }
 
 impl AppendFailed {
-    fn stopped() -> Self {
+    pub(super) fn stopped() -> Self {
         Self { message: "the appender has stopped".to_owned(), rejected: false }
     }
 }
@@ -54,10 +57,24 @@ struct OffsetMoved {
 /// The committed events of a request, in order.
 pub type Committed = Result<Vec<Arc<SharedEvent>>, AppendFailed>;
 
-struct Request {
-    events: Vec<NewEvent>,
+pub(super) struct Request {
+    pub(super) events: Vec<NewEvent>,
     effects: Vec<SideEffect>,
-    done: oneshot::Sender<Committed>,
+    /// Each event's payload as the JSON text stored as it is, when every one is stored as it is
+    /// and the only side effects are stdout offsets: the request can take the one-statement
+    /// path. Encoded by the writer's task, before the request queues, not by the appender.
+    pub(super) as_is: Option<Vec<String>>,
+    pub(super) done: oneshot::Sender<Committed>,
+}
+
+impl Request {
+    pub(super) fn new(events: Vec<NewEvent>, effects: Vec<SideEffect>, done: oneshot::Sender<Committed>) -> Self {
+        let only_offsets = effects.iter().all(|effect| matches!(effect, SideEffect::StdoutStored { .. }));
+        let as_is = only_offsets
+            .then(|| events.iter().map(|event| super::budget::as_is_json(&event.payload)).collect::<Option<Vec<_>>>())
+            .flatten();
+        Self { events, effects, as_is, done }
+    }
 }
 
 /// Hands events to the group-commit task. Cheap to clone.
@@ -78,7 +95,7 @@ impl Appender {
     /// published. Requests are committed in the order they were queued.
     pub async fn submit(&self, events: Vec<NewEvent>, effects: Vec<SideEffect>) -> oneshot::Receiver<Committed> {
         let (done, receiver) = oneshot::channel();
-        if let Err(mpsc::error::SendError(request)) = self.tx.send(Request { events, effects, done }).await {
+        if let Err(mpsc::error::SendError(request)) = self.tx.send(Request::new(events, effects, done)).await {
             let _ = request.done.send(Err(AppendFailed::stopped()));
         }
         receiver
@@ -91,6 +108,7 @@ impl Appender {
 }
 
 async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
+    let (published, publishing) = publisher::spawn(hub);
     // The appender's own connection, kept between batches: taking one from the pool and giving
     // it back costs two round trips (sqlx pings on acquire and on release) per transaction.
     // After a failed transaction it is given back (the pool drops it if it is broken).
@@ -110,25 +128,32 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
         }
         let started = std::time::Instant::now();
         match write(&pool, &mut connection, &mut batch).await {
-            Ok(stored) => {
-                let kinds = stored.iter().flatten().map(|event| event.kind.as_str());
-                crate::metrics::events_committed(kinds, started.elapsed().as_secs_f64());
-                finish(&hub, batch.drain(..), stored);
+            Ok(written) => {
+                let seconds = started.elapsed().as_secs_f64();
+                publisher::send(&published, Outcome::Stored { requests: std::mem::take(&mut batch), written, seconds })
+                    .await;
             }
             Err(error) if batch.len() > 1 => {
                 // One bad request must not fail the others: retry one by one.
                 tracing::warn!(%error, requests = batch.len(), "group commit failed; retrying singly");
                 for request in batch.drain(..) {
                     let mut single = vec![request];
-                    match write(&pool, &mut connection, &mut single).await {
-                        Ok(stored) => finish(&hub, single.drain(..), stored),
-                        Err(error) => fail(single.drain(..), &error),
-                    }
+                    let started = std::time::Instant::now();
+                    let outcome = match write(&pool, &mut connection, &mut single).await {
+                        Ok(written) => {
+                            Outcome::Stored { requests: single, written, seconds: started.elapsed().as_secs_f64() }
+                        }
+                        Err(error) => Outcome::failed(single, &error),
+                    };
+                    publisher::send(&published, outcome).await;
                 }
             }
-            Err(error) => fail(batch.drain(..), &error),
+            Err(error) => publisher::send(&published, Outcome::failed(std::mem::take(&mut batch), &error)).await,
         }
     }
+    // Every writer is gone: the publisher answers what it holds, then ends.
+    drop(published);
+    let _ = publishing.await;
 }
 
 /// Stores a batch in one transaction on the appender's connection (taken from the pool when it
@@ -137,7 +162,7 @@ async fn write(
     pool: &PgPool,
     connection: &mut Option<PoolConnection<Postgres>>,
     batch: &mut [Request],
-) -> sqlx::Result<Vec<Vec<Arc<SharedEvent>>>> {
+) -> sqlx::Result<Written> {
     let conn = match connection {
         Some(conn) => conn,
         None => connection.insert(pool.acquire().await?),
@@ -149,13 +174,19 @@ async fn write(
     stored
 }
 
-/// Stores a batch atomically; returns each request's stored events.
-async fn write_on(
-    connection: &mut sqlx::PgConnection,
-    batch: &mut [Request],
-) -> sqlx::Result<Vec<Vec<Arc<SharedEvent>>>> {
-    if let Some(stored) = write_streamed(connection, batch).await? {
-        return Ok(stored);
+/// What a committed batch stored, for the publisher to hand each request.
+pub(super) enum Written {
+    /// The one-statement path: each event's seq and commit time, in the batch's order (`None`:
+    /// its session was deleted and the event dropped); the payloads are the requests' `as_is`.
+    Streamed(Vec<Option<(Seq, DateTime<Utc>)>>),
+    /// The transaction: each request's stored events.
+    Events(Vec<Vec<Arc<SharedEvent>>>),
+}
+
+/// Stores a batch atomically.
+async fn write_on(connection: &mut sqlx::PgConnection, batch: &mut [Request]) -> sqlx::Result<Written> {
+    if let Some(slots) = write_streamed(connection, batch).await? {
+        return Ok(Written::Streamed(slots));
     }
     let mut tx = sqlx::Connection::begin(connection).await?;
     // State changes first: a turn already ended takes its `turn_end` (and the errors naming it)
@@ -201,7 +232,7 @@ async fn write_on(
         }
         per_request.push(mine);
     }
-    Ok(per_request)
+    Ok(Written::Events(per_request))
 }
 
 /// The streaming batch — events and stdout offsets, nothing else, every payload stored as it
@@ -211,50 +242,24 @@ async fn write_on(
 async fn write_streamed(
     connection: &mut sqlx::PgConnection,
     batch: &[Request],
-) -> sqlx::Result<Option<Vec<Vec<Arc<SharedEvent>>>>> {
-    let only_offsets =
-        batch.iter().flat_map(|r| r.effects.iter()).all(|effect| matches!(effect, SideEffect::StdoutStored { .. }));
-    if !only_offsets {
+) -> sqlx::Result<Option<Vec<Option<(Seq, DateTime<Utc>)>>>> {
+    if batch.iter().any(|request| request.as_is.is_none()) {
         return Ok(None);
-    }
-    let mut payloads = Vec::new();
-    for event in batch.iter().flat_map(|r| r.events.iter()) {
-        match super::budget::as_is_json(&event.payload) {
-            Some(json) => payloads.push(json),
-            None => return Ok(None),
-        }
     }
     let chains = stdout_chains(batch)?;
     let events: Vec<store::events::AsIsEvent<'_>> = batch
         .iter()
-        .flat_map(|r| r.events.iter())
-        .zip(&payloads)
+        .flat_map(|r| r.events.iter().zip(r.as_is.iter().flatten()))
         .map(|(event, json)| store::events::AsIsEvent {
             session_id: event.session_id,
             kind: event.kind,
             payload_json: json,
         })
         .collect();
-    let stored = match store::events::append_streamed(connection, &chains, &events).await? {
-        store::events::Streamed::Stored(stored) => stored,
-        store::events::Streamed::OffsetMoved => return Err(offset_moved(&chains)),
-    };
-    // Events of deleted sessions were dropped: hand each request the stored ones among its own.
-    let mut stored = stored.into_iter().zip(&events);
-    let per_request = batch
-        .iter()
-        .map(|request| {
-            stored
-                .by_ref()
-                .take(request.events.len())
-                .filter_map(|(slot, event)| {
-                    let (seq, at) = slot?;
-                    Some(SharedEvent::with_payload_json(event.session_id, seq, event.kind, at, event.payload_json))
-                })
-                .collect()
-        })
-        .collect();
-    Ok(Some(per_request))
+    match store::events::append_streamed(connection, &chains, &events).await? {
+        store::events::Streamed::Stored(slots) => Ok(Some(slots)),
+        store::events::Streamed::OffsetMoved => Err(offset_moved(&chains)),
+    }
 }
 
 /// Only the furthest stdout offset of each harness matters: one compare-and-set per harness,
@@ -379,23 +384,8 @@ fn names_turn(event: &NewEvent, turns: &[String]) -> bool {
         && event.payload.get("turn_id").and_then(|t| t.as_str()).is_some_and(|t| turns.iter().any(|x| x == t))
 }
 
-fn finish(hub: &Hub, requests: impl Iterator<Item = Request>, stored: Vec<Vec<Arc<SharedEvent>>>) {
-    for (request, events) in requests.zip(stored) {
-        hub.publish(&events);
-        let _ = request.done.send(Ok(events));
-    }
-}
-
-fn fail(requests: impl Iterator<Item = Request>, error: &sqlx::Error) {
-    let rejected = is_data_exception(error);
-    tracing::error!(%error, rejected, "storing events failed");
-    for request in requests {
-        let _ = request.done.send(Err(AppendFailed { message: "database error".to_owned(), rejected }));
-    }
-}
-
 /// SQLSTATE class 22 (data exception): the content itself is refused (e.g. `\u0000` in jsonb).
-fn is_data_exception(error: &sqlx::Error) -> bool {
+pub(super) fn is_data_exception(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Database(db) => db.code().is_some_and(|code| code.starts_with("22")),
         _ => false,

@@ -194,7 +194,6 @@ pub async fn append_streamed(
     let chain_generations: Vec<i64> = chains.iter().map(|c| c.generation).collect();
     let chain_froms: Vec<i64> = chains.iter().map(|c| c.from).collect();
     let chain_tos: Vec<i64> = chains.iter().map(|c| c.to).collect();
-    // Per session: how many events, and whether one is a question (the notification says so).
     // Per session: how many events, their bytes, and whether one is a question (the
     // notification says so).
     let mut counts: BTreeMap<Uuid, (i64, i64, bool)> = BTreeMap::new();

@@ -52,7 +52,23 @@ impl SharedEvent {
         created_at: DateTime<Utc>,
         payload_json: &str,
     ) -> Arc<Self> {
-        let created_at = created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+        Self::with_payload_text(session_id, seq, kind, &Self::time_text(created_at), payload_json)
+    }
+
+    /// A commit time as events carry it (RFC 3339, UTC, `Z`): made once for a batch whose
+    /// events share it.
+    pub fn time_text(created_at: DateTime<Utc>) -> String {
+        created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+    }
+
+    /// [`Self::with_payload_json`] with the commit time already as text ([`Self::time_text`]).
+    pub fn with_payload_text(
+        session_id: SessionId,
+        seq: Seq,
+        kind: EventKind,
+        created_at: &str,
+        payload_json: &str,
+    ) -> Arc<Self> {
         let json = format!(
             r#"{{"session_id":"{session_id}","seq":{seq},"type":"{}","payload":{payload_json},"created_at":"{created_at}"}}"#,
             kind.as_str(),
