@@ -51,6 +51,9 @@ pub(super) fn spawn(hub: Arc<Hub>) -> (mpsc::Sender<Outcome>, tokio::task::JoinH
     let task = tokio::spawn(async move {
         while let Some(outcome) = rx.recv().await {
             handle(&hub, outcome);
+            // Watchers run before the next batch is published: one that keeps up never lags on
+            // two full batches published back to back (the feed holds one: `hub::CHANNEL_CAPACITY`).
+            tokio::task::yield_now().await;
         }
     });
     (tx, task)
