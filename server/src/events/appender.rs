@@ -1,7 +1,7 @@
 //! Appending with group commit: every writer hands its events to one task that stores whatever
 //! has queued up in one transaction (seqs assigned inside it), then hands the committed batch to
 //! the publisher ([`super::publisher`]), which publishes it to the live feed and tells each
-//! writer while the next batch is being stored. A harness streaming hundreds of chunks per second
+//! writer (a large batch while the next is being stored). A harness streaming hundreds of chunks per second
 //! costs a few transactions, not hundreds.
 //!
 //! A request may carry side effects that must commit atomically with its events: how far the
@@ -17,7 +17,7 @@ use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
 use super::hub::Hub;
-use super::publisher::{self, Outcome};
+use super::publisher::{Outcome, Publisher};
 use super::{EventKind, NewEvent, SharedEvent};
 use crate::ids::{AgentId, Seq};
 use crate::store;
@@ -108,7 +108,7 @@ impl Appender {
 }
 
 async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
-    let (published, publishing) = publisher::spawn(hub);
+    let publisher = Publisher::spawn(hub);
     // The appender's own connection, kept between batches: taking one from the pool and giving
     // it back costs two round trips (sqlx pings on acquire and on release) per transaction.
     // After a failed transaction it is given back (the pool drops it if it is broken).
@@ -130,8 +130,7 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
         match write(&pool, &mut connection, &mut batch).await {
             Ok(written) => {
                 let seconds = started.elapsed().as_secs_f64();
-                publisher::send(&published, Outcome::Stored { requests: std::mem::take(&mut batch), written, seconds })
-                    .await;
+                publisher.publish(Outcome::Stored { requests: std::mem::take(&mut batch), written, seconds }).await;
             }
             Err(error) if batch.len() > 1 => {
                 // One bad request must not fail the others: retry one by one.
@@ -145,15 +144,14 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
                         }
                         Err(error) => Outcome::failed(single, &error),
                     };
-                    publisher::send(&published, outcome).await;
+                    publisher.publish(outcome).await;
                 }
             }
-            Err(error) => publisher::send(&published, Outcome::failed(std::mem::take(&mut batch), &error)).await,
+            Err(error) => publisher.publish(Outcome::failed(std::mem::take(&mut batch), &error)).await,
         }
     }
     // Every writer is gone: the publisher answers what it holds, then ends.
-    drop(published);
-    let _ = publishing.await;
+    publisher.finish().await;
 }
 
 /// Stores a batch in one transaction on the appender's connection (taken from the pool when it

@@ -1,10 +1,17 @@
 //! The appender's second half: each committed batch, in commit order, made into the events the
 //! stream sends (their JSON built around the stored payload text), published to the live feed,
-//! and handed back to the writer of each request. Its own task, so a batch is published while
-//! the appender stores the next one; at most [`PUBLISH_DEPTH`] committed batches wait for it
-//! (the appender waits beyond that), so memory stays bounded.
+//! and handed back to the writer of each request.
+//!
+//! A large batch (a flood) goes to a task of its own, so it is published while the appender
+//! stores the next one; at most [`PUBLISH_DEPTH`] committed batches wait for it (the appender
+//! waits beyond that), so memory stays bounded. A small one (many agents trickling) is published
+//! by the appender itself when nothing waits before it: publishing it is short, and doing it there
+//! saves a task hop per commit — handing every small batch to the task, 100 agents trickling
+//! (`make bench`'s `multi_100`) saw their p99 at 58–144 ms where publishing on the spot gave
+//! 39–46 (docs/benchmarks.md).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
@@ -15,6 +22,8 @@ use super::hub::Hub;
 
 /// Committed batches that may wait to be published.
 const PUBLISH_DEPTH: usize = 2;
+/// A batch of at least this many events is published by the publisher's task.
+const HAND_OFF_EVENTS: usize = 512;
 
 /// What became of a batch of requests, in the order they were stored.
 pub(super) enum Outcome {
@@ -45,26 +54,62 @@ impl Outcome {
     }
 }
 
-/// Starts the publisher; it ends once the sender is dropped and every outcome is handled.
-pub(super) fn spawn(hub: Arc<Hub>) -> (mpsc::Sender<Outcome>, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::channel(PUBLISH_DEPTH);
-    let task = tokio::spawn(async move {
-        while let Some(outcome) = rx.recv().await {
-            handle(&hub, outcome);
-            // Watchers run before the next batch is published: one that keeps up never lags on
-            // two full batches published back to back (the feed holds one: `hub::CHANNEL_CAPACITY`).
-            tokio::task::yield_now().await;
-        }
-    });
-    (tx, task)
+/// Publishes committed batches in commit order, on the appender's task or its own.
+pub(super) struct Publisher {
+    hub: Arc<Hub>,
+    tx: mpsc::Sender<Outcome>,
+    /// Outcomes handed to the task and not yet handled by it.
+    pending: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-/// Hands an outcome to the publisher, in order. If its task is gone (it cannot panic on an
-/// outcome, but the runtime may be shutting down), the outcome is handled here.
-pub(super) async fn send(tx: &mpsc::Sender<Outcome>, outcome: Outcome) {
-    if let Err(mpsc::error::SendError(outcome)) = tx.send(outcome).await {
-        for request in requests(outcome) {
-            let _ = request.done.send(Err(AppendFailed::stopped()));
+impl Publisher {
+    /// Starts the publisher's task.
+    pub(super) fn spawn(hub: Arc<Hub>) -> Self {
+        let (tx, mut rx) = mpsc::channel(PUBLISH_DEPTH);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let (task_hub, task_pending) = (Arc::clone(&hub), Arc::clone(&pending));
+        let task = tokio::spawn(async move {
+            while let Some(outcome) = rx.recv().await {
+                handle(&task_hub, outcome);
+                task_pending.fetch_sub(1, Ordering::Release);
+                // Watchers run before the next batch is published: one that keeps up never lags
+                // on two full batches back to back (the feed holds one: `hub::CHANNEL_CAPACITY`).
+                tokio::task::yield_now().await;
+            }
+        });
+        Self { hub, tx, pending, task }
+    }
+
+    /// Publishes an outcome after every one given before: here when it is small and none waits,
+    /// else on the task. If the task is gone (the runtime is shutting down), its requests are
+    /// told the appender stopped.
+    pub(super) async fn publish(&self, outcome: Outcome) {
+        if events(&outcome) < HAND_OFF_EVENTS && self.pending.load(Ordering::Acquire) == 0 {
+            handle(&self.hub, outcome);
+            return;
+        }
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        if let Err(mpsc::error::SendError(outcome)) = self.tx.send(outcome).await {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+            for request in requests(outcome) {
+                let _ = request.done.send(Err(AppendFailed::stopped()));
+            }
+        }
+    }
+
+    /// Waits until every outcome handed to the task is published (the appender's writers are
+    /// all gone).
+    pub(super) async fn finish(self) {
+        drop(self.tx);
+        let _ = self.task.await;
+    }
+}
+
+fn events(outcome: &Outcome) -> usize {
+    match outcome {
+        Outcome::Stored { requests, .. } | Outcome::Failed { requests, .. } => {
+            requests.iter().map(|request| request.events.len()).sum()
         }
     }
 }
@@ -155,21 +200,42 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let session = SessionId::new();
         let mut live = hub.subscribe(session);
-        let (tx, task) = spawn(Arc::clone(&hub));
-        let (stored, stored_done) = request(session, &["a"]);
+        let publisher = Publisher::spawn(Arc::clone(&hub));
+        // A flood's batch (handed to the task), then a small one and a failure: the small ones
+        // must not overtake it although they could be published on the spot.
+        let texts: Vec<String> = (0..HAND_OFF_EVENTS).map(|i| i.to_string()).collect();
+        let (large, large_done) = request(session, &texts.iter().map(String::as_str).collect::<Vec<_>>());
+        let (small, small_done) = request(session, &["last"]);
         let (refused, refused_done) = request(session, &["b"]);
         let at = Utc::now();
-        send(
-            &tx,
-            Outcome::Stored { requests: vec![stored], written: Written::Streamed(vec![Some((1, at))]), seconds: 0.0 },
-        )
-        .await;
-        send(&tx, Outcome::Failed { requests: vec![refused], rejected: true }).await;
-        drop(tx);
-        task.await.expect("the publisher ends once the appender is gone");
-        let committed = stored_done.await.expect("answered").expect("stored");
-        assert_eq!(committed.iter().map(|e| e.seq).collect::<Vec<_>>(), [1]);
+        let slots = (1..=HAND_OFF_EVENTS as i64).map(|seq| Some((seq, at))).collect();
+        publisher
+            .publish(Outcome::Stored { requests: vec![large], written: Written::Streamed(slots), seconds: 0.0 })
+            .await;
+        let next = HAND_OFF_EVENTS as i64 + 1;
+        let written = Written::Streamed(vec![Some((next, at))]);
+        publisher.publish(Outcome::Stored { requests: vec![small], written, seconds: 0.0 }).await;
+        publisher.publish(Outcome::Failed { requests: vec![refused], rejected: true }).await;
+        publisher.finish().await;
+        assert_eq!(large_done.await.expect("answered").expect("stored").len(), HAND_OFF_EVENTS);
+        let committed = small_done.await.expect("answered").expect("stored");
+        assert_eq!(committed.iter().map(|e| e.seq).collect::<Vec<_>>(), [next]);
         assert!(refused_done.await.expect("answered").is_err_and(|failed| failed.rejected));
+        let seqs: Vec<i64> = std::iter::from_fn(|| live.try_recv().ok().map(|e| e.seq)).collect();
+        assert_eq!(seqs, (1..=next).collect::<Vec<_>>(), "published once each, in order");
+    }
+
+    #[tokio::test]
+    async fn a_small_batch_with_none_waiting_is_published_before_publish_returns() {
+        let hub = Arc::new(Hub::default());
+        let session = SessionId::new();
+        let mut live = hub.subscribe(session);
+        let publisher = Publisher::spawn(Arc::clone(&hub));
+        let (small, mut small_done) = request(session, &["a"]);
+        let written = Written::Streamed(vec![Some((1, Utc::now()))]);
+        publisher.publish(Outcome::Stored { requests: vec![small], written, seconds: 0.0 }).await;
+        assert!(small_done.try_recv().is_ok_and(|c| c.is_ok()), "answered on the appender's task");
         assert_eq!(live.try_recv().expect("published").seq, 1);
+        publisher.finish().await;
     }
 }
