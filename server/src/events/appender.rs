@@ -1,8 +1,8 @@
 //! Appending with group commit: every writer hands its events to one task that stores whatever
 //! has queued up in one transaction (seqs assigned inside it), then hands the committed batch to
 //! the publisher ([`super::publisher`]), which publishes it to the live feed and tells each
-//! writer (a large batch while the next is being stored). A harness streaming hundreds of chunks per second
-//! costs a few transactions, not hundreds.
+//! writer (a large batch while the next is being stored). A harness streaming hundreds of chunks
+//! per second costs a few transactions, not hundreds.
 //!
 //! A request may carry side effects that must commit atomically with its events: how far the
 //! harness's stdout has been stored (so a restarted server neither loses nor repeats output),
