@@ -542,11 +542,7 @@ impl Turn {
             let update = flood_chunk(i).to_string();
             history.extend_from_slice(update.as_bytes());
             history.push(b'\n');
-            wire.extend_from_slice(br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
-            wire.extend_from_slice(session.as_bytes());
-            wire.extend_from_slice(br#","update":"#);
-            wire.extend_from_slice(update.as_bytes());
-            wire.extend_from_slice(b"}}\n");
+            wire::push_session_update_line(&mut wire, &session, &update);
             if wire.len() >= FLOOD_BLOCK_BYTES || i == count {
                 rec.append_lines(&history);
                 self.agent.out.lines(&wire);

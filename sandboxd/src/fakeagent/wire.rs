@@ -20,6 +20,16 @@ pub fn session_update(session_id: &str, update: &Value) -> Value {
     jsonrpc::notification("session/update", &json!({"sessionId": session_id, "update": update}))
 }
 
+/// Appends [`session_update`]'s line (newline included) to `buf`, from the session id's and the
+/// update's JSON text: an unpaced flood builds thousands of them without a JSON tree each.
+pub fn push_session_update_line(buf: &mut Vec<u8>, session_id_json: &str, update_json: &str) {
+    buf.extend_from_slice(br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
+    buf.extend_from_slice(session_id_json.as_bytes());
+    buf.extend_from_slice(br#","update":"#);
+    buf.extend_from_slice(update_json.as_bytes());
+    buf.extend_from_slice(b"}}\n");
+}
+
 /// fakeagent's stdout. Each line is written whole and flushed under one lock, so lines from
 /// concurrent prompts never interleave. Write errors (the client went away) are ignored: the
 /// reader sees end of input and the process exits.
@@ -52,5 +62,21 @@ impl Out {
         debug_assert!(block.is_empty() || block.ends_with(b"\n"), "whole lines only");
         let mut w = self.inner.lock();
         let _ = w.write_all(block).and_then(|()| w.flush());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_pushed_from_text_is_the_session_update_notification() {
+        let update = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a \"b\""}});
+        let mut buf = Vec::new();
+        push_session_update_line(&mut buf, &Value::String("s-1".into()).to_string(), &update.to_string());
+        assert_eq!(buf.iter().filter(|b| **b == b'\n').count(), 1);
+        assert!(buf.ends_with(b"\n"));
+        let parsed: Value = serde_json::from_slice(&buf).expect("one JSON line");
+        assert_eq!(parsed, session_update("s-1", &update));
     }
 }
