@@ -4,6 +4,10 @@
 //! compare — the single flood (one producer as fast as it can, 10 watchers) and `multi` (30
 //! producers × 30 lines/s × 3 watchers) — so the report can say what the network work alone
 //! costs at each shape on this machine, in the same run.
+//!
+//! Beside it, at `multi`'s shape, `forward-floor --store` (given a scratch database): the same
+//! forwarding with every line committed to Postgres first, by one group committer — what a
+//! server that keeps a log, and lets no one see a line before it is stored, cannot do without.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -11,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdout, Command};
 
 use crate::multi::Load;
 use crate::throughput::cpu_seconds;
@@ -31,34 +35,101 @@ pub struct Floor {
     pub flood_cpu_ms_per_1k: f64,
     /// `multi`'s shape: CPU ms per 1,000 lines.
     pub multi_cpu_ms_per_1k: f64,
+    /// `multi`'s shape with every line committed first (`None` without a database, or if it
+    /// failed: said in the progress).
+    pub stored: Option<StoredFloor>,
 }
 
-/// Starts `forward-floor` (beside this binary) and measures both shapes.
-pub async fn measure(flood_watchers: usize, producers: usize, load: Load) -> Result<Floor> {
+/// `multi`'s shape, every line committed before it is forwarded.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredFloor {
+    /// The floor process's CPU ms per 1,000 lines (Postgres's own not counted, as the server's
+    /// figure does not count it).
+    pub cpu_ms_per_1k: f64,
+    /// Lines per commit.
+    pub lines_per_commit: f64,
+}
+
+/// Starts `forward-floor` (beside this binary) and measures both shapes; then, given a
+/// database, `multi`'s shape storing.
+pub async fn measure(flood_watchers: usize, producers: usize, load: Load, store: Option<&str>) -> Result<Floor> {
+    let floor = start(None).await?;
+    let flood = shape(floor.port, floor.pid, 0, 1, 0, FLOOD_LINES, flood_watchers).await.context("the flood shape")?;
+    let lines = load.rate * load.seconds;
+    let multi = shape(floor.port, floor.pid, 1_000, producers, load.rate, lines, load.watchers)
+        .await
+        .context("the multi shape")?;
+    floor.stop().await;
+    let stored = match store {
+        None => None,
+        Some(url) => match measure_stored(url, producers, load).await {
+            Ok(stored) => Some(stored),
+            Err(error) => {
+                crate::progress(&format!("  the storing floor was not measured: {error:#}"));
+                None
+            }
+        },
+    };
+    Ok(Floor { flood_cpu_ms_per_1k: flood, multi_cpu_ms_per_1k: multi, stored })
+}
+
+async fn measure_stored(url: &str, producers: usize, load: Load) -> Result<StoredFloor> {
+    let floor = start(Some(url)).await?;
+    let lines = load.rate * load.seconds;
+    let cpu_ms_per_1k = shape(floor.port, floor.pid, 2_000, producers, load.rate, lines, load.watchers)
+        .await
+        .context("the multi shape, storing")?;
+    let said = floor.stop().await.context("forward-floor --store said nothing on exit")?;
+    let commits: Option<(f64, f64)> = said
+        .split_once(" lines in ")
+        .and_then(|(l, c)| Some((l.trim().parse().ok()?, c.trim().strip_suffix(" commits")?.parse().ok()?)));
+    let (stored, commits) = commits.with_context(|| format!("forward-floor --store said {said:?}"))?;
+    let expected = (producers as u64 * lines) as f64;
+    if stored != expected || commits == 0.0 {
+        bail!("forward-floor --store stored {stored} lines in {commits} commits, of {expected}");
+    }
+    Ok(StoredFloor { cpu_ms_per_1k, lines_per_commit: stored / commits })
+}
+
+/// A running `forward-floor`.
+struct Running {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    port: u16,
+    pid: u32,
+}
+
+impl Running {
+    /// Closes its stdin, and returns the line it says then (if any) once it has exited.
+    async fn stop(mut self) -> Option<String> {
+        drop(self.child.stdin.take());
+        let mut last = String::new();
+        let said = tokio::time::timeout(Duration::from_secs(5), self.stdout.read_line(&mut last)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        matches!(said, Ok(Ok(n)) if n > 0).then(|| last.trim().to_owned())
+    }
+}
+
+async fn start(store: Option<&str>) -> Result<Running> {
     let program = std::env::current_exe()?.with_file_name("forward-floor");
-    let mut child = Command::new(&program)
+    let mut command = Command::new(&program);
+    if let Some(url) = store {
+        command.arg("--store").arg(url);
+    }
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
     let pid = child.id().context("forward-floor's pid")?;
-    let port = read_port(&mut child).await?;
-    let flood = shape(port, pid, 0, 1, 0, FLOOD_LINES, flood_watchers).await.context("the flood shape")?;
-    let lines = load.rate * load.seconds;
-    let multi = shape(port, pid, 1_000, producers, load.rate, lines, load.watchers).await.context("the multi shape")?;
-    drop(child.stdin.take());
-    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-    Ok(Floor { flood_cpu_ms_per_1k: flood, multi_cpu_ms_per_1k: multi })
-}
-
-async fn read_port(child: &mut Child) -> Result<u16> {
-    let stdout = child.stdout.take().context("forward-floor's stdout")?;
+    let mut stdout = BufReader::new(child.stdout.take().context("forward-floor's stdout")?);
     let mut first = String::new();
-    tokio::time::timeout(Duration::from_secs(10), BufReader::new(stdout).read_line(&mut first))
+    tokio::time::timeout(Duration::from_secs(10), stdout.read_line(&mut first))
         .await
         .context("forward-floor said nothing")??;
-    first.trim().parse().with_context(|| format!("forward-floor's port: {first:?}"))
+    let port = first.trim().parse().with_context(|| format!("forward-floor's port: {first:?}"))?;
+    Ok(Running { child, stdout, port, pid })
 }
 
 /// `producers` producers (numbered from `first_id`) each write `lines` lines at `rate` per second

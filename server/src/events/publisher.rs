@@ -73,8 +73,10 @@ impl Publisher {
             while let Some(outcome) = rx.recv().await {
                 handle(&task_hub, outcome);
                 task_pending.fetch_sub(1, Ordering::Release);
-                // Watchers run before the next batch is published: one that keeps up never lags
-                // on two full batches back to back (the feed holds one: `hub::CHANNEL_CAPACITY`).
+                // Watchers get a turn before the next batch is published, so one that keeps up
+                // seldom falls two full batches behind (the feed holds one:
+                // `hub::CHANNEL_CAPACITY`); a yield only offers the turn, and a watcher that
+                // lags anyway is caught up from Postgres, losing nothing.
                 tokio::task::yield_now().await;
             }
         });
