@@ -80,15 +80,19 @@ async fn measure_stored(url: &str, producers: usize, load: Load) -> Result<Store
         .await
         .context("the multi shape, storing")?;
     let said = floor.stop().await.context("forward-floor --store said nothing on exit")?;
-    let commits: Option<(f64, f64)> = said
-        .split_once(" lines in ")
-        .and_then(|(l, c)| Some((l.trim().parse().ok()?, c.trim().strip_suffix(" commits")?.parse().ok()?)));
-    let (stored, commits) = commits.with_context(|| format!("forward-floor --store said {said:?}"))?;
-    let expected = (producers as u64 * lines) as f64;
-    if stored != expected || commits == 0.0 {
+    let (stored, commits) = committed(&said).with_context(|| format!("forward-floor --store said {said:?}"))?;
+    let expected = producers as u64 * lines;
+    if stored != expected || commits == 0 {
         bail!("forward-floor --store stored {stored} lines in {commits} commits, of {expected}");
     }
-    Ok(StoredFloor { cpu_ms_per_1k, lines_per_commit: stored / commits })
+    Ok(StoredFloor { cpu_ms_per_1k, lines_per_commit: stored as f64 / commits as f64 })
+}
+
+/// Lines and commits from what `forward-floor --store` says on exit: `<lines> lines in
+/// <commits> commits`.
+fn committed(said: &str) -> Option<(u64, u64)> {
+    let (lines, commits) = said.trim().split_once(" lines in ")?;
+    Some((lines.parse().ok()?, commits.strip_suffix(" commits")?.parse().ok()?))
 }
 
 /// A running `forward-floor`.
@@ -201,4 +205,17 @@ async fn shape(
         bail!("the watchers read {total} bytes of {expected}");
     }
     Ok((after - before) * 1000.0 / (producers as u64 * lines) as f64 * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::committed;
+
+    #[test]
+    fn the_storing_floors_last_line_gives_lines_and_commits() {
+        assert_eq!(committed("18000 lines in 5806 commits\n"), Some((18_000, 5_806)));
+        assert_eq!(committed("18000 lines"), None);
+        assert_eq!(committed("many lines in 3 commits"), None);
+        assert_eq!(committed("12 lines in 3 batches"), None);
+    }
 }
