@@ -321,9 +321,10 @@ harness_provider() {
     *) echo 'anthropic ANTHROPIC_API_KEY null' ;;
     esac
 }
-# measure_first_updates — per real harness, a prompt to a new agent (cold: container, harness
-# start, initialize, session/new, the prompt) until its first `update` arrives on the stream, then
-# (warm) a second prompt in the same session once the first turn has ended, until its first update;
+# measure_first_updates — per real harness, a prompt to a new agent's session just opened (cold:
+# what of the container's and harness's start is still under way, then the prompt) from its
+# request until its first `update` arrives on the stream, then (warm) a second prompt in the same
+# session once the first turn has ended, until its first update (prompt_first_update_ms);
 # BENCH_HARNESS_ROUNDS agents each (default 1), medians. The bench server runs again with the egress
 # proxy (release build) and the test-only upstream override to the local provider stand-ins
 # (scripts/e2e/standins); each agent gets a secret. Appends `<harness>_first_update_ms`,
@@ -339,7 +340,7 @@ measure_first_updates() {
     proxy_port=$WORLD_PROXY_PORT
     trap 'cleanup; kill "${pids[@]}" 2>/dev/null' EXIT
     start_server "AGENTHOLD_PROXY_ADDR=host.docker.internal:$proxy_port" "AGENTHOLD_PROXY_TEST_UPSTREAM_OVERRIDES=$overrides"
-    local workspace harness preset env_name model secret agent session started seq cold warm rss_kib round requests
+    local workspace harness preset env_name model secret agent session seq cold warm rss_kib round requests
     export AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN
     workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')
     for round in $(seq "${BENCH_HARNESS_ROUNDS:-1}"); do
@@ -355,9 +356,7 @@ measure_first_updates() {
             curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
                 -d "{\"secret_id\":\"$secret\"}" "$URL/api/v1/agents/$agent/secrets/$env_name"
             session=$("$ctl" --compact sessions create "$agent" | jq -r .id)
-            started=$EPOCHREALTIME
-            "$ctl" --compact prompt "$session" "hello" >/dev/null
-            cold=$(first_update_ms "$session" 0 "$started")
+            cold=$(prompt_first_update_ms "$session")
             # The first turn's end (its events kept), then a pause as in the direct run.
             timeout 180 "$ctl" watch --compact "$session" --after 0 --until turn_end >"$work/events-$harness-$round.jsonl" 2>/dev/null || true
             sleep 3
@@ -365,9 +364,8 @@ measure_first_updates() {
             # harness and what it started), once its turn has ended.
             rss_kib=$(docker exec "$INSTANCE-$agent" sh -c 'cat /proc/[0-9]*/status 2>/dev/null' \
                 | awk '/^VmRSS:/ { s += $2 } END { print s + 0 }')
-            started=$EPOCHREALTIME
-            seq=$("$ctl" --compact prompt "$session" "hello" | jq -r .seq)
-            warm=$(first_update_ms "$session" "$seq" "$started")
+            seq=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/sessions/$session" | jq -r .last_seq)
+            warm=$(prompt_first_update_ms "$session")
             timeout 180 "$ctl" watch --compact "$session" --after "$seq" --until turn_end >>"$work/events-$harness-$round.jsonl" 2>/dev/null || true
             # Requests the stand-in recorded for this agent (none: the harness never reached it).
             requests=$(( $(wc -l <"$work/$preset.jsonl") - requests ))
@@ -471,17 +469,12 @@ measure_pooled_first_updates() {
     kill "${pids[@]}" 2>/dev/null || true
     trap - EXIT
 }
-# first_update_ms SESSION AFTER STARTED — ms from STARTED ($EPOCHREALTIME) until the session's first
-# `update` event after seq AFTER arrives on its stream (null if none within 120 s).
-first_update_ms() {
-    local line
-    while IFS= read -r line; do
-        if [[ $line == *'"type":"update"'* ]]; then
-            awk -v a="$3" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f\n", (b - a) * 1000 }'
-            return
-        fi
-    done < <(timeout 120 "$TARGET/release/agentholdctl" watch --compact "$1" --after "$2" --until turn_end 2>/dev/null)
-    echo null
+# prompt_first_update_ms SESSION — ms from a prompt's request ("hello", over a connection already
+# open, the session's stream already watched) until the session's next `update` arrives on that
+# stream: the `first-update` binary's --session mode, as a direct run times from the prompt's
+# write to the harness's stdin (null if none within 120 s).
+prompt_first_update_ms() {
+    "$TARGET/release/first-update" --session "$1" --prompt hello | jq .first_update_ms || echo null
 }
 
 # --- the real harnesses (when the base image exists: make base-image) --------------
