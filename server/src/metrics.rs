@@ -79,10 +79,19 @@ pub async fn track_http(request: Request, next: Next) -> Response {
 
 /// A batch of events committed: its size, how long the commit took, and each event's type.
 pub fn events_committed(types: impl Iterator<Item = &'static str>, seconds: f64) {
+    // One counter update per type in the batch, not per event (a flood commits thousands of
+    // updates at once; each update is a registry lookup). A batch has a handful of types.
+    let mut per_type: Vec<(&'static str, u64)> = Vec::new();
     let mut count = 0u64;
     for kind in types {
         count += 1;
-        metrics::counter!("agenthold_events_stored_total", "type" => kind).increment(1);
+        match per_type.iter_mut().find(|(known, _)| *known == kind) {
+            Some((_, n)) => *n += 1,
+            None => per_type.push((kind, 1)),
+        }
+    }
+    for (kind, n) in per_type {
+        metrics::counter!("agenthold_events_stored_total", "type" => kind).increment(n);
     }
     metrics::histogram!("agenthold_commit_events").record(count as f64);
     metrics::histogram!("agenthold_commit_duration_seconds").record(seconds);

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures_util::SinkExt;
 use futures_util::stream::SplitSink;
+use futures_util::{FutureExt as _, SinkExt};
 
 /// Bytes each read from a WebSocket's connection takes at most. tungstenite zeroes its read
 /// buffer up to this size before every read (also one that finds nothing), so its default of
@@ -52,13 +52,20 @@ pub async fn send(sink: &mut Sink, message: Message, timeout: Duration) -> Resul
     }
 }
 
-/// Queues one message within `timeout` (sent by the next [`flush`]).
+/// Queues one message within `timeout` (sent by the next [`flush`]). A message the sink takes at
+/// once (its buffer has room: nearly every one of a batch) arms no timer — a flood feeds each
+/// watcher thousands per batch, and a timer each cost a clock read and a registration.
 pub async fn feed(sink: &mut Sink, message: Message, timeout: Duration) -> Result<(), SendError> {
-    match tokio::time::timeout(timeout, sink.feed(message)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(SendError::Gone),
-        Err(_) => Err(SendError::TooSlow),
-    }
+    let mut feeding = std::pin::pin!(sink.feed(message));
+    let taken = match feeding.as_mut().now_or_never() {
+        Some(taken) => taken,
+        // Polled once and waiting: the timer bounds the rest of the wait.
+        None => match tokio::time::timeout(timeout, feeding).await {
+            Ok(taken) => taken,
+            Err(_) => return Err(SendError::TooSlow),
+        },
+    };
+    taken.map_err(|_| SendError::Gone)
 }
 
 /// Flushes what was fed within `timeout`.
