@@ -98,6 +98,17 @@ pub async fn commit_totals(metrics_url: &str) -> Result<(f64, f64)> {
     Ok((value("agenthold_commit_events_count"), value("agenthold_commit_events_sum")))
 }
 
+/// A counter's value so far (`name` without labels; 0 before its first increment).
+pub async fn counter(metrics_url: &str, name: &str) -> Result<f64> {
+    let reply = client(metrics_url)?.send("GET", "/metrics", None).await?;
+    let text = String::from_utf8_lossy(&reply.body);
+    Ok(text
+        .lines()
+        .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .unwrap_or(0.0))
+}
+
 /// A histogram's count and sum so far: `series` is its name with labels, e.g.
 /// `agenthold_sandbox_engine_start_duration_seconds{from="stopped"}`; (0, 0) before its first
 /// sample.

@@ -21,6 +21,9 @@ pub struct FloodRun {
     pub count: u64,
     /// Seconds of server CPU (user + system) during the turn, when the pid is known.
     pub server_cpu_s: Option<f64>,
+    /// Seconds of this process's CPU over the same span: the watchers reading and decoding
+    /// every event (the floor's watchers only read bytes), on the same cores as the server.
+    pub client_cpu_s: Option<f64>,
     /// Wall seconds from the prompt to the last watcher's `turn_end`.
     pub wall_s: f64,
 }
@@ -59,6 +62,7 @@ pub async fn flood_watched_at(
     let paced = count.checked_div(rate).map_or(Duration::ZERO, |secs| Duration::from_secs(secs) * 3);
     let deadline = Instant::now() + DEADLINE + paced;
     let cpu_before = server_pid.and_then(cpu_seconds);
+    let client_before = cpu_seconds(std::process::id());
     let started = Instant::now();
     let collecting = streams.into_iter().map(|mut watcher| async move {
         let events = watcher.until_turn_end(deadline).await;
@@ -73,7 +77,8 @@ pub async fn flood_watched_at(
         (Some(before), Some(after)) => Some(after - before),
         _ => None,
     };
-    let run = FloodRun { watchers, count, server_cpu_s, wall_s };
+    let client_cpu_s = client_before.zip(cpu_seconds(std::process::id())).map(|(before, after)| after - before);
+    let run = FloodRun { watchers, count, server_cpu_s, client_cpu_s, wall_s };
     run.check()?;
     Ok(run)
 }
@@ -196,6 +201,7 @@ impl FloodRun {
             "mean_events_per_commit": r1(commits.iter().sum::<usize>() as f64 / commits.len().max(1) as f64),
             "max_events_per_commit": commits.iter().max(),
             "server_cpu_s": self.server_cpu_s.map(|s| crate::stats::round(s, 2)),
+            "client_cpu_s": self.client_cpu_s.map(|s| crate::stats::round(s, 2)),
             "emit_to_receive_p50_ms": r1(self.latency_percentile_ms(50.0)),
             "emit_to_receive_p99_ms": r1(self.latency_percentile_ms(99.0)),
             "best_watcher_p50_ms": r1(percentile(&self.best_watcher_latencies_ms(), 50.0)),
