@@ -4,6 +4,9 @@
 //! writer (a large batch while the next is being stored). A harness streaming hundreds of chunks
 //! per second costs a few transactions, not hundreds.
 //!
+//! When many sessions trickle, a small batch waits a moment for the others' events
+//! ([`super::gather`]), so their commits are fewer and larger.
+//!
 //! A request may carry side effects that must commit atomically with its events: how far the
 //! harness's stdout has been stored (so a restarted server neither loses nor repeats output),
 //! and the end of a turn (with its `turn_end`).
@@ -16,6 +19,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
+use super::gather::{self, Siblings};
 use super::hub::Hub;
 use super::publisher::{Outcome, Publisher};
 use super::{EventKind, NewEvent, SharedEvent};
@@ -114,19 +118,19 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
     // After a failed transaction it is given back (the pool drops it if it is broken).
     let mut connection: Option<PoolConnection<Postgres>> = None;
     let mut batch: Vec<Request> = Vec::new();
+    let mut siblings = Siblings::default();
     while let Some(first) = rx.recv().await {
+        let arrived = std::time::Instant::now();
         let mut queued = first.events.len();
         batch.push(first);
-        while queued < MAX_BATCH_EVENTS {
-            match rx.try_recv() {
-                Ok(request) => {
-                    queued += request.events.len();
-                    batch.push(request);
-                }
-                Err(_) => break,
-            }
+        take_queued(&mut rx, &mut batch, &mut queued);
+        // Many sessions trickling: a small batch waits a moment for theirs (`gather`).
+        if siblings.should_wait(queued, arrived) {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(arrived + gather::GATHER_WAIT)).await;
+            take_queued(&mut rx, &mut batch, &mut queued);
         }
         let started = std::time::Instant::now();
+        siblings.stored(batch.iter().flat_map(|request| request.events.iter().map(|event| event.session_id)), started);
         match write(&pool, &mut connection, &mut batch).await {
             Ok(written) => {
                 let seconds = started.elapsed().as_secs_f64();
@@ -152,6 +156,19 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
     }
     // Every writer is gone: the publisher answers what it holds, then ends.
     publisher.finish().await;
+}
+
+/// Adds whatever requests are queued to the batch, up to [`MAX_BATCH_EVENTS`] events.
+fn take_queued(rx: &mut mpsc::Receiver<Request>, batch: &mut Vec<Request>, queued: &mut usize) {
+    while *queued < MAX_BATCH_EVENTS {
+        match rx.try_recv() {
+            Ok(request) => {
+                *queued += request.events.len();
+                batch.push(request);
+            }
+            Err(_) => break,
+        }
+    }
 }
 
 /// Stores a batch in one transaction on the appender's connection (taken from the pool when it
