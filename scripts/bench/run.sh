@@ -29,7 +29,8 @@
 # against a server of its own, BENCH_SKIP_SCALE=1 leaves it out).
 # BENCH_ONLY=harnesses (only the real harnesses, when the base image exists: start, prompt → first
 # update cold and warm through agenthold beside the same harness run directly in `docker run -i`,
-# scripts/bench/harness_direct.sh; BENCH_HARNESS_ROUNDS rounds each, default 1: ten minutes or so;
+# scripts/bench/harness_direct.sh; BENCH_HARNESS_ROUNDS rounds each, default 3 — one warm turn
+# swings by ±40 ms from round to round, the median of three much less: ten minutes or so;
 # then the same harnesses taken running from the warm pool, BENCH_POOLED_ROUNDS agents each,
 # default 10), BENCH_ONLY=pooled (only the pooled harnesses: a few minutes).
 # shellcheck source=scripts/dev/lib.sh
@@ -325,7 +326,7 @@ harness_provider() {
 # what of the container's and harness's start is still under way, then the prompt) from its
 # request until its first `update` arrives on the stream, then (warm) a second prompt in the same
 # session once the first turn has ended, until its first update (prompt_first_update_ms);
-# BENCH_HARNESS_ROUNDS agents each (default 1), medians. The bench server runs again with the egress
+# BENCH_HARNESS_ROUNDS agents each (default 3), medians. The bench server runs again with the egress
 # proxy (release build) and the test-only upstream override to the local provider stand-ins
 # (scripts/e2e/standins); each agent gets a secret. Appends `<harness>_first_update_ms`,
 # `<harness>_warm_first_update_ms` and `<harness>_idle_agent_rss_mib` to $BENCH_DIR/harnesses.json;
@@ -343,7 +344,7 @@ measure_first_updates() {
     local workspace harness preset env_name model secret agent session seq cold warm rss_kib round requests
     export AGENTHOLD_URL=$URL AGENTHOLD_TOKEN=$TOKEN
     workspace=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$URL/api/v1/me" | jq -r '.workspaces[] | select(.personal) | .workspace_id')
-    for round in $(seq "${BENCH_HARNESS_ROUNDS:-1}"); do
+    for round in $(seq "${BENCH_HARNESS_ROUNDS:-3}"); do
         for harness in claude-code codex opencode; do
             read -r preset env_name model < <(harness_provider "$harness")
             requests=$(wc -l <"$work/$preset.jsonl")
@@ -494,7 +495,7 @@ if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
     [[ ${BENCH_POOLED_ONLY:-} == 1 ]] || log "the harnesses run directly (scripts/bench/harness_direct.sh)"
     if [[ ${BENCH_POOLED_ONLY:-} == 1 ]]; then
         :
-    elif bash scripts/bench/harness_direct.sh "$BENCH_DIR/harness-bench/certs" "$BASE_IMAGE" "${BENCH_HARNESS_ROUNDS:-1}" \
+    elif bash scripts/bench/harness_direct.sh "$BENCH_DIR/harness-bench/certs" "$BASE_IMAGE" "${BENCH_HARNESS_ROUNDS:-3}" \
         >"$BENCH_DIR/harness-direct.json"; then
         jq -c --slurpfile d "$BENCH_DIR/harness-direct.json" '. + $d[0] | . as $f | reduce ("claude_code", "codex", "opencode") as $h (.;
             if $f["pooled_" + $h + "_first_update_ms"] == null or $f[$h + "_direct_new_session_prompt_first_update_ms"] == null then . else
