@@ -124,8 +124,24 @@ report_root_containment() {
     fi
 }
 
+# Full btrfs qgroups (AGENTHOLD_DOCKER_DISK=btrfs on an older kernel) that went inconsistent limit
+# nothing until a rescan: a sandbox's writable layer could fill the engine's disk. They can go so
+# at mount, and also while the engine runs (thousands of containers made and removed; dockerd logs
+# "Failed to delete btrfs qgroup"), so an engine already running is checked too. Only root, only
+# this script's own disk.
+rescan_inconsistent_qgroups() {
+    local root=$1 shown
+    (( EUID == 0 )) && mountpoint -q "$root" 2>/dev/null && command -v btrfs >/dev/null 2>&1 || return 0
+    [[ "$(findmnt -no FSTYPE "$root" | head -n 1)" == btrfs ]] || return 0
+    shown=$(btrfs qgroup show "$root" 2>&1) || return 0
+    [[ $shown == *inconsistent* ]] || return 0
+    log "rescanning the btrfs quotas of $root (inconsistent ones limit nothing)"
+    btrfs quota rescan -w "$root" >/dev/null
+}
+
 if engine_answers; then
     log "Docker engine answers ($(timeout 10 docker info --format '{{.ServerVersion}}, storage driver {{.Driver}}, data-root {{.DockerRootDir}}' 2>/dev/null))"
+    [[ -n $OWN_SOCKET ]] || rescan_inconsistent_qgroups "$DISK_DIR/root"
     limits=$(disk_limits_of_engine)
     if [[ -n $limits ]]; then
         log "its disk limits: $limits"
@@ -213,14 +229,7 @@ mount_disk() {
             mount -o loop "$image" "$root" || return 1
             case $(btrfs_quota_mode "$root") in
                 squota) ;;
-                qgroup)
-                    # Full qgroups (AGENTHOLD_DOCKER_DISK=btrfs on an older kernel): inconsistent
-                    # ones limit nothing until a rescan.
-                    if btrfs qgroup show "$root" 2>&1 | grep -q inconsistent; then
-                        log "rescanning the btrfs quotas of $root"
-                        btrfs quota rescan -w "$root" >/dev/null
-                    fi
-                    ;;
+                qgroup) rescan_inconsistent_qgroups "$root" ;;
                 *)
                     # Before anything is written: enabled later, quotas miss what is there.
                     if ! enable_simple_quota "$root" 2>>"$LOGFILE"; then
