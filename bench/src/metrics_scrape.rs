@@ -89,24 +89,21 @@ pub async fn wait_pool_ready(metrics_url: &str) -> Result<()> {
 pub async fn commit_totals(metrics_url: &str) -> Result<(f64, f64)> {
     let reply = client(metrics_url)?.send("GET", "/metrics", None).await?;
     let text = String::from_utf8_lossy(&reply.body);
-    let value = |name: &str| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    Ok((value("agenthold_commit_events_count"), value("agenthold_commit_events_sum")))
+    Ok((value_of(&text, "agenthold_commit_events_count"), value_of(&text, "agenthold_commit_events_sum")))
 }
 
 /// A counter's value so far (`name` without labels; 0 before its first increment).
 pub async fn counter(metrics_url: &str, name: &str) -> Result<f64> {
     let reply = client(metrics_url)?.send("GET", "/metrics", None).await?;
-    let text = String::from_utf8_lossy(&reply.body);
-    Ok(text
-        .lines()
+    Ok(value_of(&String::from_utf8_lossy(&reply.body), name))
+}
+
+/// An unlabelled sample's value in a scrape's `text` (0 when the series is absent).
+fn value_of(text: &str, name: &str) -> f64 {
+    text.lines()
         .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
         .and_then(|value| value.trim().parse::<f64>().ok())
-        .unwrap_or(0.0))
+        .unwrap_or(0.0)
 }
 
 /// A histogram's count and sum so far: `series` is its name with labels, e.g.

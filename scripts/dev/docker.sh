@@ -229,7 +229,10 @@ mount_disk() {
             mount -o loop "$image" "$root" || return 1
             case $(btrfs_quota_mode "$root") in
                 squota) ;;
-                qgroup) rescan_inconsistent_qgroups "$root" ;;
+                qgroup)
+                    rescan_inconsistent_qgroups "$root"
+                    log "its btrfs quotas are full qgroups, which make every container's creation and removal several times slower (docs/setup.md, \"The engine's disk\", says how to move it to simple quotas)"
+                    ;;
                 *)
                     # Before anything is written: enabled later, quotas miss what is there.
                     if ! enable_simple_quota "$root" 2>>"$LOGFILE"; then

@@ -101,7 +101,7 @@ async fn main() -> Result<()> {
             "session_id": session_id,
             "created_ms": created.as_ref().map(|(_, at, _)| round(since(*at))),
             "session_ms": created.as_ref().map(|(_, _, at)| round(since(*at))),
-            "streaming_ms": round(since(streaming).max(0.0)),
+            "streaming_ms": round(since(streaming)),
             "prompted_ms": round(since(prompted)),
             "first_update_ms": round(since(first.at)),
             "first_update_kind": first_kind,

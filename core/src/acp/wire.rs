@@ -3,7 +3,13 @@
 
 use agenthold_plumbing::jsonrpc;
 pub use agenthold_plumbing::jsonrpc::{RpcError, code};
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::messages::method;
 
 /// A JSON-RPC request id: the harness's are kept exactly as it sent them.
 pub type RpcId = Value;
@@ -76,6 +82,59 @@ pub fn parse_line(line: &[u8]) -> Result<FromHarness, Garbage> {
     }
 }
 
+/// A `session/update` notification read without building its params: the session it names and
+/// its `update` as printed (what the event log stores). `None` for any other line, or one this
+/// cannot read so (a duplicate key, an `update` missing): [`parse_line`] then reads it as before.
+pub fn parse_update(line: &[u8]) -> Option<UpdateLine> {
+    let envelope: Envelope<'_> = serde_json::from_slice(line).ok()?;
+    if envelope.method != method::SESSION_UPDATE || envelope.id.is_some() {
+        return None;
+    }
+    let params: UpdateParams<'_> = serde_json::from_str(envelope.params.get()).ok()?;
+    Some(UpdateLine { acp_session_id: params.session_id.into_owned(), update: params.update.to_owned() })
+}
+
+/// A `session/update` as [`parse_update`] reads it.
+#[derive(Debug)]
+pub struct UpdateLine {
+    /// The harness's session id (`params.sessionId`).
+    pub acp_session_id: String,
+    /// `params.update`, as printed.
+    pub update: Box<RawValue>,
+}
+
+/// An update's kind (`sessionUpdate`), read from its text without building it; `None` when it has
+/// none (or is not an object).
+pub fn update_kind(update: &RawValue) -> Option<Cow<'_, str>> {
+    serde_json::from_str::<UpdateHead<'_>>(update.get()).ok()?.kind
+}
+
+/// A notification's envelope (`jsonrpc` and anything else unread).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    /// Present and not `null`: a request, not a notification.
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    params: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct UpdateParams<'a> {
+    #[serde(rename = "sessionId", borrow)]
+    session_id: Cow<'a, str>,
+    #[serde(borrow)]
+    update: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct UpdateHead<'a> {
+    #[serde(rename = "sessionUpdate", default, borrow)]
+    kind: Option<Cow<'a, str>>,
+}
+
 /// A fresh request id, unique across server incarnations.
 pub fn new_request_id() -> String {
     format!("ah-{}", uuid::Uuid::new_v4())
@@ -112,6 +171,46 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_update_is_read_without_its_params_built() {
+        let line = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate": "agent_message_chunk","content":{"type":"text","text":"h\u00e9"}}}}"#;
+        let read = parse_update(line).expect("an update");
+        assert_eq!(read.acp_session_id, "s1");
+        assert_eq!(
+            read.update.get(),
+            r#"{"sessionUpdate": "agent_message_chunk","content":{"type":"text","text":"h\u00e9"}}"#
+        );
+        assert_eq!(update_kind(&read.update).as_deref(), Some("agent_message_chunk"));
+        // What parse_line makes of the same line is the same update.
+        let Ok(FromHarness::Notification { params, .. }) = parse_line(line) else { panic!("a notification") };
+        let text: Value = serde_json::from_str(read.update.get()).expect("JSON");
+        assert_eq!(text, params["update"]);
+    }
+
+    #[test]
+    fn anything_else_is_left_to_parse_line() {
+        let others: [&[u8]; 9] = [
+            br#"{"jsonrpc":"2.0","id":1,"method":"session/update","params":{"sessionId":"s","update":{}}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/other","params":{"sessionId":"s","update":{}}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":7,"update":{}}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/update","method":"x","params":{"sessionId":"s","update":{}}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}} trailing"#,
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"a":}}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/update"}"#,
+            b"\xff\xfe",
+        ];
+        for line in others {
+            assert!(parse_update(line).is_none(), "{}", String::from_utf8_lossy(line));
+        }
+        // A null id is a notification's, as parse_line has it.
+        let null_id =
+            br#"{"jsonrpc":"2.0","id":null,"method":"session/update","params":{"sessionId":"s","update":[1]}}"#;
+        assert_eq!(parse_update(null_id).map(|u| u.update.get().to_owned()).as_deref(), Some("[1]"));
+        let no_kind = RawValue::from_string("[1]".to_owned()).expect("JSON");
+        assert_eq!(update_kind(&no_kind), None);
+    }
 
     #[test]
     fn classifies_messages() {

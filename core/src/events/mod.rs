@@ -4,10 +4,12 @@
 //! [`crate::error_code::ErrorCode`]). Storing, fan-out and the stored shape are the server's (`events`).
 
 mod notice_code;
+mod payload;
 pub mod side_effects;
 pub mod usage;
 
 pub use notice_code::NoticeCode;
+pub use payload::Payload;
 
 use serde::{Deserialize, Serialize};
 
@@ -80,13 +82,18 @@ pub struct NewEvent {
     /// Its type.
     pub kind: EventKind,
     /// Its payload.
-    pub payload: serde_json::Value,
+    pub payload: Payload,
 }
 
 impl NewEvent {
     /// An event of `kind` for `session_id`.
     pub fn new(session_id: SessionId, kind: EventKind, payload: serde_json::Value) -> Self {
-        Self { session_id, kind, payload }
+        Self { session_id, kind, payload: Payload::from(payload) }
+    }
+
+    /// An `update` event of a harness's update kept as the text it printed.
+    pub fn update_text(session_id: SessionId, update: Box<serde_json::value::RawValue>) -> Self {
+        Self { session_id, kind: EventKind::Update, payload: Payload::text(update) }
     }
 
     /// An `error` event with a machine-readable code and a message for people.

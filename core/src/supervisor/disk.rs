@@ -40,7 +40,7 @@ fn any_string(value: &Value, depth: usize, test: &impl Fn(&str) -> bool) -> bool
 /// The `DISK_FULL` notice of a turn.
 pub fn notice(turn_id: TurnId, session_id: SessionId, message: &str) -> NewEvent {
     let mut notice = NewEvent::notice(session_id, NoticeCode::DiskFull, message);
-    notice.payload["turn_id"] = json!(turn_id);
+    notice.payload.value_mut()["turn_id"] = json!(turn_id);
     notice
 }
 

@@ -109,8 +109,8 @@ impl Core {
             NoticeCode::GrantRevoked,
             "an \"approve for this session\" was revoked: that call asks again",
         );
-        notice.payload["grant"] = json!(permission_id);
-        notice.payload["by"] = by;
+        notice.payload.value_mut()["grant"] = json!(permission_id);
+        notice.payload.value_mut()["by"] = by;
         let side = vec![SideEffect::GrantRevoked { permission_id, revoked_by }];
         let generation = self.harness.as_ref().map_or(0, |h| h.generation);
         self.persist(Purpose::Answer { generation, reply: Some(reply) }, vec![notice], side);

@@ -4,7 +4,10 @@
 //! asks, `auth.rs`), the history a load replays kept out of the log whenever it comes, prompts
 //! recorded then sent, and turns held to their time limit (cancel first, kill after a grace).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::auth;
 use super::harness::{AfterAuth, Pending, Question, QuestionKind, Request};
@@ -34,9 +37,20 @@ const HISTORY_KINDS: &[&str] = &[
     "plan_removed",
 ];
 
-/// Whether an update is of a kind a history replay is made of.
-fn replays_history(update: &Value) -> bool {
-    update.get("sessionUpdate").and_then(Value::as_str).is_some_and(|kind| HISTORY_KINDS.contains(&kind))
+/// A `session/update`'s `update`: as printed (read by [`wire::parse_update`]), or a value (a
+/// line [`wire::parse_line`] read).
+enum UpdatePayload {
+    Text(Box<RawValue>),
+    Value(Value),
+}
+
+impl UpdatePayload {
+    fn into_value(self) -> Value {
+        match self {
+            Self::Text(text) => crate::events::Payload::text(text).into_value(),
+            Self::Value(value) => value,
+        }
+    }
 }
 
 /// What one line produces.
@@ -106,6 +120,13 @@ impl Core {
             }
             return;
         }
+        // A streaming harness's every line: read without building its update (`Payload`).
+        if let Some(update) = wire::parse_update(&line.bytes) {
+            let mut out = LineOut::default();
+            self.on_update(&update.acp_session_id, UpdatePayload::Text(update.update), &mut out);
+            self.store_line(end, out);
+            return;
+        }
         let message = match wire::parse_line(&line.bytes) {
             Ok(message) => message,
             Err(garbage) => {
@@ -121,18 +142,12 @@ impl Core {
         }
         let mut out = LineOut::default();
         match message {
-            FromHarness::Notification { method, params }
-                if method == method::SESSION_UPDATE && self.is_spare_update(&params) =>
-            {
-                self.keep_spare_update(params, &mut out);
-            }
             FromHarness::Notification { method, params } if method == method::SESSION_UPDATE => {
-                if let Some(event) = self.update_event(params) {
-                    self.watch_update_for_full_disk(event.session_id, &event.payload);
-                    if let Some(cost) = crate::events::usage::session_cost(&event.payload) {
-                        self.note_session_cost(event.session_id, cost);
+                if let Value::Object(mut params) = params {
+                    let update = params.remove("update").unwrap_or(Value::Null);
+                    if let Some(acp_id) = params.get("sessionId").and_then(Value::as_str) {
+                        self.on_update(acp_id, UpdatePayload::Value(update), &mut out);
                     }
-                    out.events.push(event);
                 }
             }
             FromHarness::Notification { method, .. } => {
@@ -206,24 +221,37 @@ impl Core {
         self.persist(Purpose::Line { generation, end, from, sessions: Vec::new() }, events, side);
     }
 
-    /// An `update` event for a `session/update`, unless it replays the history of a session
-    /// being loaded or resumed (before or after the harness's answer, until the session's next
-    /// prompt goes out): history kinds are dropped then, state updates (commands, mode, …) kept.
-    /// Whether `params` is an update for the harness's spare session (the warm pool's, which no
-    /// session has taken yet).
-    fn is_spare_update(&self, params: &Value) -> bool {
+    /// A `session/update` for the harness's session `acp_id`: kept for the spare session (the
+    /// warm pool's, which no session has taken yet), or an `update` event (unless it replays the
+    /// history of a session being loaded or resumed, [`Self::update_event`]). Only the kinds the
+    /// supervisor reads (tool calls, for a full disk; usage, for the cost) are parsed from text.
+    fn on_update(&mut self, acp_id: &str, update: UpdatePayload, out: &mut LineOut) {
         let spare = self.harness.as_ref().and_then(|h| h.spare_session.as_deref());
-        spare.is_some() && params.get("sessionId").and_then(Value::as_str) == spare
+        if spare == Some(acp_id) {
+            return self.keep_spare_update(update.into_value(), out);
+        }
+        let kind = match &update {
+            UpdatePayload::Text(text) => wire::update_kind(text),
+            UpdatePayload::Value(value) => value.get("sessionUpdate").and_then(Value::as_str).map(Cow::Borrowed),
+        };
+        let kind = kind.map(Cow::into_owned);
+        let Some(event) = self.update_event(acp_id, kind.as_deref(), update) else { return };
+        if matches!(kind.as_deref(), Some("tool_call" | "tool_call_update" | "usage_update")) {
+            let payload = event.payload.value();
+            self.watch_update_for_full_disk(event.session_id, &payload);
+            if let Some(cost) = crate::events::usage::session_cost(&payload) {
+                self.note_session_cost(event.session_id, cost);
+            }
+        }
+        out.events.push(event);
     }
 
     /// Keeps an update for the spare session, stored with its line, for the session that takes
     /// it ([`Self::open_new_session`]); past the bounds it is dropped, and said so.
-    fn keep_spare_update(&mut self, params: Value, out: &mut LineOut) {
+    fn keep_spare_update(&mut self, update: Value, out: &mut LineOut) {
         let agent_id = self.agent_id;
-        let Value::Object(mut params) = params else { return };
         let Some(harness) = self.harness.as_mut() else { return };
         let Some(acp_session_id) = harness.spare_session.clone() else { return };
-        let update = params.remove("update").unwrap_or(Value::Null);
         if harness.spare_updates.push(update.clone()) {
             out.side.push(SideEffect::SpareUpdate { agent_id, generation: harness.generation, acp_session_id, update });
         } else {
@@ -231,21 +259,21 @@ impl Core {
         }
     }
 
-    fn update_event(&self, params: Value) -> Option<NewEvent> {
-        let Value::Object(mut params) = params else { return None };
+    /// An `update` event of `kind` for the harness's session `acp_id`, unless it replays the
+    /// history of a session being loaded or resumed (before or after the harness's answer, until
+    /// the session's next prompt goes out): history kinds are dropped then, state updates
+    /// (commands, mode, …) kept. `None` for a session unknown, or new and still opening.
+    fn update_event(&self, acp_id: &str, kind: Option<&str>, update: UpdatePayload) -> Option<NewEvent> {
         let harness = self.harness.as_ref()?;
-        // Taken out of the line's params, not copied: a flood's every line passes here.
-        let update = params.remove("update").unwrap_or(Value::Null);
-        let acp_id = params.get("sessionId")?.as_str()?;
-        if let Some(session_id) = harness.replaying_as(acp_id) {
-            if replays_history(&update) {
-                return None;
-            }
-            return Some(NewEvent::new(session_id, EventKind::Update, update));
-        }
-        // Unknown, or a new session still opening.
-        let session_id = harness.session_by_acp(acp_id)?;
-        Some(NewEvent::new(session_id, EventKind::Update, update))
+        let session_id = match harness.replaying_as(acp_id) {
+            Some(_) if kind.is_some_and(|kind| HISTORY_KINDS.contains(&kind)) => return None,
+            Some(session_id) => session_id,
+            None => harness.session_by_acp(acp_id)?,
+        };
+        Some(match update {
+            UpdatePayload::Text(text) => NewEvent::update_text(session_id, text),
+            UpdatePayload::Value(value) => NewEvent::new(session_id, EventKind::Update, value),
+        })
     }
 
     /// Answers a permission request by the agent's posture: the `permission` and

@@ -76,8 +76,8 @@ impl Core {
                  resumes in a new harness"
             );
             let mut notice = NewEvent::notice(turn.session_id, NoticeCode::TurnParked, text);
-            notice.payload["turn_id"] = json!(turn.id);
-            notice.payload["cause"] = json!(code.as_str());
+            notice.payload.value_mut()["turn_id"] = json!(turn.id);
+            notice.payload.value_mut()["cause"] = json!(code.as_str());
             events.push(notice);
             side.push(SideEffect::ParkTurn { turn_id: turn.id });
             parked_ids.push(turn.id);
@@ -149,8 +149,8 @@ impl Core {
                 NoticeCode::TurnResumed,
                 "every question of the parked turn is answered: it resumes",
             );
-            notice.payload["turn_id"] = json!(turn_id);
-            notice.payload["prompt"] = prompt.clone();
+            notice.payload.value_mut()["turn_id"] = json!(turn_id);
+            notice.payload.value_mut()["prompt"] = prompt.clone();
             events.push(notice);
             side.push(SideEffect::UnparkTurn { turn_id, prompt: prompt.clone() });
             let mut turn = parked.turn;

@@ -45,7 +45,7 @@ pub fn error_message(finding: &str, harness_said: &str) -> String {
 pub fn notice(turn_id: TurnId, session_id: SessionId, finding: &str) -> NewEvent {
     let message = format!("{STREAM_ENDED_EARLY}: {finding}");
     let mut notice = NewEvent::notice(session_id, NoticeCode::ProviderStreamEnded, &message);
-    notice.payload["turn_id"] = json!(turn_id);
+    notice.payload.value_mut()["turn_id"] = json!(turn_id);
     notice
 }
 

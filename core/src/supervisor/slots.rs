@@ -101,7 +101,7 @@ impl Core {
         };
         let message = format!("{whose}; this prompt waits for one to end ({ahead} queued before it)");
         let mut event = NewEvent::notice(turn.session_id, NoticeCode::TurnQueued, message);
-        if let Some(payload) = event.payload.as_object_mut() {
+        if let Some(payload) = event.payload.value_mut().as_object_mut() {
             payload.insert("turn_id".to_owned(), serde_json::json!(turn_id));
             payload.insert("running".to_owned(), serde_json::json!(running));
             payload.insert("ahead".to_owned(), serde_json::json!(ahead));

@@ -396,7 +396,7 @@ async fn apply(tx: &mut sqlx::PgConnection, effect: &SideEffect) -> sqlx::Result
 /// Whether an event is the `turn_end` of, or an `error` naming, one of these turns.
 fn names_turn(event: &NewEvent, turns: &[String]) -> bool {
     matches!(event.kind, EventKind::TurnEnd | EventKind::Error)
-        && event.payload.get("turn_id").and_then(|t| t.as_str()).is_some_and(|t| turns.iter().any(|x| x == t))
+        && event.payload.value().get("turn_id").and_then(|t| t.as_str()).is_some_and(|t| turns.iter().any(|x| x == t))
 }
 
 /// SQLSTATE class 22 (data exception): the content itself is refused (e.g. `\u0000` in jsonb).

@@ -21,7 +21,7 @@ struct Caused {
 
 impl Caused {
     fn codes(&self) -> Vec<String> {
-        self.events.iter().filter_map(|e| e.payload["code"].as_str().map(str::to_owned)).collect()
+        self.events.iter().filter_map(|e| e.payload.value()["code"].as_str().map(str::to_owned)).collect()
     }
 
     fn sent_method(&self, method: &str) -> Option<Value> {
@@ -36,7 +36,7 @@ impl Caused {
         self.events
             .iter()
             .filter(|e| e.kind == EventKind::Update)
-            .map(|e| e.payload["sessionUpdate"].as_str().unwrap_or_default().to_owned())
+            .map(|e| e.payload.value()["sessionUpdate"].as_str().unwrap_or_default().to_owned())
             .collect()
     }
 }
@@ -121,8 +121,9 @@ fn a_refused_sign_in_fails_the_turn_naming_the_method_and_the_harness_s_reason()
     let refused = r#"{"jsonrpc":"2.0","id":"t-3","error":{"code":-32602,"message":"the key ACME_API_KEY is not set"}}"#;
     let caused = talk.line(&mut sim, refused);
     let error = caused.events.iter().find(|e| e.kind == EventKind::Error).expect("an error event");
-    assert_eq!(error.payload["code"], "SESSION_START_FAILED");
-    let message = error.payload["message"].as_str().expect("message");
+    assert_eq!(error.payload.value()["code"], "SESSION_START_FAILED");
+    let payload = error.payload.value();
+    let message = payload["message"].as_str().expect("message");
     assert!(message.contains("\"acme-key\"") && message.contains("the key ACME_API_KEY is not set"), "{message}");
     assert!(kinds(&caused.events).contains(&EventKind::TurnEnd));
     assert!(caused.sent_method("session/new").is_none(), "no new session: it would ask again");
@@ -229,7 +230,7 @@ fn history_replayed_after_the_load_answer_is_not_stored_until_the_next_prompt_go
     // From here on the session's updates are the turn's.
     let caused = talk.line(&mut sim, &update_line("acp-old", chunk("agent_message_chunk", "the new answer")));
     assert_eq!(caused.updates(), vec!["agent_message_chunk"]);
-    assert_eq!(caused.events[0].payload["content"]["text"], "the new answer");
+    assert_eq!(caused.events[0].payload.value()["content"]["text"], "the new answer");
 }
 
 #[test]

@@ -104,7 +104,7 @@ fn a_session_is_put_in_the_adapters_mode_before_its_first_prompt() {
         .filter(|e| e.kind == EventKind::Notice)
         .collect();
     assert_eq!(notices.len(), 1, "{effects:?}");
-    assert_eq!(notices[0].payload["code"], "SESSION_MODE_NOT_SET");
+    assert_eq!(notices[0].payload.value()["code"], "SESSION_MODE_NOT_SET");
     let mut sent = Vec::new();
     for (id, _, _) in persists(&effects) {
         sent.extend(stdin(&sim.ok(id)));
@@ -163,7 +163,7 @@ fn waiting_for_a_person_does_not_count_against_the_turn_s_time_limit() {
     // The 60 s that were left run again from the answer.
     assert!(sim.advance(Duration::from_secs(59)).iter().all(|e| !matches!(e, Effect::Persist { .. })));
     let effects = sim.advance(Duration::from_secs(1));
-    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("TURN_TIMEOUT"))));
+    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("TURN_TIMEOUT"))));
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn a_permission_request_for_an_unknown_session_is_refused_and_reported() {
         stored.iter().flat_map(|p| p.1.iter()).filter(|e| e.kind == EventKind::Error).collect();
     assert_eq!(errors.len(), 1, "{effects:?}");
     assert_eq!(errors[0].session_id, sim.turn.session_id);
-    assert_eq!(errors[0].payload["code"], "HARNESS_PROTOCOL_ERROR");
+    assert_eq!(errors[0].payload.value()["code"], "HARNESS_PROTOCOL_ERROR");
     assert!(stored.iter().all(|p| !kinds(p.1).contains(&EventKind::TurnEnd)), "the turn goes on");
     let mut sent = Vec::new();
     for (id, _, _) in stored {
@@ -196,14 +196,17 @@ fn a_sandbox_that_stops_on_its_own_ends_its_running_turn_at_once() {
     let effects = sim.input(Input::SandboxExited { at: sim.now.wall, oom: None });
     assert_eq!(drops(&effects), 1, "{effects:?}");
     let stored = persists(&effects);
-    assert!(stored.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_EXITED"))), "{effects:?}");
+    assert!(
+        stored.iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("SANDBOX_EXITED"))),
+        "{effects:?}"
+    );
     assert!(stored.iter().any(|p| kinds(p.1).contains(&EventKind::TurnEnd)), "{effects:?}");
     // Out of memory says so.
     let mut sim = Sim::new();
     sim.run_until_prompt_sent();
     let oom = Some("the harness ran out of memory (limit 512 MiB)".to_owned());
     let effects = sim.input(Input::SandboxExited { at: sim.now.wall, oom });
-    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("OUT_OF_MEMORY"))));
+    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("OUT_OF_MEMORY"))));
     // Nothing runs: nothing to end.
     let mut sim = Sim::new();
     let at = sim.now.wall;
@@ -218,11 +221,11 @@ fn a_wake_with_no_room_on_the_host_fails_its_waiting_turns_with_capacity() {
     let errors: Vec<&NewEvent> = persists(&effects)
         .iter()
         .flat_map(|(_, events, _)| events.iter())
-        .filter(|e| e.payload["code"].is_string())
+        .filter(|e| e.payload.value()["code"].is_string())
         .collect();
     assert_eq!(errors.len(), 1, "{effects:?}");
-    assert_eq!(errors[0].payload["code"], json!("CAPACITY"));
-    assert_eq!(errors[0].payload["message"], json!("no free subnet: the pool 10.214.0.0/16 is full"));
+    assert_eq!(errors[0].payload.value()["code"], json!("CAPACITY"));
+    assert_eq!(errors[0].payload.value()["message"], json!("no free subnet: the pool 10.214.0.0/16 is full"));
     // Any other failure keeps its code.
     let mut sim = Sim::new();
     sim.input(Input::OpenTurns(vec![sim.turn.clone()].into()));
@@ -230,7 +233,7 @@ fn a_wake_with_no_room_on_the_host_fails_its_waiting_turns_with_capacity() {
     assert!(
         persists(&effects)
             .iter()
-            .any(|(_, events, _)| events.iter().any(|e| e.payload["code"] == json!("SANDBOX_START_FAILED")))
+            .any(|(_, events, _)| events.iter().any(|e| e.payload.value()["code"] == json!("SANDBOX_START_FAILED")))
     );
 }
 
@@ -261,13 +264,13 @@ fn a_harness_that_asks_to_sign_in_is_signed_in_with_a_method_the_server_holds_on
     assert!(frame.contains("\"authenticate\"") && frame.contains("\"methodId\":\"api-key\""), "{frame}");
     let (effects, sent) = line(&mut sim, r#"{"jsonrpc":"2.0","id":"t-3","result":{}}"#);
     let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
-    assert!(stored.iter().any(|e| e.payload["code"] == "AUTHENTICATED"), "{effects:?}");
+    assert!(stored.iter().any(|e| e.payload.value()["code"] == "AUTHENTICATED"), "{effects:?}");
     assert!(sent.iter().any(|(_, f)| String::from_utf8_lossy(f).contains("session/new")), "{sent:?}");
     // Refused again: no second try with the same method; the turn fails.
     let refused = r#"{"jsonrpc":"2.0","id":"t-4","error":{"code":-32000,"message":"Authentication required"}}"#;
     let (effects, _) = line(&mut sim, refused);
     let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
-    assert!(stored.iter().any(|e| e.payload["code"] == "SESSION_START_FAILED"), "{effects:?}");
+    assert!(stored.iter().any(|e| e.payload.value()["code"] == "SESSION_START_FAILED"), "{effects:?}");
 }
 
 #[test]
@@ -283,7 +286,7 @@ fn without_a_method_it_holds_the_server_does_not_authenticate() {
     let refused = r#"{"jsonrpc":"2.0","id":"t-2","error":{"code":-32000,"message":"Authentication required"}}"#;
     let effects = sim.stdout(offset, &format!("{refused}\n"));
     let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
-    assert!(stored.iter().any(|e| e.payload["code"] == "SESSION_START_FAILED"), "{effects:?}");
+    assert!(stored.iter().any(|e| e.payload.value()["code"] == "SESSION_START_FAILED"), "{effects:?}");
 }
 
 /// A session the harness cannot open fails with the end of what the harness printed on stderr
@@ -303,8 +306,9 @@ fn a_session_that_cannot_start_fails_with_the_end_of_the_running_harness_stderr(
     let refused = r#"{"jsonrpc":"2.0","id":"t-2","error":{"code":-32603,"message":"no way in"}}"#;
     let effects = sim.stdout(offset, &format!("{refused}\n"));
     let stored: Vec<NewEvent> = persists(&effects).iter().flat_map(|p| p.1.iter().cloned()).collect();
-    let failed = stored.iter().find(|e| e.payload["code"] == "SESSION_START_FAILED").expect("failed");
-    let message = failed.payload["message"].as_str().expect("message");
+    let failed = stored.iter().find(|e| e.payload.value()["code"] == "SESSION_START_FAILED").expect("failed");
+    let payload = failed.payload.value();
+    let message = payload["message"].as_str().expect("message");
     assert!(
         message.contains("no way in") && message.ends_with("stderr: warming up\nError: invalid x-api-key"),
         "{message}"

@@ -66,6 +66,8 @@ fn a_harness_that_fails_saying_so_on_stderr_has_its_turns_checked() {
         link: LINK,
         msg: FromSandboxd::Exited { channel: CHANNEL, status, stdout_end: offset },
     });
-    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("HARNESS_EXITED"))));
+    assert!(
+        persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("HARNESS_EXITED")))
+    );
     assert_eq!(checks(&effects), vec![vec![(sim.turn.id, sim.turn.session_id)]], "{effects:?}");
 }

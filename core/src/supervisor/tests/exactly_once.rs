@@ -50,7 +50,7 @@ impl Db {
         for event in events {
             match event.kind {
                 EventKind::Update => {
-                    self.texts.push(event.payload["content"]["text"].as_str().unwrap_or_default().to_owned())
+                    self.texts.push(event.payload.value()["content"]["text"].as_str().unwrap_or_default().to_owned())
                 }
                 EventKind::TurnEnd => self.turn_ends += 1,
                 _ => {}

@@ -65,7 +65,7 @@ fn approve_for_this_session_is_agenthold_s_grant_answered_once_each_time_until_r
         sim.input(Input::AnswerPermission { permission_id: first, choice: Choice::AllowForSession, by, reply: 3 });
     let resolved = events(&effects).into_iter().find(|e| e.kind == EventKind::PermissionResolved).expect("resolved");
     assert_eq!(
-        (resolved.payload["scope"].clone(), resolved.payload["option_kind"].clone()),
+        (resolved.payload.value()["scope"].clone(), resolved.payload.value()["option_kind"].clone()),
         (json!("session"), json!("allow_once"))
     );
     let granted_by = uuid::Uuid::parse_str("00000000-0000-0000-0000-000000000007").ok();
@@ -80,7 +80,7 @@ fn approve_for_this_session_is_agenthold_s_grant_answered_once_each_time_until_r
     for id in ["q-2", "q-3"] {
         let (effects, after) = line(&mut sim, &mut offset, &ask(id, "/home/agent/a.txt"));
         let resolved = events(&effects).into_iter().find(|e| e.kind == EventKind::PermissionResolved).expect("at once");
-        assert_eq!(resolved.payload["by"], json!({"grant": first, "scope": "session"}));
+        assert_eq!(resolved.payload.value()["by"], json!({"grant": first, "scope": "session"}));
         assert!(sides(&effects).iter().all(|s| !matches!(s, SideEffect::GrantUsed { .. })), "a session grant stays");
         assert!(answered_with(&after, "once"), "{after:?}");
     }
@@ -96,7 +96,7 @@ fn approve_for_this_session_is_agenthold_s_grant_answered_once_each_time_until_r
             .iter()
             .any(|s| matches!(s, SideEffect::GrantRevoked { permission_id, .. } if *permission_id == first))
     );
-    assert!(events(&effects).iter().any(|e| e.payload["code"] == "GRANT_REVOKED"));
+    assert!(events(&effects).iter().any(|e| e.payload.value()["code"] == "GRANT_REVOKED"));
     let after = commit(&mut sim, &effects);
     assert!(
         after.iter().any(|e| matches!(e, Effect::Reply { to: 4, outcome: Outcome::Answered(Ok(())) })),
@@ -151,19 +151,19 @@ fn a_posture_change_decides_the_waiting_question_and_the_next_request() {
     let stored = events(&effects);
     assert!(stored.iter().any(|e| e.kind == EventKind::PolicyApplied), "the running turn is told: {stored:?}");
     let denied = stored.iter().find(|e| e.kind == EventKind::PolicyDenied).expect("policy_denied");
-    assert_eq!(denied.payload["by"], json!("policy:agent:0"));
+    assert_eq!(denied.payload.value()["by"], json!("policy:agent:0"));
     let resolved: Vec<&NewEvent> = stored.iter().filter(|e| e.kind == EventKind::PermissionResolved).collect();
     assert_eq!(resolved.len(), 1, "only q-1 is settled: {stored:?}");
-    assert_eq!(resolved[0].payload["permission_id"], json!(question(&sim, "q-1")));
-    assert_eq!(resolved[0].payload["redecided"], json!(true));
+    assert_eq!(resolved[0].payload.value()["permission_id"], json!(question(&sim, "q-1")));
+    assert_eq!(resolved[0].payload.value()["redecided"], json!(true));
     let after = commit(&mut sim, &effects);
     assert!(answered_with(&after, "no"), "{after:?}");
 
     // Autonomous: the question still waiting is allowed now, and a later request at once.
     let effects = sim.input(Input::GateChanged(Box::new(Gate::autonomous("/home/agent"))));
     let resolved = events(&effects).into_iter().find(|e| e.kind == EventKind::PermissionResolved).expect("q-2");
-    assert_eq!(resolved.payload["permission_id"], json!(question(&sim, "q-2")));
-    assert_eq!(resolved.payload["by"], json!("auto"));
+    assert_eq!(resolved.payload.value()["permission_id"], json!(question(&sim, "q-2")));
+    assert_eq!(resolved.payload.value()["by"], json!("auto"));
     let after = commit(&mut sim, &effects);
     assert!(answered_with(&after, "once"), "{after:?}");
     let (effects, after) = line(&mut sim, &mut offset, &ask("q-3", "/home/agent/other.txt"));

@@ -7,7 +7,7 @@ fn notices(effects: &[Effect], code: &str) -> Vec<SessionId> {
     persists(effects)
         .iter()
         .flat_map(|(_, events, _)| events.iter())
-        .filter(|e| e.kind == EventKind::Notice && e.payload["code"] == json!(code))
+        .filter(|e| e.kind == EventKind::Notice && e.payload.value()["code"] == json!(code))
         .map(|e| e.session_id)
         .collect()
 }
@@ -51,7 +51,7 @@ fn results_of_jobs_no_longer_waited_for_change_nothing() {
     let failed = persists(&effects)
         .iter()
         .flat_map(|(_, events, _)| events.iter())
-        .any(|e| e.kind == EventKind::Error && e.payload["code"] == json!("HARNESS_START_FAILED"));
+        .any(|e| e.kind == EventKind::Error && e.payload.value()["code"] == json!("HARNESS_START_FAILED"));
     assert!(failed, "{effects:?}");
     let again = sim.input(Input::Launched { job, result: Err("no such harness".to_owned()) });
     assert!(again.is_empty(), "{again:?}");

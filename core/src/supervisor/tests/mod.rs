@@ -328,13 +328,13 @@ fn nul_in_output_is_stored_and_a_raw_nul_is_a_protocol_error() {
     let effects = sim.stdout(offset, &update("a\u{0}b"));
     let stored = persists(&effects);
     assert_eq!(stored.len(), 1, "the update with U+0000 is stored (budget::apply makes it storable)");
-    assert_eq!(stored[0].1[0].payload["content"]["text"], json!("a\u{0}b"));
+    assert_eq!(stored[0].1[0].payload.value()["content"]["text"], json!("a\u{0}b"));
     let next = offset + update("a\u{0}b").len() as u64;
     assert_eq!(acks(&sim.ok(stored[0].0)), vec![next]);
     // A raw 0x00 byte inside a JSON string is not JSON: a protocol error, the harness killed.
     let effects = sim.stdout(next, "{\"jsonrpc\":\"2.0\",\"method\":\"x\0\"}\n");
     let failed = persists(&effects);
-    assert!(failed.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("HARNESS_PROTOCOL_ERROR"))));
+    assert!(failed.iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("HARNESS_PROTOCOL_ERROR"))));
     assert!(sends(&effects).contains(&Outbound::Control(ToSandboxd::Signal { channel: CHANNEL, signal: 9 })));
 }
 
@@ -380,7 +380,7 @@ fn a_rejected_line_is_replaced_by_an_error_not_retried() {
     assert_eq!(drops(&effects), 0);
     let replacement = persists(&effects);
     assert_eq!(replacement.len(), 1);
-    assert_eq!(replacement[0].1[0].payload["code"], json!("HARNESS_OUTPUT_UNSTORABLE"));
+    assert_eq!(replacement[0].1[0].payload.value()["code"], json!("HARNESS_OUTPUT_UNSTORABLE"));
     assert_eq!(stored_range(replacement[0].2), Some((offset, offset + line.len() as u64)));
     let effects = sim.ok(replacement[0].0);
     assert_eq!(acks(&effects), vec![offset + line.len() as u64]);
@@ -541,7 +541,7 @@ fn the_turn_limit_cancels_first_then_kills_after_the_grace() {
     assert!(sim.advance(Duration::from_secs(99)).is_empty());
     let effects = sim.advance(Duration::from_secs(1));
     let stored = persists(&effects);
-    assert!(stored.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("TURN_TIMEOUT"))));
+    assert!(stored.iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("TURN_TIMEOUT"))));
     let journal = stored.iter().find(|p| p.2.iter().any(|s| matches!(s, SideEffect::PendingStdin { .. })));
     let cancel = sim.ok(journal.expect("cancel journaled").0);
     assert!(String::from_utf8_lossy(&stdin(&cancel)[0].1).contains("session/cancel"));
@@ -559,7 +559,7 @@ fn the_turn_budget_survives_a_takeover() {
     sim.input(Input::Loaded { link: LINK, snapshot: Some(Box::new(snapshot)) });
     assert!(sim.advance(Duration::from_secs(49)).is_empty());
     let effects = sim.advance(Duration::from_secs(1));
-    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("TURN_TIMEOUT"))));
+    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("TURN_TIMEOUT"))));
 }
 
 #[test]
@@ -585,7 +585,10 @@ fn an_exit_ends_turns_only_after_every_line_is_stored() {
     assert_eq!(stored.len(), 1, "the line, not yet the exit");
     let effects = sim.ok(stored[0].0);
     let exit = persists(&effects);
-    assert!(exit.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("HARNESS_EXITED"))), "{effects:?}");
+    assert!(
+        exit.iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("HARNESS_EXITED"))),
+        "{effects:?}"
+    );
     assert!(sends(&effects).contains(&Outbound::Control(ToSandboxd::Forget { channel: CHANNEL })));
 }
 
@@ -598,7 +601,7 @@ fn the_reconnect_grace_fails_turns_once_at_its_end() {
     let effects = sim.advance(Duration::from_millis(1));
     let failed: Vec<_> = persists(&effects)
         .into_iter()
-        .filter(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE")))
+        .filter(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("SANDBOX_UNREACHABLE")))
         .collect();
     assert_eq!(failed.len(), 1);
     let effects = sim.input(Input::Attached { link: 2, processes: Vec::new() });
@@ -636,8 +639,12 @@ fn a_session_that_cannot_be_restored_starts_anew_with_a_reset_notice() {
     let created = r#"{"jsonrpc":"2.0","id":"t-3","result":{"sessionId":"acp-2"}}"#.to_owned() + "\n";
     let effects = sim.stdout(offset, &created);
     let line = &persists(&effects)[0];
-    assert_eq!(line.1[0].payload["code"], json!("CONTEXT_RESET"), "the notice is stored with the response line");
-    let _: Value = line.1[0].payload.clone();
+    assert_eq!(
+        line.1[0].payload.value()["code"],
+        json!("CONTEXT_RESET"),
+        "the notice is stored with the response line"
+    );
+    let _: Value = line.1[0].payload.clone().into_value();
 }
 
 #[test]
@@ -652,7 +659,10 @@ fn a_harness_killed_by_sigkill_is_explained_by_the_engine() {
     let message = "the harness ran out of memory (limit 512 MiB)".to_owned();
     let effects = sim.kill_explained(Some(message));
     let failed = persists(&effects);
-    assert!(failed.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("OUT_OF_MEMORY"))), "{effects:?}");
+    assert!(
+        failed.iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("OUT_OF_MEMORY"))),
+        "{effects:?}"
+    );
 }
 
 #[test]
@@ -666,7 +676,11 @@ fn a_started_sandbox_is_waited_for_not_started_again() {
     assert!(!effects.iter().any(|e| matches!(e, Effect::Job(Job::Wake { .. }))), "{effects:?}");
     // sandboxd never dials in: the turn fails at the end of the grace, once.
     let effects = sim.advance(Duration::from_secs(60));
-    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE"))));
+    assert!(
+        persists(&effects)
+            .iter()
+            .any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("SANDBOX_UNREACHABLE")))
+    );
 }
 
 #[test]
@@ -678,7 +692,11 @@ fn creating_the_sandbox_does_not_count_against_the_reconnect_grace() {
     sim.woken(Ok(()));
     assert!(sim.advance(Duration::from_secs(59)).is_empty());
     let effects = sim.advance(Duration::from_secs(1));
-    assert!(persists(&effects).iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE"))));
+    assert!(
+        persists(&effects)
+            .iter()
+            .any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("SANDBOX_UNREACHABLE")))
+    );
 }
 
 #[test]

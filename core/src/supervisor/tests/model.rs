@@ -160,7 +160,7 @@ impl Db {
                 .iter()
                 .filter(|e| {
                     let names_ended = matches!(e.kind, EventKind::TurnEnd | EventKind::Error)
-                        && e.payload.get("turn_id").is_some_and(|t| already_ended.contains(t));
+                        && e.payload.value().get("turn_id").is_some_and(|t| already_ended.contains(t));
                     !names_ended
                 })
                 .cloned(),
@@ -583,23 +583,26 @@ impl World {
     fn check(&self) -> Result<(), TestCaseError> {
         for (k, turn_id) in self.prompts.iter().enumerate() {
             let id = json!(turn_id);
-            let ends: Vec<&NewEvent> =
-                self.db.events.iter().filter(|e| e.kind == EventKind::TurnEnd && e.payload["turn_id"] == id).collect();
+            let ends: Vec<&NewEvent> = self
+                .db
+                .events
+                .iter()
+                .filter(|e| e.kind == EventKind::TurnEnd && e.payload.value()["turn_id"] == id)
+                .collect();
             prop_assert_eq!(ends.len(), 1, "turn {} has {} turn_end events", k, ends.len());
             let texts: Vec<String> = self
                 .db
                 .events
                 .iter()
                 .filter(|e| e.kind == EventKind::Update)
-                .filter_map(|e| e.payload["content"]["text"].as_str())
+                .filter_map(|e| e.payload.value()["content"]["text"].as_str().map(str::to_owned))
                 .filter(|t| t.starts_with(&format!("turn-{k}:")))
-                .map(str::to_owned)
                 .collect();
             let mut unique = texts.clone();
             unique.sort();
             unique.dedup();
             prop_assert_eq!(unique.len(), texts.len(), "turn {}'s updates recorded twice: {:?}", k, texts);
-            if ends[0].payload["stop_reason"] == json!("end_turn") {
+            if ends[0].payload.value()["stop_reason"] == json!("end_turn") {
                 let expected: Vec<String> = (0..UPDATES).map(|i| format!("turn-{k}:{i}")).collect();
                 prop_assert_eq!(&texts, &expected, "turn {} ended normally: all its updates, in order", k);
             }

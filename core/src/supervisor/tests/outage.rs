@@ -18,7 +18,7 @@ fn the_reconnect_grace_waits_while_the_database_is_down_and_restarts_when_it_is_
     let effects = sim.advance(Duration::from_millis(1));
     let failed = persists(&effects)
         .into_iter()
-        .filter(|p| p.1.iter().any(|e| e.payload["code"] == json!("SANDBOX_UNREACHABLE")))
+        .filter(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("SANDBOX_UNREACHABLE")))
         .count();
     assert_eq!(failed, 1);
 }

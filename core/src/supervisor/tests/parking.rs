@@ -26,8 +26,8 @@ fn parked_turn(sim: &mut Sim) -> uuid::Uuid {
     let effects = sim.input(Input::SandboxExited { at: sim.now.wall, oom: None });
     let stored = events(&effects);
     assert!(stored.iter().all(|e| e.kind != EventKind::TurnEnd), "parked, not ended: {effects:?}");
-    let notice = stored.iter().find(|e| e.payload["code"] == "TURN_PARKED").expect("a TURN_PARKED notice");
-    assert_eq!(notice.payload["cause"], "SANDBOX_EXITED");
+    let notice = stored.iter().find(|e| e.payload.value()["code"] == "TURN_PARKED").expect("a TURN_PARKED notice");
+    assert_eq!(notice.payload.value()["cause"], "SANDBOX_EXITED");
     assert!(sides(&effects).iter().any(|s| matches!(s, SideEffect::ParkTurn { turn_id } if *turn_id == sim.turn.id)));
     for (id, ..) in persists(&effects) {
         sim.ok(id);
@@ -48,9 +48,9 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
     let effects = answer(&mut sim, permission_id, crate::permissions::Choice::Allow);
     let stored = events(&effects);
     let resolved = stored.iter().find(|e| e.kind == EventKind::PermissionResolved).expect("resolved");
-    assert_eq!(resolved.payload["parked"], true);
-    let resumed = stored.iter().find(|e| e.payload["code"] == "TURN_RESUMED").expect("TURN_RESUMED");
-    let text = resumed.payload["prompt"][0]["text"].as_str().expect("prompt text").to_owned();
+    assert_eq!(resolved.payload.value()["parked"], true);
+    let resumed = stored.iter().find(|e| e.payload.value()["code"] == "TURN_RESUMED").expect("TURN_RESUMED");
+    let text = resumed.payload.value()["prompt"][0]["text"].as_str().expect("prompt text").to_owned();
     assert!(text.starts_with("[agenthold]") && text.contains("\"make deploy\" was approved"), "{text}");
     let side = sides(&effects);
     assert!(
@@ -125,7 +125,7 @@ fn an_answered_parked_turn_resumes_and_its_approved_call_is_allowed_once() {
     let (effects, after) = line(&mut sim, &ask);
     let stored = events(&effects);
     let resolved = stored.iter().find(|e| e.kind == EventKind::PermissionResolved).expect("answered at once");
-    assert_eq!(resolved.payload["by"]["grant"], json!(permission_id));
+    assert_eq!(resolved.payload.value()["by"]["grant"], json!(permission_id));
     assert!(
         sides(&effects).iter().any(|s| matches!(s, SideEffect::GrantUsed { permission_id: p } if *p == permission_id))
     );
@@ -146,8 +146,11 @@ fn a_denied_parked_call_resumes_the_turn_without_a_grant() {
     assert!(
         sides(&effects).iter().any(|s| matches!(s, SideEffect::PermissionResolved { grant: GrantScope::None, .. }))
     );
-    let resumed = events(&effects).into_iter().find(|e| e.payload["code"] == "TURN_RESUMED").expect("resumed");
-    assert!(resumed.payload["prompt"][0]["text"].as_str().is_some_and(|t| t.contains("was denied")), "{resumed:?}");
+    let resumed = events(&effects).into_iter().find(|e| e.payload.value()["code"] == "TURN_RESUMED").expect("resumed");
+    assert!(
+        resumed.payload.value()["prompt"][0]["text"].as_str().is_some_and(|t| t.contains("was denied")),
+        "{resumed:?}"
+    );
 }
 
 #[test]
@@ -158,11 +161,12 @@ fn a_parked_turn_can_be_cancelled() {
     assert!(effects.iter().any(|e| matches!(e, Effect::Reply { to: 3, outcome: Outcome::Cancelled(true) })));
     let stored = events(&effects);
     let end = stored.iter().find(|e| e.kind == EventKind::TurnEnd).expect("ended");
-    assert_eq!(end.payload["stop_reason"], "cancelled");
+    assert_eq!(end.payload.value()["stop_reason"], "cancelled");
     assert!(
         stored
             .iter()
-            .any(|e| e.kind == EventKind::PermissionResolved && e.payload["permission_id"] == json!(permission_id))
+            .any(|e| e.kind == EventKind::PermissionResolved
+                && e.payload.value()["permission_id"] == json!(permission_id))
     );
 }
 

@@ -46,13 +46,13 @@ fn a_turn_failed_on_a_cut_stream_says_the_provider_s_stream_ended_early() {
     assert_eq!(stored.len(), 1, "{effects:?}");
     let events = stored[0].1;
     assert_eq!(kinds(events), [EventKind::Error, EventKind::TurnEnd]);
-    assert_eq!(events[0].payload["code"], "PROVIDER_STREAM_ENDED");
+    assert_eq!(events[0].payload.value()["code"], "PROVIDER_STREAM_ENDED");
     assert_eq!(
-        events[0].payload["message"],
+        events[0].payload.value()["message"],
         format!("the provider's stream ended early: {FINDING} (the harness said: terminated)")
     );
-    assert_eq!(events[0].payload["rpc_error"]["message"], "terminated", "the harness's own error is kept");
-    assert_eq!(events[1].payload["stop_reason"], "error");
+    assert_eq!(events[0].payload.value()["rpc_error"]["message"], "terminated", "the harness's own error is kept");
+    assert_eq!(events[1].payload.value()["stop_reason"], "error");
     assert_eq!(stored_range(stored[0].2), Some((offset, offset + FAILED.len() as u64)), "the held line's range");
 }
 
@@ -65,8 +65,8 @@ fn a_turn_failed_with_no_cut_keeps_the_harness_s_error() {
     let stored = persists(&effects);
     assert_eq!(stored.len(), 1, "{effects:?}");
     assert_eq!(kinds(stored[0].1), [EventKind::Error, EventKind::TurnEnd]);
-    assert_eq!(stored[0].1[0].payload["code"], "HARNESS_ERROR");
-    assert_eq!(stored[0].1[0].payload["message"], "terminated");
+    assert_eq!(stored[0].1[0].payload.value()["code"], "HARNESS_ERROR");
+    assert_eq!(stored[0].1[0].payload.value()["message"], "terminated");
     assert!(checks(&effects).is_empty(), "asked once: {effects:?}");
 }
 
@@ -104,7 +104,7 @@ fn an_exit_waits_for_the_held_lines() {
         sim.input(Input::ProviderStreamChecked { turns: vec![(turn_id, session_id)], finding: Some(FINDING.into()) });
     let stored = persists(&effects);
     assert_eq!(stored.len(), 1, "{effects:?}");
-    assert_eq!(stored[0].1[0].payload["code"], "PROVIDER_STREAM_ENDED", "the turn's own failure, not the exit");
+    assert_eq!(stored[0].1[0].payload.value()["code"], "PROVIDER_STREAM_ENDED", "the turn's own failure, not the exit");
     let effects = sim.ok(stored[0].0);
     let after = persists(&effects);
     assert!(!after.iter().any(|p| p.1.iter().any(|e| e.kind == EventKind::TurnEnd)), "ended once: {effects:?}");

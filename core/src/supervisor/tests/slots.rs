@@ -46,10 +46,13 @@ fn a_prompt_goes_out_only_once_its_turn_holds_a_slot() {
     let effects = sim.input(Input::SlotQueued { turn_id, running: 4, ahead: 1, limit: 4, scope: SlotScope::Workspace });
     let stored = persists(&effects);
     let notice = stored.iter().flat_map(|p| p.1.iter()).find(|e| e.kind == EventKind::Notice).expect("a notice");
-    assert_eq!(notice.payload["code"], "TURN_QUEUED");
-    assert_eq!((notice.payload["limit"].clone(), notice.payload["ahead"].clone()), (json!(4), json!(1)));
-    assert_eq!(notice.payload["scope"], "workspace");
-    assert!(notice.payload["message"].as_str().is_some_and(|m| m.contains("PER_WORKSPACE=4")), "{notice:?}");
+    assert_eq!(notice.payload.value()["code"], "TURN_QUEUED");
+    assert_eq!(
+        (notice.payload.value()["limit"].clone(), notice.payload.value()["ahead"].clone()),
+        (json!(4), json!(1))
+    );
+    assert_eq!(notice.payload.value()["scope"], "workspace");
+    assert!(notice.payload.value()["message"].as_str().is_some_and(|m| m.contains("PER_WORKSPACE=4")), "{notice:?}");
     sim.ok(stored[0].0);
     let init =
         r#"{"jsonrpc":"2.0","id":"t-1","result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#;
@@ -123,5 +126,8 @@ fn an_agent_s_own_turn_limit_replaces_the_server_s() {
     assert!(sim.advance(Duration::from_secs(4)).iter().all(|e| !matches!(e, Effect::Persist { .. })));
     let effects = sim.advance(Duration::from_secs(1));
     let stored = persists(&effects);
-    assert!(stored.iter().any(|p| p.1.iter().any(|e| e.payload["code"] == json!("TURN_TIMEOUT"))), "{effects:?}");
+    assert!(
+        stored.iter().any(|p| p.1.iter().any(|e| e.payload.value()["code"] == json!("TURN_TIMEOUT"))),
+        "{effects:?}"
+    );
 }

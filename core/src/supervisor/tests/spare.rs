@@ -79,7 +79,8 @@ fn what_a_harness_says_about_its_spare_session_is_kept_and_becomes_the_taking_se
                 .any(|s| matches!(s, SideEffect::SessionOpened { acp_session_id, .. } if acp_session_id == "spare-1"))
         })
         .unwrap_or_else(|| panic!("the spare session taken: {effects:?}"));
-    let kinds: Vec<&str> = opened.1.iter().map(|e| e.payload["sessionUpdate"].as_str().unwrap_or("")).collect();
+    let kinds: Vec<String> =
+        opened.1.iter().map(|e| e.payload.value()["sessionUpdate"].as_str().unwrap_or("").to_owned()).collect();
     assert_eq!(kinds, ["current_mode_update", "available_commands_update"], "{effects:?}");
     assert!(opened.1.iter().all(|e| e.session_id == sim.turn.session_id && e.kind == EventKind::Update));
     assert!(sim.core.harness.as_ref().is_some_and(|h| h.spare_session.is_none()), "taken once");

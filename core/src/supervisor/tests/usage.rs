@@ -21,18 +21,18 @@ fn a_turn_end_carries_its_tokens_and_the_session_s_cost_so_far() {
     offset += update.len() as u64;
     let stored = persists(&effects);
     assert_eq!(stored.len(), 1, "the update is stored as it came: {effects:?}");
-    assert_eq!(stored[0].1[0].payload["cost"]["amount"], 0.0125);
+    assert_eq!(stored[0].1[0].payload.value()["cost"]["amount"], 0.0125);
 
     let answer = r#"{"jsonrpc":"2.0","id":"t-3","result":{"stopReason":"end_turn","usage":{"inputTokens":5151,"outputTokens":10,"totalTokens":5161,"cachedReadTokens":4096,"cachedWriteTokens":0}}}"#.to_owned() + "\n";
     let effects = sim.stdout(offset, &answer);
     let stored = persists(&effects);
     let turn_end = stored.iter().flat_map(|p| p.1.iter()).find(|e| e.kind == EventKind::TurnEnd).expect("turn_end");
-    assert_eq!(turn_end.payload["usage"]["inputTokens"], 5151, "the harness's own usage is kept");
+    assert_eq!(turn_end.payload.value()["usage"]["inputTokens"], 5151, "the harness's own usage is kept");
     assert_eq!(
-        turn_end.payload["tokens"],
+        turn_end.payload.value()["tokens"],
         json!({"input": 5151, "output": 10, "cached_read": 4096, "cached_write": 0, "total": 5161})
     );
-    assert_eq!(turn_end.payload["session_cost"], json!({"amount": 0.0125, "currency": "USD"}));
+    assert_eq!(turn_end.payload.value()["session_cost"], json!({"amount": 0.0125, "currency": "USD"}));
     let side: Vec<&SideEffect> = stored.iter().flat_map(|p| p.2.iter()).collect();
     let end = side.iter().find_map(|s| match s {
         SideEffect::EndTurn { tokens, session_cost, .. } => Some((tokens.clone(), session_cost.clone())),
@@ -51,6 +51,6 @@ fn a_turn_end_without_usage_or_cost_says_nothing_of_them() {
     let stored = persists(&effects);
     let turn_end = stored.iter().flat_map(|p| p.1.iter()).find(|e| e.kind == EventKind::TurnEnd).expect("turn_end");
     for key in ["usage", "tokens", "session_cost"] {
-        assert!(turn_end.payload.get(key).is_none(), "{key}: {}", turn_end.payload);
+        assert!(turn_end.payload.value().get(key).is_none(), "{key}: {}", turn_end.payload);
     }
 }

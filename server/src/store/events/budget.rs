@@ -18,6 +18,7 @@
 //! Either way the event links the exact payload (`"full_payload"`) and gives its size
 //! (`"full_size_bytes"`). Nothing is lost.
 
+use agenthold_core::events::Payload;
 use serde_json::{Map, Value, json};
 
 use crate::ids::{Seq, SessionId};
@@ -58,8 +59,12 @@ pub fn payload_link(session_id: SessionId, seq: Seq) -> String {
 
 /// The JSON text of a payload that is stored inline as it is (within the budget, no U+0000);
 /// `None` when [`apply`] would change it.
-pub fn as_is_json(payload: &Value) -> Option<String> {
-    let encoded = serde_json::to_string(payload).unwrap_or_else(|_| "null".to_owned());
+/// A payload kept as the text a harness printed is that text (not parsed, not encoded again).
+pub fn as_is_json(payload: &Payload) -> Option<String> {
+    let encoded = match payload.as_text() {
+        Some(text) => text.to_owned(),
+        None => serde_json::to_string(&*payload.value()).unwrap_or_else(|_| "null".to_owned()),
+    };
     (encoded.len() <= EVENT_BUDGET_BYTES && !encoded.contains("\\u0000")).then_some(encoded)
 }
 
@@ -439,7 +444,7 @@ mod tests {
             json!({"text": r"a literal \u0000 typed out"}),
         ];
         for payload in payloads {
-            let as_is = as_is_json(&payload);
+            let as_is = as_is_json(&Payload::from(payload.clone()));
             let applied = apply(SessionId::new(), 1, payload.clone());
             if let Some(text) = &as_is {
                 assert!(applied.full.is_none(), "as is, but apply changed it: {}", &text[..text.len().min(60)]);
@@ -449,6 +454,19 @@ mod tests {
                 assert!(applied.full.is_some(), "apply kept it as is, but as_is_json refused it");
             }
         }
+    }
+
+    #[test]
+    fn a_harness_s_text_is_stored_as_it_came_within_the_budget() {
+        let text = |t: &str| Payload::text(serde_json::value::RawValue::from_string(t.to_owned()).expect("JSON"));
+        let spaced = r#"{"sessionUpdate": "agent_message_chunk", "content": {"text": "h\u00e9"}}"#;
+        assert_eq!(as_is_json(&text(spaced)).as_deref(), Some(spaced));
+        // A NUL, or past the budget: the careful path, from its value.
+        assert_eq!(as_is_json(&text(r#"{"text": "a\u0000b"}"#)), None);
+        let long = format!(r#"{{"text": "{}"}}"#, "x".repeat(EVENT_BUDGET_BYTES));
+        assert_eq!(as_is_json(&text(&long)), None);
+        let applied = apply(SessionId::new(), 1, text(r#"{"text": "a\u0000b"}"#).into_value());
+        assert_eq!(applied.inline["text"], json!("a\u{2400}b"));
     }
 
     #[test]

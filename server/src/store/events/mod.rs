@@ -98,7 +98,7 @@ pub async fn append(tx: &mut sqlx::PgConnection, events: Vec<NewEvent>) -> sqlx:
         let Some((seq_slot, now)) = next.get_mut(&event.session_id.0) else { continue };
         let seq = *seq_slot;
         *seq_slot += 1;
-        let budgeted = budget::apply(event.session_id, seq, event.payload);
+        let budgeted = budget::apply(event.session_id, seq, event.payload.into_value());
         if let Some(full) = budgeted.full {
             side_ids.push(event.session_id.0);
             side_seqs.push(seq);
