@@ -189,3 +189,79 @@ async fn two_appenders_writing_the_same_sessions_at_once_keep_one_gapless_log() 
         assert!(stored.windows(2).all(|w| w[1] == w[0] + 1), "gapless: {stored:?}");
     }
 }
+
+async fn count_events(db: &mut sqlx::PgConnection, session_id: SessionId) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM events WHERE session_id = $1")
+        .bind(session_id.0)
+        .fetch_one(db)
+        .await
+        .expect("counting events")
+}
+
+/// `events` has no foreign key to `sessions` (migration 0039): a deleted session's events go
+/// with it by a trigger, and the appender stores nothing for a session that is gone.
+#[tokio::test]
+async fn a_deleted_session_takes_its_events_and_gets_none_after() {
+    let server = TestServer::start().await;
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("connecting");
+    let harnesses = harnesses(&server, &mut db, 2).await;
+    let pool = sqlx::PgPool::connect(&server.database_url).await.expect("pool");
+    let (appender, _task) = Appender::spawn(pool, Arc::new(Hub::default()));
+    for harness in &harnesses {
+        let (events, effects) = line(harness, 0, 10, "before");
+        appender.append(events, effects).await.expect("stored");
+    }
+    let (gone, kept) = (&harnesses[0], &harnesses[1]);
+    let kept_before = count_events(&mut db, kept.session_id).await;
+    assert!(count_events(&mut db, gone.session_id).await >= 1);
+
+    sqlx::query("DELETE FROM sessions WHERE id = $1").bind(gone.session_id.0).execute(&mut db).await.expect("deleting");
+    assert_eq!(count_events(&mut db, gone.session_id).await, 0, "the session's events went with it");
+    assert_eq!(count_events(&mut db, kept.session_id).await, kept_before, "another session's stayed");
+
+    // Both paths: the streaming statement (events and offsets only) and the transaction.
+    let (events, effects) = line(gone, 10, 20, "after");
+    let streamed = appender.append(events, effects).await.expect("nothing to store is no failure");
+    assert!(streamed.is_empty(), "{streamed:?}");
+    let mut events = line(gone, 20, 30, "after").0;
+    events.push(NewEvent::new(gone.session_id, EventKind::TurnEnd, json!({"stop_reason": "end_turn"})));
+    let transacted = appender
+        .append(events, vec![SideEffect::StdoutStored { agent_id: gone.agent_id, generation: 1, from: 20, to: 30 }])
+        .await
+        .expect("nothing to store is no failure");
+    assert!(transacted.is_empty(), "{transacted:?}");
+    let orphans: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = e.session_id)",
+    )
+    .fetch_one(&mut db)
+    .await
+    .expect("counting orphans");
+    assert_eq!(orphans, 0);
+    assert_eq!(offset(&mut db, gone.agent_id).await, 30, "its harness's stdout still moved on");
+}
+
+/// A harness's update kept as the text it printed is stored as that JSON and reaches the
+/// watchers byte for byte (no tree built, no encoding again).
+#[tokio::test]
+async fn an_update_kept_as_text_is_stored_and_sent_as_it_came() {
+    let server = TestServer::start().await;
+    let mut db = sqlx::PgConnection::connect(&server.database_url).await.expect("connecting");
+    let harnesses = harnesses(&server, &mut db, 1).await;
+    let harness = &harnesses[0];
+    let pool = sqlx::PgPool::connect(&server.database_url).await.expect("pool");
+    let (appender, _task) = Appender::spawn(pool, Arc::new(Hub::default()));
+    let text = r#"{"sessionUpdate": "agent_message_chunk", "content": {"type":"text", "text":"h\u00e9"}}"#;
+    let raw = serde_json::value::RawValue::from_string(text.to_owned()).expect("JSON");
+    let effect = SideEffect::StdoutStored { agent_id: harness.agent_id, generation: 1, from: 0, to: 100 };
+    let committed =
+        appender.append(vec![NewEvent::update_text(harness.session_id, raw)], vec![effect]).await.expect("stored");
+    assert_eq!(committed.len(), 1);
+    assert!(committed[0].json.contains(&format!(r#""payload":{text},"#)), "{}", committed[0].json);
+    let stored: serde_json::Value = sqlx::query_scalar("SELECT payload FROM events WHERE session_id = $1 AND seq = $2")
+        .bind(harness.session_id.0)
+        .bind(committed[0].seq)
+        .fetch_one(&mut db)
+        .await
+        .expect("reading the payload");
+    assert_eq!(stored, json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hé"}}));
+}
