@@ -1,8 +1,8 @@
 //! An event's payload ([`Payload`]): a JSON value the server made, or a harness's `session/update`
 //! kept as the text it printed. A streaming harness's every line passes through the supervisor;
 //! building a map of each update only to encode it again for the log, and to free it once the
-//! watchers have it, was most of the server's work per line (docs/benchmarks.md). An update kept
-//! as text is parsed only when something reads it.
+//! watchers have it, was about half of the server's work per line in a flood (docs/benchmarks.md).
+//! An update kept as text is parsed only when something reads it.
 
 use std::borrow::Cow;
 
