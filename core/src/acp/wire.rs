@@ -1,10 +1,10 @@
 //! JSON-RPC 2.0 framing: one JSON object per line. Classifies what a harness prints and encodes
 //! what the server sends (the envelope and the error codes are `agenthold_plumbing::jsonrpc`'s).
 
-use agenthold_plumbing::jsonrpc;
-pub use agenthold_plumbing::jsonrpc::{RpcError, code};
 use std::borrow::Cow;
 
+use agenthold_plumbing::jsonrpc;
+pub use agenthold_plumbing::jsonrpc::{RpcError, code};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;

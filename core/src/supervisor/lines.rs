@@ -1,5 +1,6 @@
 //! The ACP conversation inside the core: stdout lines turned into events, state changes and
-//! answers (one persist per line, answers released by its commit), sessions opened (load, else
+//! answers (one persist per line — lines of one frame that store only events share one,
+//! `joined.rs` — answers released by its commit), sessions opened (load, else
 //! resume, else new with a `CONTEXT_RESET` notice; signed in and tried once more when the harness
 //! asks, `auth.rs`), the history a load replays kept out of the log whenever it comes, prompts
 //! recorded then sent, and turns held to their time limit (cancel first, kill after a grace).
@@ -174,7 +175,8 @@ impl Core {
     }
 
     /// One persist for the line's events, state changes and answers, chained to the stored
-    /// stdout offset; nothing to store only moves the acknowledgement.
+    /// stdout offset — or, for a line of events only, the persist of the line before it in the
+    /// same frame (`joined.rs`); nothing to store only moves the acknowledgement.
     fn store_line(&mut self, end: u64, mut out: LineOut) {
         let agent_id = self.agent_id;
         let Some(harness) = self.harness.as_mut() else { return };
@@ -182,6 +184,14 @@ impl Core {
             harness.stdout.nothing_to_store(end);
             return;
         }
+        if out.side.is_empty()
+            && out.frames.is_empty()
+            && out.ended.is_empty()
+            && self.join_last_persist(end, &mut out.events)
+        {
+            return;
+        }
+        let Some(harness) = self.harness.as_mut() else { return };
         let generation = harness.generation;
         let id = self.next_persist;
         let from = harness.stdout.storing(end, id);
@@ -189,7 +199,12 @@ impl Core {
         out.side.push(SideEffect::StdoutStored { agent_id, generation, from, to: end });
         let journal = self.queue_frames(id, out.frames);
         out.side.extend(journal);
-        self.persist_ending(Purpose::Line { generation, end, from, sessions }, out.events, out.side, out.ended);
+        self.persist_ending(
+            Purpose::Line { generation, end, from, sessions, lines: 1 },
+            out.events,
+            out.side,
+            out.ended,
+        );
     }
 
     /// The database refused a line's content: store an error in its place (with the same
@@ -218,7 +233,7 @@ impl Core {
             .map(|session| NewEvent::error(session, ErrorCode::HarnessOutputUnstorable, &message))
             .collect();
         tracing::error!(agent.id = %self.agent_id, from, end, "the database rejected a harness line; stored an error instead");
-        self.persist(Purpose::Line { generation, end, from, sessions: Vec::new() }, events, side);
+        self.persist(Purpose::Line { generation, end, from, sessions: Vec::new(), lines: 1 }, events, side);
     }
 
     /// A `session/update` for the harness's session `acp_id`: kept for the spare session (the
@@ -230,13 +245,20 @@ impl Core {
         if spare == Some(acp_id) {
             return self.keep_spare_update(update.into_value(), out);
         }
-        let kind = match &update {
-            UpdatePayload::Text(text) => wire::update_kind(text),
-            UpdatePayload::Value(value) => value.get("sessionUpdate").and_then(Value::as_str).map(Cow::Borrowed),
+        // What the kind decides, read before the update moves into its event (no copy per line).
+        let (is_history, is_read_here) = {
+            let kind = match &update {
+                UpdatePayload::Text(text) => wire::update_kind(text),
+                UpdatePayload::Value(value) => value.get("sessionUpdate").and_then(Value::as_str).map(Cow::Borrowed),
+            };
+            let kind = kind.as_deref();
+            (
+                kind.is_some_and(|kind| HISTORY_KINDS.contains(&kind)),
+                matches!(kind, Some("tool_call" | "tool_call_update" | "usage_update")),
+            )
         };
-        let kind = kind.map(Cow::into_owned);
-        let Some(event) = self.update_event(acp_id, kind.as_deref(), update) else { return };
-        if matches!(kind.as_deref(), Some("tool_call" | "tool_call_update" | "usage_update")) {
+        let Some(event) = self.update_event(acp_id, is_history, update) else { return };
+        if is_read_here {
             let payload = event.payload.value();
             self.watch_update_for_full_disk(event.session_id, &payload);
             if let Some(cost) = crate::events::usage::session_cost(&payload) {
@@ -259,14 +281,14 @@ impl Core {
         }
     }
 
-    /// An `update` event of `kind` for the harness's session `acp_id`, unless it replays the
-    /// history of a session being loaded or resumed (before or after the harness's answer, until
-    /// the session's next prompt goes out): history kinds are dropped then, state updates
+    /// An `update` event for the harness's session `acp_id`, unless it replays the history of a
+    /// session being loaded or resumed (before or after the harness's answer, until the session's
+    /// next prompt goes out): history kinds (`is_history`) are dropped then, state updates
     /// (commands, mode, …) kept. `None` for a session unknown, or new and still opening.
-    fn update_event(&self, acp_id: &str, kind: Option<&str>, update: UpdatePayload) -> Option<NewEvent> {
+    fn update_event(&self, acp_id: &str, is_history: bool, update: UpdatePayload) -> Option<NewEvent> {
         let harness = self.harness.as_ref()?;
         let session_id = match harness.replaying_as(acp_id) {
-            Some(_) if kind.is_some_and(|kind| HISTORY_KINDS.contains(&kind)) => return None,
+            Some(_) if is_history => return None,
             Some(session_id) => session_id,
             None => harness.session_by_acp(acp_id)?,
         };

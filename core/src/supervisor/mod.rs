@@ -19,6 +19,7 @@ mod endings;
 mod failure;
 mod grants;
 mod harness;
+mod joined;
 mod lifecycle;
 mod lines;
 mod observed;
@@ -81,8 +82,9 @@ enum LinkState {
 /// What a persist in flight was for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Purpose {
-    /// A stdout line `from..end` (and maybe stdin frames it produced).
-    Line { generation: i64, end: u64, from: u64, sessions: Vec<SessionId> },
+    /// Stdout lines `from..end` (and maybe stdin frames they produced); `lines` of them
+    /// (several only when joined, `joined.rs`).
+    Line { generation: i64, end: u64, from: u64, sessions: Vec<SessionId>, lines: u32 },
     /// Journals stdin frames only.
     Stdin { generation: i64 },
     /// Records a person's answer to a question and journals the response (whoever answered
@@ -160,6 +162,9 @@ pub struct Core {
     /// What each session has cost so far, as its harness last reported (`usage_update`), for
     /// its turns' ends; at most [`SESSION_COSTS_KEPT`] sessions.
     session_costs: HashMap<SessionId, crate::events::usage::Cost>,
+    /// Lines of harness `.0` up to stdout offset `.1` are stored one persist each: a joined
+    /// persist of theirs was refused (`joined.rs`).
+    read_singly: Option<(i64, u64)>,
     effects: VecDeque<Effect>,
 }
 
@@ -203,6 +208,7 @@ impl Core {
             condition: observed::Condition::default(),
             disk_suspects: std::collections::HashSet::new(),
             session_costs: HashMap::new(),
+            read_singly: None,
             effects: VecDeque::new(),
         }
     }
@@ -484,7 +490,12 @@ impl Core {
         }
         let generation = self.harness.as_ref().map(|h| h.generation);
         match (purpose, result) {
-            (Purpose::Line { generation: g, end, from, sessions }, Err(StoreFailure::Rejected))
+            (Purpose::Line { generation: g, end, lines, .. }, Err(StoreFailure::Rejected))
+                if Some(g) == generation && lines > 1 =>
+            {
+                self.read_again_singly(g, end);
+            }
+            (Purpose::Line { generation: g, end, from, sessions, .. }, Err(StoreFailure::Rejected))
                 if Some(g) == generation =>
             {
                 self.line_rejected(id, end, from, sessions);

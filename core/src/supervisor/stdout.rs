@@ -148,6 +148,19 @@ impl Stdout {
         std::mem::replace(&mut self.persisted_to, end)
     }
 
+    /// The next line, ending at `end`, joins `persist`, the last line's (see
+    /// `supervisor::joined`): `false`, changing nothing, unless the last entry is that persist's.
+    pub fn join_storing(&mut self, persist: PersistId, end: u64) -> bool {
+        match self.entries.back_mut() {
+            Some(Entry::Storing { end: last, persist: p }) if *p == persist => {
+                *last = end;
+                self.persisted_to = end;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// A persist committed. Commits mostly arrive in order, so the entry is found near the front.
     pub fn stored(&mut self, persist: PersistId) {
         if let Some(entry) =
@@ -282,6 +295,20 @@ mod tests {
             "past the size: at once"
         );
         assert_eq!(stdout.ack_due(), None);
+    }
+
+    #[test]
+    fn a_line_joins_only_the_persist_of_the_last_entry() {
+        let now = Instant::now();
+        let mut stdout = Stdout::new(0, 0);
+        assert_eq!(stdout.storing(10, 1), 0);
+        assert!(stdout.join_storing(1, 20));
+        assert!(!stdout.join_storing(2, 30), "another persist's");
+        stdout.nothing_to_store(25);
+        assert!(!stdout.join_storing(1, 30), "a blank line came between");
+        assert_eq!(stdout.storing(30, 2), 20, "the joined line moved the stored chain's end");
+        stdout.stored(1);
+        assert_eq!(stdout.acknowledge(now, Duration::ZERO), Some(25), "the joined line is acknowledged with it");
     }
 
     #[test]

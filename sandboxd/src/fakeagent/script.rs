@@ -45,6 +45,9 @@ pub enum Command {
     Unknown,
     /// `garbage`: a line on stdout that is not JSON.
     Garbage,
+    /// `unstorable`: three updates in one write, the middle one with text Postgres's `jsonb`
+    /// refuses as it is (a lone surrogate escape, `\ud800`).
+    Unstorable,
     /// `stderr <words>`: a line on stderr.
     Stderr(String),
     /// `crash [code]`: exit the process at once.
@@ -140,6 +143,7 @@ pub fn parse_line(line: &str) -> Option<Command> {
         },
         "unknown" if rest.is_empty() => Command::Unknown,
         "garbage" if rest.is_empty() => Command::Garbage,
+        "unstorable" if rest.is_empty() => Command::Unstorable,
         "stderr" => Command::Stderr(rest.to_owned()),
         "crash" if rest.is_empty() => Command::Crash(1),
         "crash" => match rest.parse() {
@@ -211,7 +215,7 @@ mod tests {
     fn parses_every_command() {
         let script = "  text hello\\nworld  \n\nthink hmm\nwrite a/b.txt x\\ny\nappend c\n\
             run echo hi && ls\ntool read Read file\nplan a | b |c\nask execute rm -rf\n\
-            sleep 5\nflood 10 2.5\nbig 3\nunknown\ngarbage\nstderr oops\ncrash\ncrash 3\nhang\n\
+            sleep 5\nflood 10 2.5\nbig 3\nunknown\ngarbage\nunstorable\nstderr oops\ncrash\ncrash 3\nhang\n\
             error boom\nstop refusal\nusage 1 2\nhello there\n\
             fetch https://h/p x-api-key:$KEY a:b:c\nmcp list_agents\nmcp wait_turn {\"turn_id\": \"$last.turn_id\"}\nmcp-tools";
         let got = parse(script);
@@ -229,6 +233,7 @@ mod tests {
             Command::Big(3),
             Command::Unknown,
             Command::Garbage,
+            Command::Unstorable,
             Command::Stderr("oops".into()),
             Command::Crash(1),
             Command::Crash(3),

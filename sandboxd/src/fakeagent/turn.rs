@@ -221,6 +221,25 @@ impl Turn {
     }
 
     /// Records and sends one update.
+    /// Three updates in one write (so one tunnel frame): `before the unstorable line`, one whose
+    /// text is a lone surrogate escape, `after the unstorable line`. Only the two good ones are
+    /// recorded for a load (the history file is JSON values, which cannot hold it).
+    fn unstorable(&self, recorder: &mut Recorder) {
+        let (before, after) = (
+            chunk("agent_message_chunk", "before the unstorable line"),
+            chunk("agent_message_chunk", "after the unstorable line"),
+        );
+        let session = Value::String(self.session_id.clone()).to_string();
+        let bad = r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\ud800"}}"#;
+        let mut block = Vec::new();
+        wire::push_session_update_line(&mut block, &session, &before.to_string());
+        wire::push_session_update_line(&mut block, &session, bad);
+        wire::push_session_update_line(&mut block, &session, &after.to_string());
+        recorder.append(&before);
+        recorder.append(&after);
+        self.agent.out.lines(&block);
+    }
+
     fn emit(&self, recorder: &mut Recorder, update: Value) {
         recorder.append(&update);
         self.agent.out.send(&wire::session_update(&self.session_id, &update));
@@ -286,6 +305,7 @@ impl Turn {
                 self.emit(rec, json!({"sessionUpdate": "fakeagent_future_variant", "detail": "x"}));
             }
             Command::Garbage => self.agent.out.line("this is not json {"),
+            Command::Unstorable => self.unstorable(rec),
             Command::Stderr(words) => {
                 let mut err = std::io::stderr().lock();
                 let _ = writeln!(err, "{words}").and_then(|()| err.flush());

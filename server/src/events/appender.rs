@@ -26,8 +26,9 @@ use super::{EventKind, NewEvent, SharedEvent};
 use crate::ids::{AgentId, Seq};
 use crate::store;
 
-/// Most events stored in one transaction.
-const MAX_BATCH_EVENTS: usize = 4096;
+/// Most events stored in one transaction: half what the live feed holds, so a watcher still
+/// sending one batch when the next is published does not lag (and read it again from Postgres).
+const MAX_BATCH_EVENTS: usize = super::hub::CHANNEL_CAPACITY / 2;
 /// Requests that may wait for the appender before writers are slowed down.
 const QUEUE_DEPTH: usize = 8192;
 
@@ -118,16 +119,25 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
     // After a failed transaction it is given back (the pool drops it if it is broken).
     let mut connection: Option<PoolConnection<Postgres>> = None;
     let mut batch: Vec<Request> = Vec::new();
+    // A request taken from the queue that did not fit the last batch: the next one's first.
+    let mut carried: Option<Request> = None;
     let mut siblings = Siblings::default();
-    while let Some(first) = rx.recv().await {
+    loop {
+        let first = match carried.take() {
+            Some(request) => request,
+            None => match rx.recv().await {
+                Some(request) => request,
+                None => break,
+            },
+        };
         let arrived = std::time::Instant::now();
         let mut queued = first.events.len();
         batch.push(first);
-        take_queued(&mut rx, &mut batch, &mut queued);
+        take_queued(&mut rx, &mut batch, &mut queued, &mut carried);
         // Many sessions trickling: a small batch waits a moment for theirs (`gather`).
-        if siblings.should_wait(queued, arrived) {
+        if carried.is_none() && siblings.should_wait(queued, arrived) {
             tokio::time::sleep_until(tokio::time::Instant::from_std(arrived + gather::GATHER_WAIT)).await;
-            take_queued(&mut rx, &mut batch, &mut queued);
+            take_queued(&mut rx, &mut batch, &mut queued, &mut carried);
         }
         let started = std::time::Instant::now();
         siblings.stored(batch.iter().flat_map(|request| request.events.iter().map(|event| event.session_id)), started);
@@ -158,10 +168,19 @@ async fn run(pool: PgPool, hub: Arc<Hub>, mut rx: mpsc::Receiver<Request>) {
     publisher.finish().await;
 }
 
-/// Adds whatever requests are queued to the batch, up to [`MAX_BATCH_EVENTS`] events.
-fn take_queued(rx: &mut mpsc::Receiver<Request>, batch: &mut Vec<Request>, queued: &mut usize) {
-    while *queued < MAX_BATCH_EVENTS {
+/// Adds whatever requests are queued to the batch, up to [`MAX_BATCH_EVENTS`] events: a request
+/// that would take it past them (one carries a frame's lines, up to 512 events) is `carried` to
+/// the next batch. A batch over the live feed's capacity (`hub::CHANNEL_CAPACITY`) would make
+/// every watcher of a flooding session lag and read it from Postgres.
+fn take_queued(
+    rx: &mut mpsc::Receiver<Request>,
+    batch: &mut Vec<Request>,
+    queued: &mut usize,
+    carried: &mut Option<Request>,
+) {
+    while *queued < MAX_BATCH_EVENTS && carried.is_none() {
         match rx.try_recv() {
+            Ok(request) if *queued + request.events.len() > MAX_BATCH_EVENTS => *carried = Some(request),
             Ok(request) => {
                 *queued += request.events.len();
                 batch.push(request);
@@ -198,10 +217,17 @@ pub(super) enum Written {
     Events(Vec<Vec<Arc<SharedEvent>>>),
 }
 
-/// Stores a batch atomically.
+/// Stores a batch atomically. A streamed batch whose text Postgres refuses as it came (a payload
+/// `serde_json` reads only as a string, such as a lone surrogate escape) takes the transaction,
+/// which stores each payload as its value — the same event whichever path the batch took.
 async fn write_on(connection: &mut sqlx::PgConnection, batch: &mut [Request]) -> sqlx::Result<Written> {
-    if let Some(slots) = write_streamed(connection, batch).await? {
-        return Ok(Written::Streamed(slots));
+    match write_streamed(connection, batch).await {
+        Ok(Some(slots)) => return Ok(Written::Streamed(slots)),
+        Ok(None) => {}
+        Err(error) if is_data_exception(&error) => {
+            tracing::warn!(%error, "a streamed batch's text was refused as it came; storing it as values");
+        }
+        Err(error) => return Err(error),
     }
     let mut tx = sqlx::Connection::begin(connection).await?;
     // State changes first: a turn already ended takes its `turn_end` (and the errors naming it)
@@ -404,5 +430,40 @@ pub(super) fn is_data_exception(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Database(db) => db.code().is_some_and(|code| code.starts_with("22")),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ids::SessionId;
+
+    fn request(events: usize) -> Request {
+        let session = SessionId::new();
+        let events = (0..events).map(|i| NewEvent::new(session, EventKind::Update, json!({"i": i}))).collect();
+        Request::new(events, Vec::new(), oneshot::channel().0)
+    }
+
+    #[test]
+    fn a_batch_never_passes_the_live_feeds_capacity_and_the_request_that_would_is_carried() {
+        let (tx, mut rx) = mpsc::channel(64);
+        for _ in 0..20 {
+            tx.try_send(request(300)).expect("queued");
+        }
+        let (mut batch, mut carried) = (vec![request(300)], None);
+        let mut queued = 300;
+        take_queued(&mut rx, &mut batch, &mut queued, &mut carried);
+        let events: usize = batch.iter().map(|r| r.events.len()).sum();
+        assert_eq!(events, 6 * 300, "the most whole requests under {MAX_BATCH_EVENTS}");
+        assert_eq!(queued, events);
+        assert!(carried.as_ref().is_some_and(|r| r.events.len() == 300), "the next one waits, not lost");
+        // The next batch starts with the carried request, then takes as many more as fit.
+        let mut next = vec![carried.take().expect("carried")];
+        let mut queued = 300;
+        take_queued(&mut rx, &mut next, &mut queued, &mut carried);
+        assert_eq!(next.len(), 6, "the carried one and the next 5");
+        assert!(carried.is_some(), "and the one after it waits in turn");
     }
 }

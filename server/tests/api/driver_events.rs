@@ -1,10 +1,11 @@
 //! Event-log fidelity through the real harness, appender and store: a payload with U+0000 is
 //! stored with U+2400 in its place and kept exactly in the side table; an oversized update keeps
-//! its structure, with its large field cut to a head and a tail.
+//! its structure, with its large field cut to a head and a tail; an update Postgres refuses as it
+//! came is stored as its text, with the lines of its frame around it.
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::TestServer;
 
@@ -36,6 +37,47 @@ async fn an_update_with_nul_is_stored_with_a_symbol_and_kept_exactly() {
     let mut watcher = server.watch(&session, "0").await;
     let streamed = watcher.until("turn_end", Duration::from_secs(10)).await;
     assert!(streamed.iter().any(|e| e["seq"] == event["seq"] && e["payload"] == event["payload"]));
+}
+
+/// A frame of three updates whose middle one Postgres's `jsonb` refuses as it came (a lone
+/// surrogate escape): the three share one persist, the statement that stores text as it came is
+/// refused, and the batch is stored as values — the middle one as the string `serde_json` reads
+/// it as, as the transaction path always stored it. Nothing is lost or stored twice.
+#[tokio::test]
+async fn an_update_postgres_refuses_as_it_came_is_stored_as_its_text_with_its_frame() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent(json!({})).await;
+    let session = server.create_session(&agent).await;
+    server.prompt(&session, "unstorable\ntext still alive").await;
+    let events = server.wait_turns(&session, 1, TURN).await;
+    let turn_end = events.iter().find(|e| e["type"] == "turn_end").expect("turn_end");
+    assert_eq!(turn_end["payload"]["stop_reason"], "end_turn", "{events:?}");
+    let shapes: Vec<String> = events
+        .iter()
+        .filter(|e| e["type"] == "update" || e["type"] == "error")
+        .map(|e| match (e["type"].as_str(), &e["payload"]) {
+            (Some("error"), payload) => format!("error {}", payload["code"].as_str().unwrap_or_default()),
+            (_, Value::String(text)) => format!("as text: {text}"),
+            (_, payload) => payload["content"]["text"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect();
+    let refused = r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\ud800"}}"#;
+    assert_eq!(
+        shapes,
+        [
+            "before the unstorable line".to_owned(),
+            format!("as text: {refused}"),
+            "after the unstorable line".to_owned(),
+            "still alive".to_owned()
+        ],
+        "{events:?}"
+    );
+    let seqs: Vec<i64> = events.iter().filter_map(|e| e["seq"].as_i64()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "gapless, none twice: {seqs:?}");
+    // The stream sends the same.
+    let mut watcher = server.watch(&session, "0").await;
+    let streamed = watcher.until("turn_end", Duration::from_secs(10)).await;
+    assert_eq!(streamed.iter().filter(|e| e["payload"] == Value::String(refused.to_owned())).count(), 1);
 }
 
 #[tokio::test]
