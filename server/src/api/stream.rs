@@ -130,6 +130,8 @@ pub async fn closed_for_access(
         }
     }
 }
+/// How long a send that found the client gone waits to learn whether it had sent a Close.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// While the log cannot be read (a database outage), the stream waits this long between tries…
 const READ_RETRY: Duration = Duration::from_secs(1);
 /// …and gives up (closing with 1011, the client resumes from its cursor) after this long.
@@ -143,7 +145,8 @@ async fn follow(
     send_timeout: Duration,
     mut stopping: tokio::sync::watch::Receiver<bool>,
 ) {
-    let (mut sink, mut incoming) = socket.split();
+    let (mut sink, incoming) = socket.split();
+    let mut client = ws::ClientWatch::spawn(incoming);
     let mut check = tokio::time::interval(CREDENTIAL_CHECK);
     // Since when the log could not be read, while it cannot.
     let mut failing_since: Option<std::time::Instant> = None;
@@ -192,10 +195,9 @@ async fn follow(
                 };
                 let sent = tokio::select! {
                     sent = send => Some(sent),
-                    message = incoming.next() => match message {
-                        None | Some(Err(_)) => return,
-                        Some(Ok(Message::Close(_))) => None,
-                        Some(Ok(_)) => Some(Ok(())),
+                    end = client.ended() => match end {
+                        ws::ClientEnd::Dropped => return,
+                        ws::ClientEnd::Closed => None,
                     },
                 };
                 let Some(sent) = sent else {
@@ -205,7 +207,15 @@ async fn follow(
                 };
                 match sent {
                     Ok(()) => {}
-                    Err(ws::SendError::Gone) => return,
+                    Err(ws::SendError::Gone) => {
+                        // A Close the client's reader took just before this send met it (the
+                        // protocol refuses to send after one) is still answered.
+                        if let Ok(ws::ClientEnd::Closed) = tokio::time::timeout(CLOSE_GRACE, client.ended()).await {
+                            crate::metrics::stream_closed("client");
+                            ws::answer_close(&mut sink).await;
+                        }
+                        return;
+                    }
                     Err(ws::SendError::TooSlow) => {
                         crate::metrics::stream_closed("too_slow");
                         ws::close_too_slow(&mut sink, "stream").await;
@@ -213,16 +223,14 @@ async fn follow(
                     }
                 }
             }
-            message = incoming.next() => match message {
-                None | Some(Err(_)) => return,
-                // Answered, so the client's close handshake completes.
-                Some(Ok(Message::Close(_))) => {
+            end = client.ended() => {
+                // A Close is answered, so the client's close handshake completes.
+                if end == ws::ClientEnd::Closed {
                     crate::metrics::stream_closed("client");
                     ws::answer_close(&mut sink).await;
-                    return;
                 }
-                Some(Ok(_)) => {}
-            },
+                return;
+            }
         }
     }
 }

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures_util::stream::SplitSink;
-use futures_util::{FutureExt as _, SinkExt};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{FutureExt as _, SinkExt, StreamExt};
+use tokio::sync::oneshot;
 
 /// Bytes each read from a WebSocket's connection takes at most. tungstenite zeroes its read
 /// buffer up to this size before every read (also one that finds nothing), so its default of
@@ -98,6 +99,57 @@ pub async fn answer_close(sink: &mut Sink) {
 pub async fn close_too_slow(sink: &mut Sink, what: &'static str) {
     tracing::info!(socket = what, "closing a WebSocket whose client did not read in time");
     close(sink, CLOSE_TOO_SLOW, "the client did not read in time; reconnect").await;
+}
+
+/// How a client's side of a socket ended (see [`ClientWatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientEnd {
+    /// It sent a Close: answer it ([`answer_close`]).
+    Closed,
+    /// The connection broke, or the client's frames could not be read.
+    Dropped,
+}
+
+/// Reads a client's frames on a task of their own, dropping all but its Close, for a socket the
+/// server mostly writes to (the event stream). Polling the reading half in the writer's loop cost a
+/// zeroed read buffer and a readiness check per event sent, per watcher; the task wakes only when
+/// the client sends. Dropping the watch ends the task (and with it the reading half, so the socket
+/// goes once its writer is done).
+pub struct ClientWatch {
+    end: oneshot::Receiver<ClientEnd>,
+    ended: Option<ClientEnd>,
+}
+
+impl ClientWatch {
+    /// Starts reading the client's side.
+    pub fn spawn(mut incoming: SplitStream<WebSocket>) -> Self {
+        let (mut tx, end) = oneshot::channel();
+        tokio::spawn(async move {
+            let end = loop {
+                tokio::select! {
+                    () = tx.closed() => return,
+                    message = incoming.next() => match message {
+                        None | Some(Err(_)) => break ClientEnd::Dropped,
+                        Some(Ok(Message::Close(_))) => break ClientEnd::Closed,
+                        Some(Ok(_)) => {}
+                    },
+                }
+            };
+            let _ = tx.send(end);
+        });
+        Self { end, ended: None }
+    }
+
+    /// Resolves when the client's side has ended (at once if it had).
+    pub async fn ended(&mut self) -> ClientEnd {
+        if let Some(end) = self.ended {
+            return end;
+        }
+        // A reading task that is gone without a word counts as a dropped connection.
+        let end = (&mut self.end).await.unwrap_or(ClientEnd::Dropped);
+        self.ended = Some(end);
+        end
+    }
 }
 
 /// Resolves once the server begins to shut down (or is gone).

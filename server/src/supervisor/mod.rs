@@ -5,6 +5,7 @@
 //! [`core`] (pure: inputs in, effects out, unit-tested without Docker); `shell` performs the
 //! effects.
 
+mod alarm;
 mod disk;
 pub mod harness_log;
 pub mod host;
@@ -37,9 +38,12 @@ pub use agenthold_core::supervisor as core;
 pub use agenthold_core::supervisor::{LifecycleError, Timeouts};
 
 /// The server's `Timeouts::ack_delay`: with a harness streaming tokens, one acknowledgement per
-/// 50 ms instead of one per line (a message back over the tunnel per event was a fifth of the
-/// server's sends with 30 agents streaming; docs/benchmarks.md).
-pub const ACK_DELAY: Duration = Duration::from_millis(50);
+/// second instead of one per line (a message back over the tunnel per event was a fifth of the
+/// server's sends with 30 agents streaming; at one per 50 ms they were still a twelfth of its CPU,
+/// each a send through the sandbox's network; docs/benchmarks.md). An acknowledgement only lets
+/// sandboxd forget output the server has stored (a new link resumes from the stored offset), and
+/// 256 KiB go at once (`ACK_EAGER_BYTES`), so the delay holds at most that much more there.
+pub const ACK_DELAY: Duration = Duration::from_secs(1);
 
 /// What every supervisor uses.
 pub struct Deps {

@@ -14,6 +14,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
+use super::alarm::Alarm;
 use super::core::{
     Core, Effect, Input, Job, Launch, LinkId, Now, OpenWork, Outbound, Outcome, ProcessStart, ReplyId, SlotChange,
     StoreFailure, WakeError,
@@ -104,6 +105,7 @@ pub async fn run(
     // Forgets the published state however the loop ends.
     let publisher = observed.publisher();
     let _published = Published { agent_id, publisher, observed: Arc::clone(&observed) };
+    let mut alarm = Alarm::new();
     loop {
         observed.publish(agent_id, publisher, &core.observed());
         while let Some(effect) = core.poll_effect() {
@@ -116,6 +118,7 @@ pub async fn run(
             core.handle_timeout(now());
             continue;
         }
+        alarm.set(deadline);
         tokio::select! {
             command = commands.recv() => match command {
                 None => break,
@@ -169,7 +172,7 @@ pub async fn run(
                 let up = *database.borrow_and_update();
                 core.handle(Input::Database { up }, now());
             }
-            () = sleep_until(deadline) => core.handle_timeout(now()),
+            () = alarm.fired() => core.handle_timeout(now()),
         }
     }
 }
@@ -200,13 +203,6 @@ async fn next_load(
 async fn next_incoming(inbox: &mut Option<(LinkId, mpsc::Receiver<Incoming>)>) -> (LinkId, Option<Incoming>) {
     match inbox {
         Some((link, inbox)) => (*link, inbox.recv().await),
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
     }
 }
