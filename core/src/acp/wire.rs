@@ -86,11 +86,13 @@ pub fn parse_line(line: &[u8]) -> Result<FromHarness, Garbage> {
 /// its `update` as printed (what the event log stores). `None` for any other line, or one this
 /// cannot read so (a duplicate key, an `update` missing): [`parse_line`] then reads it as before.
 pub fn parse_update(line: &[u8]) -> Option<UpdateLine> {
+    // One pass: the params are read as an update's while the envelope is (a line whose params
+    // are not an update's is no update either, whatever its method).
     let envelope: Envelope<'_> = serde_json::from_slice(line).ok()?;
     if envelope.method != method::SESSION_UPDATE || envelope.id.is_some() {
         return None;
     }
-    let params: UpdateParams<'_> = serde_json::from_str(envelope.params.get()).ok()?;
+    let params = envelope.params;
     Some(UpdateLine { acp_session_id: params.session_id.into_owned(), update: params.update.to_owned() })
 }
 
@@ -109,7 +111,7 @@ pub fn update_kind(update: &RawValue) -> Option<Cow<'_, str>> {
     serde_json::from_str::<UpdateHead<'_>>(update.get()).ok()?.kind
 }
 
-/// A notification's envelope (`jsonrpc` and anything else unread).
+/// An update notification's envelope (`jsonrpc` and anything else unread).
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow)]
@@ -118,7 +120,7 @@ struct Envelope<'a> {
     #[serde(default, borrow)]
     id: Option<&'a RawValue>,
     #[serde(borrow)]
-    params: &'a RawValue,
+    params: UpdateParams<'a>,
 }
 
 #[derive(Deserialize)]
@@ -190,8 +192,10 @@ mod tests {
 
     #[test]
     fn anything_else_is_left_to_parse_line() {
-        let others: [&[u8]; 9] = [
+        let others: [&[u8]; 11] = [
             br#"{"jsonrpc":"2.0","id":1,"method":"session/update","params":{"sessionId":"s","update":{}}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/other","params":[1]}"#,
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{},"update":[]}}"#,
             br#"{"jsonrpc":"2.0","method":"session/other","params":{"sessionId":"s","update":{}}}"#,
             br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}}"#,
             br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":7,"update":{}}}"#,
@@ -208,6 +212,11 @@ mod tests {
         let null_id =
             br#"{"jsonrpc":"2.0","id":null,"method":"session/update","params":{"sessionId":"s","update":[1]}}"#;
         assert_eq!(parse_update(null_id).map(|u| u.update.get().to_owned()).as_deref(), Some("[1]"));
+        // The params may come first, and the session id escaped.
+        let params_first =
+            br#"{"params":{"update":{"k":1},"sessionId":"s\u0031"},"method":"session/update","jsonrpc":"2.0"}"#;
+        let read = parse_update(params_first).expect("an update");
+        assert_eq!((read.acp_session_id.as_str(), read.update.get()), ("s1", r#"{"k":1}"#));
         let no_kind = RawValue::from_string("[1]".to_owned()).expect("JSON");
         assert_eq!(update_kind(&no_kind), None);
     }

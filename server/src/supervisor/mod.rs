@@ -38,12 +38,14 @@ pub use agenthold_core::supervisor as core;
 pub use agenthold_core::supervisor::{LifecycleError, Timeouts};
 
 /// The server's `Timeouts::ack_delay`: with a harness streaming tokens, one acknowledgement per
-/// second instead of one per line (a message back over the tunnel per event was a fifth of the
-/// server's sends with 30 agents streaming; at one per 50 ms they were still a twelfth of its CPU,
-/// each a send through the sandbox's network; docs/benchmarks.md). An acknowledgement only lets
-/// sandboxd forget output the server has stored (a new link resumes from the stored offset), and
-/// 256 KiB go at once (`ACK_EAGER_BYTES`), so the delay holds at most that much more there.
-pub const ACK_DELAY: Duration = Duration::from_secs(1);
+/// quarter second instead of one per line (a message back over the tunnel per event was a fifth of
+/// the server's sends with 30 agents streaming; at one per 50 ms they were still a twelfth of its
+/// CPU, each a send through the sandbox's network; docs/benchmarks.md). An acknowledgement only
+/// lets sandboxd forget output the server has stored (a new link resumes from the stored offset);
+/// 256 KiB go at once (`ACK_EAGER_BYTES`). Not longer: a sandboxd whose buffer is set below that
+/// (`AGENTHOLD_SANDBOXD_BUFFER_BYTES`) waits for the timer once its buffer is full, so the delay
+/// bounds such a harness's output to four buffers a second.
+pub const ACK_DELAY: Duration = Duration::from_millis(250);
 
 /// What every supervisor uses.
 pub struct Deps {
