@@ -13,10 +13,15 @@ use agenthold_server::config::{Command, Config, SecretsCommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let mut config = Config::parse();
+fn main() -> anyhow::Result<()> {
+    let config = Config::parse();
+    let workers = config.runtime_workers();
+    tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()?.block_on(serve(config))
+}
+
+async fn serve(mut config: Config) -> anyhow::Result<()> {
     agenthold_server::telemetry::init();
+    tracing::info!(workers = config.runtime_workers(), "the server's async work runs on this many threads");
     if let Some(command) = config.command.take() {
         let Command::Secrets(SecretsCommand::Rotate { old_key_file, new_key_file }) = command;
         let report =
