@@ -37,11 +37,15 @@ impl Core {
         if self.sandbox == Sandbox::Destroyed || self.condition.stopping.is_some() {
             return Observed::Stopping;
         }
+        // sandboxd's hello clears the last failure: one with a link up is this start's own (its
+        // harness failed), shown at once, before the wake job reports back.
+        if let Some(failure) = &self.condition.failure
+            && (self.link != LinkState::Down || !matches!(self.sandbox, Sandbox::Waking { .. }))
+        {
+            return Observed::Error(failure.to_string());
+        }
         if matches!(self.sandbox, Sandbox::Waking { .. }) {
             return Observed::Starting;
-        }
-        if let Some(failure) = &self.condition.failure {
-            return Observed::Error(failure.to_string());
         }
         if self.link != LinkState::Down {
             return Observed::Awake;
@@ -142,6 +146,18 @@ mod tests {
     }
 
     #[test]
+    fn a_wake_after_a_failure_is_starting_again() {
+        let (mut core, now) = core();
+        core.handle(Input::Wake { reply: 1 }, now);
+        let waking = job(&mut core, wake);
+        core.handle(Input::Woken { job: waking, result: Err(WakeError::StartFailed("no such image".to_owned())) }, now);
+        assert!(matches!(core.observed(), Observed::Error(_)));
+        core.handle(Input::Wake { reply: 2 }, now);
+        let _ = job(&mut core, wake);
+        assert_eq!(core.observed(), Observed::Starting, "the old failure is not this start's");
+    }
+
+    #[test]
     fn a_wake_reported_after_its_harness_failed_keeps_the_failure() {
         // sandboxd dialled in and the harness failed to start before the wake job (slowed by
         // recording the sandbox's address) reported back: the failure stays.
@@ -164,6 +180,8 @@ mod tests {
         let starting = job(&mut core, |j| if let Job::StartHarness { job } = j { Some(*job) } else { None });
         let result = Err("no-such-acp-agent: not found".to_owned());
         core.handle(Input::Launched { job: starting, result }, now);
+        // The turns failed in that step: the state says why before the wake job reports back.
+        assert_eq!(core.observed(), Observed::Error("HARNESS_START_FAILED: no-such-acp-agent: not found".to_owned()));
         core.handle(Input::Woken { job: waking, result: Ok(()) }, now);
         assert_eq!(core.observed(), Observed::Error("HARNESS_START_FAILED: no-such-acp-agent: not found".to_owned()));
     }
