@@ -190,8 +190,7 @@ pub struct Config {
     /// replaced.
     #[arg(long, env = "AGENTHOLD_WARM_POOL_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub warm_pool_connect_timeout_secs: u64,
-    /// Threads that run the server's async work (unset: half the cores, at least one —
-    /// `config::runtime`). Blocking work (files, password hashing) has threads of its own.
+    /// Threads that run the server's async work (unset: one per core — `config::runtime`). Blocking work (files, password hashing) has threads of its own.
     #[arg(long, env = "AGENTHOLD_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub worker_threads: Option<u16>,
     /// Connections in the server's Postgres pool.

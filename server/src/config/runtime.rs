@@ -1,8 +1,8 @@
-//! How many threads run the server's async work: `AGENTHOLD_WORKER_THREADS`, else half the cores
-//! the process may use, at least one. The server shares its host with Postgres, the proxy, the
-//! engine and the sandboxes, and at the loads measured its async work takes a fraction of a core:
-//! a second worker on a two-core host cost more in threads parking and waking each other than it
-//! ran (docs/benchmarks.md, "One worker thread on two cores").
+//! How many threads run the server's async work: `AGENTHOLD_WORKER_THREADS`, else one per core
+//! the process may use (tokio's default). One worker on a two-core host cut `multi`'s CPU per
+//! event by a tenth and steadied the flood, but slowed a pooled agent's claim by 20–40 ms (its
+//! other work no longer runs beside it on a second thread): a choice for the operator, with both
+//! sides measured in docs/benchmarks.md ("One worker thread on two cores").
 
 use super::Config;
 
@@ -14,9 +14,9 @@ impl Config {
     }
 }
 
-/// `configured`, else half of `cores`, at least one.
+/// `configured`, else one per core.
 fn workers(configured: Option<u16>, cores: usize) -> usize {
-    configured.map_or((cores / 2).max(1), usize::from)
+    configured.map_or(cores.max(1), usize::from)
 }
 
 #[cfg(test)]
@@ -24,12 +24,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn half_the_cores_at_least_one_unless_configured() {
+    fn one_per_core_unless_configured() {
         assert_eq!(workers(None, 1), 1);
-        assert_eq!(workers(None, 2), 1);
-        assert_eq!(workers(None, 3), 1);
-        assert_eq!(workers(None, 8), 4);
+        assert_eq!(workers(None, 2), 2);
+        assert_eq!(workers(None, 8), 8);
+        assert_eq!(workers(Some(1), 2), 1);
         assert_eq!(workers(Some(3), 2), 3);
-        assert_eq!(workers(Some(1), 64), 1);
     }
 }
